@@ -1,0 +1,109 @@
+"""The rule catalogue: the data tables in `rules/`, loaded once.
+
+Knowledge lives in the tables (codes, messages, guidance, API mappings); the transforms in
+`transform.py` only read them. The tables ship inside the wheel as the package `npu_migrate.rules`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    fixable: bool
+    message: str
+    guidance: str
+
+    @property
+    def family(self) -> str:
+        return FAMILIES.get(self.code[3], "other")
+
+
+FAMILIES = {
+    "0": "tool",
+    "1": "device placement and device strings",
+    "2": "torch.cuda API",
+    "3": "distributed",
+    "4": "AMP and precision",
+    "5": "attention kernels",
+    "6": "CLI flags and environment variables",
+    "9": "not migratable",
+}
+
+CODE_RE = re.compile(r"^NPU\d{3}$")
+
+
+def _read_table(name: str) -> dict[str, Any]:
+    """Read `rules/<name>` from the installed package, or from the checkout as a fallback."""
+    try:
+        data = resources.files("npu_migrate.rules").joinpath(name).read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError):
+        data = (Path(__file__).resolve().parent.parent / "rules" / name).read_bytes()
+    return tomllib.loads(data.decode("utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def rules() -> dict[str, Rule]:
+    table = _read_table("codes.toml")
+    out = {}
+    for code, row in sorted(table.items()):
+        if not CODE_RE.match(code):
+            raise ValueError(f"rules/codes.toml: {code!r} is not a rule code (NPU + three digits)")
+        out[code] = Rule(
+            code=code,
+            name=row["name"],
+            fixable=bool(row["fixable"]),
+            message=row["message"],
+            guidance=row["guidance"],
+        )
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_api() -> dict[str, Any]:
+    return _read_table("cuda_api.toml")
+
+
+@functools.lru_cache(maxsize=None)
+def device_table() -> dict[str, Any]:
+    return _read_table("device.toml")
+
+
+def rule(code: str) -> Rule:
+    return rules()[code]
+
+
+def expand_selection(patterns: list[str] | tuple[str, ...]) -> set[str]:
+    """Codes matched by `--select/--ignore` patterns: a full code, a prefix (`NPU2`), or `ALL`."""
+    codes = set(rules())
+    chosen: set[str] = set()
+    for pattern in patterns:
+        p = pattern.strip().upper()
+        if not p:
+            continue
+        if p == "ALL":
+            chosen |= codes
+            continue
+        matched = {c for c in codes if c.startswith(p)}
+        if not matched:
+            raise ValueError(f"unknown rule code or prefix: {pattern!r} (see `npu-migrate rules`)")
+        chosen |= matched
+    return chosen
+
+
+def enabled_codes(select: tuple[str, ...] = (), ignore: tuple[str, ...] = ()) -> frozenset[str]:
+    base = expand_selection(select) if select else set(rules())
+    return frozenset(base - expand_selection(ignore))

@@ -1,0 +1,223 @@
+"""The life of one file, and of one run.
+
+    discover -> prefilter -> parse -> rules (one traversal) + leftover sweep -> render -> write
+    atomically -> inject the shim once per run.
+
+`migrate_source` is pure (bytes in, new bytes and findings out) so that tests, the CLI and worker
+processes share it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from . import catalogue
+from .findings import Finding
+from .sweep import Sweep
+from .transform import ImportPruner, Migrator
+
+# Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
+PREFILTER = re.compile(
+    rb"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|apex|xformers|triton|cpp_extension|CUDAGraph"
+)
+# A file that already speaks NPU is left byte-identical (patterns.md E26).
+NPU_AWARE = re.compile(rb"^\s*(import|from)\s+torch_npu\b|\btorch\.npu\b|\bis_npu_available\b", re.M)
+MAIN_GUARD = re.compile(rb"""__name__\s*==\s*['"]__main__['"]""")
+DEFINES_CUDA_METHOD = re.compile(rb"^\s+def\s+cuda\s*\(\s*self\b", re.M)
+
+
+@dataclass(frozen=True)
+class Options:
+    enabled: frozenset
+    shim_name: str = "npu_compat"
+    npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
+
+
+@dataclass
+class FileResult:
+    relpath: str
+    findings: list[Finding] = field(default_factory=list)
+    original: Optional[bytes] = None
+    new: Optional[bytes] = None  # None: no change
+    encoding: str = "utf-8"
+    skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
+
+    @property
+    def changed(self) -> bool:
+        return self.new is not None and self.new != self.original
+
+
+def _tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: int = 1) -> Finding:
+    rule = catalogue.rule(code)
+    return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")
+
+
+def _already_imports_shim(module: cst.Module, shim: str) -> bool:
+    for statement in module.body:
+        bodies = [statement]
+        if isinstance(statement, cst.Try):
+            bodies = list(statement.body.body)
+        for stmt in bodies:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import) and any(
+                        isinstance(a.name, cst.Name) and a.name.value == shim for a in small.names
+                    ):
+                        return True
+    return False
+
+
+def _insertion_index(module: cst.Module) -> int:
+    """After the docstring, `from __future__` and the leading block of imports."""
+    index = 0
+    body = module.body
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr):
+        if isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            index = 1
+    while index < len(body):
+        stmt = body[index]
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            index += 1
+            continue
+        break
+    return index
+
+
+def _shim_import(shim: str, script_depth: int) -> list[cst.BaseStatement]:
+    if script_depth <= 0:
+        return [cst.parse_statement(f"import {shim}\n")]
+    ups = ", ".join(['".."'] * script_depth)
+    code = (
+        f"try:\n"
+        f"    import {shim}\n"
+        f"except ModuleNotFoundError:  # run as a script: make the repository root importable (npu-migrate)\n"
+        f"    import os, sys\n"
+        f"    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), {ups}))\n"
+        f"    import {shim}\n"
+    )
+    return [cst.parse_statement(code)]
+
+
+def add_shim_import(module: cst.Module, shim: str, script_depth: int) -> cst.Module:
+    if _already_imports_shim(module, shim):
+        return module
+    index = _insertion_index(module)
+    body = list(module.body)
+    body[index:index] = _shim_import(shim, script_depth)
+    return module.with_changes(body=body)
+
+
+def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
+    """Migrate one file's bytes. Never raises for bad input: problems become findings."""
+    result = FileResult(relpath=relpath, original=source)
+    if not PREFILTER.search(source):
+        result.skipped = "no CUDA trigger words"
+        return result
+    parent = os.path.dirname(relpath)
+    if NPU_AWARE.search(source) or parent in options.npu_aware_dirs:
+        result.skipped = "already NPU-aware (torch_npu used here or beside it)"
+        return result
+    try:
+        module = cst.parse_module(source)
+    except UnicodeDecodeError as exc:
+        result.findings.append(_tool_finding("NPU002", relpath, str(exc)))
+        return result
+    except cst.ParserSyntaxError as exc:
+        result.findings.append(
+            _tool_finding("NPU001", relpath, exc.message, exc.raw_line or 1, exc.raw_column + 1)
+        )
+        return result
+    except (SyntaxError, ValueError, LookupError, RecursionError) as exc:
+        result.findings.append(_tool_finding("NPU001", relpath, f"{type(exc).__name__}: {exc}"))
+        return result
+    result.encoding = module.encoding
+
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    migrator = Migrator(
+        wrapper.module,
+        positions,
+        relpath,
+        options.enabled,
+        shim=options.shim_name,
+        defines_cuda_method=bool(DEFINES_CUDA_METHOD.search(source)),
+    )
+    new_module = wrapper.module.visit(migrator)
+    removable = migrator.removable_cuda_imports()
+    if removable:
+        new_module = new_module.visit(ImportPruner(removable, migrator.plain_torch_import))
+    wrapper.module.visit(Sweep(migrator))
+    if migrator.uses_shim:
+        depth = relpath.count("/") if MAIN_GUARD.search(source) else 0
+        new_module = add_shim_import(new_module, options.shim_name, depth)
+    result.findings = sorted(migrator.findings)
+    new = new_module.bytes
+    if new != source:
+        result.new = new
+    return result
+
+
+def migrate_path(args: tuple[str, str, Options]) -> FileResult:
+    """Worker entry point: read a file and migrate it (the caller writes)."""
+    path, relpath, options = args
+    try:
+        source = Path(path).read_bytes()
+    except OSError as exc:
+        return FileResult(relpath=relpath, findings=[_tool_finding("NPU002", relpath, exc.strerror or str(exc))])
+    return migrate_source(source, relpath, options)
+
+
+def run_files(
+    items: list[tuple[str, str]],
+    options: Options,
+    jobs: int = 1,
+    progress: Optional[Callable[[FileResult], None]] = None,
+) -> list[FileResult]:
+    """Migrate (path, relpath) pairs, in worker processes when there are enough of them.
+
+    Results come back sorted by relative path whatever `jobs` is, so output is deterministic.
+    """
+    tasks = [(path, rel, options) for path, rel in items]
+    results: list[FileResult] = []
+    if jobs > 1 and len(tasks) >= 16:
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+            for result in pool.map(migrate_path, tasks, chunksize=chunk):
+                results.append(result)
+                if progress:
+                    progress(result)
+    else:
+        for task in tasks:
+            result = migrate_path(task)
+            results.append(result)
+            if progress:
+                progress(result)
+    results.sort(key=lambda r: r.relpath)
+    return results
+
+
+def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
+    """Directories that already hold torch_npu-aware code: their siblings stay untouched (E26)."""
+    dirs = set()
+    for path, rel in items:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if NPU_AWARE.search(data):
+            dirs.add(os.path.dirname(rel))
+    return frozenset(dirs)

@@ -1,0 +1,152 @@
+"""Everything a run prints: the diff, the findings, the summary, the JSON report, the rule list."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from . import __version__, catalogue
+from .engine import FileResult
+
+
+@dataclass
+class RunSummary:
+    root: str
+    dry_run: bool
+    results: list[FileResult]
+    shim: str = ""
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self):
+        return sorted(f for r in self.results for f in r.findings)
+
+    @property
+    def rewrites(self) -> Counter:
+        return Counter(f.code for f in self.findings if f.fixable)
+
+    @property
+    def reported(self) -> Counter:
+        return Counter(f.code for f in self.findings if not f.fixable)
+
+    @property
+    def changed(self) -> list[FileResult]:
+        return [r for r in self.results if r.changed]
+
+    @property
+    def skipped(self) -> Counter:
+        return Counter(r.skipped for r in self.results if r.skipped)
+
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if self.reported else 0
+
+
+def unified_diff(result: FileResult) -> str:
+    encoding = result.encoding or "utf-8"
+    old = (result.original or b"").decode(encoding, "replace")
+    new = (result.new or b"").decode(encoding, "replace")
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=f"a/{result.relpath}",
+        tofile=f"b/{result.relpath}",
+    )
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def print_diffs(console: Console, results: Iterable[FileResult], color: bool) -> None:
+    for result in results:
+        if not result.changed:
+            continue
+        text = unified_diff(result)
+        if color:
+            console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
+        else:
+            console.out(text, end="", highlight=False)
+
+
+def print_findings(console: Console, summary: RunSummary) -> None:
+    for f in summary.findings:
+        if f.fixable:
+            continue
+        console.print(
+            f"[bold]{f.path}[/]:{f.line}:{f.column}: [red]{f.code}[/] {f.message}",
+            highlight=False,
+        )
+
+
+def print_summary(console: Console, summary: RunSummary) -> None:
+    table = Table(title=f"npu-migrate {'--dry-run ' if summary.dry_run else ''}summary", show_header=True)
+    table.add_column("item")
+    table.add_column("count", justify="right")
+    table.add_row("files scanned", str(len(summary.results)))
+    verb = "would change" if summary.dry_run else "changed"
+    table.add_row(f"files {verb}", str(len(summary.changed)))
+    for reason, count in sorted(summary.skipped.items()):
+        table.add_row(f"files skipped: {reason}", str(count))
+    for code, count in sorted(summary.rewrites.items()):
+        table.add_row(f"rewrites {code} {catalogue.rule(code).name}", str(count))
+    for code, count in sorted(summary.reported.items()):
+        table.add_row(f"[red]findings {code} {catalogue.rule(code).name}[/]", str(count))
+    console.print(table)
+    if summary.shim:
+        console.print(summary.shim, highlight=False)
+    for error in summary.errors:
+        console.print(f"[red]error:[/] {error}", highlight=False)
+
+
+def json_report(summary: RunSummary) -> str:
+    payload = {
+        "tool": "npu-migrate",
+        "version": __version__,
+        "root": summary.root,
+        "dry_run": summary.dry_run,
+        "files_scanned": len(summary.results),
+        "files_changed": len(summary.changed),
+        "files_skipped": dict(sorted(summary.skipped.items())),
+        "changed_files": [r.relpath for r in summary.changed],
+        "rewrites_by_code": dict(sorted(summary.rewrites.items())),
+        "findings_by_code": dict(sorted(summary.reported.items())),
+        "findings": [f.as_dict() for f in summary.findings],
+        "shim": summary.shim,
+        "errors": summary.errors,
+    }
+    return json.dumps(payload, indent=2, sort_keys=False)
+
+
+def rules_text(fmt: str = "text") -> str:
+    """The rule list, from rules/codes.toml; the README's rules section is this in markdown."""
+    rules = catalogue.rules()
+    if fmt == "json":
+        return json.dumps(
+            [
+                {"code": r.code, "name": r.name, "fixable": r.fixable, "family": r.family,
+                 "message": r.message, "guidance": r.guidance}
+                for r in rules.values()
+            ],
+            indent=2,
+        )
+    if fmt == "markdown":
+        lines = ["| code | name | action | summary |", "|---|---|---|---|"]
+        for r in rules.values():
+            action = "rewrites" if r.fixable else "reports"
+            message = r.message.replace("|", "\\|")
+            lines.append(f"| {r.code} | {r.name} | {action} | {message} |")
+        return "\n".join(lines) + "\n"
+    lines = []
+    for r in rules.values():
+        action = "rewrites" if r.fixable else "reports "
+        lines.append(f"{r.code}  {action}  {r.name:<30} {r.message}")
+    return "\n".join(lines) + "\n"

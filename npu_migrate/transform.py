@@ -1,0 +1,775 @@
+"""The rewrite rules: one libcst transformer, one traversal per file.
+
+Every rule decides on the *original* nodes (positions, the chain of parents) and builds its
+replacement from the *updated* ones. A node a rule rewrote or reported is "claimed"; the leftover
+sweep (`sweep.py`) then reports every CUDA reference that no rule claimed, so nothing is missed
+silently (DESIGN.md invariant 2).
+
+Device strings change only where they are provably devices (invariant 4): the argument of
+`torch.device`, a device keyword, a variable named like a device, and so on (rules/device.toml).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from . import catalogue
+from .findings import Finding
+
+_CUDA_INDEX_RE = re.compile(r"^cuda:(\d+)$")
+_WS_RE = re.compile(r"\s+")
+
+
+def _device_tables():
+    t = catalogue.device_table()
+    words = {w.lower() for w in t["device_name_words"]}
+    return (
+        frozenset(t["device_types"]),
+        frozenset(t["device_keywords"]),
+        frozenset(t["device_first_arg_calls"]),
+        frozenset(t["device_first_arg_methods"]),
+        frozenset(t["framework_accelerator_keywords"]),
+        words,
+        re.compile(t["cuda_only_feature_pattern"], re.IGNORECASE),
+    )
+
+
+def is_device_name(identifier: str, words: frozenset | set) -> bool:
+    """`DEV`, `device_type`, `self.compute_device`: one underscore-separated word names a device."""
+    low = identifier.lower()
+    if low in words:
+        return True
+    return any(part in words for part in low.split("_") if part)
+
+
+def _string_value(node: cst.CSTNode) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _cuda_literal(node: cst.CSTNode):
+    """("cuda", None) for "cuda", ("cuda", N) for "cuda:N", else None."""
+    value = _string_value(node)
+    if value == "cuda":
+        return ("cuda", None)
+    if value is not None:
+        m = _CUDA_INDEX_RE.match(value)
+        if m:
+            return ("cuda", int(m.group(1)))
+    return None
+
+
+def _cuda_fstring_expr(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """The expression of an f-string that is exactly `f"cuda:{expr}"`, else None."""
+    if not isinstance(node, cst.FormattedString) or len(node.parts) != 2:
+        return None
+    text, expr = node.parts
+    if (
+        isinstance(text, cst.FormattedStringText)
+        and text.value == "cuda:"
+        and isinstance(expr, cst.FormattedStringExpression)
+        and expr.conversion is None
+        and expr.format_spec is None
+        and expr.equal is None
+    ):
+        return expr.expression
+    return None
+
+
+def dotted_name(node: cst.CSTNode) -> Optional[str]:
+    """`a.b.c` for a chain of Names and Attributes, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _last_identifier(node: cst.CSTNode) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def normalise_source(code: str) -> str:
+    return _WS_RE.sub(" ", code).strip()
+
+
+class Migrator(cst.CSTTransformer):
+    """Rewrites CUDA device placement and the `torch.cuda` API of one module."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        positions,
+        relpath: str,
+        enabled: frozenset,
+        shim: str = "npu_compat",
+        defines_cuda_method: bool = False,
+    ) -> None:
+        super().__init__()
+        self.module = module
+        self.positions = positions  # node -> CodeRange, resolved once (PositionProvider)
+        self.relpath = relpath
+        self.enabled = enabled
+        self.shim = shim
+        self.defines_cuda_method = defines_cuda_method
+        (
+            self.device_types,
+            self.device_keywords,
+            self.device_first_arg_calls,
+            self.device_first_arg_methods,
+            self.framework_keywords,
+            self.device_words,
+            self.feature_gate_re,
+        ) = _device_tables()
+        api = catalogue.cuda_api()
+        self.api_shared = frozenset(api["shared"]["names"])
+        self.api_renamed = dict(api.get("renamed", {}))
+        self.api_capability = frozenset(api["capability"]["names"])
+        self.api_typed = frozenset(api["typed_tensors"]["names"])
+        self.api_report = dict(api["report"])
+
+        self.findings: list[Finding] = []
+        self.claimed: set[int] = set()
+        self.uses_shim = False
+        # local name -> qualified name, for names bound by imports of torch (in source order)
+        self.aliases: dict[str, str] = {}
+        self._parents: list[cst.CSTNode] = []
+        self._functions: list[str] = []
+        self._if_tests: list[cst.If] = []
+        self._statements: list[cst.CSTNode] = []
+        # imports that bind torch.cuda names: local name -> [references, rewritten references]
+        self._cuda_import_uses: dict[str, list[int]] = {}
+        self._cuda_imports: list[tuple[cst.CSTNode, cst.CSTNode]] = []  # (original, updated)
+        self.plain_torch_import = False  # `import torch` seen: `import torch.cuda` can go
+
+    # ----------------------------------------------------------------- bookkeeping
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._parents.append(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node, updated_node):
+        try:
+            return super().on_leave(original_node, updated_node)
+        finally:
+            self._parents.pop()
+
+    def _parent(self, depth: int = 1) -> Optional[cst.CSTNode]:
+        # _parents[-1] is the node being left; its parent is _parents[-2]
+        index = -1 - depth
+        return self._parents[index] if len(self._parents) >= -index else None
+
+    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
+        code_range = self.positions.get(node)
+        if code_range is None:
+            return 0, 0
+        return code_range.start.line, code_range.start.column + 1
+
+    def _add(self, code: str, node: cst.CSTNode, fixable: bool, **fmt: str) -> None:
+        rule = catalogue.rule(code)
+        line, column = self._position(node)
+        try:
+            message = rule.message.format(**fmt)
+        except (KeyError, IndexError):
+            message = rule.message
+        source = normalise_source(self.module.code_for_node(node))
+        if len(source) > 200:
+            source = source[:197] + "..."
+        self.findings.append(
+            Finding(self.relpath, line, column, code, message, fixable, source)
+        )
+
+    def claim(self, node: cst.CSTNode) -> None:
+        self.claimed.add(id(node))
+
+    def rewrite(self, code: str, original: cst.CSTNode, new: cst.CSTNode, **fmt: str):
+        """Apply a rewrite if its code is enabled; the construct is claimed either way."""
+        self.claim(original)
+        if code not in self.enabled:
+            return None
+        self._add(code, original, True, **fmt)
+        self.uses_shim = True
+        return new
+
+    def report(self, code: str, original: cst.CSTNode, **fmt: str) -> None:
+        self.claim(original)
+        if code in self.enabled:
+            self._add(code, original, False, **fmt)
+
+    def shim_attr(self, name: str) -> cst.Attribute:
+        return cst.Attribute(value=cst.Name(self.shim), attr=cst.Name(name))
+
+    def shim_call(self, name: str, args: Sequence[cst.BaseExpression] = ()) -> cst.Call:
+        return cst.Call(func=self.shim_attr(name), args=[cst.Arg(a) for a in args])
+
+    def qualname(self, node: cst.CSTNode) -> Optional[str]:
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self.aliases.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    # ----------------------------------------------------------------- imports and scopes
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            module = dotted_name(alias.name) or ""
+            if not (module == "torch" or module.startswith("torch.")):
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+                self.aliases[local] = module
+                if module.startswith("torch.cuda"):
+                    self._cuda_import_uses.setdefault(local, [0, 0])
+            else:
+                self.aliases["torch"] = "torch"
+                if module == "torch":
+                    self.plain_torch_import = True
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if node.relative or node.module is None:
+            return False
+        module = dotted_name(node.module) or ""
+        if not (module == "torch" or module.startswith("torch.")):
+            return False
+        if isinstance(node.names, cst.ImportStar):
+            return False
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            qual = f"{module}.{name}"
+            self.aliases[local] = qual
+            if qual.startswith("torch.cuda"):
+                self._cuda_import_uses.setdefault(local, [0, 0])
+        return False
+
+    def leave_Import(self, original_node, updated_node):
+        names = [dotted_name(a.name) or "" for a in original_node.names]
+        if any(n == "torch.cuda" or n.startswith("torch.cuda.") for n in names):
+            self._cuda_imports.append((original_node, updated_node))
+        return updated_node
+
+    def leave_ImportFrom(self, original_node, updated_node):
+        module = dotted_name(original_node.module) if original_node.module else None
+        if module and not original_node.relative:
+            binds_cuda = module.startswith("torch.cuda") or (
+                module == "torch"
+                and not isinstance(original_node.names, cst.ImportStar)
+                and any(dotted_name(a.name) == "cuda" for a in original_node.names)
+            )
+            if binds_cuda:
+                self._cuda_imports.append((original_node, updated_node))
+        return updated_node
+
+    def _shadow(self, target: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            self.aliases.pop(target.value, None)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._shadow(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._shadow(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._shadow(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._shadow(node.target)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._shadow(node.name)
+        self._functions.append(node.name.value)
+        for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
+            self._shadow(param.name)
+        if node.name.value == "cuda" and self.defines_cuda_method:
+            self.report("NPU107", node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        self._functions.pop()
+        return updated_node
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._shadow(node.name)
+
+    def visit_If_test(self, node: cst.If) -> None:
+        self._if_tests.append(node)
+
+    def leave_If_test(self, node: cst.If) -> None:
+        self._if_tests.pop()
+
+    def visit_SimpleStatementLine(self, node) -> None:
+        self._statements.append(node)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        self._statements.pop()
+        return updated_node
+
+    # ----------------------------------------------------------------- module end: imports
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node
+
+    def removable_cuda_imports(self) -> list[cst.CSTNode]:
+        """Updated import nodes whose torch.cuda names have no unrewritten use left (NPU206)."""
+        if "NPU206" not in self.enabled:
+            return []
+        out = []
+        for original, updated in self._cuda_imports:
+            locals_ = []
+            if isinstance(original, cst.Import):
+                for alias in original.names:
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        locals_.append(alias.asname.name.value)
+            elif not isinstance(original.names, cst.ImportStar):
+                for alias in original.names:
+                    name = dotted_name(alias.name) or ""
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        name = alias.asname.name.value
+                    module = dotted_name(original.module) or ""
+                    if module == "torch" and (dotted_name(alias.name) != "cuda"):
+                        continue  # `from torch import cuda, nn`: only cuda is ours
+                    locals_.append(name)
+            uses = [self._cuda_import_uses.get(n, [0, 0]) for n in locals_]
+            # every use rewritten, and at least one (an import nobody uses is not ours to drop)
+            if all(u[0] == u[1] for u in uses) and (not uses or any(u[1] for u in uses)):
+                self.claim(original)
+                self._add("NPU206", original, True)
+                out.append(updated)
+        return out
+
+    # ----------------------------------------------------------------- torch.cuda API (2xx)
+    def _is_chain_top(self) -> bool:
+        """True when the node being left is not the `.value` of an enclosing Attribute."""
+        node = self._parents[-1]
+        parent = self._parent()
+        return not (isinstance(parent, cst.Attribute) and parent.value is node)
+
+    def _is_load_name(self) -> bool:
+        node = self._parents[-1]
+        parent = self._parent()
+        if parent is None:
+            return False
+        if isinstance(parent, cst.Attribute):
+            return parent.value is node
+        if isinstance(parent, cst.Arg):
+            return parent.value is node
+        if isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.AsName, cst.NameItem)):
+            return False
+        if isinstance(parent, cst.AssignTarget):
+            return False
+        return True
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name):
+        if original_node.value not in self.aliases or not self._is_load_name():
+            return updated_node
+        if not self._is_chain_top():
+            return updated_node
+        return self._cuda_reference(original_node, updated_node)
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
+        attr = original_node.attr.value
+        parent = self._parent()
+        if attr == "is_cuda" and not isinstance(parent, cst.AssignTarget):
+            new = self.shim_call("on_accelerator", [updated_node.value])
+            new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+            return self.rewrite("NPU106", original_node, new) or updated_node
+        if not self._is_chain_top():
+            return updated_node
+        return self._cuda_reference(original_node, updated_node)
+
+    def _cuda_reference(self, original, updated):
+        qual = self.qualname(original)
+        if qual is None or not (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+            return updated
+        head = dotted_name(original).split(".", 1)[0]
+        uses = self._cuda_import_uses.get(head)
+        if uses is not None:
+            uses[0] += 1
+        result = self._cuda_api(original, updated, qual)
+        if result is not None and uses is not None:
+            uses[1] += 1
+        return result if result is not None else updated
+
+    def _cuda_api(self, original, updated, qual: str):
+        if qual == "torch.cuda":
+            new = self.shim_call("device_module").with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return self.rewrite("NPU205", original, new)
+        rest = qual[len("torch.cuda."):]
+        first = rest.split(".", 1)[0]
+        parts = rest.split(".")
+        # longest listed prefix wins in the report table
+        for n in range(len(parts), 0, -1):
+            key = ".".join(parts[:n])
+            if key in self.api_report:
+                self.report("NPU202", original, name=rest, note=self.api_report[key])
+                return None
+        if "." in rest:
+            self.report("NPU202", original, name=rest, note="")
+            return None
+        target = None
+        if first in self.api_shared:
+            code, target = "NPU201", first
+        elif first in self.api_renamed:
+            code, target = "NPU201", self.api_renamed[first]
+        elif first in self.api_capability:
+            code, target = "NPU203", first
+        elif first in self.api_typed:
+            code, target = "NPU204", first
+        if target is None:
+            self.report("NPU202", original, name=rest, note="It is not in torch_npu's torch.cuda support list.")
+            return None
+        new = self.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return self.rewrite(code, original, new, name=first)
+
+    # ----------------------------------------------------------------- device strings (1xx)
+    def _device_replacement(self, original, as_device: bool):
+        """The shim expression for a "cuda" literal or `f"cuda:{i}"`, with its rule code."""
+        literal = _cuda_literal(original)
+        if literal is not None:
+            _, index = literal
+            args = [] if index is None else [cst.Integer(str(index))]
+            if as_device:
+                return "NPU102", self.shim_call("device", args)
+            return "NPU102", self.shim_call("device_str" if args else "device_type", args)
+        return None
+
+    def _fstring_replacement(self, expression, as_device: bool):
+        return self.shim_call("device" if as_device else "device_str", [expression])
+
+    def _named_like_device(self, node: Optional[cst.CSTNode]) -> bool:
+        ident = _last_identifier(node) if node is not None else None
+        return ident is not None and is_device_name(ident, self.device_words)
+
+    def _call_takes_device_first(self, call: cst.Call) -> bool:
+        qual = self.qualname(call.func)
+        if qual in self.device_first_arg_calls:
+            return True
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value in self.device_first_arg_methods and qual is None
+
+    def _string_context(self, node: cst.CSTNode) -> Optional[str]:
+        """Why a string literal at `node` is a device: 'device', 'report', or None (not provable).
+
+        Walks up through IfExp branches and parentheses to the construct that consumes the value.
+        """
+        depth = 1
+        child = node
+        parent = self._parent(depth)
+        via_ifexp = False
+        while isinstance(parent, cst.IfExp) and (parent.body is child or parent.orelse is child):
+            via_ifexp = True
+            if self._ifexp_is_device_fallback(parent, child):
+                return "device"
+            child = parent
+            depth += 1
+            parent = self._parent(depth)
+        if parent is None:
+            return None
+        if isinstance(parent, cst.Arg) and parent.value is child:
+            call = self._parent(depth + 1)
+            if not isinstance(call, cst.Call):
+                return None
+            keyword = parent.keyword.value if parent.keyword is not None else None
+            if keyword in self.framework_keywords:
+                return "report"
+            if keyword in self.device_keywords:
+                if keyword == "type" or self.qualname(call.func) == "torch.device":
+                    return None  # torch.device(...) is rewritten as a whole
+                return "device"
+            if keyword is None and parent.star == "" and call.args and call.args[0] is parent:
+                if self.qualname(call.func) == "torch.device" and not via_ifexp:
+                    return None
+                if self._call_takes_device_first(call):
+                    return "device"
+            return None
+        if isinstance(parent, cst.Assign) and parent.value is child:
+            if any(self._named_like_device(t.target) for t in parent.targets):
+                return "device"
+            return None
+        if isinstance(parent, cst.AnnAssign) and parent.value is child:
+            return "device" if self._named_like_device(parent.target) else None
+        if isinstance(parent, cst.Param) and parent.default is child:
+            return "device" if self._named_like_device(parent.name) else None
+        if isinstance(parent, cst.DictElement) and parent.value is child:
+            key = _string_value(parent.key)
+            return "device" if key is not None and is_device_name(key, self.device_words) else None
+        if isinstance(parent, cst.Return) and parent.value is child:
+            if self._functions and is_device_name(self._functions[-1], self.device_words):
+                return "device"
+        return None
+
+    def _ifexp_is_device_fallback(self, ifexp: cst.IfExp, branch: cst.CSTNode) -> bool:
+        other = ifexp.orelse if ifexp.body is branch else ifexp.body
+        other_value = _string_value(other)
+        if other_value is not None and other_value != "cuda" and other_value.split(":")[0] in self.device_types:
+            return True
+        if isinstance(other, cst.Call) and self.qualname(other.func) == "torch.device":
+            return True
+        test = ifexp.test
+        for sub in _walk_calls(test):
+            if self.qualname(sub.func) == "torch.cuda.is_available":
+                return True
+        return False
+
+    def leave_SimpleString(self, original_node, updated_node):
+        if _cuda_literal(original_node) is None:
+            return updated_node
+        context = self._string_context(original_node)
+        if context == "report":
+            self.report("NPU109", original_node)
+            return updated_node
+        if context != "device":
+            return updated_node
+        code, new = self._device_replacement(original_node, as_device=False)
+        new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+        return self.rewrite(code, original_node, new) or updated_node
+
+    def leave_FormattedString(self, original_node, updated_node):
+        if _cuda_fstring_expr(original_node) is None:
+            return updated_node
+        context = self._string_context(original_node)
+        if context != "device":
+            if context == "report":
+                self.report("NPU109", original_node)
+            return updated_node
+        expression = _cuda_fstring_expr(updated_node)
+        new = self._fstring_replacement(expression, as_device=False)
+        new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+        return self.rewrite("NPU103", original_node, new) or updated_node
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        func = original_node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and self.qualname(func) is None:
+            return self._cuda_method(original_node, updated_node)
+        if self.qualname(func) == "torch.device":
+            return self._torch_device(original_node, updated_node)
+        return updated_node
+
+    def _cuda_method(self, original: cst.Call, updated: cst.Call):
+        if self.defines_cuda_method:
+            self.report("NPU107", original)
+            return updated
+        index = None
+        keep: list[cst.Arg] = []
+        for position, (arg_o, arg_u) in enumerate(zip(original.args, updated.args)):
+            keyword = arg_o.keyword.value if arg_o.keyword is not None else None
+            if arg_o.star:
+                self.report("NPU990", original, what="`.cuda(*args)` cannot be mapped to `.to()`")
+                return updated
+            if keyword is None and position == 0:
+                index = arg_u.value
+            elif keyword is None and position == 1:
+                keep.append(cst.Arg(value=arg_u.value, keyword=cst.Name("non_blocking"),
+                                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+            elif keyword == "device":
+                index = arg_u.value
+            elif keyword is not None:
+                keep.append(arg_u.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+            else:
+                self.report("NPU990", original, what="`.cuda()` with unexpected arguments")
+                return updated
+        device = self.shim_call("device", [] if index is None else [index])
+        args = [cst.Arg(device)] + keep
+        assert isinstance(updated.func, cst.Attribute)
+        new = updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=args)
+        return self.rewrite("NPU101", original, new) or updated
+
+    def _torch_device(self, original: cst.Call, updated: cst.Call):
+        args_o = original.args
+        positional = [a for a in args_o if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: i for i, a in enumerate(args_o) if a.keyword is not None}
+        if len(positional) != len(args_o) - len(keywords) or set(keywords) - {"type", "index"}:
+            return updated
+        # the device-type argument and the optional index argument, as (original, updated) positions
+        type_pos = keywords.get("type", 0 if positional else None)
+        index_pos = keywords.get("index", 1 if len(positional) > 1 else None)
+        if type_pos is None or type_pos >= len(args_o):
+            return updated
+        type_o = args_o[type_pos].value
+        index_expr = updated.args[index_pos].value if index_pos is not None else None
+        literal = _cuda_literal(type_o)
+        fexpr = _cuda_fstring_expr(type_o)
+        if literal is not None:
+            if literal[1] is not None:
+                if index_expr is not None:
+                    return updated  # torch.device("cuda:0", 1) is an error already; leave it
+                index_expr = cst.Integer(str(literal[1]))
+            code = "NPU102"
+        elif fexpr is not None and index_expr is None:
+            index_expr = _cuda_fstring_expr(updated.args[type_pos].value)
+            code = "NPU103"
+        else:
+            return updated
+        new = self.shim_call("device", [] if index_expr is None else [index_expr])
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        self.claim(type_o)
+        return self.rewrite(code, original, new) or updated
+
+    # ----------------------------------------------------------------- comparisons (NPU104/108)
+    def _device_like_operand(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            ident = _last_identifier(node)
+            if ident == "type" and isinstance(node, cst.Attribute):
+                return True
+            return ident is not None and is_device_name(ident, self.device_words)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str":
+            return len(node.args) == 1 and self._device_like_operand(node.args[0].value)
+        return False
+
+    def _guards_cuda_only_feature(self, comparison: cst.CSTNode) -> bool:
+        scope: Optional[cst.CSTNode] = self._if_tests[-1] if self._if_tests else None
+        if scope is None and self._statements:
+            scope = self._statements[-1]
+        if scope is None:
+            return False
+        return bool(self.feature_gate_re.search(self.module.code_for_node(scope)))
+
+    def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison):
+        if len(original_node.comparisons) != 1:
+            return updated_node
+        target_o = original_node.comparisons[0]
+        op = target_o.operator
+        left_o, right_o = original_node.left, target_o.comparator
+        left_u, right_u = updated_node.left, updated_node.comparisons[0].comparator
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            if _string_value(right_o) == "cuda" and self._device_like_operand(left_o):
+                operand = left_u
+            elif _string_value(left_o) == "cuda" and self._device_like_operand(right_o):
+                operand = right_u
+            else:
+                return updated_node
+            if self._guards_cuda_only_feature(original_node):
+                self.report("NPU108", original_node)
+                return updated_node
+            new: cst.BaseExpression = self.shim_call("is_accelerator_type", [operand])
+            if isinstance(op, cst.NotEqual):
+                new = cst.UnaryOperation(operator=cst.Not(), expression=new)
+            new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+            return self.rewrite("NPU104", original_node, new) or updated_node
+        if isinstance(op, (cst.In, cst.NotIn)) and _string_value(left_o) == "cuda":
+            if not self._device_like_operand(right_o):
+                return updated_node
+            if self._guards_cuda_only_feature(original_node):
+                self.report("NPU108", original_node)
+                return updated_node
+            new = updated_node.with_changes(
+                left=self.shim_call("device_type").with_changes(lpar=left_u.lpar, rpar=left_u.rpar)
+            )
+            return self.rewrite("NPU104", original_node, new) or updated_node
+        return updated_node
+
+    # ----------------------------------------------------------------- device lists (NPU105)
+    def _device_list_context(self) -> bool:
+        node = self._parents[-1]
+        parent = self._parent()
+        if isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+            return isinstance(parent.operator, (cst.In, cst.NotIn))
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            if parent.keyword is not None and parent.keyword.value == "choices":
+                return True
+            call = self._parent(2)
+            if isinstance(call, cst.Call) and parent.keyword is None:
+                name = dotted_name(call.func) or ""
+                return name.split(".")[-1] == "Choice"
+        return False
+
+    def _add_npu(self, original, updated):
+        values = [_string_value(e.value) if isinstance(e, cst.Element) else None for e in original.elements]
+        if len(values) < 2 or any(v is None for v in values):
+            return updated
+        if "cuda" not in values or not all(v in self.device_types for v in values):
+            return updated
+        if not self._device_list_context():
+            return updated
+        if "npu" in values:  # already lists the NPU: nothing to do, nothing to report
+            for element in original.elements:
+                self.claim(element.value)
+            return updated
+        i = values.index("cuda")
+        cuda_el = updated.elements[i]
+        quote = cuda_el.value.quote if isinstance(cuda_el.value, cst.SimpleString) else '"'
+        new_el = cst.Element(value=cst.SimpleString(f"{quote}npu{quote}"), comma=cuda_el.comma)
+        if isinstance(cuda_el.comma, cst.MaybeSentinel):
+            cuda_el = cuda_el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements = list(updated.elements)
+        elements[i:i + 1] = [cuda_el, new_el]
+        new = updated.with_changes(elements=elements)
+        for element in original.elements:
+            self.claim(element.value)
+        return self.rewrite("NPU105", original, new) or updated
+
+    def leave_List(self, original_node, updated_node):
+        return self._add_npu(original_node, updated_node)
+
+    def leave_Tuple(self, original_node, updated_node):
+        return self._add_npu(original_node, updated_node)
+
+    def leave_Set(self, original_node, updated_node):
+        return self._add_npu(original_node, updated_node)
+
+
+def _walk_calls(node: cst.CSTNode):
+    """Every Call inside an expression (a small explicit walk; conditions are short)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(current.children)
+
+
+class ImportPruner(cst.CSTTransformer):
+    """Second, rare pass: drop torch.cuda imports whose every use was rewritten (NPU206)."""
+
+    def __init__(self, targets: list[cst.CSTNode], torch_imported: bool) -> None:
+        super().__init__()
+        self.targets = {id(t) for t in targets}
+        self.torch_imported = torch_imported
+
+    def leave_Import(self, original_node, updated_node):
+        if id(original_node) not in self.targets:
+            return updated_node
+        names = [dotted_name(a.name) for a in original_node.names]
+        kept = []
+        for alias, name in zip(original_node.names, names):
+            if name and name.startswith("torch.cuda"):
+                if alias.asname is None and not self.torch_imported:
+                    kept.append(alias.with_changes(name=cst.Name("torch")))
+                continue
+            kept.append(alias)
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=kept)
+
+    def leave_ImportFrom(self, original_node, updated_node):
+        if id(original_node) not in self.targets:
+            return updated_node
+        module = dotted_name(original_node.module) or ""
+        if module == "torch":
+            kept = [a for a in updated_node.names if dotted_name(a.name) != "cuda"]
+        else:
+            kept = []
+        if not kept:
+            return cst.RemoveFromParent()
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(names=kept)

@@ -1,0 +1,1 @@
+"""Rule catalogue of npu-migrate: data tables, one per family (see README)."""
