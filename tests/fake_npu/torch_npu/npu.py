@@ -1,0 +1,226 @@
+"""Fake ``torch_npu.npu`` (installed as ``torch.npu``): records calls, touches nothing.
+
+A subset of the real module's names (torch_npu/npu/__init__.py ``__all__``), no others.
+"""
+
+import os
+
+import torch_npu
+
+_current = 0
+
+
+def _record(name, *args, **kwargs):
+    torch_npu.calls.append((name, args, kwargs))
+
+
+def _index(device):
+    if device is None:
+        return _current
+    if isinstance(device, int):
+        return device
+    index = getattr(device, "index", None)
+    if index is None and isinstance(device, str) and ":" in device:
+        index = int(device.split(":", 1)[1])
+    return _current if index is None else index
+
+
+# -- device --------------------------------------------------------------------------------
+
+
+def device_count():
+    _record("device_count")
+    return int(os.environ.get("FAKE_TORCH_NPU_DEVICE_COUNT", "2"))
+
+
+def is_available():
+    _record("is_available")
+    return int(os.environ.get("FAKE_TORCH_NPU_DEVICE_COUNT", "2")) > 0
+
+
+def init():
+    _record("init")
+
+
+def is_initialized():
+    _record("is_initialized")
+    return True
+
+
+def synchronize(device=None):
+    _record("synchronize", device)
+
+
+def set_device(device):
+    global _current
+    _record("set_device", device)
+    _current = _index(device)
+
+
+def current_device():
+    _record("current_device")
+    return _current
+
+
+class device(object):
+    """Context manager, as ``torch.npu.device(index)``."""
+
+    def __init__(self, device):
+        _record("device", device)
+        self.idx = _index(device)
+        self.prev_idx = None
+
+    def __enter__(self):
+        global _current
+        self.prev_idx, _current = _current, self.idx
+
+    def __exit__(self, *exc_info):
+        global _current
+        _current = self.prev_idx
+        return False
+
+
+def get_device_name(device=None):
+    _record("get_device_name", device)
+    return "Ascend910B-fake"
+
+
+class _NPUDeviceProperties(object):
+    # Only the fields torch_npu documents: no major/minor/multi_processor_count.
+    def __init__(self, index):
+        self.name = "Ascend910B-fake"
+        self.total_memory = 64 * 1024 ** 3
+        self.L2_cache_size = 192 * 1024 ** 2
+        self.cube_core_num = 24
+        self.vector_core_num = 48
+        self._index = index
+
+    def __repr__(self):
+        return "_NPUDeviceProperties(name='{}', total_memory={}MB, cube_core_num={})".format(
+            self.name, self.total_memory // 1024 ** 2, self.cube_core_num
+        )
+
+
+def get_device_properties(device_name=None):
+    _record("get_device_properties", device_name)
+    return _NPUDeviceProperties(_index(device_name))
+
+
+def get_device_capability(device=None):
+    # As the real one: a "compatibility value only", None unless the variable is set.
+    _record("get_device_capability", device)
+    value = os.environ.get("TORCH_NPU_DEVICE_CAPABILITY")
+    if not value:
+        return None
+    major, minor = value.split(".")
+    return (int(major), int(minor))
+
+
+def mem_get_info(device=None):
+    _record("mem_get_info", device)
+    return (32 * 1024 ** 3, 64 * 1024 ** 3)
+
+
+def is_bf16_supported(including_emulation=False):
+    _record("is_bf16_supported", including_emulation)
+    return True
+
+
+# -- streams and events --------------------------------------------------------------------
+
+
+class Stream(object):
+    def __init__(self, device=None, priority=0, **kwargs):
+        _record("Stream", device=device, priority=priority, **kwargs)
+        self.device_index = _index(device)
+
+    def synchronize(self):
+        _record("Stream.synchronize")
+
+    def wait_stream(self, stream):
+        _record("Stream.wait_stream", stream)
+
+
+class Event(object):
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        _record("Event", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    def record(self, stream=None):
+        _record("Event.record", stream)
+
+    def synchronize(self):
+        _record("Event.synchronize")
+
+    def elapsed_time(self, end_event):
+        _record("Event.elapsed_time", end_event)
+        return 0.0
+
+
+def current_stream(device=None):
+    _record("current_stream", device)
+    return Stream(device)
+
+
+def default_stream(device=None):
+    _record("default_stream", device)
+    return Stream(device)
+
+
+# -- random numbers ------------------------------------------------------------------------
+
+
+def manual_seed(seed):
+    _record("manual_seed", seed)
+
+
+def manual_seed_all(seed):
+    _record("manual_seed_all", seed)
+
+
+def seed():
+    _record("seed")
+
+
+def seed_all():
+    _record("seed_all")
+
+
+def initial_seed():
+    _record("initial_seed")
+    return 0
+
+
+# -- memory --------------------------------------------------------------------------------
+
+
+def empty_cache():
+    _record("empty_cache")
+
+
+def memory_allocated(device=None):
+    _record("memory_allocated", device)
+    return 0
+
+
+def max_memory_allocated(device=None):
+    _record("max_memory_allocated", device)
+    return 0
+
+
+def memory_reserved(device=None):
+    _record("memory_reserved", device)
+    return 0
+
+
+def max_memory_reserved(device=None):
+    _record("max_memory_reserved", device)
+    return 0
+
+
+def reset_peak_memory_stats(device=None):
+    _record("reset_peak_memory_stats", device)
+
+
+def memory_stats(device=None):
+    _record("memory_stats", device)
+    return {}
