@@ -15,7 +15,7 @@ from rich.console import Console
 
 from . import __version__, catalogue
 from .discover import DiscoveryError, discover
-from .engine import FileResult, Options, npu_aware_dirs, run_files
+from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
 from .inject import ShimConflict, check as check_shim, inject
 from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
 from .source import WriteError, write_atomic
@@ -117,7 +117,8 @@ def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim
     color = sys.stdout.isatty() and not no_color and output_format == "text"
     console = Console(no_color=not color, highlight=False, soft_wrap=True,
                       force_terminal=color if color else None)
-    options = Options(enabled=enabled, shim_name=shim_name, npu_aware_dirs=npu_aware_dirs(items))
+    options = Options(enabled=enabled, shim_name=shim_name, npu_aware_dirs=npu_aware_dirs(items),
+                      package_dirs=package_dirs(root, items))
     progress, advance = _progress_runner(err, color and len(items) > 200, len(items))
     jobs = jobs or os.cpu_count() or 1
     if progress:

@@ -39,6 +39,7 @@ class Options:
     enabled: frozenset
     shim_name: str = "npu_compat"
     npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
+    package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
 
 
 @dataclass
@@ -158,7 +159,10 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         new_module = new_module.visit(ImportPruner(removable, migrator.plain_torch_import))
     wrapper.module.visit(Sweep(migrator))
     if migrator.uses_shim:
-        depth = relpath.count("/") if MAIN_GUARD.search(source) else 0
+        # A file in a subfolder runs as a script when it has a main guard or is not in a package:
+        # `python sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.
+        is_script = MAIN_GUARD.search(source) or parent not in options.package_dirs
+        depth = relpath.count("/") if is_script else 0
         new_module = add_shim_import(new_module, options.shim_name, depth)
     result.findings = sorted(migrator.findings)
     new = new_module.bytes
@@ -207,6 +211,12 @@ def run_files(
                 progress(result)
     results.sort(key=lambda r: r.relpath)
     return results
+
+
+def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
+    """Relative folders (of the given files) that are packages: they hold an __init__.py."""
+    folders = {os.path.dirname(rel) for _, rel in items}
+    return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
 
 
 def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:

@@ -27,6 +27,7 @@ CASES = sorted(
     for p in RULES.rglob("*.py")
     if EXPECTED not in p.parents
 )
+# fixtures/rules/ has no __init__.py: every case in a subfolder is a script
 OPTIONS = Options(enabled=catalogue.enabled_codes())
 
 

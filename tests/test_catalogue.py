@@ -1,0 +1,139 @@
+"""The rule tables, the shim and the torch_npu API table agree with each other and with the code."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from npu_migrate import catalogue, npu_api
+from npu_migrate.render import rules_text
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM_TEMPLATE = ROOT / "npu_migrate" / "shim" / "__init__.py"
+OLDEST_TORCH_NPU = "2.7.1"  # the oldest torch_npu the rewrites must work with
+
+
+def _load_shim():
+    spec = importlib.util.spec_from_file_location("npu_compat_under_test", SHIM_TEMPLATE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shim_targets() -> dict[str, str]:
+    """shim attribute -> the torch.cuda name it stands for, for every rewrite in cuda_api.toml."""
+    api = catalogue.cuda_api()
+    out = {name: name for name in api["shared"]["names"]}
+    out.update({shim: cuda for cuda, shim in api["renamed"].items()})
+    out.update({name: name for name in api["capability"]["names"]})
+    out.update({name: name for name in api["typed_tensors"]["names"]})
+    return out
+
+
+def test_every_code_used_in_the_engine_is_catalogued():
+    used = set()
+    for path in (ROOT / "npu_migrate").glob("*.py"):
+        used |= set(re.findall(r'"(NPU\d{3})"', path.read_text()))
+    assert used, "the engine emits codes"
+    assert used <= set(catalogue.rules()), used - set(catalogue.rules())
+
+
+def test_codes_are_well_formed():
+    for rule in catalogue.rules().values():
+        assert rule.message and rule.guidance and rule.name
+        assert rule.family != "other", rule.code
+
+
+def test_selection_by_prefix_and_all():
+    assert catalogue.expand_selection(["NPU2"]) == {c for c in catalogue.rules() if c.startswith("NPU2")}
+    assert catalogue.expand_selection(["ALL"]) == set(catalogue.rules())
+    with pytest.raises(ValueError, match="NPU777"):
+        catalogue.expand_selection(["NPU777"])
+
+
+def test_rewrite_targets_exist_in_the_shim():
+    shim = _load_shim()
+    for attr in _shim_targets():
+        assert hasattr(shim, attr), f"rules/cuda_api.toml rewrites to {attr}, which the shim lacks"
+
+
+def test_rewrite_targets_are_torch_cuda_names():
+    for cuda_name in _shim_targets().values():
+        assert hasattr(torch.cuda, cuda_name), f"torch.cuda.{cuda_name} does not exist"
+
+
+def test_shared_names_exist_in_the_oldest_torch_npu():
+    api = catalogue.cuda_api()
+    names = api["shared"]["names"] + api["capability"]["names"] + api["typed_tensors"]["names"]
+    names += list(api["renamed"])
+    missing = [n for n in names if not npu_api.has_name(f"torch.npu.{n}", version=OLDEST_TORCH_NPU)]
+    assert not missing, f"not in torch_npu {OLDEST_TORCH_NPU}: {missing}"
+
+
+def test_reported_names_are_not_also_rewritten():
+    api = catalogue.cuda_api()
+    assert not set(api["report"]) & set(_shim_targets().values())
+
+
+def test_shim_names_torch_npu_only_with_names_the_table_has():
+    text = SHIM_TEMPLATE.read_text() + (ROOT / "npu_migrate" / "shim" / "__main__.py").read_text()
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    for qual in set(re.findall(r"\b(torch_npu(?:\.\w+)+|torch\.npu(?:\.\w+)+)", code)):
+        if qual.rsplit(".", 1)[-1] in {"__version__", "__file__"}:
+            continue
+        assert npu_api.has_name(qual), f"the shim uses {qual}, which torch_npu does not have"
+
+
+def test_migrated_goldens_call_only_existing_shim_names():
+    shim = _load_shim()
+    used = set()
+    for path in (ROOT / "fixtures" / "rules" / "expected").rglob("*.out"):
+        used |= set(re.findall(r"\bnpu_compat\.(\w+)", path.read_text(errors="replace")))
+    assert used
+    for name in used:
+        assert hasattr(shim, name), name
+        if name in shim.SHARED_NAMES:
+            assert npu_api.has_name(f"torch.npu.{name}", version=OLDEST_TORCH_NPU), name
+
+
+def test_readme_rule_list_matches_the_catalogue():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("<!-- rules:start -->") + len("<!-- rules:start -->\n")
+    end = readme.index("<!-- rules:end -->")
+    assert readme[start:end] == rules_text("markdown"), (
+        "README rule list drifted: regenerate it with `npu-migrate rules --format markdown`"
+    )
+
+
+@pytest.mark.integration
+def test_installed_wheel_finds_its_tables(tmp_path):
+    """Build the wheel and import from it alone: the rules/ tables and the shim template ship."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path / "wheel"), str(ROOT)],
+        check=True, capture_output=True,
+    )
+    wheel = next((tmp_path / "wheel").glob("npu_migrate-*.whl"))
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    assert (site / "npu_migrate" / "rules" / "codes.toml").is_file()
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import npu_migrate, npu_migrate.catalogue as c, npu_migrate.npu_api as a, npu_migrate.inject as i;"
+        "assert npu_migrate.__file__.startswith(sys.argv[1]), npu_migrate.__file__;"
+        "print(len(c.rules()), len(c.cuda_api()['shared']['names']), a.has_name('torch.npu.synchronize'),"
+        " sorted(i.template_files()))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(site)], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    count, shared, has, files = out.split(" ", 3)
+    assert int(count) == len(catalogue.rules())
+    assert has == "True"
+    assert "__init__.py" in files
