@@ -5,6 +5,7 @@ Exit codes (like ruff): 0 nothing left to report, 1 findings remain, 2 the tool 
 
 from __future__ import annotations
 
+import keyword
 import os
 import re
 import sys
@@ -21,6 +22,18 @@ from .render import RunSummary, json_report, print_diffs, print_findings, print_
 from .source import WriteError, write_atomic
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A shim may not take the name of a module the migrated code needs.
+RESERVED_SHIM_NAMES = frozenset({"torch", "torch_npu", "torchvision", "numpy", "npu_migrate", "triton"})
+
+
+def _shim_name_problem(name: str) -> str | None:
+    if not IDENTIFIER.match(name):
+        return "is not a Python identifier"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return "is a Python keyword"
+    if name in RESERVED_SHIM_NAMES or name in getattr(sys, "stdlib_module_names", ()):
+        return "would shadow a module the code needs"
+    return None
 
 
 class DefaultGroup(click.Group):
@@ -55,14 +68,17 @@ def _collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str):
     bases = [p if p.is_dir() else p.parent for p in resolved]
     root = Path(os.path.commonpath([str(b) for b in bases]))
     items: dict[str, str] = {}
+    skipped_links: list[str] = []
     for p in resolved:
         if p.is_dir():
             for path, rel in discover(p, exclude, shim_name):
                 full_rel = Path(path).relative_to(root).as_posix()
                 items[path] = full_rel
+        elif Path(paths[resolved.index(p)]).is_symlink():
+            skipped_links.append(str(p))  # never written through: migrate the link's target instead
         elif p.suffix == ".py" or p.is_file():
             items[str(p)] = p.relative_to(root).as_posix()
-    return root, sorted(items.items(), key=lambda kv: kv[1])
+    return root, sorted(items.items(), key=lambda kv: kv[1]), skipped_links
 
 
 def _progress_runner(console: Console, show: bool, total: int):
@@ -99,24 +115,27 @@ def _progress_runner(console: Console, show: bool, total: int):
 def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
                     output_format, no_color, quiet):
     """Rewrite CUDA-only code under PATHS (folders or .py files) for Ascend NPUs."""
-    err = Console(stderr=True, no_color=no_color, highlight=False)
-    if not IDENTIFIER.match(shim_name):
-        err.print(f"error: --shim-name {shim_name!r} is not a Python identifier")
+    err = Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
+                  force_terminal=False if no_color else None)
+    problem = _shim_name_problem(shim_name)
+    if problem:
+        err.print(f"error: --shim-name {shim_name!r} {problem}", markup=False)
         sys.exit(2)
     try:
         enabled = catalogue.enabled_codes(_split(select), _split(ignore))
     except ValueError as exc:
-        err.print(f"error: {exc}")
+        err.print(f"error: {exc}", markup=False)
         sys.exit(2)
     try:
-        root, items = _collect(paths, exclude, shim_name)
+        root, items, skipped_links = _collect(paths, exclude, shim_name)
     except DiscoveryError as exc:
-        err.print(f"error: {exc}")
+        err.print(f"error: {exc}", markup=False)
         sys.exit(2)
+    for link in skipped_links:
+        err.print(f"warning: {link} is a symbolic link; skipped (name its target instead)", markup=False)
 
     color = sys.stdout.isatty() and not no_color and output_format == "text"
-    console = Console(no_color=not color, highlight=False, soft_wrap=True,
-                      force_terminal=color if color else None)
+    console = Console(no_color=not color, highlight=False, soft_wrap=True, force_terminal=color)
     options = Options(enabled=enabled, shim_name=shim_name, npu_aware_dirs=npu_aware_dirs(items),
                       package_dirs=package_dirs(root, items))
     progress, advance = _progress_runner(err, color and len(items) > 200, len(items))
@@ -128,7 +147,12 @@ def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim
         results = run_files(items, options, jobs=jobs)
 
     summary = RunSummary(root=str(root), dry_run=dry_run, results=results)
-    needs_shim = not no_shim and any(r.changed and shim_name.encode() in (r.new or b"") for r in results)
+    # The shim is needed (created, refreshed or re-created) when any file imports it after the run,
+    # whether this run or an earlier one rewrote it.
+    imports_shim = re.compile(rb"^[ \t]*import[ \t]+" + re.escape(shim_name.encode()) + rb"\b", re.M)
+    needs_shim = not no_shim and any(
+        imports_shim.search(r.new if r.changed else (r.original or b"")) for r in results
+    )
     if needs_shim:
         try:
             check_shim(root, shim_name)

@@ -17,17 +17,22 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import catalogue
 from .findings import Finding
+from .positions import LazyPositions
 from .sweep import Sweep
 from .transform import ImportPruner, Migrator
 
 # Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
-PREFILTER = re.compile(
-    rb"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|apex|xformers|triton|cpp_extension|CUDAGraph"
+# It must match everything the rules and the sweep look for (rules/sweep.toml).
+_TRIGGERS = (
+    r"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|flash_attention|apex|xformers|triton|cpp_extension"
+    r"|hadamard|cupy|nvidia|transformer_engine|bitsandbytes"
 )
+PREFILTER = re.compile(_TRIGGERS.encode())
+# The same test on the text of one top-level statement; imports of torch are always visited.
+HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b")
 # A file that already speaks NPU is left byte-identical (patterns.md E26).
 NPU_AWARE = re.compile(rb"^\s*(import|from)\s+torch_npu\b|\btorch\.npu\b|\bis_npu_available\b", re.M)
 MAIN_GUARD = re.compile(rb"""__name__\s*==\s*['"]__main__['"]""")
@@ -143,21 +148,26 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         return result
     result.encoding = module.encoding
 
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+    # Top-level statements without a trigger word are neither traversed nor swept.
+    statement_code = [module.code_for_node(statement) for statement in module.body]
+    cold = frozenset(
+        id(statement) for statement, code in zip(module.body, statement_code)
+        if not HOT_STATEMENT.search(code)
+    )
     migrator = Migrator(
-        wrapper.module,
-        positions,
+        module,
+        LazyPositions(module, statement_code),
         relpath,
         options.enabled,
         shim=options.shim_name,
         defines_cuda_method=bool(DEFINES_CUDA_METHOD.search(source)),
+        cold=cold,
     )
-    new_module = wrapper.module.visit(migrator)
+    new_module = module.visit(migrator)
     removable = migrator.removable_cuda_imports()
     if removable:
         new_module = new_module.visit(ImportPruner(removable, migrator.plain_torch_import))
-    wrapper.module.visit(Sweep(migrator))
+    module.visit(Sweep(migrator))
     if migrator.uses_shim:
         # A file in a subfolder runs as a script when it has a main guard or is not in a package:
         # `python sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.

@@ -22,7 +22,8 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def template_files() -> dict[str, bytes]:
-    base = resources.files("npu_migrate.shim")
+    # Read through the parent package: importing npu_migrate.shim itself would import torch.
+    base = resources.files("npu_migrate").joinpath("shim")
     return {name: base.joinpath(name).read_bytes() for name in TEMPLATE_FILES}
 
 

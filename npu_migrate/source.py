@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,8 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
     path = Path(path)
     try:
         st = path.stat()
+        if not st.st_mode & stat.S_IWUSR or not os.access(path, os.W_OK):
+            raise WriteError(f"{path}: read-only; not overwritten (make it writable to migrate it)")
         if expected is not None and path.read_bytes() != expected:
             raise WriteError(f"{path}: changed on disk during the run; not overwritten")
     except FileNotFoundError:

@@ -31,11 +31,24 @@ class Sweep(cst.CSTVisitor):
         super().__init__()
         self.m = migrator
         self.attributes, self.modules, self.strings, self.names = _tables()
+        self._open: list[cst.CSTNode] = []  # nodes entered and not yet left
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Module):
+            return True
+        if not self._open:  # a top-level statement
+            if id(node) in self.m.cold:
+                return False
+            self.m.top = node
         if id(node) in self.m.claimed:
             return False
+        self._open.append(node)
         return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._open and self._open[-1] is original_node:
+            self._open.pop()
+        super().on_leave(original_node)
 
     def _flag(self, node: cst.CSTNode, what: str) -> bool:
         self.m.report("NPU990", node, what=what)

@@ -116,14 +116,17 @@ class Migrator(cst.CSTTransformer):
         enabled: frozenset,
         shim: str = "npu_compat",
         defines_cuda_method: bool = False,
+        cold: frozenset = frozenset(),
     ) -> None:
         super().__init__()
         self.module = module
-        self.positions = positions  # node -> CodeRange, resolved once (PositionProvider)
+        self.positions = positions  # LazyPositions: line/column on demand
         self.relpath = relpath
         self.enabled = enabled
         self.shim = shim
         self.defines_cuda_method = defines_cuda_method
+        self.cold = cold  # ids of top-level statements without trigger words: not traversed
+        self.top: Optional[cst.CSTNode] = None  # the top-level statement being visited
         (
             self.device_types,
             self.device_keywords,
@@ -151,34 +154,50 @@ class Migrator(cst.CSTTransformer):
         self._statements: list[cst.CSTNode] = []
         # imports that bind torch.cuda names: local name -> [references, rewritten references]
         self._cuda_import_uses: dict[str, list[int]] = {}
-        self._cuda_imports: list[tuple[cst.CSTNode, cst.CSTNode]] = []  # (original, updated)
+        self._cuda_imports: list[tuple] = []  # (original, updated, top-level statement)
         self.plain_torch_import = False  # `import torch` seen: `import torch.cuda` can go
 
     # ----------------------------------------------------------------- bookkeeping
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._parents.append(node)
+        if len(self._parents) == 2:
+            self.top = node
+            if id(node) in self.cold:
+                self._shadow_statement(node)
+                return False
         return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
         try:
+            if len(self._parents) == 2 and id(original_node) in self.cold:
+                return updated_node
             return super().on_leave(original_node, updated_node)
         finally:
             self._parents.pop()
+
+    def _shadow_statement(self, node: cst.CSTNode) -> None:
+        """A skipped top-level statement may still rebind an imported name."""
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._shadow(node.name)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        self._shadow(target.target)
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                    self._shadow(small.target)
 
     def _parent(self, depth: int = 1) -> Optional[cst.CSTNode]:
         # _parents[-1] is the node being left; its parent is _parents[-2]
         index = -1 - depth
         return self._parents[index] if len(self._parents) >= -index else None
 
-    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
-        code_range = self.positions.get(node)
-        if code_range is None:
-            return 0, 0
-        return code_range.start.line, code_range.start.column + 1
+    def _position(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None) -> tuple[int, int]:
+        return self.positions.position(node, top or self.top)
 
-    def _add(self, code: str, node: cst.CSTNode, fixable: bool, **fmt: str) -> None:
+    def _add(self, code: str, node: cst.CSTNode, fixable: bool, top=None, **fmt: str) -> None:
         rule = catalogue.rule(code)
-        line, column = self._position(node)
+        line, column = self._position(node, top)
         try:
             message = rule.message.format(**fmt)
         except (KeyError, IndexError):
@@ -264,7 +283,7 @@ class Migrator(cst.CSTTransformer):
     def leave_Import(self, original_node, updated_node):
         names = [dotted_name(a.name) or "" for a in original_node.names]
         if any(n == "torch.cuda" or n.startswith("torch.cuda.") for n in names):
-            self._cuda_imports.append((original_node, updated_node))
+            self._cuda_imports.append((original_node, updated_node, self.top))
         return updated_node
 
     def leave_ImportFrom(self, original_node, updated_node):
@@ -276,7 +295,7 @@ class Migrator(cst.CSTTransformer):
                 and any(dotted_name(a.name) == "cuda" for a in original_node.names)
             )
             if binds_cuda:
-                self._cuda_imports.append((original_node, updated_node))
+                self._cuda_imports.append((original_node, updated_node, self.top))
         return updated_node
 
     def _shadow(self, target: cst.CSTNode) -> None:
@@ -333,7 +352,7 @@ class Migrator(cst.CSTTransformer):
         if "NPU206" not in self.enabled:
             return []
         out = []
-        for original, updated in self._cuda_imports:
+        for original, updated, top in self._cuda_imports:
             locals_ = []
             if isinstance(original, cst.Import):
                 for alias in original.names:
@@ -352,7 +371,7 @@ class Migrator(cst.CSTTransformer):
             # every use rewritten, and at least one (an import nobody uses is not ours to drop)
             if all(u[0] == u[1] for u in uses) and (not uses or any(u[1] for u in uses)):
                 self.claim(original)
-                self._add("NPU206", original, True)
+                self._add("NPU206", original, True, top=top)
                 out.append(updated)
         return out
 
