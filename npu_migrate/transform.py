@@ -321,7 +321,7 @@ class Migrator(cst.CSTTransformer):
         for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
             self._shadow(param.name)
         if node.name.value == "cuda" and self.defines_cuda_method:
-            self.report("NPU107", node)
+            self.report("NPU107", node.name)
 
     def leave_FunctionDef(self, original_node, updated_node):
         self._functions.pop()

@@ -5,6 +5,7 @@ A subset of the real module's names (torch_npu/npu/__init__.py ``__all__``), no 
 
 import os
 
+import torch
 import torch_npu
 
 _current = 0
@@ -188,6 +189,24 @@ def seed_all():
 def initial_seed():
     _record("initial_seed")
     return 0
+
+
+def get_rng_state(device="npu"):
+    _record("get_rng_state", device)
+    return torch.zeros(16, dtype=torch.uint8)
+
+
+def get_rng_state_all():
+    _record("get_rng_state_all")
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state, device="npu"):
+    _record("set_rng_state", new_state, device)
+
+
+def set_rng_state_all(new_states):
+    _record("set_rng_state_all", new_states)
 
 
 # -- memory --------------------------------------------------------------------------------
