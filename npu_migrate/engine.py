@@ -20,7 +20,7 @@ import libcst as cst
 
 from . import catalogue
 from .findings import Finding
-from .positions import LazyPositions
+from .sourcemap import SourceMap
 from .sweep import Sweep
 from .transform import ImportPruner, Migrator
 
@@ -31,7 +31,7 @@ _TRIGGERS = (
     r"|hadamard|cupy|nvidia|transformer_engine|bitsandbytes"
 )
 PREFILTER = re.compile(_TRIGGERS.encode())
-# The same test on the text of one top-level statement; imports of torch are always visited.
+# The same test on the text of one statement; imports of torch are always visited.
 HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b")
 # A file that already speaks NPU is left byte-identical (patterns.md E26).
 NPU_AWARE = re.compile(rb"^\s*(import|from)\s+torch_npu\b|\btorch\.npu\b|\bis_npu_available\b", re.M)
@@ -148,20 +148,14 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         return result
     result.encoding = module.encoding
 
-    # Top-level statements without a trigger word are neither traversed nor swept.
-    statement_code = [module.code_for_node(statement) for statement in module.body]
-    cold = frozenset(
-        id(statement) for statement, code in zip(module.body, statement_code)
-        if not HOT_STATEMENT.search(code)
-    )
     migrator = Migrator(
         module,
-        LazyPositions(module, statement_code),
+        SourceMap(module),
         relpath,
         options.enabled,
         shim=options.shim_name,
         defines_cuda_method=bool(DEFINES_CUDA_METHOD.search(source)),
-        cold=cold,
+        hot_statement=HOT_STATEMENT,
     )
     new_module = module.visit(migrator)
     removable = migrator.removable_cuda_imports()

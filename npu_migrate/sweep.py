@@ -31,24 +31,11 @@ class Sweep(cst.CSTVisitor):
         super().__init__()
         self.m = migrator
         self.attributes, self.modules, self.strings, self.names = _tables()
-        self._open: list[cst.CSTNode] = []  # nodes entered and not yet left
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Module):
-            return True
-        if not self._open:  # a top-level statement
-            if id(node) in self.m.cold:
-                return False
-            self.m.top = node
-        if id(node) in self.m.claimed:
+        if id(node) in self.m.claimed or id(node) in self.m.cold:
             return False
-        self._open.append(node)
         return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if self._open and self._open[-1] is original_node:
-            self._open.pop()
-        super().on_leave(original_node)
 
     def _flag(self, node: cst.CSTNode, what: str) -> bool:
         self.m.report("NPU990", node, what=what)
@@ -77,11 +64,11 @@ class Sweep(cst.CSTVisitor):
         current: cst.CSTNode = node
         while isinstance(current, cst.Attribute):
             if current.attr.value in self.attributes:
-                code = self.m.module.code_for_node(node)
+                code = self.m.source_map.text_of(node)
                 return self._flag(node, f"`{_short(code)}`")
             current = current.value
         if isinstance(current, cst.Name) and self._cuda_name(current):
-            return self._flag(node, f"`{_short(self.m.module.code_for_node(node))}`")
+            return self._flag(node, f"`{_short(self.m.source_map.text_of(node))}`")
         return True
 
     def _cuda_name(self, node: cst.Name) -> bool:
@@ -104,7 +91,7 @@ class Sweep(cst.CSTVisitor):
     def visit_FormattedString(self, node: cst.FormattedString) -> bool:
         first = node.parts[0] if node.parts else None
         if isinstance(first, cst.FormattedStringText) and re.match(r"cuda(:|$)", first.value):
-            self._flag(node, f"f-string `{_short(self.m.module.code_for_node(node))}`")
+            self._flag(node, f"f-string `{_short(self.m.source_map.text_of(node))}`")
             return False
         return True
 

@@ -111,22 +111,25 @@ class Migrator(cst.CSTTransformer):
     def __init__(
         self,
         module: cst.Module,
-        positions,
+        source_map,
         relpath: str,
         enabled: frozenset,
         shim: str = "npu_compat",
         defines_cuda_method: bool = False,
-        cold: frozenset = frozenset(),
+        hot_statement: Optional[re.Pattern] = None,
     ) -> None:
         super().__init__()
         self.module = module
-        self.positions = positions  # LazyPositions: line/column on demand
+        self.source_map = source_map  # text and line/column of original nodes
         self.relpath = relpath
         self.enabled = enabled
         self.shim = shim
         self.defines_cuda_method = defines_cuda_method
-        self.cold = cold  # ids of top-level statements without trigger words: not traversed
-        self.top: Optional[cst.CSTNode] = None  # the top-level statement being visited
+        # statements whose text has no trigger word are neither traversed nor swept
+        self.hot_statement = hot_statement
+        self.cold: set[int] = set()
+        self._alias_words: set[str] = set()  # local names bound to CUDA modules...
+        self._alias_re: Optional[re.Pattern] = None  # ...as one pattern
         (
             self.device_types,
             self.device_keywords,
@@ -154,22 +157,25 @@ class Migrator(cst.CSTTransformer):
         self._statements: list[cst.CSTNode] = []
         # imports that bind torch.cuda names: local name -> [references, rewritten references]
         self._cuda_import_uses: dict[str, list[int]] = {}
-        self._cuda_imports: list[tuple] = []  # (original, updated, top-level statement)
+        self._cuda_imports: list[tuple] = []  # (original, updated)
         self.plain_torch_import = False  # `import torch` seen: `import torch.cuda` can go
 
     # ----------------------------------------------------------------- bookkeeping
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._parents.append(node)
-        if len(self._parents) == 2:
-            self.top = node
-            if id(node) in self.cold:
+        if self.hot_statement is not None and isinstance(node, cst.BaseStatement):
+            text = self.source_map.text_of(node)
+            if not self.hot_statement.search(text) and not (
+                self._alias_re is not None and self._alias_re.search(text)
+            ):
+                self.cold.add(id(node))
                 self._shadow_statement(node)
                 return False
         return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
         try:
-            if len(self._parents) == 2 and id(original_node) in self.cold:
+            if id(original_node) in self.cold:
                 return updated_node
             return super().on_leave(original_node, updated_node)
         finally:
@@ -192,17 +198,17 @@ class Migrator(cst.CSTTransformer):
         index = -1 - depth
         return self._parents[index] if len(self._parents) >= -index else None
 
-    def _position(self, node: cst.CSTNode, top: Optional[cst.CSTNode] = None) -> tuple[int, int]:
-        return self.positions.position(node, top or self.top)
+    def _position(self, node: cst.CSTNode) -> tuple[int, int]:
+        return self.source_map.position(node)
 
-    def _add(self, code: str, node: cst.CSTNode, fixable: bool, top=None, **fmt: str) -> None:
+    def _add(self, code: str, node: cst.CSTNode, fixable: bool, **fmt: str) -> None:
         rule = catalogue.rule(code)
-        line, column = self._position(node, top)
+        line, column = self._position(node)
         try:
             message = rule.message.format(**fmt)
         except (KeyError, IndexError):
             message = rule.message
-        source = normalise_source(self.module.code_for_node(node))
+        source = normalise_source(self.source_map.text_of(node))
         if len(source) > 200:
             source = source[:197] + "..."
         self.findings.append(
@@ -250,7 +256,7 @@ class Migrator(cst.CSTTransformer):
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-                self.aliases[local] = module
+                self._bind(local, module)
                 if module.startswith("torch.cuda"):
                     self._cuda_import_uses.setdefault(local, [0, 0])
             else:
@@ -275,7 +281,7 @@ class Migrator(cst.CSTTransformer):
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
             qual = f"{module}.{name}"
-            self.aliases[local] = qual
+            self._bind(local, qual)
             if qual.startswith("torch.cuda"):
                 self._cuda_import_uses.setdefault(local, [0, 0])
         return False
@@ -283,7 +289,7 @@ class Migrator(cst.CSTTransformer):
     def leave_Import(self, original_node, updated_node):
         names = [dotted_name(a.name) or "" for a in original_node.names]
         if any(n == "torch.cuda" or n.startswith("torch.cuda.") for n in names):
-            self._cuda_imports.append((original_node, updated_node, self.top))
+            self._cuda_imports.append((original_node, updated_node))
         return updated_node
 
     def leave_ImportFrom(self, original_node, updated_node):
@@ -295,8 +301,15 @@ class Migrator(cst.CSTTransformer):
                 and any(dotted_name(a.name) == "cuda" for a in original_node.names)
             )
             if binds_cuda:
-                self._cuda_imports.append((original_node, updated_node, self.top))
+                self._cuda_imports.append((original_node, updated_node))
         return updated_node
+
+    def _bind(self, local: str, qualname: str) -> None:
+        self.aliases[local] = qualname
+        if re.search(r"cuda|cudnn|nccl|nvtx", qualname) and not re.search(r"cuda|cudnn|nccl|nvtx", local):
+            # a statement using this name is hot even without a trigger word in its text
+            self._alias_words.add(re.escape(local))
+            self._alias_re = re.compile(r"\b(" + "|".join(sorted(self._alias_words)) + r")\b")
 
     def _shadow(self, target: cst.CSTNode) -> None:
         if isinstance(target, cst.Name):
@@ -352,7 +365,7 @@ class Migrator(cst.CSTTransformer):
         if "NPU206" not in self.enabled:
             return []
         out = []
-        for original, updated, top in self._cuda_imports:
+        for original, updated in self._cuda_imports:
             locals_ = []
             if isinstance(original, cst.Import):
                 for alias in original.names:
@@ -371,7 +384,7 @@ class Migrator(cst.CSTTransformer):
             # every use rewritten, and at least one (an import nobody uses is not ours to drop)
             if all(u[0] == u[1] for u in uses) and (not uses or any(u[1] for u in uses)):
                 self.claim(original)
-                self._add("NPU206", original, True, top=top)
+                self._add("NPU206", original, True)
                 out.append(updated)
         return out
 
@@ -660,7 +673,7 @@ class Migrator(cst.CSTTransformer):
             scope = self._statements[-1]
         if scope is None:
             return False
-        return bool(self.feature_gate_re.search(self.module.code_for_node(scope)))
+        return bool(self.feature_gate_re.search(self.source_map.text_of(scope)))
 
     def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison):
         if len(original_node.comparisons) != 1:
