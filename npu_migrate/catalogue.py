@@ -82,6 +82,16 @@ def device_table() -> dict[str, Any]:
     return _read_table("device.toml")
 
 
+@functools.lru_cache(maxsize=None)
+def distributed_table() -> dict[str, Any]:
+    return _read_table("distributed.toml")
+
+
+@functools.lru_cache(maxsize=None)
+def env_table() -> dict[str, Any]:
+    return _read_table("env.toml")
+
+
 def rule(code: str) -> Rule:
     return rules()[code]
 

@@ -19,7 +19,7 @@ from .transform import Migrator, dotted_name
 def _tables():
     t = catalogue._read_table("sweep.toml")
     strings = re.compile("|".join(f"(?:{s})" for s in t["strings"]), re.DOTALL)
-    return frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"])
+    return frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]), dict(t["module_codes"])
 
 
 def _module_matches(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -30,34 +30,35 @@ class Sweep(cst.CSTVisitor):
     def __init__(self, migrator: Migrator) -> None:
         super().__init__()
         self.m = migrator
-        self.attributes, self.modules, self.strings, self.names = _tables()
+        self.attributes, self.modules, self.strings, self.names, self.module_codes = _tables()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.m.claimed or id(node) in self.m.cold:
             return False
         return super().on_visit(node)
 
-    def _flag(self, node: cst.CSTNode, what: str) -> bool:
-        self.m.report("NPU990", node, what=what)
+    def _flag(self, node: cst.CSTNode, what: str, module: str = "") -> bool:
+        code = next((c for m, c in self.module_codes.items() if _module_matches(module, (m,))), "NPU990")
+        self.m.report(code, node, what=what)
         return False
 
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
             name = dotted_name(alias.name) or ""
             if _module_matches(name, self.modules):
-                return self._flag(node, f"import of CUDA-only module `{name}`")
+                return self._flag(node, f"import of CUDA-only module `{name}`", name)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         if node.module is not None and not node.relative:
             module = dotted_name(node.module) or ""
             if _module_matches(module, self.modules):
-                return self._flag(node, f"import from CUDA-only module `{module}`")
+                return self._flag(node, f"import from CUDA-only module `{module}`", module)
             if not isinstance(node.names, cst.ImportStar):
                 for alias in node.names:
                     full = f"{module}.{dotted_name(alias.name)}"
                     if _module_matches(full, self.modules):
-                        return self._flag(node, f"import of CUDA-only module `{full}`")
+                        return self._flag(node, f"import of CUDA-only module `{full}`", full)
         return False
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -69,7 +70,8 @@ class Sweep(cst.CSTVisitor):
             current = current.value
         if isinstance(current, cst.Name) and self._cuda_name(current):
             return self._flag(node, f"`{_short(self.m.source_map.text_of(node))}`")
-        return True
+        node.value.visit(self)  # `x.attr`: the attribute's own name is not a reference
+        return False
 
     def _cuda_name(self, node: cst.Name) -> bool:
         qual = self.m.aliases.get(node.value)

@@ -101,6 +101,19 @@ def _last_identifier(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
+_BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
+
+
+def _is_nccl_spec(value: str) -> bool:
+    """"nccl", or a mixed spec such as "cuda:nccl,cpu:gloo"."""
+    return value == "nccl" or (_BACKEND_SPEC_RE.match(value) is not None and ":nccl" in value)
+
+
+def _is_named(node: Optional[cst.CSTNode], words) -> bool:
+    ident = _last_identifier(node) if node is not None else None
+    return ident is not None and is_device_name(ident, words)
+
+
 def normalise_source(code: str) -> str:
     return _WS_RE.sub(" ", code).strip()
 
@@ -145,6 +158,22 @@ class Migrator(cst.CSTTransformer):
         self.api_capability = frozenset(api["capability"]["names"])
         self.api_typed = frozenset(api["typed_tensors"]["names"])
         self.api_report = dict(api["report"])
+        self.api_amp = frozenset(api["amp"]["names"])
+        self.api_nvtx = frozenset(api["nvtx"]["names"])
+        self.api_tf32 = dict(api["tf32"])
+        self.api_sdpa = frozenset(api["sdpa_switches"]["names"])
+        self.report_qualnames = dict(api["report_qualnames"])
+        dist = catalogue.distributed_table()
+        self.backend_keywords = frozenset(dist["backend_keywords"])
+        self.backend_first_arg_calls = frozenset(dist["backend_first_arg_calls"])
+        self.backend_words = frozenset(dist["backend_name_words"])
+        self.other_backends = frozenset(dist["other_backends"])
+        self.backend_getters = frozenset(dist["backend_getters"])
+        self.backend_enum = dist["enum"]
+        env = catalogue.env_table()
+        self.env_rename = dict(env["rename"])
+        self.nccl_env_re = re.compile(env["report"]["pattern"])
+        self.backend_variables: set[str] = set()  # names assigned a backend literal we rewrote
 
         self.findings: list[Finding] = []
         self.claimed: set[int] = set()
@@ -163,6 +192,9 @@ class Migrator(cst.CSTTransformer):
     # ----------------------------------------------------------------- bookkeeping
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._parents.append(node)
+        if isinstance(node, cst.Call) and self._is_own_literal_call(node):
+            self.claim(node)
+            return False
         if self.hot_statement is not None and isinstance(node, cst.BaseStatement):
             text = self.source_map.text_of(node)
             if not self.hot_statement.search(text) and not (
@@ -180,6 +212,17 @@ class Migrator(cst.CSTTransformer):
             return super().on_leave(original_node, updated_node)
         finally:
             self._parents.pop()
+
+    def _is_own_literal_call(self, node: cst.Call) -> bool:
+        """`npu_compat.env_name("CUDA_VISIBLE_DEVICES")`: written by us, with a literal inside."""
+        func = node.func
+        return (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.shim
+            and func.attr.value in ("env_name", "dist_backend")
+            and all(isinstance(a.value, cst.SimpleString) for a in node.args)
+        )
 
     def _shadow_statement(self, node: cst.CSTNode) -> None:
         """A skipped top-level statement may still rebind an imported name."""
@@ -430,8 +473,11 @@ class Migrator(cst.CSTTransformer):
 
     def _cuda_reference(self, original, updated):
         qual = self.qualname(original)
-        if qual is None or not (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+        if qual is None:
             return updated
+        if not (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+            result = self._torch_reference(original, updated, qual)
+            return result if result is not None else updated
         head = dotted_name(original).split(".", 1)[0]
         uses = self._cuda_import_uses.get(head)
         if uses is not None:
@@ -441,6 +487,27 @@ class Migrator(cst.CSTTransformer):
             uses[1] += 1
         return result if result is not None else updated
 
+    def _torch_reference(self, original, updated, qual: str):
+        """References outside torch.cuda: backend flags, Backend.NCCL, DataParallel."""
+        if qual == self.backend_enum:
+            new = self.shim_call("dist_backend").with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return self.rewrite("NPU303", original, new)
+        if qual in self.report_qualnames:
+            self.report(self.report_qualnames[qual], original)
+            return None
+        if qual.startswith(("torch.backends.cuda", "torch.backends.cudnn")):
+            rest = qual[len("torch.backends."):]
+            if rest in self.api_tf32:
+                target = self.api_tf32[rest]
+                new = cst.Attribute(value=self.shim_attr("tf32"), attr=cst.Name(target))
+                return self.rewrite("NPU403", original, new.with_changes(lpar=updated.lpar, rpar=updated.rpar), name=target)
+            parts = rest.split(".")
+            if parts[0] == "cuda" and len(parts) > 1 and parts[1] in self.api_sdpa:
+                self.report("NPU405", original, name=f"torch.backends.{rest}")
+            elif parts[0] in ("cuda", "cudnn"):
+                self.report("NPU404", original, name=f"torch.backends.{rest}")
+        return None
+
     def _cuda_api(self, original, updated, qual: str):
         if qual == "torch.cuda":
             new = self.shim_call("device_module").with_changes(lpar=updated.lpar, rpar=updated.rpar)
@@ -448,6 +515,12 @@ class Migrator(cst.CSTTransformer):
         rest = qual[len("torch.cuda."):]
         first = rest.split(".", 1)[0]
         parts = rest.split(".")
+        if len(parts) == 2 and parts[0] == "amp" and parts[1] in self.api_amp:
+            new = self.shim_attr(parts[1]).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return self.rewrite("NPU401", original, new, name=parts[1])
+        if len(parts) == 2 and parts[0] == "nvtx" and parts[1] in self.api_nvtx:
+            new = cst.Attribute(value=self.shim_attr("nvtx"), attr=cst.Name(parts[1]))
+            return self.rewrite("NPU207", original, new.with_changes(lpar=updated.lpar, rpar=updated.rpar), name=parts[1])
         # longest listed prefix wins in the report table
         for n in range(len(parts), 0, -1):
             key = ".".join(parts[:n])
@@ -498,11 +571,14 @@ class Migrator(cst.CSTTransformer):
         func = call.func
         return isinstance(func, cst.Attribute) and func.attr.value in self.device_first_arg_methods and qual is None
 
-    def _string_context(self, node: cst.CSTNode) -> Optional[str]:
-        """Why a string literal at `node` is a device: 'device', 'report', or None (not provable).
+    def _string_context(self, node: cst.CSTNode, role: str = "device") -> Optional[str]:
+        """Why a string literal at `node` is a device (or, with role="backend", a backend).
 
-        Walks up through IfExp branches and parentheses to the construct that consumes the value.
+        Returns 'device', 'report' or None (not provable). Walks up through IfExp branches to the
+        construct that consumes the value.
         """
+        if role == "backend":
+            return self._backend_context(node)
         depth = 1
         child = node
         parent = self._parent(depth)
@@ -549,6 +625,48 @@ class Migrator(cst.CSTTransformer):
                 return "device"
         return None
 
+    def _backend_context(self, node: cst.CSTNode) -> Optional[str]:
+        depth, child = 1, node
+        parent = self._parent(depth)
+        fallback = False
+        while isinstance(parent, cst.IfExp) and (parent.body is child or parent.orelse is child):
+            other = parent.orelse if parent.body is child else parent.body
+            fallback = fallback or _string_value(other) in self.other_backends
+            child, depth = parent, depth + 1
+            parent = self._parent(depth)
+        if fallback:  # "nccl" if ... else "gloo": a backend wherever it goes
+            if isinstance(parent, cst.Assign) and parent.value is child:
+                self.backend_variables.update(
+                    t.target.value for t in parent.targets if isinstance(t.target, cst.Name)
+                )
+            return "device"
+        if isinstance(parent, cst.Arg) and parent.value is child:
+            call = self._parent(depth + 1)
+            if not isinstance(call, cst.Call):
+                return None
+            if parent.keyword is not None:
+                return "device" if parent.keyword.value in self.backend_keywords else None
+            first = call.args and call.args[0] is parent and not parent.star
+            return "device" if first and self.qualname(call.func) in self.backend_first_arg_calls else None
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
+            targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
+            if any(_is_named(t.target, self.backend_words) for t in targets):
+                for t in targets:
+                    if isinstance(t.target, cst.Name):
+                        self.backend_variables.add(t.target.value)
+                return "device"
+            return None
+        words = self.backend_words
+        if isinstance(parent, cst.Param) and parent.default is child:
+            return "device" if _is_named(parent.name, words) else None
+        if isinstance(parent, cst.DictElement) and parent.value is child:
+            key = _string_value(parent.key)
+            return "device" if key is not None and is_device_name(key, words) else None
+        if isinstance(parent, cst.Return) and parent.value is child:
+            if self._functions and is_device_name(self._functions[-1], words):
+                return "device"
+        return None
+
     def _ifexp_is_device_fallback(self, ifexp: cst.IfExp, branch: cst.CSTNode) -> bool:
         other = ifexp.orelse if ifexp.body is branch else ifexp.body
         other_value = _string_value(other)
@@ -564,7 +682,7 @@ class Migrator(cst.CSTTransformer):
 
     def leave_SimpleString(self, original_node, updated_node):
         if _cuda_literal(original_node) is None:
-            return updated_node
+            return self._other_string(original_node, updated_node)
         context = self._string_context(original_node)
         if context == "report":
             self.report("NPU109", original_node)
@@ -574,6 +692,23 @@ class Migrator(cst.CSTTransformer):
         code, new = self._device_replacement(original_node, as_device=False)
         new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
         return self.rewrite(code, original_node, new) or updated_node
+
+    def _other_string(self, original, updated):
+        """Backend strings (NPU301), environment variable names (NPU601/602)."""
+        value = _string_value(original)
+        if value is None:
+            return updated
+        if value in self.env_rename:
+            new = self.shim_call("env_name", [updated])
+            return self.rewrite("NPU601", original, new, name=value) or updated
+        if self.nccl_env_re.match(value):
+            self.report("NPU602", original, name=value)
+            return updated
+        if _is_nccl_spec(value) and self._string_context(original, "backend") == "device":
+            new = self.shim_call("dist_backend", [] if value == "nccl" else [updated])
+            new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return self.rewrite("NPU301", original, new) or updated
+        return updated
 
     def leave_FormattedString(self, original_node, updated_node):
         if _cuda_fstring_expr(original_node) is None:
@@ -592,9 +727,110 @@ class Migrator(cst.CSTTransformer):
         func = original_node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and self.qualname(func) is None:
             return self._cuda_method(original_node, updated_node)
-        if self.qualname(func) == "torch.device":
+        qual = self.qualname(func)
+        if qual == "torch.device":
             return self._torch_device(original_node, updated_node)
+        if qual in ("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"):
+            return self._grad_scaler(original_node, updated_node)
+        if qual in self.backend_first_arg_calls:
+            self._unseen_backend(original_node)
+        if qual == "torch.compile":
+            for arg in original_node.args:
+                if arg.keyword is not None and arg.keyword.value == "mode":
+                    mode = _string_value(arg.value)
+                    if mode in ("reduce-overhead", "max-autotune"):
+                        self.report("NPU903", arg.value, name=mode)
+            return updated_node
+        if isinstance(func, cst.Name) and func.value == "dict":
+            return self._env_dict_keywords(original_node, updated_node)
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
+            return self._device_option(original_node, updated_node)
         return updated_node
+
+    def _unseen_backend(self, call: cst.Call) -> None:
+        """NPU304: init_process_group(backend=cfg.backend): a backend npu-migrate cannot see."""
+        for i, arg in enumerate(call.args):
+            is_backend = (arg.keyword is not None and arg.keyword.value in self.backend_keywords) or (
+                i == 0 and arg.keyword is None and not arg.star
+                and self.qualname(call.func) != "torch.distributed.new_group"
+            )
+            if not is_backend:
+                continue
+            value = arg.value
+            if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+                continue  # literals: NPU301 or, if no backend at all, left alone
+            if isinstance(value, cst.Name) and value.value in self.backend_variables:
+                continue
+            if isinstance(value, cst.Call) and self._is_own_literal_call(value):
+                continue
+            if isinstance(value, (cst.IfExp, cst.Call)) and id(value) in self.claimed:
+                continue
+            self.report("NPU304", value)
+
+    def _grad_scaler(self, original: cst.Call, updated: cst.Call):
+        """torch.amp.GradScaler() / ("cuda", ...) / (device="cuda", ...) -> npu_compat.GradScaler(...)."""
+        args = list(updated.args)
+        first = original.args[0] if original.args else None
+        if first is not None and first.keyword is None and not first.star:
+            if _string_value(first.value) != "cuda":
+                return updated
+            args = args[1:]
+        else:
+            for i, arg in enumerate(original.args):
+                if arg.keyword is not None and arg.keyword.value == "device":
+                    if _string_value(arg.value) != "cuda":
+                        return updated
+                    del args[i]
+                    break
+                if arg.star:
+                    return updated
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        new = updated.with_changes(func=self.shim_attr("GradScaler"), args=args)
+        for arg in original.args:
+            self.claim(arg.value)
+        return self.rewrite("NPU402", original, new) or updated
+
+    def _env_dict_keywords(self, original: cst.Call, updated: cst.Call):
+        """dict(os.environ, CUDA_VISIBLE_DEVICES="0") -> dict(os.environ, **{npu_compat.env_name(...): "0"})."""
+        args = list(updated.args)
+        changed = False
+        for i, arg in enumerate(original.args):
+            name = arg.keyword.value if arg.keyword is not None else None
+            if name in self.env_rename:
+                key = self.shim_call("env_name", [cst.SimpleString(f'"{name}"')])
+                mapping = cst.Dict([cst.DictElement(key, args[i].value)])
+                new_arg = cst.Arg(value=mapping, star="**", comma=args[i].comma)
+                if self.rewrite("NPU601", arg, new_arg, name=name) is not None:
+                    args[i] = new_arg
+                    changed = True
+            elif name is not None and self.nccl_env_re.match(name):
+                self.report("NPU602", arg, name=name)
+        return updated.with_changes(args=args) if changed else updated
+
+    def _device_option(self, original: cst.Call, updated: cst.Call):
+        """argparse option whose choices list "cuda": add type=npu_compat.device_arg (NPU603)."""
+        choices = next((a for a in original.args if a.keyword is not None and a.keyword.value == "choices"), None)
+        if choices is None or not isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
+            return updated
+        values = [_string_value(e.value) for e in choices.value.elements]
+        if "cuda" not in values or not all(v in self.device_types for v in values):
+            return updated
+        args = list(updated.args)
+        type_index = next((i for i, a in enumerate(original.args) if a.keyword is not None and a.keyword.value == "type"), None)
+        device_arg = self.shim_attr("device_arg")
+        if type_index is None:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(cst.Arg(value=device_arg, keyword=cst.Name("type"),
+                                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        elif isinstance(original.args[type_index].value, cst.Name) and original.args[type_index].value.value == "str":
+            args[type_index] = args[type_index].with_changes(value=device_arg)
+        else:
+            return updated
+        for arg in original.args:  # default="cuda" goes through device_arg too: handled
+            if arg.keyword is not None and arg.keyword.value == "default" and _cuda_literal(arg.value):
+                self.claim(arg.value)
+        return self.rewrite("NPU603", choices, updated.with_changes(args=args)) or updated
 
     def _cuda_method(self, original: cst.Call, updated: cst.Call):
         if self.defines_cuda_method:
@@ -667,6 +903,12 @@ class Migrator(cst.CSTTransformer):
             return len(node.args) == 1 and self._device_like_operand(node.args[0].value)
         return False
 
+    def _backend_like_operand(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call):
+            qual = self.qualname(node.func) or ""
+            return qual in self.backend_getters or _last_identifier(node.func) == "get_backend"
+        return _is_named(node, self.backend_words)
+
     def _guards_cuda_only_feature(self, comparison: cst.CSTNode) -> bool:
         scope: Optional[cst.CSTNode] = self._if_tests[-1] if self._if_tests else None
         if scope is None and self._statements:
@@ -682,6 +924,16 @@ class Migrator(cst.CSTTransformer):
         op = target_o.operator
         left_o, right_o = original_node.left, target_o.comparator
         left_u, right_u = updated_node.left, updated_node.comparisons[0].comparator
+        if isinstance(op, (cst.Equal, cst.NotEqual)) and "nccl" in (_string_value(left_o), _string_value(right_o)):
+            operand = right_u if _string_value(left_o) == "nccl" else left_u
+            other = right_o if _string_value(left_o) == "nccl" else left_o
+            if not self._backend_like_operand(other):
+                return updated_node
+            new = self.shim_call("is_accelerator_backend", [operand])
+            if isinstance(op, cst.NotEqual):
+                new = cst.UnaryOperation(operator=cst.Not(), expression=new)
+            new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+            return self.rewrite("NPU302", original_node, new) or updated_node
         if isinstance(op, (cst.Equal, cst.NotEqual)):
             if _string_value(right_o) == "cuda" and self._device_like_operand(left_o):
                 operand = left_u

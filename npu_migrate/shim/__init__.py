@@ -310,13 +310,195 @@ def _typed_tensor(name):
     return build
 
 
+# ---------------------------------------------------------------------------------------------
+# Distributed backends.
+#
+# "nccl" means "the collective library of the accelerator": "hccl" on an NPU. The reverse is
+# never assumed: "hccl" is also Habana's backend name, so an existing "hccl" is left alone.
+
+
+def dist_backend(spec="nccl"):
+    """The backend string to use where the code said ``spec`` ("nccl" or "cuda:nccl,cpu:gloo").
+
+    Without an NPU: ``spec`` itself. With one: nccl -> hccl, and cuda: -> npu: in mixed specs.
+    """
+    if device_type() != "npu":
+        return spec
+    parts = []
+    for part in str(spec).split(","):
+        dev, sep, backend = part.rpartition(":")
+        if backend.strip() == "nccl":
+            backend = "hccl"
+        if dev.strip() == "cuda":
+            dev = "npu"
+        parts.append(dev + sep + backend)
+    return ",".join(parts)
+
+
+def is_accelerator_backend(value):
+    """Replaces ``value == "nccl"``: also true for the NPU's backend on an NPU host."""
+    return value == "nccl" or value == dist_backend("nccl")
+
+
+# ---------------------------------------------------------------------------------------------
+# AMP: torch.cuda.amp.X is torch_npu.npu.amp.X on an NPU (same signatures: autocast(enabled,
+# dtype, cache_enabled), GradScaler(init_scale, growth_factor, backoff_factor, growth_interval,
+# enabled), custom_fwd, custom_bwd). Without an NPU these are torch.cuda.amp's own objects.
+
+AMP_NAMES = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+
+
+def amp_module():
+    """``torch_npu.npu.amp`` on an NPU, ``torch.cuda.amp`` otherwise."""
+    if device_type() == "npu":
+        return importlib.import_module("torch_npu.npu.amp")
+    return torch.cuda.amp
+
+
+# ---------------------------------------------------------------------------------------------
+# TF32 -> HF32. Setting ``tf32.matmul`` always sets torch.backends.cuda.matmul.allow_tf32 (as the
+# original line did) and, on an NPU, torch.npu.matmul.allow_hf32 too; ``tf32.conv`` likewise with
+# torch.backends.cudnn.allow_tf32 and torch.npu.conv.allow_hf32. Note the NPU defaults differ:
+# matmul.allow_hf32 is False, conv.allow_hf32 is True. Reading gives the flag that applies.
+
+
+class _TF32Flags(object):
+    @property
+    def matmul(self):
+        if device_type() == "npu":
+            return torch.npu.matmul.allow_hf32
+        return torch.backends.cuda.matmul.allow_tf32
+
+    @matmul.setter
+    def matmul(self, value):
+        torch.backends.cuda.matmul.allow_tf32 = value
+        if device_type() == "npu":
+            torch.npu.matmul.allow_hf32 = value
+
+    @property
+    def conv(self):
+        if device_type() == "npu":
+            return torch.npu.conv.allow_hf32
+        return torch.backends.cudnn.allow_tf32
+
+    @conv.setter
+    def conv(self, value):
+        torch.backends.cudnn.allow_tf32 = value
+        if device_type() == "npu":
+            torch.npu.conv.allow_hf32 = value
+
+
+tf32 = _TF32Flags()
+
+
+# ---------------------------------------------------------------------------------------------
+# NVTX -> mstx. torch_npu 2.7.1 has mstx.mark / range_start / range_end (range_push/pop only from
+# 2.14), so push/pop are built on range_start/range_end with a per-thread stack.
+
+
+class _Nvtx(object):
+    def __init__(self):
+        self._stack = threading.local()
+
+    def _mstx(self):
+        return torch.npu.mstx  # torch_npu.npu.mstx (a class of static methods)
+
+    def mark(self, msg):
+        if device_type() == "npu":
+            return self._mstx().mark(msg)
+        return torch.cuda.nvtx.mark(msg)
+
+    def range_push(self, msg):
+        if device_type() != "npu":
+            return torch.cuda.nvtx.range_push(msg)
+        ids = self._stack.__dict__.setdefault("ids", [])
+        ids.append(self._mstx().range_start(msg))
+        return len(ids) - 1
+
+    def range_pop(self):
+        if device_type() != "npu":
+            return torch.cuda.nvtx.range_pop()
+        ids = self._stack.__dict__.setdefault("ids", [])
+        if not ids:
+            return -1
+        self._mstx().range_end(ids.pop())
+        return len(ids)
+
+    def range(self, msg, *args, **kwargs):
+        if device_type() != "npu":
+            return torch.cuda.nvtx.range(msg, *args, **kwargs)
+        return _NvtxRange(self, msg.format(*args, **kwargs))
+
+
+class _NvtxRange(object):
+    def __init__(self, nvtx_, msg):
+        self._nvtx, self._msg = nvtx_, msg
+
+    def __enter__(self):
+        self._nvtx.range_push(self._msg)
+        return self
+
+    def __exit__(self, *exc_info):
+        self._nvtx.range_pop()
+        return False
+
+
+nvtx = _Nvtx()
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment variables (torch_npu's env_variable_list). On an NPU host the CUDA name means the
+# Ascend one. ASCEND_RT_VISIBLE_DEVICES must be a strictly ascending list, else device_count() is 0.
+
+ENV_NAMES = {
+    "CUDA_VISIBLE_DEVICES": "ASCEND_RT_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING": "ASCEND_LAUNCH_BLOCKING",
+    "PYTORCH_CUDA_ALLOC_CONF": "PYTORCH_NPU_ALLOC_CONF",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": "PYTORCH_NO_NPU_MEMORY_CACHING",
+    "TORCH_NCCL_BLOCKING_WAIT": "TORCH_HCCL_BLOCKING_WAIT",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "TORCH_HCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_DESYNC_DEBUG": "TORCH_HCCL_DESYNC_DEBUG",
+}
+
+
+def env_name(name):
+    """The environment variable that means ``name`` on this host (``name`` itself without NPU)."""
+    if device_type() == "npu":
+        return ENV_NAMES.get(name, name)
+    return name
+
+
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"  # read through env_name(); kept for DESIGN.md
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line device flags: argparse's ``type=`` for options whose choices list "cuda".
+
+
+def device_arg(value):
+    """argparse type: on an NPU host "cuda" means the NPU; elsewhere "npu" is a clear error."""
+    text = str(value)
+    kind = text.split(":", 1)[0]
+    if kind == "npu" and device_type() != "npu":
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            "device {!r} needs torch_npu and an Ascend NPU, and none was found".format(text)
+        )
+    if kind == "cuda" and device_type() == "npu":
+        return "npu" + text[len("cuda"):]
+    return text
+
+
 def __getattr__(name):
     if name in SHARED_NAMES:
         return getattr(device_module(), name)
     if name in TENSOR_TYPES:
         return _typed_tensor(name)
+    if name in AMP_NAMES:
+        return getattr(amp_module(), name)
     raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
 def __dir__():
-    return sorted(set(globals()) | set(SHARED_NAMES) | set(TENSOR_TYPES))
+    return sorted(set(globals()) | set(SHARED_NAMES) | set(TENSOR_TYPES) | set(AMP_NAMES))

@@ -4,6 +4,7 @@ A subset of the real module's names (torch_npu/npu/__init__.py ``__all__``), no 
 """
 
 import os
+import sys
 
 import torch
 import torch_npu
@@ -243,3 +244,76 @@ def reset_peak_memory_stats(device=None):
 def memory_stats(device=None):
     _record("memory_stats", device)
     return {}
+
+
+# -- precision flags (torch_npu/npu/npu_config.py: matmul.allow_hf32 default False, conv True) ----
+
+
+class _HF32Flag(object):
+    def __init__(self, name, default):
+        self.__dict__["_name"] = name
+        self.__dict__["allow_hf32"] = default
+
+    def __setattr__(self, key, value):
+        _record("{}.{}".format(self._name, key), value)
+        self.__dict__[key] = value
+
+
+matmul = _HF32Flag("matmul", False)
+conv = _HF32Flag("conv", True)
+
+
+# -- mstx (torch_npu 2.7.1: a class of static methods mark / range_start / range_end) -----------
+
+
+class mstx(object):
+    _next = [0]
+
+    @staticmethod
+    def mark(message="", stream=None, domain="default"):
+        _record("mstx.mark", message)
+
+    @staticmethod
+    def range_start(message="", stream=None, domain="default"):
+        mstx._next[0] += 1
+        _record("mstx.range_start", message)
+        return mstx._next[0]
+
+    @staticmethod
+    def range_end(range_id, domain="default"):
+        _record("mstx.range_end", range_id)
+
+
+# -- amp (torch_npu.npu.amp: autocast, GradScaler, custom_fwd, custom_bwd) ------------------------
+
+
+def _make_amp():
+    import types
+
+    amp = types.ModuleType("torch_npu.npu.amp")
+
+    class autocast(torch.amp.autocast_mode.autocast):
+        def __init__(self, enabled=True, dtype=torch.float16, cache_enabled=True):
+            _record("amp.autocast", enabled, dtype)
+            super().__init__("cpu", enabled=False)  # the fake cannot run NPU kernels
+
+    class GradScaler(object):
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
+                     growth_interval=2000, dynamic=True, enabled=True):
+            _record("amp.GradScaler", init_scale, enabled)
+            self.init_scale, self.enabled = init_scale, enabled
+
+    def custom_fwd(fwd=None, cast_inputs=None):
+        _record("amp.custom_fwd")
+        return fwd if fwd is not None else (lambda f: f)
+
+    def custom_bwd(bwd):
+        _record("amp.custom_bwd")
+        return bwd
+
+    amp.autocast, amp.GradScaler, amp.custom_fwd, amp.custom_bwd = autocast, GradScaler, custom_fwd, custom_bwd
+    sys.modules["torch_npu.npu.amp"] = amp
+    return amp
+
+
+amp = _make_amp()
