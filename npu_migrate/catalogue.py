@@ -26,6 +26,7 @@ class Rule:
     fixable: bool
     message: str
     guidance: str
+    effort: str = "auto"  # auto (rewritten), review (check the decision), manual (port by hand)
 
     @property
     def family(self) -> str:
@@ -68,7 +69,10 @@ def rules() -> dict[str, Rule]:
             fixable=bool(row["fixable"]),
             message=row["message"],
             guidance=row["guidance"],
+            effort=row.get("effort", "auto" if row["fixable"] else "review"),
         )
+        if out[code].effort not in ("auto", "review", "manual"):
+            raise ValueError(f"rules/codes.toml: {code}: effort must be auto, review or manual")
     return out
 
 

@@ -30,6 +30,7 @@ _TRIGGERS = (
     r"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|flash_attention|apex|xformers|triton|cpp_extension"
     r"|hadamard|cupy|nvidia|transformer_engine|bitsandbytes"
     r"|DataParallel|data_parallel|GradScaler|reduce-overhead|max-autotune|init_process_group|new_group"
+    r"|float8|_scaled_mm|vllm|deepspeed|torchao"
 )
 PREFILTER = re.compile(_TRIGGERS.encode())
 # The same test on the text of one statement; imports of torch are always visited.

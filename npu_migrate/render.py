@@ -132,18 +132,18 @@ def rules_text(fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(
             [
-                {"code": r.code, "name": r.name, "fixable": r.fixable, "family": r.family,
+                {"code": r.code, "name": r.name, "fixable": r.fixable, "family": r.family, "effort": r.effort,
                  "message": r.message, "guidance": r.guidance}
                 for r in rules.values()
             ],
             indent=2,
         )
     if fmt == "markdown":
-        lines = ["| code | name | action | summary |", "|---|---|---|---|"]
+        lines = ["| code | name | action | effort | summary |", "|---|---|---|---|---|"]
         for r in rules.values():
             action = "rewrites" if r.fixable else "reports"
             message = r.message.replace("|", "\\|")
-            lines.append(f"| {r.code} | {r.name} | {action} | {message} |")
+            lines.append(f"| {r.code} | {r.name} | {action} | {r.effort} | {message} |")
         return "\n".join(lines) + "\n"
     lines = []
     for r in rules.values():

@@ -19,7 +19,8 @@ from .transform import Migrator, dotted_name
 def _tables():
     t = catalogue._read_table("sweep.toml")
     strings = re.compile("|".join(f"(?:{s})" for s in t["strings"]), re.DOTALL)
-    return frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]), dict(t["module_codes"])
+    return (frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]),
+            dict(t["module_codes"]), dict(t["name_codes"]))
 
 
 def _module_matches(module: str, prefixes: tuple[str, ...]) -> bool:
@@ -30,7 +31,7 @@ class Sweep(cst.CSTVisitor):
     def __init__(self, migrator: Migrator) -> None:
         super().__init__()
         self.m = migrator
-        self.attributes, self.modules, self.strings, self.names, self.module_codes = _tables()
+        self.attributes, self.modules, self.strings, self.names, self.module_codes, self.name_codes = _tables()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if id(node) in self.m.claimed or id(node) in self.m.cold:
@@ -61,7 +62,28 @@ class Sweep(cst.CSTVisitor):
                         return self._flag(node, f"import of CUDA-only module `{full}`", full)
         return False
 
+    def _name_code(self, node: cst.CSTNode) -> str | None:
+        """A code of its own for fp8 dtypes, torch._scaled_mm, CUDAExtension, ..."""
+        qual = self.m.qualname(node) or ""
+        bare = dotted_name(node) or ""
+        for key, code in self.name_codes.items():
+            if qual.startswith(key) or bare == key:
+                return code
+        return None
+
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
+        name = dotted_name(target) or ""
+        if name.split(".")[0] == "triton" or (self.m.qualname(target) or "").startswith("triton"):
+            self.m.report("NPU910", node.decorator, what=f"`@{name}` kernel")
+            return False
+        return True
+
     def visit_Attribute(self, node: cst.Attribute) -> bool:
+        code = self._name_code(node)
+        if code is not None:
+            self.m.report(code, node, what=f"`{_short(self.m.source_map.text_of(node))}`")
+            return False
         current: cst.CSTNode = node
         while isinstance(current, cst.Attribute):
             if current.attr.value in self.attributes:
@@ -80,6 +102,10 @@ class Sweep(cst.CSTVisitor):
         return node.value in self.names
 
     def visit_Name(self, node: cst.Name) -> bool:
+        code = self._name_code(node)
+        if code is not None:
+            self.m.report(code, node, what=f"`{node.value}`")
+            return False
         if self._cuda_name(node):
             return self._flag(node, f"`{node.value}`")
         return False
