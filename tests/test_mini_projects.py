@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.project_runs import run_migration
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECTS_DIR = REPO_ROOT / "fixtures" / "projects"
 
@@ -109,23 +111,7 @@ def _run_entry_point(project_dir, args):
 
 
 def _run_migration(project_dir):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", "npu_migrate", str(project_dir)],
-        cwd=project_dir.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-    )
-    # 0: nothing left to report, 1: findings remain (both fine here), 2: the tool itself failed.
-    # An uncaught exception also exits 1, so a traceback counts as a failure too.
-    assert proc.returncode in (0, 1) and "Traceback (most recent call last)" not in proc.stderr, (
-        f"npu_migrate failed on {project_dir} (exit {proc.returncode})\n"
-        f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
-    )
-    return proc
+    return run_migration(project_dir, timeout=RUN_TIMEOUT)
 
 
 def _snapshot(project_dir):

@@ -1,0 +1,31 @@
+"""Shared by the mini-project tests: run the migration on a copied project as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_migration(project_dir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m npu_migrate PROJECT`; fails the test when the tool itself fails."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_migrate", str(project_dir)],
+        cwd=project_dir.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    # 0: nothing left to report, 1: findings remain (both fine here), 2: the tool itself failed.
+    # An uncaught exception also exits 1, so a traceback counts as a failure too.
+    assert proc.returncode in (0, 1) and "Traceback (most recent call last)" not in proc.stderr, (
+        f"npu_migrate failed on {project_dir} (exit {proc.returncode})\n"
+        f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    )
+    return proc
