@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from .source import write_atomic
 
 FORMAT_VERSION = 1
 Key = tuple[str, str, str]  # (path, code, source)
@@ -80,17 +81,7 @@ def dump(counts: Counter) -> str:
 def write(path: Path, counts: Counter) -> None:
     """Atomically (temp file + rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(dump(counts))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, dump(counts).encode("utf-8"))
 
 
 def merge(old: Counter, new: Counter, checked_paths: set[str], baseline_file: Path) -> Counter:

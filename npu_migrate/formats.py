@@ -1,0 +1,288 @@
+"""Output formats of `npu-migrate check`: text, json, github, sarif, gitlab; and --statistics.
+
+Every format lists the *new* findings of the run (those not accepted by the baseline, not outside
+the diff, not suppressed). Paths are relative to the current directory when the file is under it
+(as CI systems expect: GitHub and GitLab resolve them against the repository root), else absolute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import __version__, catalogue
+from .baseline import Stale
+from .findings import Finding
+
+FORMATS = ("text", "json", "github", "sarif", "gitlab")
+INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+@dataclass(frozen=True)
+class Item:
+    finding: Finding
+    path: str  # as shown: relative to the current directory, or absolute; forward slashes
+    occurrence: int = 1  # 1-based, among findings with the same (path, code, source)
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable across unrelated edits: no line numbers (like the baseline's key)."""
+        f = self.finding
+        text = "\0".join((self.path, f.code, f.source or f.message, str(self.occurrence)))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class Report:
+    items: list[Item]  # the new findings, sorted
+    files_checked: int = 0
+    suppressed: int = 0
+    baselined: int = 0
+    outside_diff: int = 0
+    stale: list[Stale] = field(default_factory=list)
+    baseline: Optional[str] = None
+    diff_base: Optional[str] = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    enabled: frozenset = frozenset()
+    cwd: Optional[Path] = None
+
+
+def render(fmt: str, report: Report, statistics: bool = False, color: bool = False) -> str:
+    if statistics:
+        return statistics_json(report) if fmt == "json" else statistics_text(report)
+    return {
+        "text": lambda: text(report, color),
+        "json": lambda: to_json(report),
+        "github": lambda: github(report),
+        "sarif": lambda: sarif(report),
+        "gitlab": lambda: gitlab(report),
+    }[fmt]()
+
+
+# ------------------------------------------------------------------ text
+
+def _style(s: str, color: bool, **kw) -> str:
+    if not color:
+        return s
+    import click
+
+    return click.style(s, **kw)
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def summary_lines(report: Report) -> list[str]:
+    n = len(report.items)
+    fixable = sum(1 for i in report.items if i.finding.fixable)
+    extra = []
+    if report.baselined:
+        extra.append(f"{report.baselined} accepted by the baseline")
+    if report.outside_diff:
+        extra.append(f"{report.outside_diff} on lines unchanged since {report.diff_base}")
+    if report.suppressed:
+        extra.append(f"{report.suppressed} suppressed")
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    lines = []
+    if n:
+        noun = "finding" if n == 1 else "findings"
+        fix = f", {fixable} rewritable by `npu-migrate`" if fixable else ""
+        lines.append(f"Found {n} new {noun}{fix} in {_files(report.files_checked)} checked{tail}.")
+    else:
+        lines.append(f"All checks passed: no new findings in {_files(report.files_checked)}{tail}.")
+    if report.stale:
+        lines.append(
+            f"{len(report.stale)} stale baseline entr{'y' if len(report.stale) == 1 else 'ies'} in "
+            f"{report.baseline} (fixed or changed; refresh with --write-baseline):"
+        )
+        for s in report.stale:
+            lines.append(f"  {s.path}: {s.code} `{s.source}` (x{s.missing})")
+    return lines
+
+
+def text(report: Report, color: bool = False) -> str:
+    out = []
+    for item in report.items:
+        f = item.finding
+        mark = "[*] " if f.fixable else ""
+        out.append(
+            f"{_style(item.path, color, bold=True)}:{f.line}:{f.column}: "
+            f"{_style(f.code, color, fg='red', bold=True)} {mark}{f.message}"
+        )
+    if out:
+        out.append("")
+    out.extend(summary_lines(report))
+    if any(i.finding.fixable for i in report.items):
+        out.append("[*] rewritable: run `npu-migrate PATH` (or `npu-migrate check --fix`).")
+    return "\n".join(out) + "\n"
+
+
+def statistics_rows(report: Report) -> list[dict]:
+    counts = Counter(i.finding.code for i in report.items)
+    rows = []
+    for code, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        rule = catalogue.rule(code)
+        rows.append({"code": code, "name": rule.name, "count": count, "fixable": rule.fixable,
+                     "message": rule.message})
+    return rows
+
+
+def statistics_text(report: Report) -> str:
+    rows = statistics_rows(report)
+    if not rows:
+        return "\n".join(summary_lines(report)) + "\n"
+    width = max(len(str(r["count"])) for r in rows)
+    out = [
+        f"{r['count']:>{width}}\t{r['code']}\t{'[*]' if r['fixable'] else '[ ]'} {r['name']}"
+        for r in rows
+    ]
+    return "\n".join(out + [""] + summary_lines(report)) + "\n"
+
+
+def statistics_json(report: Report) -> str:
+    return json.dumps(statistics_rows(report), indent=2) + "\n"
+
+
+# ------------------------------------------------------------------ json
+
+def to_json(report: Report) -> str:
+    payload = {
+        "tool": "npu-migrate",
+        "version": __version__,
+        "files_checked": report.files_checked,
+        "findings": [
+            {**i.finding.as_dict(), "path": i.path, "name": catalogue.rule(i.finding.code).name,
+             "fingerprint": i.fingerprint}
+            for i in report.items
+        ],
+        "suppressed": report.suppressed,
+        "baselined": report.baselined,
+        "outside_diff": report.outside_diff,
+        "baseline": report.baseline,
+        "diff_base": report.diff_base,
+        "stale": [s.as_dict() for s in report.stale],
+        "errors": report.errors,
+    }
+    return json.dumps(payload, indent=2) + "\n"
+
+
+# ------------------------------------------------------------------ github
+
+def _gh_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(s: str) -> str:
+    return _gh_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(report: Report) -> str:
+    """GitHub Actions workflow commands: one `::error` annotation per new finding."""
+    out = []
+    for item in report.items:
+        f = item.finding
+        out.append(
+            f"::error file={_gh_property(item.path)},line={f.line},col={f.column},"
+            f"title={_gh_property(f.code)}::{_gh_data(f.message)}"
+        )
+    for s in report.stale:
+        out.append(f"::warning title=stale baseline entry::{_gh_data(f'{s.path}: {s.code} {s.source}')}")
+    return "\n".join(out) + ("\n" if out else "")
+
+
+# ------------------------------------------------------------------ sarif
+
+def _level(rule) -> str:
+    return "error"
+
+
+def sarif(report: Report) -> str:
+    """SARIF 2.1.0: one run; the driver lists every enabled rule with its help text."""
+    rules = catalogue.rules()
+    codes = sorted(report.enabled or rules.keys())
+    index = {code: n for n, code in enumerate(codes)}
+    driver_rules = []
+    for code in codes:
+        r = rules[code]
+        action = "rewrites" if r.fixable else "reports only"
+        driver_rules.append({
+            "id": code,
+            "name": r.name,
+            "shortDescription": {"text": r.message},
+            "fullDescription": {"text": f"{r.message} ({action})"},
+            "help": {
+                "text": r.guidance,
+                "markdown": f"**{code} {r.name}** ({action})\n\n{r.guidance}",
+            },
+            "defaultConfiguration": {"level": _level(r)},
+            "properties": {"tags": ["cuda", "npu", r.family], "fixable": r.fixable},
+        })
+    results = []
+    for item in report.items:
+        f = item.finding
+        location: dict = {"uri": item.path}
+        if not item.path.startswith("/"):
+            location["uriBaseId"] = "%SRCROOT%"
+        result = {
+            "ruleId": f.code,
+            "level": _level(rules[f.code]),
+            "message": {"text": f.message},
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": location,
+                    "region": {"startLine": f.line, "startColumn": f.column},
+                }
+            }],
+            "partialFingerprints": {"npuMigrate/v1": item.fingerprint},
+            "properties": {"fixable": f.fixable},
+        }
+        if f.code in index:
+            result["ruleIndex"] = index[f.code]
+        results.append(result)
+    run: dict = {
+        "tool": {"driver": {
+            "name": "npu-migrate",
+            "version": __version__,
+            "semanticVersion": __version__,
+            "informationUri": INFORMATION_URI,
+            "rules": driver_rules,
+        }},
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+    }
+    cwd = report.cwd or Path.cwd()
+    run["originalUriBaseIds"] = {"%SRCROOT%": {"uri": cwd.absolute().as_uri() + "/"}}
+    if report.errors:
+        run["invocations"] = [{
+            "executionSuccessful": False,
+            "toolExecutionNotifications": [{"level": "error", "message": {"text": e}} for e in report.errors],
+        }]
+    else:
+        run["invocations"] = [{"executionSuccessful": True}]
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2) + "\n"
+
+
+# ------------------------------------------------------------------ gitlab
+
+def gitlab(report: Report) -> str:
+    """GitLab code quality report (a JSON array, the Code Climate subset GitLab reads)."""
+    issues = []
+    for item in report.items:
+        f = item.finding
+        issues.append({
+            "type": "issue",
+            "check_name": f.code,
+            "description": f"{f.code} {f.message}",
+            "categories": ["Compatibility"],
+            "severity": "major",
+            "fingerprint": item.fingerprint,
+            "location": {"path": item.path, "lines": {"begin": f.line}},
+        })
+    return json.dumps(issues, indent=2) + "\n"
