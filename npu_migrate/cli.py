@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 
 from . import __version__, catalogue
+from .check import check_command
 from .discover import DiscoveryError, discover
 from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
 from .inject import ShimConflict, check as check_shim, inject
@@ -149,7 +150,9 @@ def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim
     summary = RunSummary(root=str(root), dry_run=dry_run, results=results)
     # The shim is needed (created, refreshed or re-created) when any file imports it after the run,
     # whether this run or an earlier one rewrote it.
-    imports_shim = re.compile(rb"^[ \t]*import[ \t]+" + re.escape(shim_name.encode()) + rb"\b", re.M)
+    imports_shim = re.compile(
+        rb"^[ \t]*(import|from)[ \t]+" + re.escape(shim_name.encode()) + rb"\b", re.M
+    )
     needs_shim = not no_shim and any(
         imports_shim.search(r.new if r.changed else (r.original or b"")) for r in results
     )
@@ -197,6 +200,9 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 def rules_command(fmt):
     """List every rule: code, whether it rewrites or only reports, and its summary."""
     click.echo(rules_text(fmt), nl=False)
+
+
+main.add_command(check_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

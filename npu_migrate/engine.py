@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
-from . import catalogue
+from . import catalogue, suppress
 from .findings import Finding
 from .sourcemap import SourceMap
 from .sweep import Sweep
@@ -57,6 +57,7 @@ class FileResult:
     new: Optional[bytes] = None  # None: no change
     encoding: str = "utf-8"
     skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
+    suppressed: int = 0  # constructs left alone because a comment said so
 
     @property
     def changed(self) -> bool:
@@ -135,18 +136,23 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     if NPU_AWARE.search(source) or parent in options.npu_aware_dirs:
         result.skipped = "already NPU-aware (torch_npu used here or beside it)"
         return result
+    suppressions = suppress.parse(source)
+    if suppressions.skips_file:
+        result.skipped = "npu-migrate: skip-file comment"
+        return result
     try:
         module = cst.parse_module(source)
     except UnicodeDecodeError as exc:
-        result.findings.append(_tool_finding("NPU002", relpath, str(exc)))
-        return result
+        finding = _tool_finding("NPU002", relpath, str(exc))
     except cst.ParserSyntaxError as exc:
-        result.findings.append(
-            _tool_finding("NPU001", relpath, exc.message, exc.raw_line or 1, exc.raw_column + 1)
-        )
-        return result
+        finding = _tool_finding("NPU001", relpath, exc.message, exc.raw_line or 1, exc.raw_column + 1)
     except (SyntaxError, ValueError, LookupError, RecursionError) as exc:
-        result.findings.append(_tool_finding("NPU001", relpath, f"{type(exc).__name__}: {exc}"))
+        finding = _tool_finding("NPU001", relpath, f"{type(exc).__name__}: {exc}")
+    else:
+        finding = None
+    if finding is not None:
+        if not suppressions.suppresses(finding.code, finding.line):
+            result.findings.append(finding)
         return result
     result.encoding = module.encoding
 
@@ -158,6 +164,7 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         shim=options.shim_name,
         defines_cuda_method=bool(DEFINES_CUDA_METHOD.search(source)),
         hot_statement=HOT_STATEMENT,
+        suppressed=suppressions.suppresses,
     )
     new_module = module.visit(migrator)
     removable = migrator.removable_cuda_imports()
@@ -171,6 +178,7 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         depth = relpath.count("/") if is_script else 0
         new_module = add_shim_import(new_module, options.shim_name, depth)
     result.findings = sorted(migrator.findings)
+    result.suppressed = migrator.suppressed_count
     new = new_module.bytes
     if new != source:
         result.new = new

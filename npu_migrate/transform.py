@@ -101,6 +101,23 @@ def _last_identifier(node: cst.CSTNode) -> Optional[str]:
     return None
 
 
+FLASH_MODULES = frozenset({"flash_attn", "flash_attn.flash_attn_interface"})
+FLASH_FUNCTIONS = frozenset({
+    "flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func",
+    "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache",
+})
+# parameter -> literal values that are harmless (the default); anything else has no NPU path
+FLASH_UNSUPPORTED = {
+    "softcap": {"0", "0.0"},
+    "alibi_slopes": {"None"},
+    "deterministic": {"False"},
+    "return_attn_probs": {"False"},
+    "rotary_cos": {"None"},
+    "rotary_sin": {"None"},
+    "cache_leftpad": {"None"},
+}
+
 _BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
 
 
@@ -130,6 +147,7 @@ class Migrator(cst.CSTTransformer):
         shim: str = "npu_compat",
         defines_cuda_method: bool = False,
         hot_statement: Optional[re.Pattern] = None,
+        suppressed=None,
     ) -> None:
         super().__init__()
         self.module = module
@@ -174,7 +192,12 @@ class Migrator(cst.CSTTransformer):
         self.env_rename = dict(env["rename"])
         self.nccl_env_re = re.compile(env["report"]["pattern"])
         self.backend_variables: set[str] = set()  # names assigned a backend literal we rewrote
+        # flash-attn: local name -> public function name; local names of the flash_attn module
+        self.flash_functions: dict[str, str] = {}
+        self.flash_modules: set[str] = set()
 
+        self.suppressed = suppressed  # (code, line) -> bool: a `# noqa: CODE` comment says leave it
+        self.suppressed_count = 0
         self.findings: list[Finding] = []
         self.claimed: set[int] = set()
         self.uses_shim = False
@@ -261,18 +284,24 @@ class Migrator(cst.CSTTransformer):
     def claim(self, node: cst.CSTNode) -> None:
         self.claimed.add(id(node))
 
-    def rewrite(self, code: str, original: cst.CSTNode, new: cst.CSTNode, **fmt: str):
-        """Apply a rewrite if its code is enabled; the construct is claimed either way."""
+    def _suppressed(self, code: str, node: cst.CSTNode) -> bool:
+        if self.suppressed is not None and self.suppressed(code, self._position(node)[0]):
+            self.suppressed_count += 1
+            return True
+        return False
+
+    def rewrite(self, code: str, original: cst.CSTNode, new: cst.CSTNode, needs_import: bool = True, **fmt: str):
+        """Apply a rewrite if its code is enabled and not suppressed; claimed either way."""
         self.claim(original)
-        if code not in self.enabled:
+        if code not in self.enabled or self._suppressed(code, original):
             return None
         self._add(code, original, True, **fmt)
-        self.uses_shim = True
+        self.uses_shim = self.uses_shim or needs_import
         return new
 
     def report(self, code: str, original: cst.CSTNode, **fmt: str) -> None:
         self.claim(original)
-        if code in self.enabled:
+        if code in self.enabled and not self._suppressed(code, original):
             self._add(code, original, False, **fmt)
 
     def shim_attr(self, name: str) -> cst.Attribute:
@@ -331,12 +360,16 @@ class Migrator(cst.CSTTransformer):
 
     def leave_Import(self, original_node, updated_node):
         names = [dotted_name(a.name) or "" for a in original_node.names]
+        if names == ["flash_attn"]:
+            return self._flash_module_import(original_node, updated_node)
         if any(n == "torch.cuda" or n.startswith("torch.cuda.") for n in names):
             self._cuda_imports.append((original_node, updated_node))
         return updated_node
 
     def leave_ImportFrom(self, original_node, updated_node):
         module = dotted_name(original_node.module) if original_node.module else None
+        if module in FLASH_MODULES and not original_node.relative:
+            return self._flash_import(original_node, updated_node)
         if module and not original_node.relative:
             binds_cuda = module.startswith("torch.cuda") or (
                 module == "torch"
@@ -353,6 +386,65 @@ class Migrator(cst.CSTTransformer):
             # a statement using this name is hot even without a trigger word in its text
             self._alias_words.add(re.escape(local))
             self._alias_re = re.compile(r"\b(" + "|".join(sorted(self._alias_words)) + r")\b")
+
+    # ----------------------------------------------------------------- flash-attn (5xx)
+    def _flash_import(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+        """from flash_attn[.flash_attn_interface] import f, g as h -> from npu_compat.flash_attn import ..."""
+        if isinstance(original.names, cst.ImportStar):
+            return updated  # the sweep reports it
+        pairs = []
+        for alias in original.names:
+            name = dotted_name(alias.name) or ""
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            pairs.append((name, local))
+        if not all(name in FLASH_FUNCTIONS for name, _ in pairs):
+            return updated  # partly unmapped: the sweep reports the import (NPU502)
+        module = cst.Attribute(value=cst.Name(self.shim), attr=cst.Name("flash_attn"))
+        new = updated.with_changes(module=module, relative=())
+        result = self.rewrite("NPU501", original, new, needs_import=False)
+        if result is not None:
+            self.flash_functions.update({local: name for name, local in pairs})
+        return result or updated
+
+    def _flash_module_import(self, original: cst.Import, updated: cst.Import):
+        """import flash_attn [as fa] -> from npu_compat import flash_attn [as fa], when every use is mapped."""
+        alias = original.names[0]
+        local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else "flash_attn"
+        code = "\n".join(  # attribute uses only: module paths in import lines are not uses
+            line for line in self.source_map.text.splitlines()
+            if not re.match(r"\s*(from|import)\s", line)
+        )
+        used = set(re.findall(rf"\b{re.escape(local)}\.(\w+)", code))
+        if not used or not used <= FLASH_FUNCTIONS:
+            return updated
+        names = [cst.ImportAlias(name=cst.Name("flash_attn"), asname=alias.asname)]
+        new = cst.ImportFrom(module=cst.Name(self.shim), names=names)
+        result = self.rewrite("NPU501", original, new, needs_import=False)
+        if result is not None:
+            self.flash_modules.add(local)
+        return result or updated
+
+    def _flash_call_parameters(self, original: cst.Call) -> None:
+        func = original.func
+        name = None
+        if isinstance(func, cst.Name):
+            name = self.flash_functions.get(func.value)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in self.flash_modules:
+            name = func.attr.value if func.attr.value in FLASH_FUNCTIONS else None
+        if name is None:
+            return
+        for arg in original.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword not in FLASH_UNSUPPORTED:
+                continue
+            harmless = FLASH_UNSUPPORTED[keyword]
+            value = arg.value
+            literal = value.value if isinstance(value, cst.Name) else None
+            if isinstance(value, (cst.Integer, cst.Float)):
+                literal = value.value
+            if literal is not None and literal in harmless:
+                continue
+            self.report("NPU503", arg, name=keyword)
 
     def _shadow(self, target: cst.CSTNode) -> None:
         if isinstance(target, cst.Name):
@@ -727,6 +819,8 @@ class Migrator(cst.CSTTransformer):
         func = original_node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and self.qualname(func) is None:
             return self._cuda_method(original_node, updated_node)
+        if self.flash_functions or self.flash_modules:
+            self._flash_call_parameters(original_node)
         qual = self.qualname(func)
         if qual == "torch.device":
             return self._torch_device(original_node, updated_node)
