@@ -97,8 +97,9 @@ def test_migrated_goldens_call_only_existing_shim_names():
     for path in (ROOT / "fixtures" / "rules" / "expected").rglob("*.out"):
         used |= set(re.findall(r"\bnpu_compat\.(\w+)", path.read_text(errors="replace")))
     assert used
+    submodules = {p.stem for p in SHIM_TEMPLATE.parent.glob("*.py")} - {"__init__", "__main__"}
     for name in used:
-        assert hasattr(shim, name), name
+        assert hasattr(shim, name) or name in submodules, name
         if name in shim.SHARED_NAMES:
             assert npu_api.has_name(f"torch.npu.{name}", version=OLDEST_TORCH_NPU), name
 

@@ -12,15 +12,28 @@ bugs). Knobs, read at call time:
   ``is_available()`` is False, as on a host with torch_npu but no NPU.
 - ``TORCH_NPU_DEVICE_CAPABILITY`` ("major.minor"): as in the real torch_npu,
   ``get_device_capability()`` returns None unless it is set.
+- ``FAKE_TORCH_NPU_VERSION`` ("2.7.1" default, or "2.14.0"): the torch_npu surface emulated by
+  the attention operators (``_attention_ops``: npu_fusion_attention, npu_fusion_attention_v3 on
+  2.14.0 only, npu_incre_flash_attention, npu_fused_infer_attention_score). Unlike the rest,
+  these compute: their kernels are the plain-torch reference model in
+  tests/attention_reference.py, on CPU tensors. They record ``(op name, args, kwargs)`` in
+  ``calls`` as passed by the caller.
 """
+
+import os
 
 import torch
 
-__version__ = "2.7.1.fake"
+__version__ = os.environ.get("FAKE_TORCH_NPU_VERSION", "2.7.1") + ".fake"
 
 calls = []  # (name, args, kwargs) of every torch.npu call, in order
 
 from . import npu  # noqa: E402  (needs ``calls`` above)
+from . import _attention_ops  # noqa: E402
+
+for _name in _attention_ops.OPS:
+    globals()[_name] = getattr(_attention_ops, _name)
+del _name
 
 
 def _register():
