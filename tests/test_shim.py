@@ -12,32 +12,18 @@ import torch
 
 import npu_migrate
 
-try:  # tests/ is on sys.path (rootdir-relative "prepend" import mode) ...
-    from shim_fixtures import (  # noqa: F401  (fixtures are used by name)
-        FAKE_NPU,
-        SHIM_TEMPLATE,
-        check,
-        install_shim,
-        make_broken_torch_npu,
-        run_cpu,
-        run_npu,
-        run_python,
-        shim,
-        shim_root,
-    )
-except ImportError:  # ... or tests/ is a package
-    from tests.shim_fixtures import (  # noqa: F401
-        FAKE_NPU,
-        SHIM_TEMPLATE,
-        check,
-        install_shim,
-        make_broken_torch_npu,
-        run_cpu,
-        run_npu,
-        run_python,
-        shim,
-        shim_root,
-    )
+from tests.shim_fixtures import (  # noqa: F401  (fixtures are used by name)
+    FAKE_NPU,
+    SHIM_TEMPLATE,
+    check,
+    install_shim,
+    make_broken_torch_npu,
+    run_cpu,
+    run_npu,
+    run_python,
+    shim,
+    shim_root,
+)
 
 SHIM_SOURCE = (SHIM_TEMPLATE / "__init__.py").read_text()
 DOCTOR_SOURCE = (SHIM_TEMPLATE / "__main__.py").read_text()

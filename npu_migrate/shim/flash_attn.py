@@ -21,12 +21,4 @@ from .attention import (  # noqa: E402
     flash_attn_with_kvcache,
 )
 
-__all__ = [
-    "flash_attn_func",
-    "flash_attn_varlen_func",
-    "flash_attn_qkvpacked_func",
-    "flash_attn_kvpacked_func",
-    "flash_attn_varlen_qkvpacked_func",
-    "flash_attn_varlen_kvpacked_func",
-    "flash_attn_with_kvcache",
-]
+__all__ = [name for name in _attention.__all__ if name.startswith("flash_attn")]
