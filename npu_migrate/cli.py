@@ -56,6 +56,7 @@ def main() -> None:
     \b
       npu-migrate ./repo --dry-run   show the diff and every finding; write nothing
       npu-migrate ./repo             write the change and inject the npu_compat shim
+      npu-migrate check .            CI / pre-commit: report new CUDA-only code
       npu-migrate rules              list every rule code
     """
 
