@@ -839,6 +839,8 @@ class Migrator(cst.CSTTransformer):
             return self._env_dict_keywords(original_node, updated_node)
         if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
             return self._device_option(original_node, updated_node)
+        if (dotted_name(func) or "").split(".")[-1] in ("option", "argument"):
+            return self._click_device_option(original_node, updated_node)
         return updated_node
 
     def _unseen_backend(self, call: cst.Call) -> None:
@@ -901,6 +903,33 @@ class Migrator(cst.CSTTransformer):
             elif name is not None and self.nccl_env_re.match(name):
                 self.report("NPU602", arg, name=name)
         return updated.with_changes(args=args) if changed else updated
+
+    def _device_values(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            return False
+        values = [_string_value(e.value) for e in node.elements]
+        return "cuda" in values and all(v in self.device_types for v in values)
+
+    def _click_device_option(self, original: cst.Call, updated: cst.Call):
+        """@click.option(..., type=click.Choice(["cuda", ...])): add callback=npu_compat.click_device_arg."""
+        type_arg = next((a for a in original.args if a.keyword is not None and a.keyword.value == "type"), None)
+        if type_arg is None or not isinstance(type_arg.value, cst.Call):
+            return updated
+        choice = type_arg.value
+        if (dotted_name(choice.func) or "").split(".")[-1] != "Choice" or not choice.args:
+            return updated
+        if not self._device_values(choice.args[0].value):
+            return updated
+        if any(a.keyword is not None and a.keyword.value == "callback" for a in original.args):
+            return updated  # the user's own callback: NPU105 still adds "npu" to the choices
+        args = list(updated.args)
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(value=self.shim_attr("click_device_arg"), keyword=cst.Name("callback"),
+                            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))))
+        for arg in original.args:
+            if arg.keyword is not None and arg.keyword.value == "default" and _cuda_literal(arg.value):
+                self.claim(arg.value)
+        return self.rewrite("NPU603", type_arg, updated.with_changes(args=args)) or updated
 
     def _device_option(self, original: cst.Call, updated: cst.Call):
         """argparse option whose choices list "cuda": add type=npu_compat.device_arg (NPU603)."""

@@ -64,7 +64,7 @@ def test_template_is_python38_and_self_contained(source):
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
     # torch and the standard library only; torch_npu only lazily (never by an import statement)
-    assert imported <= {"torch", "argparse", "importlib", "operator", "os", "sys", "threading"}, imported
+    assert imported <= {"torch", "argparse", "click", "importlib", "operator", "os", "sys", "threading"}, imported
     # it may be installed under another name: its own name appears only in the header comment
     body = source.split("\n", 1)[1] if source.startswith("# npu_compat:") else source
     assert "npu_compat" not in body

@@ -21,6 +21,11 @@ PROBE = textwrap.dedent(
         print("npu-arg ok")
     except argparse.ArgumentTypeError as exc:
         print("npu-arg error", "torch_npu" in str(exc))
+    import click
+    try:
+        print("click", s.click_device_arg(None, None, "cuda"), s.click_device_arg(None, None, "npu"))
+    except click.BadParameter as exc:
+        print("click error", "torch_npu" in exc.format_message())
     s.tf32.matmul = True
     s.tf32.conv = False
     print("tf32", torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
@@ -47,6 +52,7 @@ def test_without_an_npu_everything_is_the_cuda_original(shim_dir):
     assert out["env"] == "CUDA_VISIBLE_DEVICES PYTORCH_CUDA_ALLOC_CONF HOME"
     assert out["arg"] == "cuda cuda:1 cpu"
     assert out["npu-arg"] == "error True"  # on a CUDA host "npu" is a clear error
+    assert out["click"] == "error True"  # the same through click's callback
     assert out["tf32"] == "True False"
     assert out["amp"] == "torch torch"  # torch.cuda.amp's own classes
 
@@ -72,6 +78,7 @@ def test_with_an_npu_cuda_means_the_npu(shim_dir):
     assert out["env"] == "ASCEND_RT_VISIBLE_DEVICES PYTORCH_NPU_ALLOC_CONF HOME"
     assert out["arg"] == "npu npu:1 cpu"
     assert out["npu-arg"] == "ok"
+    assert out["click"] == "npu npu"
     assert out["tf32"] == "True False"  # the CUDA flags are still set as the original line did
     assert out["hf32"] == "True False"
     assert out["calls"] == (

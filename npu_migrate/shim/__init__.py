@@ -490,6 +490,18 @@ def device_arg(value):
     return text
 
 
+def click_device_arg(ctx, param, value):
+    """click ``callback=`` for device options: ``device_arg`` with click's error type."""
+    if value is None:
+        return None
+    try:
+        return device_arg(value)
+    except Exception as exc:  # argparse.ArgumentTypeError -> click.BadParameter
+        import click
+
+        raise click.BadParameter(str(exc), ctx=ctx, param=param)
+
+
 def __getattr__(name):
     if name in SHARED_NAMES:
         return getattr(device_module(), name)
