@@ -136,7 +136,7 @@ def flash_attn_kvcache_ref(q, k_cache, v_cache, k=None, v=None, cache_seqlens=No
     """flash_attn_with_kvcache on copies: returns (out float64, new k_cache, new v_cache)."""
     k_cache = k_cache.clone()
     v_cache = v_cache.clone()
-    batch, sq = q.shape[0], q.shape[1]
+    batch = q.shape[0]
     snew = 0 if k is None else k.shape[1]
     if block_table is not None:
         page = k_cache.shape[1]

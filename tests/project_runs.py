@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+STEP_LINE = re.compile(r"^step (\d+) loss (\S+)$")
+
+
+def step_losses(stdout: str, num_steps: int) -> list[float]:
+    """The losses of the `step {i} loss {repr}` lines; exactly steps 0..num_steps-1."""
+    lines = [line for line in stdout.splitlines() if line.startswith("step ")]
+    matches = [STEP_LINE.match(line) for line in lines]
+    assert all(matches), f"malformed step lines: {lines}"
+    assert [int(m.group(1)) for m in matches] == list(range(num_steps)), stdout
+    return [float(m.group(2)) for m in matches]
 
 
 def run_migration(project_dir: Path, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.project_runs import run_migration
+from tests.project_runs import run_migration, step_losses
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "ddp_mini"
@@ -146,11 +146,7 @@ def _run_launcher(project_dir, *extra):
 
 
 def _step_losses(stdout):
-    lines = [line for line in stdout.splitlines() if line.startswith("step ")]
-    matches = [STEP_LINE.match(line) for line in lines]
-    assert all(matches), f"malformed step lines: {lines}"
-    assert [int(m.group(1)) for m in matches] == list(range(NUM_STEPS)), stdout
-    return [float(m.group(2)) for m in matches]
+    return step_losses(stdout, NUM_STEPS)
 
 
 def _training_lines(stdout):

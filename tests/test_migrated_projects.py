@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import npu_api
-from tests.shim_fixtures import FAKE_NPU, run_python
+from tests.shim_fixtures import FAKE_NPU
 
 PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
 pytestmark = pytest.mark.integration

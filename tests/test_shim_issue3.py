@@ -15,6 +15,7 @@ PROBE = textwrap.dedent(
     print("backend", s.dist_backend(), s.dist_backend("cuda:nccl,cpu:gloo"), s.dist_backend("gloo"))
     print("is_backend", s.is_accelerator_backend("nccl"), s.is_accelerator_backend("hccl"), s.is_accelerator_backend("gloo"))
     print("env", s.env_name("CUDA_VISIBLE_DEVICES"), s.env_name("PYTORCH_CUDA_ALLOC_CONF"), s.env_name("HOME"))
+    print("visible", s.VISIBLE_DEVICES_ENV)
     print("arg", s.device_arg("cuda"), s.device_arg("cuda:1"), s.device_arg("cpu"))
     try:
         s.device_arg("npu")
@@ -50,6 +51,7 @@ def test_without_an_npu_everything_is_the_cuda_original(shim_dir):
     assert out["backend"] == "nccl cuda:nccl,cpu:gloo gloo"
     assert out["is_backend"] == "True False False"  # "hccl" may be Habana's: never Ascend here
     assert out["env"] == "CUDA_VISIBLE_DEVICES PYTORCH_CUDA_ALLOC_CONF HOME"
+    assert out["visible"] == "CUDA_VISIBLE_DEVICES"
     assert out["arg"] == "cuda cuda:1 cpu"
     assert out["npu-arg"] == "error True"  # on a CUDA host "npu" is a clear error
     assert out["click"] == "error True"  # the same through click's callback
@@ -76,6 +78,7 @@ def test_with_an_npu_cuda_means_the_npu(shim_dir):
     assert out["backend"] == "hccl npu:hccl,cpu:gloo gloo"
     assert out["is_backend"] == "True True False"
     assert out["env"] == "ASCEND_RT_VISIBLE_DEVICES PYTORCH_NPU_ALLOC_CONF HOME"
+    assert out["visible"] == "ASCEND_RT_VISIBLE_DEVICES"
     assert out["arg"] == "npu npu:1 cpu"
     assert out["npu-arg"] == "ok"
     assert out["click"] == "npu npu"

@@ -468,7 +468,8 @@ def env_name(name):
     return name
 
 
-VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"  # read through env_name(); kept for DESIGN.md
+# ``<this package>.VISIBLE_DEVICES_ENV``: the visible-devices variable of this host, resolved on
+# first access by ``__getattr__`` below ("ASCEND_RT_VISIBLE_DEVICES" on an NPU host).
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,8 +510,10 @@ def __getattr__(name):
         return _typed_tensor(name)
     if name in AMP_NAMES:
         return getattr(amp_module(), name)
+    if name == "VISIBLE_DEVICES_ENV":
+        return env_name("CUDA_VISIBLE_DEVICES")
     raise AttributeError("module {!r} has no attribute {!r}".format(__name__, name))
 
 
 def __dir__():
-    return sorted(set(globals()) | set(SHARED_NAMES) | set(TENSOR_TYPES) | set(AMP_NAMES))
+    return sorted(set(globals()) | set(SHARED_NAMES) | set(TENSOR_TYPES) | set(AMP_NAMES) | {"VISIBLE_DEVICES_ENV"})

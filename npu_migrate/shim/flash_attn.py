@@ -11,7 +11,7 @@ from . import attention as _attention
 
 _attention.require()  # raises ModuleNotFoundError(name="flash_attn") when no backend is usable
 
-from .attention import (  # noqa: E402
+from .attention import (  # noqa: E402, F401  (re-exported, see __all__)
     flash_attn_func,
     flash_attn_kvpacked_func,
     flash_attn_qkvpacked_func,
