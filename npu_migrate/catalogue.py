@@ -41,28 +41,52 @@ FAMILIES = {
     "4": "AMP and precision",
     "5": "attention kernels",
     "6": "CLI flags and environment variables",
+    "7": "scripts, configs and notebooks",
     "9": "not migratable",
 }
 
 CODE_RE = re.compile(r"^NPU\d{3}$")
 
 
+def _rules_dir():
+    try:
+        return resources.files("npu_migrate.rules")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "rules"
+
+
 def _read_table(name: str) -> dict[str, Any]:
     """Read `rules/<name>` from the installed package, or from the checkout as a fallback."""
     try:
-        data = resources.files("npu_migrate.rules").joinpath(name).read_bytes()
-    except (ModuleNotFoundError, FileNotFoundError):
+        data = _rules_dir().joinpath(name).read_bytes()
+    except FileNotFoundError:
         data = (Path(__file__).resolve().parent.parent / "rules" / name).read_bytes()
     return tomllib.loads(data.decode("utf-8"))
 
 
+def code_tables() -> list[str]:
+    """`codes.toml` and every `codes_*.toml` beside it (one per area), sorted."""
+    names = sorted(
+        entry.name for entry in _rules_dir().iterdir()
+        if entry.name.startswith("codes") and entry.name.endswith(".toml")
+    )
+    return names or ["codes.toml"]
+
+
 @functools.lru_cache(maxsize=None)
 def rules() -> dict[str, Rule]:
-    table = _read_table("codes.toml")
+    table: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for name in code_tables():
+        for code, row in _read_table(name).items():
+            if code in table:
+                raise ValueError(f"rules/{name}: {code} is also defined in rules/{origin[code]}")
+            table[code] = row
+            origin[code] = name
     out = {}
     for code, row in sorted(table.items()):
         if not CODE_RE.match(code):
-            raise ValueError(f"rules/codes.toml: {code!r} is not a rule code (NPU + three digits)")
+            raise ValueError(f"rules/{origin[code]}: {code!r} is not a rule code (NPU + three digits)")
         out[code] = Rule(
             code=code,
             name=row["name"],
@@ -72,7 +96,7 @@ def rules() -> dict[str, Rule]:
             effort=row.get("effort", "auto" if row["fixable"] else "review"),
         )
         if out[code].effort not in ("auto", "review", "manual"):
-            raise ValueError(f"rules/codes.toml: {code}: effort must be auto, review or manual")
+            raise ValueError(f"rules/{origin[code]}: {code}: effort must be auto, review or manual")
     return out
 
 

@@ -47,6 +47,7 @@ class Options:
     shim_name: str = "npu_compat"
     npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
     package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
+    rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
 
 
 @dataclass
