@@ -120,6 +120,20 @@ FLASH_UNSUPPORTED = {
 
 _BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
 
+# Statements the engine's trigger words miss but the diagnostics need to see: compiled extension
+# modules (`import pkg._C`), apex's `amp_C`, Triton- and CUDA-based libraries (rules/sweep.toml).
+_EXTRA_HOT = re.compile(
+    r"\bamp_C\b|\b_C\b|\bliger_kernel\b|\bmamba_ssm\b|\bcausal_conv1d\b|\bflashinfer\b"
+    r"|^\s*(?:import|from)\s+fla\b",
+    re.MULTILINE,
+)
+_ALIAS_QUALNAME = re.compile(r"cuda|cudnn|nccl|nvtx")  # without the engine's trigger words
+_FLOAT64 = frozenset({"torch.float64", "torch.double"})
+_CUDA_DOUBLE = "torch.cuda.DoubleTensor"
+_GRAPH_CAPTURES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+_TRAINING_METHODS = frozenset({"backward", "step"})  # loss.backward(), optimizer.step()
+_TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
+
 
 def _is_nccl_spec(value: str) -> bool:
     """"nccl", or a mixed spec such as "cuda:nccl,cpu:gloo"."""
@@ -181,6 +195,14 @@ class Migrator(cst.CSTTransformer):
         self.api_tf32 = dict(api["tf32"])
         self.api_sdpa = frozenset(api["sdpa_switches"]["names"])
         self.report_qualnames = dict(api["report_qualnames"])
+        self.api_report_codes = dict(api.get("report_codes", {}))
+        properties = api["device_properties"]
+        self.properties_getters = frozenset(properties["getters"])
+        self.properties_fields = frozenset(properties["npu_fields"]) | frozenset(properties["shim_fields"])
+        # name -> bound to get_device_properties(...)? [module level and dotted names, each function]
+        self._properties_vars: list[dict[str, bool]] = [{}]
+        self._training_captures: set[int] = set()  # `torch.cuda.graph` in a `with` that trains
+        self._float64_seen: set[int] = set()  # calls of a chain already reported as NPU930
         dist = catalogue.distributed_table()
         self.backend_keywords = frozenset(dist["backend_keywords"])
         self.backend_first_arg_calls = frozenset(dist["backend_first_arg_calls"])
@@ -220,7 +242,7 @@ class Migrator(cst.CSTTransformer):
             return False
         if self.hot_statement is not None and isinstance(node, cst.BaseStatement):
             text = self.source_map.text_of(node)
-            if not self.hot_statement.search(text) and not (
+            if not self.hot_statement.search(text) and not _EXTRA_HOT.search(text) and not (
                 self._alias_re is not None and self._alias_re.search(text)
             ):
                 self.cold.add(id(node))
@@ -304,6 +326,11 @@ class Migrator(cst.CSTTransformer):
         if code in self.enabled and not self._suppressed(code, original):
             self._add(code, original, False, **fmt)
 
+    def note(self, code: str, node: cst.CSTNode, **fmt: str) -> None:
+        """Report without claiming: the sweep still looks inside `node` for other leftovers."""
+        if code in self.enabled and not self._suppressed(code, node):
+            self._add(code, node, False, **fmt)
+
     def shim_attr(self, name: str) -> cst.Attribute:
         return cst.Attribute(value=cst.Name(self.shim), attr=cst.Name(name))
 
@@ -324,6 +351,9 @@ class Migrator(cst.CSTTransformer):
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
             module = dotted_name(alias.name) or ""
+            if module == "triton" or module.startswith("triton."):
+                local = alias.asname.name if alias.asname is not None else alias.name
+                self._make_hot(local.value if isinstance(local, cst.Name) else "triton")
             if not (module == "torch" or module.startswith("torch.")):
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -341,9 +371,14 @@ class Migrator(cst.CSTTransformer):
         if node.relative or node.module is None:
             return False
         module = dotted_name(node.module) or ""
-        if not (module == "torch" or module.startswith("torch.")):
-            return False
         if isinstance(node.names, cst.ImportStar):
+            return False
+        if module == "triton" or module.startswith("triton."):
+            for alias in node.names:  # `@jit` after `from triton import jit`: the sweep must see it
+                local = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(local, cst.Name):
+                    self._make_hot(local.value)
+        if not (module == "torch" or module.startswith("torch.")):
             return False
         for alias in node.names:
             name = dotted_name(alias.name)
@@ -382,10 +417,17 @@ class Migrator(cst.CSTTransformer):
 
     def _bind(self, local: str, qualname: str) -> None:
         self.aliases[local] = qualname
-        if re.search(r"cuda|cudnn|nccl|nvtx", qualname) and not re.search(r"cuda|cudnn|nccl|nvtx", local):
-            # a statement using this name is hot even without a trigger word in its text
-            self._alias_words.add(re.escape(local))
-            self._alias_re = re.compile(r"\b(" + "|".join(sorted(self._alias_words)) + r")\b")
+        # `from torch.utils.cpp_extension import load_inline`, `from torch import float8_e4m3fn`
+        trigger = self.hot_statement or _ALIAS_QUALNAME
+        if trigger.search(qualname) and not trigger.search(local):
+            self._make_hot(local)
+
+    def _make_hot(self, local: str) -> None:
+        """A statement using this name is hot even without a trigger word in its text."""
+        if re.escape(local) in self._alias_words:
+            return
+        self._alias_words.add(re.escape(local))
+        self._alias_re = re.compile(r"\b(" + "|".join(sorted(self._alias_words)) + r")\b")
 
     # ----------------------------------------------------------------- flash-attn (5xx)
     def _flash_import(self, original: cst.ImportFrom, updated: cst.ImportFrom):
@@ -456,9 +498,12 @@ class Migrator(cst.CSTTransformer):
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._shadow(target.target)
+            self._track_properties(target.target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._shadow(node.target)
+        if node.value is not None:
+            self._track_properties(node.target, node.value)
 
     def visit_For(self, node: cst.For) -> None:
         self._shadow(node.target)
@@ -466,14 +511,34 @@ class Migrator(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._shadow(node.name)
         self._functions.append(node.name.value)
+        self._properties_vars.append({})
         for param in (*node.params.params, *node.params.kwonly_params, *node.params.posonly_params):
             self._shadow(param.name)
+            self._properties_vars[-1][param.name.value] = False
         if node.name.value == "cuda" and self.defines_cuda_method:
             self.report("NPU107", node.name)
 
     def leave_FunctionDef(self, original_node, updated_node):
         self._functions.pop()
+        self._properties_vars.pop()
         return updated_node
+
+    def visit_With(self, node: cst.With) -> None:
+        """`with torch.cuda.graph(g):` around backward or an optimizer step captures training."""
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and self.qualname(call.func) in _GRAPH_CAPTURES:
+                if self._runs_training_step(node.body):
+                    self._training_captures.add(id(call.func))
+
+    def _runs_training_step(self, body: cst.CSTNode) -> bool:
+        for call in _walk_calls(body):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _TRAINING_METHODS:
+                return True
+            if self.qualname(func) in _TRAINING_CALLS:
+                return True
+        return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._shadow(node.name)
@@ -555,6 +620,8 @@ class Migrator(cst.CSTTransformer):
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute):
         attr = original_node.attr.value
         parent = self._parent()
+        if self._missing_properties_field(original_node):
+            self.note("NPU931", original_node, name=attr)
         if attr == "is_cuda" and not isinstance(parent, cst.AssignTarget):
             new = self.shim_call("on_accelerator", [updated_node.value])
             new = new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
@@ -613,14 +680,20 @@ class Migrator(cst.CSTTransformer):
         if len(parts) == 2 and parts[0] == "nvtx" and parts[1] in self.api_nvtx:
             new = cst.Attribute(value=self.shim_attr("nvtx"), attr=cst.Name(parts[1]))
             return self.rewrite("NPU207", original, new.with_changes(lpar=updated.lpar, rpar=updated.rpar), name=parts[1])
-        # longest listed prefix wins in the report table
+        if id(original) in self._training_captures:
+            self.report("NPU932", original)
+            return None
+        # longest listed prefix wins in the report tables; a code of its own before NPU202
         for n in range(len(parts), 0, -1):
             key = ".".join(parts[:n])
+            if key in self.api_report_codes:
+                self.report(self.api_report_codes[key], original, name=rest, what=f"`torch.cuda.{rest}`")
+                return None
             if key in self.api_report:
                 self.report("NPU202", original, name=rest, note=self.api_report[key])
                 return None
         if "." in rest:
-            self.report("NPU202", original, name=rest, note="")
+            self.report("NPU202", original, name=rest, note="no faithful NPU rewrite")
             return None
         target = None
         if first in self.api_shared:
@@ -632,7 +705,7 @@ class Migrator(cst.CSTTransformer):
         elif first in self.api_typed:
             code, target = "NPU204", first
         if target is None:
-            self.report("NPU202", original, name=rest, note="It is not in torch_npu's torch.cuda support list.")
+            self.report("NPU202", original, name=rest, note="it is not in torch_npu's torch.cuda support list")
             return None
         new = self.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return self.rewrite(code, original, new, name=first)
@@ -816,6 +889,7 @@ class Migrator(cst.CSTTransformer):
         return self.rewrite("NPU103", original_node, new) or updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call):
+        self._float64_on_device(original_node)
         func = original_node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and self.qualname(func) is None:
             return self._cuda_method(original_node, updated_node)
@@ -1015,6 +1089,94 @@ class Migrator(cst.CSTTransformer):
         self.claim(type_o)
         return self.rewrite(code, original, new) or updated
 
+    # ----------------------------------------------------------------- diagnostics (NPU930/931)
+    def _track_properties(self, target: cst.CSTNode, value: cst.CSTNode) -> None:
+        """`props = torch.cuda.get_device_properties(i)`: remember `props` for NPU931."""
+        name = dotted_name(target)
+        if name is None:
+            return
+        # plain names live in their function; `self.props` is read from other methods too
+        scope = self._properties_vars[0] if "." in name else self._properties_vars[-1]
+        bound = isinstance(value, cst.Call) and self.qualname(value.func) in self.properties_getters
+        scope[name] = bound
+        if bound:
+            self._make_hot(name.rsplit(".", 1)[-1])
+
+    def _missing_properties_field(self, node: cst.Attribute) -> bool:
+        """`get_device_properties(i).warp_size` / `props.warp_size`: a field NPU properties lack."""
+        field = node.attr.value
+        if field in self.properties_fields or field.startswith("__"):
+            return False
+        value = node.value
+        if isinstance(value, cst.Call):
+            return self.qualname(value.func) in self.properties_getters
+        name = dotted_name(value)
+        if name is None:
+            return False
+        local = self._properties_vars[-1]  # a parameter or local of that name hides a module-level one
+        return local[name] if name in local else self._properties_vars[0].get(name, False)
+
+    def _float64_on_device(self, call: cst.Call) -> None:
+        """NPU930: a call chain that provably puts float64 data on the accelerator.
+
+        Provably: a literal "cuda" device or `.cuda()` in the same chain as a float64 dtype or
+        `.double()` (`x.cuda().double()`, `torch.zeros(n, dtype=torch.float64, device="cuda")`). A
+        device held in a variable is not provably the accelerator and stays quiet.
+        """
+        chain = _call_chain(call)
+        if any(id(c) in self._float64_seen for c in chain):
+            return  # an inner part of this chain was reported already
+        if not any(self._makes_float64(c) for c in chain):
+            return
+        if not any(self._puts_on_accelerator(c) for c in chain):
+            return
+        self._float64_seen.update(id(c) for c in chain)
+        text = normalise_source(self.source_map.text_of(call))
+        self.note("NPU930", call, what=f"`{text if len(text) <= 80 else text[:77] + '...'}`")
+
+    def _double_tensor_type(self, call: cst.Call) -> bool:
+        """`torch.cuda.DoubleTensor(...)`, `x.type(torch.cuda.DoubleTensor)`: float64 on the device."""
+        if self.qualname(call.func) == _CUDA_DOUBLE:
+            return True
+        return any(a.keyword is None and self.qualname(a.value) == _CUDA_DOUBLE for a in call.args)
+
+    def _makes_float64(self, call: cst.Call) -> bool:
+        func = call.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method == "double" and not call.args:
+            return True
+        if self._double_tensor_type(call):
+            return True
+        for arg in call.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "dtype" or (keyword is None and method in ("to", "type")):
+                if self.qualname(arg.value) in _FLOAT64:
+                    return True
+        return False
+
+    def _puts_on_accelerator(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and self.qualname(func) is None:
+            return True
+        if self._double_tensor_type(call):
+            return True
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        for position, arg in enumerate(call.args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "device" or (keyword is None and position == 0 and method == "to"):
+                if self._is_cuda_device(arg.value):
+                    return True
+        return False
+
+    def _is_cuda_device(self, node: cst.CSTNode) -> bool:
+        """"cuda", "cuda:0", f"cuda:{i}" or torch.device(<one of those>)."""
+        if _cuda_literal(node) is not None or _cuda_fstring_expr(node) is not None:
+            return True
+        if isinstance(node, cst.Call) and self.qualname(node.func) == "torch.device" and node.args:
+            first = node.args[0].value
+            return _cuda_literal(first) is not None or _cuda_fstring_expr(first) is not None
+        return False
+
     # ----------------------------------------------------------------- comparisons (NPU104/108)
     def _device_like_operand(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Name, cst.Attribute)):
@@ -1132,6 +1294,19 @@ class Migrator(cst.CSTTransformer):
 
     def leave_Set(self, original_node, updated_node):
         return self._add_npu(original_node, updated_node)
+
+
+def _call_chain(node: cst.CSTNode) -> list[cst.Call]:
+    """The calls of a method chain, outermost first: `a.cuda()[0].double()` -> [double, cuda]."""
+    calls = []
+    while True:
+        if isinstance(node, cst.Call):
+            calls.append(node)
+            node = node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return calls
 
 
 def _walk_calls(node: cst.CSTNode):
