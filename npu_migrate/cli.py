@@ -9,18 +9,21 @@ import keyword
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
 
-from . import __version__, catalogue
+from . import __version__, catalogue, dirty
 from .check import check_command
 from .discover import DiscoveryError, discover
-from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
+from .engine import Options, npu_aware_dirs, package_dirs, run_files
 from .inject import ShimConflict, check as check_shim, inject
 from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
-from .source import WriteError, write_atomic
+from .outtree import Interrupted, OutputError, check_target, write_copy
+from .source import InterruptGuard, WriteError, write_atomic
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A shim may not take the name of a module the migrated code needs.
@@ -61,11 +64,18 @@ def main() -> None:
     """
 
 
-def _collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str):
-    """The run's root and its (path, relpath) items. Root: the common folder of the paths."""
+def _collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
+             notes: list[str] | None = None):
+    """The run's root and its (path, relpath) items. Root: the common folder of the paths.
+
+    With `notes` (the migrate command), a named file that is not Python (no .py suffix, no
+    python #! line) or not a regular file is skipped with a note, as are unreadable folders.
+    """
     resolved = [Path(p).absolute() for p in paths]
     for p in resolved:
         if not p.exists():
+            if os.path.lexists(p):
+                raise DiscoveryError(f"{p}: a broken symbolic link or a symbolic link loop")
             raise DiscoveryError(f"{p}: no such file or directory")
     bases = [p if p.is_dir() else p.parent for p in resolved]
     root = Path(os.path.commonpath([str(b) for b in bases]))
@@ -73,14 +83,34 @@ def _collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str):
     skipped_links: list[str] = []
     for p in resolved:
         if p.is_dir():
-            for path, rel in discover(p, exclude, shim_name):
+            for path, rel in discover(p, exclude, shim_name, notes):
                 full_rel = Path(path).relative_to(root).as_posix()
                 items[path] = full_rel
         elif Path(paths[resolved.index(p)]).is_symlink():
             skipped_links.append(str(p))  # never written through: migrate the link's target instead
+        elif notes is not None and not p.is_file():
+            notes.append(f"{p}: not a regular file; skipped")
+        elif notes is not None and not _is_python_file(p):
+            notes.append(f"{p}: not a Python file (no .py suffix, no python #! line); skipped")
         elif p.suffix == ".py" or p.is_file():
             items[str(p)] = p.relative_to(root).as_posix()
     return root, sorted(items.items(), key=lambda kv: kv[1]), skipped_links
+
+
+# A file named on the command line is migrated when it has one of these suffixes or a python #!
+# line; anything else is skipped with a warning (a README named by mistake is not parsed as code).
+NAMED_FILE_SUFFIXES = (".py", ".pyw", ".ipynb")
+
+
+def _is_python_file(path: Path) -> bool:
+    if path.suffix in NAMED_FILE_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return True  # let the run report why it cannot be read
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _progress_runner(console: Console, show: bool, total: int):
@@ -114,27 +144,93 @@ def _progress_runner(console: Console, show: bool, total: int):
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary (text format).")
+@click.option("--allow-dirty", is_flag=True,
+              help="Write in place even when the git work tree has uncommitted changes. Without it, "
+                   "a writing run stops (exit 2) when a tracked file under the root has staged or "
+                   "unstaged changes, or when it would rewrite an untracked file (git could not "
+                   "restore it), so that the migration is a diff of its own. Untracked files the "
+                   "run leaves alone do not count. No check outside git.")
+@click.option("--output", "output_dir", type=click.Path(), default=None, metavar="DIR",
+              help="Write a migrated copy of the project to DIR (every file but .git, virtual "
+                   "environments and caches; the shim included) and never touch the source. DIR "
+                   "must be new or empty and outside the source tree; an earlier copy is not "
+                   "refreshed (remove it first).")
 def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
-                    output_format, no_color, quiet):
+                    output_format, no_color, quiet, allow_dirty, output_dir):
     """Rewrite CUDA-only code under PATHS (folders or .py files) for Ascend NPUs."""
     err = Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
                   force_terminal=False if no_color else None)
+    state = _WriteState()
+    try:
+        _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select,
+                 ignore, output_format, no_color, quiet, allow_dirty, output_dir)
+    except KeyboardInterrupt:  # outside the guarded write phase: between files, never inside one
+        _interrupted(err, state)
+
+
+@dataclass
+class _WriteState:
+    """How far the writing got, for the message of an interrupted run."""
+
+    started: bool = False  # the write phase began
+    total: int = 0
+    written: int = 0
+    interrupted: bool = False
+    target: Path | None = None  # --output DIR
+
+
+def _fail(err: Console, message: str) -> NoReturn:
+    err.print(f"error: {message}", markup=False)
+    sys.exit(2)
+
+
+def _interrupted(err: Console, state: _WriteState) -> NoReturn:
+    if state.target is not None:
+        message = f"interrupted: nothing written; {state.target} was not created"
+    elif not state.started:
+        message = "interrupted: no file was written (the run had not started writing)"
+    else:
+        message = (
+            f"interrupted: {state.written} of {state.total} files written; every file is either "
+            "unchanged or fully migrated. Run the same command again to finish "
+            "(migrated files are not changed twice)."
+        )
+    err.print(message, markup=False)
+    sys.exit(130)
+
+
+def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
+             output_format, no_color, quiet, allow_dirty, output_dir) -> NoReturn:
     problem = _shim_name_problem(shim_name)
     if problem:
-        err.print(f"error: --shim-name {shim_name!r} {problem}", markup=False)
-        sys.exit(2)
+        _fail(err, f"--shim-name {shim_name!r} {problem}")
     try:
         enabled = catalogue.enabled_codes(_split(select), _split(ignore))
     except ValueError as exc:
-        err.print(f"error: {exc}", markup=False)
-        sys.exit(2)
+        _fail(err, str(exc))
+    notes: list[str] = []
     try:
-        root, items, skipped_links = _collect(paths, exclude, shim_name)
+        root, items, skipped_links = _collect(paths, exclude, shim_name, notes)
     except DiscoveryError as exc:
-        err.print(f"error: {exc}", markup=False)
-        sys.exit(2)
+        _fail(err, str(exc))
     for link in skipped_links:
         err.print(f"warning: {link} is a symbolic link; skipped (name its target instead)", markup=False)
+    for note in notes:
+        err.print(f"warning: {note}", markup=False)
+    if not items and notes and not any(Path(p).is_dir() for p in paths):
+        _fail(err, "nothing to migrate: no named path is a Python file")
+    target = None
+    if output_dir is not None:
+        try:
+            target = check_target(Path(output_dir), root)
+        except OutputError as exc:
+            _fail(err, str(exc))
+    tree = None
+    if not dry_run and target is None and not allow_dirty:
+        tree = dirty.status(root)
+        refusal = tree and dirty.refusal_for_changes(tree, root)
+        if refusal:
+            _fail(err, refusal)
 
     color = sys.stdout.isatty() and not no_color and output_format == "text"
     console = Console(no_color=not color, highlight=False, soft_wrap=True, force_terminal=color)
@@ -162,10 +258,28 @@ def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim
             check_shim(root, shim_name)
         except ShimConflict as exc:
             summary.errors.append(str(exc))
+    if tree is not None and not summary.errors:
+        refusal = dirty.refusal_for_untracked(tree, root, (root / r.relpath for r in summary.changed))
+        if refusal:
+            _fail(err, refusal)
+    copy = None
     if not dry_run and not summary.errors:
-        _write(results, summary)
-        if needs_shim:
-            summary.shim = inject(root, shim_name)
+        if target is not None:
+            state.target = target
+            with InterruptGuard() as guard:
+                try:
+                    copy = write_copy(root, target, results, shim_name if needs_shim else None, guard)
+                except Interrupted:
+                    _interrupted(err, state)
+                except OSError as exc:
+                    _fail(err, f"--output {output_dir}: cannot write the copy: {exc}")
+            state.target = None
+            summary.shim = copy.shim
+            summary.errors.extend(copy.errors)
+        else:
+            _write(summary, shim_name if needs_shim else None, state)
+            if state.interrupted:
+                _interrupted(err, state)
     elif dry_run and needs_shim and not summary.errors:
         summary.shim = inject(root, shim_name, dry_run=True)
 
@@ -177,18 +291,42 @@ def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim
         if not quiet:
             print_findings(console, summary)
         print_summary(console, summary)
+        if copy is not None:
+            console.print(f"migrated copy written to {target} ({copy.files} files, "
+                          f"{copy.migrated} migrated); {root} was not changed", highlight=False)
     sys.exit(summary.exit_code())
 
 
-def _write(results: list[FileResult], summary: RunSummary) -> None:
+def _write(summary: RunSummary, shim: str | None, state: _WriteState) -> None:
+    """Write the shim, then every changed file, each atomically. The shim goes first: a migrated
+    file never lands without the module it imports (if the shim cannot be written, no file is).
+    SIGINT stops the run between two files (state.interrupted), never inside one."""
     root = Path(summary.root)
-    for result in results:
-        if not result.changed:
-            continue
+    todo = summary.changed
+    state.total = len(todo)
+    state.started = True
+    with InterruptGuard() as guard:
         try:
-            write_atomic(root / result.relpath, result.new, expected=result.original)
-        except (WriteError, OSError) as exc:
-            summary.errors.append(f"{result.relpath}: not written: {exc}")
+            if shim:
+                try:
+                    summary.shim = inject(root, shim)
+                except (ShimConflict, WriteError, OSError) as exc:
+                    summary.errors.append(
+                        f"shim {shim}/ not written ({exc}); no file was rewritten, as they would import it"
+                    )
+                    return
+            for result in todo:
+                if guard.requested:
+                    state.interrupted = True
+                    break
+                try:
+                    write_atomic(root / result.relpath, result.new, expected=result.original)
+                except (WriteError, OSError) as exc:
+                    summary.errors.append(f"{result.relpath}: not written: {exc}")
+                    continue
+                state.written += 1
+        except KeyboardInterrupt:  # a second Ctrl-C: the file being written is old or new
+            state.interrupted = True
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
