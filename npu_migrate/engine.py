@@ -9,6 +9,7 @@ processes share it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -18,11 +19,11 @@ from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
-from . import catalogue, suppress
+from . import catalogue, hotslice, suppress
 from .findings import Finding
 from .sourcemap import SourceMap
 from .sweep import Sweep
-from .transform import ImportPruner, Migrator
+from .transform import ImportPruner, Migrator, normalise_source
 
 # Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
 # It must match everything the rules and the sweep look for (rules/sweep.toml).
@@ -33,6 +34,7 @@ _TRIGGERS = (
     r"|float8|_scaled_mm|vllm|deepspeed|torchao"
 )
 PREFILTER = re.compile(_TRIGGERS.encode())
+TRIGGER_WORDS = re.compile(_TRIGGERS)
 # The same test on the text of one statement; imports of torch are always visited.
 HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b")
 # A file that already speaks NPU is left byte-identical (patterns.md E26).
@@ -47,6 +49,7 @@ class Options:
     shim_name: str = "npu_compat"
     npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
     package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
+    hot_slices: bool = True  # parse only statements a rule can act on (hotslice.py)
     rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
 
 
@@ -141,8 +144,19 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     if suppressions.skips_file:
         result.skipped = "npu-migrate: skip-file comment"
         return result
+    slices = hotslice.reduce(source, HOT_STATEMENT, TRIGGER_WORDS) if options.hot_slices else None
+    if slices is not None:
+        sliced = _migrate_parsed(source, slices, relpath, options, suppressions, result)
+        if sliced is not None:
+            return sliced
+        result = FileResult(relpath=relpath, original=source)  # fall back to the whole file
+    return _migrate_parsed(source, None, relpath, options, suppressions, result)
+
+
+def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> Optional[FileResult]:
+    """Parse (the hot slices of) a file and run the rules; None when the slices did not work out."""
     try:
-        module = cst.parse_module(source)
+        module = cst.parse_module(slices.reduced if slices is not None else source)
     except UnicodeDecodeError as exc:
         finding = _tool_finding("NPU002", relpath, str(exc))
     except cst.ParserSyntaxError as exc:
@@ -152,6 +166,8 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     else:
         finding = None
     if finding is not None:
+        if slices is not None:
+            return None  # let the whole-file parse give the exact error
         if not suppressions.suppresses(finding.code, finding.line):
             result.findings.append(finding)
         return result
@@ -175,15 +191,31 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     if migrator.uses_shim:
         # A file in a subfolder runs as a script when it has a main guard or is not in a package:
         # `python sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.
+        parent = os.path.dirname(relpath)
         is_script = MAIN_GUARD.search(source) or parent not in options.package_dirs
         depth = relpath.count("/") if is_script else 0
         new_module = add_shim_import(new_module, options.shim_name, depth)
-    result.findings = sorted(migrator.findings)
-    result.suppressed = migrator.suppressed_count
+    findings = migrator.findings
     new = new_module.bytes
+    if slices is not None:
+        new = hotslice.restore(new, slices)
+        if new is None:
+            return None
+        findings = [_unslice(f, slices) for f in findings]
+    result.findings = sorted(findings)
+    result.suppressed = migrator.suppressed_count
     if new != source:
         result.new = new
     return result
+
+
+def _unslice(finding: Finding, slices) -> Finding:
+    if hotslice.PLACEHOLDER_PREFIX.decode() not in finding.source:
+        return finding
+    source = normalise_source(hotslice.restore_text(finding.source, slices))
+    if len(source) > 200:
+        source = source[:197] + "..."
+    return dataclasses.replace(finding, source=source)
 
 
 def migrate_path(args: tuple[str, str, Options]) -> FileResult:
