@@ -78,11 +78,13 @@ def print_diffs(console: Console, results: Iterable[FileResult], color: bool) ->
 
 
 def print_findings(console: Console, summary: RunSummary) -> None:
+    """`path:line:col: CODE message`; in a notebook `path:cell_N:line:col: ...` (N: the cell's
+    1-based index among all cells, line and column within the cell)."""
     for f in summary.findings:
         if f.fixable:
             continue
         console.print(
-            f"[bold]{f.path}[/]:{f.line}:{f.column}: [red]{f.code}[/] {f.message}",
+            f"[bold]{f.path}[/]:{f.location}: [red]{f.code}[/] {f.message}",
             highlight=False,
         )
 

