@@ -313,9 +313,10 @@ def test_npu_import_failure_means_cuda_never_cpu(run_npu, tmp_path):
         assert s.synchronize is torch.cuda.synchronize
     """, path=[tmp_path / "site", broken], cwd=tmp_path)
     check(result)
-    doctor = check(run_python(module="npu_compat", path=[tmp_path / "site", broken], cwd=tmp_path))
-    assert "device type:  cuda" in doctor
-    assert "Two accelerators cannot be used at the same time" in doctor
+    doctor = run_python(module="npu_compat", path=[tmp_path / "site", broken], cwd=tmp_path)
+    assert doctor.returncode == 1, doctor.stderr  # installed but broken: the doctor fails
+    assert "device type:  cuda" in doctor.stdout
+    assert "Two accelerators cannot be used at the same time" in doctor.stdout
 
 
 def test_npu_installed_without_device_means_cuda(run_npu):
@@ -377,7 +378,7 @@ def test_shim_under_another_name(tmp_path):
         except AttributeError as exc:
             assert "my_shim" in str(exc), exc
     """, path=path, cwd=tmp_path))
-    out = check(run_python(module="my_shim", path=path, cwd=tmp_path))
+    out = run_python(module="my_shim", path=path, cwd=tmp_path).stdout
     assert out.startswith("my_shim ")
     assert "device type:  npu" in out
 
@@ -386,28 +387,38 @@ def test_shim_under_another_name(tmp_path):
 # The doctor
 
 
+def _doctor_row(out, name):
+    """(status, detail) of the doctor's table row ``name``."""
+    for line in out.splitlines():
+        if line.startswith(name + " "):
+            status, _, detail = line[len(name):].strip().partition(" ")
+            return status, detail.strip()
+    raise AssertionError("no row {!r} in:\n{}".format(name, out))
+
+
 def test_doctor_cpu(run_cpu):
     result = run_cpu(module="npu_compat")
-    out = check(result)
+    out = check(result)  # a CPU-only host is not a failure
     assert "device type:  cuda" in out
-    assert "torch:        {}".format(torch.__version__) in out
-    assert "torch_npu is not installed" in out
-    assert "torch_npu:    not installed" in out
+    assert "reason:       torch_npu is not installed" in out
+    assert _doctor_row(out, "torch") == ("ok", "{} (CPU build)".format(torch.__version__))
+    assert _doctor_row(out, "torch_npu") == ("skip", "not installed")
 
 
 def test_doctor_npu(run_npu):
-    out = check(run_npu(module="npu_compat"))
+    result = run_npu(module="npu_compat")
+    out = result.stdout
+    assert result.returncode == 1, result.stderr  # no CANN, no driver here: see tests/test_doctor.py
     assert "device type:  npu" in out
-    assert "torch_npu:    2.7.1.fake" in out
-    assert "device count: 2" in out
-    assert out.count("Ascend910B-fake") == 2
+    assert _doctor_row(out, "torch_npu") == ("ok", "2.7.1.fake")
+    assert _doctor_row(out, "npu devices") == ("ok", "2 visible (Ascend910B-fake)")
 
 
 def test_doctor_forced(run_npu):
     out = check(run_npu(module="npu_compat", env={"NPU_COMPAT_DEVICE": "cuda"}))
     assert "device type:  cuda" in out
-    assert "NPU_COMPAT_DEVICE: 'cuda'" in out
-    assert "torch_npu:    installed, not imported" in out
+    assert _doctor_row(out, "NPU_COMPAT_DEVICE")[0] == "warn"
+    assert _doctor_row(out, "torch_npu") == ("skip", "installed, not imported (NPU_COMPAT_DEVICE=cuda)")
 
 
 # --------------------------------------------------------------------------------------------
