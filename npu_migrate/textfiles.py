@@ -168,6 +168,14 @@ def _blank(text: str, ranges: list) -> str:
 _COMMENT_AFTER = " \t\r\n;&|()\ufeff"  # a BOM is not part of a word
 
 
+def _expansion(text: str, i: int) -> str:
+    """The expansion a `$` at i opens: "$((", "$(", "${", or "" for none."""
+    for opener in ("$((", "$(", "${"):
+        if text.startswith(opener, i):
+            return opener
+    return ""
+
+
 def _lex_shell(text: str) -> _Lexed:
     """POSIX-shell lexing (also used for Dockerfiles and .env files).
 
@@ -198,23 +206,16 @@ def _lex_shell(text: str) -> _Lexed:
                 stack.pop()
             i += 1
             continue
+        opener = _expansion(text, i) if c == "$" else None
+        if opener:  # $(( )), $( ) and ${ } open a context inside double quotes and outside them
+            stack.append(opener)
+            i += len(opener)
+            continue
         if top == '"':
             if c == '"':
                 stack.pop()
             elif c == "`":
                 stack.append("`")
-            elif c == "$" and text.startswith("((", i + 1):
-                stack.append("$((")
-                i += 3
-                continue
-            elif c == "$" and text.startswith("(", i + 1):
-                stack.append("$(")
-                i += 2
-                continue
-            elif c == "$" and text.startswith("{", i + 1):
-                stack.append("${")
-                i += 2
-                continue
             i += 1
             continue
         # command contexts: top level, $( ), ( ) inside them, ${ }, $(( ))
@@ -226,18 +227,6 @@ def _lex_shell(text: str) -> _Lexed:
             continue
         if c in "'\"`":
             stack.append(c)
-        elif c == "$" and text.startswith("((", i + 1):
-            stack.append("$((")
-            i += 3
-            continue
-        elif c == "$" and text.startswith("(", i + 1):
-            stack.append("$(")
-            i += 2
-            continue
-        elif c == "$" and text.startswith("{", i + 1):
-            stack.append("${")
-            i += 2
-            continue
         elif c == "(" and top in ("$(", "$((", "("):
             stack.append("(")
         elif c == ")" and top in ("$(", "("):

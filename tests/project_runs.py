@@ -40,3 +40,11 @@ def run_migration(project_dir: Path, timeout: float = 300) -> subprocess.Complet
         f"--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
     )
     return proc
+
+
+def commit_all(root: Path, env: dict | None = None) -> None:
+    """Make root a git repository with everything committed (a clean work tree)."""
+    for args in (("init", "-q", "-b", "main"), ("config", "user.email", "t@example.com"),
+                 ("config", "user.name", "t"), ("config", "commit.gpgsign", "false"),
+                 ("add", "-A"), ("commit", "-q", "-m", "base", "--no-verify")):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env)

@@ -23,6 +23,7 @@ import pytest
 from npu_migrate import engine, source
 from npu_migrate.inject import TEMPLATE_FILES
 from npu_migrate.source import WRITE_DELAY_ENV
+from tests import project_runs
 from tests.test_cli import (
     BOTH,
     LEFT,
@@ -49,12 +50,7 @@ def git(root: Path, *args: str) -> str:
 
 def commit_all(root: Path) -> None:
     """Make root a git repository with everything committed (a clean work tree)."""
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    git(root, "config", "commit.gpgsign", "false")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base", "--no-verify")
+    project_runs.commit_all(root, env=clean_env())
 
 
 def worktree(root: Path) -> dict:

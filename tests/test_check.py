@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from npu_migrate import catalogue, suppress
 from npu_migrate.cli import main
+from tests.project_runs import commit_all
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "fixtures" / "rules"
@@ -54,12 +55,7 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def git_repo(root: Path) -> None:
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    git(root, "config", "commit.gpgsign", "false")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "base", "--no-verify")
+    commit_all(root)
 
 
 # ------------------------------------------------------------ check == --dry-run
