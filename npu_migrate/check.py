@@ -25,7 +25,8 @@ from . import baseline as baseline_mod
 from . import catalogue, gitdiff, suppress
 from .config import Config, ConfigError, check_codes, parse_per_file_ignores, resolve
 from .discover import DiscoveryError, _excluded
-from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
+from .cache import open_for as open_cache
+from .engine import FileResult, Options, file_kind, imports_shim, npu_aware_dirs, package_dirs, run_files
 from .formats import FORMATS, Item, Report, render
 
 
@@ -88,6 +89,8 @@ def run_check(
     no_shim: bool = False,
     jobs: int = 1,
     cwd: Optional[Path] = None,
+    cache_dir: Optional[str] = None,
+    no_cache: bool = False,
 ) -> tuple[Report, dict]:
     """Everything `check` does but printing. Raises CheckError for exit-2 problems."""
     from .cli import _collect, _shim_name_problem  # lazy: cli imports this module
@@ -144,12 +147,15 @@ def run_check(
     aware = npu_aware_dirs(items)
     packages = package_dirs(root, items)
     results: list[FileResult] = []
+    cache = open_cache(root, cache_dir, no_cache)
     for group_enabled, group_items in groups.items():
         options = Options(enabled=group_enabled, shim_name=shim, npu_aware_dirs=aware, package_dirs=packages)
         try:
-            results.extend(run_files(group_items, options, jobs=jobs))
+            results.extend(run_files(group_items, options, jobs=jobs, cache=cache))
         except Exception as exc:  # the engine promises not to raise; if it does, the tool failed
             raise CheckError(f"internal error: {type(exc).__name__}: {exc}") from exc
+    if cache is not None:
+        cache.save(root)
     results.sort(key=lambda r: r.relpath)
 
     # Suppression comments (a post-filter; see suppress.py for the engine hook).
@@ -157,6 +163,12 @@ def run_check(
     kept: list = []  # (FileResult, findings)
     blocked_fix: set[str] = set()
     for result in results:
+        if file_kind(result.relpath) != "python":
+            # Notebooks and text files apply their comments themselves (per cell / per line of
+            # their own syntax); their findings' lines are not lines of a Python file.
+            suppressed += result.suppressed
+            kept.append((result, result.findings))
+            continue
         supp = suppress.parse(result.original or b"")
         findings, dropped = suppress.filter_findings(result.findings, supp)
         if supp.skips_file:
@@ -178,10 +190,13 @@ def run_check(
 
     # Everything below works on (absolute path, finding) pairs, in file order.
     rows = []
+    file_lines: dict = {}  # notebook finding -> the line of the .ipynb text that holds it
     for result, findings in kept:
         full = (root / result.relpath).absolute()
-        for f in sorted(findings, key=lambda f: (f.line, f.column, f.code)):
+        for f in sorted(findings):
             rows.append((full, f))
+            if f.cell is not None:
+                file_lines[f] = _notebook_line(result, f)
 
     report = Report(items=[], files_checked=len(results), suppressed=suppressed, warnings=warnings,
                     enabled=enabled, cwd=cwd, diff_base=diff_base)
@@ -233,7 +248,8 @@ def run_check(
             changes = gitdiff.changed_lines(diff_base, common)
         except gitdiff.GitError as exc:
             raise CheckError(str(exc)) from None
-        inside = [(full, f) for full, f in rows if gitdiff.is_changed(changes, full, f.line)]
+        inside = [(full, f) for full, f in rows
+                  if gitdiff.is_changed(changes, full, file_lines.get(f, f.line))]
         report.outside_diff = len(rows) - len(inside)
         rows = inside
 
@@ -243,9 +259,20 @@ def run_check(
         shown = _display(full, cwd)
         key = (shown, f.code, f.source)
         occurrences[key] += 1
-        out.append(Item(f, shown, occurrences[key]))
-    report.items = sorted(out, key=lambda i: (i.path, i.finding.line, i.finding.column, i.finding.code))
+        out.append(Item(f, shown, occurrences[key], file_line=file_lines.get(f)))
+    report.items = sorted(out, key=lambda i: (i.path, i.finding))
     return report, extra
+
+
+def _notebook_line(result: FileResult, finding) -> int | None:
+    """The line of the notebook's JSON text holding a cell's finding (for github, sarif, gitlab
+    and --diff-base, which point into the file itself)."""
+    from .notebook import NotebookError, file_line
+
+    try:
+        return file_line((result.original or b"").decode("utf-8"), finding.cell, finding.line)
+    except (NotebookError, UnicodeDecodeError, ValueError):
+        return None
 
 
 def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
@@ -259,8 +286,7 @@ def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
     for r, _ in kept:
         if r.changed and r.relpath in blocked:
             warnings.append(f"{r.relpath}: not rewritten: it has suppression comments on rewritable code")
-    imports_shim = re.compile(rb"^[ \t]*(import|from)[ \t]+" + re.escape(shim.encode()) + rb"\b", re.M)
-    needs_shim = not no_shim and any(imports_shim.search(r.new) for r, _ in to_write)
+    needs_shim = not no_shim and any(imports_shim(r, shim) for r, _ in to_write)
     if needs_shim:
         try:
             check_shim(root, shim)
@@ -314,9 +340,14 @@ def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
 @click.option("--no-shim", is_flag=True, help="With --fix: do not inject the shim.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where results are cached, keyed by file content, options and tool version "
+                   "(default: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 def check_command(paths, select, extend_select, ignore, exclude, per_file_ignores, shim_name,
                   config_file, isolated, baseline, write_baseline, fail_on_stale, diff_base,
-                  output_format, output_file, statistics, exit_zero, fix, no_shim, jobs, no_color):
+                  output_format, output_file, statistics, exit_zero, fix, no_shim, jobs, no_color,
+                  cache_dir, no_cache):
     """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings."""
     if statistics and output_format not in ("text", "json"):
         click.echo("error: --statistics works with --output-format text or json", err=True)
@@ -327,7 +358,7 @@ def check_command(paths, select, extend_select, ignore, exclude, per_file_ignore
             exclude=exclude, per_file_ignores=per_file_ignores, shim_name=shim_name,
             config_file=config_file, isolated=isolated, baseline=baseline,
             write_baseline=write_baseline, diff_base=diff_base, fix=fix, no_shim=no_shim,
-            jobs=jobs or os.cpu_count() or 1,
+            jobs=jobs or os.cpu_count() or 1, cache_dir=cache_dir, no_cache=no_cache,
         )
     except CheckError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -17,9 +17,11 @@ import click
 from rich.console import Console
 
 from . import __version__, catalogue, dirty
+from .cache import open_for as open_cache
 from .check import check_command
+from .doctor import doctor_command
 from .discover import DiscoveryError, discover
-from .engine import Options, npu_aware_dirs, package_dirs, run_files
+from .engine import Options, imports_shim, npu_aware_dirs, package_dirs, run_files
 from .inject import ShimConflict, check as check_shim, inject
 from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
 from .outtree import Interrupted, OutputError, check_target, write_copy
@@ -59,7 +61,9 @@ def main() -> None:
     \b
       npu-migrate ./repo --dry-run   show the diff and every finding; write nothing
       npu-migrate ./repo             write the change and inject the npu_compat shim
+      npu-migrate ./repo --report migration.md    also write the migration report
       npu-migrate check .            CI / pre-commit: report new CUDA-only code
+      npu-migrate doctor             can this machine run the migrated code?
       npu-migrate rules              list every rule code
     """
 
@@ -155,15 +159,36 @@ def _progress_runner(console: Console, show: bool, total: int):
                    "environments and caches; the shim included) and never touch the source. DIR "
                    "must be new or empty and outside the source tree; an earlier copy is not "
                    "refreshed (remove it first).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where results are cached, keyed by file content, options and tool version "
+                   "(default: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--rewrite-scripts", is_flag=True,
+              help="Also rewrite shell launch scripts so they work on both kinds of host (set "
+                   "ASCEND_RT_VISIBLE_DEVICES next to CUDA_VISIBLE_DEVICES, npu-smi where nvidia-smi "
+                   "ran). Without it, scripts, configs and Dockerfiles are only reported.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the migration report: Markdown, or HTML when FILE ends in .html.")
+@click.option("--report-csv", "report_csv", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write change_list.csv and unsupported_api.csv (the layout of Huawei's migration "
+                   "tool) into DIR.")
+@click.option("--emit-requirements", is_flag=True,
+              help="Write requirements-npu.txt at the root: the torch_npu release matching the "
+                   "repository's torch pin (never over a file npu-migrate did not write).")
 def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
-                    output_format, no_color, quiet, allow_dirty, output_dir):
-    """Rewrite CUDA-only code under PATHS (folders or .py files) for Ascend NPUs."""
+                    output_format, no_color, quiet, allow_dirty, output_dir, cache_dir, no_cache,
+                    rewrite_scripts, report_file, report_csv, emit_requirements):
+    """Rewrite CUDA-only code under PATHS (folders, .py files or notebooks) for Ascend NPUs.
+
+    Shell scripts, YAML/TOML configs, Dockerfiles, .env files and .cu sources under PATHS are
+    scanned too: reported, and with --rewrite-scripts shell scripts are rewritten."""
     err = Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
                   force_terminal=False if no_color else None)
     state = _WriteState()
     try:
         _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select,
-                 ignore, output_format, no_color, quiet, allow_dirty, output_dir)
+                 ignore, output_format, no_color, quiet, allow_dirty, output_dir, rewrite_scripts,
+                 _Outputs(report_file, report_csv, emit_requirements), (cache_dir, no_cache))
     except KeyboardInterrupt:  # outside the guarded write phase: between files, never inside one
         _interrupted(err, state)
 
@@ -199,8 +224,48 @@ def _interrupted(err: Console, state: _WriteState) -> NoReturn:
     sys.exit(130)
 
 
+@dataclass(frozen=True)
+class _Outputs:
+    """Files a run writes besides the migrated code: the report, the CSVs, requirements-npu.txt."""
+
+    report: str | None = None
+    csv_dir: str | None = None
+    requirements: bool = False
+
+
+def _write_outputs(err: Console, outputs: _Outputs, summary: RunSummary, root: Path,
+                   target: Path | None) -> list[str]:
+    """Write what --report, --report-csv and --emit-requirements ask for; the lines to print.
+    They are written in a dry run too (they describe the run; the code is still untouched).
+    requirements-npu.txt goes to the migrated copy with --output, else to the root."""
+    from .report import RequirementsConflict, suggest_requirements, write_csv, write_report, write_requirements
+
+    lines: list[str] = []
+    advice = suggest_requirements(root) if root.is_dir() else None
+    try:
+        if outputs.report:
+            write_report(summary, Path(outputs.report), advice)
+            lines.append(f"report written to {outputs.report}")
+        if outputs.csv_dir:
+            for path in write_csv(summary, Path(outputs.csv_dir)):
+                lines.append(f"CSV written to {path}")
+        if outputs.requirements and advice is not None:
+            if summary.dry_run:
+                lines.append("requirements-npu.txt not written (dry run); it would pin: "
+                             + ", ".join(advice.requirement_lines()))
+            else:
+                path = write_requirements(target or root, advice)
+                lines.append(f"requirements written to {path}: " + ", ".join(advice.requirement_lines()))
+    except RequirementsConflict as exc:
+        _fail(err, str(exc))
+    except OSError as exc:
+        _fail(err, f"cannot write {exc.filename or 'an output file'}: {exc.strerror or exc}")
+    return lines
+
+
 def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
-             output_format, no_color, quiet, allow_dirty, output_dir) -> NoReturn:
+             output_format, no_color, quiet, allow_dirty, output_dir, rewrite_scripts,
+             outputs: _Outputs, cache_choice: tuple) -> NoReturn:
     problem = _shim_name_problem(shim_name)
     if problem:
         _fail(err, f"--shim-name {shim_name!r} {problem}")
@@ -235,24 +300,22 @@ def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no
     color = sys.stdout.isatty() and not no_color and output_format == "text"
     console = Console(no_color=not color, highlight=False, soft_wrap=True, force_terminal=color)
     options = Options(enabled=enabled, shim_name=shim_name, npu_aware_dirs=npu_aware_dirs(items),
-                      package_dirs=package_dirs(root, items))
+                      package_dirs=package_dirs(root, items), rewrite_scripts=rewrite_scripts)
     progress, advance = _progress_runner(err, color and len(items) > 200, len(items))
     jobs = jobs or os.cpu_count() or 1
+    cache = open_cache(root, *cache_choice)
     if progress:
         with progress:
-            results = run_files(items, options, jobs=jobs, progress=advance)
+            results = run_files(items, options, jobs=jobs, progress=advance, cache=cache)
     else:
-        results = run_files(items, options, jobs=jobs)
+        results = run_files(items, options, jobs=jobs, cache=cache)
+    if cache is not None:
+        cache.save(root)
 
     summary = RunSummary(root=str(root), dry_run=dry_run, results=results)
     # The shim is needed (created, refreshed or re-created) when any file imports it after the run,
     # whether this run or an earlier one rewrote it.
-    imports_shim = re.compile(
-        rb"^[ \t]*(import|from)[ \t]+" + re.escape(shim_name.encode()) + rb"\b", re.M
-    )
-    needs_shim = not no_shim and any(
-        imports_shim.search(r.new if r.changed else (r.original or b"")) for r in results
-    )
+    needs_shim = not no_shim and any(imports_shim(r, shim_name) for r in results)
     if needs_shim:
         try:
             check_shim(root, shim_name)
@@ -283,8 +346,11 @@ def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no
     elif dry_run and needs_shim and not summary.errors:
         summary.shim = inject(root, shim_name, dry_run=True)
 
+    written = _write_outputs(err, outputs, summary, root, target if copy is not None else None)
     if output_format == "json":
         click.echo(json_report(summary))
+        for line in written:
+            err.print(line, markup=False, highlight=False)
     else:
         if (dry_run or show_diff) and not quiet:
             print_diffs(console, summary.changed, color)
@@ -294,6 +360,8 @@ def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no
         if copy is not None:
             console.print(f"migrated copy written to {target} ({copy.files} files, "
                           f"{copy.migrated} migrated); {root} was not changed", highlight=False)
+        for line in written:
+            console.print(line, markup=False, highlight=False)
     sys.exit(summary.exit_code())
 
 
@@ -342,6 +410,7 @@ def rules_command(fmt):
 
 
 main.add_command(check_command)
+main.add_command(doctor_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

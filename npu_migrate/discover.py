@@ -46,7 +46,10 @@ def _git_files(root: Path) -> list[str] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return sorted({p for p in out.decode("utf-8", "surrogateescape").split("\0") if p})
+    names = sorted({p for p in out.decode("utf-8", "surrogateescape").split("\0") if p})
+    # Nothing listed: the folder is empty, or git ignores all of it (a virtual environment or a
+    # site-packages inside a work tree, named explicitly). Walking it is what the user asked for.
+    return names or None
 
 
 def _is_venv(path: Path) -> bool:
@@ -124,13 +127,21 @@ def project_files(root: Path, notes: list[str] | None = None) -> list[str]:
     return sorted(out)
 
 
+def is_target(rel: str) -> bool:
+    """Files a run reads: Python sources, notebooks, and the scripts, configs, Dockerfiles, .env
+    files and CUDA sources that textfiles.py scans (patterns.md G38)."""
+    from .textfiles import target_kind  # lazy: textfiles pulls in the catalogue
+
+    return rel.endswith((".py", ".ipynb")) or target_kind(rel) is not None
+
+
 def discover(
     root: Path,
     exclude: tuple[str, ...] = (),
     shim_name: str | None = None,
     notes: list[str] | None = None,
 ) -> list[tuple[str, str]]:
-    """(absolute path, relative path) of every Python file under root, sorted.
+    """(absolute path, relative path) of every file a run reads under root (`is_target`), sorted.
 
     Uses git's view (honours .gitignore) inside a work tree, a walk elsewhere. Symbolic links
     are never followed, neither to files nor to folders (so a link loop or a link out of the root
@@ -152,7 +163,7 @@ def discover(
     through_link = _Ancestors(root, os.path.islink)
     out = []
     for rel in names:
-        if not rel.endswith(".py"):
+        if not is_target(rel):
             continue
         if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.split("/")[:-1]):
             continue

@@ -218,6 +218,55 @@ def _unslice(finding: Finding, slices) -> Finding:
     return dataclasses.replace(finding, source=source)
 
 
+def file_kind(relpath: str) -> str:
+    """How a discovered file is read: "python", "notebook", or a text format of textfiles.py
+    (shell, yaml, toml, dockerfile, env, cuda-source). Anything else named on the command line
+    is read as Python (a script without a suffix, found by its #! line)."""
+    from .textfiles import target_kind  # lazy: textfiles imports this module for FileResult
+
+    lower = relpath.lower()
+    if lower.endswith((".py", ".pyw")):
+        return "python"
+    if lower.endswith(".ipynb"):
+        return "notebook"
+    return target_kind(relpath) or "python"
+
+
+def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
+    """Migrate (or scan) one file's bytes with the engine its kind needs."""
+    kind = file_kind(relpath)
+    if kind == "notebook":
+        from .notebook import migrate_notebook
+
+        return migrate_notebook(source, relpath, options)
+    if kind != "python":
+        from .textfiles import scan_text_file
+
+        return scan_text_file(source, relpath, options)
+    return migrate_source(source, relpath, options)
+
+
+def imports_shim(result: FileResult, shim: str) -> bool:
+    """Whether the file imports the shim once the run is over (rewritten now or by an earlier run):
+    then the shim must exist. Notebooks are looked at cell by cell; other text files never do."""
+    data = result.new if result.changed else (result.original or b"")
+    kind = file_kind(result.relpath)
+    if kind == "notebook":
+        import json
+
+        try:
+            cells = json.loads(data.decode("utf-8")).get("cells", [])
+            data = "\n".join(
+                "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
+            ).encode("utf-8")
+        except (ValueError, AttributeError, TypeError):
+            return False
+    elif kind != "python":
+        return False
+    pattern = rb"^[ \t]*(import|from)[ \t]+" + re.escape(shim.encode()) + rb"\b"
+    return re.search(pattern, data, re.M) is not None
+
+
 def migrate_path(args: tuple[str, str, Options]) -> FileResult:
     """Worker entry point: read a file and migrate it (the caller writes)."""
     path, relpath, options = args
@@ -225,7 +274,7 @@ def migrate_path(args: tuple[str, str, Options]) -> FileResult:
         source = Path(path).read_bytes()
     except OSError as exc:
         return FileResult(relpath=relpath, findings=[_tool_finding("NPU002", relpath, exc.strerror or str(exc))])
-    return migrate_source(source, relpath, options)
+    return migrate_file(source, relpath, options)
 
 
 def run_files(
@@ -233,13 +282,18 @@ def run_files(
     options: Options,
     jobs: int = 1,
     progress: Optional[Callable[[FileResult], None]] = None,
+    cache=None,
 ) -> list[FileResult]:
     """Migrate (path, relpath) pairs, in worker processes when there are enough of them.
 
     Results come back sorted by relative path whatever `jobs` is, so output is deterministic.
+    With a `cache.Cache`, files whose content and options match an entry are not migrated again.
     """
-    tasks = [(path, rel, options) for path, rel in items]
     results: list[FileResult] = []
+    if cache is not None:
+        items, results = _cached(items, options, cache, progress)
+    tasks = [(path, rel, options) for path, rel in items]
+    done = len(results)
     if jobs > 1 and len(tasks) >= 16:
         import multiprocessing
 
@@ -256,14 +310,47 @@ def run_files(
             results.append(result)
             if progress:
                 progress(result)
+    if cache is not None:
+        from .cache import digest, options_key
+
+        for result in results[done:]:
+            if result.original is not None:
+                cache.store(result.relpath, digest(result.original), options_key(options, result.relpath), result)
     results.sort(key=lambda r: r.relpath)
     return results
+
+
+def _cached(items, options: Options, cache, progress):
+    """Split items into those still to migrate and the results the cache already holds."""
+    from .cache import digest, options_key
+
+    todo, hits = [], []
+    for path, rel in items:
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            todo.append((path, rel))  # the worker reports why it cannot be read
+            continue
+        result = cache.lookup(rel, digest(data), options_key(options, rel), data)
+        if result is None:
+            todo.append((path, rel))
+        else:
+            hits.append(result)
+            if progress:
+                progress(result)
+    return todo, hits
 
 
 def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
     """Relative folders (of the given files) that are packages: they hold an __init__.py."""
     folders = {os.path.dirname(rel) for _, rel in items}
     return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
+
+
+def _may_be_npu_aware(data: bytes) -> bool:
+    """A byte test that every NPU_AWARE match passes (each of its branches holds one of these);
+    the regex, anchored at line starts, costs far more on the many files that fail it."""
+    return b"torch_npu" in data or b"torch.npu" in data or b"is_npu_available" in data
 
 
 def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
@@ -275,6 +362,6 @@ def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
                 data = handle.read()
         except OSError:
             continue
-        if NPU_AWARE.search(data):
+        if _may_be_npu_aware(data) and NPU_AWARE.search(data):
             dirs.add(os.path.dirname(rel))
     return frozenset(dirs)

@@ -28,6 +28,17 @@ class Item:
     finding: Finding
     path: str  # as shown: relative to the current directory, or absolute; forward slashes
     occurrence: int = 1  # 1-based, among findings with the same (path, code, source)
+    file_line: Optional[int] = None  # notebooks: the line of the .ipynb text holding the cell line
+
+    @property
+    def line(self) -> int:
+        """The line in the file itself (for annotations and code scanning): for a notebook
+        finding, the JSON line that holds it; its column is then not a column of that line."""
+        return self.file_line if self.file_line is not None else self.finding.line
+
+    @property
+    def column(self) -> Optional[int]:
+        return None if self.finding.cell is not None else self.finding.column
 
     @property
     def fingerprint(self) -> str:
@@ -113,7 +124,7 @@ def text(report: Report, color: bool = False) -> str:
         f = item.finding
         mark = "[*] " if f.fixable else ""
         out.append(
-            f"{_style(item.path, color, bold=True)}:{f.line}:{f.column}: "
+            f"{_style(item.path, color, bold=True)}:{f.location}: "
             f"{_style(f.code, color, fg='red', bold=True)} {mark}{f.message}"
         )
     if out:
@@ -189,8 +200,9 @@ def github(report: Report) -> str:
     for item in report.items:
         f = item.finding
         out.append(
-            f"::error file={_gh_property(item.path)},line={f.line},col={f.column},"
-            f"title={_gh_property(f.code)}::{_gh_data(f.message)}"
+            f"::error file={_gh_property(item.path)},line={item.line},"
+            + (f"col={item.column}," if item.column is not None else "")
+            + f"title={_gh_property(f.code)}::{_gh_data(f.message)}"
         )
     for s in report.stale:
         out.append(f"::warning title=stale baseline entry::{_gh_data(f'{s.path}: {s.code} {s.source}')}")
@@ -201,6 +213,13 @@ def github(report: Report) -> str:
 
 def _level(rule) -> str:
     return "error"
+
+
+def _region(item: Item) -> dict:
+    region = {"startLine": item.line}
+    if item.column is not None:
+        region["startColumn"] = item.column
+    return region
 
 
 def sarif(report: Report) -> str:
@@ -237,7 +256,7 @@ def sarif(report: Report) -> str:
             "locations": [{
                 "physicalLocation": {
                     "artifactLocation": location,
-                    "region": {"startLine": f.line, "startColumn": f.column},
+                    "region": _region(item),
                 }
             }],
             "partialFingerprints": {"npuMigrate/v1": item.fingerprint},
@@ -283,6 +302,6 @@ def gitlab(report: Report) -> str:
             "categories": ["Compatibility"],
             "severity": "major",
             "fingerprint": item.fingerprint,
-            "location": {"path": item.path, "lines": {"begin": f.line}},
+            "location": {"path": item.path, "lines": {"begin": item.line}},
         })
     return json.dumps(issues, indent=2) + "\n"

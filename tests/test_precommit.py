@@ -71,7 +71,8 @@ def test_shipped_hooks_file():
     assert hooks["npu-migrate-check"]["entry"] == "npu-migrate check"
     assert hooks["npu-migrate-fix"]["entry"] == "npu-migrate check --fix"
     for hook in hooks.values():
-        assert hook["types"] == ["python"]
+        assert hook["types_or"] == ["python", "jupyter"]  # .py files and notebooks
+        assert "types" not in hook
         assert hook["language"] == "python"
     assert hooks["npu-migrate-fix"]["require_serial"] is True
 
