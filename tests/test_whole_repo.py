@@ -176,3 +176,20 @@ def test_doctor_is_a_subcommand(tmp_path):
     assert result.exit_code == data["exit_code"] == 0  # a CPU-only host passes unless --require
     assert {c["name"] for c in data["checks"]} >= {"python", "torch"}
     assert cli("doctor", "--require", "npu", "--json").exit_code == 1
+
+
+def test_a_folder_git_ignores_is_read_when_named(tmp_path):
+    """`npu-migrate check .venv/lib/.../site-packages/pkg`: git lists nothing under an ignored
+    folder, so discovery walks it instead of finding no file at all."""
+    from tests.project_runs import commit_all
+
+    root = tmp_path / "work"
+    (root / "vendored" / "pkg").mkdir(parents=True)
+    (root / ".gitignore").write_text("vendored/\n")
+    (root / "main.py").write_text("print('hi')\n")
+    commit_all(root)
+    (root / "vendored" / "pkg" / "mod.py").write_text(TRAIN_PY)
+    result = cli("check", root / "vendored" / "pkg", "--output-format", "json", "--isolated")
+    data = json.loads(result.stdout)
+    assert data["files_checked"] == 1
+    assert {f["code"] for f in data["findings"]} >= {"NPU101", "NPU201"}
