@@ -9,7 +9,7 @@ processes share it.
 
 from __future__ import annotations
 
-import dataclasses
+import gc
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
@@ -22,8 +22,8 @@ import libcst as cst
 from . import catalogue, hotslice, suppress
 from .findings import Finding
 from .sourcemap import SourceMap
-from .sweep import Sweep
-from .transform import ImportPruner, Migrator, normalise_source
+from .sweep import Sweep, rule_reads
+from .transform import EXTRA_HOT, ImportPruner, Migrator
 
 # Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
 # It must match everything the rules and the sweep look for (rules/sweep.toml).
@@ -31,7 +31,9 @@ _TRIGGERS = (
     r"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|flash_attention|apex|xformers|triton|cpp_extension"
     r"|hadamard|cupy|nvidia|transformer_engine|bitsandbytes"
     r"|DataParallel|data_parallel|GradScaler|reduce-overhead|max-autotune|init_process_group|new_group"
-    r"|float8|_scaled_mm|vllm|deepspeed|torchao"
+    r"|float8|_scaled_mm|_scaled_grouped_mm|vllm|deepspeed|torchao"
+    # names the rule tables act on that hold none of the words above
+    r"|new_subgroups|is_backend_available"
 )
 PREFILTER = re.compile(_TRIGGERS.encode())
 TRIGGER_WORDS = re.compile(_TRIGGERS)
@@ -132,25 +134,47 @@ def add_shim_import(module: cst.Module, shim: str, script_depth: int) -> cst.Mod
 
 def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     """Migrate one file's bytes. Never raises for bad input: problems become findings."""
-    result = FileResult(relpath=relpath, original=source)
-    if not PREFILTER.search(source):
-        result.skipped = "no CUDA trigger words"
-        return result
-    parent = os.path.dirname(relpath)
-    if NPU_AWARE.search(source) or parent in options.npu_aware_dirs:
-        result.skipped = "already NPU-aware (torch_npu used here or beside it)"
-        return result
-    suppressions = suppress.parse(source)
-    if suppressions.skips_file:
-        result.skipped = "npu-migrate: skip-file comment"
-        return result
-    slices = hotslice.reduce(source, HOT_STATEMENT, TRIGGER_WORDS) if options.hot_slices else None
-    if slices is not None:
-        sliced = _migrate_parsed(source, slices, relpath, options, suppressions, result)
-        if sliced is not None:
-            return sliced
-        result = FileResult(relpath=relpath, original=source)  # fall back to the whole file
-    return _migrate_parsed(source, None, relpath, options, suppressions, result)
+    # A parsed module is millions of short-lived objects without reference cycles: reference
+    # counting frees them, and the cycle collector, run again and again as they are allocated,
+    # only walks them (a sixth of the time on torch's tree). It is off while one file is migrated.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = FileResult(relpath=relpath, original=source)
+        # (quick_search: the regex answer, by `in` for plain words and before scanning for a word)
+        if not hotslice.quick_search(PREFILTER, source):
+            result.skipped = "no CUDA trigger words"
+            return result
+        parent = os.path.dirname(relpath)
+        if hotslice.quick_search(NPU_AWARE, source) or parent in options.npu_aware_dirs:
+            result.skipped = "already NPU-aware (torch_npu used here or beside it)"
+            return result
+        suppressions = suppress.parse(source)
+        if suppressions.skips_file:
+            result.skipped = "npu-migrate: skip-file comment"
+            return result
+        slices = None
+        if options.hot_slices:
+            # what makes a statement hot for the Migrator (Migrator.on_visit), what else rules read
+            slices = hotslice.reduce(source, (HOT_STATEMENT, EXTRA_HOT), TRIGGER_WORDS, rule_reads())
+        try:
+            if slices is not None:
+                sliced = _migrate_parsed(source, slices, relpath, options, suppressions, result)
+                if sliced is not None:
+                    return sliced
+                result = FileResult(relpath=relpath, original=source)  # fall back to the whole file
+            return _migrate_parsed(source, None, relpath, options, suppressions, result)
+        except RecursionError:
+            # Python's own recursion limit in libcst's code generation or traversal (an expression
+            # nested thousands deep, such as a generated table): say so, change nothing.
+            result = FileResult(relpath=relpath, original=source)
+            finding = _tool_finding("NPU001", relpath, "nested too deeply for the code generator; left unchanged")
+            if not suppressions.suppresses(finding.code, finding.line):
+                result.findings.append(finding)
+            return result
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> Optional[FileResult]:
@@ -173,13 +197,19 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         return result
     result.encoding = module.encoding
 
+    restore = (lambda text: hotslice.restore_text(text, slices)) if slices is not None else None
+    source_map = SourceMap(module, restore)
+    if slices is not None and source_map.text.encode(module.encoding) != slices.reduced:
+        # libcst does not give the reduced text back as it was (several indented comments left
+        # at the end of the module by a placeholder lose all but one): parse the whole file
+        return None
     migrator = Migrator(
         module,
-        SourceMap(module),
+        source_map,
         relpath,
         options.enabled,
         shim=options.shim_name,
-        defines_cuda_method=bool(DEFINES_CUDA_METHOD.search(source)),
+        defines_cuda_method=hotslice.quick_search(DEFINES_CUDA_METHOD, source),
         hot_statement=HOT_STATEMENT,
         suppressed=suppressions.suppresses,
     )
@@ -196,26 +226,22 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         depth = relpath.count("/") if is_script else 0
         new_module = add_shim_import(new_module, options.shim_name, depth)
     findings = migrator.findings
-    new = new_module.bytes
+    if new_module is module:
+        # Nothing was replaced (the Migrator hands back untouched nodes themselves): the code
+        # is the source map's, generated from this very module, so it is not generated again.
+        new = source_map.text.encode(module.encoding)
+    else:
+        new = source_map.code(new_module).encode(new_module.encoding)  # = new_module.bytes
     if slices is not None:
+        # (findings need nothing: their source text is read with the slices put back)
         new = hotslice.restore(new, slices)
         if new is None:
             return None
-        findings = [_unslice(f, slices) for f in findings]
     result.findings = sorted(findings)
     result.suppressed = migrator.suppressed_count
     if new != source:
         result.new = new
     return result
-
-
-def _unslice(finding: Finding, slices) -> Finding:
-    if hotslice.PLACEHOLDER_PREFIX.decode() not in finding.source:
-        return finding
-    source = normalise_source(hotslice.restore_text(finding.source, slices))
-    if len(source) > 200:
-        source = source[:197] + "..."
-    return dataclasses.replace(finding, source=source)
 
 
 def file_kind(relpath: str) -> str:
@@ -292,14 +318,16 @@ def run_files(
     results: list[FileResult] = []
     if cache is not None:
         items, results = _cached(items, options, cache, progress)
-    tasks = [(path, rel, options) for path, rel in items]
+    # Largest files first: with workers, a big file taken last would leave the other core idle
+    # while it runs. (Results are sorted by path below, so the order never shows.)
+    tasks = sorted(((path, rel, options) for path, rel in items), key=_size, reverse=True)
     done = len(results)
     if jobs > 1 and len(tasks) >= 16:
         import multiprocessing
 
         context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            chunk = max(1, min(32, len(tasks) // (jobs * 8) or 1))
+            chunk = max(1, min(4, len(tasks) // (jobs * 8) or 1))  # small: the big files come first
             for result in pool.map(migrate_path, tasks, chunksize=chunk):
                 results.append(result)
                 if progress:
@@ -318,6 +346,13 @@ def run_files(
                 cache.store(result.relpath, digest(result.original), options_key(options, result.relpath), result)
     results.sort(key=lambda r: r.relpath)
     return results
+
+
+def _size(task: tuple) -> int:
+    try:
+        return os.path.getsize(task[0])
+    except OSError:
+        return 0
 
 
 def _cached(items, options: Options, cache, progress):

@@ -12,8 +12,8 @@ import re
 
 import libcst as cst
 
-from . import catalogue
-from .transform import Migrator, dotted_name
+from . import catalogue, hotslice
+from .transform import GRAPH_CAPTURES, INERT, CachedVisitorDispatch, Migrator, dotted_name, literal_value
 
 
 @functools.lru_cache(maxsize=None)
@@ -22,6 +22,46 @@ def _tables():
     strings = re.compile("|".join(f"(?:{s})" for s in t["strings"]), re.DOTALL)
     return (frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]),
             dict(t["module_codes"]), dict(t["name_codes"]))
+
+
+@functools.lru_cache(maxsize=None)
+def _env_tables() -> tuple[frozenset, re.Pattern]:
+    env = catalogue.env_table()
+    return frozenset(env["rename"]), re.compile(env["report"]["pattern"])
+
+
+def string_may_matter(value: str) -> bool:
+    """Whether a rule or the sweep may act on a string literal of this value for more than its
+    trigger words: a leftover string pattern, an environment variable NPU601/NPU602 handle.
+
+    Hot slices leave out literal data whose strings all answer no (hotslice.reduce).
+    """
+    strings = _tables()[2]
+    renamed, reported = _env_tables()
+    return bool(strings.fullmatch(value) or value in renamed or reported.match(value))
+
+
+@functools.lru_cache(maxsize=None)
+def rule_reads() -> hotslice.RuleReads:
+    """What the rules read besides the hot patterns, for hot slices (hotslice.reduce).
+
+    `qualnames`: every qualified name a rule or the sweep matches in an expression (the tables'
+    entries); those without a trigger word (`torch.distributed.new_subgroups`) keep the part of
+    a statement that names them from being left out.
+    """
+    attributes, _modules, _strings, names, _module_codes, name_codes = _tables()
+    distributed = catalogue.distributed_table()
+    qualnames = (
+        *attributes, *names, *name_codes,
+        *distributed["backend_first_arg_calls"], *distributed["backend_getters"], distributed["enum"],
+        *catalogue.cuda_api()["report_qualnames"],
+    )
+    return hotslice.RuleReads(
+        getters=tuple(catalogue.cuda_api()["device_properties"]["getters"]),
+        captures=tuple(GRAPH_CAPTURES),
+        qualnames=tuple(sorted(set(qualnames))),
+        string_may_matter=string_may_matter,
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -82,7 +122,7 @@ def unguarded_imports(module: cst.Module) -> set[int]:
     return found
 
 
-class Sweep(cst.CSTVisitor):
+class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def __init__(self, migrator: Migrator) -> None:
         super().__init__()
         self.m = migrator
@@ -96,9 +136,13 @@ class Sweep(cst.CSTVisitor):
         return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if id(node) in self.m.claimed or id(node) in self.m.cold:
+        if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold:
             return False
         return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if type(original_node) not in INERT:  # no leave_ method for those: skip the lookup
+            super().on_leave(original_node)
 
     def _flag(self, node: cst.CSTNode, what: str, module: str = "", *specific: str) -> bool:
         """Report a leftover; `specific` names (`m.n` of `from m import n`) choose the code first."""
@@ -197,16 +241,16 @@ class Sweep(cst.CSTVisitor):
             return False  # `npu_compat.nvtx.range_push`: the shim's own names, written by us
         code = self._name_code(node)
         if code is not None:
-            self.m.report(code, node, what=f"`{_short(self.m.source_map.text_of(node))}`")
+            self.m.report(code, node, what=f"`{_short(self.m.source_map.original_text_of(node))}`")
             return False
         current: cst.CSTNode = node
         while isinstance(current, cst.Attribute):
             if current.attr.value in self.attributes:
-                code = self.m.source_map.text_of(node)
+                code = self.m.source_map.original_text_of(node)
                 return self._flag(node, f"`{_short(code)}`")
             current = current.value
         if isinstance(current, cst.Name) and self._cuda_name(current):
-            return self._flag(node, f"`{_short(self.m.source_map.text_of(node))}`")
+            return self._flag(node, f"`{_short(self.m.source_map.original_text_of(node))}`")
         node.value.visit(self)  # `x.attr`: the attribute's own name is not a reference
         return False
 
@@ -226,7 +270,7 @@ class Sweep(cst.CSTVisitor):
         return False
 
     def visit_SimpleString(self, node: cst.SimpleString) -> bool:
-        value = node.evaluated_value
+        value = literal_value(node.value)
         if isinstance(value, str) and self.strings.fullmatch(value):
             self._flag(node, f"string {_short(node.value)}")
         return False
@@ -234,7 +278,7 @@ class Sweep(cst.CSTVisitor):
     def visit_FormattedString(self, node: cst.FormattedString) -> bool:
         first = node.parts[0] if node.parts else None
         if isinstance(first, cst.FormattedStringText) and re.match(r"cuda(:|$)", first.value):
-            self._flag(node, f"f-string `{_short(self.m.source_map.text_of(node))}`")
+            self._flag(node, f"f-string `{_short(self.m.source_map.original_text_of(node))}`")
             return False
         return True
 

@@ -11,13 +11,20 @@ Device strings change only where they are provably devices (invariant 4): the ar
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from typing import Optional, Sequence
 
 import libcst as cst
 
-from . import catalogue
+from . import catalogue, hotslice
 from .findings import Finding
+from .sourcemap import TRIVIA
+
+# Nodes no rule visits or leaves: whitespace, comments, punctuation and operators (read, where
+# a rule needs them, as attributes of their parent), and number literals (read as arguments).
+INERT: frozenset[type] = TRIVIA | {cst.Integer, cst.Float, cst.Imaginary}
 
 _CUDA_INDEX_RE = re.compile(r"^cuda:(\d+)$")
 _WS_RE = re.compile(r"\s+")
@@ -45,9 +52,16 @@ def is_device_name(identifier: str, words: frozenset | set) -> bool:
     return any(part in words for part in low.split("_") if part)
 
 
+@functools.lru_cache(maxsize=8192)
+def literal_value(literal: str):
+    """`SimpleString.evaluated_value` (ast.literal_eval, a compile each time) for the literal's
+    text: several rules and the sweep read the same string. Errors are raised, not remembered."""
+    return ast.literal_eval(literal)
+
+
 def _string_value(node: cst.CSTNode) -> Optional[str]:
     if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
+        value = literal_value(node.value)
         return value if isinstance(value, str) else None
     return None
 
@@ -122,15 +136,16 @@ _BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
 
 # Statements the engine's trigger words miss but the diagnostics need to see: compiled extension
 # modules (`import pkg._C`), apex's `amp_C`, Triton- and CUDA-based libraries (rules/sweep.toml).
-_EXTRA_HOT = re.compile(
+EXTRA_HOT = re.compile(
     r"\bamp_C\b|\b_C\b|\bliger_kernel\b|\bmamba_ssm\b|\bcausal_conv1d\b|\bflashinfer\b"
-    r"|^\s*(?:import|from)\s+fla\b",
+    # (`[^\S\n]*`, not `\s*`: the same lines match, without trying every blank line of a run)
+    r"|^[^\S\n]*(?:import|from)\s+fla\b",
     re.MULTILINE,
 )
 _ALIAS_QUALNAME = re.compile(r"cuda|cudnn|nccl|nvtx")  # without the engine's trigger words
 _FLOAT64 = frozenset({"torch.float64", "torch.double"})
 _CUDA_DOUBLE = "torch.cuda.DoubleTensor"
-_GRAPH_CAPTURES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+GRAPH_CAPTURES = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
 _TRAINING_METHODS = frozenset({"backward", "step"})  # loss.backward(), optimizer.step()
 _TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 
@@ -149,7 +164,89 @@ def normalise_source(code: str) -> str:
     return _WS_RE.sub(" ", code).strip()
 
 
-class Migrator(cst.CSTTransformer):
+# isinstance(node, cst.BaseStatement), as a set lookup (an isinstance check against an abstract
+# class costs more than the rest of on_visit)
+_STATEMENTS: frozenset[type] = frozenset(
+    cls for cls in vars(cst).values() if isinstance(cls, type) and issubclass(cls, cst.BaseStatement)
+)
+
+_METHODS: dict[tuple, object] = {}  # (visitor class, kind, node type, attribute) -> function or None
+
+
+def _method(visitor: object, kind: str, node_type: type, attribute: str = ""):
+    """The callback libcst would call (`visit_Name`, `leave_If_test`), or None for its no-op stub."""
+    key = (type(visitor), kind, node_type, attribute)
+    try:
+        return _METHODS[key]
+    except KeyError:
+        name = f"{kind}_{node_type.__name__}" + (f"_{attribute}" if attribute else "")
+        found = getattr(type(visitor), name, None)
+        if getattr(found, "_is_no_op", False):  # libcst's mark_no_op
+            found = None
+        _METHODS[key] = found
+        return found
+
+
+def _attribute_types(visitor_class: type) -> frozenset:
+    """Node types for which the visitor class has attribute callbacks (`visit_If_test`): for
+    the other types (nearly all) no name needs looking up at all."""
+    types = set()
+    for name in dir(visitor_class):
+        match = re.fullmatch(r"(?:visit|leave)_([A-Za-z]+)_\w+", name)
+        node_type = getattr(cst, match.group(1), None) if match else None
+        if isinstance(node_type, type) and not getattr(getattr(visitor_class, name), "_is_no_op", False):
+            types.add(node_type)
+    return frozenset(types)
+
+
+class CachedDispatch:
+    """libcst finds a visitor's callbacks by name at every node, and at every attribute of every
+    node (`visit_If_test`): a formatted name and a lookup that mostly finds a no-op stub. The
+    answer depends only on the visitor's class and the node's type, so it is found once; the
+    callbacks themselves run exactly as libcst would run them. Mix in before the libcst class.
+    """
+
+    _attribute_types: frozenset = frozenset()  # node types with attribute callbacks, per class
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._attribute_types = _attribute_types(cls)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if type(node) in self._attribute_types:
+            func = _method(self, "visit", type(node), attribute)
+            if func is not None:
+                func(self, node)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        if type(original_node) in self._attribute_types:
+            func = _method(self, "leave", type(original_node), attribute)
+            if func is not None:
+                func(self, original_node)
+
+
+class CachedTransformerDispatch(CachedDispatch):
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        func = _method(self, "visit", type(node))
+        return func is None or func(self, node) is not False
+
+    def on_leave(self, original_node, updated_node):
+        func = _method(self, "leave", type(original_node))
+        return updated_node if func is None else func(self, original_node, updated_node)
+
+
+class CachedVisitorDispatch(CachedDispatch):
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        func = _method(self, "visit", type(node))
+        return func is None or func(self, node) is not False
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        func = _method(self, "leave", type(original_node))
+        if func is not None:
+            func(self, original_node)
+
+
+class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
     """Rewrites CUDA device placement and the `torch.cuda` API of one module."""
 
     def __init__(
@@ -172,6 +269,7 @@ class Migrator(cst.CSTTransformer):
         self.defines_cuda_method = defines_cuda_method
         # statements whose text has no trigger word are neither traversed nor swept
         self.hot_statement = hot_statement
+        self._hot_patterns = hotslice.branches(hot_statement) + hotslice.branches(EXTRA_HOT) if hot_statement else ()
         self.cold: set[int] = set()
         self._alias_words: set[str] = set()  # local names bound to CUDA modules...
         self._alias_re: Optional[re.Pattern] = None  # ...as one pattern
@@ -226,6 +324,10 @@ class Migrator(cst.CSTTransformer):
         # local name -> qualified name, for names bound by imports of torch (in source order)
         self.aliases: dict[str, str] = {}
         self._parents: list[cst.CSTNode] = []
+        # Replacements made so far, and how many there were when each open node was entered: a
+        # node under which nothing was replaced is kept as the original object (see on_leave).
+        self.replacements = 0
+        self._replacements_at_visit: list[int] = []
         self._functions: list[str] = []
         self._if_tests: list[cst.If] = []
         self._statements: list[cst.CSTNode] = []
@@ -236,13 +338,17 @@ class Migrator(cst.CSTTransformer):
 
     # ----------------------------------------------------------------- bookkeeping
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) in INERT:
+            return False  # nothing to rewrite or report below (on_leave hands it back as is)
         self._parents.append(node)
+        self._replacements_at_visit.append(self.replacements)
         if isinstance(node, cst.Call) and self._is_own_literal_call(node):
             self.claim(node)
             return False
-        if self.hot_statement is not None and isinstance(node, cst.BaseStatement):
+        if self.hot_statement is not None and type(node) in _STATEMENTS:
             text = self.source_map.text_of(node)
-            if not self.hot_statement.search(text) and not _EXTRA_HOT.search(text) and not (
+            # (the patterns' alternatives one by one: the same answer, found sooner)
+            if not any(p.search(text) for p in self._hot_patterns) and not (
                 self._alias_re is not None and self._alias_re.search(text)
             ):
                 self.cold.add(id(node))
@@ -251,12 +357,23 @@ class Migrator(cst.CSTTransformer):
         return super().on_visit(node)
 
     def on_leave(self, original_node, updated_node):
+        if type(original_node) in INERT:
+            return updated_node  # not entered: the original node itself
         try:
             if id(original_node) in self.cold:
                 return updated_node
-            return super().on_leave(original_node, updated_node)
+            if self.replacements == self._replacements_at_visit[-1]:
+                # libcst rebuilt this node from children that all came back unchanged: the copy
+                # equals the original. Handing on the original itself lets the engine see an
+                # untouched module (`new is module`) and skip generating its code again.
+                updated_node = original_node
+            result = super().on_leave(original_node, updated_node)
+            if result is not updated_node:
+                self.replacements += 1
+            return result
         finally:
             self._parents.pop()
+            self._replacements_at_visit.pop()
 
     def _is_own_literal_call(self, node: cst.Call) -> bool:
         """`npu_compat.env_name("CUDA_VISIBLE_DEVICES")`: written by us, with a literal inside."""
@@ -296,7 +413,7 @@ class Migrator(cst.CSTTransformer):
             message = rule.message.format(**fmt)
         except (KeyError, IndexError):
             message = rule.message
-        source = normalise_source(self.source_map.text_of(node))
+        source = normalise_source(self.source_map.original_text_of(node))  # as the file has it
         if len(source) > 200:
             source = source[:197] + "..."
         self.findings.append(
@@ -453,7 +570,7 @@ class Migrator(cst.CSTTransformer):
         alias = original.names[0]
         local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else "flash_attn"
         code = "\n".join(  # attribute uses only: module paths in import lines are not uses
-            line for line in self.source_map.text.splitlines()
+            line for line in self.source_map.original_text().splitlines()
             if not re.match(r"\s*(from|import)\s", line)
         )
         used = set(re.findall(rf"\b{re.escape(local)}\.(\w+)", code))
@@ -527,7 +644,7 @@ class Migrator(cst.CSTTransformer):
         """`with torch.cuda.graph(g):` around backward or an optimizer step captures training."""
         for item in node.items:
             call = item.item
-            if isinstance(call, cst.Call) and self.qualname(call.func) in _GRAPH_CAPTURES:
+            if isinstance(call, cst.Call) and self.qualname(call.func) in GRAPH_CAPTURES:
                 if self._runs_training_step(node.body):
                     self._training_captures.add(id(call.func))
 
@@ -1131,7 +1248,7 @@ class Migrator(cst.CSTTransformer):
         if not any(self._puts_on_accelerator(c) for c in chain):
             return
         self._float64_seen.update(id(c) for c in chain)
-        text = normalise_source(self.source_map.text_of(call))
+        text = normalise_source(self.source_map.original_text_of(call))
         self.note("NPU930", call, what=f"`{text if len(text) <= 80 else text[:77] + '...'}`")
 
     def _double_tensor_type(self, call: cst.Call) -> bool:
@@ -1200,7 +1317,8 @@ class Migrator(cst.CSTTransformer):
             scope = self._statements[-1]
         if scope is None:
             return False
-        return bool(self.feature_gate_re.search(self.source_map.text_of(scope)))
+        # the whole `if`, body included: with hot slices, its cold statements are put back first
+        return bool(self.feature_gate_re.search(self.source_map.original_text_of(scope)))
 
     def leave_Comparison(self, original_node: cst.Comparison, updated_node: cst.Comparison):
         if len(original_node.comparisons) != 1:
@@ -1319,13 +1437,27 @@ def _walk_calls(node: cst.CSTNode):
         stack.extend(current.children)
 
 
-class ImportPruner(cst.CSTTransformer):
+# Nodes on the way from a module to its import statements (the statement lines included).
+_HOLDS_STATEMENTS = (
+    cst.Module, cst.SimpleStatementLine, cst.BaseCompoundStatement, cst.BaseSuite, cst.Else,
+    cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase,
+)
+
+
+class ImportPruner(CachedTransformerDispatch, cst.CSTTransformer):
     """Second, rare pass: drop torch.cuda imports whose every use was rewritten (NPU206)."""
 
     def __init__(self, targets: list[cst.CSTNode], torch_imported: bool) -> None:
         super().__init__()
         self.targets = {id(t) for t in targets}
         self.torch_imported = torch_imported
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Imports sit in statement lines, statement lines in blocks: nothing below an expression
+        # (or a decorator, parameters, ...) can hold one, so those subtrees are not rebuilt.
+        if not isinstance(node, _HOLDS_STATEMENTS):
+            return False
+        return super().on_visit(node)
 
     def leave_Import(self, original_node, updated_node):
         if id(original_node) not in self.targets:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate import engine, source
+from npu_migrate import catalogue, engine, source
 from npu_migrate.inject import TEMPLATE_FILES
 from npu_migrate.source import WRITE_DELAY_ENV
 from tests import project_runs
@@ -689,3 +689,14 @@ def test_output_dir_must_be_new_or_empty_and_outside_the_source(tmp_path):
     r = cli(src, "--output", tmp_path / "new", "--dry-run", "--no-color")
     assert r.exit_code == 0 and "+npu_compat.synchronize()" in r.stdout
     assert not (tmp_path / "new").exists()
+
+
+def test_nesting_too_deep_for_the_code_generator_is_a_finding_not_a_crash():
+    """Thousands of implicitly concatenated strings nest thousands deep in libcst's tree; its
+    code generation then hits Python's recursion limit. The engine promises never to raise."""
+    strings = b" ".join(b"'cuda%d'" % i for i in range(3000))
+    source = b"import torch\ntorch.cuda.synchronize()\nTABLE = (" + strings + b")\n"
+    result = engine.migrate_source(source, "deep.py", engine.Options(enabled=catalogue.enabled_codes()))
+    assert not result.changed
+    assert [f.code for f in result.findings] == ["NPU001"]
+    assert "nested too deeply" in result.findings[0].message

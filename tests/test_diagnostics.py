@@ -295,3 +295,16 @@ def test_float64_report_leaves_the_code_to_the_device_rules():
     result = migrate_source((HEADER + "y = x.cuda().double()\n").encode(), "case.py", OPTIONS)
     assert b"x.to(npu_compat.device()).double()" in result.new
     assert [f.code for f in result.findings] == ["NPU101", "NPU930"]
+
+
+@pytest.mark.parametrize("source, code", [
+    # no "cuda", "nccl" or other trigger word anywhere in these files: the byte prefilter must
+    # still let them through, since the rule tables name these functions
+    ("import torch.distributed as dist\nok = dist.is_backend_available(name)\n", "NPU304"),
+    ("import torch.distributed as dist\ngroup, _ = dist.new_subgroups(backend=name)\n", "NPU304"),
+    ("import torch\ny = torch._scaled_grouped_mm(a, b, sa, sb)\n", "NPU913"),
+])
+def test_rule_names_without_a_trigger_word_are_not_prefiltered_away(source, code):
+    result = migrate_source(source.encode(), "plain.py", OPTIONS)
+    assert result.skipped is None
+    assert code in [f.code for f in result.findings]
