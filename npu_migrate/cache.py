@@ -83,6 +83,8 @@ def options_key(options, relpath: str) -> str:
         str(options.rewrite_scripts),
         str(parent in options.package_dirs),
         str(parent in options.npu_aware_dirs),
+        repr(options.shim_spec_map.get(parent)),  # where this folder's shim import points
+        ",".join(sorted(options.first_party)),  # where isort puts the shim import
     )
     return digest("\0".join(parts).encode())
 

@@ -12,35 +12,29 @@ Exit codes (like ruff): 0 no new findings, 1 new findings (or stale baseline ent
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
 import click
 
 from . import baseline as baseline_mod
-from . import catalogue, gitdiff, suppress
-from .config import Config, ConfigError, check_codes, parse_per_file_ignores, resolve
-from .discover import DiscoveryError, _excluded
+from . import gitdiff, suppress
 from .cache import open_for as open_cache
-from .engine import FileResult, Options, file_kind, imports_shim, npu_aware_dirs, package_dirs, run_files
+from .config import ConfigError, parse_per_file_ignores, resolve
+from .discover import DiscoveryError, _excluded
+from .engine import FileResult, file_kind, needed_shims
 from .formats import FORMATS, Item, Report, render
+from .runplan import collect, common_folder, make_options, resolve_root, run_engine, selection, \
+    shim_name_problem, split_codes
 
 
 class CheckError(Exception):
     """The run cannot go on (exit 2)."""
-
-
-def _split(values) -> tuple[str, ...]:
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-
-
-def _common_folder(paths: list[Path]) -> Path:
-    bases = [p if p.is_dir() else p.parent for p in paths]
-    return Path(os.path.commonpath([str(b) for b in bases]))
 
 
 def _display(path: Path, cwd: Path) -> str:
@@ -48,31 +42,6 @@ def _display(path: Path, cwd: Path) -> str:
         return path.relative_to(cwd).as_posix()
     except ValueError:
         return path.as_posix()
-
-
-def _matches(rel: str, pattern: str) -> bool:
-    return _excluded(rel, (pattern,))
-
-
-def _project_root(cfg: Config, common: Path) -> Path:
-    """Where relative paths of the configuration start, and the migration root of --fix."""
-    if cfg.root is not None:
-        return cfg.root
-    top = gitdiff.toplevel(common)
-    return top if top is not None else common
-
-
-def selection(cfg: Config, select, ignore, extend_select) -> frozenset[str]:
-    """Command-line options replace the config keys of the same name; ignore wins over select."""
-    select = _split(select) or cfg.select
-    extend = _split(extend_select) or cfg.extend_select
-    ignored = _split(ignore) or cfg.ignore
-    where = "command line"
-    for values in (select or (), extend, ignored):
-        check_codes(tuple(values), where)
-    chosen = catalogue.expand_selection(select) if select else set(catalogue.rules())
-    chosen |= catalogue.expand_selection(extend)
-    return frozenset(chosen - catalogue.expand_selection(ignored))
 
 
 def run_check(
@@ -93,15 +62,16 @@ def run_check(
     no_cache: bool = False,
 ) -> tuple[Report, dict]:
     """Everything `check` does but printing. Raises CheckError for exit-2 problems."""
-    from .cli import _collect, _shim_name_problem  # lazy: cli imports this module
-
     cwd = (cwd or Path.cwd()).absolute()
     paths = paths or (".",)
     resolved = [(cwd / p).absolute() if not Path(p).is_absolute() else Path(p) for p in paths]
     for p in resolved:
         if not p.exists() and not p.is_symlink():
             raise CheckError(f"{p}: no such file or directory")
-    common = _common_folder(resolved)
+    try:
+        common = common_folder(tuple(str(p) for p in resolved))
+    except DiscoveryError as exc:
+        raise CheckError(str(exc)) from None
     try:
         cfg = resolve(common, config_file, isolated)
         enabled = selection(cfg, select, ignore, extend_select)
@@ -110,53 +80,29 @@ def run_check(
             pfi = parse_per_file_ignores(per_file_ignores, "--per-file-ignores")
     except ConfigError as exc:
         raise CheckError(str(exc)) from None
-    excludes = tuple(_split(exclude)) or cfg.exclude
-    shim = shim_name or cfg.shim_name or "npu_compat"
-    problem = _shim_name_problem(shim)
+    excludes = split_codes(exclude) or cfg.exclude
+    shim = shim_name if shim_name is not None else (cfg.shim_name or "npu_compat")
+    problem = shim_name_problem(shim)
     if problem:
         raise CheckError(f"shim name {shim!r} {problem}")
-    root = _project_root(cfg, common)
-
+    # The same root, files and options as `npu-migrate` over the same paths (runplan.py).
+    root = resolve_root(common, cfg.root, tuple(str(p) for p in resolved))
     try:
-        _root, collected, links = _collect(tuple(str(p) for p in resolved), excludes, shim)
+        _root, items, links = collect(tuple(str(p) for p in resolved), excludes, shim, root=root)
     except DiscoveryError as exc:
         raise CheckError(str(exc)) from None
     warnings = [f"{link} is a symbolic link; skipped (name its target instead)" for link in links]
-    items: list[tuple[str, str]] = []
-    for path, rel_common in collected:
-        full = Path(path)
-        try:
-            rel = full.relative_to(root).as_posix()
-        except ValueError:  # outside the project root: keep migrate's root
-            root = _root
-            items = [(p, Path(p).relative_to(root).as_posix()) for p, _ in collected]
-            break
-        items.append((path, rel))
     # Also for files named explicitly (pre-commit passes them): the shim is never checked.
     items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim,))]
 
-    # Per-file ignores: the engine runs each group of files with its own selection, exactly as
-    # `migrate --ignore` would (so an ignored rule's constructs stay claimed, not swept).
-    groups: dict[frozenset, list[tuple[str, str]]] = defaultdict(list)
-    for path, rel in items:
-        ignored: set[str] = set()
-        for glob, codes in pfi:
-            if _matches(rel, glob):
-                ignored |= catalogue.expand_selection(codes)
-        groups[frozenset(enabled - ignored)].append((path, rel))
-    aware = npu_aware_dirs(items)
-    packages = package_dirs(root, items)
-    results: list[FileResult] = []
+    options = make_options(root, items, enabled, shim)
     cache = open_cache(root, cache_dir, no_cache)
-    for group_enabled, group_items in groups.items():
-        options = Options(enabled=group_enabled, shim_name=shim, npu_aware_dirs=aware, package_dirs=packages)
-        try:
-            results.extend(run_files(group_items, options, jobs=jobs, cache=cache))
-        except Exception as exc:  # the engine promises not to raise; if it does, the tool failed
-            raise CheckError(f"internal error: {type(exc).__name__}: {exc}") from exc
+    try:
+        results = run_engine(items, options, pfi, jobs=jobs, cache=cache)
+    except Exception as exc:  # the engine promises not to raise; if it does, the tool failed
+        raise CheckError(f"internal error: {type(exc).__name__}: {exc}") from exc
     if cache is not None:
         cache.save(root)
-    results.sort(key=lambda r: r.relpath)
 
     # Suppression comments (a post-filter; see suppress.py for the engine hook).
     suppressed = 0
@@ -182,11 +128,20 @@ def run_check(
 
     extra: dict = {"root": root, "written": [], "shim": ""}
     if fix:
-        kept, fix_errors, fix_notes, written, extra["shim"] = _apply_fix(kept, root, shim, no_shim, blocked_fix)
+        kept, fix_errors, fix_notes, written, shim_notes = _apply_fix(kept, root, options, no_shim, blocked_fix)
         if fix_errors:
             raise CheckError("; ".join(fix_errors))
         warnings.extend(fix_notes)
         extra["written"] = written
+        extra["shim"] = "; ".join(shim_notes)
+        extra["created_shims"] = [n for n in shim_notes if n.startswith(("created", "refreshed"))]
+
+    # NPU003: files that import a shim the repository does not hold (after --fix wrote it).
+    by_rel = {r.relpath: i for i, (r, _f) in enumerate(kept)}
+    for rel, finding in missing_shims([r for r, _f in kept], options, root):
+        index = by_rel[rel]
+        result, findings = kept[index]
+        kept[index] = (result, [*findings, finding])
 
     # Everything below works on (absolute path, finding) pairs, in file order.
     rows = []
@@ -275,9 +230,9 @@ def _notebook_line(result: FileResult, finding) -> int | None:
         return None
 
 
-def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
-    """Write the rewrites (like `migrate`), with `root` as the migration root; inject the shim."""
-    from .inject import ShimConflict, check as check_shim, inject
+def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
+    """Write the rewrites (like `migrate`), with `root` as the migration root; inject the shims."""
+    from .inject import ShimConflict, ShimWriteError, check_all, inject_all
     from .source import WriteError, write_atomic
 
     errors: list[str] = []
@@ -286,12 +241,15 @@ def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
     for r, _ in kept:
         if r.changed and r.relpath in blocked:
             warnings.append(f"{r.relpath}: not rewritten: it has suppression comments on rewritable code")
-    needs_shim = not no_shim and any(imports_shim(r, shim) for r, _ in to_write)
-    if needs_shim:
-        try:
-            check_shim(root, shim)
-        except ShimConflict as exc:
-            return kept, [str(exc)], warnings, [], ""
+    shims = [] if no_shim else sorted(needed_shims([r for r, _ in to_write], options))
+    try:
+        check_all(root, shims)
+        # the shim first: a rewritten file never lands without the module it imports
+        shim_notes = inject_all(root, shims)
+    except ShimConflict as exc:
+        return kept, [str(exc)], warnings, [], []
+    except ShimWriteError as exc:
+        return kept, [f"{exc}; no file was rewritten"], warnings, [], []
     written = set()
     for r, _ in to_write:
         try:
@@ -299,15 +257,58 @@ def _apply_fix(kept, root: Path, shim: str, no_shim: bool, blocked: set[str]):
             written.add(r.relpath)
         except (WriteError, OSError) as exc:
             errors.append(f"{r.relpath}: not written: {exc}")
-    shim_note = ""
-    if needs_shim and not errors:
-        shim_note = inject(root, shim)
     out = []
     for r, findings in kept:
         if r.relpath in written:
             findings = [f for f in findings if not f.fixable]
+            r = dataclasses.replace(r, original=r.new, new=None)  # the file now holds the new text
         out.append((r, findings))
-    return out, errors, warnings, sorted(written), shim_note
+    return out, errors, warnings, sorted(written), shim_notes
+
+
+def missing_shims(results, options, root: Path) -> list:
+    """NPU003: a file imports a shim that is not in the repository (missing, incomplete, or not
+    committed to git), so that a fresh clone or a wheel built from one cannot import it."""
+    from .engine import _tool_finding
+    from .inject import TEMPLATE_FILES
+
+    if "NPU003" not in options.enabled:
+        return []
+    # what the files hold now (a rewrite `check` only proposes is not there yet)
+    needed = needed_shims([dataclasses.replace(r, new=None) for r in results], options)
+    tracked = gitdiff.tracked_files(root) if needed else None
+    problems: dict[str, str] = {}
+    for folder in needed:
+        base = root / folder
+        missing = [name for name in TEMPLATE_FILES if not (base / name).is_file()]
+        if len(missing) == len(TEMPLATE_FILES):
+            problems[folder] = f"{folder}/ does not exist; run npu-migrate to create it"
+        elif missing:
+            problems[folder] = (f"{folder}/ is incomplete ({', '.join(missing)} missing); "
+                                "run npu-migrate to restore it")
+        elif tracked is not None:
+            untracked = [n for n in TEMPLATE_FILES if f"{folder}/{n}" not in tracked]
+            if untracked:
+                problems[folder] = (f"{folder}/ is not committed to git ({', '.join(untracked)}); "
+                                    f"git add {folder}")
+    findings = []
+    for folder, problem in sorted(problems.items()):
+        for rel in needed[folder]:
+            findings.append((rel, _tool_finding("NPU003", rel, problem, _import_line(results, rel, options))))
+    return findings
+
+
+def _import_line(results, rel: str, options) -> int:
+    """The line of the file's shim import (1 when it cannot be told, such as in a notebook)."""
+    name = re.escape(options.shim_name)
+    for r in results:
+        if r.relpath == rel and file_kind(rel) == "python":
+            data = (r.new if r.changed else r.original) or b""
+            text = data.decode("utf-8", "replace")
+            m = re.search(rf"^[ \t]*(import|from)[ \t]+[^\n]*\b{name}\b", text, re.M)
+            if m:
+                return text.count("\n", 0, m.start()) + 1
+    return 1
 
 
 @click.command("check")
@@ -369,6 +370,10 @@ def check_command(paths, select, extend_select, ignore, exclude, per_file_ignore
         click.echo(f"rewrote {_display((extra['root'] / rel).absolute(), Path.cwd().absolute())}", err=True)
     if extra.get("shim"):
         click.echo(extra["shim"], err=True)
+    for line in extra.get("created_shims", ()):
+        folder = line.split(" shim ", 1)[1].split("/ ", 1)[0]
+        click.echo(f"the shim {folder}/ was {line.split(' ', 1)[0]}: add it to git with the rewritten "
+                   f"files (git add {folder}), or a fresh clone cannot import them", err=True)
     if "baseline_written" in extra:
         target, total, keys = extra["baseline_written"]
         click.echo(f"wrote {target}: {total} findings in {keys} entries", err=True)

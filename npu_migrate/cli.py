@@ -5,9 +5,7 @@ Exit codes (like ruff): 0 nothing left to report, 1 findings remain, 2 the tool 
 
 from __future__ import annotations
 
-import keyword
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,31 +14,18 @@ from typing import NoReturn
 import click
 from rich.console import Console
 
-from . import __version__, catalogue, dirty
+from . import __version__, dirty
 from .cache import open_for as open_cache
 from .check import check_command
+from .config import ConfigError, parse_per_file_ignores, resolve as resolve_config
+from .discover import DiscoveryError, _excluded
 from .doctor import doctor_command
-from .discover import DiscoveryError, discover
-from .engine import Options, imports_shim, npu_aware_dirs, package_dirs, run_files
-from .inject import ShimConflict, check as check_shim, inject
-from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
+from .engine import needed_shims
+from .inject import ShimConflict, ShimWriteError, check_all as check_shims, inject_all, split_folder
 from .outtree import Interrupted, OutputError, check_target, write_copy
+from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
+from .runplan import collect, common_folder, make_options, resolve_root, run_engine, selection, shim_name_problem, split_codes
 from .source import InterruptGuard, WriteError, write_atomic
-
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A shim may not take the name of a module the migrated code needs.
-RESERVED_SHIM_NAMES = frozenset({"torch", "torch_npu", "torchvision", "numpy", "npu_migrate", "triton"})
-
-
-def _shim_name_problem(name: str) -> str | None:
-    if not IDENTIFIER.match(name):
-        return "is not a Python identifier"
-    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
-        return "is a Python keyword"
-    if name in RESERVED_SHIM_NAMES or name in getattr(sys, "stdlib_module_names", ()):
-        return "would shadow a module the code needs"
-    return None
-
 
 class DefaultGroup(click.Group):
     """A group whose first argument, when it is not a subcommand, goes to `migrate`."""
@@ -68,55 +53,6 @@ def main() -> None:
     """
 
 
-def _collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
-             notes: list[str] | None = None):
-    """The run's root and its (path, relpath) items. Root: the common folder of the paths.
-
-    With `notes` (the migrate command), a named file that is not Python (no .py suffix, no
-    python #! line) or not a regular file is skipped with a note, as are unreadable folders.
-    """
-    resolved = [Path(p).absolute() for p in paths]
-    for p in resolved:
-        if not p.exists():
-            if os.path.lexists(p):
-                raise DiscoveryError(f"{p}: a broken symbolic link or a symbolic link loop")
-            raise DiscoveryError(f"{p}: no such file or directory")
-    bases = [p if p.is_dir() else p.parent for p in resolved]
-    root = Path(os.path.commonpath([str(b) for b in bases]))
-    items: dict[str, str] = {}
-    skipped_links: list[str] = []
-    for p in resolved:
-        if p.is_dir():
-            for path, rel in discover(p, exclude, shim_name, notes):
-                full_rel = Path(path).relative_to(root).as_posix()
-                items[path] = full_rel
-        elif Path(paths[resolved.index(p)]).is_symlink():
-            skipped_links.append(str(p))  # never written through: migrate the link's target instead
-        elif notes is not None and not p.is_file():
-            notes.append(f"{p}: not a regular file; skipped")
-        elif notes is not None and not _is_python_file(p):
-            notes.append(f"{p}: not a Python file (no .py suffix, no python #! line); skipped")
-        elif p.suffix == ".py" or p.is_file():
-            items[str(p)] = p.relative_to(root).as_posix()
-    return root, sorted(items.items(), key=lambda kv: kv[1]), skipped_links
-
-
-# A file named on the command line is migrated when it has one of these suffixes or a python #!
-# line; anything else is skipped with a warning (a README named by mistake is not parsed as code).
-NAMED_FILE_SUFFIXES = (".py", ".pyw", ".ipynb")
-
-
-def _is_python_file(path: Path) -> bool:
-    if path.suffix in NAMED_FILE_SUFFIXES:
-        return True
-    try:
-        with open(path, "rb") as handle:
-            first = handle.readline(256)
-    except OSError:
-        return True  # let the run report why it cannot be read
-    return first.startswith(b"#!") and b"python" in first
-
-
 def _progress_runner(console: Console, show: bool, total: int):
     if not show:
         return None, None
@@ -138,13 +74,21 @@ def _progress_runner(console: Console, show: bool, total: int):
               help="Worker processes (default: the number of CPUs).")
 @click.option("--exclude", multiple=True, metavar="GLOB",
               help="Skip files or folders matching GLOB (relative path or any path part); repeatable.")
-@click.option("--shim-name", default="npu_compat", show_default=True,
-              help="Name of the runtime shim package injected into the repository.")
+@click.option("--shim-name", default=None,
+              help="Name of the runtime shim package injected into the project (default: "
+                   "`shim-name` of [tool.npu-migrate], else npu_compat).")
 @click.option("--no-shim", is_flag=True, help="Do not inject the shim (you provide the module yourself).")
 @click.option("--select", multiple=True, metavar="CODE",
-              help="Only these rule codes or prefixes (NPU1, NPU201, ALL); repeatable or comma-separated.")
+              help="Only these rule codes or prefixes (NPU1, NPU201, ALL); repeatable or comma-separated. "
+                   "Replaces `select` of the configuration.")
+@click.option("--extend-select", multiple=True, metavar="CODE", help="Add codes to the selection.")
 @click.option("--ignore", multiple=True, metavar="CODE",
               help="Skip these rule codes or prefixes; repeatable or comma-separated.")
+@click.option("--per-file-ignores", multiple=True, metavar="GLOB:CODES",
+              help="Ignore codes in matching files, e.g. 'tests/*:NPU2,NPU990'; repeatable.")
+@click.option("--config", "config_file", type=click.Path(), default=None,
+              help="Read [tool.npu-migrate] from this pyproject.toml instead of searching for one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary (text format).")
@@ -175,22 +119,52 @@ def _progress_runner(console: Console, show: bool, total: int):
 @click.option("--emit-requirements", is_flag=True,
               help="Write requirements-npu.txt at the root: the torch_npu release matching the "
                    "repository's torch pin (never over a file npu-migrate did not write).")
-def migrate_command(paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
-                    output_format, no_color, quiet, allow_dirty, output_dir, cache_dir, no_cache,
-                    rewrite_scripts, report_file, report_csv, emit_requirements):
+def migrate_command(**params):
     """Rewrite CUDA-only code under PATHS (folders, .py files or notebooks) for Ascend NPUs.
 
     Shell scripts, YAML/TOML configs, Dockerfiles, .env files and .cu sources under PATHS are
-    scanned too: reported, and with --rewrite-scripts shell scripts are rewritten."""
-    err = Console(stderr=True, no_color=no_color, highlight=False, soft_wrap=True,
-                  force_terminal=False if no_color else None)
+    scanned too: reported, and with --rewrite-scripts shell scripts are rewritten.
+
+    [tool.npu-migrate] in pyproject.toml (select, ignore, exclude, per-file-ignores, shim-name)
+    applies as it does for `npu-migrate check`."""
+    run = MigrateRun(**params)
+    err = Console(stderr=True, no_color=run.no_color, highlight=False, soft_wrap=True,
+                  force_terminal=False if run.no_color else None)
     state = _WriteState()
     try:
-        _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select,
-                 ignore, output_format, no_color, quiet, allow_dirty, output_dir, rewrite_scripts,
-                 _Outputs(report_file, report_csv, emit_requirements), (cache_dir, no_cache))
+        _migrate(err, state, run)
     except KeyboardInterrupt:  # outside the guarded write phase: between files, never inside one
         _interrupted(err, state)
+
+
+@dataclass(frozen=True)
+class MigrateRun:
+    """The options of one `npu-migrate PATHS` run, as the command line gave them."""
+
+    paths: tuple
+    dry_run: bool = False
+    show_diff: bool = False
+    jobs: int | None = None
+    exclude: tuple = ()
+    shim_name: str | None = None
+    no_shim: bool = False
+    select: tuple = ()
+    extend_select: tuple = ()
+    ignore: tuple = ()
+    per_file_ignores: tuple = ()
+    config_file: str | None = None
+    isolated: bool = False
+    output_format: str = "text"
+    no_color: bool = False
+    quiet: bool = False
+    allow_dirty: bool = False
+    output_dir: str | None = None
+    cache_dir: str | None = None
+    no_cache: bool = False
+    rewrite_scripts: bool = False
+    report_file: str | None = None
+    report_csv: str | None = None
+    emit_requirements: bool = False
 
 
 @dataclass
@@ -263,64 +237,76 @@ def _write_outputs(err: Console, outputs: _Outputs, summary: RunSummary, root: P
     return lines
 
 
-def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no_shim, select, ignore,
-             output_format, no_color, quiet, allow_dirty, output_dir, rewrite_scripts,
-             outputs: _Outputs, cache_choice: tuple) -> NoReturn:
-    problem = _shim_name_problem(shim_name)
-    if problem:
-        _fail(err, f"--shim-name {shim_name!r} {problem}")
-    try:
-        enabled = catalogue.enabled_codes(_split(select), _split(ignore))
-    except ValueError as exc:
-        _fail(err, str(exc))
+def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
+    paths = run.paths
     notes: list[str] = []
     try:
-        root, items, skipped_links = _collect(paths, exclude, shim_name, notes)
+        common = common_folder(paths)
+        cfg = resolve_config(common, run.config_file, run.isolated)
+        enabled = selection(cfg, run.select, run.ignore, run.extend_select)
+        pfi = cfg.per_file_ignores
+        if run.per_file_ignores:
+            pfi = parse_per_file_ignores(run.per_file_ignores, "--per-file-ignores")
+    except (ConfigError, ValueError) as exc:
+        _fail(err, str(exc))
     except DiscoveryError as exc:
         _fail(err, str(exc))
+    shim_name = run.shim_name if run.shim_name is not None else (cfg.shim_name or "npu_compat")
+    problem = shim_name_problem(shim_name)
+    if problem:
+        _fail(err, f"--shim-name {shim_name!r} {problem}")
+    excludes = split_codes(run.exclude) or cfg.exclude
+    root = resolve_root(common, cfg.root, paths)
+    try:
+        _common, items, skipped_links = collect(paths, excludes, shim_name, notes, root=root)
+    except DiscoveryError as exc:
+        _fail(err, str(exc))
+    items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim_name,))]
     for link in skipped_links:
         err.print(f"warning: {link} is a symbolic link; skipped (name its target instead)", markup=False)
-    for note in notes:
+    for note in dict.fromkeys(notes):
         err.print(f"warning: {note}", markup=False)
     if not items and notes and not any(Path(p).is_dir() for p in paths):
         _fail(err, "nothing to migrate: no named path is a Python file")
+    dry_run = run.dry_run
     target = None
-    if output_dir is not None:
+    if run.output_dir is not None:
         try:
-            target = check_target(Path(output_dir), root)
+            target = check_target(Path(run.output_dir), root)
         except OutputError as exc:
             _fail(err, str(exc))
     tree = None
-    if not dry_run and target is None and not allow_dirty:
+    if not dry_run and target is None and not run.allow_dirty:
         tree = dirty.status(root)
         refusal = tree and dirty.refusal_for_changes(tree, root)
         if refusal:
             _fail(err, refusal)
 
-    color = sys.stdout.isatty() and not no_color and output_format == "text"
+    output_format = run.output_format
+    color = sys.stdout.isatty() and not run.no_color and output_format == "text"
     console = Console(no_color=not color, highlight=False, soft_wrap=True, force_terminal=color)
-    options = Options(enabled=enabled, shim_name=shim_name, npu_aware_dirs=npu_aware_dirs(items),
-                      package_dirs=package_dirs(root, items), rewrite_scripts=rewrite_scripts)
+    options = make_options(root, items, enabled, shim_name, run.rewrite_scripts)
     progress, advance = _progress_runner(err, color and len(items) > 200, len(items))
-    jobs = jobs or os.cpu_count() or 1
-    cache = open_cache(root, *cache_choice)
+    jobs = run.jobs or os.cpu_count() or 1
+    cache = open_cache(root, run.cache_dir, run.no_cache)
     if progress:
         with progress:
-            results = run_files(items, options, jobs=jobs, progress=advance, cache=cache)
+            results = run_engine(items, options, pfi, jobs=jobs, progress=advance, cache=cache)
     else:
-        results = run_files(items, options, jobs=jobs, cache=cache)
+        results = run_engine(items, options, pfi, jobs=jobs, cache=cache)
     if cache is not None:
         cache.save(root)
 
     summary = RunSummary(root=str(root), dry_run=dry_run, results=results)
-    # The shim is needed (created, refreshed or re-created) when any file imports it after the run,
+    # A shim is needed (created, refreshed or re-created) where any file imports it after the run,
     # whether this run or an earlier one rewrote it.
-    needs_shim = not no_shim and any(imports_shim(r, shim_name) for r in results)
-    if needs_shim:
-        try:
-            check_shim(root, shim_name)
-        except ShimConflict as exc:
-            summary.errors.append(str(exc))
+    shims = [] if run.no_shim else sorted(needed_shims(results, options))
+    try:
+        check_shims(root, shims)
+    except ShimConflict as exc:
+        summary.errors.append(str(exc))
+    if shims and not summary.errors:
+        packaging_results(summary, root, shims, shim_name, err)
     if tree is not None and not summary.errors:
         refusal = dirty.refusal_for_untracked(tree, root, (root / r.relpath for r in summary.changed))
         if refusal:
@@ -331,30 +317,31 @@ def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no
             state.target = target
             with InterruptGuard() as guard:
                 try:
-                    copy = write_copy(root, target, results, shim_name if needs_shim else None, guard)
+                    copy = write_copy(root, target, summary.results + summary.packaging, shims, guard)
                 except Interrupted:
                     _interrupted(err, state)
                 except OSError as exc:
-                    _fail(err, f"--output {output_dir}: cannot write the copy: {exc}")
+                    _fail(err, f"--output {run.output_dir}: cannot write the copy: {exc}")
             state.target = None
             summary.shim = copy.shim
             summary.errors.extend(copy.errors)
         else:
-            _write(summary, shim_name if needs_shim else None, state)
+            _write(summary, shims, state)
             if state.interrupted:
                 _interrupted(err, state)
-    elif dry_run and needs_shim and not summary.errors:
-        summary.shim = inject(root, shim_name, dry_run=True)
+    elif dry_run and shims and not summary.errors:
+        summary.shim = "; ".join(inject_all(root, shims, dry_run=True))
 
+    outputs = _Outputs(run.report_file, run.report_csv, run.emit_requirements)
     written = _write_outputs(err, outputs, summary, root, target if copy is not None else None)
     if output_format == "json":
         click.echo(json_report(summary))
         for line in written:
             err.print(line, markup=False, highlight=False)
     else:
-        if (dry_run or show_diff) and not quiet:
+        if (dry_run or run.show_diff) and not run.quiet:
             print_diffs(console, summary.changed, color)
-        if not quiet:
+        if not run.quiet:
             print_findings(console, summary)
         print_summary(console, summary)
         if copy is not None:
@@ -365,7 +352,30 @@ def _migrate(err, state, paths, dry_run, show_diff, jobs, exclude, shim_name, no
     sys.exit(summary.exit_code())
 
 
-def _write(summary: RunSummary, shim: str | None, state: _WriteState) -> None:
+def packaging_results(summary: RunSummary, root: Path, shims: list[str], shim_name: str, err) -> None:
+    """Packaging files that must list the new shim subpackages for the wheel to ship them: their
+    change joins the run's results (shown in the diff, written with the rest)."""
+    from .layout import packaging_edits, read_layout
+    from .engine import FileResult
+
+    homes = [split_folder(f)[0] for f in shims if split_folder(f)[0]]
+    if not homes:
+        return
+    layout = read_layout(root)
+    edits, problems = packaging_edits(layout, homes, shim_name)
+    for problem in problems:
+        summary.warnings.append(problem)
+    by_path = {r.relpath: r for r in summary.results}
+    for rel, (old, new) in sorted(edits.items()):
+        result = by_path.get(rel)
+        if result is not None and result.changed:  # a setup.py the rules rewrote too
+            summary.warnings.append(f"{rel}: also needs the shim listed among its packages; "
+                                    f"run npu-migrate again to add it")
+        else:
+            summary.packaging.append(FileResult(relpath=rel, original=old, new=new))
+
+
+def _write(summary: RunSummary, shims: list[str], state: _WriteState) -> None:
     """Write the shim, then every changed file, each atomically. The shim goes first: a migrated
     file never lands without the module it imports (if the shim cannot be written, no file is).
     SIGINT stops the run between two files (state.interrupted), never inside one."""
@@ -375,14 +385,11 @@ def _write(summary: RunSummary, shim: str | None, state: _WriteState) -> None:
     state.started = True
     with InterruptGuard() as guard:
         try:
-            if shim:
-                try:
-                    summary.shim = inject(root, shim)
-                except (ShimConflict, WriteError, OSError) as exc:
-                    summary.errors.append(
-                        f"shim {shim}/ not written ({exc}); no file was rewritten, as they would import it"
-                    )
-                    return
+            try:
+                summary.shim = "; ".join(inject_all(root, shims))
+            except ShimWriteError as exc:
+                summary.errors.append(f"{exc}; no file was rewritten, as they would import it")
+                return
             for result in todo:
                 if guard.requested:
                     state.interrupted = True
@@ -395,10 +402,6 @@ def _write(summary: RunSummary, shim: str | None, state: _WriteState) -> None:
                 state.written += 1
         except KeyboardInterrupt:  # a second Ctrl-C: the file being written is old or new
             state.interrupted = True
-
-
-def _split(values: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(v for value in values for v in value.split(",") if v.strip())
 
 
 @main.command("rules")

@@ -9,6 +9,7 @@ processes share it.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import re
@@ -19,11 +20,11 @@ from typing import Callable, Iterable, Optional
 
 import libcst as cst
 
-from . import catalogue, hotslice, suppress
+from . import catalogue, hotslice, imports, placement, suppress
 from .findings import Finding
 from .sourcemap import SourceMap
 from .sweep import Sweep, rule_reads
-from .transform import EXTRA_HOT, ImportPruner, Migrator
+from .transform import EXTRA_HOT, ImportPruner, Migrator, dotted_name
 
 # Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
 # It must match everything the rules and the sweep look for (rules/sweep.toml).
@@ -38,7 +39,12 @@ _TRIGGERS = (
 PREFILTER = re.compile(_TRIGGERS.encode())
 TRIGGER_WORDS = re.compile(_TRIGGERS)
 # The same test on the text of one statement; imports of torch are always visited.
-HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b")
+# An earlier run's output is read too: `backend = npu_compat.dist_backend() if ...` assigns a known
+# backend variable, not an unseen backend (NPU304); `.to(npu_compat.device()).double()` still puts
+# float64 on the accelerator (NPU930). (The default shim name only: a file with no trigger word
+# left is not parsed at all.)
+HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b|\.dist_backend\("
+                           r"|\bnpu_compat\.device")
 # A file that already speaks NPU is left byte-identical (patterns.md E26).
 NPU_AWARE = re.compile(rb"^\s*(import|from)\s+torch_npu\b|\btorch\.npu\b|\bis_npu_available\b", re.M)
 MAIN_GUARD = re.compile(rb"""__name__\s*==\s*['"]__main__['"]""")
@@ -53,6 +59,14 @@ class Options:
     package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
     hot_slices: bool = True  # parse only statements a rule can act on (hotslice.py)
     rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
+    # folder -> placement.ShimImport, for a packaged project (placement.plan); () for the root shim
+    shim_specs: tuple = ()
+    # top-level names of the project's own modules and packages (isort's first party)
+    first_party: frozenset = frozenset()
+
+    @functools.cached_property
+    def shim_spec_map(self) -> dict:
+        return dict(self.shim_specs)
 
 
 @dataclass
@@ -75,19 +89,41 @@ def _tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: i
     return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")
 
 
+def _binds_shim(stmt: cst.CSTNode, shim: str) -> Optional[str]:
+    """The module a simple statement imports the shim from: "npu_compat" for `import npu_compat`,
+    "mypkg.npu_compat" for `from mypkg import npu_compat`; None when it binds no shim."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return None
+    for small in stmt.body:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == shim:
+                    return shim
+        elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+            if isinstance(small.names, cst.ImportStar):
+                continue
+            for alias in small.names:
+                if alias.asname is None and isinstance(alias.name, cst.Name) and alias.name.value == shim:
+                    return f"{dotted_name(small.module)}.{shim}"
+    return None
+
+
+def shim_import_statements(module: cst.Module, shim: str) -> list[tuple[int, str]]:
+    """(index in module.body, module imported) of each module-level statement that binds the
+    shim: a plain import, or a bootstrap `try` whose first statement does."""
+    found = []
+    for index, statement in enumerate(module.body):
+        first = statement
+        if isinstance(statement, cst.Try) and statement.body.body:
+            first = statement.body.body[0]
+        bound = _binds_shim(first, shim)
+        if bound is not None:
+            found.append((index, bound))
+    return found
+
+
 def _already_imports_shim(module: cst.Module, shim: str) -> bool:
-    for statement in module.body:
-        bodies = [statement]
-        if isinstance(statement, cst.Try):
-            bodies = list(statement.body.body)
-        for stmt in bodies:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Import) and any(
-                        isinstance(a.name, cst.Name) and a.name.value == shim for a in small.names
-                    ):
-                        return True
-    return False
+    return bool(shim_import_statements(module, shim))
 
 
 def _insertion_index(module: cst.Module) -> int:
@@ -108,28 +144,112 @@ def _insertion_index(module: cst.Module) -> int:
     return index
 
 
-def _shim_import(shim: str, script_depth: int) -> list[cst.BaseStatement]:
-    if script_depth <= 0:
-        return [cst.parse_statement(f"import {shim}\n")]
-    ups = ", ".join(['".."'] * script_depth)
-    code = (
+def import_line(spec: placement.ShimImport) -> str:
+    if spec.package:
+        return f"from {spec.package} import {spec.name}"
+    return f"import {spec.name}"
+
+
+def bootstrap_code(spec: placement.ShimImport, path: str, base: str) -> str:
+    """The guarded import of a file that may run where the shim's package is not importable:
+    it appends `path` (from `base`, an expression for the file's folder) to sys.path."""
+    parts = ", ".join(f'"{part}"' for part in path.split("/"))
+    line = import_line(spec)
+    # `import npu_compat` fails with ModuleNotFoundError; `from pkg import npu_compat` with
+    # ImportError when an installed `pkg` predates the shim
+    error = "ImportError" if spec.package else "ModuleNotFoundError"
+    what = "the package" if spec.package else "the repository root"
+    return (  # lint-clean: one import a line, sorted
         f"try:\n"
-        f"    import {shim}\n"
-        f"except ModuleNotFoundError:  # run as a script: make the repository root importable (npu-migrate)\n"
-        f"    import os, sys\n"
-        f"    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), {ups}))\n"
-        f"    import {shim}\n"
+        f"    {line}\n"
+        f"except {error}:  # run as a script: make {what} importable (npu-migrate)\n"
+        f"    import os\n"
+        f"    import sys\n"
+        f"\n"
+        f"    sys.path.append(os.path.join({base}, {parts}))\n"
+        f"    {line}\n"
     )
-    return [cst.parse_statement(code)]
 
 
-def add_shim_import(module: cst.Module, shim: str, script_depth: int) -> cst.Module:
-    if _already_imports_shim(module, shim):
+def _foreign_shim_imports(module: cst.Module, spec: placement.ShimImport) -> list[cst.CSTNode]:
+    """Module-level statements that import the shim, or a module of it, from elsewhere than
+    `spec` says: an earlier run's top-level `import npu_compat` in a project now packaged."""
+    found = [module.body[i] for i, bound in shim_import_statements(module, spec.name) if bound != spec.module]
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                    name = dotted_name(small.module) or ""
+                    if (name == spec.name or name.startswith(spec.name + ".")) and stmt not in found:
+                        found.append(stmt)
+    return found
+
+
+def _rehome_submodule_imports(module: cst.Module, spec: placement.ShimImport) -> cst.Module:
+    """`from npu_compat.flash_attn import f` / `from npu_compat import flash_attn` written by an
+    earlier run for a root shim: from the shim of the file's package now."""
+    if not spec.package:
         return module
-    index = _insertion_index(module)
     body = list(module.body)
-    body[index:index] = _shim_import(shim, script_depth)
-    return module.with_changes(body=body)
+    changed = False
+    for index, stmt in enumerate(body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        smalls = list(stmt.body)
+        for i, small in enumerate(smalls):
+            if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                name = dotted_name(small.module)
+                if name == spec.name or name.startswith(spec.name + "."):
+                    smalls[i] = small.with_changes(module=cst.parse_expression(f"{spec.package}.{name}"))
+        if smalls != list(stmt.body):
+            body[index] = stmt.with_changes(body=smalls)
+            changed = True
+    return module.with_changes(body=body) if changed else module
+
+
+def _leading_block_imports(module: cst.Module, package: str) -> bool:
+    """The file's leading import block imports `package` (or a module of it) absolutely."""
+    start, end = imports.leading_block(module)
+    for stmt in module.body[start:end]:
+        for small in getattr(stmt, "body", ()):
+            if isinstance(small, cst.Import):
+                names = [dotted_name(a.name) or "" for a in small.names]
+            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                names = [dotted_name(small.module) or ""]
+            else:
+                continue
+            if any(n == package or n.startswith(package + ".") for n in names):
+                return True
+    return False
+
+
+SCRIPT_BASE = "os.path.dirname(os.path.abspath(__file__))"
+
+
+def add_shim_import(module: cst.Module, spec: placement.ShimImport, bootstrap: str,
+                    first_party: frozenset = frozenset(), rehome: bool = True) -> cst.Module:
+    """Import the shim as `spec` says: where isort would put it, or, for a file that may run as a
+    script (`bootstrap` is the path to put on sys.path), a guarded import after the leading
+    imports. A file that imports the shim from elsewhere (an earlier run's placement, before the
+    project was packaged) has that import replaced when `rehome` (NPU004) says so."""
+    existing = shim_import_statements(module, spec.name)
+    wanted_bootstrap = bool(bootstrap)
+    body = list(module.body)
+    if any(bound == spec.module for _index, bound in existing) or (existing and not rehome):
+        return module  # already there (or from elsewhere, and NPU004 is not selected)
+    for index, _bound in reversed(existing):
+        del body[index]
+    module = module.with_changes(body=body)
+    if wanted_bootstrap:
+        index = _insertion_index(module)
+        body = list(module.body)
+        guarded = cst.parse_statement(bootstrap_code(spec, bootstrap, SCRIPT_BASE))
+        if index > 0 and imports._is_import_line(body[index - 1]):
+            guarded = guarded.with_changes(leading_lines=[cst.EmptyLine()])  # after the import block
+        body[index:index] = [guarded]
+        return module.with_changes(body=body)
+    return imports.add_import(module, name=spec.name, from_module=spec.package or None,
+                              first_party=first_party | {spec.module.split(".")[0]})
 
 
 def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
@@ -142,7 +262,7 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
     try:
         result = FileResult(relpath=relpath, original=source)
         # (quick_search: the regex answer, by `in` for plain words and before scanning for a word)
-        if not hotslice.quick_search(PREFILTER, source):
+        if not hotslice.quick_search(PREFILTER, source) and not _imports_root_shim(source, relpath, options):
             result.skipped = "no CUDA trigger words"
             return result
         parent = os.path.dirname(relpath)
@@ -177,6 +297,18 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
             gc.enable()
 
 
+def _imports_root_shim(source: bytes, relpath: str, options: Options) -> bool:
+    """A file an earlier run gave `import npu_compat` (the root shim) in a project whose shim now
+    lives in its package: it is parsed to move the import, though it has no trigger word left."""
+    if not options.shim_specs:
+        return False
+    spec = placement.spec_for(options, relpath)
+    if not spec.package:
+        return False
+    name = re.escape(options.shim_name.encode())
+    return re.search(rb"^[ \t]*(import[ \t]+" + name + rb"\b|from[ \t]+" + name + rb"[. \t])", source, re.M) is not None
+
+
 def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> Optional[FileResult]:
     """Parse (the hot slices of) a file and run the rules; None when the slices did not work out."""
     try:
@@ -209,6 +341,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         relpath,
         options.enabled,
         shim=options.shim_name,
+        shim_module=placement.spec_for(options, relpath).module,
         defines_cuda_method=hotslice.quick_search(DEFINES_CUDA_METHOD, source),
         hot_statement=HOT_STATEMENT,
         suppressed=suppressions.suppresses,
@@ -218,30 +351,63 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
     if removable:
         new_module = new_module.visit(ImportPruner(removable, migrator.plain_torch_import))
     module.visit(Sweep(migrator))
-    if migrator.uses_shim:
-        # A file in a subfolder runs as a script when it has a main guard or is not in a package:
-        # `python sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.
-        parent = os.path.dirname(relpath)
-        is_script = MAIN_GUARD.search(source) or parent not in options.package_dirs
-        depth = relpath.count("/") if is_script else 0
-        new_module = add_shim_import(new_module, options.shim_name, depth)
+    spec = placement.spec_for(options, relpath)
+    rehome = _foreign_shim_imports(module, spec) if spec.package else []
+    if rehome and "NPU004" in options.enabled:
+        # written by an earlier run for a root shim: the package's own shim now (NPU004)
+        rehome = [stmt for stmt in rehome if not migrator._suppressed("NPU004", stmt)]
+        for stmt in rehome:
+            migrator._add("NPU004", stmt, True)
+    else:
+        rehome = []
+    binds = {id(module.body[i]) for i, bound in shim_import_statements(module, spec.name) if bound != spec.module}
+    if migrator.uses_shim or any(id(stmt) in binds for stmt in rehome):
+        # A file runs as a script when it has a main guard or is not in a package: `python
+        # sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.
+        bootstrap = spec.bootstrap(bool(MAIN_GUARD.search(source)))
+        if bootstrap and spec.package and _leading_block_imports(module, spec.package.split(".")[0]):
+            bootstrap = ""  # the file's own imports of the package must work first: so will ours
+        new_module = add_shim_import(new_module, spec, bootstrap, options.first_party, bool(rehome))
+    if rehome:
+        new_module = _rehome_submodule_imports(new_module, spec)
     findings = migrator.findings
     if new_module is module:
         # Nothing was replaced (the Migrator hands back untouched nodes themselves): the code
         # is the source map's, generated from this very module, so it is not generated again.
         new = source_map.text.encode(module.encoding)
+        if slices is not None:
+            new = hotslice.restore(new, slices)
+            if new is None:
+                return None
     else:
-        new = source_map.code(new_module).encode(new_module.encoding)  # = new_module.bytes
-    if slices is not None:
-        # (findings need nothing: their source text is read with the slices put back)
-        new = hotslice.restore(new, slices)
+        new = _generate(source_map, new_module, slices)
         if new is None:
             return None
+        # Imports the rewrite left unused (`import torch` whose only use was torch.cuda.X): gone,
+        # as a linter would ask. Only those: an import unused before stays. The sliced modules
+        # show the uses in hot statements; the whole new text settles the cold ones.
+        unused = imports.newly_unused(module, new_module) - {options.shim_name}
+        if unused:
+            drop = unused - imports.names_used_in_text(new.decode(new_module.encoding, "replace"), unused)
+            if drop:
+                new_module = imports.remove_import_bindings(new_module, drop)
+                new = _generate(source_map, new_module, slices)
+                if new is None:
+                    return None
     result.findings = sorted(findings)
     result.suppressed = migrator.suppressed_count
     if new != source:
         result.new = new
     return result
+
+
+def _generate(source_map: SourceMap, new_module: cst.Module, slices) -> Optional[bytes]:
+    """The new module's code, with the cold statements put back; None if a placeholder was lost."""
+    new = source_map.code(new_module).encode(new_module.encoding)  # = new_module.bytes
+    if slices is not None:
+        # (findings need nothing: their source text is read with the slices put back)
+        return hotslice.restore(new, slices)
+    return new
 
 
 def file_kind(relpath: str) -> str:
@@ -272,9 +438,9 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     return migrate_source(source, relpath, options)
 
 
-def imports_shim(result: FileResult, shim: str) -> bool:
-    """Whether the file imports the shim once the run is over (rewritten now or by an earlier run):
-    then the shim must exist. Notebooks are looked at cell by cell; other text files never do."""
+def _final_python_text(result: FileResult) -> Optional[bytes]:
+    """The Python code of a file once the run is over (a notebook's code cells joined); None for
+    other text files."""
     data = result.new if result.changed else (result.original or b"")
     kind = file_kind(result.relpath)
     if kind == "notebook":
@@ -282,15 +448,49 @@ def imports_shim(result: FileResult, shim: str) -> bool:
 
         try:
             cells = json.loads(data.decode("utf-8")).get("cells", [])
-            data = "\n".join(
+            return "\n".join(
                 "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
             ).encode("utf-8")
         except (ValueError, AttributeError, TypeError):
-            return False
-    elif kind != "python":
-        return False
-    pattern = rb"^[ \t]*(import|from)[ \t]+" + re.escape(shim.encode()) + rb"\b"
-    return re.search(pattern, data, re.M) is not None
+            return None
+    return data if kind == "python" else None
+
+
+def shim_modules(result: FileResult, shim: str) -> set[str]:
+    """The shim modules the file imports once the run is over (rewritten now or by an earlier
+    run): `npu_compat` for the root shim, `mypkg.npu_compat` for a package's."""
+    data = _final_python_text(result)
+    if not data:
+        return set()
+    name = re.escape(shim.encode())
+    found = set()
+    for m in re.finditer(rb"^[ \t]*(?:import|from)[ \t]+((?:\w+\.)*?)" + name + rb"\b", data, re.M):
+        found.add(m.group(1).decode("ascii", "replace") + shim)
+    for m in re.finditer(rb"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?[^)\n]*?(?<![\w.])" + name + rb"\b(?![ \t]+as\b)",
+                         data, re.M):
+        found.add(m.group(1).decode("ascii", "replace") + "." + shim)
+    return found
+
+
+def imports_shim(result: FileResult, shim: str) -> bool:
+    """Whether the file imports a shim once the run is over: then that shim must exist.
+    Notebooks are looked at cell by cell; other text files never do."""
+    return bool(shim_modules(result, shim))
+
+
+def needed_shims(results: Iterable[FileResult], options: Options) -> dict[str, list[str]]:
+    """Shim folder (relative to the root) -> the files that import it, after the run."""
+    by_module = {spec.module: spec.folder for _folder, spec in options.shim_specs}
+    needed: dict[str, list[str]] = {}
+    for result in results:
+        for module in sorted(shim_modules(result, options.shim_name)):
+            spec = placement.spec_for(options, result.relpath)
+            folder = spec.folder if module == spec.module else by_module.get(module)
+            if folder is None and module == options.shim_name:
+                folder = options.shim_name  # the root shim
+            if folder is not None:
+                needed.setdefault(folder, []).append(result.relpath)
+    return needed
 
 
 def migrate_path(args: tuple[str, str, Options]) -> FileResult:

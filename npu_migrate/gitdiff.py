@@ -40,6 +40,16 @@ def toplevel(folder: Path) -> Optional[Path]:
         return None
 
 
+def tracked_files(folder: Path) -> Optional[set[str]]:
+    """Paths (relative to `folder`, POSIX) that git tracks or has staged under `folder`; None
+    outside a git work tree."""
+    try:
+        out = _git(["ls-files", "-z", "--cached", "--", "."], folder)
+    except GitError:
+        return None
+    return {name for name in out.split("\0") if name}
+
+
 def changed_lines(ref: str, folder: Path) -> dict[Path, Optional[set[int]]]:
     """Absolute path -> changed line numbers (None: the whole file is new), for the work tree
     that contains `folder`."""

@@ -48,19 +48,51 @@ def installed_version(target: Path) -> str | None:
     return m.group(1)
 
 
-def check(root: Path, name: str) -> str | None:
-    return installed_version(root / name)
+def check(root: Path, name: str, home: str = "") -> str | None:
+    return installed_version(root / home / name)
 
 
-def inject(root: Path, name: str, dry_run: bool = False) -> str:
-    """Write or refresh the shim package `root/name`. Returns what happened."""
-    target = root / name
+def inject(root: Path, name: str, dry_run: bool = False, home: str = "") -> str:
+    """Write or refresh the shim package `root/home/name`. Returns what happened."""
+    target = root / home / name
+    shown = f"{home}/{name}" if home else name
     current = installed_version(target)
     if current is not None and _version_tuple(current) >= _version_tuple(__version__):
-        return f"shim {name}/ is current ({current})"
+        return f"shim {shown}/ is current ({current})"
     if dry_run:
-        return f"would {'refresh' if current else 'create'} shim {name}/ ({__version__})"
+        return f"would {'refresh' if current else 'create'} shim {shown}/ ({__version__})"
     target.mkdir(parents=True, exist_ok=True)
     for filename, data in template_files().items():
         write_atomic(target / filename, data)
-    return f"{'refreshed' if current else 'created'} shim {name}/ ({__version__})"
+    return f"{'refreshed' if current else 'created'} shim {shown}/ ({__version__})"
+
+
+class ShimWriteError(OSError):
+    """A shim folder could not be written (the message names it)."""
+
+
+def check_all(root: Path, folders) -> None:
+    """ShimConflict when any of the shim folders (`npu_compat`, `src/mypkg/npu_compat`) is taken
+    by a module that is not ours."""
+    for folder in folders:
+        home, name = split_folder(folder)
+        check(root, name, home)
+
+
+def inject_all(root: Path, folders, dry_run: bool = False) -> list[str]:
+    """Write or refresh every shim folder; what happened, a line each. ShimWriteError names the
+    first folder that could not be written."""
+    lines = []
+    for folder in folders:
+        home, name = split_folder(folder)
+        try:
+            lines.append(inject(root, name, dry_run=dry_run, home=home))
+        except (ShimConflict, OSError) as exc:
+            raise ShimWriteError(f"shim {folder}/ not written ({exc})") from exc
+    return lines
+
+
+def split_folder(folder: str) -> tuple[str, str]:
+    """"src/mypkg/npu_compat" -> ("src/mypkg", "npu_compat")."""
+    home, _sep, name = folder.rpartition("/")
+    return home, name

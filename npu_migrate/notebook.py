@@ -43,8 +43,8 @@ from typing import Any, Iterator, Optional
 
 import libcst as cst
 
-from . import catalogue, suppress
-from .engine import NPU_AWARE, PREFILTER, FileResult, Options, _already_imports_shim, _tool_finding, migrate_source
+from . import catalogue, placement, suppress
+from .engine import NPU_AWARE, PREFILTER, FileResult, Options, _already_imports_shim, _tool_finding, import_line, migrate_source
 from .findings import Finding
 
 # ------------------------------------------------------------------ the JSON: where each source is
@@ -525,9 +525,9 @@ class Round:
 
 
 def _run_engine(cells: list[Cell], masker: Masker, relpath: str, options: Options) -> Round:
-    shim = options.shim_name
     # The module starts with the shim import, so the engine adds none: the notebook gets its own.
-    parts = [f"import {shim}\n"]
+    scaffold = import_line(placement.spec_for(options, relpath)) + "\n"
+    parts = [scaffold]
     regions = {}
     line = 2
     for cell in cells:
@@ -550,7 +550,7 @@ def _run_engine(cells: list[Cell], masker: Masker, relpath: str, options: Option
                 chunks[current] = []
             elif current is not None:
                 chunks[current].append(physical)
-            elif index > 0 or physical != f"import {shim}\n":
+            elif index > 0 or physical != scaffold:
                 raise NotebookError("the engine changed the start of the module")  # cannot happen
         for cell in cells:
             new = "".join(chunks.get(cell.number, []))
@@ -621,28 +621,34 @@ def _placeholder(stmt: cst.CSTNode, masker: Masker) -> bool:
             and stmt.trailing_whitespace.comment.value.startswith(f"# {masker.token}m"))
 
 
-def shim_import_code(shim: str, depth: int) -> str:
-    """`import npu_compat`, or for a notebook `depth` folders below the repository root a guarded
-    import that appends the root (from the notebook's working folder) to sys.path."""
-    if depth <= 0:
-        return f"import {shim}\n"
-    ups = ", ".join(['".."'] * depth)
+def shim_import_code(spec, path: str) -> str:
+    """`import npu_compat` (or `from mypkg import npu_compat`), or for a notebook whose folder
+    is not where the shim is importable from, a guarded import that appends `path` (from the
+    notebook's working folder) to sys.path."""
+    line = import_line(spec)
+    if not path:
+        return f"{line}\n"
+    parts = ", ".join(f'"{part}"' for part in path.split("/"))
+    error = "ImportError" if spec.package else "ModuleNotFoundError"
+    what = "the package" if spec.package else "the repository root"
     return (
         f"try:\n"
-        f"    import {shim}\n"
-        f"except ModuleNotFoundError:  # notebook in a subfolder: make the repository root importable (npu-migrate)\n"
-        f"    import os, sys\n"
-        f"    sys.path.append(os.path.abspath(os.path.join(os.getcwd(), {ups})))\n"
-        f"    import {shim}\n"
+        f"    {line}\n"
+        f"except {error}:  # notebook in a subfolder: make {what} importable (npu-migrate)\n"
+        f"    import os\n"
+        f"    import sys\n"
+        f"\n"
+        f"    sys.path.append(os.path.abspath(os.path.join(os.getcwd(), {parts})))\n"
+        f"    {line}\n"
     )
 
 
-def add_shim_import(code: str, cell: Cell, masker: Masker, shim: str, depth: int) -> str:
+def add_shim_import(code: str, cell: Cell, masker: Masker, spec, path: str) -> str:
     """Insert the shim import after the cell's leading imports (magics among them are skipped),
     never above the cell's magic, never below a trailing magic whose value the cell displays."""
     missing_newline = bool(code) and not code.endswith(("\n", "\r"))
     module = cst.parse_module(code + "\n" if missing_newline else code)
-    if _already_imports_shim(module, shim):
+    if _already_imports_shim(module, spec.name):
         return code
     body = list(module.body)
     index = 1 if cell.header and body else 0
@@ -655,7 +661,7 @@ def add_shim_import(code: str, cell: Cell, masker: Masker, shim: str, depth: int
             index = position + 1
         elif not _placeholder(stmt, masker):
             break
-    body[index:index] = [cst.parse_statement(shim_import_code(shim, depth))]
+    body[index:index] = [cst.parse_statement(shim_import_code(spec, path))]
     new = module.with_changes(body=body).code
     return new[:-1] if missing_newline and new.endswith("\n") else new
 
@@ -755,9 +761,9 @@ def _migrate(doc: Document, cells: list[Cell], masker: Masker, relpath: str, opt
         if changed and any(shim_used.search(migrated[c.number]) for c in changed):
             target = next((c for c in live if c.namespace and c.python.strip()), None)
             if target is not None:
-                depth = relpath.count("/")
+                spec = placement.spec_for(options, relpath)
                 migrated[target.number] = add_shim_import(
-                    migrated[target.number], target, masker, options.shim_name, depth)
+                    migrated[target.number], target, masker, spec, spec.bootstrap(True))
         for cell in live:
             if migrated[cell.number] != cell.python:
                 restored = masker.restore(cell, migrated[cell.number])

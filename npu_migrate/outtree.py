@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .discover import COPY_SKIP_DIRS, project_files
 from .engine import FileResult
-from .inject import inject
+from .inject import inject_all
 from .source import TEMP_SUFFIX, InterruptGuard, write_delay_hook
 
 
@@ -67,11 +67,11 @@ def write_copy(
     root: Path,
     target: Path,
     results: list[FileResult],
-    shim: str | None,
+    shims: list[str],
     guard: InterruptGuard,
 ) -> CopyOutcome:
     """Copy the project at root to target with the changed results in their migrated form and the
-    shim injected (when `shim` is a name). Raises Interrupted when guard saw SIGINT; target is then
+    shim injected into each folder of `shims` (relative: `npu_compat`, `src/mypkg/npu_compat`). Raises Interrupted when guard saw SIGINT; target is then
     not created."""
     notes: list[str] = []
     migrated = {r.relpath: r for r in results if r.changed}
@@ -98,8 +98,7 @@ def write_copy(
                 write_delay_hook()
         if guard.requested:
             raise Interrupted(outcome.migrated, len(migrated))
-        if shim:
-            outcome.shim = f"{inject(tmp, shim)} in {target}"
+        outcome.shim = "; ".join(f"{line} in {target}" for line in inject_all(tmp, shims))
         _move_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,6 +23,9 @@ class RunSummary:
     results: list[FileResult]
     shim: str = ""
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # things the user must do by hand
+    # packaging files changed so that the wheel ships the shim (not scanned: no findings)
+    packaging: list[FileResult] = field(default_factory=list)
 
     @property
     def findings(self):
@@ -38,7 +41,7 @@ class RunSummary:
 
     @property
     def changed(self) -> list[FileResult]:
-        return [r for r in self.results if r.changed]
+        return sorted((r for r in self.results + self.packaging if r.changed), key=lambda r: r.relpath)
 
     @property
     def skipped(self) -> Counter:
@@ -105,6 +108,8 @@ def print_summary(console: Console, summary: RunSummary) -> None:
     console.print(table)
     if summary.shim:
         console.print(summary.shim, highlight=False)
+    for warning in summary.warnings:
+        console.print(f"warning: {warning}", markup=False, highlight=False)
     for error in summary.errors:
         console.print(f"[red]error:[/] {error}", highlight=False)
 
@@ -123,6 +128,7 @@ def json_report(summary: RunSummary) -> str:
         "findings_by_code": dict(sorted(summary.reported.items())),
         "findings": [f.as_dict() for f in summary.findings],
         "shim": summary.shim,
+        "warnings": summary.warnings,
         "errors": summary.errors,
     }
     return json.dumps(payload, indent=2, sort_keys=False)

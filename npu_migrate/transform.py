@@ -256,6 +256,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
         relpath: str,
         enabled: frozenset,
         shim: str = "npu_compat",
+        shim_module: Optional[str] = None,
         defines_cuda_method: bool = False,
         hot_statement: Optional[re.Pattern] = None,
         suppressed=None,
@@ -266,6 +267,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
         self.relpath = relpath
         self.enabled = enabled
         self.shim = shim
+        self.shim_module = shim_module or shim  # dotted: `mypkg.npu_compat` for a package's shim
         self.defines_cuda_method = defines_cuda_method
         # statements whose text has no trigger word are neither traversed nor swept
         self.hot_statement = hot_statement
@@ -344,6 +346,8 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
         self._replacements_at_visit.append(self.replacements)
         if isinstance(node, cst.Call) and self._is_own_literal_call(node):
             self.claim(node)
+            if node.func.attr.value == "dist_backend":
+                self._note_backend_variable()
             return False
         if self.hot_statement is not None and type(node) in _STATEMENTS:
             text = self.source_map.text_of(node)
@@ -385,6 +389,18 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
             and func.attr.value in ("env_name", "dist_backend")
             and all(isinstance(a.value, cst.SimpleString) for a in node.args)
         )
+
+    def _note_backend_variable(self) -> None:
+        """`backend = npu_compat.dist_backend() if ... else "gloo"` (an earlier run's output): the
+        variable holds a backend npu-migrate wrote, as `backend = "nccl" ...` did before."""
+        depth, child = 1, self._parents[-1]
+        parent = self._parent(depth)
+        while isinstance(parent, cst.IfExp) and (parent.body is child or parent.orelse is child):
+            child, depth = parent, depth + 1
+            parent = self._parent(depth)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            self.backend_variables.update(t.value for t in targets if isinstance(t, cst.Name))
 
     def _shadow_statement(self, node: cst.CSTNode) -> None:
         """A skipped top-level statement may still rebind an imported name."""
@@ -558,7 +574,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
             pairs.append((name, local))
         if not all(name in FLASH_FUNCTIONS for name, _ in pairs):
             return updated  # partly unmapped: the sweep reports the import (NPU502)
-        module = cst.Attribute(value=cst.Name(self.shim), attr=cst.Name("flash_attn"))
+        module = cst.parse_expression(f"{self.shim_module}.flash_attn")
         new = updated.with_changes(module=module, relative=())
         result = self.rewrite("NPU501", original, new, needs_import=False)
         if result is not None:
@@ -577,7 +593,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
         if not used or not used <= FLASH_FUNCTIONS:
             return updated
         names = [cst.ImportAlias(name=cst.Name("flash_attn"), asname=alias.asname)]
-        new = cst.ImportFrom(module=cst.Name(self.shim), names=names)
+        new = cst.ImportFrom(module=cst.parse_expression(self.shim_module), names=names)
         result = self.rewrite("NPU501", original, new, needs_import=False)
         if result is not None:
             self.flash_modules.add(local)
@@ -1055,7 +1071,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
             self.report("NPU304", value)
 
     def _grad_scaler(self, original: cst.Call, updated: cst.Call):
-        """torch.amp.GradScaler() / ("cuda", ...) / (device="cuda", ...) -> npu_compat.GradScaler(...)."""
+        """torch.amp.GradScaler() / ("cuda", ...) / (device="cuda", ...) -> npu_compat.grad_scaler(...)."""
         args = list(updated.args)
         first = original.args[0] if original.args else None
         if first is not None and first.keyword is None and not first.star:
@@ -1073,7 +1089,7 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
                     return updated
         if args:
             args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        new = updated.with_changes(func=self.shim_attr("GradScaler"), args=args)
+        new = updated.with_changes(func=self.shim_attr("grad_scaler"), args=args)
         for arg in original.args:
             self.claim(arg.value)
         return self.rewrite("NPU402", original, new) or updated
@@ -1286,9 +1302,13 @@ class Migrator(CachedTransformerDispatch, cst.CSTTransformer):
         return False
 
     def _is_cuda_device(self, node: cst.CSTNode) -> bool:
-        """"cuda", "cuda:0", f"cuda:{i}" or torch.device(<one of those>)."""
+        """"cuda", "cuda:0", f"cuda:{i}", torch.device(<one of those>), or the shim's device."""
         if _cuda_literal(node) is not None or _cuda_fstring_expr(node) is not None:
             return True
+        if isinstance(node, cst.Call) and dotted_name(node.func) in (
+            f"{self.shim}.device", f"{self.shim}.device_str", f"{self.shim}.device_type"
+        ):
+            return True  # what an earlier run made of "cuda": still the accelerator (check after migrate)
         if isinstance(node, cst.Call) and self.qualname(node.func) == "torch.device" and node.args:
             first = node.args[0].value
             return _cuda_literal(first) is not None or _cuda_fstring_expr(first) is not None

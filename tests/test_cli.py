@@ -109,7 +109,7 @@ def test_exit_0_when_every_construct_is_rewritten(tmp_path):
     put(tmp_path, "a.py", SYNC)
     r = cli(tmp_path)
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "a.py").read_text() == "import torch\nimport npu_compat\nnpu_compat.synchronize()\n"
+    assert (tmp_path / "a.py").read_text() == "import npu_compat\nnpu_compat.synchronize()\n"
 
 
 def test_exit_1_when_findings_remain(tmp_path):

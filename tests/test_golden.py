@@ -73,8 +73,10 @@ def test_golden_output_is_stable(rel):
 def test_every_fixable_rule_has_a_golden_rewrite():
     """Each code is exercised by a reviewed fixture: the Python golden pairs here, the scripts and
     configs of fixtures/textfiles/ (with the opt-in script rewrite) and the notebooks of
-    fixtures/notebooks/, whose expectations live in their own test modules."""
+    fixtures/notebooks/, whose expectations live in their own test modules, and the shim's
+    placement cases of test_placement.py."""
     from tests.test_notebook import EVAL_FINDINGS, TRAIN_FINDINGS
+    from tests.test_placement import PLACEMENT_FINDINGS
     from tests.test_textfiles import EXPECTED_FINDINGS
 
     seen = set()
@@ -86,6 +88,7 @@ def test_every_fixable_rule_has_a_golden_rewrite():
         seen.update((code, kind) for _line, _column, code, kind in rows)
     notebook_codes = {code for code, *_where in TRAIN_FINDINGS + EVAL_FINDINGS}
     seen.update((code, "rewrite" if catalogue.rule(code).fixable else "report") for code in notebook_codes)
+    seen.update(PLACEMENT_FINDINGS)  # the shim's placement: packaged projects, git (test_placement.py)
     for rule in catalogue.rules().values():
         kind = "rewrite" if rule.fixable else "report"
         assert (rule.code, kind) in seen, f"no golden case exercises {rule.code} ({kind})"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
@@ -39,12 +40,14 @@ def migrated(request, tmp_path_factory):
 def test_sweep_leaves_nothing_unreported(migrated):
     """Every CUDA construct still in the migrated code was reported by the migration (invariant 2)."""
     copy, first = migrated
-    reported = {(f["path"], f["code"], f["source"]) for f in first["findings"] if not f["fixable"]}
+    reported = Counter((f["path"], f["code"]) for f in first["findings"] if not f["fixable"])
     again = _cli_json(str(copy), "--dry-run")
     assert again["files_changed"] == 0
     assert not [f for f in again["findings"] if f["fixable"]]
-    left = {(f["path"], f["code"], f["source"]) for f in again["findings"]}
-    assert left <= reported, f"found after migration but never reported: {left - reported}"
+    # by file and code, not by source text: a construct reported in a statement that was also
+    # rewritten (`.cuda().to(torch.float64)`, NPU930) is still reported, in its migrated spelling
+    left = Counter((f["path"], f["code"]) for f in again["findings"])
+    assert not left - reported, f"found after migration but never reported: {left - reported}"
 
 
 def test_migrated_code_uses_only_names_torch_npu_has(migrated):

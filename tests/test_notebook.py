@@ -81,7 +81,9 @@ EVAL_SOURCES = {
        "try:\n"
        "    import npu_compat\n"
        "except ModuleNotFoundError:  # notebook in a subfolder: make the repository root importable (npu-migrate)\n"
-       "    import os, sys\n"
+       "    import os\n"
+       "    import sys\n"
+       "\n"
        "    sys.path.append(os.path.abspath(os.path.join(os.getcwd(), \"..\")))\n"
        "    import npu_compat",
     3: "def evaluate(values):\n"

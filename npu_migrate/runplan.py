@@ -1,0 +1,194 @@
+"""What `npu-migrate` (migrate) and `npu-migrate check` share: the files of a run, its root,
+its configuration and the engine options built from them, so that both commands (and the
+pre-commit hooks, which run `check`) give the same result on the same files.
+
+    paths -> collect (discover) -> root (`[tool.npu-migrate]`'s folder, else the project root)
+          -> options (rule selection, per-file ignores, where the shim goes) -> engine
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import catalogue, placement
+from .discover import DiscoveryError, _excluded, discover
+from .config import Config, check_codes
+from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A shim may not take the name of a module the migrated code needs.
+RESERVED_SHIM_NAMES = frozenset({"torch", "torch_npu", "torchvision", "numpy", "npu_migrate", "triton"})
+
+
+def shim_name_problem(name: str) -> str | None:
+    if not IDENTIFIER.match(name):
+        return "is not a Python identifier"
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        return "is a Python keyword"
+    if name in RESERVED_SHIM_NAMES or name in getattr(sys, "stdlib_module_names", ()):
+        return "would shadow a module the code needs"
+    return None
+
+
+def common_folder(paths: tuple[str, ...]) -> Path:
+    """The common folder of the named paths (a file counts as its folder)."""
+    resolved = [Path(p).absolute() for p in paths]
+    for p in resolved:
+        if not p.exists():
+            if os.path.lexists(p):
+                raise DiscoveryError(f"{p}: a broken symbolic link or a symbolic link loop")
+            raise DiscoveryError(f"{p}: no such file or directory")
+    bases = [p if p.is_dir() else p.parent for p in resolved]
+    return Path(os.path.commonpath([str(b) for b in bases]))
+
+
+def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
+            notes: list[str] | None = None, root: Path | None = None):
+    """The run's root and its (path, relpath) items. Root: `root` when given (an ancestor of
+    every path), else the common folder of the paths.
+
+    With `notes` (the migrate command), a named file that is not Python (no .py suffix, no
+    python #! line) or not a regular file is skipped with a note, as are unreadable folders.
+    """
+    resolved = [Path(p).absolute() for p in paths]
+    common = common_folder(paths)
+    root = root or common
+    items: dict[str, str] = {}
+    skipped_links: list[str] = []
+    for p in resolved:
+        if p.is_dir():
+            for path, rel in discover(p, exclude, shim_name, notes):
+                full_rel = Path(path).relative_to(root).as_posix()
+                items[path] = full_rel
+        elif Path(paths[resolved.index(p)]).is_symlink():
+            skipped_links.append(str(p))  # never written through: migrate the link's target instead
+        elif notes is not None and not p.is_file():
+            notes.append(f"{p}: not a regular file; skipped")
+        elif notes is not None and not is_python_file(p):
+            notes.append(f"{p}: not a Python file (no .py suffix, no python #! line); skipped")
+        elif p.suffix == ".py" or p.is_file():
+            items[str(p)] = p.relative_to(root).as_posix()
+    return root, sorted(items.items(), key=lambda kv: kv[1]), skipped_links
+
+
+# A file named on the command line is migrated when it has one of these suffixes or a python #!
+# line; anything else is skipped with a warning (a README named by mistake is not parsed as code).
+NAMED_FILE_SUFFIXES = (".py", ".pyw", ".ipynb")
+
+
+def is_python_file(path: Path) -> bool:
+    if path.suffix in NAMED_FILE_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return True  # let the run report why it cannot be read
+    return first.startswith(b"#!") and b"python" in first
+
+
+
+
+def split_codes(values) -> tuple[str, ...]:
+    """Repeatable, comma-separated option values, flattened."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
+def selection(cfg: Config, select, ignore, extend_select) -> frozenset[str]:
+    """Command-line options replace the config keys of the same name; ignore wins over select."""
+    select = split_codes(select) or cfg.select
+    extend = split_codes(extend_select) or cfg.extend_select
+    ignored = split_codes(ignore) or cfg.ignore
+    for values in (select or (), extend, ignored):
+        check_codes(tuple(values), "command line")
+    chosen = catalogue.expand_selection(select) if select else set(catalogue.rules())
+    chosen |= catalogue.expand_selection(extend)
+    return frozenset(chosen - catalogue.expand_selection(ignored))
+
+
+def resolve_root(common: Path, config_root: Optional[Path], paths: tuple = ()) -> Path:
+    """The run's root, where relative paths start and the shim goes: the folder of the
+    pyproject.toml holding `[tool.npu-migrate]`, else the project that holds the paths
+    (`placement.project_root`: out of import packages, up to the packaging files). When only
+    files are named (`npu-migrate pkg/util.py`, the pre-commit hooks), a project without
+    packaging is rooted at the top of its git work tree: the files belong to the project, and
+    their importers expect the shim where a run over the whole tree would put it."""
+    if config_root is not None:
+        return config_root
+    root = placement.project_root(common)
+    files_only = bool(paths) and not any(Path(p).is_dir() for p in paths)
+    if files_only and not placement.has_packaging(root):
+        from . import gitdiff
+
+        top = gitdiff.toplevel(common)
+        if top is not None:
+            return top
+    return root
+
+
+def first_party_names(root: Path, shim: str, layout=None) -> frozenset:
+    """Top-level names of the project's own modules and packages, for isort's first-party
+    section: what lies at the root and in its import roots (src/), and the shim."""
+    names = {shim}
+    folders = {root, root / "src"}
+    if layout is not None:
+        folders |= {root / r for r in layout.import_roots}
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith((".", "_")):
+                continue
+            if entry.name.endswith(".py"):
+                names.add(entry.name[:-3])
+            elif entry.is_dir(follow_symlinks=False) and entry.name.isidentifier():
+                names.add(entry.name)
+    return frozenset(names)
+
+
+def make_options(root: Path, items: list[tuple[str, str]], enabled: frozenset, shim: str,
+                 rewrite_scripts: bool = False) -> Options:
+    """The engine options of a run over `items` (path, relpath under root)."""
+    from .layout import read_layout
+
+    layout = read_layout(root)
+    relpaths = [rel for _path, rel in items]
+    return Options(
+        enabled=enabled,
+        shim_name=shim,
+        npu_aware_dirs=npu_aware_dirs(items),
+        package_dirs=package_dirs(root, items),
+        rewrite_scripts=rewrite_scripts,
+        shim_specs=placement.plan(root, relpaths, shim, layout),
+        first_party=first_party_names(root, shim, layout),
+    )
+
+
+def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=(), jobs: int = 1,
+               cache=None, progress: Optional[Callable[[FileResult], None]] = None) -> list[FileResult]:
+    """Run the engine over `items`; files that per-file ignores match run with their own rule
+    selection, exactly as `--ignore` would run them (so an ignored rule's constructs stay
+    claimed, not swept)."""
+    import dataclasses
+
+    groups: dict[frozenset, list[tuple[str, str]]] = defaultdict(list)
+    for path, rel in items:
+        ignored: set[str] = set()
+        for glob, codes in per_file_ignores:
+            if _excluded(rel, (glob,)):
+                ignored |= catalogue.expand_selection(codes)
+        groups[frozenset(options.enabled - ignored)].append((path, rel))
+    results: list[FileResult] = []
+    for enabled, group in groups.items():
+        group_options = options if enabled == options.enabled else dataclasses.replace(options, enabled=enabled)
+        results.extend(run_files(group, group_options, jobs=jobs, progress=progress, cache=cache))
+    results.sort(key=lambda r: r.relpath)
+    return results
