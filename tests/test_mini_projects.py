@@ -194,6 +194,24 @@ def test_migrated_entry_point_matches_original(entry, project_pair):
         assert len(_step_losses(actual)) == NUM_STEPS
 
 
+def _run_with_warnings_as_errors(project_dir, args):
+    proc = subprocess.run([sys.executable, "-W", "error", *args], cwd=project_dir, env=_run_env(),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    last = proc.stderr.strip().splitlines()[-1:] if proc.returncode else []
+    return proc.returncode, proc.stdout, last
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("entry", TRAINING_ENTRY_POINTS, ids=_entry_id)
+def test_migrated_entry_point_adds_no_warning(entry, project_pair):
+    """`python -W error`: a warning the migration added (a deprecated API it called, such as
+    torch.cuda.amp.GradScaler for torch.amp.GradScaler) would stop the migrated run where the
+    original goes on, or end it with another error. Both runs must end alike."""
+    project, args = entry
+    original, migrated = project_pair(project)
+    assert _run_with_warnings_as_errors(migrated, args) == _run_with_warnings_as_errors(original, args)
+
+
 @pytest.mark.integration
 def test_migrated_cli_still_offers_cuda(project_pair):
     _, migrated = project_pair("nanochat_mini")
