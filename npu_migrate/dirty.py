@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from .gitdiff import GitError, _git, toplevel
+from .gitdiff import toplevel
+from .safegit import GitError, git
 
 SHOWN = 10  # files named in the message; the rest are counted
 
@@ -34,7 +35,7 @@ def status(root: Path) -> WorkTree | None:
     if top is None:
         return None
     try:
-        out = _git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."], root)
+        out = git(["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."], root)
     except GitError:
         return None
     tree = WorkTree(top=top)

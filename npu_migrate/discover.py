@@ -5,8 +5,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-import subprocess
 from pathlib import Path
+
+from .safegit import GitError, git
 
 # Folders never entered: VCS data, virtual environments, build output, caches.
 SKIP_DIRS = frozenset({
@@ -40,13 +41,10 @@ def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
 def _git_files(root: Path) -> list[str] | None:
     """Tracked and untracked-but-not-ignored files under root, or None outside a git work tree."""
     try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
-            cwd=root, capture_output=True, timeout=60, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."], root, timeout=60)
+    except GitError:
         return None
-    names = sorted({p for p in out.decode("utf-8", "surrogateescape").split("\0") if p})
+    names = sorted({p for p in out.split("\0") if p})
     # Nothing listed: the folder is empty, or git ignores all of it (a virtual environment or a
     # site-packages inside a work tree, named explicitly). Walking it is what the user asked for.
     return names or None

@@ -8,29 +8,17 @@ on a changed line when the line where its construct starts was added or changed.
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Optional
+
+from .safegit import GitError, git
 
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 WHOLE_FILE = None  # a file that is new as a whole
 
 
-class GitError(Exception):
-    """git failed: not a work tree, unknown revision, no merge base (shallow clone?)."""
-
-
 def _git(args: list[str], cwd: Path) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", "-c", "core.quotepath=off", *args], cwd=cwd, capture_output=True, timeout=300,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise GitError(f"git {' '.join(args)}: {exc}") from None
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip() or f"exit {proc.returncode}"
-        raise GitError(f"git {' '.join(args)}: {message}")
-    return proc.stdout.decode("utf-8", "surrogateescape")
+    return git(args, cwd)  # safegit: nothing the repository configures runs
 
 
 def toplevel(folder: Path) -> Optional[Path]:
@@ -63,7 +51,7 @@ def changed_lines(ref: str, folder: Path) -> dict[Path, Optional[set[int]]]:
             f"cannot find the merge base of {ref!r} and HEAD ({exc}); "
             "in CI, fetch the history (actions/checkout with fetch-depth: 0)"
         ) from None
-    diff = _git(["diff", "-U0", "--no-color", "--no-ext-diff", "-M", base, "--"], top)
+    diff = _git(["diff", "-U0", "--no-color", "-M", base, "--"], top)  # + safegit's diff flags
     out: dict[Path, Optional[set[int]]] = {}
     current: Optional[set[int]] = None
     for line in diff.splitlines():
