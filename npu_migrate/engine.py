@@ -22,6 +22,7 @@ import libcst as cst
 
 from . import catalogue, hotslice, imports, placement, suppress
 from .findings import Finding
+from .source import read_regular
 from .sourcemap import SourceMap
 from .sweep import Sweep, rule_reads
 from .transform import EXTRA_HOT, ImportPruner, Migrator, dotted_name
@@ -78,6 +79,9 @@ class FileResult:
     encoding: str = "utf-8"
     skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
     suppressed: int = 0  # constructs left alone because a comment said so
+    # not for the cache: the file ran out of time or killed the process migrating it (the
+    # machine's load, the time budget or a fixed libcst may give another answer next time)
+    uncached: bool = False
 
     @property
     def changed(self) -> bool:
@@ -87,6 +91,213 @@ class FileResult:
 def _tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: int = 1) -> Finding:
     rule = catalogue.rule(code)
     return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")
+
+
+# ------------------------------------------------------------------ hostile input, before libcst
+#
+# libcst's native parser recurses once per level of nesting and has no guard: 2,000 nested
+# brackets, a chain of ~8,000 operators or ~9,000 `elif` branches overflow its stack and kill the
+# process (SIGSEGV), and its time grows with the square of an expression's depth (a 4,000-term
+# `a + a + ...` takes 5.6 s, 2,000 chained subscripts 7.7 s). Its code generation already gives
+# up (RecursionError, NPU001) on anything nested deeper than about 330. So the text libcst is
+# about to parse is measured first, by a scan of its bytes, and a file beyond these limits is
+# NPU001 and left unchanged; the limits sit far below every crash measured.
+MAX_BRACKET_DEPTH = 200  # CPython's own tokenizer refuses a 201st nested bracket
+# operators, calls, subscripts, attribute accesses and terms chained in one expression (the
+# scan's estimate of its depth); the slowest shape at the limit (chained subscripts) parses in 0.4 s
+MAX_EXPRESSION_DEPTH = 500
+MAX_ELIF = 2000  # `elif` branches in one file (libcst nests each in the one before)
+# Within the limits, a file may still keep libcst's native parser busy for long: many deep
+# expressions (each at the limit takes up to 0.4 s), or many MiB (about 5 s a MiB). Python cannot
+# interrupt the native parser, so such a file is migrated in a process of its own that can be
+# killed at the time budget, when the run is in-process (workers can be killed anyway).
+_HEAVY_DEPTH = 100  # no expression of torch's own tree goes deeper than about 40
+_HEAVY_OPERATORS = 2000  # operators read deeper than _HEAVY_DEPTH in one file
+_HEAVY_BYTES = 4 * 1024 * 1024
+
+# Comments, line continuations and strings, which the scan sets aside (an f-string's fields stay).
+_STRIPPED = re.compile(
+    rb"#[^\n]*"
+    rb"|\\\n"
+    rb"|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*(?:'''|\Z)"
+    rb'|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*(?:"""|\Z)'
+    rb"|'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'?"
+    rb'|"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"?'
+)
+_STRING_PREFIX = re.compile(rb"(?<![\w])[rRbBuUfF]{1,2}\Z")
+_FIELD_BRACE = re.compile(rb"\{\{|\}\}|[{}]")
+# -> "~", an operator (`else` is not counted: `a if b else c` is one level)
+_OPERATOR_WORDS = re.compile(rb"\b(?:and|or|not|if|lambda|await)\b")
+_SKELETON = b"()[]{},;\n'~+-*/%@&|^<>."  # what the scan reads; "'" is a string, "\0" a line break in one
+_NOT_SKELETON = bytes(sorted(set(range(256)) - set(_SKELETON)))
+_NOT_SKELETON_OR_MARK = bytes(sorted(set(range(256)) - set(_SKELETON) - {0}))
+_BRACKET_STEP = {ord("("): 1, ord("["): 1, ord("{"): 1, ord(")"): -1, ord("]"): -1, ord("}"): -1}
+# A string counts only when another follows it (implicit concatenation nests in libcst): the last
+# of each run is dropped. (An f-string is "'(" and its fields: a "(" may follow one.)
+_LAST_STRING = re.compile(rb"'(?![\n\0]*['(])")
+# Each byte of the skeleton: an operator's precedence (1 the loosest), or what else it is.
+_CLOSE, _RESTART, _LINE_END, _NOTHING = -1, -2, -3, 0
+_TRAILER = 8  # a call, subscript, display or parenthesis binds as tight as a dot
+_OPENING = frozenset(b"([{")
+_PRECEDENCE = [_NOTHING] * 256
+for _chars, _level in (("~", 1), ("<>", 2), ("|^&", 3), ("+-", 5), ("*/%@", 6), (".([{", _TRAILER), ("'", 9),
+                       (")]}", _CLOSE), (",", _RESTART), ("\n;", _LINE_END)):
+    for _char in _chars:
+        _PRECEDENCE[ord(_char)] = _level
+
+
+def _fstring_fields(text: bytes) -> bytes:
+    """The replacement fields of an f-string (`{{` and `}}` are literal braces), as one bracket
+    each: they nest inside the string as far as libcst's parser is concerned."""
+    fields, depth, start = [], 0, 0
+    for match in _FIELD_BRACE.finditer(text):
+        brace = match.group()
+        if len(brace) == 2 and depth == 0:
+            continue
+        if brace[0] == 123:  # "{" (or "{{" inside a field: two)
+            if depth == 0:
+                start = match.end()
+            depth += len(brace)
+        elif depth:
+            used = min(depth, len(brace))  # "}}" may close a format spec's field and then this one
+            depth -= used
+            if depth == 0:
+                fields.append(b"(" + text[start:match.start() + used - 1] + b")")
+    if depth:
+        fields.append(b"(" + text[start:])
+    return b"".join(fields)
+
+
+def _set_aside(match: re.Match) -> bytes:
+    text = match.group()
+    if text[0] == 35:  # a comment
+        return b""
+    marks = b"\0" * text.count(b"\n")  # line breaks that do not end a logical line
+    if text[0] == 92:  # a line continuation
+        return marks
+    start = match.start()
+    prefix = _STRING_PREFIX.search(match.string, max(0, start - 3), start)
+    if prefix is not None and b"f" in prefix.group().lower():
+        fields = _fstring_fields(text)
+        if fields:  # (its line breaks are all in `marks`)
+            return b"'" + _strip_for_scan(fields).translate(None, b"\n\0") + marks
+    return b"'" + marks
+
+
+def _strip_for_scan(source: bytes) -> bytes:
+    return _OPERATOR_WORDS.sub(b"~", _STRIPPED.sub(_set_aside, source))
+
+
+def _scan_depths(skeleton: bytes) -> tuple[Optional[int], int]:
+    """Where in the skeleton an expression first goes deeper than the limits (None if nowhere),
+    and how many operators it read deeper than _HEAVY_DEPTH.
+
+    An estimate of the depth of libcst's tree, by operator precedence: each operator (operator
+    word, dot, bracket, string run on from another) adds one to the chain of its precedence,
+    and ends the chains of the operators that bind tighter (`a*b + c*d + ...` is as deep as its
+    `+` chain, plus one product). A bracket's contents start afresh, on top of the depth where it
+    opens; a comma starts afresh. A line break (or `;`) outside brackets ends a logical line;
+    "\\0" (a line break inside a string) is not read here.
+    """
+    frames: list[tuple[list, int]] = []  # (chains, depth) of the enclosing brackets
+    heavy = 0  # operators read deeper than _HEAVY_DEPTH
+    chains: list[list[int]] = []  # [precedence, length], the loosest first
+    depth = outer = 0  # this bracket's depth (the sum of the lengths), the enclosing ones'
+    precedence, opening = _PRECEDENCE, _OPENING
+    limit = MAX_EXPRESSION_DEPTH
+    for index, byte in enumerate(skeleton):
+        level = precedence[byte]
+        if level > 0:  # an operator
+            while chains and chains[-1][0] > level:
+                depth -= chains.pop()[1]
+            if chains and chains[-1][0] == level:
+                chains[-1][1] += 1
+            else:
+                chains.append([level, 1])
+            depth += 1
+            if outer + depth > _HEAVY_DEPTH:
+                heavy += 1
+                if outer + depth > limit:
+                    return index, heavy
+            if level == _TRAILER and byte in opening:
+                if len(frames) >= MAX_BRACKET_DEPTH:
+                    return index, heavy
+                frames.append((chains, depth))
+                outer += depth
+                chains, depth = [], 0
+        elif level == _CLOSE:
+            if frames:
+                chains, depth = frames.pop()
+                outer -= depth
+            else:
+                chains, depth = [], 0  # an unbalanced closing bracket: the parser will say so
+        elif level == _RESTART or (level == _LINE_END and not frames):
+            chains, depth = [], 0
+    return None, heavy
+
+
+def _skeleton(stripped: bytes, drop: bytes) -> bytes:
+    skeleton = _LAST_STRING.sub(b"", stripped.translate(None, drop))
+    for double in (b"**", b"//", b"<<", b">>"):  # one operator each
+        skeleton = skeleton.replace(double, double[:1])
+    return skeleton
+
+
+def pathological(source: bytes) -> Optional[tuple[str, int]]:
+    """(why, line) when libcst must not be given this text: it holds a NUL byte (CPython will
+    not compile it), or it is nested beyond the limits above; None for any ordinary file.
+
+    The scan is a few regular-expression passes in C and one loop over the bytes that matter
+    (brackets, operators, commas, line breaks: a twelfth of a typical file)."""
+    return _measure(source)[0]
+
+
+def _measure(source: bytes) -> tuple[Optional[tuple[str, int]], bool]:
+    """(pathological's answer, whether parsing may take long: deep expressions, or many MiB)."""
+    nul = source.find(b"\0")
+    if nul >= 0:
+        return ("contains a NUL byte, which CPython refuses in source code", source.count(b"\n", 0, nul) + 1), False
+    heavy = len(source) > _HEAVY_BYTES
+    if not source.isascii():
+        import io
+        import tokenize
+
+        try:
+            encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+            if encoding not in ("utf-8", "utf-8-sig"):
+                # (a multi-byte encoding may hold quote or backslash bytes inside characters)
+                source = source.decode(encoding).encode("utf-8")
+        except (SyntaxError, LookupError, UnicodeDecodeError):
+            return None, heavy  # the parser reports the encoding
+    if b"\r" in source:
+        source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    stripped = _strip_for_scan(source)
+    if stripped.count(b"elif") > MAX_ELIF:
+        branches = list(re.finditer(rb"\belif\b", stripped))
+        if len(branches) > MAX_ELIF:
+            at = branches[MAX_ELIF].start()
+            return (f"{len(branches)} `elif` branches (limit {MAX_ELIF} in one file: libcst nests each "
+                    f"branch in the one before, and its parser crashes on a chain of about 9,000)",
+                    stripped.count(b"\n", 0, at) + stripped.count(b"\0", 0, at) + 1), heavy
+    at, deep = _scan_depths(_skeleton(stripped, _NOT_SKELETON))
+    if at is None:
+        return None, heavy or deep > _HEAVY_OPERATORS
+    # Beyond a limit (rare): where, from the skeleton with its "\0" marks, for the line number.
+    from itertools import accumulate
+
+    marked = _skeleton(stripped, _NOT_SKELETON_OR_MARK)
+    steps = (_BRACKET_STEP.get(byte, 0) for byte in marked)
+    depths = list(accumulate(steps, lambda depth, step: max(0, depth + step)))  # (a stray ")" is no -1)
+    deepest = max(depths, default=0)
+    if deepest > MAX_BRACKET_DEPTH:
+        at = next(i for i, depth in enumerate(depths) if depth > MAX_BRACKET_DEPTH)
+        why = f"brackets nested {deepest} deep (limit {MAX_BRACKET_DEPTH}: CPython's own parser refuses more)"
+    else:
+        at = _scan_depths(marked)[0] or 0
+        why = (f"an expression nested too deeply: more than {MAX_EXPRESSION_DEPTH} operators, calls, "
+               f"subscripts or terms chained in one expression (libcst's parse time grows with the "
+               f"square of that number, and its parser crashes on about 8,000)")
+    return (why, marked.count(b"\n", 0, at) + marked.count(b"\0", 0, at) + 1), heavy
 
 
 def _binds_shim(stmt: cst.CSTNode, shim: str) -> Optional[str]:
@@ -276,7 +487,10 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         slices = None
         if options.hot_slices:
             # what makes a statement hot for the Migrator (Migrator.on_visit), what else rules read
-            slices = hotslice.reduce(source, (HOT_STATEMENT, EXTRA_HOT), TRIGGER_WORDS, rule_reads())
+            try:
+                slices = hotslice.reduce(source, (HOT_STATEMENT, EXTRA_HOT), TRIGGER_WORDS, rule_reads())
+            except RecursionError:
+                slices = None  # statements nested too deep for its walk (an `elif` chain): the whole file
         try:
             if slices is not None:
                 sliced = _migrate_parsed(source, slices, relpath, options, suppressions, result)
@@ -311,8 +525,18 @@ def _imports_root_shim(source: bytes, relpath: str, options: Options) -> bool:
 
 def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> Optional[FileResult]:
     """Parse (the hot slices of) a file and run the rules; None when the slices did not work out."""
+    text = slices.reduced if slices is not None else source
+    refused, heavy = _measure(text)  # never hand libcst what crashes it or takes it minutes
+    if heavy and _RUN.isolate_heavy:
+        raise _Isolate()  # (run_files migrates the file again, in a process it can kill)
+    if refused is not None:
+        # (the slices are a part of the file: the whole file is no better)
+        finding = _tool_finding("NPU001", relpath, refused[0], refused[1])
+        if not suppressions.suppresses(finding.code, finding.line):
+            result.findings.append(finding)
+        return result
     try:
-        module = cst.parse_module(slices.reduced if slices is not None else source)
+        module = cst.parse_module(text)
     except UnicodeDecodeError as exc:
         finding = _tool_finding("NPU002", relpath, str(exc))
     except cst.ParserSyntaxError as exc:
@@ -493,14 +717,129 @@ def needed_shims(results: Iterable[FileResult], options: Options) -> dict[str, l
     return needed
 
 
+# ------------------------------------------------------------------ the time budget of one file
+#
+# Within run_files, the process that migrates a file (a worker, a process of its own, or the
+# main process on its main thread) arms SIGALRM for the file's budget; its handler raises
+# _FileTimeout wherever Python code runs, and the file is NPU001 "took longer than N s". Python
+# cannot interrupt libcst's native parser, whose exception only comes when it returns: so where
+# the parse alone may run past the budget, the parent kills the process (a worker, or the process
+# of its own a heavy file gets in an in-process run) at _hard_limit, and reports the same.
+FILE_TIMEOUT_ENV = "NPU_MIGRATE_FILE_TIMEOUT"
+DEFAULT_FILE_TIMEOUT = 60.0  # seconds; torch's slowest file takes about 3
+
+
+def file_timeout() -> float:
+    """The time budget of one file in seconds, from $NPU_MIGRATE_FILE_TIMEOUT (0: none)."""
+    raw = os.environ.get(FILE_TIMEOUT_ENV, "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_FILE_TIMEOUT
+    except ValueError:
+        seconds = DEFAULT_FILE_TIMEOUT
+    return seconds if 0 < seconds < float("inf") else 0.0
+
+
+def _hard_limit(seconds: float) -> float:
+    """When the parent kills a process still on one file: after its own alarm had its chance."""
+    return seconds * 1.5 + 2
+
+
+class _FileTimeout(BaseException):
+    """Raised by the SIGALRM handler (not an Exception: no `except Exception` swallows it)."""
+
+
+class _Isolate(BaseException):
+    """A heavy file met in an in-process run: run_files migrates it in a process of its own."""
+
+
+class _RunState:
+    alarm_armed = False  # the handler raises only while a file's budget runs
+    isolate_heavy = False  # in-process runs of run_files: heavy files go to a process of their own
+    board = None  # workers: the parent's table of what each worker is doing (see _run_pool)
+    slot = -1
+
+
+_RUN = _RunState()
+
+
+def _on_alarm(signum, frame) -> None:
+    if _RUN.alarm_armed:
+        _RUN.alarm_armed = False
+        raise _FileTimeout()
+
+
+def _install_alarm() -> Optional[tuple]:
+    """Make SIGALRM ours in this process; (the previous handler,) to put back, or None when
+    this process cannot take it (no SIGALRM on Windows; signals go to the main thread only)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return None
+    return (signal.signal(signal.SIGALRM, _on_alarm),)
+
+
+def _restore_alarm(saved: Optional[tuple]) -> None:
+    if saved is not None:
+        import signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved[0])
+
+
+def _timed_out(relpath: str, original: Optional[bytes], seconds: float) -> FileResult:
+    finding = _tool_finding("NPU001", relpath, f"took longer than {seconds:g} s to migrate ({FILE_TIMEOUT_ENV})")
+    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
+
+
+def _crashed(relpath: str, original: Optional[bytes], exitcode: Optional[int]) -> FileResult:
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = signal.Signals(-exitcode).name
+        except ValueError:
+            how = f"signal {-exitcode}"
+    else:
+        how = f"exit status {exitcode}"
+    detail = f"the parser crashed on this file (the process migrating it died: {how})"
+    finding = _tool_finding("NPU001", relpath, detail)
+    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
+
+
+def _read_original(path: str) -> Optional[bytes]:
+    try:
+        return read_regular(path)
+    except OSError:
+        return None
+
+
 def migrate_path(args: tuple[str, str, Options]) -> FileResult:
-    """Worker entry point: read a file and migrate it (the caller writes)."""
+    """Worker entry point: read a file and migrate it (the caller writes). Within run_files, in
+    a process whose SIGALRM is ours, the file has its time budget."""
     path, relpath, options = args
     try:
-        source = Path(path).read_bytes()
+        # never a FIFO or a device (it would block or never end), never a file over the limit
+        source = read_regular(path)
     except OSError as exc:
         return FileResult(relpath=relpath, findings=[_tool_finding("NPU002", relpath, exc.strerror or str(exc))])
-    return migrate_file(source, relpath, options)
+    import signal
+
+    seconds = file_timeout()
+    if not seconds or not hasattr(signal, "setitimer") or signal.getsignal(signal.SIGALRM) is not _on_alarm:
+        return migrate_file(source, relpath, options)
+    try:
+        _RUN.alarm_armed = True
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return migrate_file(source, relpath, options)
+        finally:
+            _RUN.alarm_armed = False  # first: an alarm from here on does nothing
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _FileTimeout:
+        _RUN.alarm_armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return _timed_out(relpath, source, seconds)
 
 
 def run_files(
@@ -522,30 +861,203 @@ def run_files(
     # while it runs. (Results are sorted by path below, so the order never shows.)
     tasks = sorted(((path, rel, options) for path, rel in items), key=_size, reverse=True)
     done = len(results)
-    if jobs > 1 and len(tasks) >= 16:
-        import multiprocessing
+    seconds = file_timeout()
 
-        context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            chunk = max(1, min(4, len(tasks) // (jobs * 8) or 1))  # small: the big files come first
-            for result in pool.map(migrate_path, tasks, chunksize=chunk):
-                results.append(result)
-                if progress:
-                    progress(result)
+    def deliver(result: FileResult) -> None:
+        results.append(result)
+        if progress:
+            progress(result)
+
+    if jobs > 1 and len(tasks) >= 16:
+        _run_pool(tasks, jobs, seconds, deliver)
     else:
-        for task in tasks:
-            result = migrate_path(task)
-            results.append(result)
-            if progress:
-                progress(result)
+        saved = _install_alarm()
+        _RUN.isolate_heavy = True
+        try:
+            for task in tasks:
+                try:
+                    result = migrate_path(task)
+                except _Isolate:  # a parse that may outlast the budget: where it can be killed
+                    result = _run_isolated([task], 1, seconds)[0]
+                deliver(result)
+        finally:
+            _RUN.isolate_heavy = False
+            _restore_alarm(saved)
     if cache is not None:
         from .cache import digest, options_key
 
         for result in results[done:]:
-            if result.original is not None:
+            if result.original is not None and not result.uncached:
                 cache.store(result.relpath, digest(result.original), options_key(options, result.relpath), result)
     results.sort(key=lambda r: r.relpath)
     return results
+
+
+# ------------------------------------------------------------------ workers that die
+#
+# A worker process that dies (libcst's parser crashing, os._exit, the kernel's OOM killer, or the
+# parent killing it at the hard time limit) breaks the whole pool: every file not yet returned
+# fails with BrokenProcessPool. So each worker writes on a shared board which task it is on and
+# since when; after a break, the tasks that were in flight are migrated again each in a process
+# of its own (only the file that crashes one is NPU001), the tasks never started go to a new pool.
+
+
+def _worker_start(board, slots) -> None:
+    """Pool initializer: take a row of the board; SIGALRM is this worker's."""
+    with slots.get_lock():
+        slot = slots.value
+        slots.value += 1
+    _RUN.isolate_heavy = False  # (a worker can be killed: no process of its own needed)
+    if 3 * slot + 2 < len(board):
+        _RUN.board, _RUN.slot = board, slot
+        board[3 * slot] = os.getpid()
+        board[3 * slot + 1] = -1
+    _install_alarm()
+
+
+def _worker_chunk(chunk: list) -> list:
+    """Migrate (number, task) pairs in a worker; [(number, result)]."""
+    import time
+
+    board, row = _RUN.board, 3 * _RUN.slot
+    out = []
+    for number, task in chunk:
+        if board is not None:
+            board[row + 2] = time.monotonic()  # (before the number: the parent reads the number first)
+            board[row + 1] = number
+        try:
+            out.append((number, migrate_path(task)))
+        finally:
+            if board is not None:
+                board[row + 1] = -1
+    return out
+
+
+def _run_pool(tasks: list, jobs: int, seconds: float, deliver: Callable[[FileResult], None], round_: int = 0) -> None:
+    import multiprocessing
+    import signal
+    import time
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    board = context.Array("d", 3 * jobs, lock=False)  # per worker: pid, task number (-1: none), since
+    for slot in range(jobs):
+        board[3 * slot + 1] = -1
+    slots = context.Value("i", 0)
+    numbered = list(enumerate(tasks))
+    size = max(1, min(4, len(tasks) // (jobs * 8) or 1))  # small: the big files come first
+    chunks = [numbered[i:i + size] for i in range(0, len(numbered), size)]
+    hard = _hard_limit(seconds) if seconds else None
+    left: list = []  # (number, task) of the chunks that never came back
+    delivered: set[int] = set()
+    killed: set[int] = set()  # task numbers whose worker the parent killed for their time
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
+                             initargs=(board, slots)) as pool:
+        pending = {}
+        for index, chunk in enumerate(chunks):
+            try:
+                pending[pool.submit(_worker_chunk, chunk)] = chunk
+            except BrokenProcessPool:
+                left.extend(pair for rest in chunks[index:] for pair in rest)
+                break
+        while pending:
+            finished, _ = wait(pending, timeout=0.25 if hard else None, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = pending.pop(future)
+                try:
+                    returned = future.result()
+                except BrokenProcessPool:
+                    left.extend(chunk)
+                    continue
+                for number, result in returned:
+                    delivered.add(number)
+                    deliver(result)
+            if hard and pending:
+                now = time.monotonic()
+                for slot in range(jobs):
+                    number = int(board[3 * slot + 1])
+                    if number >= 0 and number not in killed and now - board[3 * slot + 2] > hard:
+                        killed.add(number)  # the parse outlasts the alarm (native code): kill it
+                        try:
+                            os.kill(int(board[3 * slot]), getattr(signal, "SIGKILL", signal.SIGTERM))
+                        except OSError:
+                            pass
+    if not left:
+        return
+    in_flight = {int(board[3 * slot + 1]) for slot in range(jobs)}
+    left = [(number, task) for number, task in left if number not in delivered]
+    suspects = [task for number, task in left if number in in_flight and number not in killed]
+    rest = [task for number, task in left if number not in in_flight and number not in killed]
+    for number, task in left:
+        if number in killed:
+            deliver(_timed_out(task[1], _read_original(task[0]), seconds))
+    for result in _run_isolated(suspects, jobs, seconds):
+        deliver(result)
+    if not rest:
+        return
+    # A new pool for the files never started, while rounds make progress (a worker that died
+    # between files, nothing in flight, gets one more): else one process each, which always ends.
+    if len(rest) > 2 * jobs and round_ < 8 and (delivered or suspects or killed or round_ == 0):
+        _run_pool(rest, jobs, seconds, deliver, round_ + 1)
+    else:
+        for result in _run_isolated(rest, jobs, seconds):
+            deliver(result)
+
+
+def _isolated_child(writer, task) -> None:
+    _RUN.isolate_heavy = False
+    _install_alarm()
+    try:
+        result = migrate_path(task)
+    except BaseException as exc:  # nothing above would report it
+        detail = f"internal error, left unchanged: {type(exc).__name__}: {exc}"
+        result = FileResult(relpath=task[1], findings=[_tool_finding("NPU001", task[1], detail)], uncached=True)
+    writer.send(result)
+    writer.close()
+
+
+def _run_isolated(tasks: list, jobs: int, seconds: float) -> list[FileResult]:
+    """Migrate each task in a process of its own, `jobs` at a time: a process that dies costs
+    only its file (NPU001), and one still running at the hard time limit is killed."""
+    import multiprocessing
+    import time
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    hard = _hard_limit(seconds) if seconds else None
+    queue = list(tasks)
+    running: dict = {}  # reader -> (task, process, start)
+    out: list[FileResult] = []
+    while queue or running:
+        while queue and len(running) < max(1, jobs):
+            task = queue.pop(0)
+            reader, writer = context.Pipe(duplex=False)
+            process = context.Process(target=_isolated_child, args=(writer, task), daemon=True)
+            process.start()
+            writer.close()
+            running[reader] = (task, process, time.monotonic())
+        for reader in wait(list(running), timeout=0.25 if hard else None):
+            task, process, _start = running.pop(reader)
+            try:
+                result = reader.recv()
+            except Exception:  # EOFError: it died before it could answer
+                result = None
+            reader.close()
+            process.join()
+            if not isinstance(result, FileResult):
+                result = _crashed(task[1], _read_original(task[0]), process.exitcode)
+            out.append(result)
+        if hard:
+            now = time.monotonic()
+            for reader, (task, process, start) in list(running.items()):
+                if now - start > hard:
+                    process.kill()
+                    process.join()
+                    reader.close()
+                    del running[reader]
+                    out.append(_timed_out(task[1], _read_original(task[0]), seconds))
+    return out
 
 
 def _size(task: tuple) -> int:
@@ -562,7 +1074,7 @@ def _cached(items, options: Options, cache, progress):
     todo, hits = [], []
     for path, rel in items:
         try:
-            data = Path(path).read_bytes()
+            data = read_regular(path)  # never a FIFO (it would block), never past the limit
         except OSError:
             todo.append((path, rel))  # the worker reports why it cannot be read
             continue

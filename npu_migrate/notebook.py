@@ -44,7 +44,17 @@ from typing import Any, Iterator, Optional
 import libcst as cst
 
 from . import catalogue, placement, suppress
-from .engine import NPU_AWARE, PREFILTER, FileResult, Options, _already_imports_shim, _tool_finding, import_line, migrate_source
+from .engine import (
+    NPU_AWARE,
+    PREFILTER,
+    FileResult,
+    Options,
+    _already_imports_shim,
+    _tool_finding,
+    import_line,
+    migrate_source,
+    pathological,
+)
 from .findings import Finding
 
 # ------------------------------------------------------------------ the JSON: where each source is
@@ -394,6 +404,8 @@ def _kind(stripped: str) -> str:
 
 
 def _parses_alone(code: str) -> bool:
+    if pathological(code.encode("utf-8", "surrogatepass")) is not None:
+        return False  # (never handed to libcst's parser: it would crash or take minutes)
     try:
         cst.parse_module(code + "\n")
     except (cst.ParserSyntaxError, SyntaxError, ValueError, LookupError, RecursionError):
@@ -499,7 +511,10 @@ class Masker:
 
 
 def _cell_parse_finding(relpath: str, cell: Cell) -> Optional[Finding]:
+    refused = pathological(cell.python.encode("utf-8"))  # what would crash libcst's parser
     try:
+        if refused is not None:
+            raise SyntaxError(refused[0], (None, refused[1], 1, None))
         cst.parse_module(cell.python)
     except cst.ParserSyntaxError as exc:
         line, column, detail = exc.raw_line or 1, exc.raw_column + 1, exc.message
@@ -509,6 +524,8 @@ def _cell_parse_finding(relpath: str, cell: Cell) -> Optional[Finding]:
             column = int(where.group(2)) + 1 if int(where.group(1)) == line else 1
     except (SyntaxError, ValueError, LookupError, RecursionError) as exc:
         line, column, detail = 1, 1, f"{type(exc).__name__}: {exc}"
+        if refused is not None:
+            line, detail = refused[1], refused[0]
     else:
         return None
     rule = catalogue.rule("NPU751")
@@ -678,6 +695,22 @@ def _notebook_skip(cells: list[Cell], relpath: str, options: Options) -> Optiona
     return None
 
 
+def _lone_surrogate(relpath: str, cell: Cell) -> Optional[Finding]:
+    """NPU002 for a code cell whose JSON holds a lone surrogate escape ("\\ud800"): json
+    decodes it, but it is not text, and no Python source (nor UTF-8) can hold it."""
+    try:
+        cell.original.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        before = cell.original[:exc.start]
+        line = before.count("\n") + 1
+        column = exc.start - before.rfind("\n")
+        char = f"\\u{ord(cell.original[exc.start]):04x}"
+        finding = _tool_finding("NPU002", relpath, f"code cell {cell.number} holds a lone surrogate ({char}), "
+                                "which is not Unicode text; the notebook was left unchanged", line, column)
+        return dataclasses.replace(finding, cell=cell.number)
+    return None
+
+
 def _language(data: dict) -> str:
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     for key, name in (("language_info", "name"), ("kernelspec", "language")):
@@ -713,6 +746,10 @@ def migrate_notebook(source: bytes, relpath: str, options: Options) -> FileResul
     for number, (cell_data, span) in enumerate(doc.cells, start=1):
         if cell_data.get("cell_type") == "code" and span is not None:
             cell = Cell(number, _source_text(span.value))
+            unencodable = _lone_surrogate(relpath, cell)
+            if unencodable is not None:
+                result.findings.append(unencodable)
+                return result
             masker.mask(cell)
             cells.append(cell)
     reason = _notebook_skip(cells, relpath, options)
