@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from .source import write_atomic
+from .source import read_regular, write_atomic
 
 FORMAT_VERSION = 1
 Key = tuple[str, str, str]  # (path, code, source)
@@ -52,19 +52,24 @@ def path_key(baseline_file: Path, file: Path) -> str:
 
 
 def load(path: Path) -> Counter:
+    """The counts of a baseline file: a regular file of at most MAX_INPUT_BYTES (a FIFO or a
+    device such as /dev/zero is refused before it is opened)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
     except FileNotFoundError:
         raise BaselineError(f"{path}: baseline file not found (create it with --write-baseline {path})") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read baseline: {exc}") from None
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        what = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise BaselineError(f"{path}: cannot read baseline: {what}") from None
     if not isinstance(data, dict) or data.get("npu-migrate-baseline") != FORMAT_VERSION:
         raise BaselineError(f"{path}: not an npu-migrate baseline (version {FORMAT_VERSION})")
     counts: Counter = Counter()
     try:
         for entry in data["entries"]:
             counts[(entry["path"], entry["code"], entry["source"])] += int(entry["count"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: "count": Infinity
         raise BaselineError(f"{path}: malformed entry: {exc!r}") from None
     return counts
 

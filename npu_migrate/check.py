@@ -31,6 +31,7 @@ from .engine import FileResult, file_kind, needed_shims
 from .formats import FORMATS, Item, Report, render
 from .runplan import collect, common_folder, make_options, resolve_root, run_engine, selection, \
     shim_name_problem, split_codes
+from .source import WriteError
 
 
 class CheckError(Exception):
@@ -87,11 +88,40 @@ def run_check(
         raise CheckError(f"shim name {shim!r} {problem}")
     # The same root, files and options as `npu-migrate` over the same paths (runplan.py).
     root = resolve_root(common, cfg.root, tuple(str(p) for p in resolved))
+    special: list[str] = []  # named files that are not regular files (a FIFO): skipped
     try:
-        _root, items, links = collect(tuple(str(p) for p in resolved), excludes, shim, root=root)
+        _root, items, links = collect(tuple(str(p) for p in resolved), excludes, shim, root=root,
+                                      warnings=special)
     except DiscoveryError as exc:
         raise CheckError(str(exc)) from None
-    warnings = [f"{link} is a symbolic link; skipped (name its target instead)" for link in links]
+    warnings = list(cfg.warnings)
+    warnings += [f"{link} is a symbolic link; skipped (name its target instead)" for link in links]
+    warnings += special
+
+    # Every input that can fail is read before --fix writes anything: the baseline (or the one
+    # --write-baseline refreshes) and the --diff-base revision.
+    base_file = None
+    if baseline:
+        base_file = Path(baseline) if Path(baseline).is_absolute() else cwd / baseline
+    elif cfg.baseline is not None:
+        base_file = cfg.baseline
+    counts: Optional[Counter] = None
+    old_baseline = Counter()
+    try:
+        if write_baseline:
+            target = Path(write_baseline)
+            target = target if target.is_absolute() else cwd / target
+            if target.exists():
+                old_baseline = baseline_mod.load(target)
+        elif base_file is not None:
+            counts = baseline_mod.load(base_file)
+    except baseline_mod.BaselineError as exc:
+        raise CheckError(str(exc)) from None
+    if diff_base and fix and not write_baseline:
+        try:
+            gitdiff.changed_lines(diff_base, common)  # only to fail before the rewrite
+        except gitdiff.GitError as exc:
+            raise CheckError(str(exc)) from None
     # Also for files named explicitly (pre-commit passes them): the shim is never checked.
     items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim,))]
 
@@ -134,7 +164,7 @@ def run_check(
         warnings.extend(fix_notes)
         extra["written"] = written
         extra["shim"] = "; ".join(shim_notes)
-        extra["created_shims"] = [n for n in shim_notes if n.startswith(("created", "refreshed"))]
+        extra["created_shims"] = [n for n in shim_notes if n.startswith(("created", "refreshed", "restored"))]
 
     # NPU003: files that import a shim the repository does not hold (after --fix wrote it).
     by_rel = {r.relpath: i for i, (r, _f) in enumerate(kept)}
@@ -160,33 +190,18 @@ def run_check(
     if write_baseline:
         target = Path(write_baseline)
         target = target if target.is_absolute() else cwd / target
-        counts = Counter((baseline_mod.path_key(target, full), f.code, f.source) for full, f in rows)
-        old = Counter()
-        if target.exists():
-            try:
-                old = baseline_mod.load(target)
-            except baseline_mod.BaselineError as exc:
-                raise CheckError(str(exc)) from None
+        found_now = Counter((baseline_mod.path_key(target, full), f.code, f.source) for full, f in rows)
         checked = {baseline_mod.path_key(target, p) for p in checked_files}
-        merged = baseline_mod.merge(old, counts, checked, target)
+        merged = baseline_mod.merge(old_baseline, found_now, checked, target)
         try:
             baseline_mod.write(target, merged)
-        except OSError as exc:
+        except (OSError, WriteError) as exc:  # WriteError: a link or a FIFO at FILE, never written to
             raise CheckError(f"{target}: cannot write baseline: {exc}") from None
         extra["baseline_written"] = (target, sum(merged.values()), len(merged))
         return report, extra
 
-    # Baseline.
-    base_file = None
-    if baseline:
-        base_file = Path(baseline) if Path(baseline).is_absolute() else cwd / baseline
-    elif cfg.baseline is not None:
-        base_file = cfg.baseline
-    if base_file is not None:
-        try:
-            counts = baseline_mod.load(base_file)
-        except baseline_mod.BaselineError as exc:
-            raise CheckError(str(exc)) from None
+    # Baseline (read above, before anything was written).
+    if base_file is not None and counts is not None:
         keyed = [((baseline_mod.path_key(base_file, full), f.code, f.source), (full, f)) for full, f in rows]
         new, accepted = baseline_mod.split(keyed, counts)
         found = Counter(key for key, _ in keyed)
@@ -232,7 +247,8 @@ def _notebook_line(result: FileResult, finding) -> int | None:
 
 def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
     """Write the rewrites (like `migrate`), with `root` as the migration root; inject the shims."""
-    from .inject import ShimConflict, ShimWriteError, check_all, inject_all
+    from .inject import ShimConflict, ShimWriteError, check_all, inject_all, shim_not_written, \
+        why_none_writable
     from .source import WriteError, write_atomic
 
     errors: list[str] = []
@@ -244,6 +260,10 @@ def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
     shims = [] if no_shim else sorted(needed_shims([r for r, _ in to_write], options))
     try:
         check_all(root, shims)
+        # no shim for nothing: when no file to rewrite can be written, nothing is
+        unwritable = why_none_writable(root, [r for r, _ in to_write]) if to_write and shims else None
+        if unwritable is not None:
+            return kept, [*unwritable, shim_not_written(len(to_write))], warnings, [], []
         # the shim first: a rewritten file never lands without the module it imports
         shim_notes = inject_all(root, shims)
     except ShimConflict as exc:

@@ -230,11 +230,30 @@ def _write_outputs(err: Console, outputs: _Outputs, summary: RunSummary, root: P
             else:
                 path = write_requirements(target or root, advice)
                 lines.append(f"requirements written to {path}: " + ", ".join(advice.requirement_lines()))
-    except RequirementsConflict as exc:
+    except (RequirementsConflict, WriteError) as exc:
         _fail(err, str(exc))
     except OSError as exc:
         _fail(err, f"cannot write {exc.filename or 'an output file'}: {exc.strerror or exc}")
     return lines
+
+
+def _check_outputs(err: Console, outputs: _Outputs, root: Path, target: Path | None, dry_run: bool) -> None:
+    """Refuse (exit 2) before anything is written when an output cannot be: --report in a folder
+    that does not exist (no folder is created for it), --report-csv under one, or any of them,
+    requirements-npu.txt included, onto something that is not a regular file (a FIFO would hang)."""
+    from .report import REQUIREMENTS_NAME, csv_problem
+    from .source import output_problem
+
+    problems = []
+    if outputs.report:
+        problems.append(output_problem(Path(outputs.report)))
+    if outputs.csv_dir:
+        problems.append(csv_problem(Path(outputs.csv_dir)))
+    if outputs.requirements and not dry_run and target is None and root.is_dir():
+        problems.append(output_problem(root / REQUIREMENTS_NAME))
+    for problem in problems:
+        if problem:
+            _fail(err, problem)
 
 
 def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
@@ -264,7 +283,7 @@ def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
     items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim_name,))]
     for link in skipped_links:
         err.print(f"warning: {link} is a symbolic link; skipped (name its target instead)", markup=False)
-    for note in dict.fromkeys(notes):
+    for note in dict.fromkeys([*cfg.warnings, *notes]):
         err.print(f"warning: {note}", markup=False)
     if not items and notes and not any(Path(p).is_dir() for p in paths):
         _fail(err, "nothing to migrate: no named path is a Python file")
@@ -275,6 +294,7 @@ def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
             target = check_target(Path(run.output_dir), root)
         except OutputError as exc:
             _fail(err, str(exc))
+    _check_outputs(err, _Outputs(run.report_file, run.report_csv, run.emit_requirements), root, target, dry_run)
     tree = None
     if not dry_run and target is None and not run.allow_dirty:
         tree = dirty.status(root)
@@ -378,11 +398,19 @@ def packaging_results(summary: RunSummary, root: Path, shims: list[str], shim_na
 def _write(summary: RunSummary, shims: list[str], state: _WriteState) -> None:
     """Write the shim, then every changed file, each atomically. The shim goes first: a migrated
     file never lands without the module it imports (if the shim cannot be written, no file is).
-    SIGINT stops the run between two files (state.interrupted), never inside one."""
+    SIGINT stops the run between two files (state.interrupted), never inside one. When files are
+    to be rewritten and none of them can be (read-only, changed on disk), no shim is written."""
+    from .inject import shim_not_written, why_none_writable
+
     root = Path(summary.root)
     todo = summary.changed
     state.total = len(todo)
     state.started = True
+    unwritable = why_none_writable(root, todo) if todo and shims else None
+    if unwritable is not None:
+        summary.errors.extend(unwritable)
+        summary.errors.append(shim_not_written(len(todo)))
+        return
     with InterruptGuard() as guard:
         try:
             try:
@@ -416,5 +444,42 @@ main.add_command(check_command)
 main.add_command(doctor_command)
 
 
+def run() -> NoReturn:
+    """The console entry point (`npu-migrate`, `python -m npu_migrate`): `main`, with a Ctrl-C
+    that no command handles itself ending in one line, `interrupted`, and exit 130, never a
+    traceback nor click's "Aborted!" with exit 1 (which `check` uses for findings). After the
+    command, a Ctrl-C during shutdown (atexit handlers, worker pools) ends the process quietly."""
+    try:
+        try:
+            code = main(standalone_mode=False)
+        except click.exceptions.Abort:  # click's form of a Ctrl-C inside a command
+            raise KeyboardInterrupt from None
+        except click.ClickException as exc:  # usage errors: as click shows them, exit 2
+            exc.show()
+            code = exc.exit_code
+    except KeyboardInterrupt:
+        _quiet_exit_on_sigint()
+        sys.stderr.write("interrupted\n")
+        code = 130
+    except SystemExit as exc:
+        code = exc.code
+    _quiet_exit_on_sigint()
+    sys.exit(code)
+
+
+def _quiet_exit_on_sigint() -> None:
+    """From here on, Ctrl-C ends the process at once with 130 (output flushed first)."""
+    import signal
+    import threading
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()

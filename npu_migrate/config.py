@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import catalogue
+from .source import read_regular
 
 try:  # Python 3.11+
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a pyproject.toml larger than this is refused, never read
 
 SECTION = "npu-migrate"
 LIST_KEYS = ("select", "extend-select", "ignore", "exclude")
@@ -51,6 +54,7 @@ class Config:
     shim_name: Optional[str] = None
     baseline: Optional[Path] = None  # absolute
     unknown: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # pyproject.toml files the search could not read
 
     @property
     def root(self) -> Optional[Path]:
@@ -65,7 +69,7 @@ def _strings(path: Path, key: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{_where(path, key)}: expected a list of strings, got {value!r}")
+        raise ConfigError(f"{_where(path, key)}: expected a list of strings, got {_short(value)}")
     return tuple(value)
 
 
@@ -98,20 +102,40 @@ def parse_per_file_ignores(items, where: str) -> tuple[tuple[str, tuple[str, ...
     return tuple(out)
 
 
+def _read(path: Path) -> str:
+    """The text of a pyproject.toml: a regular file (never a FIFO or a device), at most
+    MAX_CONFIG_BYTES, UTF-8 as TOML requires."""
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); TOML files must be UTF-8, so its "
+            f"[tool.{SECTION}] table cannot be read: save it as UTF-8"
+        ) from None
+
+
 def load(path: Path) -> Config:
     """Read `[tool.npu-migrate]` from one pyproject.toml (an empty Config if it has none)."""
+    text = _read(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get(SECTION)
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {_short(tool)}; [tool.{SECTION}] cannot be read")
+    table = tool.get(SECTION)
     config = Config(path=path)
     if table is None:
         return config
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.{SECTION}] must be a table")
+        raise ConfigError(f"{path}: [tool.{SECTION}] must be a table, got {_short(table)}")
     for key in table:
         if key not in KEYS:
             hint = difflib.get_close_matches(key, KEYS, n=1)
@@ -130,25 +154,40 @@ def load(path: Path) -> Config:
         config.per_file_ignores = parse_per_file_ignores(value, _where(path, "per-file-ignores"))
     for key in STR_KEYS:
         if key in table and not isinstance(table[key], str):
-            raise ConfigError(f"{_where(path, key)}: expected a string, got {table[key]!r}")
+            raise ConfigError(f"{_where(path, key)}: expected a string, got {_short(table[key])}")
     config.shim_name = table.get("shim-name")
     if "baseline" in table:
         config.baseline = (path.parent / table["baseline"]).absolute()
     return config
 
 
-def find(start: Path) -> Optional[Path]:
-    """The nearest pyproject.toml with a [tool.npu-migrate] table, from start upward."""
+def find(start: Path, warnings: Optional[list[str]] = None) -> Optional[Path]:
+    """The nearest pyproject.toml with a [tool.npu-migrate] table, from start upward.
+
+    Only regular files are read (a FIFO named pyproject.toml is passed over, never opened). One
+    that is not UTF-8 but names the table is returned (load() then fails with a clear error: the
+    run must not go on silently without its configuration); one that cannot be read, or is not
+    UTF-8 and does not name the table, is passed over with a line in `warnings`.
+    """
     start = start.absolute()
     for folder in [start, *start.parents]:
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
             try:
-                text = candidate.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
+                raw = read_regular(candidate, MAX_CONFIG_BYTES)
+            except OSError as exc:
+                if warnings is not None:
+                    warnings.append(f"{candidate}: cannot read ({exc.strerror or exc}); "
+                                    f"its [tool.{SECTION}] table, if any, is not applied")
                 continue
-            if f"tool.{SECTION}" in text or f'tool."{SECTION}"' in text:
+            if any(marker.encode() in raw for marker in (f"tool.{SECTION}", f'tool."{SECTION}"')):
                 return candidate
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if warnings is not None:
+                    warnings.append(f"{candidate}: not UTF-8 text (byte {exc.start}); TOML files must "
+                                    f"be UTF-8, so it was not read (it names no [tool.{SECTION}] table)")
     return None
 
 
@@ -158,7 +197,16 @@ def resolve(start: Path, config_file: Optional[str] = None, isolated: bool = Fal
     if config_file:
         path = Path(config_file)
         if not path.is_file():
-            raise ConfigError(f"{config_file}: no such configuration file")
+            what = "not a regular file" if path.exists() else "no such configuration file"
+            raise ConfigError(f"{config_file}: {what}")
         return load(path.absolute())
-    path = find(start)
-    return load(path) if path else Config()
+    warnings: list[str] = []
+    path = find(start, warnings)
+    config = load(path) if path else Config()
+    config.warnings = warnings + config.warnings
+    return config
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -174,7 +174,7 @@ def _load_toml(f: _File, notes: list[str]) -> Optional[dict]:
         return None  # noted already
     try:
         return tomllib.loads(f.text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
         notes.append(f"{f.relpath}: not valid TOML ({exc}); read best-effort")
         return None
 
@@ -1346,7 +1346,7 @@ def _encode(f: _File, text: str) -> bytes:
 def _pyproject_values(text: str, *path: str) -> Optional[list]:
     try:
         value: Any = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
         return None
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None

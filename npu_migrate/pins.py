@@ -9,6 +9,7 @@ environment.yml), picks the torch version it allows, and writes `requirements-np
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import __version__, catalogue
-from .source import write_atomic
+from .source import NotRegularFile, output_problem, read_regular, write_atomic
 
 try:  # Python 3.11+
     import tomllib
@@ -41,6 +42,8 @@ _OPERATOR = re.compile(r"^\s*(===|==|~=|!=|<=|>=|<|>)\s*([A-Za-z0-9.*+!_-]+)\s*$
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$")
 _WHEEL_VERSION = re.compile(r"torch-(\d+(?:\.\d+)+)")
 _RELEASE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+# A requirements file, pyproject.toml, setup.py, ... larger than this is not read for a torch pin.
+MAX_PIN_FILE_BYTES = 16 * 1024 * 1024
 
 
 class RequirementsConflict(FileExistsError):
@@ -225,6 +228,41 @@ def _poetry_clauses(spec: str) -> Optional[tuple[tuple[str, str], ...]]:
     return parse_clauses(spec)
 
 
+def _read_text(path: Path) -> str:
+    """A file's text: a regular file (never a FIFO or a device) of at most MAX_PIN_FILE_BYTES."""
+    return read_regular(path, MAX_PIN_FILE_BYTES).decode("utf-8", errors="replace")
+
+
+def _kind(value: object) -> str:
+    return {str: "a string", int: "a number", float: "a number", bool: "a boolean",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _table(value: object, where: str, notes: list[str]) -> dict:
+    """A TOML table, or {} (with a note) when the file holds something else there."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    notes.append(f"{where} should be a table but is {_kind(value)}; ignored")
+    return {}
+
+
+def _strings(value: object, where: str, notes: list[str], tables: bool = False) -> list[str]:
+    """The strings of a TOML array of requirement strings; other items are left out with a note
+    (with `tables`, as in [dependency-groups], `{include-group = ...}` tables are expected)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        notes.append(f"{where} should be an array of strings but is {_kind(value)}; ignored")
+        return []
+    strings = [v for v in value if isinstance(v, str)]
+    others = len(value) - len(strings)
+    if others and not (tables and all(isinstance(v, dict) for v in value if not isinstance(v, str))):
+        notes.append(f"{where}: {others} item{'s' if others != 1 else ''} that are not strings; ignored")
+    return strings
+
+
 def _line_of(text: str, needle: str) -> int:
     for number, line in enumerate(text.splitlines(), 1):
         if needle in line:
@@ -232,8 +270,8 @@ def _line_of(text: str, needle: str) -> int:
     return 1
 
 
-def _from_requirements_txt(path: Path, rel: str) -> list[TorchPin]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def _from_requirements_txt(path: Path, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
+    text = _read_text(path)
     if text.startswith(HEADER):
         return []  # our own output
     pins = []
@@ -244,44 +282,64 @@ def _from_requirements_txt(path: Path, rel: str) -> list[TorchPin]:
     return pins
 
 
-def _from_pyproject(path: Path, rel: str) -> list[TorchPin]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def _from_pyproject(path: Path, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
+    """The torch requirements of [project], [dependency-groups] and [tool.poetry]. A value of an
+    unexpected type (`dependencies = 5`, `tool = 1`) is passed over with a note, never an error."""
+    notes = notes if notes is not None else []
+    text = _read_text(path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return []
+    except RecursionError:
+        notes.append(f"{rel}: arrays or tables nested too deeply to read; its torch requirement is not known")
+        return []
     strings: list[str] = []
-    project = data.get("project", {})
-    strings += [s for s in project.get("dependencies", []) if isinstance(s, str)]
-    for group in sorted(project.get("optional-dependencies", {}).items()):
-        strings += [s for s in group[1] if isinstance(s, str)]
-    for group in sorted(data.get("dependency-groups", {}).items()):
-        strings += [s for s in group[1] if isinstance(s, str)]
-    pins = [p for s in strings if (p := parse_requirement(s, f"{rel}:{_line_of(text, s)}"))]
-    pins += _from_poetry(data.get("tool", {}).get("poetry", {}), text, rel)
+    project = _table(data.get("project"), f"{rel}: [project]", notes)
+    strings += _strings(project.get("dependencies"), f"{rel}: [project] dependencies", notes)
+    optional = _table(project.get("optional-dependencies"), f"{rel}: [project] optional-dependencies", notes)
+    for name, group in sorted(optional.items()):
+        strings += _strings(group, f"{rel}: [project.optional-dependencies] {name}", notes)
+    groups = _table(data.get("dependency-groups"), f"{rel}: [dependency-groups]", notes)
+    for name, group in sorted(groups.items()):  # {include-group = "..."} items are not requirements
+        strings += _strings(group, f"{rel}: [dependency-groups] {name}", notes, tables=True)
+    # the line is looked up for torch's requirements only: a scan per string would be quadratic
+    pins = [dataclasses.replace(p, source=f"{rel}:{_line_of(text, s)}")
+            for s in strings if (p := parse_requirement(s, rel))]
+    tool = _table(data.get("tool"), f"{rel}: [tool]", notes)
+    poetry = _table(tool.get("poetry"), f"{rel}: [tool.poetry]", notes)
+    pins += _from_poetry(poetry, text, rel, notes)
     return pins
 
 
-def _from_poetry(poetry: dict, text: str, rel: str) -> list[TorchPin]:
-    tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
-    tables += [g.get("dependencies", {}) for _, g in sorted(poetry.get("group", {}).items())]
+def _from_poetry(poetry: dict, text: str, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
+    notes = notes if notes is not None else []
+    where = f"{rel}: [tool.poetry]"
+    tables = [_table(poetry.get("dependencies"), f"{where} dependencies", notes),
+              _table(poetry.get("dev-dependencies"), f"{where} dev-dependencies", notes)]
+    for name, group in sorted(_table(poetry.get("group"), f"{where} group", notes).items()):
+        group = _table(group, f"{where} group {name}", notes)
+        tables.append(_table(group.get("dependencies"), f"{where} group {name} dependencies", notes))
     pins = []
     for table in tables:
         for name, value in table.items():
             if not _is_torch(name):
                 continue
-            if isinstance(value, list):
+            if isinstance(value, list):  # several constraints (per platform): the first one
                 value = value[0] if value else {}
             spec = value.get("version", "*") if isinstance(value, dict) else value
-            clauses = _poetry_clauses(str(spec))
+            if not isinstance(spec, str):
+                notes.append(f"{where}: the version of {name} should be a string but is {_kind(spec)}; ignored")
+                continue
+            clauses = _poetry_clauses(spec)
             if clauses is not None:
                 number = _line_of(text, f"{name} =") if f"{name} =" in text else _line_of(text, name)
                 pins.append(TorchPin(f"{rel}:{number}", "torch" + _spec_text(clauses), clauses))
     return pins
 
 
-def _from_setup_cfg(path: Path, rel: str) -> list[TorchPin]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def _from_setup_cfg(path: Path, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
+    text = _read_text(path)
     pins = []
     for number, line in enumerate(text.splitlines(), 1):
         line = re.sub(r"^\s*[A-Za-z_][\w.-]*\s*=(?!=)", "", line)  # `install_requires = torch>=2`
@@ -291,20 +349,20 @@ def _from_setup_cfg(path: Path, rel: str) -> list[TorchPin]:
     return pins
 
 
-def _from_setup_py(path: Path, rel: str) -> list[TorchPin]:
+def _from_setup_py(path: Path, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
     """String literals of setup.py that are torch requirements; the file is never executed."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = _read_text(path)
     pins = []
     for m in re.finditer(r"""(['"])([^'"\n]*)\1""", text):
-        pin = parse_requirement(m.group(2), f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
-        if pin:
-            pins.append(pin)
+        pin = parse_requirement(m.group(2), rel)
+        if pin:  # the line is counted for a torch requirement only (per literal: quadratic)
+            pins.append(dataclasses.replace(pin, source=f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"))
     return pins
 
 
-def _from_environment_yml(path: Path, rel: str) -> list[TorchPin]:
+def _from_environment_yml(path: Path, rel: str, notes: Optional[list[str]] = None) -> list[TorchPin]:
     """`- pytorch=2.1.0=build`, `- pytorch 2.1`, `- torch==2.1.0` (conda and its pip: section)."""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = _read_text(path)
     pins = []
     for number, line in enumerate(text.splitlines(), 1):
         m = re.match(r"^\s*-\s*(?:[\w.-]+::)?([A-Za-z0-9_.-]+)(.*)$", line)
@@ -336,15 +394,20 @@ def _candidate_files(root: Path) -> list[tuple[Path, object]]:
     return [(p, reader) for p, reader in found if p.is_file()]
 
 
-def find_torch_pins(root: Path) -> list[TorchPin]:
-    """Every torch requirement of the repository at `root`, most trusted first."""
+def find_torch_pins(root: Path, notes: Optional[list[str]] = None) -> list[TorchPin]:
+    """Every torch requirement of the repository at `root`, most trusted first. What could not
+    be read (a file too large, a value of the wrong type) goes to `notes`."""
     root = Path(root)
+    notes = notes if notes is not None else []
     pins: list[TorchPin] = []
     for path, reader in _candidate_files(root):
+        rel = path.relative_to(root).as_posix()
         try:
-            pins += reader(path, path.relative_to(root).as_posix())  # type: ignore[operator]
-        except OSError:
-            continue
+            pins += reader(path, rel, notes)  # type: ignore[operator]
+        except NotRegularFile:
+            continue  # replaced by a FIFO or a device since it was listed
+        except OSError as exc:
+            notes.append(f"{rel}: not read for a torch requirement ({exc.strerror or exc})")
     return pins
 
 
@@ -423,10 +486,14 @@ def advise(pin: Optional[TorchPin], other_pins: Iterable[TorchPin] = ()) -> Requ
 
 def suggest_requirements(root: Path) -> RequirementsAdvice:
     """Read the repository's torch pin and suggest the matching torch_npu pin."""
-    pins = find_torch_pins(Path(root))
+    read_notes: list[str] = []
+    pins = find_torch_pins(Path(root), read_notes)
     pinned = [p for p in pins if p.clauses]
     chosen = pinned[0] if pinned else (pins[0] if pins else None)
-    return advise(chosen, [p for p in pins if p is not chosen])
+    advice = advise(chosen, [p for p in pins if p is not chosen])
+    if read_notes:
+        advice = dataclasses.replace(advice, notes=tuple(dict.fromkeys(read_notes)) + advice.notes)
+    return advice
 
 
 # -- requirements-npu.txt ---------------------------------------------------------------------------
@@ -460,12 +527,14 @@ def requirements_text(advice: RequirementsAdvice) -> str:
 def write_requirements(root: Path, advice: RequirementsAdvice, path: Optional[Path] = None) -> Path:
     """Write (or refresh) requirements-npu.txt; never over a file npu-migrate did not write."""
     target = Path(path) if path is not None else Path(root) / REQUIREMENTS_NAME
+    problem = output_problem(target)  # a FIFO, a device or a link there: never opened
+    if problem:
+        raise RequirementsConflict(problem)
     if target.exists():
         try:
-            with open(target, encoding="utf-8", errors="replace") as handle:
-                first = handle.readline()
+            first = read_regular(target, MAX_PIN_FILE_BYTES).decode("utf-8", errors="replace").split("\n", 1)[0]
         except OSError as exc:
-            raise RequirementsConflict(f"{target}: cannot be read ({exc}); not overwritten") from exc
+            raise RequirementsConflict(f"{target}: cannot be read ({exc.strerror or exc}); not overwritten") from exc
         if not first.startswith(HEADER):
             raise RequirementsConflict(
                 f"{target} exists and was not generated by npu-migrate; not overwritten "

@@ -32,7 +32,7 @@ from .pins import (  # noqa: F401  (re-exported: the CLI calls them from here)
     write_requirements,
 )
 from .render import RunSummary
-from .source import write_atomic
+from .source import WriteError, output_problem, write_atomic
 
 EFFORTS = ("auto", "review", "manual")
 EFFORT_MEANING = {
@@ -407,7 +407,11 @@ def html_page(blocks: list[Block], title: str) -> str:
 
 
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace a regular file, or create one, in a folder that exists: no folder is created, and
+    a FIFO, a device or a link at `path` is refused (WriteError) without being opened."""
+    problem = output_problem(path)
+    if problem:
+        raise WriteError(problem)
     new = not path.exists()
     write_atomic(path, data)
     if new:  # mkstemp made it 0600; a report gets the usual permissions
@@ -504,9 +508,31 @@ def csv_rows(summary: RunSummary) -> tuple[list[tuple], list[tuple]]:
     return changes, unsupported
 
 
-def write_csv(summary: RunSummary, directory: Path) -> list[Path]:
-    """change_list.csv (rewritten constructs) and unsupported_api.csv (reported ones) in `directory`."""
+def csv_problem(directory: Path) -> str | None:
+    """Why the CSV files cannot go to `directory` (None: they can). The folder itself is created
+    when its parent exists; nothing further up is."""
     directory = Path(directory)
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        return f"{directory}: not a folder"
+    if not directory.exists() and not directory.parent.is_dir():
+        return f"{directory}: the folder {directory.parent} does not exist; create it first"
+    if directory.is_dir():
+        for name in (CHANGE_LIST, UNSUPPORTED_API):
+            problem = output_problem(directory / name)
+            if problem:
+                return problem
+    return None
+
+
+def write_csv(summary: RunSummary, directory: Path) -> list[Path]:
+    """change_list.csv (rewritten constructs) and unsupported_api.csv (reported ones) in `directory`
+    (created when its parent folder exists; WriteError otherwise)."""
+    directory = Path(directory)
+    problem = csv_problem(directory)
+    if problem:
+        raise WriteError(problem)
+    if not directory.is_dir():
+        directory.mkdir()
     changes, unsupported = csv_rows(summary)
     written = []
     for name, header, rows in ((CHANGE_LIST, CHANGE_LIST_HEADER, changes),

@@ -49,12 +49,15 @@ def common_folder(paths: tuple[str, ...]) -> Path:
 
 
 def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
-            notes: list[str] | None = None, root: Path | None = None):
+            notes: list[str] | None = None, root: Path | None = None,
+            warnings: list[str] | None = None):
     """The run's root and its (path, relpath) items. Root: `root` when given (an ancestor of
     every path), else the common folder of the paths.
 
+    A named file that is not a regular file (a FIFO, a device, a socket) is always skipped:
+    reading it could block for ever or never end. It is named in `notes`, else in `warnings`.
     With `notes` (the migrate command), a named file that is not Python (no .py suffix, no
-    python #! line) or not a regular file is skipped with a note, as are unreadable folders.
+    python #! line) is skipped with a note too, as are unreadable folders.
     """
     resolved = [Path(p).absolute() for p in paths]
     common = common_folder(paths)
@@ -68,8 +71,10 @@ def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
                 items[path] = full_rel
         elif Path(paths[resolved.index(p)]).is_symlink():
             skipped_links.append(str(p))  # never written through: migrate the link's target instead
-        elif notes is not None and not p.is_file():
-            notes.append(f"{p}: not a regular file; skipped")
+        elif not p.is_file():
+            told = notes if notes is not None else warnings
+            if told is not None:
+                told.append(f"{p}: not a regular file; skipped")
         elif notes is not None and not is_python_file(p):
             notes.append(f"{p}: not a Python file (no .py suffix, no python #! line); skipped")
         elif p.suffix == ".py" or p.is_file():

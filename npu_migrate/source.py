@@ -3,6 +3,7 @@ never through a symbolic link, and never half-done when the user presses Ctrl-C.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -17,8 +18,86 @@ TEMP_SUFFIX = ".npu-migrate.tmp"
 WRITE_DELAY_ENV = "NPU_MIGRATE_TEST_WRITE_DELAY"
 
 
+# The most a run reads of one input file (source, notebook, baseline, pyproject.toml, ...): a
+# larger file is reported, never read, so that a stray multi-gigabyte file cannot exhaust memory.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+
 class WriteError(Exception):
     pass
+
+
+class NotRegularFile(OSError):
+    """An input is a FIFO, a device, a socket or a folder: never opened, never read."""
+
+    def __init__(self, path) -> None:
+        super().__init__(errno.EINVAL, "not a regular file", str(path))
+
+
+class FileTooLarge(OSError):
+    def __init__(self, path, size: int, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"too large ({size} bytes; the limit is {_mib(limit)})", str(path))
+
+
+def _mib(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+
+
+_READ_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+
+
+def read_regular(path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; OSError (NotRegularFile, FileTooLarge,
+    FileNotFoundError, ...) otherwise. A FIFO or a device is never opened (stat first), and the
+    open itself is non-blocking, so a file swapped for a FIFO in between cannot hang the run
+    either; a file that grows past the limit while it is read is refused too."""
+    try:
+        st = os.stat(path)
+    except ValueError as exc:  # an embedded NUL byte
+        raise OSError(errno.EINVAL, str(exc), str(path)) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(path)
+    if st.st_size > limit:
+        raise FileTooLarge(path, st.st_size, limit)
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(path)
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise FileTooLarge(path, total, limit)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def output_problem(path) -> str | None:
+    """Why a file must not be written at `path` (None: it may). Only a regular file is replaced,
+    and only in a folder that exists: a FIFO, a device or a link is never written to or through,
+    and no folder is created on the way."""
+    path = Path(path)
+    parent = path.parent
+    if not parent.is_dir():
+        return f"{path}: the folder {parent} does not exist; create it first"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: cannot be checked ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path}: is a symbolic link; not written through it"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file; not overwritten"
+    return None
 
 
 def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None:
@@ -41,7 +120,9 @@ def write_atomic(path: Path, data: bytes, expected: bytes | None = None) -> None
             raise WriteError(f"{path}: changed on disk during the run; not overwritten")
     except FileNotFoundError:
         st = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    # A short name (".<8 random>.npu-migrate.tmp"), in the same folder for an atomic rename: the
+    # target's own name in it would exceed the 255-byte limit of a name for long file names.
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

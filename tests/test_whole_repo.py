@@ -119,6 +119,7 @@ def test_rewrite_scripts_opt_in_rewrites_shell_only(repo):
 
 def test_report_csv_and_requirements_agree_with_the_run(repo, tmp_path):
     out = tmp_path / "out"
+    out.mkdir()  # --report writes into an existing folder only
     code, data = run_json(repo, "--dry-run", "--report", out / "report.md", "--report-csv", out / "csv",
                           "--emit-requirements")
     assert code == 1
