@@ -31,6 +31,24 @@ installed npu-migrate has no `--cache-dir`, both runs go without a cache and the
     python scripts/benchmark.py                      # everything (several minutes)
     python scripts/benchmark.py --only precommit     # seconds
     python scripts/benchmark.py --json bench.json --markdown
+
+With `--against REV` it measures only the torch tree's `check` (cold and warm), for REV (checked
+out in a temporary `git worktree`, as scripts/compare_output.py does) and for this checkout
+(uncommitted changes included), interleaved in the same run: REV, this checkout, REV, this
+checkout ... for `--rounds N` rounds; it prints both medians and the ratio this/REV, so that
+"within 5% of the figure before the change" is read from one run on one machine. Both sides run
+the same way, `python -c <bootstrap> CHECKOUT check ...` with this interpreter, so neither is
+favoured by its launcher.
+
+    python scripts/benchmark.py --against 4639881 --rounds 5
+
+With `--shim-overhead` it measures only the runtime shim (issue #16): the time of a forwarded
+attribute (`npu_compat.synchronize`, `npu_compat.device_count()`, ...) against the direct
+`torch.cuda` one on this machine, and against `torch.npu` with the fake torch_npu of tests/fake_npu,
+with timeit (best of `--rounds`); the target is at most 1 us over the direct access.
+`--shim-template DIR` times another copy of the shim (for a before/after comparison).
+
+    python scripts/benchmark.py --shim-overhead
 """
 
 from __future__ import annotations
@@ -44,6 +62,7 @@ import platform
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -224,6 +243,10 @@ def run_measured(command: list[str], cwd: Path, out_path: Path, timeout: float) 
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl-C: the command runs in its own session, so stop it here
+            _kill_group(proc.pid)
+            os.waitpid(proc.pid, 0)
+            raise
         finally:
             timer.cancel()
             done.set()
@@ -387,7 +410,8 @@ def pick_precommit_files(root: Path, files: list[Path]) -> list[Path]:
 # ------------------------------------------------------------------ the runs
 
 class Bench:
-    def __init__(self, exe: str, jobs: int, timeout: float, work: Path, verbose: bool = True):
+    def __init__(self, exe: str, jobs: int, timeout: float, work: Path, verbose: bool = True,
+                 probe_cache: bool = True):
         self.exe = exe
         self.jobs = jobs
         self.timeout = timeout
@@ -395,7 +419,7 @@ class Bench:
         self.verbose = verbose
         self.results: list[Measurement] = []
         self.notes: list[str] = []
-        self.cache = {cmd: self._has_cache_flag(cmd) for cmd in ("check", "migrate")}
+        self.cache = {cmd: self._has_cache_flag(cmd) for cmd in ("check", "migrate")} if probe_cache else {}
         self._n = 0
 
     def _has_cache_flag(self, command: str) -> bool:
@@ -410,7 +434,8 @@ class Bench:
     def _run(self, m: Measurement, cwd: Path) -> Path:
         """Run one measurement, record it; return the file holding its standard output."""
         self._n += 1
-        shown = " ".join("<ast.parse floor>" if arg == FLOOR_CODE else arg for arg in m.command)
+        shown = " ".join("<ast.parse floor>" if arg == FLOOR_CODE else "<bootstrap>" if "\n" in arg else arg
+                         for arg in m.command)
         self._log(f"[{self._n}] {m.name}: {shown}")
         out = self.work / f"run{self._n}.out"
         got = run_measured(m.command, cwd, out, self.timeout)
@@ -544,6 +569,290 @@ def bench_precommit(bench: Bench) -> None:
 RUNNERS = {"torch": bench_torch, "synthetic": bench_synthetic, "precommit": bench_precommit}
 
 
+# ------------------------------------------------------------------ --against REV
+
+AB_PHASES = ("cold", "warm")
+AB_TOLERANCE = 0.05  # "within 5% of the figure before the change"
+
+
+def _compare_output():
+    """scripts/compare_output.py (its worktree and launcher), loaded by path: this script is also
+    loaded by path (tests), so its folder is not necessarily on sys.path."""
+    path = Path(__file__).resolve().with_name("compare_output.py")
+    spec = importlib.util.spec_from_file_location("_npu_migrate_compare_output", path)
+    if spec is None or spec.loader is None:
+        raise BenchmarkError(f"{path}: cannot be loaded")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Side:
+    """One checkout of an A/B run: its command prefix and its measurements."""
+
+    label: str  # "old" or "new"
+    what: str
+    prefix: list[str]
+    cache_flag: bool = True
+    runs: dict = field(default_factory=lambda: {phase: [] for phase in AB_PHASES})  # phase -> [Measurement]
+    seen: set = field(default_factory=set)  # (files checked, findings) per run, a sanity check
+
+    def median(self, phase: str, key: str = "wall_s") -> float | None:
+        values = [getattr(m, key) for m in self.runs[phase] if m.status == "ok"]
+        return statistics.median(values) if values else None
+
+
+def ab_check(bench: Bench, side: Side, phase: str, n: int, root: Path, files: int, lines: int,
+             cache_dir: Path) -> Measurement:
+    """One `check` of the torch tree by one side: cold (fresh empty cache) or warm (the same)."""
+    command = [*side.prefix, "check", str(root), "--output-format", "json", "-j", str(bench.jobs)]
+    if side.cache_flag:
+        cache_dir.mkdir(exist_ok=True)
+        command += ["--cache-dir", str(cache_dir)]
+    m = Measurement(f"torch: check ({phase}) {side.label} #{n}", "torch", "check", phase, command, files, lines)
+    m.target_s = TARGETS.get(("torch", "check", phase))
+    out = bench._run(m, bench.work)
+    if m.status == "ok":
+        try:
+            report = json.loads(out.read_text(errors="replace"))
+            side.seen.add((report["files_checked"], len(report["findings"])))
+        except (ValueError, KeyError, TypeError):
+            m.notes.append("no JSON report on stdout")
+    side.runs[phase].append(m)
+    return m
+
+
+def _ratio(old: float | None, new: float | None) -> float | None:
+    return new / old if old and new is not None else None
+
+
+def ab_table(sides: list[Side]) -> list[str]:
+    old, new = sides
+    head = ("measurement", f"{old.label} median", f"{new.label} median", "new/old", f"within {AB_TOLERANCE:.0%}")
+    rows_ = [head]
+    for phase in AB_PHASES:
+        for key, unit in (("wall_s", "s"), ("rss_tree_peak", "RSS")):
+            a, b = old.median(phase, key), new.median(phase, key)
+            if a is None and b is None:
+                continue
+            ratio = _ratio(a, b)
+            if unit == "s":
+                cells = (f"torch: check ({phase}) wall s", f"{a:.2f}" if a is not None else "failed",
+                         f"{b:.2f}" if b is not None else "failed")
+            else:
+                cells = (f"torch: check ({phase}) peak RSS (tree)", _size(int(a)) if a is not None else "failed",
+                         _size(int(b)) if b is not None else "failed")
+            within = "" if ratio is None or unit != "s" else ("yes" if ratio <= 1 + AB_TOLERANCE else "no")
+            rows_.append((*cells, f"{ratio:.3f}" if ratio is not None else "", within))
+    widths = [max(len(r[i]) for r in rows_) for i in range(len(head))]
+    lines = []
+    for n, row in enumerate(rows_):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def run_against(args: argparse.Namespace, info: dict) -> int:
+    """--against REV: the torch tree's `check`, REV and this checkout interleaved, medians."""
+    co = _compare_output()
+    root = torch_root()
+    try:
+        with co.worktree(args.against) as old_tree, tempfile.TemporaryDirectory(prefix="npu-migrate-bench-") as tmp:
+            files = python_files(root)
+            lines = sum(count_lines(p.read_bytes()) for p in files)
+            co.probe(old_tree.path)
+            co.probe(co.REPO)
+            changes = co.uncommitted()
+            sides = [
+                Side("old", f"{args.against} = {old_tree.describe}", co.launcher(old_tree.path)),
+                Side("new", f"{co.REPO} (working tree"
+                            + (f"; {changes} uncommitted changes under npu_migrate/ and rules/)" if changes else ")"),
+                     co.launcher(co.REPO)),
+            ]
+            bench = Bench(sys.executable, args.jobs, args.timeout, Path(tmp), verbose=not args.quiet,
+                          probe_cache=False)
+            for side in sides:
+                helped = subprocess.run([*side.prefix, "check", "--help"], capture_output=True, text=True,
+                                        timeout=120, check=False, cwd=tmp)
+                side.cache_flag = "--cache-dir" in helped.stdout
+                if helped.returncode != 0:
+                    raise BenchmarkError(f"{side.label} ({side.what}): `check --help` exit {helped.returncode}: "
+                                         f"{helped.stderr.strip()[-600:]}")
+            bench.notes.append(f"torch tree: {root} ({len(files):,} .py files, {lines:,} lines)")
+            # The floor first: it also brings the corpus into the page cache before round 1.
+            bench.floor("torch", files, lines, root)
+            for n in range(1, args.rounds + 1):
+                for side in sides:
+                    cache = bench.work / f"cache-{side.label}-{n}"
+                    for phase in AB_PHASES:
+                        if phase == "warm" and not side.cache_flag:
+                            continue
+                        ab_check(bench, side, phase, n, root, len(files), lines, cache)
+            bench.finish()
+    except co.SetupError as exc:
+        raise BenchmarkError(str(exc)) from None
+    info["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+
+    print(describe(info))
+    for side in sides:
+        print(f"{side.label}: {side.what}")
+    print(f"both run as `{Path(sys.executable).name} -c <bootstrap> CHECKOUT check TORCH --output-format json "
+          f"-j {args.jobs} --cache-dir DIR` (compare_output.launcher); cold: a fresh empty DIR, warm: the "
+          f"same DIR again; {args.rounds} rounds, interleaved old, new, old, new ...; medians")
+    for side in sides:
+        if not side.cache_flag:
+            print(f"note: {side.label} has no --cache-dir: no warm run")
+    for note in bench.notes:
+        print(note)
+    print()
+    print(text_table(bench.results))
+    for m in bench.results:
+        for note in m.notes:
+            print(f"note: {m.name}: {note}")
+    print()
+    for line in ab_table(sides):
+        print(line)
+    old, new = sides
+    if len(old.seen | new.seen) > 1:
+        print(f"note: files checked and findings (per run) differ: old {sorted(old.seen)}, new {sorted(new.seen)}")
+    if args.json_file:
+        payload = {
+            "machine": info,
+            "jobs": args.jobs,
+            "against": {"rev": args.against, "describe": old.what},
+            "new": new.what,
+            "rounds": args.rounds,
+            "notes": bench.notes,
+            "medians": {
+                side.label: {phase: {"wall_s": side.median(phase), "rss_tree_peak": side.median(phase, "rss_tree_peak")}
+                             for phase in AB_PHASES}
+                for side in sides
+            },
+            "ratio_new_old": {phase: _ratio(old.median(phase), new.median(phase)) for phase in AB_PHASES},
+            "results": [
+                {**asdict(m), "side": side.label, "round": i, "lines_per_s": m.lines_per_s}
+                for side in sides for phase in AB_PHASES for i, m in enumerate(side.runs[phase], 1)
+            ],
+        }
+        Path(args.json_file).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 1 if any(m.status != "ok" for m in bench.results) else 0
+
+
+# ------------------------------------------------------------------ --shim-overhead
+
+SHIM_TEMPLATE = Path(__file__).resolve().parent.parent / "npu_migrate" / "shim"
+FAKE_NPU = Path(__file__).resolve().parent.parent / "tests" / "fake_npu"
+SHIM_OVERHEAD_TARGET_NS = 1000.0  # issue #16: a forwarded attribute costs at most 1 us over the direct one
+
+# Run in a child with the shim importable as `npu_compat`: time each shim expression against the
+# direct torch one (timeit, best of ROUNDS), print one JSON object. On the fake NPU every torch.npu
+# call appends to torch_npu.calls: that list is replaced by a sink so that memory stays flat.
+SHIM_OVERHEAD_CODE = r"""
+import json, sys, timeit
+import torch
+import npu_compat as s
+number, rounds = int(sys.argv[1]), int(sys.argv[2])
+npu = s.device_type() == "npu"
+if npu:
+    import torch_npu
+    torch_npu.calls = type("Sink", (list,), {"append": lambda self, item: None})()
+mod = "torch.npu" if npu else "torch.cuda"
+amp = "sys.modules['torch_npu.npu.amp']" if npu else "torch.cuda.amp"
+cases = [
+    ("npu_compat.synchronize", "s.synchronize", mod + ".synchronize"),
+    ("npu_compat.memory_allocated", "s.memory_allocated", mod + ".memory_allocated"),
+    ("npu_compat.Stream", "s.Stream", mod + ".Stream"),
+    ("npu_compat.autocast", "s.autocast", amp + ".autocast"),
+    ("npu_compat.device_count()", "s.device_count()", mod + ".device_count()"),
+    ("npu_compat.is_available()", "s.is_available()", mod + ".is_available()"),
+]
+if npu:
+    cases += [
+        ("npu_compat.synchronize()", "s.synchronize()", mod + ".synchronize()"),
+        ("npu_compat.memory_allocated(0)", "s.memory_allocated(0)", mod + ".memory_allocated(0)"),
+    ]
+scope = {"s": s, "torch": torch, "sys": sys}
+out = []
+for name, shim, direct in cases:
+    eval(shim, scope), eval(direct, scope)  # resolve once, fail early
+    best = {}
+    for label, stmt in (("shim", shim), ("direct", direct)):
+        timer = timeit.Timer(stmt, globals=scope)
+        best[label] = min(timer.repeat(repeat=rounds, number=number)) / number * 1e9
+    out.append({"name": name, "direct": direct, "shim_ns": best["shim"], "direct_ns": best["direct"],
+                "overhead_ns": best["shim"] - best["direct"]})
+print(json.dumps({"device_type": s.device_type(), "torch": torch.__version__, "cases": out}))
+"""
+
+
+def shim_overhead(template: Path, number: int, rounds: int) -> list[dict]:
+    """Time the shim's forwarded attributes against direct torch.cuda / torch.npu access.
+
+    Two children: this machine as it is (no NPU: the CUDA path) and, when tests/fake_npu exists,
+    the fake torch_npu on the path (the NPU path). The shim is `template` copied as npu_compat.
+    """
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="npu-migrate-shim-") as tmp:
+        package = Path(tmp) / "npu_compat"
+        package.mkdir()
+        for source in sorted(template.glob("*.py")):
+            shutil.copyfile(source, package / source.name)
+        modes = [("cuda path (no NPU)", [tmp])]
+        if FAKE_NPU.is_dir():
+            modes.append(("npu path (tests/fake_npu)", [tmp, str(FAKE_NPU)]))
+        for label, path in modes:
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("PYTHONPATH", "NPU_COMPAT_DEVICE", "TORCH_NPU_DEVICE_CAPABILITY")}
+            env.update(PYTHONPATH=os.pathsep.join(path), TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+                       PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
+            proc = subprocess.run([sys.executable, "-c", SHIM_OVERHEAD_CODE, str(number), str(rounds)],
+                                  cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                raise BenchmarkError(f"shim overhead child ({label}) failed:\n{proc.stderr[-2000:]}")
+            result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result["mode"] = label
+            runs.append(result)
+    return runs
+
+
+def run_shim_overhead(args: argparse.Namespace, info: dict) -> int:
+    template = Path(args.shim_template) if args.shim_template else SHIM_TEMPLATE
+    try:
+        runs = shim_overhead(template, args.shim_number, args.rounds)
+    except BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(describe(info))
+    print(f"shim: {template}; timeit: best of {args.rounds} x {args.shim_number}; "
+          f"target: at most {SHIM_OVERHEAD_TARGET_NS:.0f} ns over the direct access")
+    missed = 0
+    for run in runs:
+        print()
+        print(f"{run['mode']}: device_type() = {run['device_type']!r}, torch {run['torch']}")
+        table = [("shim expression", "direct", "direct ns", "shim ns", "overhead ns", "target")]
+        for case in run["cases"]:
+            met = case["overhead_ns"] <= SHIM_OVERHEAD_TARGET_NS
+            missed += not met
+            table.append((case["name"], case["direct"], f"{case['direct_ns']:.0f}", f"{case['shim_ns']:.0f}",
+                          f"{case['overhead_ns']:+.0f}", "met" if met else "MISSED"))
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+        for row in table:
+            print("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    if args.json_file:
+        payload = {"machine": info, "shim": str(template), "number": args.shim_number, "rounds": args.rounds,
+                   "target_ns": SHIM_OVERHEAD_TARGET_NS, "runs": runs}
+        Path(args.json_file).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 1 if missed else 0
+
+
 # ------------------------------------------------------------------ output
 
 def _size(n: int) -> str:
@@ -649,7 +958,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds before one measurement is killed (default 1800)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--against", metavar="REV",
+                        help="only the torch tree's check, for REV (a git worktree) and this checkout, "
+                             "interleaved; prints both medians and the ratio")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --against: measurements of each side; with --shim-overhead: timeit "
+                             "repeats (default 3)")
+    parser.add_argument("--shim-overhead", action="store_true",
+                        help="only time the shim's forwarded attributes (npu_compat.synchronize, "
+                             "device_count() ...) against torch.cuda / torch.npu, on this machine and "
+                             "on the fake NPU of tests/fake_npu")
+    parser.add_argument("--shim-template", metavar="DIR",
+                        help="with --shim-overhead: the shim to time (default npu_migrate/shim/)")
+    parser.add_argument("--shim-number", type=int, default=200_000,
+                        help="with --shim-overhead: timeit loops per repeat (default 200000)")
     args = parser.parse_args(argv)
+    if args.against is not None and args.only:
+        parser.error("--against measures the torch tree's check only; leave out --only")
+    if args.shim_overhead and (args.against is not None or args.only):
+        parser.error("--shim-overhead times the shim only; leave out --against and --only")
+    if args.shim_template and not args.shim_overhead:
+        parser.error("--shim-template needs --shim-overhead")
+    if args.shim_number < 1:
+        parser.error("--shim-number must be at least 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     only = [n.strip() for value in args.only for n in value.split(",") if n.strip()]
     unknown = sorted(set(only) - set(CORPORA))
     if unknown:
@@ -663,6 +996,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     info = machine()
+    if args.shim_overhead:
+        return run_shim_overhead(args, info)
+    if args.against is not None:
+        signal.signal(signal.SIGTERM, _terminate)  # the worktree is removed as after Ctrl-C
+        try:
+            return run_against(args, info)
+        except BenchmarkError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted (the worktree was removed)", file=sys.stderr)
+            return 130
     try:
         exe = npu_migrate_exe()
         with tempfile.TemporaryDirectory(prefix="npu-migrate-bench-") as tmp:
