@@ -51,6 +51,7 @@ from typing import Callable, Optional
 
 from . import __version__
 from .findings import Finding
+from .model import FileResult
 
 FORMAT = 2  # bump when the layout of a cache file changes
 ENV_DIR = "NPU_MIGRATE_CACHE_DIR"
@@ -260,8 +261,6 @@ def _finding_from_json(data, relpath: str) -> Finding:
 def _result_from_json(data, relpath: str, original: bytes):
     """A FileResult from a cached entry's result; ValueError (or TypeError) when any field is
     missing, unknown, or of the wrong type or shape."""
-    from .engine import FileResult
-
     if isinstance(data, str):
         data = json.loads(data)
     if not isinstance(data, dict) or set(data) != _RESULT_FIELDS:

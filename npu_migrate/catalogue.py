@@ -1,7 +1,7 @@
 """The rule catalogue: the data tables in `rules/`, loaded once.
 
-Knowledge lives in the tables (codes, messages, guidance, API mappings); the transforms in
-`transform.py` only read them. The tables ship inside the wheel as the package `npu_migrate.rules`.
+Knowledge lives in the tables (codes, messages, guidance, API mappings); the rule families in
+`families/` only read them. The tables ship inside the wheel as the package `npu_migrate.rules`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _rules_dir():
         return Path(__file__).resolve().parent.parent / "rules"
 
 
-def _read_table(name: str) -> dict[str, Any]:
+def read_table(name: str) -> dict[str, Any]:
     """Read `rules/<name>` from the installed package, or from the checkout as a fallback."""
     try:
         data = _rules_dir().joinpath(name).read_bytes()
@@ -78,7 +78,7 @@ def rules() -> dict[str, Rule]:
     table: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for name in code_tables():
-        for code, row in _read_table(name).items():
+        for code, row in read_table(name).items():
             if code in table:
                 raise ValueError(f"rules/{name}: {code} is also defined in rules/{origin[code]}")
             table[code] = row
@@ -102,22 +102,22 @@ def rules() -> dict[str, Rule]:
 
 @functools.lru_cache(maxsize=None)
 def cuda_api() -> dict[str, Any]:
-    return _read_table("cuda_api.toml")
+    return read_table("cuda_api.toml")
 
 
 @functools.lru_cache(maxsize=None)
 def device_table() -> dict[str, Any]:
-    return _read_table("device.toml")
+    return read_table("device.toml")
 
 
 @functools.lru_cache(maxsize=None)
 def distributed_table() -> dict[str, Any]:
-    return _read_table("distributed.toml")
+    return read_table("distributed.toml")
 
 
 @functools.lru_cache(maxsize=None)
 def env_table() -> dict[str, Any]:
-    return _read_table("env.toml")
+    return read_table("env.toml")
 
 
 def rule(code: str) -> Rule:

@@ -1,6 +1,6 @@
 """`npu-migrate check [PATHS...]`: flag CUDA-only code, for CI and pre-commit.
 
-It runs the very engine `migrate` runs (`engine.run_files`, nothing written) and reports every
+It runs the very engine `migrate` runs (`run.run_files`, nothing written) and reports every
 finding, rewritable and report-only, so `check` and `npu-migrate --dry-run` find the same set.
 On top of that it keeps to *new* code: `--baseline` accepts recorded findings, `--diff-base`
 keeps findings on lines changed since a git revision; suppression comments, per-file ignores
@@ -26,10 +26,11 @@ from . import baseline as baseline_mod
 from . import gitdiff, suppress
 from .cache import open_for as open_cache
 from .config import ConfigError, parse_per_file_ignores, resolve
-from .discover import DiscoveryError, _excluded
-from .engine import FileResult, file_kind, needed_shims
+from .discover import DiscoveryError, excluded
 from .formats import FORMATS, Item, Report, render
-from .runplan import collect, common_folder, make_options, resolve_root, run_engine, selection, \
+from .model import FileResult, tool_finding
+from .run import file_kind, needed_shims
+from .runplan import CheckRun, collect, common_folder, make_options, resolve_root, run_engine, selection, \
     shim_name_problem, split_codes
 from .source import WriteError
 
@@ -45,26 +46,11 @@ def _display(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
-def run_check(
-    paths: tuple[str, ...] = (".",),
-    *,
-    select=(), ignore=(), extend_select=(), exclude=(), per_file_ignores=(),
-    shim_name: Optional[str] = None,
-    config_file: Optional[str] = None,
-    isolated: bool = False,
-    baseline: Optional[str] = None,
-    write_baseline: Optional[str] = None,
-    diff_base: Optional[str] = None,
-    fix: bool = False,
-    no_shim: bool = False,
-    jobs: int = 1,
-    cwd: Optional[Path] = None,
-    cache_dir: Optional[str] = None,
-    no_cache: bool = False,
-) -> tuple[Report, dict]:
+def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     """Everything `check` does but printing. Raises CheckError for exit-2 problems."""
     cwd = (cwd or Path.cwd()).absolute()
-    paths = paths or (".",)
+    paths = run.paths or (".",)
+    baseline, write_baseline, diff_base, fix = run.baseline, run.write_baseline, run.diff_base, run.fix
     resolved = [(cwd / p).absolute() if not Path(p).is_absolute() else Path(p) for p in paths]
     for p in resolved:
         if not p.exists() and not p.is_symlink():
@@ -74,15 +60,15 @@ def run_check(
     except DiscoveryError as exc:
         raise CheckError(str(exc)) from None
     try:
-        cfg = resolve(common, config_file, isolated)
-        enabled = selection(cfg, select, ignore, extend_select)
+        cfg = resolve(common, run.config_file, run.isolated)
+        enabled = selection(cfg, run.select, run.ignore, run.extend_select)
         pfi = cfg.per_file_ignores
-        if per_file_ignores:
-            pfi = parse_per_file_ignores(per_file_ignores, "--per-file-ignores")
+        if run.per_file_ignores:
+            pfi = parse_per_file_ignores(run.per_file_ignores, "--per-file-ignores")
     except ConfigError as exc:
         raise CheckError(str(exc)) from None
-    excludes = split_codes(exclude) or cfg.exclude
-    shim = shim_name if shim_name is not None else (cfg.shim_name or "npu_compat")
+    excludes = split_codes(run.exclude) or cfg.exclude
+    shim = run.shim_name if run.shim_name is not None else (cfg.shim_name or "npu_compat")
     problem = shim_name_problem(shim)
     if problem:
         raise CheckError(f"shim name {shim!r} {problem}")
@@ -123,12 +109,12 @@ def run_check(
         except gitdiff.GitError as exc:
             raise CheckError(str(exc)) from None
     # Also for files named explicitly (pre-commit passes them): the shim is never checked.
-    items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim,))]
+    items = [(p, r) for p, r in items if not excluded(r, excludes + (shim,))]
 
     options = make_options(root, items, enabled, shim)
-    cache = open_cache(root, cache_dir, no_cache)
+    cache = open_cache(root, run.cache_dir, run.no_cache)
     try:
-        results = run_engine(items, options, pfi, jobs=jobs, cache=cache)
+        results = run_engine(items, options, pfi, jobs=run.jobs or os.cpu_count() or 1, cache=cache)
     except Exception as exc:  # the engine promises not to raise; if it does, the tool failed
         raise CheckError(f"internal error: {type(exc).__name__}: {exc}") from exc
     if cache is not None:
@@ -158,7 +144,7 @@ def run_check(
 
     extra: dict = {"root": root, "written": [], "shim": ""}
     if fix:
-        kept, fix_errors, fix_notes, written, shim_notes = _apply_fix(kept, root, options, no_shim, blocked_fix)
+        kept, fix_errors, fix_notes, written, shim_notes = _apply_fix(kept, root, options, run.no_shim, blocked_fix)
         if fix_errors:
             raise CheckError("; ".join(fix_errors))
         warnings.extend(fix_notes)
@@ -289,7 +275,6 @@ def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
 def missing_shims(results, options, root: Path) -> list:
     """NPU003: a file imports a shim that is not in the repository (missing, incomplete, or not
     committed to git), so that a fresh clone or a wheel built from one cannot import it."""
-    from .engine import _tool_finding
     from .inject import TEMPLATE_FILES
 
     if "NPU003" not in options.enabled:
@@ -314,7 +299,7 @@ def missing_shims(results, options, root: Path) -> list:
     findings = []
     for folder, problem in sorted(problems.items()):
         for rel in needed[folder]:
-            findings.append((rel, _tool_finding("NPU003", rel, problem, _import_line(results, rel, options))))
+            findings.append((rel, tool_finding("NPU003", rel, problem, _import_line(results, rel, options))))
     return findings
 
 
@@ -365,22 +350,15 @@ def _import_line(results, rel: str, options) -> int:
               help="Where results are cached, keyed by file content, options and tool version "
                    "(default: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
-def check_command(paths, select, extend_select, ignore, exclude, per_file_ignores, shim_name,
-                  config_file, isolated, baseline, write_baseline, fail_on_stale, diff_base,
-                  output_format, output_file, statistics, exit_zero, fix, no_shim, jobs, no_color,
-                  cache_dir, no_cache):
+def check_command(**params):
     """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings."""
-    if statistics and output_format not in ("text", "json"):
+    run = CheckRun(**params)
+    output_format, output_file = run.output_format, run.output_file
+    if run.statistics and output_format not in ("text", "json"):
         click.echo("error: --statistics works with --output-format text or json", err=True)
         sys.exit(2)
     try:
-        report, extra = run_check(
-            tuple(paths) or (".",), select=select, ignore=ignore, extend_select=extend_select,
-            exclude=exclude, per_file_ignores=per_file_ignores, shim_name=shim_name,
-            config_file=config_file, isolated=isolated, baseline=baseline,
-            write_baseline=write_baseline, diff_base=diff_base, fix=fix, no_shim=no_shim,
-            jobs=jobs or os.cpu_count() or 1, cache_dir=cache_dir, no_cache=no_cache,
-        )
+        report, extra = run_check(run)
     except CheckError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -398,9 +376,9 @@ def check_command(paths, select, extend_select, ignore, exclude, per_file_ignore
         target, total, keys = extra["baseline_written"]
         click.echo(f"wrote {target}: {total} findings in {keys} entries", err=True)
         sys.exit(0)
-    color = output_file is None and output_format == "text" and sys.stdout.isatty() and not no_color \
+    color = output_file is None and output_format == "text" and sys.stdout.isatty() and not run.no_color \
         and "NO_COLOR" not in os.environ
-    text = render(output_format, report, statistics=statistics, color=color)
+    text = render(output_format, report, statistics=run.statistics, color=color)
     if output_file:
         try:
             Path(output_file).write_text(text, encoding="utf-8")
@@ -417,5 +395,5 @@ def check_command(paths, select, extend_select, ignore, exclude, per_file_ignore
             from .formats import summary_lines
 
             click.echo("\n".join(summary_lines(report)), err=True)
-    failed = bool(report.items) or (fail_on_stale and bool(report.stale))
-    sys.exit(1 if failed and not exit_zero else 0)
+    failed = bool(report.items) or (run.fail_on_stale and bool(report.stale))
+    sys.exit(1 if failed and not run.exit_zero else 0)

@@ -18,13 +18,15 @@ from . import __version__, dirty
 from .cache import open_for as open_cache
 from .check import check_command
 from .config import ConfigError, parse_per_file_ignores, resolve as resolve_config
-from .discover import DiscoveryError, _excluded
+from .discover import DiscoveryError, excluded
 from .doctor import doctor_command
-from .engine import needed_shims
 from .inject import ShimConflict, ShimWriteError, check_all as check_shims, inject_all, split_folder
+from .model import FileResult
 from .outtree import Interrupted, OutputError, check_target, write_copy
 from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
-from .runplan import collect, common_folder, make_options, resolve_root, run_engine, selection, shim_name_problem, split_codes
+from .run import needed_shims
+from .runplan import MigrateRun, collect, common_folder, make_options, resolve_root, run_engine, selection, \
+    shim_name_problem, split_codes
 from .source import InterruptGuard, WriteError, write_atomic
 
 class DefaultGroup(click.Group):
@@ -135,36 +137,6 @@ def migrate_command(**params):
         _migrate(err, state, run)
     except KeyboardInterrupt:  # outside the guarded write phase: between files, never inside one
         _interrupted(err, state)
-
-
-@dataclass(frozen=True)
-class MigrateRun:
-    """The options of one `npu-migrate PATHS` run, as the command line gave them."""
-
-    paths: tuple
-    dry_run: bool = False
-    show_diff: bool = False
-    jobs: int | None = None
-    exclude: tuple = ()
-    shim_name: str | None = None
-    no_shim: bool = False
-    select: tuple = ()
-    extend_select: tuple = ()
-    ignore: tuple = ()
-    per_file_ignores: tuple = ()
-    config_file: str | None = None
-    isolated: bool = False
-    output_format: str = "text"
-    no_color: bool = False
-    quiet: bool = False
-    allow_dirty: bool = False
-    output_dir: str | None = None
-    cache_dir: str | None = None
-    no_cache: bool = False
-    rewrite_scripts: bool = False
-    report_file: str | None = None
-    report_csv: str | None = None
-    emit_requirements: bool = False
 
 
 @dataclass
@@ -280,7 +252,7 @@ def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
         _common, items, skipped_links = collect(paths, excludes, shim_name, notes, root=root)
     except DiscoveryError as exc:
         _fail(err, str(exc))
-    items = [(p, r) for p, r in items if not _excluded(r, excludes + (shim_name,))]
+    items = [(p, r) for p, r in items if not excluded(r, excludes + (shim_name,))]
     for link in skipped_links:
         err.print(f"warning: {link} is a symbolic link; skipped (name its target instead)", markup=False)
     for note in dict.fromkeys([*cfg.warnings, *notes]):
@@ -376,7 +348,6 @@ def packaging_results(summary: RunSummary, root: Path, shims: list[str], shim_na
     """Packaging files that must list the new shim subpackages for the wheel to ship them: their
     change joins the run's results (shown in the diff, written with the rest)."""
     from .layout import packaging_edits, read_layout
-    from .engine import FileResult
 
     homes = [split_folder(f)[0] for f in shims if split_folder(f)[0]]
     if not homes:

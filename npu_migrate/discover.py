@@ -27,7 +27,7 @@ class DiscoveryError(Exception):
     """The root cannot be used (missing, not a directory or file, unreadable)."""
 
 
-def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
+def excluded(rel: str, patterns: tuple[str, ...]) -> bool:
     parts = rel.split("/")
     for pattern in patterns:
         pattern = pattern.rstrip("/")
@@ -165,7 +165,7 @@ def discover(
             continue
         if any(part in SKIP_DIRS or part.endswith(".egg-info") for part in rel.split("/")[:-1]):
             continue
-        if _excluded(rel, excludes):
+        if excluded(rel, excludes):
             continue
         path = root / rel
         if through_link(rel):

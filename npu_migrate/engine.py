@@ -1,31 +1,31 @@
-"""The life of one file, and of one run.
+"""The Python engine: the life of one Python file, top to bottom.
 
-    discover -> prefilter -> parse -> rules (one traversal) + leftover sweep -> render -> write
-    atomically -> inject the shim once per run.
+    prefilter (trigger words, NPU-aware code, a skip-file comment) -> pathological-input limits
+    -> parse (the hot slices, else the whole file) -> rules (every family of families/, one traversal) +
+    leftover sweep -> shim import -> generate (the cold statements put back) -> new bytes and
+    findings
 
-`migrate_source` is pure (bytes in, new bytes and findings out) so that tests, the CLI and worker
-processes share it.
+`migrate_source` is pure (bytes in, new bytes and findings out) so that tests, the notebook
+engine (a notebook's code cells, as one module) and worker processes share it. Running many files
+(workers, the time budget, the cache) is run.py's; writing and injecting the shim are the
+commands'.
 """
 
 from __future__ import annotations
 
-import functools
 import gc
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 import libcst as cst
 
-from . import catalogue, hotslice, imports, placement, suppress
-from .findings import Finding
-from .source import read_regular
+from . import hotslice, imports, placement, suppress
+from .model import FileResult, Options, tool_finding
 from .sourcemap import SourceMap
 from .sweep import Sweep, rule_reads
-from .transform import EXTRA_HOT, ImportPruner, Migrator, dotted_name
+from .families.context import EXTRA_HOT, dotted_name
+from .families.dispatch import Dispatcher
 
 # Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
 # It must match everything the rules and the sweep look for (rules/sweep.toml).
@@ -52,47 +52,6 @@ MAIN_GUARD = re.compile(rb"""__name__\s*==\s*['"]__main__['"]""")
 DEFINES_CUDA_METHOD = re.compile(rb"^\s+def\s+cuda\s*\(\s*self\b", re.M)
 
 
-@dataclass(frozen=True)
-class Options:
-    enabled: frozenset
-    shim_name: str = "npu_compat"
-    npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
-    package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
-    hot_slices: bool = True  # parse only statements a rule can act on (hotslice.py)
-    rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
-    # folder -> placement.ShimImport, for a packaged project (placement.plan); () for the root shim
-    shim_specs: tuple = ()
-    # top-level names of the project's own modules and packages (isort's first party)
-    first_party: frozenset = frozenset()
-
-    @functools.cached_property
-    def shim_spec_map(self) -> dict:
-        return dict(self.shim_specs)
-
-
-@dataclass
-class FileResult:
-    relpath: str
-    findings: list[Finding] = field(default_factory=list)
-    original: Optional[bytes] = None
-    new: Optional[bytes] = None  # None: no change
-    encoding: str = "utf-8"
-    skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
-    suppressed: int = 0  # constructs left alone because a comment said so
-    # not for the cache: the file ran out of time or killed the process migrating it (the
-    # machine's load, the time budget or a fixed libcst may give another answer next time)
-    uncached: bool = False
-
-    @property
-    def changed(self) -> bool:
-        return self.new is not None and self.new != self.original
-
-
-def _tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: int = 1) -> Finding:
-    rule = catalogue.rule(code)
-    return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")
-
-
 # ------------------------------------------------------------------ hostile input, before libcst
 #
 # libcst's native parser recurses once per level of nesting and has no guard: 2,000 nested
@@ -114,6 +73,21 @@ MAX_ELIF = 2000  # `elif` branches in one file (libcst nests each in the one bef
 _HEAVY_DEPTH = 100  # no expression of torch's own tree goes deeper than about 40
 _HEAVY_OPERATORS = 2000  # operators read deeper than _HEAVY_DEPTH in one file
 _HEAVY_BYTES = 4 * 1024 * 1024
+
+class HeavyFile(BaseException):
+    """A heavy file met while isolate_heavy is on: the caller (an in-process run of run.py's
+    run_files) migrates it again in a process of its own, which it can kill. Not an Exception:
+    no `except Exception` swallows it."""
+
+
+_isolating = False  # whether a heavy file raises HeavyFile (isolate_heavy)
+
+
+def isolate_heavy(on: bool) -> None:
+    """In this process from now on, a heavy file raises HeavyFile (on) or is parsed here (off)."""
+    global _isolating
+    _isolating = on
+
 
 # Comments, line continuations and strings, which the scan sets aside (an f-string's fields stay).
 _STRIPPED = re.compile(
@@ -333,7 +307,7 @@ def shim_import_statements(module: cst.Module, shim: str) -> list[tuple[int, str
     return found
 
 
-def _already_imports_shim(module: cst.Module, shim: str) -> bool:
+def already_imports_shim(module: cst.Module, shim: str) -> bool:
     return bool(shim_import_statements(module, shim))
 
 
@@ -455,7 +429,7 @@ def add_shim_import(module: cst.Module, spec: placement.ShimImport, bootstrap: s
         index = _insertion_index(module)
         body = list(module.body)
         guarded = cst.parse_statement(bootstrap_code(spec, bootstrap, SCRIPT_BASE))
-        if index > 0 and imports._is_import_line(body[index - 1]):
+        if index > 0 and imports.is_import_line(body[index - 1]):
             guarded = guarded.with_changes(leading_lines=[cst.EmptyLine()])  # after the import block
         body[index:index] = [guarded]
         return module.with_changes(body=body)
@@ -486,7 +460,7 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
             return result
         slices = None
         if options.hot_slices:
-            # what makes a statement hot for the Migrator (Migrator.on_visit), what else rules read
+            # what makes a statement hot for the rules (Dispatcher.on_visit), what else rules read
             try:
                 slices = hotslice.reduce(source, (HOT_STATEMENT, EXTRA_HOT), TRIGGER_WORDS, rule_reads())
             except RecursionError:
@@ -502,7 +476,7 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
             # Python's own recursion limit in libcst's code generation or traversal (an expression
             # nested thousands deep, such as a generated table): say so, change nothing.
             result = FileResult(relpath=relpath, original=source)
-            finding = _tool_finding("NPU001", relpath, "nested too deeply for the code generator; left unchanged")
+            finding = tool_finding("NPU001", relpath, "nested too deeply for the code generator; left unchanged")
             if not suppressions.suppresses(finding.code, finding.line):
                 result.findings.append(finding)
             return result
@@ -527,22 +501,22 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
     """Parse (the hot slices of) a file and run the rules; None when the slices did not work out."""
     text = slices.reduced if slices is not None else source
     refused, heavy = _measure(text)  # never hand libcst what crashes it or takes it minutes
-    if heavy and _RUN.isolate_heavy:
-        raise _Isolate()  # (run_files migrates the file again, in a process it can kill)
+    if heavy and _isolating:
+        raise HeavyFile()  # (run_files migrates the file again, in a process it can kill)
     if refused is not None:
         # (the slices are a part of the file: the whole file is no better)
-        finding = _tool_finding("NPU001", relpath, refused[0], refused[1])
+        finding = tool_finding("NPU001", relpath, refused[0], refused[1])
         if not suppressions.suppresses(finding.code, finding.line):
             result.findings.append(finding)
         return result
     try:
         module = cst.parse_module(text)
     except UnicodeDecodeError as exc:
-        finding = _tool_finding("NPU002", relpath, str(exc))
+        finding = tool_finding("NPU002", relpath, str(exc))
     except cst.ParserSyntaxError as exc:
-        finding = _tool_finding("NPU001", relpath, exc.message, exc.raw_line or 1, exc.raw_column + 1)
+        finding = tool_finding("NPU001", relpath, exc.message, exc.raw_line or 1, exc.raw_column + 1)
     except (SyntaxError, ValueError, LookupError, RecursionError) as exc:
-        finding = _tool_finding("NPU001", relpath, f"{type(exc).__name__}: {exc}")
+        finding = tool_finding("NPU001", relpath, f"{type(exc).__name__}: {exc}")
     else:
         finding = None
     if finding is not None:
@@ -559,7 +533,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         # libcst does not give the reduced text back as it was (several indented comments left
         # at the end of the module by a placeholder lose all but one): parse the whole file
         return None
-    migrator = Migrator(
+    rules = Dispatcher(
         module,
         source_map,
         relpath,
@@ -570,22 +544,20 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         hot_statement=HOT_STATEMENT,
         suppressed=suppressions.suppresses,
     )
-    new_module = module.visit(migrator)
-    removable = migrator.removable_cuda_imports()
-    if removable:
-        new_module = new_module.visit(ImportPruner(removable, migrator.plain_torch_import))
-    module.visit(Sweep(migrator))
+    new_module = rules.finish(module.visit(rules))  # every family in one traversal, then NPU206
+    ctx = rules.ctx
+    module.visit(Sweep(ctx))
     spec = placement.spec_for(options, relpath)
     rehome = _foreign_shim_imports(module, spec) if spec.package else []
     if rehome and "NPU004" in options.enabled:
         # written by an earlier run for a root shim: the package's own shim now (NPU004)
-        rehome = [stmt for stmt in rehome if not migrator._suppressed("NPU004", stmt)]
+        rehome = [stmt for stmt in rehome if not ctx.is_suppressed("NPU004", stmt)]
         for stmt in rehome:
-            migrator._add("NPU004", stmt, True)
+            ctx.add("NPU004", stmt, True)
     else:
         rehome = []
     binds = {id(module.body[i]) for i, bound in shim_import_statements(module, spec.name) if bound != spec.module}
-    if migrator.uses_shim or any(id(stmt) in binds for stmt in rehome):
+    if ctx.uses_shim or any(id(stmt) in binds for stmt in rehome):
         # A file runs as a script when it has a main guard or is not in a package: `python
         # sub/script.py` puts sub/, not the root, on sys.path, so it needs the bootstrap.
         bootstrap = spec.bootstrap(bool(MAIN_GUARD.search(source)))
@@ -594,9 +566,9 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         new_module = add_shim_import(new_module, spec, bootstrap, options.first_party, bool(rehome))
     if rehome:
         new_module = _rehome_submodule_imports(new_module, spec)
-    findings = migrator.findings
+    findings = ctx.findings
     if new_module is module:
-        # Nothing was replaced (the Migrator hands back untouched nodes themselves): the code
+        # Nothing was replaced (the dispatcher hands back untouched nodes themselves): the code
         # is the source map's, generated from this very module, so it is not generated again.
         new = source_map.text.encode(module.encoding)
         if slices is not None:
@@ -619,7 +591,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
                 if new is None:
                     return None
     result.findings = sorted(findings)
-    result.suppressed = migrator.suppressed_count
+    result.suppressed = ctx.suppressed_count
     if new != source:
         result.new = new
     return result
@@ -632,483 +604,3 @@ def _generate(source_map: SourceMap, new_module: cst.Module, slices) -> Optional
         # (findings need nothing: their source text is read with the slices put back)
         return hotslice.restore(new, slices)
     return new
-
-
-def file_kind(relpath: str) -> str:
-    """How a discovered file is read: "python", "notebook", or a text format of textfiles.py
-    (shell, yaml, toml, dockerfile, env, cuda-source). Anything else named on the command line
-    is read as Python (a script without a suffix, found by its #! line)."""
-    from .textfiles import target_kind  # lazy: textfiles imports this module for FileResult
-
-    lower = relpath.lower()
-    if lower.endswith((".py", ".pyw")):
-        return "python"
-    if lower.endswith(".ipynb"):
-        return "notebook"
-    return target_kind(relpath) or "python"
-
-
-def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
-    """Migrate (or scan) one file's bytes with the engine its kind needs."""
-    kind = file_kind(relpath)
-    if kind == "notebook":
-        from .notebook import migrate_notebook
-
-        return migrate_notebook(source, relpath, options)
-    if kind != "python":
-        from .textfiles import scan_text_file
-
-        return scan_text_file(source, relpath, options)
-    return migrate_source(source, relpath, options)
-
-
-def _final_python_text(result: FileResult) -> Optional[bytes]:
-    """The Python code of a file once the run is over (a notebook's code cells joined); None for
-    other text files."""
-    data = result.new if result.changed else (result.original or b"")
-    kind = file_kind(result.relpath)
-    if kind == "notebook":
-        import json
-
-        try:
-            cells = json.loads(data.decode("utf-8")).get("cells", [])
-            return "\n".join(
-                "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
-            ).encode("utf-8")
-        except (ValueError, AttributeError, TypeError):
-            return None
-    return data if kind == "python" else None
-
-
-def shim_modules(result: FileResult, shim: str) -> set[str]:
-    """The shim modules the file imports once the run is over (rewritten now or by an earlier
-    run): `npu_compat` for the root shim, `mypkg.npu_compat` for a package's."""
-    data = _final_python_text(result)
-    if not data:
-        return set()
-    name = re.escape(shim.encode())
-    found = set()
-    for m in re.finditer(rb"^[ \t]*(?:import|from)[ \t]+((?:\w+\.)*?)" + name + rb"\b", data, re.M):
-        found.add(m.group(1).decode("ascii", "replace") + shim)
-    for m in re.finditer(rb"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?[^)\n]*?(?<![\w.])" + name + rb"\b(?![ \t]+as\b)",
-                         data, re.M):
-        found.add(m.group(1).decode("ascii", "replace") + "." + shim)
-    return found
-
-
-def imports_shim(result: FileResult, shim: str) -> bool:
-    """Whether the file imports a shim once the run is over: then that shim must exist.
-    Notebooks are looked at cell by cell; other text files never do."""
-    return bool(shim_modules(result, shim))
-
-
-def needed_shims(results: Iterable[FileResult], options: Options) -> dict[str, list[str]]:
-    """Shim folder (relative to the root) -> the files that import it, after the run."""
-    by_module = {spec.module: spec.folder for _folder, spec in options.shim_specs}
-    needed: dict[str, list[str]] = {}
-    for result in results:
-        for module in sorted(shim_modules(result, options.shim_name)):
-            spec = placement.spec_for(options, result.relpath)
-            folder = spec.folder if module == spec.module else by_module.get(module)
-            if folder is None and module == options.shim_name:
-                folder = options.shim_name  # the root shim
-            if folder is not None:
-                needed.setdefault(folder, []).append(result.relpath)
-    return needed
-
-
-# ------------------------------------------------------------------ the time budget of one file
-#
-# Within run_files, the process that migrates a file (a worker, a process of its own, or the
-# main process on its main thread) arms SIGALRM for the file's budget; its handler raises
-# _FileTimeout wherever Python code runs, and the file is NPU001 "took longer than N s". Python
-# cannot interrupt libcst's native parser, whose exception only comes when it returns: so where
-# the parse alone may run past the budget, the parent kills the process (a worker, or the process
-# of its own a heavy file gets in an in-process run) at _hard_limit, and reports the same.
-FILE_TIMEOUT_ENV = "NPU_MIGRATE_FILE_TIMEOUT"
-DEFAULT_FILE_TIMEOUT = 60.0  # seconds; torch's slowest file takes about 3
-
-
-def file_timeout() -> float:
-    """The time budget of one file in seconds, from $NPU_MIGRATE_FILE_TIMEOUT (0: none)."""
-    raw = os.environ.get(FILE_TIMEOUT_ENV, "").strip()
-    try:
-        seconds = float(raw) if raw else DEFAULT_FILE_TIMEOUT
-    except ValueError:
-        seconds = DEFAULT_FILE_TIMEOUT
-    return seconds if 0 < seconds < float("inf") else 0.0
-
-
-def _hard_limit(seconds: float) -> float:
-    """When the parent kills a process still on one file: after its own alarm had its chance."""
-    return seconds * 1.5 + 2
-
-
-class _FileTimeout(BaseException):
-    """Raised by the SIGALRM handler (not an Exception: no `except Exception` swallows it)."""
-
-
-class _Isolate(BaseException):
-    """A heavy file met in an in-process run: run_files migrates it in a process of its own."""
-
-
-class _RunState:
-    alarm_armed = False  # the handler raises only while a file's budget runs
-    isolate_heavy = False  # in-process runs of run_files: heavy files go to a process of their own
-    board = None  # workers: the parent's table of what each worker is doing (see _run_pool)
-    slot = -1
-
-
-_RUN = _RunState()
-
-
-def _on_alarm(signum, frame) -> None:
-    if _RUN.alarm_armed:
-        _RUN.alarm_armed = False
-        raise _FileTimeout()
-
-
-def _install_alarm() -> Optional[tuple]:
-    """Make SIGALRM ours in this process; (the previous handler,) to put back, or None when
-    this process cannot take it (no SIGALRM on Windows; signals go to the main thread only)."""
-    import signal
-    import threading
-
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return None
-    return (signal.signal(signal.SIGALRM, _on_alarm),)
-
-
-def _restore_alarm(saved: Optional[tuple]) -> None:
-    if saved is not None:
-        import signal
-
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved[0])
-
-
-def _timed_out(relpath: str, original: Optional[bytes], seconds: float) -> FileResult:
-    finding = _tool_finding("NPU001", relpath, f"took longer than {seconds:g} s to migrate ({FILE_TIMEOUT_ENV})")
-    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
-
-
-def _crashed(relpath: str, original: Optional[bytes], exitcode: Optional[int]) -> FileResult:
-    import signal
-
-    if exitcode is not None and exitcode < 0:
-        try:
-            how = signal.Signals(-exitcode).name
-        except ValueError:
-            how = f"signal {-exitcode}"
-    else:
-        how = f"exit status {exitcode}"
-    detail = f"the parser crashed on this file (the process migrating it died: {how})"
-    finding = _tool_finding("NPU001", relpath, detail)
-    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
-
-
-def _read_original(path: str) -> Optional[bytes]:
-    try:
-        return read_regular(path)
-    except OSError:
-        return None
-
-
-def migrate_path(args: tuple[str, str, Options]) -> FileResult:
-    """Worker entry point: read a file and migrate it (the caller writes). Within run_files, in
-    a process whose SIGALRM is ours, the file has its time budget."""
-    path, relpath, options = args
-    try:
-        # never a FIFO or a device (it would block or never end), never a file over the limit
-        source = read_regular(path)
-    except OSError as exc:
-        return FileResult(relpath=relpath, findings=[_tool_finding("NPU002", relpath, exc.strerror or str(exc))])
-    import signal
-
-    seconds = file_timeout()
-    if not seconds or not hasattr(signal, "setitimer") or signal.getsignal(signal.SIGALRM) is not _on_alarm:
-        return migrate_file(source, relpath, options)
-    try:
-        _RUN.alarm_armed = True
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            return migrate_file(source, relpath, options)
-        finally:
-            _RUN.alarm_armed = False  # first: an alarm from here on does nothing
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except _FileTimeout:
-        _RUN.alarm_armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        return _timed_out(relpath, source, seconds)
-
-
-def run_files(
-    items: list[tuple[str, str]],
-    options: Options,
-    jobs: int = 1,
-    progress: Optional[Callable[[FileResult], None]] = None,
-    cache=None,
-) -> list[FileResult]:
-    """Migrate (path, relpath) pairs, in worker processes when there are enough of them.
-
-    Results come back sorted by relative path whatever `jobs` is, so output is deterministic.
-    With a `cache.Cache`, files whose content and options match an entry are not migrated again.
-    """
-    results: list[FileResult] = []
-    if cache is not None:
-        items, results = _cached(items, options, cache, progress)
-    # Largest files first: with workers, a big file taken last would leave the other core idle
-    # while it runs. (Results are sorted by path below, so the order never shows.)
-    tasks = sorted(((path, rel, options) for path, rel in items), key=_size, reverse=True)
-    done = len(results)
-    seconds = file_timeout()
-
-    def deliver(result: FileResult) -> None:
-        results.append(result)
-        if progress:
-            progress(result)
-
-    if jobs > 1 and len(tasks) >= 16:
-        _run_pool(tasks, jobs, seconds, deliver)
-    else:
-        saved = _install_alarm()
-        _RUN.isolate_heavy = True
-        try:
-            for task in tasks:
-                try:
-                    result = migrate_path(task)
-                except _Isolate:  # a parse that may outlast the budget: where it can be killed
-                    result = _run_isolated([task], 1, seconds)[0]
-                deliver(result)
-        finally:
-            _RUN.isolate_heavy = False
-            _restore_alarm(saved)
-    if cache is not None:
-        from .cache import digest, options_key
-
-        for result in results[done:]:
-            if result.original is not None and not result.uncached:
-                cache.store(result.relpath, digest(result.original), options_key(options, result.relpath), result)
-    results.sort(key=lambda r: r.relpath)
-    return results
-
-
-# ------------------------------------------------------------------ workers that die
-#
-# A worker process that dies (libcst's parser crashing, os._exit, the kernel's OOM killer, or the
-# parent killing it at the hard time limit) breaks the whole pool: every file not yet returned
-# fails with BrokenProcessPool. So each worker writes on a shared board which task it is on and
-# since when; after a break, the tasks that were in flight are migrated again each in a process
-# of its own (only the file that crashes one is NPU001), the tasks never started go to a new pool.
-
-
-def _worker_start(board, slots) -> None:
-    """Pool initializer: take a row of the board; SIGALRM is this worker's."""
-    with slots.get_lock():
-        slot = slots.value
-        slots.value += 1
-    _RUN.isolate_heavy = False  # (a worker can be killed: no process of its own needed)
-    if 3 * slot + 2 < len(board):
-        _RUN.board, _RUN.slot = board, slot
-        board[3 * slot] = os.getpid()
-        board[3 * slot + 1] = -1
-    _install_alarm()
-
-
-def _worker_chunk(chunk: list) -> list:
-    """Migrate (number, task) pairs in a worker; [(number, result)]."""
-    import time
-
-    board, row = _RUN.board, 3 * _RUN.slot
-    out = []
-    for number, task in chunk:
-        if board is not None:
-            board[row + 2] = time.monotonic()  # (before the number: the parent reads the number first)
-            board[row + 1] = number
-        try:
-            out.append((number, migrate_path(task)))
-        finally:
-            if board is not None:
-                board[row + 1] = -1
-    return out
-
-
-def _run_pool(tasks: list, jobs: int, seconds: float, deliver: Callable[[FileResult], None], round_: int = 0) -> None:
-    import multiprocessing
-    import signal
-    import time
-    from concurrent.futures import FIRST_COMPLETED, wait
-    from concurrent.futures.process import BrokenProcessPool
-
-    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    board = context.Array("d", 3 * jobs, lock=False)  # per worker: pid, task number (-1: none), since
-    for slot in range(jobs):
-        board[3 * slot + 1] = -1
-    slots = context.Value("i", 0)
-    numbered = list(enumerate(tasks))
-    size = max(1, min(4, len(tasks) // (jobs * 8) or 1))  # small: the big files come first
-    chunks = [numbered[i:i + size] for i in range(0, len(numbered), size)]
-    hard = _hard_limit(seconds) if seconds else None
-    left: list = []  # (number, task) of the chunks that never came back
-    delivered: set[int] = set()
-    killed: set[int] = set()  # task numbers whose worker the parent killed for their time
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
-                             initargs=(board, slots)) as pool:
-        pending = {}
-        for index, chunk in enumerate(chunks):
-            try:
-                pending[pool.submit(_worker_chunk, chunk)] = chunk
-            except BrokenProcessPool:
-                left.extend(pair for rest in chunks[index:] for pair in rest)
-                break
-        while pending:
-            finished, _ = wait(pending, timeout=0.25 if hard else None, return_when=FIRST_COMPLETED)
-            for future in finished:
-                chunk = pending.pop(future)
-                try:
-                    returned = future.result()
-                except BrokenProcessPool:
-                    left.extend(chunk)
-                    continue
-                for number, result in returned:
-                    delivered.add(number)
-                    deliver(result)
-            if hard and pending:
-                now = time.monotonic()
-                for slot in range(jobs):
-                    number = int(board[3 * slot + 1])
-                    if number >= 0 and number not in killed and now - board[3 * slot + 2] > hard:
-                        killed.add(number)  # the parse outlasts the alarm (native code): kill it
-                        try:
-                            os.kill(int(board[3 * slot]), getattr(signal, "SIGKILL", signal.SIGTERM))
-                        except OSError:
-                            pass
-    if not left:
-        return
-    in_flight = {int(board[3 * slot + 1]) for slot in range(jobs)}
-    left = [(number, task) for number, task in left if number not in delivered]
-    suspects = [task for number, task in left if number in in_flight and number not in killed]
-    rest = [task for number, task in left if number not in in_flight and number not in killed]
-    for number, task in left:
-        if number in killed:
-            deliver(_timed_out(task[1], _read_original(task[0]), seconds))
-    for result in _run_isolated(suspects, jobs, seconds):
-        deliver(result)
-    if not rest:
-        return
-    # A new pool for the files never started, while rounds make progress (a worker that died
-    # between files, nothing in flight, gets one more): else one process each, which always ends.
-    if len(rest) > 2 * jobs and round_ < 8 and (delivered or suspects or killed or round_ == 0):
-        _run_pool(rest, jobs, seconds, deliver, round_ + 1)
-    else:
-        for result in _run_isolated(rest, jobs, seconds):
-            deliver(result)
-
-
-def _isolated_child(writer, task) -> None:
-    _RUN.isolate_heavy = False
-    _install_alarm()
-    try:
-        result = migrate_path(task)
-    except BaseException as exc:  # nothing above would report it
-        detail = f"internal error, left unchanged: {type(exc).__name__}: {exc}"
-        result = FileResult(relpath=task[1], findings=[_tool_finding("NPU001", task[1], detail)], uncached=True)
-    writer.send(result)
-    writer.close()
-
-
-def _run_isolated(tasks: list, jobs: int, seconds: float) -> list[FileResult]:
-    """Migrate each task in a process of its own, `jobs` at a time: a process that dies costs
-    only its file (NPU001), and one still running at the hard time limit is killed."""
-    import multiprocessing
-    import time
-    from multiprocessing.connection import wait
-
-    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    hard = _hard_limit(seconds) if seconds else None
-    queue = list(tasks)
-    running: dict = {}  # reader -> (task, process, start)
-    out: list[FileResult] = []
-    while queue or running:
-        while queue and len(running) < max(1, jobs):
-            task = queue.pop(0)
-            reader, writer = context.Pipe(duplex=False)
-            process = context.Process(target=_isolated_child, args=(writer, task), daemon=True)
-            process.start()
-            writer.close()
-            running[reader] = (task, process, time.monotonic())
-        for reader in wait(list(running), timeout=0.25 if hard else None):
-            task, process, _start = running.pop(reader)
-            try:
-                result = reader.recv()
-            except Exception:  # EOFError: it died before it could answer
-                result = None
-            reader.close()
-            process.join()
-            if not isinstance(result, FileResult):
-                result = _crashed(task[1], _read_original(task[0]), process.exitcode)
-            out.append(result)
-        if hard:
-            now = time.monotonic()
-            for reader, (task, process, start) in list(running.items()):
-                if now - start > hard:
-                    process.kill()
-                    process.join()
-                    reader.close()
-                    del running[reader]
-                    out.append(_timed_out(task[1], _read_original(task[0]), seconds))
-    return out
-
-
-def _size(task: tuple) -> int:
-    try:
-        return os.path.getsize(task[0])
-    except OSError:
-        return 0
-
-
-def _cached(items, options: Options, cache, progress):
-    """Split items into those still to migrate and the results the cache already holds."""
-    from .cache import digest, options_key
-
-    todo, hits = [], []
-    for path, rel in items:
-        try:
-            data = read_regular(path)  # never a FIFO (it would block), never past the limit
-        except OSError:
-            todo.append((path, rel))  # the worker reports why it cannot be read
-            continue
-        result = cache.lookup(rel, digest(data), options_key(options, rel), data)
-        if result is None:
-            todo.append((path, rel))
-        else:
-            hits.append(result)
-            if progress:
-                progress(result)
-    return todo, hits
-
-
-def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
-    """Relative folders (of the given files) that are packages: they hold an __init__.py."""
-    folders = {os.path.dirname(rel) for _, rel in items}
-    return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
-
-
-def _may_be_npu_aware(data: bytes) -> bool:
-    """A byte test that every NPU_AWARE match passes (each of its branches holds one of these);
-    the regex, anchored at line starts, costs far more on the many files that fail it."""
-    return b"torch_npu" in data or b"torch.npu" in data or b"is_npu_available" in data
-
-
-def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
-    """Directories that already hold torch_npu-aware code: their siblings stay untouched (E26)."""
-    dirs = set()
-    for path, rel in items:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        if _may_be_npu_aware(data) and NPU_AWARE.search(data):
-            dirs.add(os.path.dirname(rel))
-    return frozenset(dirs)

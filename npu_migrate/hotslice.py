@@ -2,8 +2,8 @@
 
 libcst builds a Python object for every token of a file, which costs about ten times what
 CPython's own parser (`ast`) costs. Most statements of a real file cannot matter to any rule:
-their text holds no trigger word and no name bound to a CUDA module, so the Migrator would skip
-them anyway (see `Migrator.on_visit`). This module finds those *cold* statements with `ast`, at
+their text holds no trigger word and no name bound to a CUDA module, so the rule dispatcher would skip
+them anyway (see `Dispatcher.on_visit`). This module finds those *cold* statements with `ast`, at
 every nesting level, and replaces each run of consecutive cold statements of a block by one
 one-name placeholder that spans the same lines, its line endings in a triple-quoted string:
 
@@ -17,20 +17,20 @@ result is always the one a whole-file parse gives; `tests/test_hotslice.py` chec
 fixture, and `scripts/robustness.py --compare-slices` on the torch tree.
 
 What keeps a statement real (never inside a placeholder):
-- its text, with the comment lines around it, matches a hot pattern (the Migrator's trigger
-  words and extra words) or holds a name the Migrator may come to treat as hot: a name bound by
+- its text, with the comment lines around it, matches a hot pattern (the rule dispatcher's trigger
+  words and extra words) or holds a name the rule dispatcher may come to treat as hot: a name bound by
   an import from a module path with a trigger word in it, or assigned the result of a tracked
   getter (`props = torch.cuda.get_device_properties(0)`: `props.warp_size` is hot);
 - at module level: imports, the docstring, and the imports directly in a module-level `try`
   (they decide where the shim import goes and whether it is there already); a module-level
   statement holding imports is kept but its blocks are sliced;
-- it binds a name that an import of torch binds (the Migrator forgets the alias then).
+- it binds a name that an import of torch binds (the rule dispatcher forgets the alias then).
 A run of cold statements is cut back until it starts and ends on lines of its own (`a = 1; b = 2`
 next to a hot statement, `if x: y`, an `elif`, a trailing backslash), and spans MIN_LINES.
 
 Inside the statements that stay, the elements of list, tuple, set and dict displays that no rule
 can read are left out the same way (`_Data`): the tables of numbers or of calls that fill much
-of torch's test code. Whatever is left out, the Migrator sees the text it would see without
+of torch's test code. Whatever is left out, the rule dispatcher sees the text it would see without
 slices wherever a rule reads text (`SourceMap.original_text_of`).
 """
 
@@ -67,8 +67,8 @@ class Slices:
 class RuleReads:
     """What the rules read besides the hot patterns, from the rule tables (sweep.rule_reads)."""
 
-    getters: tuple = ()  # calls whose result the Migrator follows by the name it is assigned to
-    captures: tuple = ()  # context managers whose whole `with` body the Migrator reads
+    getters: tuple = ()  # calls whose result the rule dispatcher follows by the name it is assigned to
+    captures: tuple = ()  # context managers whose whole `with` body the rule dispatcher reads
     qualnames: tuple = ()  # names a rule acts on in expressions (`torch.distributed.new_subgroups`)
     string_may_matter: Optional[Callable[[str], bool]] = None  # a rule may read a string of this value
     # Without string_may_matter, nothing inside a statement is left out (see _Data).
@@ -93,7 +93,7 @@ def _bound_names(target: ast.AST) -> list[str]:
 
 
 def _binds(stmt: ast.stmt) -> list[str]:
-    """Names a skipped statement rebinds, as `Migrator._shadow_statement` sees them."""
+    """Names a skipped statement rebinds, as `Context.shadow_statement` sees them."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [stmt.name]
     if isinstance(stmt, ast.Assign):
@@ -104,7 +104,7 @@ def _binds(stmt: ast.stmt) -> list[str]:
 
 
 def _dotted(node: ast.AST) -> Optional[list[str]]:
-    """["a", "b", "c"] for `a.b.c`, else None (as `transform.dotted_name`)."""
+    """["a", "b", "c"] for `a.b.c`, else None (as `families.context.dotted_name`)."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -166,13 +166,13 @@ class _Names:
 def _scan(tree: ast.Module, triggers: re.Pattern, reads: RuleReads) -> _Names:
     """One pass over the statements of the file (not its expressions).
 
-    The hot names are a superset of what the Migrator tracks (`Migrator._make_hot`), whatever
+    The hot names are a superset of what the rule dispatcher tracks (`Context.make_hot`), whatever
     the order of the statements: every name an import binds from a module path with a trigger
     word in it (`from torch.cuda import synchronize as sync`, `from triton import jit`), unless
     the name itself has one; and the last name of every target assigned a call of a getter
     (`self.props = torch.cuda.get_device_properties(i)`), the getter called by its own name or
     through an import alias. A `with` that calls one of `captures` (`with torch.cuda.graph(g):`)
-    is not sliced inside: the Migrator looks through its body for a training step.
+    is not sliced inside: the rule dispatcher looks through its body for a training step.
     """
     names = _Names(set(), set(), set(), set())
     getters, captures = reads.getters, reads.captures
@@ -218,7 +218,7 @@ def _scan(tree: ast.Module, triggers: re.Pattern, reads: RuleReads) -> _Names:
                     names.hot.add(local)
 
     def may_call(call: ast.expr, qualnames: Iterable[str]) -> bool:
-        """Whether `Migrator.qualname(call.func)` may be one of `qualnames`: the last name of the
+        """Whether `Context.qualname(call.func)` may be one of `qualnames`: the last name of the
         dotted name called, or of the import its bare name stands for, is theirs."""
         func = _dotted(call.func) if isinstance(call, ast.Call) else None
         if func is None:
@@ -313,7 +313,7 @@ class _Reducer:
             before = block[-1].end_lineno or block[-1].lineno
 
     def may_hide(self, stmt: ast.stmt, index: int, top: bool, keep_imports: bool) -> bool:
-        """What the Migrator and the shim injection need to see, whatever the text says."""
+        """What the rule dispatcher and the shim injection need to see, whatever the text says."""
         if (top or keep_imports) and isinstance(stmt, (ast.Import, ast.ImportFrom)):
             return False
         if top:
@@ -420,16 +420,16 @@ _PLACEHOLDER_WIDTH = len(PLACEHOLDER_PREFIX) + 8 + len(b'("""""")')
 class _Data:
     """Parts of the statements that stay which no rule can read: left out too.
 
-    Inside a statement the Migrator visits everything, so a part of it may be left out only if
+    Inside a statement the rule dispatcher visits everything, so a part of it may be left out only if
     visiting it can do nothing, whatever surrounds it. That holds for an element of a list,
     tuple, set or dict display (keys and values) whose text holds no hot match and no name a
     rule acts on without a trigger word (`RuleReads.qualnames`), and none of whose strings a rule
     may read (their values: escapes hide words from the text). Rules that look at the
     elements of a display from outside ask only whether they are strings, so an element that is
     itself a string stays; a placeholder (a call) is then no different from what it stands for.
-    The statement must stay hot, or cold, without the parts (the Migrator decides by its text);
+    The statement must stay hot, or cold, without the parts (the rule dispatcher decides by its text);
     nothing is left out inside an f-string (the placeholder's quotes) nor in the body of a
-    `with` the Migrator reads whole. The placeholder keeps the columns of what follows on its
+    `with` the rule dispatcher reads whole. The placeholder keeps the columns of what follows on its
     last line (padding in its string), so positions of findings stay those of the file.
     """
 
@@ -465,7 +465,7 @@ class _Data:
             return []
         if not found:
             return []
-        # the statement's lines, as the Migrator will test them, must be as hot as before
+        # the statement's lines, as the rule dispatcher will test them, must be as hot as before
         first, last = self.line_starts[stmt.lineno - 1], self.line_starts[stmt.end_lineno]
         original = self.body[first:last]
         if self.is_hot(original, stmt.lineno, stmt.end_lineno):
@@ -653,7 +653,7 @@ def reduce(source: bytes, hot: Union[re.Pattern, Sequence[re.Pattern]], triggers
            reads: RuleReads = RuleReads()) -> Optional[Slices]:
     """The reduced text, or None when slicing would not help or is not safe for this file.
 
-    `hot`: the pattern(s) that make a statement's text hot for the Migrator; `triggers`: the
+    `hot`: the pattern(s) that make a statement's text hot for the rule dispatcher; `triggers`: the
     trigger words; `reads`: what else the rules read.
     """
     if PLACEHOLDER_PREFIX in source or b"\f" in source or b"\x00" in source:

@@ -210,7 +210,7 @@ def _split_relative(from_module: str) -> tuple[int, Optional[str]]:
     return len(from_module) - len(stripped), (stripped or None)
 
 
-def _is_import_line(stmt: cst.CSTNode) -> bool:
+def is_import_line(stmt: cst.CSTNode) -> bool:
     return (
         isinstance(stmt, cst.SimpleStatementLine)
         and bool(stmt.body)
@@ -235,7 +235,7 @@ def leading_block(module: cst.Module) -> tuple[int, int]:
     body = module.body
     start = 1 if body and _is_docstring(body[0]) else 0
     end = start
-    while end < len(body) and _is_import_line(body[end]):
+    while end < len(body) and is_import_line(body[end]):
         end += 1
     return start, end
 

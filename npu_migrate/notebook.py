@@ -44,18 +44,9 @@ from typing import Any, Iterator, Optional
 import libcst as cst
 
 from . import catalogue, placement, suppress
-from .engine import (
-    NPU_AWARE,
-    PREFILTER,
-    FileResult,
-    Options,
-    _already_imports_shim,
-    _tool_finding,
-    import_line,
-    migrate_source,
-    pathological,
-)
+from .engine import NPU_AWARE, PREFILTER, already_imports_shim, import_line, migrate_source, pathological
 from .findings import Finding
+from .model import FileResult, Options, tool_finding
 
 # ------------------------------------------------------------------ the JSON: where each source is
 
@@ -665,7 +656,7 @@ def add_shim_import(code: str, cell: Cell, masker: Masker, spec, path: str) -> s
     never above the cell's magic, never below a trailing magic whose value the cell displays."""
     missing_newline = bool(code) and not code.endswith(("\n", "\r"))
     module = cst.parse_module(code + "\n" if missing_newline else code)
-    if _already_imports_shim(module, spec.name):
+    if already_imports_shim(module, spec.name):
         return code
     body = list(module.body)
     index = 1 if cell.header and body else 0
@@ -705,7 +696,7 @@ def _lone_surrogate(relpath: str, cell: Cell) -> Optional[Finding]:
         line = before.count("\n") + 1
         column = exc.start - before.rfind("\n")
         char = f"\\u{ord(cell.original[exc.start]):04x}"
-        finding = _tool_finding("NPU002", relpath, f"code cell {cell.number} holds a lone surrogate ({char}), "
+        finding = tool_finding("NPU002", relpath, f"code cell {cell.number} holds a lone surrogate ({char}), "
                                 "which is not Unicode text; the notebook was left unchanged", line, column)
         return dataclasses.replace(finding, cell=cell.number)
     return None
@@ -729,12 +720,12 @@ def migrate_notebook(source: bytes, relpath: str, options: Options) -> FileResul
     try:
         text = source.decode("utf-8")
     except UnicodeDecodeError as exc:
-        result.findings.append(_tool_finding("NPU002", relpath, f"a notebook must be UTF-8: {exc}"))
+        result.findings.append(tool_finding("NPU002", relpath, f"a notebook must be UTF-8: {exc}"))
         return result
     try:
         doc = read_document(text)
     except NotebookError as exc:
-        result.findings.append(_tool_finding("NPU001", relpath, str(exc)))
+        result.findings.append(tool_finding("NPU001", relpath, str(exc)))
         return result
     language = _language(doc.data)
     if not language.startswith(("python", "ipython")):
@@ -761,7 +752,7 @@ def migrate_notebook(source: bytes, relpath: str, options: Options) -> FileResul
         findings, new_sources = _migrate(doc, cells, masker, relpath, options, result)
         new_text = _splice(doc, new_sources) if new_sources else None
     except (NotebookError, cst.ParserSyntaxError) as exc:  # a bug of ours: say so, write nothing
-        result.findings = [_tool_finding("NPU001", relpath, f"internal error, notebook left unchanged: {exc}")]
+        result.findings = [tool_finding("NPU001", relpath, f"internal error, notebook left unchanged: {exc}")]
         return result
     result.findings = sorted(findings)
     if new_text is not None:

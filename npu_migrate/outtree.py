@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .discover import COPY_SKIP_DIRS, project_files
-from .engine import FileResult
 from .inject import inject_all
+from .model import FileResult
 from .source import TEMP_SUFFIX, InterruptGuard, write_delay_hook
 
 

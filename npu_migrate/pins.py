@@ -97,7 +97,7 @@ class RequirementsAdvice:
 
 @functools.lru_cache(maxsize=None)
 def pairs() -> tuple[Pair, ...]:
-    rows = catalogue._read_table("torch_npu_versions.toml")["pair"]
+    rows = catalogue.read_table("torch_npu_versions.toml")["pair"]
     return tuple(Pair(r["torch_npu"], r["torch"], r["cann"], r["branch"]) for r in rows)
 
 

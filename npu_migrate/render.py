@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from . import __version__, catalogue
-from .engine import FileResult
+from .model import FileResult
 
 
 @dataclass

@@ -21,8 +21,8 @@ from typing import Iterable, Optional, Union
 
 from . import __version__, catalogue
 from .catalogue import Rule
-from .engine import FileResult
 from .findings import Finding
+from .model import FileResult
 from .pins import (  # noqa: F401  (re-exported: the CLI calls them from here)
     REQUIREMENTS_NAME,
     TABLE_SOURCE,

@@ -1,9 +1,10 @@
-"""What `npu-migrate` (migrate) and `npu-migrate check` share: the files of a run, its root,
-its configuration and the engine options built from them, so that both commands (and the
-pre-commit hooks, which run `check`) give the same result on the same files.
+"""What `npu-migrate` (migrate) and `npu-migrate check` share: the command-line options of a
+run (`MigrateRun`, `CheckRun`), its files, its root, its configuration and the engine options
+built from them, so that both commands (and the pre-commit hooks, which run `check`) give the
+same result on the same files.
 
     paths -> collect (discover) -> root (`[tool.npu-migrate]`'s folder, else the project root)
-          -> options (rule selection, per-file ignores, where the shim goes) -> engine
+          -> options (rule selection, per-file ignores, where the shim goes) -> run.run_files
 """
 
 from __future__ import annotations
@@ -13,13 +14,68 @@ import os
 import re
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import catalogue, placement
-from .discover import DiscoveryError, _excluded, discover
 from .config import Config, check_codes
-from .engine import FileResult, Options, npu_aware_dirs, package_dirs, run_files
+from .discover import DiscoveryError, discover, excluded
+from .model import FileResult, Options
+from .run import npu_aware_dirs, package_dirs, run_files
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What both commands take from the command line: which files, which rules, which
+    configuration, the shim, the workers, the output and the result cache."""
+
+    paths: tuple
+    select: tuple = ()
+    extend_select: tuple = ()
+    ignore: tuple = ()
+    exclude: tuple = ()
+    per_file_ignores: tuple = ()
+    config_file: str | None = None
+    isolated: bool = False
+    shim_name: str | None = None
+    no_shim: bool = False
+    jobs: int | None = None
+    output_format: str = "text"
+    no_color: bool = False
+    cache_dir: str | None = None
+    no_cache: bool = False
+
+
+@dataclass(frozen=True)
+class MigrateRun(RunOptions):
+    """The options of one `npu-migrate PATHS` run, as the command line gave them."""
+
+    dry_run: bool = False
+    show_diff: bool = False
+    quiet: bool = False
+    allow_dirty: bool = False
+    output_dir: str | None = None
+    rewrite_scripts: bool = False
+    report_file: str | None = None
+    report_csv: str | None = None
+    emit_requirements: bool = False
+
+
+@dataclass(frozen=True)
+class CheckRun(RunOptions):
+    """The options of one `npu-migrate check [PATHS]` run, as the command line gave them."""
+
+    paths: tuple = (".",)
+    baseline: str | None = None
+    write_baseline: str | None = None
+    fail_on_stale: bool = False
+    diff_base: str | None = None
+    output_file: str | None = None
+    statistics: bool = False
+    exit_zero: bool = False
+    fix: bool = False
+
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A shim may not take the name of a module the migrated code needs.
@@ -188,7 +244,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     for path, rel in items:
         ignored: set[str] = set()
         for glob, codes in per_file_ignores:
-            if _excluded(rel, (glob,)):
+            if excluded(rel, (glob,)):
                 ignored |= catalogue.expand_selection(codes)
         groups[frozenset(options.enabled - ignored)].append((path, rel))
     results: list[FileResult] = []

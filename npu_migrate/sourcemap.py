@@ -95,10 +95,10 @@ class SourceMap:
         return self._restore(text) if self._restore is not None else text
 
     def code(self, new_module: cst.Module) -> str:
-        """`new_module.code`, for a module the Migrator made from this one.
+        """`new_module.code`, for a module the rule dispatcher made from this one.
 
         Generating code walks every node. The statements the new module shares with the original
-        (the Migrator hands back untouched nodes themselves) are, token for token, what the map's
+        (the rule dispatcher hands back untouched nodes themselves) are, token for token, what the map's
         codegen produced for them: same node, same indentation around it. So those tokens are
         reused, and only the statements on the way to a change are generated again.
         """

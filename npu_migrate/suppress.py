@@ -112,7 +112,7 @@ def parse(source: bytes) -> Suppressions:
         _parse_tokens(source, result)
     except (tokenize.TokenError, SyntaxError, UnicodeDecodeError, LookupError, ValueError):
         result = Suppressions()
-        _parse_lines(source, result)
+        parse_lines(source, result)
     return result
 
 
@@ -138,7 +138,7 @@ def _parse_tokens(source: bytes, result: Suppressions) -> None:
             start = tok.start[0]
 
 
-def _parse_lines(source: bytes, result: Suppressions) -> None:
+def parse_lines(source: bytes, result: Suppressions) -> None:
     """Fallback for files tokenize rejects: a comment applies to its own physical line."""
     text = source.decode("utf-8", "replace")
     for number, line in enumerate(text.splitlines(), start=1):

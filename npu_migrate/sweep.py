@@ -13,12 +13,13 @@ import re
 import libcst as cst
 
 from . import catalogue, hotslice
-from .transform import GRAPH_CAPTURES, INERT, CachedVisitorDispatch, Migrator, dotted_name, literal_value
+from .families.context import GRAPH_CAPTURES, INERT, Context, dotted_name, literal_value
+from .visitors import CachedVisitorDispatch
 
 
 @functools.lru_cache(maxsize=None)
 def _tables():
-    t = catalogue._read_table("sweep.toml")
+    t = catalogue.read_table("sweep.toml")
     strings = re.compile("|".join(f"(?:{s})" for s in t["strings"]), re.DOTALL)
     return (frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]),
             dict(t["module_codes"]), dict(t["name_codes"]))
@@ -66,7 +67,7 @@ def rule_reads() -> hotslice.RuleReads:
 
 @functools.lru_cache(maxsize=None)
 def _guard_table() -> tuple[tuple[str, ...], frozenset]:
-    t = catalogue._read_table("sweep.toml")["guard"]
+    t = catalogue.read_table("sweep.toml")["guard"]
     return tuple(t["modules"]), frozenset(t["extension_exempt"])
 
 
@@ -123,9 +124,9 @@ def unguarded_imports(module: cst.Module) -> set[int]:
 
 
 class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
-    def __init__(self, migrator: Migrator) -> None:
+    def __init__(self, ctx: Context) -> None:
         super().__init__()
-        self.m = migrator
+        self.m = ctx  # the rules' context: their claims, the cold statements, name resolution
         self.attributes, self.modules, self.strings, self.names, self.module_codes, self.name_codes = _tables()
         self.guard_modules, self.extension_exempt = _guard_table()
         self.unguarded: set[int] = set()

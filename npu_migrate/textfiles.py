@@ -21,13 +21,11 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional
 
 from . import catalogue, suppress
 from .findings import Finding
-
-if TYPE_CHECKING:  # engine is imported when a file is scanned, so that engine.py may import us
-    from .engine import FileResult, Options
+from .model import FileResult, Options
 
 # ------------------------------------------------------------------------------------------------
 # Which files
@@ -91,7 +89,7 @@ def _tables() -> _Tables:
     listed = "|".join(sorted((re.escape(n) for n in renames), key=len, reverse=True))
     names = re.compile(rf"(?P<name>\b(?:{listed}|{report}|{NVIDIA_CONTAINER_VARS.pattern}|{cuda_vars})\b)")
     device = catalogue.device_table()
-    sweep = catalogue._read_table("sweep.toml")  # the Python diagnostics' module -> code map
+    sweep = catalogue.read_table("sweep.toml")  # the Python diagnostics' module -> code map
     packages = {}
     for module in sweep.get("guard", {}).get("modules", []) + sweep.get("modules", []):
         if "." not in module and module != "torch":
@@ -1017,8 +1015,6 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
     Never raises for bad input: a binary file is reported as NPU002 and left alone; bytes that are
     not UTF-8 are read with surrogateescape, so they come back unchanged in the output.
     """
-    from .engine import FileResult
-
     result = FileResult(relpath=relpath, original=source)
     kind = target_kind(relpath)
     if kind is None:
@@ -1040,7 +1036,7 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
         result.skipped = "no CUDA trigger words"
         return result
     supp = suppress.Suppressions()
-    suppress._parse_lines(source, supp)  # `#` comments, one physical line each (not Python tokens)
+    suppress.parse_lines(source, supp)  # `#` comments, one physical line each (not Python tokens)
     if supp.skips_file:
         result.skipped = "npu-migrate: skip-file comment"
         return result

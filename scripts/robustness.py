@@ -6,7 +6,7 @@ change nothing on a second run, and to leave files without trigger words byte-id
 tests check this on fixtures; this script checks it on real trees nobody wrote for us: the
 installed torch package and the Python standard library.
 
-It runs the engine in-process, as the CLI does (`engine.run_files` with worker processes, the
+It runs the engine in-process, as the CLI does (`run.run_files` with worker processes, the
 same `Options`: every rule enabled, NPU-aware and package folders computed from the corpus), and
 asserts, for every file:
   * no exception escapes the engine (a file that does not parse must become an NPU001/NPU002
@@ -54,16 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from npu_migrate import catalogue
-from npu_migrate.engine import (
-    PREFILTER,
-    FileResult,
-    Options,
-    migrate_path,
-    migrate_source,
-    npu_aware_dirs,
-    package_dirs,
-    run_files,
-)
+from npu_migrate.engine import PREFILTER, migrate_source
+from npu_migrate.model import FileResult, Options
+from npu_migrate.run import migrate_path, npu_aware_dirs, package_dirs, run_files
 
 PARSE_FAILURE_CODES = frozenset({"NPU001", "NPU002"})
 # Appended to files without trigger words by --force-parse: a comment, so nothing may change.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate import catalogue, engine, source
+from npu_migrate import catalogue, engine, model, run, source
 from npu_migrate.inject import TEMPLATE_FILES
 from npu_migrate.source import WRITE_DELAY_ENV
 from tests import project_runs
@@ -332,7 +332,7 @@ EDITED = "import torch\n# edited by the user while the run went on\ntorch.cuda.s
 
 
 def _edit_while_running(monkeypatch, rel: str) -> None:
-    real = engine.migrate_path
+    real = run.migrate_path
 
     def racing(args):
         result = real(args)
@@ -340,7 +340,7 @@ def _edit_while_running(monkeypatch, rel: str) -> None:
             Path(args[0]).write_text(EDITED)  # after the read, before the write
         return result
 
-    monkeypatch.setattr(engine, "migrate_path", racing)
+    monkeypatch.setattr(run, "migrate_path", racing)
 
 
 def test_file_changed_between_read_and_write(tmp_path, monkeypatch):
@@ -696,7 +696,7 @@ def test_nesting_too_deep_for_the_code_generator_is_a_finding_not_a_crash():
     code generation then hits Python's recursion limit. The engine promises never to raise."""
     strings = b" ".join(b"'cuda%d'" % i for i in range(3000))
     source = b"import torch\ntorch.cuda.synchronize()\nTABLE = (" + strings + b")\n"
-    result = engine.migrate_source(source, "deep.py", engine.Options(enabled=catalogue.enabled_codes()))
+    result = engine.migrate_source(source, "deep.py", model.Options(enabled=catalogue.enabled_codes()))
     assert not result.changed
     assert [f.code for f in result.findings] == ["NPU001"]
     assert "nested too deeply" in result.findings[0].message

@@ -15,7 +15,8 @@ from npu_migrate import catalogue
 from npu_migrate.cache import Cache
 from npu_migrate.cli import main
 from npu_migrate.discover import discover
-from npu_migrate.engine import Options, package_dirs, run_files
+from npu_migrate.model import Options
+from npu_migrate.run import package_dirs, run_files
 
 REPO = Path(__file__).resolve().parent.parent
 NANOCHAT = REPO / "fixtures" / "projects" / "nanochat_mini"

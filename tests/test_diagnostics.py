@@ -13,7 +13,8 @@ import textwrap
 import pytest
 
 from npu_migrate import catalogue
-from npu_migrate.engine import Options, migrate_source
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
 from npu_migrate.sweep import unguarded_imports
 
 OPTIONS = Options(enabled=catalogue.enabled_codes())
@@ -137,13 +138,13 @@ def rule_reports(body: str) -> list[str]:
     from npu_migrate.engine import HOT_STATEMENT
     from npu_migrate.sourcemap import SourceMap
     from npu_migrate.sweep import Sweep
-    from npu_migrate.transform import Migrator
+    from npu_migrate.families.dispatch import Dispatcher
 
     module = cst.parse_module(HEADER + textwrap.dedent(body))
-    migrator = Migrator(module, SourceMap(module), "case.py", OPTIONS.enabled, hot_statement=HOT_STATEMENT)
-    module.visit(migrator)
-    module.visit(Sweep(migrator))
-    return [f.code for f in sorted(migrator.findings) if not f.fixable]
+    rules = Dispatcher(module, SourceMap(module), "case.py", OPTIONS.enabled, hot_statement=HOT_STATEMENT)
+    module.visit(rules)
+    module.visit(Sweep(rules.ctx))
+    return [f.code for f in sorted(rules.ctx.findings) if not f.fixable]
 
 
 PROPERTIES_ACROSS_STATEMENTS = {

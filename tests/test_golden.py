@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import catalogue
-from npu_migrate.engine import Options, migrate_source
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
 
 RULES = Path(__file__).resolve().parent.parent / "fixtures" / "rules"
 EXPECTED = RULES / "expected"

@@ -20,7 +20,7 @@ import click
 import pytest
 
 from npu_migrate import cli as cli_mod
-from npu_migrate import config, engine, pins, report, source
+from npu_migrate import config, pins, report, run, source
 from npu_migrate.baseline import BaselineError
 from npu_migrate.baseline import load as load_baseline
 from npu_migrate.render import RunSummary
@@ -226,7 +226,7 @@ def test_migrate_skips_a_named_fifo_and_one_in_a_folder(tmp_path):
 @needs_fifo
 def test_engine_reports_a_fifo_as_npu002_without_opening_it(tmp_path):
     fifo(tmp_path / "x.py")
-    code = ("from npu_migrate.engine import migrate_path, Options\n"
+    code = ("from npu_migrate.model import Options\nfrom npu_migrate.run import migrate_path\n"
             "r = migrate_path(('x.py', 'x.py', Options(enabled=frozenset({'NPU002'}))))\n"
             "print([(f.code, f.message) for f in r.findings])\n")
     proc = python(code, tmp_path)
@@ -238,7 +238,7 @@ def test_engine_reports_a_file_over_the_limit_without_reading_it(tmp_path):
     huge = tmp_path / "huge.py"
     with open(huge, "wb") as handle:
         handle.truncate(source.MAX_INPUT_BYTES + 1)  # sparse: no disk used
-    result = engine.migrate_path((str(huge), "huge.py", make_options(tmp_path, [], frozenset({"NPU002"}), "npu_compat")))
+    result = run.migrate_path((str(huge), "huge.py", make_options(tmp_path, [], frozenset({"NPU002"}), "npu_compat")))
     assert [f.code for f in result.findings] == ["NPU002"]
     assert "too large (67108865 bytes; the limit is 64 MiB)" in result.findings[0].message
     assert result.original is None and not result.changed

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate import catalogue, engine
+from npu_migrate import catalogue, engine, model, run
 from tests.test_cli import SYNC, clean_env, cli, put
 
 SYNC_DONE = "import npu_compat\nnpu_compat.synchronize()\n"
-OPTIONS = engine.Options(enabled=catalogue.enabled_codes())
+OPTIONS = model.Options(enabled=catalogue.enabled_codes())
 HEADER = "import torch\ntorch.cuda.synchronize()\n"  # every bad file has a trigger word, so it is parsed
 
 # Runs the CLI in a subprocess; with the scan's limits out of the way when asked, so that libcst's
@@ -127,8 +127,8 @@ def test_a_long_chain_is_a_finding_at_once(tmp_path):
         "continuations", "multi-line-strings"])
 def test_every_deep_shape_is_refused_quickly(tmp_path, shape):
     source = (HEADER + shape + "\n").encode()
-    code = ("import sys, time\nfrom npu_migrate import engine, catalogue\n"
-            "options = engine.Options(enabled=catalogue.enabled_codes())\n"
+    code = ("import sys, time\nfrom npu_migrate import engine, catalogue, model\n"
+            "options = model.Options(enabled=catalogue.enabled_codes())\n"
             "t = time.monotonic()\n"
             "r = engine.migrate_source(sys.stdin.buffer.read(), 'f.py', options)\n"
             "print(round(time.monotonic() - t, 3), r.changed, [(f.code, f.line, f.message) for f in r.findings])\n")
@@ -231,14 +231,14 @@ def _dies_once(chunk):
     if not marker.exists():
         marker.write_text("")
         os._exit(137)
-    return engine.__dict__["_real_worker_chunk"](chunk)
+    return run.__dict__["_real_worker_chunk"](chunk)
 
 
 def test_a_worker_killed_while_idle_loses_nothing(tmp_path, monkeypatch):
     project(tmp_path, {}, 40)
     monkeypatch.setenv("HOSTILE_MARKER", str(tmp_path.parent / f"{tmp_path.name}-killed"))
-    monkeypatch.setitem(engine.__dict__, "_real_worker_chunk", engine._worker_chunk)
-    monkeypatch.setattr(engine, "_worker_chunk", _dies_once)  # (workers are forked: they see it)
+    monkeypatch.setitem(run.__dict__, "_real_worker_chunk", run._worker_chunk)
+    monkeypatch.setattr(run, "_worker_chunk", _dies_once)  # (workers are forked: they see it)
     r = cli(tmp_path, "--no-cache", "-j", "2", "--output-format", "json")
     assert r.exit_code == 0, r.output
     assert Path(os.environ["HOSTILE_MARKER"]).exists()  # a worker did die
@@ -255,7 +255,7 @@ def slow_file() -> str:
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["in-process", "workers"])
 def test_a_file_over_its_time_budget_is_a_finding(tmp_path, monkeypatch, jobs):
-    monkeypatch.setenv(engine.FILE_TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0.2")
     bad = slow_file()
     project(tmp_path, {"slow.py": bad}, 19)
     r = cli(tmp_path, "--no-cache", "-j", jobs, "--output-format", "json")
@@ -274,10 +274,10 @@ def test_a_timed_out_file_is_not_cached(tmp_path, monkeypatch):
     bad = slow_file()
     project(tmp_path, {"slow.py": bad}, 1)
     cache = tmp_path.parent / f"{tmp_path.name}-cache"
-    monkeypatch.setenv(engine.FILE_TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0.2")
     r = cli(tmp_path, "--cache-dir", cache, "--dry-run", "--output-format", "json")
     assert [f["code"] for f in findings(r.stdout)] == ["NPU001"]
-    monkeypatch.setenv(engine.FILE_TIMEOUT_ENV, "0")  # no budget
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0")  # no budget
     r = cli(tmp_path, "--cache-dir", cache, "--dry-run", "--output-format", "json")
     assert r.exit_code == 0 and findings(r.stdout) == [], r.output
 
@@ -299,7 +299,7 @@ def test_a_parse_that_ignores_the_alarm_is_killed(tmp_path, monkeypatch, jobs):
     """Python cannot interrupt libcst's native parser: the parent kills the process migrating
     the file at the hard limit (1.5 times the budget, plus 2 s). In-process, a file the scan finds
     heavy (here: every file) is migrated in a process of its own for that reason."""
-    monkeypatch.setenv(engine.FILE_TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0.2")
     monkeypatch.setattr(engine.cst, "parse_module", never_answers)
     project(tmp_path, {"stuck.py": STUCK}, 19)
     if jobs == "1":
@@ -318,8 +318,8 @@ def test_a_parse_that_ignores_the_alarm_is_killed(tmp_path, monkeypatch, jobs):
 
 def test_the_budget_comes_from_the_environment(monkeypatch):
     for raw, seconds in (("", 60.0), ("2.5", 2.5), ("0", 0.0), ("-1", 0.0), ("inf", 0.0), ("soon", 60.0)):
-        monkeypatch.setenv(engine.FILE_TIMEOUT_ENV, raw)
-        assert engine.file_timeout() == seconds, raw
+        monkeypatch.setenv(run.FILE_TIMEOUT_ENV, raw)
+        assert run.file_timeout() == seconds, raw
 
 
 # ------------------------------------------------------------ notebooks

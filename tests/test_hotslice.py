@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import catalogue, hotslice
-from npu_migrate.engine import HOT_STATEMENT, TRIGGER_WORDS, Options, migrate_source
+from npu_migrate.engine import HOT_STATEMENT, TRIGGER_WORDS, migrate_source
+from npu_migrate.model import Options
 from npu_migrate.sweep import rule_reads
-from npu_migrate.transform import EXTRA_HOT
+from npu_migrate.families.context import EXTRA_HOT
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CASES = sorted(
@@ -138,10 +139,10 @@ def test_tricky_runs_of_cold_statements(newline):
     _assert_same(source, "tricky.py")
 
 
-# Statements without a trigger word that the Migrator still treats as hot, or whose text a rule
+# Statements without a trigger word that the rules still treat as hot, or whose text a rule
 # reads through a hot statement: slicing must keep them (or read the original text).
 _NOT_SO_COLD = {
-    # `import amp_C` is hot by the Migrator's extra words (transform.EXTRA_HOT): NPU902
+    # `import amp_C` is hot by the rules' extra words (families.context.EXTRA_HOT): NPU902
     "extra_words": '''\
 import torch
 

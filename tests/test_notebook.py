@@ -25,7 +25,7 @@ import pytest
 from rich.console import Console
 
 from npu_migrate import catalogue, inject
-from npu_migrate.engine import FileResult, Options
+from npu_migrate.model import FileResult, Options
 from npu_migrate.findings import Finding
 from npu_migrate.notebook import file_line, migrate_notebook
 from npu_migrate.render import RunSummary, print_findings

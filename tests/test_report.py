@@ -20,8 +20,9 @@ import pytest
 
 from npu_migrate import __version__, catalogue
 from npu_migrate.discover import discover
-from npu_migrate.engine import FileResult, Options, migrate_source, package_dirs, run_files
+from npu_migrate.engine import migrate_source
 from npu_migrate.findings import Finding
+from npu_migrate.model import FileResult, Options
 from npu_migrate.pins import (
     HEADER,
     advise,
@@ -41,6 +42,7 @@ from npu_migrate.report import (
     write_report,
     write_requirements,
 )
+from npu_migrate.run import package_dirs, run_files
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "fixtures" / "rules"

@@ -94,7 +94,7 @@ def test_robustness_rejects_an_unknown_corpus(tmp_path):
 def test_robustness_checks_flag_broken_results(tmp_path):
     """The checks themselves, fed results no correct engine returns."""
     from npu_migrate import catalogue
-    from npu_migrate.engine import FileResult, Options
+    from npu_migrate.model import FileResult, Options
     from npu_migrate.findings import Finding
 
     rb = _load("robustness")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import catalogue, textfiles
-from npu_migrate.engine import Options
+from npu_migrate.model import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "textfiles"

@@ -1,0 +1,211 @@
+"""Mixed precision and precision flags (NPU4xx): torch.cuda.amp, GradScaler, TF32 and SDPA switches."""
+
+from __future__ import annotations
+
+import functools
+
+import libcst as cst
+
+from .. import catalogue
+from .base import Example, Family
+from .context import string_value
+
+_GRAD_SCALERS = ("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler")
+
+
+@functools.lru_cache(maxsize=None)
+def _tables():
+    api = catalogue.cuda_api()
+    return frozenset(api["amp"]["names"]), dict(api["tf32"]), frozenset(api["sdpa_switches"]["names"])
+
+
+class Amp(Family):
+    """Autocast, gradient scaling and the matmul precision flags, for the accelerator in use.
+
+    `torch.cuda.amp.autocast` and `torch.cuda.amp.GradScaler` become the shim's `npu_compat.autocast`
+    and `npu_compat.GradScaler` (NPU401), which use `torch.npu.amp` on Ascend and `torch.cuda.amp`
+    on CUDA. `torch.amp.GradScaler("cuda", ...)` becomes `npu_compat.grad_scaler(...)` (NPU402),
+    which passes the arguments by keyword: torch_npu's GradScaler takes `dynamic` where CUDA's takes
+    `enabled`. The TF32 switches (`torch.backends.cuda.matmul.allow_tf32`,
+    `torch.backends.cudnn.allow_tf32`) become `npu_compat.tf32.*` (NPU403), which set Ascend's HF32
+    flags. Other cuDNN and CUDA backend flags are reported (NPU404): they do nothing on NPU. The
+    scaled-dot-product-attention kernel switches (`enable_flash_sdp`, ...) are reported (NPU405):
+    torch_npu chooses its fused attention kernel itself.
+    """
+
+    NAME = "amp"
+    TITLE = "Mixed precision and precision flags"
+    CODES = ("NPU401", "NPU402", "NPU403", "NPU404", "NPU405")
+    EXAMPLES = (
+        Example(
+            note='`torch.cuda.amp` autocast and GradScaler',
+            before="""\
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+with torch.cuda.amp.autocast(dtype=torch.float16):
+    loss = model(batch)
+scaler.scale(loss).backward()
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+scaler = npu_compat.GradScaler()
+with npu_compat.autocast(dtype=torch.float16):
+    loss = model(batch)
+scaler.scale(loss).backward()
+""",
+            codes=('NPU401', 'NPU401'),
+        ),
+        Example(
+            note='`custom_fwd` / `custom_bwd`, imported from `torch.cuda.amp`',
+            before="""\
+import torch
+from torch.cuda.amp import custom_fwd
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    @custom_fwd
+    def forward(ctx, x):
+        return x * 2
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    @npu_compat.custom_fwd
+    def forward(ctx, x):
+        return x * 2
+""",
+            codes=('NPU206', 'NPU401'),
+        ),
+        Example(
+            note='`torch.amp.GradScaler()` scales for "cuda" unless told otherwise',
+            before="""\
+import torch
+
+scaler = torch.amp.GradScaler(enabled=args.fp16)
+with torch.autocast("cuda", dtype=torch.float16, enabled=args.fp16):
+    loss = model(batch)
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+scaler = npu_compat.grad_scaler(enabled=args.fp16)
+with torch.autocast(npu_compat.device_type(), dtype=torch.float16, enabled=args.fp16):
+    loss = model(batch)
+""",
+            codes=('NPU402', 'NPU102'),
+        ),
+        Example(
+            note='TF32 flags become TF32/HF32 flags; cuDNN switches are reported',
+            before="""\
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.allow_tf32 = True
+torch.backends.cudnn.benchmark = True
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+npu_compat.tf32.matmul = True
+npu_compat.tf32.conv = True
+torch.backends.cudnn.benchmark = True
+""",
+            codes=('NPU403', 'NPU403', 'NPU404'),
+        ),
+        Example(
+            note='SDPA backend switches do nothing on NPU',
+            before="""\
+import torch
+import torch.nn.functional as F
+
+with torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False):
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+""",
+            codes=('NPU405',),
+        ),
+        Example(
+            note='autocast on the CPU',
+            before="""\
+import torch
+
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    loss = model(batch)
+""",
+        ),
+        Example(
+            note='precision settings that are not CUDA-specific',
+            before="""\
+import torch
+
+torch.set_float32_matmul_precision("high")
+scaler = torch.amp.GradScaler("cpu")
+""",
+        ),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.api_amp, self.api_tf32, self.api_sdpa = _tables()
+
+    def reference(self, original, updated, qual: str):
+        ctx = self.ctx
+        if qual.startswith("torch.cuda.amp."):
+            name = qual[len("torch.cuda.amp."):]
+            if name not in self.api_amp:
+                return None
+            new = ctx.shim_attr(name).with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return ctx.rewrite("NPU401", original, new, name=name) or updated
+        if not qual.startswith(("torch.backends.cuda", "torch.backends.cudnn")):
+            return None
+        rest = qual[len("torch.backends."):]
+        if rest in self.api_tf32:
+            target = self.api_tf32[rest]
+            new = cst.Attribute(value=ctx.shim_attr("tf32"), attr=cst.Name(target))
+            new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return ctx.rewrite("NPU403", original, new, name=target) or updated
+        parts = rest.split(".")
+        if parts[0] == "cuda" and len(parts) > 1 and parts[1] in self.api_sdpa:
+            ctx.report("NPU405", original, name=f"torch.backends.{rest}")
+        elif parts[0] in ("cuda", "cudnn"):
+            ctx.report("NPU404", original, name=f"torch.backends.{rest}")
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        """torch.amp.GradScaler() / ("cuda", ...) / (device="cuda", ...) -> npu_compat.grad_scaler(...)."""
+        if self.ctx.qualname(original.func) not in _GRAD_SCALERS:
+            return None
+        args = list(updated.args)
+        first = original.args[0] if original.args else None
+        if first is not None and first.keyword is None and not first.star:
+            if string_value(first.value) != "cuda":
+                return updated
+            args = args[1:]
+        else:
+            for i, arg in enumerate(original.args):
+                if arg.keyword is not None and arg.keyword.value == "device":
+                    if string_value(arg.value) != "cuda":
+                        return updated
+                    del args[i]
+                    break
+                if arg.star:
+                    return updated
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        new = updated.with_changes(func=self.ctx.shim_attr("grad_scaler"), args=args)
+        for arg in original.args:
+            self.ctx.claim(arg.value)
+        return self.ctx.rewrite("NPU402", original, new) or updated

@@ -1,0 +1,439 @@
+"""Device placement (NPU1xx): `.cuda()`, "cuda" device strings, `torch.device`, device checks."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import Example, Family
+from .context import (
+    cuda_fstring_expr,
+    cuda_literal,
+    dotted_name,
+    is_device_name,
+    keyword_arg,
+    last_identifier,
+    string_value,
+)
+
+
+class Device(Family):
+    """Moves tensors and modules to the accelerator of the machine instead of to CUDA.
+
+    `x.cuda(i)` becomes `x.to(npu_compat.device(i))`; a "cuda" string becomes
+    `npu_compat.device_type()` (or `device_str(i)`, `device(i)`) wherever it is provably a device:
+    the argument of `torch.device`, a `device=` keyword, a variable, parameter, dict key or function
+    named like a device, a branch of `... if torch.cuda.is_available() else "cpu"`. A string that
+    is not provably a device (`print("cuda")`, a log label, a config key) is not rewritten; the
+    leftover sweep lists it for review (NPU990). On a CUDA
+    machine the shim answers "cuda", so the program behaves as before; on an Ascend host it answers
+    "npu".
+
+    Checks of the device type (`x.device.type == "cuda"`, `"cuda" in device_types`) become
+    `npu_compat.is_accelerator_type(...)`, and `x.is_cuda` becomes `npu_compat.on_accelerator(x)`:
+    code that meant "on the accelerator" keeps meaning it. A check that guards a CUDA-only feature
+    (Triton, FP8, CUDA graphs, FlashAttention 3, ...) is reported instead (NPU108): widening it
+    would send NPU tensors into code that cannot run there. Device choices of argparse and click
+    options gain "npu" (NPU105). A file that defines its own `cuda()` method keeps its `.cuda()`
+    calls (NPU107), and a framework's own accelerator keyword (`accelerator="cuda"`) is reported
+    (NPU109): the framework decides what it means.
+    """
+
+    NAME = "device"
+    TITLE = "Device placement"
+    CODES = ("NPU101", "NPU102", "NPU103", "NPU104", "NPU105", "NPU106", "NPU107", "NPU108", "NPU109",
+             "NPU990")
+    EXAMPLES = (
+        Example(
+            note='`.cuda(i)` keeps its index, `non_blocking` its keyword; `.cuda(*args)` is only reported',
+            before="""\
+import torch
+
+
+def prepare(model, batch, local_rank):
+    model = model.cuda(local_rank)
+    return model, batch.cuda(non_blocking=True)
+
+
+def to_gpu(t, *args, **kwargs):
+    return t.cuda(*args, **kwargs)
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+def prepare(model, batch, local_rank):
+    model = model.to(npu_compat.device(local_rank))
+    return model, batch.to(npu_compat.device(), non_blocking=True)
+
+
+def to_gpu(t, *args, **kwargs):
+    return t.cuda(*args, **kwargs)
+""",
+            codes=('NPU101', 'NPU101', 'NPU990'),
+        ),
+        Example(
+            note='device strings in device positions: an IfExp fallback, `device=`, `map_location=`',
+            before="""\
+import torch
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+x = torch.randn(8, 16, device=device)
+state = torch.load("model.pt", map_location="cuda:0")
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+device = npu_compat.device_type() if npu_compat.is_available() else "cpu"
+x = torch.randn(8, 16, device=device)
+state = torch.load("model.pt", map_location=npu_compat.device_str(0))
+""",
+            codes=('NPU102', 'NPU201', 'NPU102'),
+        ),
+        Example(
+            note='an f-string that is exactly `cuda:{expr}`',
+            before="""\
+import torch
+
+
+def setup(local_rank):
+    device = torch.device(f"cuda:{local_rank}")
+    return torch.zeros(2, device=device)
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+def setup(local_rank):
+    device = npu_compat.device(local_rank)
+    return torch.zeros(2, device=device)
+""",
+            codes=('NPU103',),
+        ),
+        Example(
+            note='comparisons whose other side is provably a device; `.is_cuda`',
+            before="""\
+import torch
+
+
+def move(batch, device):
+    if device.type == "cuda" and not batch.is_cuda:
+        batch = batch.pin_memory()
+    return batch.to(device, non_blocking=True)
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+def move(batch, device):
+    if npu_compat.is_accelerator_type(device.type) and not npu_compat.on_accelerator(batch):
+        batch = batch.pin_memory()
+    return batch.to(device, non_blocking=True)
+""",
+            codes=('NPU104', 'NPU106'),
+        ),
+        Example(
+            note='a list of device types gains "npu" (every value accepted before still is)',
+            before="""\
+import torch
+
+
+def autocast_dtype(device_type):
+    assert device_type in ["cuda", "mps", "cpu"], device_type
+    return torch.bfloat16 if device_type == "cuda" else torch.float32
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+def autocast_dtype(device_type):
+    assert device_type in ["cuda", "npu", "mps", "cpu"], device_type
+    return torch.bfloat16 if npu_compat.is_accelerator_type(device_type) else torch.float32
+""",
+            codes=('NPU105', 'NPU104'),
+        ),
+        Example(
+            note='a class with its own `cuda()` method: its `.cuda()` calls are reported, not rewritten',
+            before="""\
+import torch
+
+
+class QuantLinear(torch.nn.Linear):
+    def cuda(self, device=None):
+        self.scale = self.scale.cuda(device)
+        return super().cuda(device)
+""",
+            codes=('NPU107', 'NPU107', 'NPU107'),
+        ),
+        Example(
+            note='a comparison that guards a CUDA-only feature (FP8 here) keeps meaning CUDA',
+            before="""\
+import torch
+
+
+def fp8_dtype(device):
+    if device.type == "cuda":
+        return torch.float8_e4m3fn
+    return torch.bfloat16
+""",
+            codes=('NPU108', 'NPU913'),
+        ),
+        Example(
+            note="a framework's accelerator option: its NPU name is the framework's business",
+            before="""\
+from lightning import Trainer
+
+trainer = Trainer(accelerator="cuda", devices=2)
+""",
+            codes=('NPU109',),
+        ),
+        Example(
+            note='strings that are not devices: log messages, paths',
+            before="""\
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+logger.info("cuda is not available, falling back to cpu")
+torch.save(model.state_dict(), "runs/cuda/last.pt")
+""",
+        ),
+        Example(
+            note='an f-string that is already device-agnostic',
+            before="""\
+import torch
+
+
+def device_for(args, rank):
+    return torch.device(f"{args.device_type}:{rank}")
+""",
+        ),
+        Example(
+            note="numba's `cuda` module is not torch's",
+            before="""\
+from numba import cuda
+
+
+@cuda.jit
+def add_one(x):
+    x[cuda.grid(1)] += 1
+""",
+        ),
+    )
+
+    # ------------------------------------------------------------------ .cuda() and torch.device
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        func = original.func
+        ctx = self.ctx
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and ctx.qualname(func) is None:
+            return self._cuda_method(original, updated)
+        if ctx.qualname(func) == "torch.device":
+            return self._torch_device(original, updated)
+        return None
+
+    def _cuda_method(self, original: cst.Call, updated: cst.Call):
+        """`x.cuda()`, `x.cuda(i)`, `x.cuda(device=i, non_blocking=True)` -> `x.to(npu_compat.device(...), ...)`."""
+        ctx = self.ctx
+        if ctx.defines_cuda_method:
+            ctx.report("NPU107", original)
+            return updated
+        index = None
+        keep: list[cst.Arg] = []
+        for position, (arg_o, arg_u) in enumerate(zip(original.args, updated.args)):
+            keyword = arg_o.keyword.value if arg_o.keyword is not None else None
+            if arg_o.star:
+                ctx.report("NPU990", original, what="`.cuda(*args)` cannot be mapped to `.to()`")
+                return updated
+            if keyword is None and position == 0:
+                index = arg_u.value
+            elif keyword is None and position == 1:
+                keep.append(keyword_arg("non_blocking", arg_u.value))
+            elif keyword == "device":
+                index = arg_u.value
+            elif keyword is not None:
+                keep.append(arg_u.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+            else:
+                ctx.report("NPU990", original, what="`.cuda()` with unexpected arguments")
+                return updated
+        device = ctx.shim_call("device", [] if index is None else [index])
+        args = [cst.Arg(device)] + keep
+        assert isinstance(updated.func, cst.Attribute)
+        new = updated.with_changes(func=updated.func.with_changes(attr=cst.Name("to")), args=args)
+        return ctx.rewrite("NPU101", original, new) or updated
+
+    def _torch_device(self, original: cst.Call, updated: cst.Call):
+        """`torch.device("cuda", i)`, `torch.device(f"cuda:{i}")` -> `npu_compat.device(i)`."""
+        ctx = self.ctx
+        args_o = original.args
+        positional = [a for a in args_o if a.keyword is None and not a.star]
+        keywords = {a.keyword.value: i for i, a in enumerate(args_o) if a.keyword is not None}
+        if len(positional) != len(args_o) - len(keywords) or set(keywords) - {"type", "index"}:
+            return updated
+        # the device-type argument and the optional index argument, as (original, updated) positions
+        type_pos = keywords.get("type", 0 if positional else None)
+        index_pos = keywords.get("index", 1 if len(positional) > 1 else None)
+        if type_pos is None or type_pos >= len(args_o):
+            return updated
+        type_o = args_o[type_pos].value
+        index_expr = updated.args[index_pos].value if index_pos is not None else None
+        literal = cuda_literal(type_o)
+        fexpr = cuda_fstring_expr(type_o)
+        if literal is not None:
+            if literal[1] is not None:
+                if index_expr is not None:
+                    return updated  # torch.device("cuda:0", 1) is an error already; leave it
+                index_expr = cst.Integer(str(literal[1]))
+            code = "NPU102"
+        elif fexpr is not None and index_expr is None:
+            index_expr = cuda_fstring_expr(updated.args[type_pos].value)
+            code = "NPU103"
+        else:
+            return updated
+        new = ctx.shim_call("device", [] if index_expr is None else [index_expr])
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        ctx.claim(type_o)
+        return ctx.rewrite(code, original, new) or updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == "cuda" and self.ctx.defines_cuda_method:
+            self.ctx.report("NPU107", node.name)
+
+    # ------------------------------------------------------------------ x.is_cuda
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+        if original.attr.value == "is_cuda" and not isinstance(self.ctx.parent(), cst.AssignTarget):
+            new = self.ctx.shim_call("on_accelerator", [updated.value])
+            new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return self.ctx.rewrite("NPU106", original, new) or updated
+        return None
+
+    # ------------------------------------------------------------------ "cuda" and f"cuda:{i}"
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString):
+        literal = cuda_literal(original)
+        if literal is None:
+            return None
+        ctx = self.ctx
+        role = ctx.string_role(original)
+        if role == "report":
+            ctx.report("NPU109", original)
+            return updated
+        if role != "device":
+            return updated
+        index = literal[1]
+        if index is None:
+            new = ctx.shim_call("device_type")
+        else:
+            new = ctx.shim_call("device_str", [cst.Integer(str(index))])
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return ctx.rewrite("NPU102", original, new) or updated
+
+    def leave_FormattedString(self, original: cst.FormattedString, updated: cst.FormattedString):
+        if cuda_fstring_expr(original) is None:
+            return None
+        ctx = self.ctx
+        role = ctx.string_role(original)
+        if role != "device":
+            if role == "report":
+                ctx.report("NPU109", original)
+            return updated
+        new = ctx.shim_call("device_str", [cuda_fstring_expr(updated)])
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return ctx.rewrite("NPU103", original, new) or updated
+
+    # ------------------------------------------------------------------ device-type checks
+    def _device_like_operand(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            ident = last_identifier(node)
+            if ident == "type" and isinstance(node, cst.Attribute):
+                return True
+            return ident is not None and is_device_name(ident, self.ctx.device_words)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str":
+            return len(node.args) == 1 and self._device_like_operand(node.args[0].value)
+        return False
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison):
+        if len(original.comparisons) != 1:
+            return None
+        ctx = self.ctx
+        op = original.comparisons[0].operator
+        left_o, right_o = original.left, original.comparisons[0].comparator
+        left_u, right_u = updated.left, updated.comparisons[0].comparator
+        if isinstance(op, (cst.Equal, cst.NotEqual)):
+            if string_value(right_o) == "cuda" and self._device_like_operand(left_o):
+                operand = left_u
+            elif string_value(left_o) == "cuda" and self._device_like_operand(right_o):
+                operand = right_u
+            else:
+                return None
+            if ctx.guards_cuda_only_feature():
+                ctx.report("NPU108", original)
+                return updated
+            new: cst.BaseExpression = ctx.shim_call("is_accelerator_type", [operand])
+            if isinstance(op, cst.NotEqual):
+                new = cst.UnaryOperation(operator=cst.Not(), expression=new)
+            new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return ctx.rewrite("NPU104", original, new) or updated
+        if isinstance(op, (cst.In, cst.NotIn)) and string_value(left_o) == "cuda":
+            if not self._device_like_operand(right_o):
+                return None
+            if ctx.guards_cuda_only_feature():
+                ctx.report("NPU108", original)
+                return updated
+            new = updated.with_changes(
+                left=ctx.shim_call("device_type").with_changes(lpar=left_u.lpar, rpar=left_u.rpar)
+            )
+            return ctx.rewrite("NPU104", original, new) or updated
+        return None
+
+    # ------------------------------------------------------------------ device choices (NPU105)
+    def _device_list_context(self) -> bool:
+        ctx = self.ctx
+        node = ctx.parents[-1]
+        parent = ctx.parent()
+        if isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+            return isinstance(parent.operator, (cst.In, cst.NotIn))
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            if parent.keyword is not None and parent.keyword.value == "choices":
+                return True
+            call = ctx.parent(2)
+            if isinstance(call, cst.Call) and parent.keyword is None:
+                name = dotted_name(call.func) or ""
+                return name.split(".")[-1] == "Choice"
+        return False
+
+    def _add_npu(self, original, updated):
+        ctx = self.ctx
+        values = [string_value(e.value) if isinstance(e, cst.Element) else None for e in original.elements]
+        if len(values) < 2 or any(v is None for v in values):
+            return None
+        if "cuda" not in values or not all(v in ctx.device_types for v in values):
+            return None
+        if not self._device_list_context():
+            return None
+        if "npu" in values:  # already lists the NPU: nothing to do, nothing to report
+            for element in original.elements:
+                ctx.claim(element.value)
+            return updated
+        i = values.index("cuda")
+        cuda_el = updated.elements[i]
+        quote = cuda_el.value.quote if isinstance(cuda_el.value, cst.SimpleString) else '"'
+        new_el = cst.Element(value=cst.SimpleString(f"{quote}npu{quote}"), comma=cuda_el.comma)
+        if isinstance(cuda_el.comma, cst.MaybeSentinel):
+            cuda_el = cuda_el.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements = list(updated.elements)
+        elements[i:i + 1] = [cuda_el, new_el]
+        new = updated.with_changes(elements=elements)
+        for element in original.elements:
+            ctx.claim(element.value)
+        return ctx.rewrite("NPU105", original, new) or updated
+
+    leave_List = leave_Tuple = leave_Set = _add_npu

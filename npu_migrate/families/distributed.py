@@ -1,0 +1,332 @@
+"""Distributed backends (NPU3xx): "nccl" -> HCCL through the shim, checks of the backend."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Optional
+
+import libcst as cst
+
+from .. import catalogue
+from .base import Example, Family
+from .context import is_device_name, is_named, last_identifier, string_value
+
+_BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
+
+
+def is_nccl_spec(value: str) -> bool:
+    """"nccl", or a mixed spec such as "cuda:nccl,cpu:gloo"."""
+    return value == "nccl" or (_BACKEND_SPEC_RE.match(value) is not None and ":nccl" in value)
+
+
+@functools.lru_cache(maxsize=None)
+def _tables():
+    dist = catalogue.distributed_table()
+    return (
+        frozenset(dist["backend_keywords"]),
+        frozenset(dist["backend_first_arg_calls"]),
+        frozenset(dist["backend_name_words"]),
+        frozenset(dist["other_backends"]),
+        frozenset(dist["backend_getters"]),
+        dist["enum"],
+    )
+
+
+class Distributed(Family):
+    """Points process groups at the accelerator's collective library: NCCL on CUDA, HCCL on Ascend.
+
+    A "nccl" string that is provably a backend (the `backend=` of `init_process_group`, its first
+    argument, a variable or parameter named like a backend, the "nccl" branch of
+    `"nccl" if ... else "gloo"`) becomes `npu_compat.dist_backend()`, and a mixed spec such as
+    "cuda:nccl,cpu:gloo" goes through the same call. `torch.distributed.Backend.NCCL` becomes
+    `npu_compat.dist_backend()` too (NPU303). A check of the backend (`backend == "nccl"`,
+    `dist.get_backend() != "nccl"`) becomes `npu_compat.is_accelerator_backend(...)` (NPU302), so
+    the branch for the accelerator's backend is taken on either machine. A backend the tool cannot
+    see (`init_process_group(backend=cfg.backend)`) is reported (NPU304): set it to "hccl" on
+    Ascend, or to `npu_compat.dist_backend()`. Any other "nccl" text is not rewritten; the
+    leftover sweep lists it for review (NPU990).
+    """
+
+    NAME = "distributed"
+    TITLE = "Distributed backends"
+    CODES = ("NPU301", "NPU302", "NPU303", "NPU304")
+    EXAMPLES = (
+        Example(
+            note='"nccl" as the backend argument',
+            before="""\
+import torch.distributed as dist
+
+
+def setup(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+""",
+            after="""\
+import torch.distributed as dist
+
+import npu_compat
+
+
+def setup(rank, world_size):
+    dist.init_process_group(npu_compat.dist_backend(), rank=rank, world_size=world_size)
+""",
+            codes=('NPU301',),
+        ),
+        Example(
+            note='a backend variable with a "gloo" fallback',
+            before="""\
+import torch
+import torch.distributed as dist
+
+backend = "nccl" if torch.cuda.is_available() else "gloo"
+dist.init_process_group(backend=backend)
+""",
+            after="""\
+import torch.distributed as dist
+
+import npu_compat
+
+backend = npu_compat.dist_backend() if npu_compat.is_available() else "gloo"
+dist.init_process_group(backend=backend)
+""",
+            codes=('NPU301', 'NPU201'),
+        ),
+        Example(
+            note='mixed backend specs and `new_group`',
+            before="""\
+import torch.distributed as dist
+
+dist.init_process_group("cpu:gloo,cuda:nccl")
+group = dist.new_group(ranks=[0, 1], backend="nccl")
+""",
+            after="""\
+import torch.distributed as dist
+
+import npu_compat
+
+dist.init_process_group(npu_compat.dist_backend("cpu:gloo,cuda:nccl"))
+group = dist.new_group(ranks=[0, 1], backend=npu_compat.dist_backend())
+""",
+            codes=('NPU301', 'NPU301'),
+        ),
+        Example(
+            note="backend comparisons accept the NPU's backend too",
+            before="""\
+import torch.distributed as dist
+
+
+def all_reduce(t):
+    if dist.get_backend() != "nccl":
+        t = t.cpu()
+    dist.all_reduce(t)
+    return t
+""",
+            after="""\
+import torch.distributed as dist
+
+import npu_compat
+
+
+def all_reduce(t):
+    if not npu_compat.is_accelerator_backend(dist.get_backend()):
+        t = t.cpu()
+    dist.all_reduce(t)
+    return t
+""",
+            codes=('NPU302',),
+        ),
+        Example(
+            note='`dist.Backend.NCCL`',
+            before="""\
+import torch.distributed as dist
+
+
+def uses_nccl():
+    return dist.get_backend() == dist.Backend.NCCL
+""",
+            after="""\
+import torch.distributed as dist
+
+import npu_compat
+
+
+def uses_nccl():
+    return dist.get_backend() == npu_compat.dist_backend()
+""",
+            codes=('NPU303',),
+        ),
+        Example(
+            note='a backend read from the command line or a config: reported',
+            before="""\
+import torch.distributed as dist
+
+
+def setup(args):
+    dist.init_process_group(backend=args.dist_backend)
+""",
+            codes=('NPU304',),
+        ),
+        Example(
+            note='"hccl" is never touched (it is also Habana\'s backend)',
+            before="""\
+import torch.distributed as dist
+
+dist.init_process_group(backend="hccl")
+""",
+        ),
+        Example(
+            note='other backends, and backends only printed',
+            before="""\
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+print(f"backend: {dist.get_backend()}")
+""",
+        ),
+        Example(
+            note='"nccl" in a log message is not a backend (the leftover sweep may still list it as NPU990)',
+            before="""\
+import logging
+
+logger = logging.getLogger(__name__)
+logger.info("all-reduce over nccl took %.1f ms", 3.2)
+""",
+        ),
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        (self.backend_keywords, self.backend_first_arg_calls, self.backend_words, self.other_backends,
+         self.backend_getters, self.backend_enum) = _tables()
+        self.backend_variables: set[str] = set()  # names assigned a backend literal we rewrote
+
+    # ------------------------------------------------------------------ what an earlier run wrote
+    def visit_Call(self, node: cst.Call) -> Optional[bool]:
+        """`npu_compat.dist_backend("cuda:nccl")`: ours; the variable it is assigned to holds a backend."""
+        if self.ctx.is_own_literal_call(node) and node.func.attr.value == "dist_backend":
+            self.ctx.claim(node)
+            self._note_backend_variable()
+            return False
+        return None
+
+    def _note_backend_variable(self) -> None:
+        """`backend = npu_compat.dist_backend() if ... else "gloo"` (an earlier run's output): the
+        variable holds a backend npu-migrate wrote, as `backend = "nccl" ...` did before."""
+        ctx = self.ctx
+        depth, child = 1, ctx.parents[-1]
+        parent = ctx.parent(depth)
+        while isinstance(parent, cst.IfExp) and (parent.body is child or parent.orelse is child):
+            child, depth = parent, depth + 1
+            parent = ctx.parent(depth)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            self.backend_variables.update(t.value for t in targets if isinstance(t, cst.Name))
+
+    # ------------------------------------------------------------------ "nccl" (NPU301)
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString):
+        value = string_value(original)
+        if value is None or not is_nccl_spec(value) or not self._is_backend(original):
+            return None
+        new = self.ctx.shim_call("dist_backend", [] if value == "nccl" else [updated])
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return self.ctx.rewrite("NPU301", original, new) or updated
+
+    def _is_backend(self, node: cst.CSTNode) -> bool:
+        """Whether the string literal at `node` (being left) is provably a backend."""
+        ctx = self.ctx
+        depth, child = 1, node
+        parent = ctx.parent(depth)
+        fallback = False
+        while isinstance(parent, cst.IfExp) and (parent.body is child or parent.orelse is child):
+            other = parent.orelse if parent.body is child else parent.body
+            fallback = fallback or string_value(other) in self.other_backends
+            child, depth = parent, depth + 1
+            parent = ctx.parent(depth)
+        if fallback:  # "nccl" if ... else "gloo": a backend wherever it goes
+            if isinstance(parent, cst.Assign) and parent.value is child:
+                self.backend_variables.update(
+                    t.target.value for t in parent.targets if isinstance(t.target, cst.Name)
+                )
+            return True
+        if isinstance(parent, cst.Arg) and parent.value is child:
+            call = ctx.parent(depth + 1)
+            if not isinstance(call, cst.Call):
+                return False
+            if parent.keyword is not None:
+                return parent.keyword.value in self.backend_keywords
+            first = call.args and call.args[0] is parent and not parent.star
+            return bool(first) and ctx.qualname(call.func) in self.backend_first_arg_calls
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
+            targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
+            if any(is_named(t.target, self.backend_words) for t in targets):
+                for t in targets:
+                    if isinstance(t.target, cst.Name):
+                        self.backend_variables.add(t.target.value)
+                return True
+            return False
+        words = self.backend_words
+        if isinstance(parent, cst.Param) and parent.default is child:
+            return is_named(parent.name, words)
+        if isinstance(parent, cst.DictElement) and parent.value is child:
+            key = string_value(parent.key)
+            return key is not None and is_device_name(key, words)
+        if isinstance(parent, cst.Return) and parent.value is child:
+            return bool(ctx.functions) and is_device_name(ctx.functions[-1], words)
+        return False
+
+    # ------------------------------------------------------------------ backend == "nccl" (NPU302)
+    def _backend_like_operand(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call):
+            qual = self.ctx.qualname(node.func) or ""
+            return qual in self.backend_getters or last_identifier(node.func) == "get_backend"
+        return is_named(node, self.backend_words)
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison):
+        if len(original.comparisons) != 1:
+            return None
+        op = original.comparisons[0].operator
+        left_o, right_o = original.left, original.comparisons[0].comparator
+        if not isinstance(op, (cst.Equal, cst.NotEqual)) or "nccl" not in (string_value(left_o), string_value(right_o)):
+            return None
+        left_u, right_u = updated.left, updated.comparisons[0].comparator
+        operand = right_u if string_value(left_o) == "nccl" else left_u
+        other = right_o if string_value(left_o) == "nccl" else left_o
+        if not self._backend_like_operand(other):
+            return updated
+        new: cst.BaseExpression = self.ctx.shim_call("is_accelerator_backend", [operand])
+        if isinstance(op, cst.NotEqual):
+            new = cst.UnaryOperation(operator=cst.Not(), expression=new)
+        new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return self.ctx.rewrite("NPU302", original, new) or updated
+
+    # ------------------------------------------------------------------ Backend.NCCL (NPU303)
+    def reference(self, original, updated, qual: str):
+        if qual != self.backend_enum:
+            return None
+        new = self.ctx.shim_call("dist_backend").with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return self.ctx.rewrite("NPU303", original, new) or updated
+
+    # ------------------------------------------------------------------ unseen backends (NPU304)
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        """init_process_group(backend=cfg.backend): a backend npu-migrate cannot see."""
+        ctx = self.ctx
+        if ctx.qualname(original.func) not in self.backend_first_arg_calls:
+            return None
+        for i, arg in enumerate(original.args):
+            is_backend = (arg.keyword is not None and arg.keyword.value in self.backend_keywords) or (
+                i == 0 and arg.keyword is None and not arg.star
+                and ctx.qualname(original.func) != "torch.distributed.new_group"
+            )
+            if not is_backend:
+                continue
+            value = arg.value
+            if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+                continue  # literals: NPU301 or, if no backend at all, left alone
+            if isinstance(value, cst.Name) and value.value in self.backend_variables:
+                continue
+            if isinstance(value, cst.Call) and ctx.is_own_literal_call(value):
+                continue
+            if isinstance(value, (cst.IfExp, cst.Call)) and id(value) in ctx.claimed:
+                continue
+            ctx.report("NPU304", value)
+        return None

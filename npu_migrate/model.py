@@ -1,0 +1,58 @@
+"""The data every engine shares, below all of them: a run's `Options`, one file's `FileResult`,
+and `tool_finding`, the findings the tool reports about itself (a file it cannot read, parse or
+finish: NPU001-NPU003) rather than a rule about the code.
+
+The Python engine (engine.py), the notebook engine (notebook.py), the text-file engine
+(textfiles.py), the run (run.py), the cache and the commands all speak these; this module imports
+none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import catalogue
+from .findings import Finding
+
+
+@dataclass(frozen=True)
+class Options:
+    enabled: frozenset
+    shim_name: str = "npu_compat"
+    npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
+    package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
+    hot_slices: bool = True  # parse only statements a rule can act on (hotslice.py)
+    rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
+    # folder -> placement.ShimImport, for a packaged project (placement.plan); () for the root shim
+    shim_specs: tuple = ()
+    # top-level names of the project's own modules and packages (isort's first party)
+    first_party: frozenset = frozenset()
+
+    @functools.cached_property
+    def shim_spec_map(self) -> dict:
+        return dict(self.shim_specs)
+
+
+@dataclass
+class FileResult:
+    relpath: str
+    findings: list[Finding] = field(default_factory=list)
+    original: Optional[bytes] = None
+    new: Optional[bytes] = None  # None: no change
+    encoding: str = "utf-8"
+    skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
+    suppressed: int = 0  # constructs left alone because a comment said so
+    # not for the cache: the file ran out of time or killed the process migrating it (the
+    # machine's load, the time budget or a fixed libcst may give another answer next time)
+    uncached: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.new is not None and self.new != self.original
+
+
+def tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: int = 1) -> Finding:
+    rule = catalogue.rule(code)
+    return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")

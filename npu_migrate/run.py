@@ -1,0 +1,496 @@
+"""The life of one run, top to bottom.
+
+    discover (discover.py, runplan.collect) -> the run's options (runplan.make_options: rule
+    selection, NPU-aware and package folders, where each shim goes) -> run_files: the cache's
+    hits, then every other file by its kind (file_kind, migrate_file), in worker processes when
+    there are enough of them, each file within its time budget -> results sorted by path -> the
+    shims they need (needed_shims) -> the commands write: the shim once per run (inject.py), then
+    each changed file atomically (cli.py, check.py --fix).
+
+A file's kind picks its engine: Python (engine.py: prefilter, parse, rules, render), notebooks
+(notebook.py), scripts, configs, Dockerfiles and CUDA sources (textfiles.py). No file takes the
+run down: one that cannot be read, outlasts its time budget or kills the process migrating it is
+a finding of its own (NPU001, NPU002), and the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from . import placement
+from .cache import digest, options_key
+from .engine import NPU_AWARE, HeavyFile, isolate_heavy, migrate_source
+from .model import FileResult, Options, tool_finding
+from .source import read_regular
+from .textfiles import scan_text_file, target_kind
+
+
+def file_kind(relpath: str) -> str:
+    """How a discovered file is read: "python", "notebook", or a text format of textfiles.py
+    (shell, yaml, toml, dockerfile, env, cuda-source). Anything else named on the command line
+    is read as Python (a script without a suffix, found by its #! line)."""
+    lower = relpath.lower()
+    if lower.endswith((".py", ".pyw")):
+        return "python"
+    if lower.endswith(".ipynb"):
+        return "notebook"
+    return target_kind(relpath) or "python"
+
+
+def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
+    """Migrate (or scan) one file's bytes with the engine its kind needs."""
+    kind = file_kind(relpath)
+    if kind == "notebook":
+        from .notebook import migrate_notebook  # loaded by the runs (and workers) that meet one
+
+        return migrate_notebook(source, relpath, options)
+    if kind != "python":
+        return scan_text_file(source, relpath, options)
+    return migrate_source(source, relpath, options)
+
+
+def _final_python_text(result: FileResult) -> Optional[bytes]:
+    """The Python code of a file once the run is over (a notebook's code cells joined); None for
+    other text files."""
+    data = result.new if result.changed else (result.original or b"")
+    kind = file_kind(result.relpath)
+    if kind == "notebook":
+        import json
+
+        try:
+            cells = json.loads(data.decode("utf-8")).get("cells", [])
+            return "\n".join(
+                "".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code"
+            ).encode("utf-8")
+        except (ValueError, AttributeError, TypeError):
+            return None
+    return data if kind == "python" else None
+
+
+def shim_modules(result: FileResult, shim: str) -> set[str]:
+    """The shim modules the file imports once the run is over (rewritten now or by an earlier
+    run): `npu_compat` for the root shim, `mypkg.npu_compat` for a package's."""
+    data = _final_python_text(result)
+    if not data:
+        return set()
+    name = re.escape(shim.encode())
+    found = set()
+    for m in re.finditer(rb"^[ \t]*(?:import|from)[ \t]+((?:\w+\.)*?)" + name + rb"\b", data, re.M):
+        found.add(m.group(1).decode("ascii", "replace") + shim)
+    for m in re.finditer(rb"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?[^)\n]*?(?<![\w.])" + name + rb"\b(?![ \t]+as\b)",
+                         data, re.M):
+        found.add(m.group(1).decode("ascii", "replace") + "." + shim)
+    return found
+
+
+def imports_shim(result: FileResult, shim: str) -> bool:
+    """Whether the file imports a shim once the run is over: then that shim must exist.
+    Notebooks are looked at cell by cell; other text files never do."""
+    return bool(shim_modules(result, shim))
+
+
+def needed_shims(results: Iterable[FileResult], options: Options) -> dict[str, list[str]]:
+    """Shim folder (relative to the root) -> the files that import it, after the run."""
+    by_module = {spec.module: spec.folder for _folder, spec in options.shim_specs}
+    needed: dict[str, list[str]] = {}
+    for result in results:
+        for module in sorted(shim_modules(result, options.shim_name)):
+            spec = placement.spec_for(options, result.relpath)
+            folder = spec.folder if module == spec.module else by_module.get(module)
+            if folder is None and module == options.shim_name:
+                folder = options.shim_name  # the root shim
+            if folder is not None:
+                needed.setdefault(folder, []).append(result.relpath)
+    return needed
+
+
+# ------------------------------------------------------------------ the time budget of one file
+#
+# Within run_files, the process that migrates a file (a worker, a process of its own, or the
+# main process on its main thread) arms SIGALRM for the file's budget; its handler raises
+# _FileTimeout wherever Python code runs, and the file is NPU001 "took longer than N s". Python
+# cannot interrupt libcst's native parser, whose exception only comes when it returns: so where
+# the parse alone may run past the budget, the parent kills the process (a worker, or the process
+# of its own a heavy file gets in an in-process run) at _hard_limit, and reports the same.
+FILE_TIMEOUT_ENV = "NPU_MIGRATE_FILE_TIMEOUT"
+DEFAULT_FILE_TIMEOUT = 60.0  # seconds; torch's slowest file takes about 3
+
+
+def file_timeout() -> float:
+    """The time budget of one file in seconds, from $NPU_MIGRATE_FILE_TIMEOUT (0: none)."""
+    raw = os.environ.get(FILE_TIMEOUT_ENV, "").strip()
+    try:
+        seconds = float(raw) if raw else DEFAULT_FILE_TIMEOUT
+    except ValueError:
+        seconds = DEFAULT_FILE_TIMEOUT
+    return seconds if 0 < seconds < float("inf") else 0.0
+
+
+def _hard_limit(seconds: float) -> float:
+    """When the parent kills a process still on one file: after its own alarm had its chance."""
+    return seconds * 1.5 + 2
+
+
+class _FileTimeout(BaseException):
+    """Raised by the SIGALRM handler (not an Exception: no `except Exception` swallows it)."""
+
+
+class _RunState:
+    alarm_armed = False  # the handler raises only while a file's budget runs
+    board = None  # workers: the parent's table of what each worker is doing (see _run_pool)
+    slot = -1
+
+
+_RUN = _RunState()
+
+
+def _on_alarm(signum, frame) -> None:
+    if _RUN.alarm_armed:
+        _RUN.alarm_armed = False
+        raise _FileTimeout()
+
+
+def _install_alarm() -> Optional[tuple]:
+    """Make SIGALRM ours in this process; (the previous handler,) to put back, or None when
+    this process cannot take it (no SIGALRM on Windows; signals go to the main thread only)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return None
+    return (signal.signal(signal.SIGALRM, _on_alarm),)
+
+
+def _restore_alarm(saved: Optional[tuple]) -> None:
+    if saved is not None:
+        import signal
+
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved[0])
+
+
+def _timed_out(relpath: str, original: Optional[bytes], seconds: float) -> FileResult:
+    finding = tool_finding("NPU001", relpath, f"took longer than {seconds:g} s to migrate ({FILE_TIMEOUT_ENV})")
+    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
+
+
+def _crashed(relpath: str, original: Optional[bytes], exitcode: Optional[int]) -> FileResult:
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = signal.Signals(-exitcode).name
+        except ValueError:
+            how = f"signal {-exitcode}"
+    else:
+        how = f"exit status {exitcode}"
+    detail = f"the parser crashed on this file (the process migrating it died: {how})"
+    finding = tool_finding("NPU001", relpath, detail)
+    return FileResult(relpath=relpath, findings=[finding], original=original, uncached=True)
+
+
+def _read_original(path: str) -> Optional[bytes]:
+    try:
+        return read_regular(path)
+    except OSError:
+        return None
+
+
+def migrate_path(args: tuple[str, str, Options]) -> FileResult:
+    """Worker entry point: read a file and migrate it (the caller writes). Within run_files, in
+    a process whose SIGALRM is ours, the file has its time budget."""
+    path, relpath, options = args
+    try:
+        # never a FIFO or a device (it would block or never end), never a file over the limit
+        source = read_regular(path)
+    except OSError as exc:
+        return FileResult(relpath=relpath, findings=[tool_finding("NPU002", relpath, exc.strerror or str(exc))])
+    import signal
+
+    seconds = file_timeout()
+    if not seconds or not hasattr(signal, "setitimer") or signal.getsignal(signal.SIGALRM) is not _on_alarm:
+        return migrate_file(source, relpath, options)
+    try:
+        _RUN.alarm_armed = True
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return migrate_file(source, relpath, options)
+        finally:
+            _RUN.alarm_armed = False  # first: an alarm from here on does nothing
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _FileTimeout:
+        _RUN.alarm_armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return _timed_out(relpath, source, seconds)
+
+
+def run_files(
+    items: list[tuple[str, str]],
+    options: Options,
+    jobs: int = 1,
+    progress: Optional[Callable[[FileResult], None]] = None,
+    cache=None,
+) -> list[FileResult]:
+    """Migrate (path, relpath) pairs, in worker processes when there are enough of them.
+
+    Results come back sorted by relative path whatever `jobs` is, so output is deterministic.
+    With a `cache.Cache`, files whose content and options match an entry are not migrated again.
+    """
+    results: list[FileResult] = []
+    if cache is not None:
+        items, results = _cached(items, options, cache, progress)
+    # Largest files first: with workers, a big file taken last would leave the other core idle
+    # while it runs. (Results are sorted by path below, so the order never shows.)
+    tasks = sorted(((path, rel, options) for path, rel in items), key=_size, reverse=True)
+    done = len(results)
+    seconds = file_timeout()
+
+    def deliver(result: FileResult) -> None:
+        results.append(result)
+        if progress:
+            progress(result)
+
+    if jobs > 1 and len(tasks) >= 16:
+        _run_pool(tasks, jobs, seconds, deliver)
+    else:
+        saved = _install_alarm()
+        isolate_heavy(True)  # (in-process: a heavy file goes to a process of its own)
+        try:
+            for task in tasks:
+                try:
+                    result = migrate_path(task)
+                except HeavyFile:  # a parse that may outlast the budget: where it can be killed
+                    result = _run_isolated([task], 1, seconds)[0]
+                deliver(result)
+        finally:
+            isolate_heavy(False)
+            _restore_alarm(saved)
+    if cache is not None:
+        for result in results[done:]:
+            if result.original is not None and not result.uncached:
+                cache.store(result.relpath, digest(result.original), options_key(options, result.relpath), result)
+    results.sort(key=lambda r: r.relpath)
+    return results
+
+
+# ------------------------------------------------------------------ workers that die
+#
+# A worker process that dies (libcst's parser crashing, os._exit, the kernel's OOM killer, or the
+# parent killing it at the hard time limit) breaks the whole pool: every file not yet returned
+# fails with BrokenProcessPool. So each worker writes on a shared board which task it is on and
+# since when; after a break, the tasks that were in flight are migrated again each in a process
+# of its own (only the file that crashes one is NPU001), the tasks never started go to a new pool.
+
+
+def _worker_start(board, slots) -> None:
+    """Pool initializer: take a row of the board; SIGALRM is this worker's."""
+    with slots.get_lock():
+        slot = slots.value
+        slots.value += 1
+    isolate_heavy(False)  # (a worker can be killed: no process of its own needed)
+    if 3 * slot + 2 < len(board):
+        _RUN.board, _RUN.slot = board, slot
+        board[3 * slot] = os.getpid()
+        board[3 * slot + 1] = -1
+    _install_alarm()
+
+
+def _worker_chunk(chunk: list) -> list:
+    """Migrate (number, task) pairs in a worker; [(number, result)]."""
+    import time
+
+    board, row = _RUN.board, 3 * _RUN.slot
+    out = []
+    for number, task in chunk:
+        if board is not None:
+            board[row + 2] = time.monotonic()  # (before the number: the parent reads the number first)
+            board[row + 1] = number
+        try:
+            out.append((number, migrate_path(task)))
+        finally:
+            if board is not None:
+                board[row + 1] = -1
+    return out
+
+
+def _run_pool(tasks: list, jobs: int, seconds: float, deliver: Callable[[FileResult], None], round_: int = 0) -> None:
+    import multiprocessing
+    import signal
+    import time
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    board = context.Array("d", 3 * jobs, lock=False)  # per worker: pid, task number (-1: none), since
+    for slot in range(jobs):
+        board[3 * slot + 1] = -1
+    slots = context.Value("i", 0)
+    numbered = list(enumerate(tasks))
+    size = max(1, min(4, len(tasks) // (jobs * 8) or 1))  # small: the big files come first
+    chunks = [numbered[i:i + size] for i in range(0, len(numbered), size)]
+    hard = _hard_limit(seconds) if seconds else None
+    left: list = []  # (number, task) of the chunks that never came back
+    delivered: set[int] = set()
+    killed: set[int] = set()  # task numbers whose worker the parent killed for their time
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start,
+                             initargs=(board, slots)) as pool:
+        pending = {}
+        for index, chunk in enumerate(chunks):
+            try:
+                pending[pool.submit(_worker_chunk, chunk)] = chunk
+            except BrokenProcessPool:
+                left.extend(pair for rest in chunks[index:] for pair in rest)
+                break
+        while pending:
+            finished, _ = wait(pending, timeout=0.25 if hard else None, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = pending.pop(future)
+                try:
+                    returned = future.result()
+                except BrokenProcessPool:
+                    left.extend(chunk)
+                    continue
+                for number, result in returned:
+                    delivered.add(number)
+                    deliver(result)
+            if hard and pending:
+                now = time.monotonic()
+                for slot in range(jobs):
+                    number = int(board[3 * slot + 1])
+                    if number >= 0 and number not in killed and now - board[3 * slot + 2] > hard:
+                        killed.add(number)  # the parse outlasts the alarm (native code): kill it
+                        try:
+                            os.kill(int(board[3 * slot]), getattr(signal, "SIGKILL", signal.SIGTERM))
+                        except OSError:
+                            pass
+    if not left:
+        return
+    in_flight = {int(board[3 * slot + 1]) for slot in range(jobs)}
+    left = [(number, task) for number, task in left if number not in delivered]
+    suspects = [task for number, task in left if number in in_flight and number not in killed]
+    rest = [task for number, task in left if number not in in_flight and number not in killed]
+    for number, task in left:
+        if number in killed:
+            deliver(_timed_out(task[1], _read_original(task[0]), seconds))
+    for result in _run_isolated(suspects, jobs, seconds):
+        deliver(result)
+    if not rest:
+        return
+    # A new pool for the files never started, while rounds make progress (a worker that died
+    # between files, nothing in flight, gets one more): else one process each, which always ends.
+    if len(rest) > 2 * jobs and round_ < 8 and (delivered or suspects or killed or round_ == 0):
+        _run_pool(rest, jobs, seconds, deliver, round_ + 1)
+    else:
+        for result in _run_isolated(rest, jobs, seconds):
+            deliver(result)
+
+
+def _isolated_child(writer, task) -> None:
+    isolate_heavy(False)
+    _install_alarm()
+    try:
+        result = migrate_path(task)
+    except BaseException as exc:  # nothing above would report it
+        detail = f"internal error, left unchanged: {type(exc).__name__}: {exc}"
+        result = FileResult(relpath=task[1], findings=[tool_finding("NPU001", task[1], detail)], uncached=True)
+    writer.send(result)
+    writer.close()
+
+
+def _run_isolated(tasks: list, jobs: int, seconds: float) -> list[FileResult]:
+    """Migrate each task in a process of its own, `jobs` at a time: a process that dies costs
+    only its file (NPU001), and one still running at the hard time limit is killed."""
+    import multiprocessing
+    import time
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    hard = _hard_limit(seconds) if seconds else None
+    queue = list(tasks)
+    running: dict = {}  # reader -> (task, process, start)
+    out: list[FileResult] = []
+    while queue or running:
+        while queue and len(running) < max(1, jobs):
+            task = queue.pop(0)
+            reader, writer = context.Pipe(duplex=False)
+            process = context.Process(target=_isolated_child, args=(writer, task), daemon=True)
+            process.start()
+            writer.close()
+            running[reader] = (task, process, time.monotonic())
+        for reader in wait(list(running), timeout=0.25 if hard else None):
+            task, process, _start = running.pop(reader)
+            try:
+                result = reader.recv()
+            except Exception:  # EOFError: it died before it could answer
+                result = None
+            reader.close()
+            process.join()
+            if not isinstance(result, FileResult):
+                result = _crashed(task[1], _read_original(task[0]), process.exitcode)
+            out.append(result)
+        if hard:
+            now = time.monotonic()
+            for reader, (task, process, start) in list(running.items()):
+                if now - start > hard:
+                    process.kill()
+                    process.join()
+                    reader.close()
+                    del running[reader]
+                    out.append(_timed_out(task[1], _read_original(task[0]), seconds))
+    return out
+
+
+def _size(task: tuple) -> int:
+    try:
+        return os.path.getsize(task[0])
+    except OSError:
+        return 0
+
+
+def _cached(items, options: Options, cache, progress):
+    """Split items into those still to migrate and the results the cache already holds."""
+    todo, hits = [], []
+    for path, rel in items:
+        try:
+            data = read_regular(path)  # never a FIFO (it would block), never past the limit
+        except OSError:
+            todo.append((path, rel))  # the worker reports why it cannot be read
+            continue
+        result = cache.lookup(rel, digest(data), options_key(options, rel), data)
+        if result is None:
+            todo.append((path, rel))
+        else:
+            hits.append(result)
+            if progress:
+                progress(result)
+    return todo, hits
+
+
+def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
+    """Relative folders (of the given files) that are packages: they hold an __init__.py."""
+    folders = {os.path.dirname(rel) for _, rel in items}
+    return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
+
+
+def _may_be_npu_aware(data: bytes) -> bool:
+    """A byte test that every NPU_AWARE match passes (each of its branches holds one of these);
+    the regex, anchored at line starts, costs far more on the many files that fail it."""
+    return b"torch_npu" in data or b"torch.npu" in data or b"is_npu_available" in data
+
+
+def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
+    """Directories that already hold torch_npu-aware code: their siblings stay untouched (E26)."""
+    dirs = set()
+    for path, rel in items:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if _may_be_npu_aware(data) and NPU_AWARE.search(data):
+            dirs.add(os.path.dirname(rel))
+    return frozenset(dirs)
