@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -52,12 +51,15 @@ import signal
 import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # scripts/corpora.py, also when loaded by path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})  # as robustness.py
@@ -175,17 +177,10 @@ def uncommitted(paths: tuple[str, ...] = ("npu_migrate", "rules")) -> int:
 # ------------------------------------------------------------------ corpora
 
 def corpus_root(name: str) -> Path:
-    """As scripts/robustness.py (replicated: that script imports the engine's internals)."""
-    if name == "torch":
-        spec = importlib.util.find_spec("torch")  # finds the package without importing it
-        if spec is None or not spec.submodule_search_locations:
-            raise SetupError("torch is not installed in this interpreter (pip install torch==2.13.0)")
-        return Path(next(iter(spec.submodule_search_locations)))
-    if name == "stdlib":
-        return Path(sysconfig.get_paths()["stdlib"])
-    if Path(name).is_dir():
-        return Path(name).absolute()
-    raise SetupError(f"{name}: not a corpus name (torch, stdlib, both) nor a folder")
+    try:
+        return corpora.corpus_root(name)
+    except LookupError as exc:
+        raise SetupError(str(exc)) from None
 
 
 def is_input(name: str) -> bool:

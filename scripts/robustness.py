@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import multiprocessing
 import os
 import sys
-import sysconfig
 import time
 import warnings
 from collections import Counter
@@ -52,6 +50,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # scripts/corpora.py, also when loaded by path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora  # noqa: E402
 
 from npu_migrate import catalogue
 from npu_migrate.engine import PREFILTER, migrate_source
@@ -95,16 +97,7 @@ class Tally:
 # ------------------------------------------------------------------ corpora
 
 def corpus_root(name: str) -> Path:
-    if name == "torch":
-        spec = importlib.util.find_spec("torch")  # finds the package without importing it
-        if spec is None or not spec.submodule_search_locations:
-            raise LookupError("torch is not installed in this interpreter (pip install torch==2.13.0)")
-        return Path(next(iter(spec.submodule_search_locations)))
-    if name == "stdlib":
-        return Path(sysconfig.get_paths()["stdlib"])
-    if Path(name).is_dir():
-        return Path(name).absolute()
-    raise LookupError(f"{name}: not a corpus name (torch, stdlib, both) nor a folder")
+    return corpora.corpus_root(name)
 
 
 def corpus_files(root: Path) -> list[tuple[str, str]]:
