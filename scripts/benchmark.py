@@ -773,22 +773,31 @@ cases = [
     ("npu_compat.autocast", "s.autocast", amp + ".autocast"),
     ("npu_compat.device_count()", "s.device_count()", mod + ".device_count()"),
     ("npu_compat.is_available()", "s.is_available()", mod + ".is_available()"),
+    ("npu_compat.GradScaler", "s.GradScaler", amp + ".GradScaler"),
+    ("npu_compat.get_device_name", "s.get_device_name", mod + ".get_device_name"),
+    ("npu_compat.host_memory_stats", "s.host_memory_stats" if not npu else "s.mem_get_info",
+     mod + (".host_memory_stats" if not npu else ".mem_get_info")),
+    ("npu_compat.VISIBLE_DEVICES_ENV", "s.VISIBLE_DEVICES_ENV", "s.DEVICE_ENV"),
 ]
 if npu:
     cases += [
         ("npu_compat.synchronize()", "s.synchronize()", mod + ".synchronize()"),
         ("npu_compat.memory_allocated(0)", "s.memory_allocated(0)", mod + ".memory_allocated(0)"),
     ]
+    # an adapted call (keywords renamed, issue #16) does work of its own: shown, not held to the target
+    if hasattr(s, "_NPU_PARAMETERS"):
+        cases += [("npu_compat.get_device_name(device=0) [adapter]", "s.get_device_name(device=0)",
+                   mod + ".get_device_name(device_name=0)", False)]
 scope = {"s": s, "torch": torch, "sys": sys}
 out = []
-for name, shim, direct in cases:
+for name, shim, direct, *target in cases:
     eval(shim, scope), eval(direct, scope)  # resolve once, fail early
     best = {}
     for label, stmt in (("shim", shim), ("direct", direct)):
         timer = timeit.Timer(stmt, globals=scope)
         best[label] = min(timer.repeat(repeat=rounds, number=number)) / number * 1e9
     out.append({"name": name, "direct": direct, "shim_ns": best["shim"], "direct_ns": best["direct"],
-                "overhead_ns": best["shim"] - best["direct"]})
+                "overhead_ns": best["shim"] - best["direct"], "target": bool(target[0]) if target else True})
 print(json.dumps({"device_type": s.device_type(), "torch": torch.__version__, "cases": out}))
 """
 
@@ -840,9 +849,10 @@ def run_shim_overhead(args: argparse.Namespace, info: dict) -> int:
         table = [("shim expression", "direct", "direct ns", "shim ns", "overhead ns", "target")]
         for case in run["cases"]:
             met = case["overhead_ns"] <= SHIM_OVERHEAD_TARGET_NS
-            missed += not met
+            held = case.get("target", True)
+            missed += held and not met
             table.append((case["name"], case["direct"], f"{case['direct_ns']:.0f}", f"{case['shim_ns']:.0f}",
-                          f"{case['overhead_ns']:+.0f}", "met" if met else "MISSED"))
+                          f"{case['overhead_ns']:+.0f}", ("met" if met else "MISSED") if held else "-"))
         widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
         for row in table:
             print("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))

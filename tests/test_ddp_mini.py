@@ -258,9 +258,10 @@ def test_migrated_launcher_sets_npu_variables_on_a_fake_npu_host(migrated):
     assert lines[:-1] == [
         "visible devices: 0,1 -> 2 processes",
         "set ASCEND_RT_VISIBLE_DEVICES=0,1",
+        # the fake is torch_npu 2.7.1, which reads the HCCL_* names (TORCH_HCCL_* from 2.14.0 on)
+        "set HCCL_ASYNC_ERROR_HANDLING=1",
         "set NCCL_DEBUG=WARN",  # no HCCL counterpart: reported as a finding, left as it was
         "set PYTORCH_NPU_ALLOC_CONF=expandable_segments:True",
-        "set TORCH_HCCL_ASYNC_ERROR_HANDLING=1",
     ], lines
 
 

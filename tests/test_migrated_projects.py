@@ -97,8 +97,9 @@ def test_nanochat_on_a_fake_npu_host(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     first, calls = proc.stdout.splitlines()[-2:]
-    assert first == "torch.float32 npu"
-    assert "get_device_capability" in calls and "is_available" in calls
+    # issue #16: the `>= (8, 0)` bf16 choice asks the NPU for bf16, as the human ports do
+    assert first == "torch.bfloat16 npu"
+    assert "is_bf16_supported" in calls and "is_available" in calls
     # the original code crashes on such a host only if it reached torch.npu; it never does:
     original = subprocess.run([sys.executable, "-c", "from nanochat_mini import common;"
                                "print(common.autodetect_device_type())"],

@@ -71,7 +71,7 @@ def test_with_an_npu_cuda_means_the_npu(shim_dir):
         print("calls", ",".join(n for n, _, _ in torch_npu.calls if n.startswith(("mstx", "matmul", "conv"))))
         scaler = s.GradScaler(enabled=False)
         import sys
-        print("scaler", type(scaler) is sys.modules["torch_npu.npu.amp"].GradScaler, scaler.enabled)
+        print("scaler", isinstance(scaler, sys.modules["torch_npu.npu.amp"].GradScaler), scaler.enabled)
         """
     )
     out = _lines(run_python(probe, path=[shim_dir, FAKE_NPU], cwd=shim_dir))
@@ -88,7 +88,7 @@ def test_with_an_npu_cuda_means_the_npu(shim_dir):
         "matmul.allow_hf32,conv.allow_hf32,mstx.range_start,mstx.range_start,mstx.range_end,"
         "mstx.mark,mstx.range_start,mstx.range_end,mstx.range_end"
     )
-    assert out["scaler"] == "True False"  # torch_npu.npu.amp.GradScaler, arguments passed through
+    assert out["scaler"] == "True False"  # a torch_npu.npu.amp.GradScaler, enabled passed as enabled
 
 
 def test_env_table_and_shim_agree():

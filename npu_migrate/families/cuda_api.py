@@ -12,6 +12,16 @@ from .base import Example, Family
 from .context import dotted_name
 
 
+def _int_value(node) -> int | None:
+    """The value of an integer literal (`8`, `0`), else None."""
+    if isinstance(node, cst.Integer):
+        try:
+            return int(node.value, 0)
+        except ValueError:
+            return None
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _tables():
     api = catalogue.cuda_api()
@@ -128,6 +138,26 @@ dtype = torch.bfloat16 if major >= 8 else torch.float16
 ids = npu_compat.LongTensor([1, 2, 3])
 """,
             codes=('NPU203', 'NPU204'),
+        ),
+        Example(
+            note='an Ampere test that chooses bfloat16 asks the NPU whether it has bfloat16',
+            before="""\
+import torch
+
+use_bf16 = torch.cuda.get_device_capability() >= (8, 0)
+if torch.cuda.get_device_capability(0)[0] >= 8:
+    torch.set_default_dtype(torch.bfloat16)
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+use_bf16 = npu_compat.is_bf16_capable()
+if npu_compat.is_bf16_capable(0):
+    torch.set_default_dtype(torch.bfloat16)
+""",
+            codes=('NPU203', 'NPU203'),
         ),
         Example(
             note='`torch.cuda` used as a value',
@@ -254,6 +284,8 @@ def train(model, loader, cuda=True):
         if "." in rest:
             ctx.report("NPU202", original, name=rest, note="no faithful NPU rewrite")
             return updated
+        if rest == "get_device_capability" and self._bf16_check_of_call(self.ctx.parent(), original):
+            return updated  # the whole comparison is rewritten by leave_Comparison
         target = None
         if first in self.api_shared:
             code, target = "NPU201", first
@@ -268,6 +300,47 @@ def train(model, loader, cuda=True):
             return updated
         new = ctx.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return ctx.rewrite(code, original, new, name=first) or updated
+
+    # ------------------------------------------------------------------ capability >= (8, 0) (NPU203)
+    def _bf16_check_of_call(self, call, func) -> bool:
+        """`call` is `func(...)` and the operand of `>= (8, 0)` (or `[0] >= 8`) being left next."""
+        if not (isinstance(call, cst.Call) and call.func is func):
+            return False
+        parent, depth = self.ctx.parent(2), 3
+        if isinstance(parent, cst.Subscript):
+            if parent.value is not call:
+                return False
+            parent = self.ctx.parent(depth)
+        return isinstance(parent, cst.Comparison) and self._bf16_check(parent) is not None
+
+    def _bf16_check(self, comparison: cst.Comparison) -> cst.Call | None:
+        """The `get_device_capability(...)` call of `cap(...) >= (8, 0)` or `cap(...)[0] >= 8`, else None."""
+        if len(comparison.comparisons) != 1:
+            return None
+        target = comparison.comparisons[0]
+        if not isinstance(target.operator, cst.GreaterThanEqual):
+            return None
+        left, right = comparison.left, target.comparator
+        if isinstance(left, cst.Subscript):
+            index = left.slice[0].slice if len(left.slice) == 1 else None
+            if not (isinstance(index, cst.Index) and _int_value(index.value) == 0 and _int_value(right) == 8):
+                return None
+            left = left.value
+        elif not (isinstance(right, cst.Tuple) and [_int_value(e.value) for e in right.elements] == [8, 0]):
+            return None
+        if isinstance(left, cst.Call) and self.ctx.qualname(left.func) == "torch.cuda.get_device_capability":
+            return left
+        return None
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison):
+        """`torch.cuda.get_device_capability() >= (8, 0)` chooses bfloat16: on an NPU it means
+        `is_bf16_supported()`, since the NPU's capability is (0, 0)."""
+        if self._bf16_check(original) is None:
+            return None
+        call = updated.left.value if isinstance(updated.left, cst.Subscript) else updated.left
+        new = self.ctx.shim_call("is_bf16_capable").with_changes(
+            args=call.args, lpar=updated.lpar, rpar=updated.rpar)
+        return self.ctx.rewrite("NPU203", original, new, name="get_device_capability") or updated
 
     # ------------------------------------------------------------------ imports of torch.cuda (NPU206)
     def leave_Import(self, original: cst.Import, updated: cst.Import):

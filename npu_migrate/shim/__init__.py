@@ -243,6 +243,17 @@ def get_device_capability(device=None):
     return (0, 0)
 
 
+def is_bf16_capable(device=None):
+    """Replaces ``torch.cuda.get_device_capability(device) >= (8, 0)`` where code chooses bfloat16.
+
+    CUDA: that very comparison (Ampere or newer). NPU: ``torch.npu.is_bf16_supported()``: the NPU
+    reports capability (0, 0), which would choose float32 where a port to the NPU chooses bfloat16.
+    """
+    if device_type() != "npu":
+        return torch.cuda.get_device_capability(device) >= (8, 0)
+    return bool(torch.npu.is_bf16_supported())
+
+
 class _NPUDeviceProperties:
     """Read-only view of torch.npu device properties with the CUDA fields torch_npu lacks.
 
@@ -322,8 +333,9 @@ def dist_backend(spec="nccl"):
     """The backend string to use where the code said ``spec`` ("nccl" or "cuda:nccl,cpu:gloo").
 
     Without an NPU: ``spec`` itself. With one: nccl -> hccl, and cuda: -> npu: in mixed specs.
+    Anything but a string (``None``: torch picks the backend of each device) is returned as it is.
     """
-    if device_type() != "npu":
+    if not isinstance(spec, str) or device_type() != "npu":
         return spec
     parts = []
     for part in str(spec).split(","):
@@ -342,9 +354,10 @@ def is_accelerator_backend(value):
 
 
 # ---------------------------------------------------------------------------------------------
-# AMP: torch.cuda.amp.X is torch_npu.npu.amp.X on an NPU (same signatures: autocast(enabled,
-# dtype, cache_enabled), GradScaler(init_scale, growth_factor, backoff_factor, growth_interval,
-# enabled), custom_fwd, custom_bwd). Without an NPU these are torch.cuda.amp's own objects.
+# AMP: torch.cuda.amp.X is torch_npu.npu.amp.X on an NPU. autocast(enabled, dtype, cache_enabled),
+# custom_fwd and custom_bwd take the same arguments; torch_npu's GradScaler has a 5th parameter
+# ``dynamic`` before ``enabled``, so on an NPU ``GradScaler`` is adapted (see _NPU_PARAMETERS): a
+# positional ``enabled`` stays ``enabled``. Without an NPU these are torch.cuda.amp's own objects.
 
 AMP_NAMES = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
 
@@ -360,9 +373,10 @@ def grad_scaler(*args, **kwargs):
     """Replaces ``torch.amp.GradScaler("cuda", ...)`` (and ``torch.amp.GradScaler()``, whose
     device defaults to "cuda"). Without an NPU it is that very call: the modern API, so no
     deprecation warning that the original did not print. With one, torch_npu's documented
-    ``torch_npu.npu.amp.GradScaler`` with the same arguments."""
+    ``torch_npu.npu.amp.GradScaler`` with the same arguments, in CUDA's meaning (a positional
+    ``enabled`` is passed as ``enabled=``, not as torch_npu's 5th parameter ``dynamic``)."""
     if device_type() == "npu":
-        return amp_module().GradScaler(*args, **kwargs)
+        return __getattr__("GradScaler")(*args, **kwargs)
     return torch.amp.GradScaler("cuda", *args, **kwargs)
 
 
@@ -472,10 +486,56 @@ ENV_NAMES = {
 }
 
 
+# The TORCH_HCCL_* names are read from torch_npu 2.14.0 on (2.7.1.post11 too). torch_npu 2.7.1,
+# 2.8.0, 2.9.0 and 2.10.0 read only the HCCL_* names, which 2.14.0 still reads as deprecated
+# aliases: below TORCH_HCCL_NAMES_SINCE (or with a version that cannot be read) the HCCL_* name.
+TORCH_HCCL_NAMES_SINCE = (2, 14)
+LEGACY_ENV_NAMES = {
+    "TORCH_NCCL_BLOCKING_WAIT": "HCCL_BLOCKING_WAIT",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "HCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_DESYNC_DEBUG": "HCCL_DESYNC_DEBUG",
+}
+
+_env_names = None  # ENV_NAMES for the installed torch_npu, once decided
+
+
+def torch_npu_version():
+    """(major, minor) of the installed torch_npu on an NPU host, else None."""
+    if device_type() != "npu":
+        return None
+    text = str(getattr(importlib.import_module("torch_npu"), "__version__", ""))
+    numbers = []
+    for part in text.split(".")[:2]:  # "2.7.1.post11", "2.14.0+git1a2b": the leading digits
+        digits = ""
+        for char in part:
+            if not char.isdigit():
+                break
+            digits += char
+        if not digits:
+            return None
+        numbers.append(int(digits))
+    return tuple(numbers) if len(numbers) == 2 else None
+
+
+def _npu_env_names():
+    global _env_names
+    if _env_names is None:
+        names = dict(ENV_NAMES)
+        version = torch_npu_version()
+        if version is None or version < TORCH_HCCL_NAMES_SINCE:
+            names.update(LEGACY_ENV_NAMES)
+        _env_names = names
+    return _env_names
+
+
 def env_name(name):
-    """The environment variable that means ``name`` on this host (``name`` itself without NPU)."""
+    """The environment variable that means ``name`` on this host (``name`` itself without NPU).
+
+    On an NPU the name the installed torch_npu reads: ``TORCH_NCCL_BLOCKING_WAIT`` is
+    ``TORCH_HCCL_BLOCKING_WAIT`` from torch_npu 2.14 on and ``HCCL_BLOCKING_WAIT`` before.
+    """
     if device_type() == "npu":
-        return ENV_NAMES.get(name, name)
+        return _npu_env_names().get(name, name)
     return name
 
 
@@ -514,17 +574,197 @@ def click_device_arg(ctx, param, value):
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
 
 
+# ---------------------------------------------------------------------------------------------
+# Forwarded names whose torch_npu parameters differ from torch.cuda's (checked against the
+# torch_npu 2.7.1 and 2.14.0 wheels; tests/test_shim_signatures.py compares every forwarded name).
+# On an NPU each of these is an adapter that takes torch.cuda's parameters, in torch.cuda's order,
+# and calls torch_npu by keyword: keywords renamed (``get_device_name(device=0)`` ->
+# ``device_name=0``), positional meaning kept (CUDA's 5th ``GradScaler`` argument is ``enabled``,
+# torch_npu's is ``dynamic``). Each parameter: (CUDA name, torch_npu name, CUDA default). A
+# parameter the installed torch_npu lacks is dropped when its value is the CUDA default (or the
+# default is _ANY: the value cannot change torch_npu's answer), else the call raises TypeError.
+# Without an NPU none of this is used: the names are torch.cuda's own objects.
+
+_REQUIRED = object()  # no default: the caller must pass it
+_ANY = object()  # any value may be dropped where torch_npu has no such parameter
+
+_NPU_PARAMETERS = {
+    "get_device_name": (("device", "device_name", None),),
+    "can_device_access_peer": (("device", "device_id", _REQUIRED), ("peer_device", "peer_device_id", _REQUIRED)),
+    # CUDA counts emulated bfloat16; an NPU's answer is its own (2.7.1 has no parameter).
+    "is_bf16_supported": (("including_emulation", "including_emulation", _ANY),),
+    "StreamContext": (("stream", "stream_ctx", _REQUIRED),),
+    "Event": (("enable_timing", "enable_timing", False), ("blocking", "blocking", False),
+              ("interprocess", "interprocess", False), ("external", "external", False)),
+    "MemPool": (("allocator", "allocator", None), ("use_on_oom", "use_on_oom", False),
+                ("no_split", "no_split", False)),
+    "memory_snapshot": (("mempool_id", "mempool_id", None), ("include_traces", "include_traces", True)),
+    "graph": (("cuda_graph", "npu_graph", _REQUIRED), ("pool", "pool", None), ("stream", "stream", None),
+              ("capture_error_mode", "capture_error_mode", "global"),
+              ("enable_annotations", "enable_annotations", False),
+              ("check_input_liveness", "check_input_liveness", False)),
+    "GradScaler": (("init_scale", "init_scale", 2.0 ** 16), ("growth_factor", "growth_factor", 2.0),
+                   ("backoff_factor", "backoff_factor", 0.5), ("growth_interval", "growth_interval", 2000),
+                   ("enabled", "enabled", True)),
+}
+
+
+def _accepted_keywords(target, spec):
+    """The torch_npu names of ``spec`` that ``target`` (a function or class) accepts by keyword."""
+    wanted = frozenset(npu for _, npu, _ in spec)
+    candidates = (target.__init__, target.__new__) if isinstance(target, type) else (target,)
+    for function in candidates:
+        while getattr(function, "__wrapped__", None) is not None:
+            function = function.__wrapped__
+        code = getattr(function, "__code__", None)
+        if code is None:
+            continue  # object's own __init__/__new__, or defined in C
+        if code.co_flags & 0x08:  # **kwargs
+            return wanted
+        return frozenset(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]) & wanted
+    return wanted  # defined in C: trust the table
+
+
+def _same_value(value, default):
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def _npu_keywords(name, spec, accepted, args, kwargs):
+    """Bind a call written for ``torch.cuda.<name>`` and return torch_npu's keyword arguments."""
+    if len(args) > len(spec):
+        raise TypeError(f"{name}() takes at most {len(spec)} positional arguments ({len(args)} given)")
+    given = {spec[i][0]: value for i, value in enumerate(args)}
+    for key, value in kwargs.items():
+        if key in given:
+            raise TypeError(f"{name}() got multiple values for argument {key!r}")
+        given[key] = value
+    call = {}
+    for cuda, npu, default in spec:
+        if cuda not in given:
+            if default is _REQUIRED:
+                raise TypeError(f"{name}() missing required argument {cuda!r}")
+            continue
+        value = given.pop(cuda)
+        if npu in accepted:
+            call[npu] = value
+        elif not (default is _ANY or _same_value(value, default)):
+            raise TypeError(f"{name}(): torch_npu has no counterpart of CUDA's {cuda}={value!r}")
+    if given:
+        raise TypeError(f"{name}() got an unexpected keyword argument {next(iter(given))!r}")
+    return call
+
+
+class _AdapterMeta(type):
+    """``isinstance(x, <this package>.Event)`` is true for every torch.npu Event, as on CUDA."""
+
+    def __instancecheck__(cls, obj):
+        if cls.__dict__.get("_npu_base") is not None:
+            return isinstance(obj, cls._npu_base)
+        return super().__instancecheck__(obj)
+
+    def __subclasscheck__(cls, sub):
+        if cls.__dict__.get("_npu_base") is not None:
+            return issubclass(sub, cls._npu_base)
+        return super().__subclasscheck__(sub)
+
+
+def _adapt(name, target):
+    """The adapter of ``_NPU_PARAMETERS[name]`` around torch_npu's ``target``."""
+    spec = _NPU_PARAMETERS[name]
+    accepted = _accepted_keywords(target, spec)
+    if not isinstance(target, type):
+
+        def adapted(*args, **kwargs):
+            return target(**_npu_keywords(name, spec, accepted, args, kwargs))
+
+        adapted.__name__ = adapted.__qualname__ = name
+        adapted.__doc__ = target.__doc__
+        adapted.__wrapped__ = target
+        return adapted
+
+    base_new = target.__new__ is not object.__new__
+    base_init = target.__init__ is not object.__init__
+
+    def __new__(cls, *args, **kwargs):
+        if base_new:
+            return target.__new__(cls, **_npu_keywords(name, spec, accepted, args, kwargs))
+        return object.__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        if base_init:
+            target.__init__(self, **_npu_keywords(name, spec, accepted, args, kwargs))
+
+    meta = type(target)
+    if not issubclass(meta, _AdapterMeta):
+        meta = _AdapterMeta if meta is type else type("_AdapterMeta", (_AdapterMeta, meta), {})
+    namespace = {"__new__": __new__, "__init__": __init__, "__module__": __name__,
+                 "__qualname__": name, "__doc__": target.__doc__, "_npu_base": target}
+    return meta(name, (target,), namespace)
+
+
+class _Absent:
+    """Stands for a torch.npu name the installed torch_npu lacks: a clear AttributeError."""
+
+    def __getattr__(self, name):
+        version = getattr(importlib.import_module("torch_npu"), "__version__", "?")
+        raise AttributeError(f"torch_npu {version} has no torch.npu.{name} (the NPU counterpart of "
+                             f"torch.cuda.{name}); upgrade torch_npu or take another path on NPU")
+
+
+# ---------------------------------------------------------------------------------------------
+# ``<this package>.X`` for the names above (PEP 562 module __getattr__). The table is built once,
+# when the first such name is read: X -> (owner, attribute), each access is one dict lookup and
+# ``getattr(owner, attribute)``, so a forwarded name costs well under 1 us more than torch.cuda.X,
+# and torch.cuda.X patched later (unittest.mock) is still seen. Other names never trigger detection.
+
+_FORWARDED = frozenset(SHARED_NAMES + TENSOR_TYPES + AMP_NAMES + ("VISIBLE_DEVICES_ENV",))
+_forwards = None  # {name: (owner, attribute)} once the accelerator is decided
+
+
+def _build_forwards():
+    global _forwards
+    device_type()  # decided first: it takes _lock itself
+    with _lock:
+        if _forwards is not None:
+            return _forwards
+        module, amp = device_module(), amp_module()
+        table = {name: (module, name) for name in SHARED_NAMES}
+        table.update((name, (amp, name)) for name in AMP_NAMES)
+        if device_type() != "npu":
+            table.update((name, (torch.cuda, name)) for name in TENSOR_TYPES)
+        else:
+            own = type("_NpuForwards", (), {})()  # adapters and built typed tensors live here
+            absent = _Absent()
+            for name, owner in [*((n, module) for n in SHARED_NAMES), *((n, amp) for n in AMP_NAMES)]:
+                target = getattr(owner, name, None)
+                if target is None:
+                    table[name] = (absent, name)
+                elif name in _NPU_PARAMETERS:
+                    setattr(own, name, _adapt(name, target))
+                    table[name] = (own, name)
+            for name in TENSOR_TYPES:
+                if getattr(module, name, None) is None:
+                    setattr(own, name, _typed_tensor(name))
+                    table[name] = (own, name)
+                else:
+                    table[name] = (module, name)
+        table["VISIBLE_DEVICES_ENV"] = (type("_Env", (), {"VISIBLE_DEVICES_ENV": env_name("CUDA_VISIBLE_DEVICES")}), "VISIBLE_DEVICES_ENV")
+        _forwards = table
+    return table
+
+
 def __getattr__(name):
-    if name in SHARED_NAMES:
-        return getattr(device_module(), name)
-    if name in TENSOR_TYPES:
-        return _typed_tensor(name)
-    if name in AMP_NAMES:
-        return getattr(amp_module(), name)
-    if name == "VISIBLE_DEVICES_ENV":
-        return env_name("CUDA_VISIBLE_DEVICES")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    table = _forwards
+    if table is None:
+        if name not in _FORWARDED:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        table = _build_forwards()
+    try:
+        owner, attribute = table[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    return getattr(owner, attribute)
 
 
 def __dir__():
-    return sorted(set(globals()) | set(SHARED_NAMES) | set(TENSOR_TYPES) | set(AMP_NAMES) | {"VISIBLE_DEVICES_ENV"})
+    return sorted(set(globals()) | _FORWARDED)

@@ -1,6 +1,8 @@
 """Fake ``torch_npu.npu`` (installed as ``torch.npu``): records calls, touches nothing.
 
-A subset of the real module's names (torch_npu/npu/__init__.py ``__all__``), no others.
+A subset of the real module's names (torch_npu/npu/__init__.py ``__all__``), no others, each with
+the parameters of the real one in the emulated version (``FAKE_TORCH_NPU_VERSION``, 2.7.1 by
+default; tests/test_shim_signatures.py compares them with rules/torch_npu_api.json).
 """
 
 import os
@@ -10,6 +12,7 @@ import torch
 import torch_npu
 
 _current = 0
+_VERSION = os.environ.get("FAKE_TORCH_NPU_VERSION", "2.7.1")  # 2.14.0 adds or changes the marked names
 
 
 def _record(name, *args, **kwargs):
@@ -82,9 +85,14 @@ class device(object):
         return False
 
 
-def get_device_name(device=None):
-    _record("get_device_name", device)
+def get_device_name(device_name=None):
+    _record("get_device_name", device_name)
     return "Ascend910B-fake"
+
+
+def can_device_access_peer(device_id, peer_device_id):
+    _record("can_device_access_peer", device_id, peer_device_id)
+    return _index(device_id) != _index(peer_device_id)
 
 
 class _NPUDeviceProperties(object):
@@ -123,9 +131,17 @@ def mem_get_info(device=None):
     return (32 * 1024 ** 3, 64 * 1024 ** 3)
 
 
-def is_bf16_supported(including_emulation=False):
-    _record("is_bf16_supported", including_emulation)
-    return True
+if _VERSION == "2.7.1":
+
+    def is_bf16_supported():
+        _record("is_bf16_supported")
+        return True
+
+else:
+
+    def is_bf16_supported(including_emulation=False):
+        _record("is_bf16_supported", including_emulation)
+        return True
 
 
 # -- streams and events --------------------------------------------------------------------
@@ -156,6 +172,20 @@ class Event(object):
     def elapsed_time(self, end_event):
         _record("Event.elapsed_time", end_event)
         return 0.0
+
+
+class StreamContext(object):
+    """Context manager, as ``torch.npu.StreamContext(stream_ctx)``."""
+
+    def __init__(self, stream_ctx):
+        _record("StreamContext", stream_ctx)
+        self.stream = stream_ctx
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc_info):
+        return False
 
 
 def current_stream(device=None):
@@ -246,6 +276,23 @@ def memory_stats(device=None):
     return {}
 
 
+if _VERSION == "2.7.1":
+
+    def memory_snapshot():
+        _record("memory_snapshot")
+        return []
+
+else:
+
+    def memory_snapshot(mempool_id=None):
+        _record("memory_snapshot", mempool_id)
+        return []
+
+    def get_per_process_memory_fraction(device=None):
+        _record("get_per_process_memory_fraction", device)
+        return 1.0
+
+
 # -- precision flags (torch_npu/npu/npu_config.py: matmul.allow_hf32 default False, conv True) ----
 
 
@@ -303,9 +350,17 @@ def _make_amp():
             _record("amp.GradScaler", init_scale, enabled)
             self.init_scale, self.enabled = init_scale, enabled
 
-    def custom_fwd(fwd=None, cast_inputs=None):
-        _record("amp.custom_fwd")
-        return fwd if fwd is not None else (lambda f: f)
+    if _VERSION == "2.7.1":
+
+        def custom_fwd(fwd=None, **kwargs):  # reads kwargs.get("cast_inputs"), as the real one
+            _record("amp.custom_fwd")
+            return fwd if fwd is not None else (lambda f: f)
+
+    else:
+
+        def custom_fwd(fwd=None, *, cast_inputs=None):
+            _record("amp.custom_fwd")
+            return fwd if fwd is not None else (lambda f: f)
 
     def custom_bwd(bwd):
         _record("amp.custom_bwd")
