@@ -211,7 +211,6 @@ def options_key(options, relpath: str) -> str:
         options.shim_name,
         str(options.rewrite_scripts),
         str(parent in options.package_dirs),
-        str(parent in options.npu_aware_dirs),
         repr(options.shim_spec_map.get(parent)),  # where this folder's shim import points
         ",".join(sorted(options.first_party)),  # where isort puts the shim import
     )
@@ -225,13 +224,14 @@ def _result_to_json(result) -> dict:
         "encoding": result.encoding,
         "skipped": result.skipped,
         "suppressed": result.suppressed,
+        "skipped_scopes": [list(scope) for scope in result.skipped_scopes],
     }
 
 
 # The fields of a cached Finding and the types each may hold (bool is not an int here).
 _FINDING_FIELDS = {
     "path": (str,), "line": (int,), "column": (int,), "code": (str,), "message": (str,),
-    "fixable": (bool,), "source": (str,), "cell": (int, type(None)),
+    "fixable": (bool,), "source": (str,), "cell": (int, type(None)), "severity": (str,),
 }
 _RESULT_FIELDS = {"findings", "new", "encoding", "skipped", "suppressed"}
 
@@ -249,7 +249,7 @@ def _finding_from_json(data, relpath: str) -> Finding:
     for name, types in _FINDING_FIELDS.items():
         if name in data and not _is(data[name], types):
             raise ValueError(f"a finding's {name} has the wrong type")
-        if name not in data and name not in ("source", "cell"):
+        if name not in data and name not in ("source", "cell", "severity"):
             raise ValueError(f"a finding has no {name}")
     if data["path"] != relpath or data["line"] < 1 or data["column"] < 1:
         raise ValueError("a finding's place is not in this file")
@@ -263,8 +263,14 @@ def _result_from_json(data, relpath: str, original: bytes):
     missing, unknown, or of the wrong type or shape."""
     if isinstance(data, str):
         data = json.loads(data)
-    if not isinstance(data, dict) or set(data) != _RESULT_FIELDS:
+    if not isinstance(data, dict) or set(data) - {"skipped_scopes"} != _RESULT_FIELDS:
         raise ValueError("the result is not an object of the known fields")
+    scopes = data.get("skipped_scopes", [])
+    if not isinstance(scopes, list) or not all(
+        isinstance(s, list) and len(s) == 3 and _is(s[0], (int,)) and _is(s[1], (int,)) and isinstance(s[2], str)
+        and 1 <= s[0] <= s[1] for s in scopes
+    ):
+        raise ValueError("skipped_scopes is not a list of [first line, last line, reason]")
     if not isinstance(data["findings"], list):
         raise ValueError("findings is not a list")
     findings = [_finding_from_json(f, relpath) for f in data["findings"]]
@@ -284,7 +290,8 @@ def _result_from_json(data, relpath: str, original: bytes):
     if not _is(skipped, (str, type(None))) or not _is(suppressed, (int,)) or suppressed < 0:
         raise ValueError("skipped or suppressed has the wrong type")
     return FileResult(relpath=relpath, findings=findings, original=original, new=new,
-                      encoding=encoding, skipped=skipped, suppressed=suppressed)
+                      encoding=encoding, skipped=skipped, suppressed=suppressed,
+                      skipped_scopes=[(s[0], s[1], s[2]) for s in scopes])
 
 
 def _stderr_warning(message: str) -> None:

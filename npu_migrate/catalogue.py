@@ -27,11 +27,20 @@ class Rule:
     message: str
     guidance: str
     effort: str = "auto"  # auto (rewritten), review (check the decision), manual (port by hand)
+    # what the construct does on an NPU host as written: error (fails), warning (runs but
+    # differs), info (runs; review); "" only for a table that does not say (the catalogue test fails)
+    severity: str = ""
+    # "code": one finding per file (the other places listed); "message": one per file and message
+    per_file: str = ""
 
     @property
     def family(self) -> str:
         return FAMILIES.get(self.code[3], "other")
 
+
+SEVERITIES = ("error", "warning", "info")  # most severe first
+DEFAULT_SEVERITY = "warning"  # a finding whose code's table gives none
+PER_FILE = ("code", "message")
 
 FAMILIES = {
     "0": "tool",
@@ -94,9 +103,17 @@ def rules() -> dict[str, Rule]:
             message=row["message"],
             guidance=row["guidance"],
             effort=row.get("effort", "auto" if row["fixable"] else "review"),
+            severity=row.get("severity", ""),
+            per_file=row.get("per_file", ""),
         )
         if out[code].effort not in ("auto", "review", "manual"):
             raise ValueError(f"rules/{origin[code]}: {code}: effort must be auto, review or manual")
+        # (a missing severity loads, so that a table added by hand still runs; tests/test_catalogue.py
+        # fails on it)
+        if out[code].severity not in ("", *SEVERITIES):
+            raise ValueError(f"rules/{origin[code]}: {code}: severity must be error, warning or info")
+        if out[code].per_file not in ("", *PER_FILE):
+            raise ValueError(f"rules/{origin[code]}: {code}: per_file must be \"code\" or \"message\"")
     return out
 
 
@@ -122,6 +139,12 @@ def env_table() -> dict[str, Any]:
 
 def rule(code: str) -> Rule:
     return rules()[code]
+
+
+def severity(code: str) -> str:
+    """The code's severity; DEFAULT_SEVERITY for a code no table defines or whose table is silent."""
+    found = rules().get(code)
+    return (found.severity if found is not None else "") or DEFAULT_SEVERITY
 
 
 def expand_selection(patterns: list[str] | tuple[str, ...]) -> set[str]:

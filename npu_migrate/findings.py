@@ -1,10 +1,20 @@
-"""A finding: one CUDA-only construct, rewritten (fixable) or only reported."""
+"""A finding: one CUDA-only construct, rewritten (fixable) or only reported.
+
+Each finding carries a severity, what the construct does on an NPU host as written: `error` (it
+fails there), `warning` (it runs but behaves differently), `info` (it runs; review it). It is the
+code's severity from the catalogue (rules/codes*.toml) unless the rule that reported it chose
+another (a rule may lower it where it knows more, such as code in a scope that already handles
+the NPU).
+"""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
-from typing import Optional
+from collections import defaultdict
+from dataclasses import asdict, dataclass, replace
+from typing import Iterable, Optional
+
+from . import catalogue
 
 
 @functools.total_ordering
@@ -18,6 +28,13 @@ class Finding:
     fixable: bool  # True: npu-migrate rewrites it; False: it is only reported
     source: str = ""  # the construct's source text, whitespace-normalised (for baselines)
     cell: Optional[int] = None  # notebooks: 1-based index of the cell among all cells (not In [n])
+    severity: str = ""  # error | warning | info; "" when built: the code's severity is filled in
+
+    def __post_init__(self) -> None:
+        if not self.severity:
+            object.__setattr__(self, "severity", catalogue.severity(self.code))
+        elif self.severity not in catalogue.SEVERITIES:
+            raise ValueError(f"{self.code}: severity must be error, warning or info, not {self.severity!r}")
 
     def _order(self) -> tuple:
         # File order: a notebook's findings sort by cell first, then by line within the cell.
@@ -37,3 +54,49 @@ class Finding:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+MAX_LISTED = 12  # places named in a merged finding's message; the rest are counted
+
+
+def _place(finding: Finding) -> str:
+    return str(finding.line) if finding.cell is None else f"cell_{finding.cell}:{finding.line}"
+
+
+def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per file for the codes whose catalogue entry says `per_file`.
+
+    `per_file = "code"`: the first finding of the code in the file stands for all of them (an
+    ecosystem such as Triton or apex: ten import lines say no more than one); `"message"`: one per
+    distinct message (NPU934 names the package: one per package). The finding kept is the first
+    in file order; its message lists the lines of the others ("also at lines 4, 9"), and findings
+    of other codes are untouched. Rewrites (fixable findings) are never merged: each is a change.
+    """
+    ordered = sorted(findings)
+    groups: dict[tuple, list[Finding]] = defaultdict(list)
+    keys: list[Optional[tuple]] = []
+    for finding in ordered:
+        rule = catalogue.rules().get(finding.code)
+        mode = rule.per_file if rule is not None and not finding.fixable else ""
+        if not mode:
+            keys.append(None)
+            continue
+        key = (finding.path, finding.code, finding.severity, finding.message if mode == "message" else "")
+        groups[key].append(finding)
+        keys.append(key)
+    out = []
+    for finding, key in zip(ordered, keys):
+        if key is None:
+            out.append(finding)
+            continue
+        group = groups[key]
+        if group[0] is not finding:
+            continue  # merged into the first of its group
+        others = list(dict.fromkeys(_place(f) for f in group[1:] if _place(f) != _place(finding)))
+        if others:
+            shown = ", ".join(others[:MAX_LISTED])
+            more = f" and {len(others) - MAX_LISTED} more" if len(others) > MAX_LISTED else ""
+            noun = "" if finding.cell is not None else "line " if len(others) == 1 else "lines "
+            finding = replace(finding, message=f"{finding.message} (also at {noun}{shown}{more})")
+        out.append(finding)
+    return out

@@ -19,6 +19,11 @@ from .baseline import Stale
 from .findings import Finding
 
 FORMATS = ("text", "json", "github", "sarif", "gitlab")
+# A finding's severity (catalogue.SEVERITIES) in each format: text shows the word itself
+SEVERITY_COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
+SARIF_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+GITHUB_COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
+CODE_CLIMATE_SEVERITIES = {"error": "critical", "warning": "major", "info": "info"}
 INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -125,7 +130,8 @@ def text(report: Report, color: bool = False) -> str:
         mark = "[*] " if f.fixable else ""
         out.append(
             f"{_style(item.path, color, bold=True)}:{f.location}: "
-            f"{_style(f.code, color, fg='red', bold=True)} {mark}{f.message}"
+            f"{_style(f.code, color, fg='red', bold=True)} {mark}{f.message} "
+            f"{_style(f'[{f.severity}]', color, fg=SEVERITY_COLOURS[f.severity])}"
         )
     if out:
         out.append("")
@@ -141,7 +147,7 @@ def statistics_rows(report: Report) -> list[dict]:
     for code, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         rule = catalogue.rule(code)
         rows.append({"code": code, "name": rule.name, "count": count, "fixable": rule.fixable,
-                     "message": rule.message})
+                     "severity": catalogue.severity(code), "message": rule.message})
     return rows
 
 
@@ -151,7 +157,7 @@ def statistics_text(report: Report) -> str:
         return "\n".join(summary_lines(report)) + "\n"
     width = max(len(str(r["count"])) for r in rows)
     out = [
-        f"{r['count']:>{width}}\t{r['code']}\t{'[*]' if r['fixable'] else '[ ]'} {r['name']}"
+        f"{r['count']:>{width}}\t{r['code']}\t{'[*]' if r['fixable'] else '[ ]'} {r['name']}\t{r['severity']}"
         for r in rows
     ]
     return "\n".join(out + [""] + summary_lines(report)) + "\n"
@@ -195,12 +201,13 @@ def _gh_property(s: str) -> str:
 
 
 def github(report: Report) -> str:
-    """GitHub Actions workflow commands: one `::error` annotation per new finding."""
+    """GitHub Actions workflow commands: one annotation per new finding, `::error`, `::warning` or
+    `::notice` by its severity."""
     out = []
     for item in report.items:
         f = item.finding
         out.append(
-            f"::error file={_gh_property(item.path)},line={item.line},"
+            f"::{GITHUB_COMMANDS[f.severity]} file={_gh_property(item.path)},line={item.line},"
             + (f"col={item.column}," if item.column is not None else "")
             + f"title={_gh_property(f.code)}::{_gh_data(f.message)}"
         )
@@ -211,8 +218,9 @@ def github(report: Report) -> str:
 
 # ------------------------------------------------------------------ sarif
 
-def _level(rule) -> str:
-    return "error"
+def _level(severity: str) -> str:
+    """SARIF's level for a severity: error, warning, note."""
+    return SARIF_LEVELS.get(severity, "warning")
 
 
 def _region(item: Item) -> dict:
@@ -240,8 +248,9 @@ def sarif(report: Report) -> str:
                 "text": r.guidance,
                 "markdown": f"**{code} {r.name}** ({action})\n\n{r.guidance}",
             },
-            "defaultConfiguration": {"level": _level(r)},
-            "properties": {"tags": ["cuda", "npu", r.family], "fixable": r.fixable},
+            "defaultConfiguration": {"level": _level(catalogue.severity(code))},
+            "properties": {"tags": ["cuda", "npu", r.family], "fixable": r.fixable,
+                           "severity": catalogue.severity(code)},
         })
     results = []
     for item in report.items:
@@ -251,7 +260,7 @@ def sarif(report: Report) -> str:
             location["uriBaseId"] = "%SRCROOT%"
         result = {
             "ruleId": f.code,
-            "level": _level(rules[f.code]),
+            "level": _level(f.severity),
             "message": {"text": f.message},
             "locations": [{
                 "physicalLocation": {
@@ -260,7 +269,7 @@ def sarif(report: Report) -> str:
                 }
             }],
             "partialFingerprints": {"npuMigrate/v1": item.fingerprint},
-            "properties": {"fixable": f.fixable},
+            "properties": {"fixable": f.fixable, "severity": f.severity},
         }
         if f.code in index:
             result["ruleIndex"] = index[f.code]
@@ -300,7 +309,7 @@ def gitlab(report: Report) -> str:
             "check_name": f.code,
             "description": f"{f.code} {f.message}",
             "categories": ["Compatibility"],
-            "severity": "major",
+            "severity": CODE_CLIMATE_SEVERITIES.get(f.severity, "major"),
             "fingerprint": item.fingerprint,
             "location": {"path": item.path, "lines": {"begin": item.line}},
         })

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
@@ -44,7 +43,7 @@ from typing import Any, Iterator, Optional
 import libcst as cst
 
 from . import catalogue, placement, suppress
-from .engine import NPU_AWARE, PREFILTER, already_imports_shim, import_line, migrate_source, pathological
+from .engine import NPU_AWARE, NPU_AWARE_REASON, PREFILTER, already_imports_shim, import_line, migrate_source, pathological
 from .findings import Finding
 from .model import FileResult, Options, tool_finding
 
@@ -679,8 +678,8 @@ def _notebook_skip(cells: list[Cell], relpath: str, options: Options) -> Optiona
     joined = "\n".join(c.original for c in cells).encode("utf-8")
     if not PREFILTER.search(joined):
         return "no CUDA trigger words"
-    if NPU_AWARE.search(joined) or os.path.dirname(relpath) in options.npu_aware_dirs:
-        return "already NPU-aware (torch_npu used here or beside it)"
+    if NPU_AWARE.search(joined):
+        return NPU_AWARE_REASON
     if suppress.parse(joined).skips_file:
         return "npu-migrate: skip-file comment"
     return None

@@ -51,7 +51,7 @@ CHANGE_LIST = "change_list.csv"
 UNSUPPORTED_API = "unsupported_api.csv"
 CHANGE_LIST_HEADER = ("File", "Start Line", "End Line", "Operation Type", "Message")
 UNSUPPORTED_API_HEADER = ("File", "Start Line", "End Line", "OP", "Tips")
-EXTRA_HEADER = ("Column", "Code", "Rule", "Effort", "Cell", "Guidance")
+EXTRA_HEADER = ("Column", "Code", "Rule", "Effort", "Cell", "Guidance", "Severity")
 CSV_LINE_END = "\n"  # as Huawei's tool writes on Linux (pandas' default); UTF-8 without BOM
 
 
@@ -188,7 +188,26 @@ def _overview(summary: RunSummary) -> list[Block]:
     blocks.append(Heading(3, plain("Effort"), "effort"))
     blocks.append(Table(("effort", "findings", "rewritten", "reported", "what it means"),
                         _effort_rows(findings), frozenset({1, 2, 3})))
+    blocks.append(Heading(3, plain("Severity"), "severity"))
+    blocks.append(Table(("severity", "findings", "rewritten", "reported", "what it means"),
+                        _severity_rows(findings), frozenset({1, 2, 3})))
     return blocks
+
+
+SEVERITY_MEANING = {
+    "error": "fails on an NPU host as written",
+    "warning": "runs on an NPU host but behaves differently",
+    "info": "runs on an NPU host; worth a review",
+}
+
+
+def _severity_rows(findings: list[Finding]) -> tuple[tuple[Inline, ...], ...]:
+    total = Counter(f.severity for f in findings)
+    fixed = Counter(f.severity for f in findings if f.fixable)
+    return tuple(
+        (plain(s), plain(total[s]), plain(fixed[s]), plain(total[s] - fixed[s]), plain(SEVERITY_MEANING[s]))
+        for s in catalogue.SEVERITIES
+    )
 
 
 def _effort_rows(findings: list[Finding]) -> tuple[tuple[Inline, ...], ...]:
@@ -229,7 +248,8 @@ def _files(summary: RunSummary) -> list[Block]:
 
 def _item(finding: Finding) -> Inline:
     parts = [code(_location(finding))]
-    parts.append(plain(" rewritten: " if finding.fixable else " reported: "))
+    verb = "rewritten" if finding.fixable else "reported"
+    parts.append(plain(f" {verb} ({finding.severity}): "))
     parts.append(rich(finding.message))
     if finding.source:
         parts.append(join(plain(" — "), code(finding.source)))
@@ -500,7 +520,7 @@ def csv_rows(summary: RunSummary) -> tuple[list[tuple], list[tuple]]:
         last = end_line(decoded[f.path], f) if f.path in decoded else f.line
         rule = _rule(f.code, f.fixable)
         cell = _cell(f)
-        extra = (f.column, f.code, rule.name, rule.effort, "" if cell is None else cell, rule.guidance)
+        extra = (f.column, f.code, rule.name, rule.effort, "" if cell is None else cell, rule.guidance, f.severity)
         if f.fixable:
             changes.append((f.path, f.line, last, "MODIFY", f.message, *extra))
         else:

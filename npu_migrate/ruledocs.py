@@ -32,7 +32,9 @@ what it rewrites, what it only reports and why, lists its codes (`npu-migrate ru
 whole catalogue, with guidance), and shows examples: whole files before and after
 `npu-migrate`, and files it leaves alone. Every example is a test, so the output shown is
 exactly what the tool writes. "Findings" lists what the run reports for the file, in file
-order; a code of another family may appear where its rule applies too.
+order; a code of another family may appear where its rule applies too. "Severity" says what the
+construct does on an NPU host as written: error (it fails there), warning (it runs but behaves
+differently), info (it runs; review it).
 """
 
 
@@ -74,11 +76,11 @@ def _family_section(family: type[Family]) -> str:
 
 
 def _code_table(codes: Sequence[str]) -> str:
-    lines = ["| Code | Name | Action | Message |", "|---|---|---|---|"]
+    lines = ["| Code | Name | Action | Severity | Message |", "|---|---|---|---|---|"]
     for code in codes:
         rule = catalogue.rule(code)
         action = "rewrites" if rule.fixable else "reports"
-        lines.append(f"| {code} | {rule.name} | {action} | {_cell(rule.message)} |")
+        lines.append(f"| {code} | {rule.name} | {action} | {catalogue.severity(code)} | {_cell(rule.message)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ is not a finding.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import os
 import re
@@ -84,6 +85,10 @@ PACKAGE_SEE = {"flash_attn": "NPU501"}
 def _tables() -> _Tables:
     env = catalogue.env_table()
     renames = dict(env.get("rename", {}))
+    # A script cannot ask the installed torch_npu for its version as the shim's env_name does: it
+    # gets the HCCL_* names, which every checked release reads (2.14.0 as deprecated aliases) where
+    # torch_npu 2.7.1-2.10.0 ignore the TORCH_HCCL_* ones.
+    renames.update(env.get("rename_by_version", {}).get("legacy", {}))
     report = env.get("report", {}).get("pattern", r"^(TORCH_)?NCCL_[A-Z0-9_]+$").strip("^$")
     cuda_vars = r"(?:TORCH_|PYTORCH_(?:NO_)?)?CUDA_[A-Z0-9_]+"  # CUDA_HOME, TORCH_CUDA_ARCH_LIST, ...
     listed = "|".join(sorted((re.escape(n) for n in renames), key=len, reverse=True))
@@ -98,6 +103,8 @@ def _tables() -> _Tables:
         if "." not in module:
             packages[module] = code
     packages.update(PACKAGE_SEE)
+    for module in sweep.get("ascend_plugin", []):  # vllm: runs on Ascend with its plugin
+        packages.pop(module, None)
     spelled = "|".join(sorted(re.escape(p).replace("_", "[-_.]") for p in [*packages, *PACKAGE_ALIASES]))
     return _Tables(
         prefilter=re.compile(f"(?i){TRIGGERS}|{spelled}".encode()),
@@ -990,7 +997,9 @@ def _report_package(scan: _Scan, tables: _Tables, tok: _Tok, word: str) -> None:
     if module is None or not scan.allowed("NPU708", tok.start):
         return
     see = tables.packages.get(module) or "NPU911"
-    scan.add("NPU708", tok.start, tok.text, what=word, note=f"see {see}: {catalogue.rule(see).name}")
+    # the project's name, not the spelling (`flash-attn==2.5.8`, a wheel URL: the source keeps it),
+    # so that installs of one package in one file make one finding (per_file = "message")
+    scan.add("NPU708", tok.start, tok.text, what=name.replace("_", "-"), note=f"see {see}: {catalogue.rule(see).name}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1007,6 +1016,49 @@ def _apply(text: str, edits: list[_Edit]) -> str:
         last = edit.end
     out.append(text[last:])
     return "".join(out)
+
+
+def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
+    """NPU912 once per folder of `.cuh` headers, not once per header.
+
+    A folder of vendored CUDA headers (CUB, CUTLASS, a kernel library's includes) is one thing to
+    replace; a finding per header buries the `.cu` files that need porting. The first header of
+    each folder (in path order) keeps the finding, which now counts and names the others; the
+    other headers' NPU912 findings go. A folder with a single header, and every `.cu` file (each a
+    translation unit to port), keep their own finding. This runs over a whole run's results, after
+    the per-file engine (and its cache): `results` is not changed, a new list is returned.
+    """
+    folders: dict[str, list[int]] = {}
+    for index, result in enumerate(results):
+        if result.relpath.lower().endswith(".cuh") and any(f.code == "NPU912" for f in result.findings):
+            folders.setdefault(os.path.dirname(result.relpath), []).append(index)
+    out = list(results)
+    for folder, indexes in folders.items():
+        if len(indexes) < 2:
+            continue
+        indexes.sort(key=lambda i: results[i].relpath)
+        first, rest = indexes[0], indexes[1:]
+        names = [os.path.basename(results[i].relpath) for i in rest]
+        shown = ", ".join(names[:MAX_HEADERS_NAMED])
+        more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
+        where = f"`{folder}/`" if folder else "the root folder"
+        kept = []
+        for finding in results[first].findings:
+            if finding.code == "NPU912":
+                finding = dataclasses.replace(
+                    finding,
+                    message=f"{finding.message} ({len(indexes)} CUDA headers in {where}, reported once for "
+                            f"the folder; also {shown}{more})",
+                    source=f"{folder}/*.cuh" if folder else "*.cuh",
+                )
+            kept.append(finding)
+        out[first] = dataclasses.replace(results[first], findings=kept)
+        for i in rest:
+            out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
+    return out
+
+
+MAX_HEADERS_NAMED = 10
 
 
 def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:

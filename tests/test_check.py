@@ -24,7 +24,7 @@ PROJECTS = REPO / "fixtures" / "projects"
 REPORT_ONLY = "torch.cuda.memory_usage()"  # NPU202: reported, never rewritten
 REPORT_SOURCE = "torch.cuda.memory_usage"  # its normalised source in a baseline
 SYNC = "torch.cuda.synchronize()"  # NPU201: rewritable
-GITHUB_LINE = re.compile(r"^::error file=([^,]+),line=(\d+),col=(\d+),title=(NPU\d{3})::(.+)$")
+GITHUB_LINE = re.compile(r"^::(?:error|warning|notice) file=([^,]+),line=(\d+),col=(\d+),title=(NPU\d{3})::(.+)$")
 
 
 def cli(*args, cwd: Path | None = None, monkeypatch=None):
@@ -258,6 +258,8 @@ def test_github_format(comparisons, monkeypatch):
         assert m, line
         assert m.group(1) == "comparisons.py"
         assert m.group(4) in catalogue.rules()
+        command = {"error": "error", "warning": "warning", "info": "notice"}[catalogue.severity(m.group(4))]
+        assert line.startswith(f"::{command} "), line  # the annotation's level follows the severity
     assert lines[0].startswith("::error file=comparisons.py,line=5,col=19,title=NPU102::")
 
 
@@ -321,7 +323,7 @@ def test_statistics(comparisons, monkeypatch):
     rows = json.loads(_run("json", comparisons, monkeypatch, "--statistics"))
     assert {r["code"]: r["count"] for r in rows} == expected
     text = _run("text", comparisons, monkeypatch, "--statistics")
-    assert re.search(r"^4\tNPU104\t\[\*\] device-type-comparison$", text, re.M)
+    assert re.search(r"^4\tNPU104\t\[\*\] device-type-comparison\twarning$", text, re.M)
     assert cli("check", "comparisons.py", "--statistics", "--output-format", "sarif", cwd=comparisons,
                monkeypatch=monkeypatch).exit_code == 2
 
@@ -330,7 +332,7 @@ def test_text_format_and_output_file(comparisons, monkeypatch):
     out = _run("text", comparisons, monkeypatch)
     assert out.splitlines()[0] == (
         "comparisons.py:5:19: NPU102 [*] Device string `\"cuda\"` in a device position: "
-        "rewritten to the shim's accelerator")
+        "rewritten to the shim's accelerator [error]")
     assert "comparisons.py:15:17: NPU990 CUDA-only reference left unchanged" in out
     assert "Found 14 new findings, 9 rewritable" in out
     result = cli("check", "comparisons.py", "--output-format", "sarif", "-o", "r.sarif",

@@ -596,7 +596,8 @@ def test_rules_text_has_one_line_per_code():
     assert len(lines) == len(codes)
     for line, code in zip(lines, sorted(codes)):
         action = "rewrites" if codes[code]["fixable"] else "reports"
-        assert re.match(rf"^{code}\s+{action}\s+{re.escape(codes[code]['name'])}\s", line), line
+        severity = codes[code]["severity"]
+        assert re.match(rf"^{code}\s+{action}\s+{severity}\s+{re.escape(codes[code]['name'])}\s", line), line
 
 
 # ---------------------------------------------------------------- migrated code runs

@@ -114,7 +114,7 @@ def test_commit_with_a_new_cuda_call_is_refused_then_fixed(repo, tmp_path):
     assert "npu-migrate check" in out and "Failed" in out
     findings = [l for l in out.splitlines() if ": NPU" in l]
     assert findings == [f"flatquant_mini/benchmark.py:{line}:5: NPU201 [*] `torch.cuda.synchronize`: "
-                        "rewritten to `npu_compat.synchronize` (torch.npu offers the same)"], out
+                        "rewritten to `npu_compat.synchronize` (torch.npu offers the same) [error]"], out
     assert "Found 1 new finding" in out and "accepted by the baseline" in out
 
     # the fix hook rewrites the staged file (and fails the commit, as pre-commit does for

@@ -188,7 +188,7 @@ def test_every_manual_item_is_listed_with_its_guidance_once(rules_summary, tmp_p
         assert chosen
         for f in chosen:
             location = f"`{f.path}:{f.line}:{f.column}`"
-            status = "rewritten:" if f.fixable else "reported:"
+            status = f"rewritten ({f.severity}):" if f.fixable else f"reported ({f.severity}):"
             item = f"- {location} {status} {md_inline(rich(f.message))}"
             assert any(line.startswith(item) for line in section.splitlines()), item
         for code in {f.code for f in chosen}:
@@ -389,7 +389,7 @@ def test_csv_in_huaweis_layout(rules_summary, tmp_path):
     assert (change_path.name, unsupported_path.name) == ("change_list.csv", "unsupported_api.csv")
     header, changes = _read_csv(change_path)
     assert tuple(header[:5]) == CHANGE_LIST_HEADER == ("File", "Start Line", "End Line", "Operation Type", "Message")
-    assert header[5:] == ["Column", "Code", "Rule", "Effort", "Cell", "Guidance"]
+    assert header[5:] == ["Column", "Code", "Rule", "Effort", "Cell", "Guidance", "Severity"]
     header, unsupported = _read_csv(unsupported_path)
     assert tuple(header[:5]) == UNSUPPORTED_API_HEADER == ("File", "Start Line", "End Line", "OP", "Tips")
 

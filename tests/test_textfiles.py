@@ -32,7 +32,7 @@ EXPECTED_FINDINGS = {
     "launch.sh": [
         (5, 8, "NPU701", "rewrite"),  # export CUDA_VISIBLE_DEVICES=0,1
         (6, 8, "NPU703", "report"),  # NCCL_DEBUG: no counterpart
-        (7, 8, "NPU702", "rewrite"),  # TORCH_NCCL_ASYNC_ERROR_HANDLING -> TORCH_HCCL_...
+        (7, 8, "NPU702", "rewrite"),  # TORCH_NCCL_ASYNC_ERROR_HANDLING -> HCCL_... (read by every release)
         (8, 1, "NPU704", "rewrite"),  # bare nvidia-smi
         (9, 1, "NPU701", "rewrite"),  # CUDA_VISIBLE_DEVICES=0,1 torchrun
         (9, 73, "NPU705", "report"),  # --backend nccl
@@ -359,7 +359,6 @@ def test_reads_of_a_variable_the_script_sets_are_not_findings():
         (b"uv pip install -e git+https://github.com/Dao-AILab/flash-attention#egg=flash-attn\n", "NPU501"),
         (b"pip3 install --upgrade xformers\n", "NPU915"),
         (b"pip install cupy-cuda12x\n", "NPU911"),
-        (b"pip install vllm==0.6.0\n", "NPU916"),
         (b"pip install torch==2.1.0+cu121\n", "CUDA build of torch"),
     ],
 )
@@ -372,6 +371,8 @@ def test_cuda_only_installs_name_the_python_diagnostic(line, what):
 def test_npu_packages_and_requirement_files_are_not_findings():
     source = b"pip install triton-ascend torch-npu==2.1.0 numpy -r requirements.txt -c constraints.txt\n"
     assert _scan("setup.sh", source=source).findings == []
+    # vLLM installs on Ascend too (with vllm-ascend beside it): not a CUDA-only package (issue #16)
+    assert _scan("setup.sh", source=b"pip install vllm==0.6.0 vllm-ascend==0.6.0\n").findings == []
 
 
 # ------------------------------------------------------------------------------------------------

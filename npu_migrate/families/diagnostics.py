@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 import libcst as cst
 
@@ -22,6 +23,9 @@ _CUDA_DOUBLE = "torch.cuda.DoubleTensor"
 _TRAINING_METHODS = frozenset({"backward", "step"})  # loss.backward(), optimizer.step()
 _TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 _COMPILE_MODES = ("reduce-overhead", "max-autotune")  # modes that capture CUDA graphs
+# JIT builds of torch.utils.cpp_extension: CUDA-only only when given CUDA sources
+_JIT_BUILDS = frozenset({"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"})
+_CUDA_SOURCE = re.compile(r"\.(cu|cuh)$", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,14 +46,28 @@ class Diagnostics(Family):
     `torch.nn.DataParallel` (NPU901: use DistributedDataParallel), `torch.compile` with a mode that
     captures CUDA graphs (NPU903), float64 data put on the accelerator (NPU930: Ascend computes
     float64 slowly or not at all), a field of `get_device_properties()` that NPU properties lack
-    (NPU931, such as `warp_size`), and a CUDA graph that captures a training step (NPU932). The
-    leftover sweep (`sweep.py`) reports the rest: imports of CUDA-only packages, Triton kernels,
-    compiled extensions, and any CUDA reference no rule decided on.
+    (NPU931, such as `warp_size`), a CUDA graph that captures a training step (NPU932), and a
+    `torch.utils.cpp_extension.load(...)` / `load_inline(...)` JIT build given CUDA sources (NPU911;
+    a C++-only build works on an NPU host and is not reported).
+
+    The leftover sweep (`sweep.py`) reports the packages of the CUDA ecosystem when they are
+    imported or used: apex (NPU902), Triton kernels and Triton-based libraries (NPU910), compiled
+    CUDA extensions (NPU911), FP8 (NPU913), bitsandbytes (NPU914), xformers (NPU915), vLLM (NPU916,
+    info: it runs on Ascend with vllm-ascend), DeepSpeed ops (NPU917), and an unguarded module-level
+    import of a package with no NPU build (NPU934). Each of these comes **once per file**: the first
+    place, with the lines of the others listed in its message (NPU934 once per file and package),
+    since ten `import triton...` lines say no more than one. The guidance of each names the Ascend
+    counterpart where one exists (Triton-Ascend, Ascend's apex, torch_npu's fused attention,
+    bitsandbytes' NPU backend, DeepSpeed's NPU accelerator). Not reported: imports of
+    `torch.utils.cpp_extension` (BuildExtension and CppExtension work on Ascend, and torch_npu
+    builds its operators with them), and `attn_implementation="flash_attention_2"`, which
+    transformers runs on Ascend through torch_npu's fused attention.
     """
 
     NAME = "diagnostics"
     TITLE = "CUDA-only constructs"
-    CODES = ("NPU901", "NPU903", "NPU930", "NPU931", "NPU932")
+    CODES = ("NPU901", "NPU902", "NPU903", "NPU910", "NPU911", "NPU913", "NPU914", "NPU915", "NPU916",
+             "NPU917", "NPU930", "NPU931", "NPU932", "NPU934")
     EXAMPLES = (
         Example(
             note='torch.compile modes that capture CUDA graphs',
@@ -119,6 +137,113 @@ model = torch.nn.DataParallel(model, device_ids=[0, 1])
             codes=('NPU901',),
         ),
         Example(
+            note='Triton imported three ways and a kernel: one NPU910 and one NPU934 for the file, '
+                 'the other lines listed in their messages',
+            before="""\
+import torch
+import triton
+import triton.language as tl
+from triton import cdiv
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+""",
+            codes=('NPU910', 'NPU934'),
+        ),
+        Example(
+            note='a guarded Triton import: NPU910 once, and no NPU934 (the module still imports on NPU)',
+            before="""\
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+""",
+            codes=('NPU910',),
+        ),
+        Example(
+            note='vLLM imports: one NPU916 for the file, at info severity (vLLM runs on Ascend with '
+                 'vllm-ascend)',
+            before="""\
+from vllm import LLM, SamplingParams
+from vllm.lora.request import LoRARequest
+import vllm
+""",
+            codes=('NPU916',),
+        ),
+        Example(
+            note='apex: once per file; its guidance names Ascend\'s apex and torch_npu fused optimizers',
+            before="""\
+from apex import amp
+from apex.optimizers import FusedAdam
+""",
+            codes=('NPU902', 'NPU934'),
+        ),
+        Example(
+            note='bitsandbytes behind a guard',
+            before="""\
+try:
+    import bitsandbytes as bnb
+except ImportError:
+    bnb = None
+""",
+            codes=('NPU914',),
+        ),
+        Example(
+            note='xformers imported where it is used',
+            before="""\
+def attention(q, k, v):
+    from xformers.ops import memory_efficient_attention
+    return memory_efficient_attention(q, k, v)
+""",
+            codes=('NPU915',),
+        ),
+        Example(
+            note='DeepSpeed ops: they build through the accelerator, so a warning to check the NPU builder',
+            before="""\
+from deepspeed.ops.adam import FusedAdam
+""",
+            codes=('NPU917',),
+        ),
+        Example(
+            note='FP8 dtypes used twice: one NPU913 for the file',
+            before="""\
+import torch
+
+weight = weight.to(torch.float8_e4m3fn)
+scale_dtype = torch.float8_e4m3fn
+""",
+            codes=('NPU913',),
+        ),
+        Example(
+            note='a JIT extension build given a `.cu` source',
+            before="""\
+from torch.utils.cpp_extension import load
+
+ops = load(name="fused_ops", sources=["csrc/fused.cpp", "csrc/fused_kernel.cu"])
+""",
+            codes=('NPU911',),
+        ),
+        Example(
+            note='`torch.utils.cpp_extension` without CUDA: a C++-only JIT build and the setuptools '
+                 'helpers work on an NPU host',
+            before="""\
+from torch.utils.cpp_extension import BuildExtension, CppExtension, load
+
+ops = load(name="cpu_ops", sources=["csrc/ops.cpp"])
+""",
+        ),
+        Example(
+            note='`attn_implementation="flash_attention_2"`: transformers runs it on Ascend',
+            before="""\
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="flash_attention_2")
+""",
+        ),
+        Example(
             note='a compile mode without CUDA graphs',
             before="""\
 import torch
@@ -184,7 +309,10 @@ with torch.cuda.graph(graph):
 
     # ------------------------------------------------------------------ torch.compile (NPU903)
     def leave_Call(self, original: cst.Call, updated: cst.Call):
-        if self.ctx.qualname(original.func) != "torch.compile":
+        qual = self.ctx.qualname(original.func)
+        if qual in _JIT_BUILDS:
+            return self._jit_build(original, updated, qual)
+        if qual != "torch.compile":
             return None
         for arg in original.args:
             if arg.keyword is not None and arg.keyword.value == "mode":
@@ -192,6 +320,39 @@ with torch.cuda.graph(graph):
                 if mode in _COMPILE_MODES:
                     self.ctx.report("NPU903", arg.value, name=mode)
         return updated
+
+    # ------------------------------------------------------------------ JIT extension builds (NPU911)
+    def _jit_build(self, original: cst.Call, updated: cst.Call, qual: str):
+        """`load(name, sources=[...])` / `load_inline(name, cpp_sources, cuda_sources)`: CUDA-only
+        when it is given CUDA sources (a `.cu`/`.cuh` path, `cuda_sources`, `with_cuda=True`).
+
+        A C++-only build runs on an NPU host as on any other (torch_npu's own operators build the
+        same way), so it is cleared: the leftover sweep does not report the call either. Sources
+        held in a variable are not read; the `.cu` files themselves are reported (NPU912).
+        """
+        name = qual.rsplit(".", 1)[1]
+        if self._builds_cuda(original, name):
+            self.ctx.report("NPU911", original.func, what=f"`{name}(...)` JIT build with CUDA sources")
+        else:
+            self.ctx.claim(original.func)  # a C++ build: not a leftover
+        return updated
+
+    def _builds_cuda(self, call: cst.Call, name: str) -> bool:
+        for position, arg in enumerate(call.args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "with_cuda":
+                if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                    return True
+                continue
+            if keyword == "cuda_sources" or (keyword is None and name == "load_inline" and position == 2):
+                if not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                    return True
+                continue
+            for node in _strings_in(arg.value):
+                value = string_value(node)
+                if isinstance(value, str) and _CUDA_SOURCE.search(value.strip()):
+                    return True
+        return False
 
     # ------------------------------------------------------------------ device properties (NPU931)
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -291,3 +452,15 @@ with torch.cuda.graph(graph):
                 if self.ctx.is_cuda_device(arg.value):
                     return True
         return False
+
+
+def _strings_in(node: cst.CSTNode) -> list[cst.SimpleString]:
+    """The string literals anywhere in `node` (a list of sources, a glob pattern, a join)."""
+    found: list[cst.SimpleString] = []
+
+    class _Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            found.append(string)
+
+    node.visit(_Strings())
+    return found
