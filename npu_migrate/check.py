@@ -29,6 +29,7 @@ from .config import ConfigError, parse_per_file_ignores, resolve
 from .discover import DiscoveryError, excluded
 from .formats import FORMATS, Item, Report, render
 from .model import FileResult, tool_finding
+from .render import skipped_entries, skipped_line, skipped_summary
 from .run import file_kind, needed_shims
 from .runplan import CheckRun, collect, common_folder, make_options, resolve_root, run_engine, selection, \
     shim_name_problem, split_codes
@@ -142,7 +143,7 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
         suppressed += dropped + getattr(result, "suppressed", 0)
         kept.append((result, findings))
 
-    extra: dict = {"root": root, "written": [], "shim": ""}
+    extra: dict = {"root": root, "written": [], "shim": "", "skipped": skipped_entries(results)}
     if fix:
         kept, fix_errors, fix_notes, written, shim_notes = _apply_fix(kept, root, options, run.no_shim, blocked_fix)
         if fix_errors:
@@ -350,6 +351,8 @@ def _import_line(results, rel: str, options) -> int:
               help="Where results are cached, keyed by file content, options and tool version "
                    "(default: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--show-skipped", is_flag=True,
+              help="List (on stderr) every file and platform-aware scope left as its authors wrote it.")
 def check_command(**params):
     """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings."""
     run = CheckRun(**params)
@@ -372,6 +375,11 @@ def check_command(**params):
         folder = line.split(" shim ", 1)[1].split("/ ", 1)[0]
         click.echo(f"the shim {folder}/ was {line.split(' ', 1)[0]}: add it to git with the rewritten "
                    f"files (git add {folder}), or a fresh clone cannot import them", err=True)
+    if extra.get("skipped"):
+        if run.show_skipped:
+            for entry in extra["skipped"]:
+                click.echo(f"skipped {skipped_line(entry)}", err=True)
+        click.echo(skipped_summary(extra["skipped"], run.show_skipped), err=True)
     if "baseline_written" in extra:
         target, total, keys = extra["baseline_written"]
         click.echo(f"wrote {target}: {total} findings in {keys} entries", err=True)
@@ -395,5 +403,8 @@ def check_command(**params):
             from .formats import summary_lines
 
             click.echo("\n".join(summary_lines(report)), err=True)
-    failed = bool(report.items) or (run.fail_on_stale and bool(report.stale))
+    # Info findings are review notes (a CUDA reference inside a platform-aware scope): listed, but
+    # they never fail the check.
+    failing = [item for item in report.items if item.finding.severity != "info"]
+    failed = bool(failing) or (run.fail_on_stale and bool(report.stale))
     sys.exit(1 if failed and not run.exit_zero else 0)

@@ -23,7 +23,8 @@ from .doctor import doctor_command
 from .inject import ShimConflict, ShimWriteError, check_all as check_shims, inject_all, split_folder
 from .model import FileResult
 from .outtree import Interrupted, OutputError, check_target, write_copy
-from .render import RunSummary, json_report, print_diffs, print_findings, print_summary, rules_text
+from .render import RunSummary, json_report, print_diffs, print_findings, print_skipped, print_summary, \
+    rules_text
 from .run import needed_shims
 from .runplan import MigrateRun, collect, common_folder, make_options, resolve_root, run_engine, selection, \
     shim_name_problem, split_codes
@@ -109,6 +110,10 @@ def _progress_runner(console: Console, show: bool, total: int):
               help="Where results are cached, keyed by file content, options and tool version "
                    "(default: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--show-skipped", is_flag=True,
+              help="List every file and platform-aware scope left as its authors wrote it (code that "
+                   "imports torch_npu, or a branch, expression, dict or class family that already "
+                   "handles the NPU next to CUDA). The JSON output always lists them.")
 @click.option("--rewrite-scripts", is_flag=True,
               help="Also rewrite shell launch scripts so they work on both kinds of host (set "
                    "ASCEND_RT_VISIBLE_DEVICES next to CUDA_VISIBLE_DEVICES, npu-smi where nvidia-smi "
@@ -336,6 +341,7 @@ def _migrate(err, state: _WriteState, run: MigrateRun) -> NoReturn:
         if not run.quiet:
             print_findings(console, summary)
         print_summary(console, summary)
+        print_skipped(console, summary, run.show_skipped)
         if copy is not None:
             console.print(f"migrated copy written to {target} ({copy.files} files, "
                           f"{copy.migrated} migrated); {root} was not changed", highlight=False)

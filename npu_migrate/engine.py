@@ -14,7 +14,6 @@ commands'.
 from __future__ import annotations
 
 import gc
-import os
 import re
 from typing import Optional
 
@@ -46,8 +45,10 @@ TRIGGER_WORDS = re.compile(_TRIGGERS)
 # left is not parsed at all.)
 HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b|\.dist_backend\("
                            r"|\bnpu_compat\.device")
-# A file that already speaks NPU is left byte-identical (patterns.md E26).
+# A file that already speaks NPU is left byte-identical (patterns.md E26). Finer than a file, code
+# that chooses between CUDA and the NPU is left alone scope by scope (families/platform.py).
 NPU_AWARE = re.compile(rb"^\s*(import|from)\s+torch_npu\b|\btorch\.npu\b|\bis_npu_available\b", re.M)
+NPU_AWARE_REASON = "already NPU-aware (uses torch_npu, torch.npu or is_npu_available)"
 MAIN_GUARD = re.compile(rb"""__name__\s*==\s*['"]__main__['"]""")
 DEFINES_CUDA_METHOD = re.compile(rb"^\s+def\s+cuda\s*\(\s*self\b", re.M)
 
@@ -450,9 +451,8 @@ def migrate_source(source: bytes, relpath: str, options: Options) -> FileResult:
         if not hotslice.quick_search(PREFILTER, source) and not _imports_root_shim(source, relpath, options):
             result.skipped = "no CUDA trigger words"
             return result
-        parent = os.path.dirname(relpath)
-        if hotslice.quick_search(NPU_AWARE, source) or parent in options.npu_aware_dirs:
-            result.skipped = "already NPU-aware (torch_npu used here or beside it)"
+        if hotslice.quick_search(NPU_AWARE, source):
+            result.skipped = NPU_AWARE_REASON
             return result
         suppressions = suppress.parse(source)
         if suppressions.skips_file:
@@ -592,6 +592,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
                     return None
     result.findings = sorted(findings)
     result.suppressed = ctx.suppressed_count
+    result.skipped_scopes = ctx.skipped_scopes()
     if new != source:
         result.new = new
     return result

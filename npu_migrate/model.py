@@ -21,7 +21,6 @@ from .findings import Finding
 class Options:
     enabled: frozenset
     shim_name: str = "npu_compat"
-    npu_aware_dirs: frozenset = frozenset()  # relative dirs holding torch_npu-aware code
     package_dirs: frozenset = frozenset()  # relative dirs with an __init__.py
     hot_slices: bool = True  # parse only statements a rule can act on (hotslice.py)
     rewrite_scripts: bool = False  # opt-in: rewrite launch scripts (shell), not only report them
@@ -43,6 +42,8 @@ class FileResult:
     new: Optional[bytes] = None  # None: no change
     encoding: str = "utf-8"
     skipped: Optional[str] = None  # why the file was not parsed (no trigger words, NPU-aware)
+    # platform-aware scopes the rules left alone: (first line, last line, reason), in file order
+    skipped_scopes: list[tuple[int, int, str]] = field(default_factory=list)
     suppressed: int = 0  # constructs left alone because a comment said so
     # not for the cache: the file ran out of time or killed the process migrating it (the
     # machine's load, the time budget or a fixed libcst may give another answer next time)

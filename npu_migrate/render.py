@@ -47,10 +47,64 @@ class RunSummary:
     def skipped(self) -> Counter:
         return Counter(r.skipped for r in self.results if r.skipped)
 
+    @property
+    def skipped_named(self) -> list[dict]:
+        """Every file and scope left as its authors wrote it (see `skipped_entries`)."""
+        return skipped_entries(self.results)
+
     def exit_code(self) -> int:
         if self.errors:
             return 2
-        return 1 if self.reported else 0
+        # Info findings (review notes, e.g. CUDA references inside a platform-aware scope) are
+        # shown but never fail a run: nothing there needs to change.
+        return 1 if any(not f.fixable and f.severity != "info" for f in self.findings) else 0
+
+
+# Files skipped because there is nothing in them to migrate: counted, not named.
+NOTHING_TO_DO = frozenset({"no CUDA trigger words", "not a script, config or CUDA source"})
+
+
+def skipped_entries(results: Iterable[FileResult]) -> list[dict]:
+    """The files and scopes left as their authors wrote them, in path order: a whole file
+    (`{"path", "reason"}`: it imports torch_npu, has a skip-file comment, ...) or a platform-aware
+    scope inside a migrated file (`{"path", "start_line", "end_line", "reason"}`, lines 1-based and
+    inclusive). Files with nothing to migrate (NOTHING_TO_DO) are only counted."""
+    entries: list[dict] = []
+    for result in sorted(results, key=lambda r: r.relpath):
+        if result.skipped and result.skipped not in NOTHING_TO_DO:
+            entries.append({"path": result.relpath, "reason": result.skipped})
+        for first, last, reason in result.skipped_scopes:
+            entries.append({"path": result.relpath, "start_line": first, "end_line": last, "reason": reason})
+    return entries
+
+
+def skipped_line(entry: dict) -> str:
+    """`path: reason` for a file, `path:10-18: reason` for a scope."""
+    if "start_line" not in entry:
+        return f"{entry['path']}: {entry['reason']}"
+    first, last = entry["start_line"], entry["end_line"]
+    lines = str(first) if first == last else f"{first}-{last}"
+    return f"{entry['path']}:{lines}: {entry['reason']}"
+
+
+def skipped_summary(entries: list[dict], listed: bool) -> str:
+    """The summary line: how many files and scopes were left as written."""
+    files = sum(1 for e in entries if "start_line" not in e)
+    scopes = len(entries) - files
+    text = (f"left as written: {files} skipped file{'s' if files != 1 else ''} and {scopes} "
+            f"platform-aware scope{'s' if scopes != 1 else ''}")
+    return text if listed else text + " (--show-skipped lists them)"
+
+
+def print_skipped(console: Console, summary: RunSummary, show: bool) -> None:
+    """The summary line about skipped files and scopes, and with `show` the list itself."""
+    entries = summary.skipped_named
+    if not entries:
+        return
+    if show:
+        for entry in entries:
+            console.print(f"skipped {skipped_line(entry)}", markup=False, highlight=False)
+    console.print(skipped_summary(entries, show), markup=False, highlight=False)
 
 
 def unified_diff(result: FileResult) -> str:
@@ -81,13 +135,15 @@ def print_diffs(console: Console, results: Iterable[FileResult], color: bool) ->
 
 
 def print_findings(console: Console, summary: RunSummary) -> None:
-    """`path:line:col: CODE message`; in a notebook `path:cell_N:line:col: ...` (N: the cell's
-    1-based index among all cells, line and column within the cell)."""
+    """`path:line:col: CODE message [severity]`; in a notebook `path:cell_N:line:col: ...` (N: the
+    cell's 1-based index among all cells, line and column within the cell)."""
+    colours = {"error": "red", "warning": "yellow", "info": "blue"}
     for f in summary.findings:
         if f.fixable:
             continue
         console.print(
-            f"[bold]{f.path}[/]:{f.location}: [red]{f.code}[/] {f.message}",
+            f"[bold]{f.path}[/]:{f.location}: [red]{f.code}[/] {f.message} "
+            f"[{colours.get(f.severity, 'yellow')}]\\[{f.severity}][/]",
             highlight=False,
         )
 
@@ -123,6 +179,8 @@ def json_report(summary: RunSummary) -> str:
         "files_scanned": len(summary.results),
         "files_changed": len(summary.changed),
         "files_skipped": dict(sorted(summary.skipped.items())),
+        # every file and platform-aware scope left as its authors wrote it (skipped_entries)
+        "skipped": summary.skipped_named,
         "changed_files": [r.relpath for r in summary.changed],
         "rewrites_by_code": dict(sorted(summary.rewrites.items())),
         "findings_by_code": dict(sorted(summary.reported.items())),
@@ -141,20 +199,20 @@ def rules_text(fmt: str = "text") -> str:
         return json.dumps(
             [
                 {"code": r.code, "name": r.name, "fixable": r.fixable, "family": r.family, "effort": r.effort,
-                 "message": r.message, "guidance": r.guidance}
+                 "severity": catalogue.severity(r.code), "message": r.message, "guidance": r.guidance}
                 for r in rules.values()
             ],
             indent=2,
         )
     if fmt == "markdown":
-        lines = ["| code | name | action | effort | summary |", "|---|---|---|---|---|"]
+        lines = ["| code | name | action | severity | effort | summary |", "|---|---|---|---|---|---|"]
         for r in rules.values():
             action = "rewrites" if r.fixable else "reports"
             message = r.message.replace("|", "\\|")
-            lines.append(f"| {r.code} | {r.name} | {action} | {r.effort} | {message} |")
+            lines.append(f"| {r.code} | {r.name} | {action} | {catalogue.severity(r.code)} | {r.effort} | {message} |")
         return "\n".join(lines) + "\n"
     lines = []
     for r in rules.values():
         action = "rewrites" if r.fixable else "reports "
-        lines.append(f"{r.code}  {action}  {r.name:<30} {r.message}")
+        lines.append(f"{r.code}  {action}  {catalogue.severity(r.code):<7}  {r.name:<30} {r.message}")
     return "\n".join(lines) + "\n"

@@ -23,7 +23,8 @@ from typing import Callable, Iterable, Optional
 
 from . import placement
 from .cache import digest, options_key
-from .engine import NPU_AWARE, HeavyFile, isolate_heavy, migrate_source
+from .engine import HeavyFile, isolate_heavy, migrate_source
+from .findings import merge_per_file
 from .model import FileResult, Options, tool_finding
 from .source import read_regular
 from .textfiles import scan_text_file, target_kind
@@ -42,15 +43,19 @@ def file_kind(relpath: str) -> str:
 
 
 def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
-    """Migrate (or scan) one file's bytes with the engine its kind needs."""
+    """Migrate (or scan) one file's bytes with the engine its kind needs; the ecosystem findings
+    come once per file (findings.merge_per_file), whichever engine found them."""
     kind = file_kind(relpath)
     if kind == "notebook":
         from .notebook import migrate_notebook  # loaded by the runs (and workers) that meet one
 
-        return migrate_notebook(source, relpath, options)
-    if kind != "python":
-        return scan_text_file(source, relpath, options)
-    return migrate_source(source, relpath, options)
+        result = migrate_notebook(source, relpath, options)
+    elif kind != "python":
+        result = scan_text_file(source, relpath, options)
+    else:
+        result = migrate_source(source, relpath, options)
+    result.findings = merge_per_file(result.findings)
+    return result
 
 
 def _final_python_text(result: FileResult) -> Optional[bytes]:
@@ -474,23 +479,3 @@ def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
     """Relative folders (of the given files) that are packages: they hold an __init__.py."""
     folders = {os.path.dirname(rel) for _, rel in items}
     return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
-
-
-def _may_be_npu_aware(data: bytes) -> bool:
-    """A byte test that every NPU_AWARE match passes (each of its branches holds one of these);
-    the regex, anchored at line starts, costs far more on the many files that fail it."""
-    return b"torch_npu" in data or b"torch.npu" in data or b"is_npu_available" in data
-
-
-def npu_aware_dirs(items: Iterable[tuple[str, str]]) -> frozenset:
-    """Directories that already hold torch_npu-aware code: their siblings stay untouched (E26)."""
-    dirs = set()
-    for path, rel in items:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
-        if _may_be_npu_aware(data) and NPU_AWARE.search(data):
-            dirs.add(os.path.dirname(rel))
-    return frozenset(dirs)

@@ -22,7 +22,8 @@ from . import catalogue, placement
 from .config import Config, check_codes
 from .discover import DiscoveryError, discover, excluded
 from .model import FileResult, Options
-from .run import npu_aware_dirs, package_dirs, run_files
+from .run import package_dirs, run_files
+from .textfiles import group_cuda_headers
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class RunOptions:
     no_color: bool = False
     cache_dir: str | None = None
     no_cache: bool = False
+    show_skipped: bool = False  # name every file and platform-aware scope left as written
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,6 @@ def make_options(root: Path, items: list[tuple[str, str]], enabled: frozenset, s
     return Options(
         enabled=enabled,
         shim_name=shim,
-        npu_aware_dirs=npu_aware_dirs(items),
         package_dirs=package_dirs(root, items),
         rewrite_scripts=rewrite_scripts,
         shim_specs=placement.plan(root, relpaths, shim, layout),
@@ -252,4 +253,4 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
         group_options = options if enabled == options.enabled else dataclasses.replace(options, enabled=enabled)
         results.extend(run_files(group, group_options, jobs=jobs, progress=progress, cache=cache))
     results.sort(key=lambda r: r.relpath)
-    return results
+    return group_cuda_headers(results)  # NPU912 once per folder of .cuh headers

@@ -58,7 +58,7 @@ import corpora  # noqa: E402
 from npu_migrate import catalogue
 from npu_migrate.engine import PREFILTER, migrate_source
 from npu_migrate.model import FileResult, Options
-from npu_migrate.run import migrate_path, npu_aware_dirs, package_dirs, run_files
+from npu_migrate.run import migrate_path, package_dirs, run_files
 
 PARSE_FAILURE_CODES = frozenset({"NPU001", "NPU002"})
 # Appended to files without trigger words by --force-parse: a comment, so nothing may change.
@@ -341,7 +341,7 @@ def run_corpus(name: str, jobs: int, limit: int | None, force_parse: bool = Fals
         tally.lines += data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
         if not PREFILTER.search(data):
             cold.append((path, rel))
-    options = Options(enabled=catalogue.enabled_codes(), npu_aware_dirs=npu_aware_dirs(items),
+    options = Options(enabled=catalogue.enabled_codes(),
                       package_dirs=package_dirs(root, items))
 
     started = time.perf_counter()

@@ -11,6 +11,11 @@
   comments and record findings; a claimed node is one some rule decided on, which the leftover
   sweep (`sweep.py`) skips.
 - Which statements are cold (no trigger word: not traversed) and which names make one hot.
+- Platform-aware scopes (`platform.py`): code that already chooses between CUDA and the NPU is
+  left as its authors wrote it. `rewrite`, `report` and `note` do nothing inside one (the leftover
+  sweep reports the CUDA references there as NPU991, information only), and the scopes that held
+  something are named in the output (`skipped_scopes`). `cuda_only_gate` says whether a device
+  check guards CUDA-only code (NPU110).
 
 The small syntax helpers every family uses (`dotted_name`, `string_value`, `cuda_literal`, ...)
 are module functions here. Knowledge (which names, keywords and calls mean a device) is read from
@@ -29,6 +34,7 @@ import libcst as cst
 from .. import catalogue
 from ..findings import Finding
 from ..sourcemap import TRIVIA
+from . import platform
 
 # Nodes no rule visits or leaves: whitespace, comments, punctuation and operators (read, where
 # a rule needs them, as attributes of their parent), and number literals (read as arguments).
@@ -227,6 +233,14 @@ class Context:
         # imports that bind torch.cuda names: local name -> [references, rewritten references]
         self.cuda_import_uses: dict[str, list[int]] = {}
         self.plain_torch_import = False  # `import torch` seen: `import torch.cuda` can go
+        # platform-aware scopes and CUDA-only gates, read from the whole file when first asked
+        self._file_text: Optional[str] = None
+        self._tree = None  # the file's ast (False: it does not parse)
+        self._scopes: Optional[list[platform.Scope]] = None
+        self._gates: Optional[list[platform.Scope]] = None
+        self.used_scopes: dict[platform.Scope, None] = {}  # scopes that held something (in order)
+        self.sweeping = False  # the leftover sweep is running: a report in a scope is NPU991
+        self._swept_in_scope: set[int] = set()
 
     # ------------------------------------------------------------------ findings and claims
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -246,6 +260,8 @@ class Context:
         self.findings.append(Finding(self.relpath, line, column, code, message, fixable, source))
 
     def claim(self, node: cst.CSTNode) -> None:
+        if self._scopes != [] and self.platform_scope(node) is not None:
+            return  # left for the sweep, which reports it as NPU991
         self.claimed.add(id(node))
 
     def is_suppressed(self, code: str, node: cst.CSTNode) -> bool:
@@ -256,7 +272,11 @@ class Context:
         return False
 
     def rewrite(self, code: str, original: cst.CSTNode, new: cst.CSTNode, needs_import: bool = True, **fmt: str):
-        """`new` if the code is enabled and not suppressed, else None; `original` is claimed either way."""
+        """`new` if the code is enabled and not suppressed, else None; `original` is claimed either way.
+
+        Inside a platform-aware scope: None, and nothing is claimed or recorded."""
+        if self.in_platform_scope(original):
+            return None
         self.claim(original)
         if code not in self.enabled or self.is_suppressed(code, original):
             return None
@@ -265,15 +285,86 @@ class Context:
         return new
 
     def report(self, code: str, original: cst.CSTNode, **fmt: str) -> None:
-        """A finding without a rewrite; the node is claimed (the sweep does not report it again)."""
+        """A finding without a rewrite; the node is claimed (the sweep does not report it again).
+
+        Inside a platform-aware scope only the sweep reports, as NPU991 (information)."""
+        if self.in_platform_scope(original):
+            self._leftover_in_scope(original, fmt)
+            return
         self.claim(original)
         if code in self.enabled and not self.is_suppressed(code, original):
             self.add(code, original, False, **fmt)
 
     def note(self, code: str, node: cst.CSTNode, **fmt: str) -> None:
         """Report without claiming: the sweep still looks inside `node` for other leftovers."""
+        if self.in_platform_scope(node):
+            self._leftover_in_scope(node, fmt)
+            return
         if code in self.enabled and not self.is_suppressed(code, node):
             self.add(code, node, False, **fmt)
+
+    # ------------------------------------------------------------------ platform-aware code
+    def file_text(self) -> str:
+        """The file's own text (cold statements put back)."""
+        if self._file_text is None:
+            self._file_text = self.source_map.original_text()
+        return self._file_text
+
+    def _ast(self):
+        if self._tree is None:
+            self._tree = platform.parse(self.file_text()) or False
+        return self._tree or None
+
+    def platform_scopes(self) -> list[platform.Scope]:
+        if self._scopes is None:
+            text = self.file_text()
+            self._scopes = platform.platform_scopes(text, self._ast()) if platform.may_hold_scopes(text) else []
+        return self._scopes
+
+    def platform_scope(self, node: cst.CSTNode) -> Optional[platform.Scope]:
+        """The platform-aware scope `node` starts in, if any."""
+        scopes = self.platform_scopes()
+        if not scopes:
+            return None
+        position = self.position(node)
+        if position[0] == 0:
+            return None
+        return next((s for s in scopes if s.contains(position)), None)
+
+    def in_platform_scope(self, node: cst.CSTNode) -> bool:
+        """Whether a rule must leave `node` alone: its scope already handles the NPU (recorded)."""
+        scope = self.platform_scope(node) if self._scopes != [] else None
+        if scope is None:
+            return False
+        self.used_scopes[scope] = None
+        return True
+
+    def _leftover_in_scope(self, node: cst.CSTNode, fmt: dict) -> None:
+        """NPU991 for what the sweep found inside a platform-aware scope (once per node)."""
+        if not self.sweeping or id(node) in self._swept_in_scope:
+            return
+        self._swept_in_scope.add(id(node))
+        scope = self.platform_scope(node)
+        what = fmt.get("what") or f"`{fmt.get('name') or normalise_source(self.source_map.original_text_of(node))}`"
+        if "NPU991" in self.enabled and not self.is_suppressed("NPU991", node):
+            first, last = scope.lines
+            where = f"{scope.reason}, line {first}" if first == last else f"{scope.reason}, lines {first}-{last}"
+            self.add("NPU991", node, False, what=what, scope=where)
+
+    def skipped_scopes(self) -> list[tuple[int, int, str]]:
+        """(first line, last line, reason) of each platform-aware scope a rule left alone."""
+        return sorted((*scope.lines, scope.reason) for scope in self.used_scopes)
+
+    def cuda_only_gate(self, node: cst.CSTNode) -> Optional[str]:
+        """What CUDA-only code the `if` (or conditional expression) whose test holds `node`
+        guards, e.g. "imports `triton`"; None when it guards none."""
+        if self._gates is None:
+            tree = self._ast()
+            self._gates = platform.cuda_only_gates(self.file_text(), tree) if tree is not None else []
+        if not self._gates:
+            return None
+        position = self.position(node)
+        return next((g.reason for g in self._gates if g.contains(position)), None)
 
     # ------------------------------------------------------------------ the shim's expressions
     def shim_attr(self, name: str) -> cst.Attribute:

@@ -31,8 +31,17 @@ class Device(Family):
     Checks of the device type (`x.device.type == "cuda"`, `"cuda" in device_types`) become
     `npu_compat.is_accelerator_type(...)`, and `x.is_cuda` becomes `npu_compat.on_accelerator(x)`:
     code that meant "on the accelerator" keeps meaning it. A check that guards a CUDA-only feature
-    (Triton, FP8, CUDA graphs, FlashAttention 3, ...) is reported instead (NPU108): widening it
-    would send NPU tensors into code that cannot run there. Device choices of argparse and click
+    (Triton, FP8, CUDA graphs, FlashAttention 3, ...) is reported instead (NPU108), and so is a
+    check whose guarded branch runs CUDA-only code (NPU110: a CUDA-only package or a Triton kernel
+    imported or called there, Apex, `torch._C._cuda*`, CUDA IPC): widening it would send NPU
+    tensors into code that cannot run there, where the original sent them to the other branch.
+
+    Code that already chooses between CUDA and the NPU is left as its authors wrote it: a branch
+    chain with an `"npu"` arm, a conditional expression, boolean chain or dict holding `"npu"`,
+    `"hccl"` or `ASCEND_RT_VISIBLE_DEVICES` next to the CUDA value, a platform class with an NPU
+    sibling class (the same member set to "cuda" in one and "npu" in the other), or a comparison
+    whose comment says why the NPU is excluded. No rule rewrites inside such a scope; the CUDA
+    references there are listed for information (NPU991, once per scope), and `--show-skipped` names the scopes. Device choices of argparse and click
     options gain "npu" (NPU105). A file that defines its own `cuda()` method keeps its `.cuda()`
     calls (NPU107), and a framework's own accelerator keyword (`accelerator="cuda"`) is reported
     (NPU109): the framework decides what it means.
@@ -41,7 +50,7 @@ class Device(Family):
     NAME = "device"
     TITLE = "Device placement"
     CODES = ("NPU101", "NPU102", "NPU103", "NPU104", "NPU105", "NPU106", "NPU107", "NPU108", "NPU109",
-             "NPU990")
+             "NPU110", "NPU990", "NPU991")
     EXAMPLES = (
         Example(
             note='`.cuda(i)` keeps its index, `non_blocking` its keyword; `.cuda(*args)` is only reported',
@@ -219,6 +228,101 @@ def device_for(args, rank):
 """,
         ),
         Example(
+            note='a branch chain that already has an NPU arm is left as written (NPU991: information)',
+            before="""\
+import torch
+
+MULTI_GPU = "multi-gpu"
+MULTI_NPU = "multi-npu"
+
+
+def distributed_type(torch_device):
+    if torch_device == "cuda":
+        return MULTI_GPU, torch.cuda.device_count()
+    elif torch_device == "npu":
+        return MULTI_NPU, 8
+    return "no", 1
+""",
+            codes=('NPU991',),
+        ),
+        Example(
+            note='a conditional expression that already chooses the NPU is left as written',
+            before="""\
+import torch
+
+
+def pick(use_npu):
+    device = "npu" if use_npu else "cuda"
+    return torch.zeros(2, device=device)
+""",
+            codes=('NPU991',),
+        ),
+        Example(
+            note='a platform class beside its NPU sibling is left as written',
+            before="""\
+import torch
+
+
+class CudaPlatform:
+    device_type = "cuda"
+    dist_backend = "nccl"
+
+    def empty_cache(self):
+        torch.cuda.empty_cache()
+
+
+class NpuPlatform:
+    device_type = "npu"
+    dist_backend = "hccl"
+""",
+            codes=('NPU991',),
+        ),
+        Example(
+            note='a device check in front of CUDA-only code (a Triton kernel, `torch._C._cuda*`) is reported',
+            before="""\
+import torch
+
+
+def rms_norm(x, weight, eps=1e-6):
+    if x.is_cuda:
+        from .triton_kernels import rms_norm_fwd
+
+        return rms_norm_fwd(x, weight, eps)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def device_count(device):
+    if device.type == "cuda":
+        return torch._C._cuda_getDeviceCount()
+    return 0
+""",
+            codes=('NPU110', 'NPU110'),
+        ),
+        Example(
+            note='a device check in front of plain torch code still means the accelerator',
+            before="""\
+import torch
+
+
+def scale(x, device):
+    if x.is_cuda and device.type == "cuda":
+        return x * torch.finfo(x.dtype).eps
+    return x
+""",
+            after="""\
+import torch
+
+import npu_compat
+
+
+def scale(x, device):
+    if npu_compat.on_accelerator(x) and npu_compat.is_accelerator_type(device.type):
+        return x * torch.finfo(x.dtype).eps
+    return x
+""",
+            codes=('NPU106', 'NPU104'),
+        ),
+        Example(
             note="numba's `cuda` module is not torch's",
             before="""\
 from numba import cuda
@@ -311,6 +415,8 @@ def add_one(x):
     # ------------------------------------------------------------------ x.is_cuda
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         if original.attr.value == "is_cuda" and not isinstance(self.ctx.parent(), cst.AssignTarget):
+            if self._guards_cuda_only_code(original):
+                return updated
             new = self.ctx.shim_call("on_accelerator", [updated.value])
             new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return self.ctx.rewrite("NPU106", original, new) or updated
@@ -350,6 +456,15 @@ def add_one(x):
         return ctx.rewrite("NPU103", original, new) or updated
 
     # ------------------------------------------------------------------ device-type checks
+    def _guards_cuda_only_code(self, original: cst.CSTNode) -> bool:
+        """NPU110: the check is the test of an `if` (or conditional expression) whose guarded
+        branch runs CUDA-only code; widened, it would send NPU tensors there."""
+        why = self.ctx.cuda_only_gate(original)
+        if why is None:
+            return False
+        self.ctx.report("NPU110", original, why=why)
+        return True
+
     def _device_like_operand(self, node: cst.CSTNode) -> bool:
         if isinstance(node, (cst.Name, cst.Attribute)):
             ident = last_identifier(node)
@@ -374,6 +489,8 @@ def add_one(x):
                 operand = right_u
             else:
                 return None
+            if self._guards_cuda_only_code(original):
+                return updated
             if ctx.guards_cuda_only_feature():
                 ctx.report("NPU108", original)
                 return updated
@@ -385,6 +502,8 @@ def add_one(x):
         if isinstance(op, (cst.In, cst.NotIn)) and string_value(left_o) == "cuda":
             if not self._device_like_operand(right_o):
                 return None
+            if self._guards_cuda_only_code(original):
+                return updated
             if ctx.guards_cuda_only_feature():
                 ctx.report("NPU108", original)
                 return updated

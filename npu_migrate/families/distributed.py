@@ -45,7 +45,9 @@ class Distributed(Family):
     the branch for the accelerator's backend is taken on either machine. A backend the tool cannot
     see (`init_process_group(backend=cfg.backend)`) is reported (NPU304): set it to "hccl" on
     Ascend, or to `npu_compat.dist_backend()`. Any other "nccl" text is not rewritten; the
-    leftover sweep lists it for review (NPU990).
+    leftover sweep lists it for review (NPU990). Code that already handles HCCL next to NCCL (a
+    dict, a branch chain) or whose comment says why HCCL is excluded is left as written (NPU991,
+    information only).
     """
 
     NAME = "distributed"
@@ -165,6 +167,19 @@ def setup(args):
     dist.init_process_group(backend=args.dist_backend)
 """,
             codes=('NPU304',),
+        ),
+        Example(
+            note='a check whose comment says why HCCL is excluded, and a backend dict that has HCCL: left as written',
+            before="""\
+class Hooks:
+    def supports_coalescing(self, backend):
+        # HCCL reorders coalesced all-gathers: only NCCL takes the fast path here
+        return backend == "nccl"
+
+
+BACKENDS = {"cuda": "nccl", "npu": "hccl", "cpu": "gloo"}
+""",
+            codes=('NPU991', 'NPU991'),
         ),
         Example(
             note='"hccl" is never touched (it is also Habana\'s backend)',

@@ -1,0 +1,455 @@
+"""Code that already decides between CUDA and the NPU, and device checks in front of CUDA-only
+code: what the `Context` reads from the whole file before a rule rewrites anything.
+
+Both questions need more than the node a rule is leaving: the other arms of a branch chain, a
+sibling class, the body a check guards. With hot slices those may be cold placeholders, so they
+are answered here from the file's own text (with the cold statements put back), parsed once by
+`ast`, and only when a rule asks.
+
+- **Platform-aware scopes** (`platform_scopes`). A branch chain (`if`/`elif`/`else`), a
+  conditional expression, a boolean chain (`a or b`), a dict display or a family of sibling
+  classes that handles an NPU value ("npu", "hccl", `ASCEND_RT_VISIBLE_DEVICES`) next to a CUDA
+  value is platform-aware: its authors decided what runs where, and no rule may rewrite inside it.
+  So is a backend or device comparison whose comment (right above it, or the enclosing function's
+  docstring) names HCCL, the NPU or Ascend: the exclusion is deliberate. Only the outermost scope
+  is recorded.
+- **CUDA-only gates** (`cuda_only_gates`). An `if` or conditional expression whose test checks for
+  CUDA (`x.is_cuda`, `device.type == "cuda"`, `"cuda" in device`) and whose guarded branch uses
+  CUDA-only code (an import of a CUDA-only package or a compiled extension, a name bound by one,
+  a Triton kernel, `torch._C._cuda*`, CUDA IPC) keeps meaning CUDA: widening it would send NPU
+  tensors into that code (NPU110).
+
+The knowledge (which values, attributes, modules and names) is read from rules/device.toml
+(`[platform]`) and rules/sweep.toml (the CUDA-only modules).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import catalogue
+
+# A file whose text has none of these holds no platform-aware scope (the cheap test first).
+_NPU_TEXT = re.compile(r"npu|hccl|ascend", re.IGNORECASE)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A region of the file, (line, column) 1-based with the column in characters, end exclusive."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    reason: str
+
+    def contains(self, position: tuple[int, int]) -> bool:
+        return self.start <= position < self.end
+
+    @property
+    def lines(self) -> tuple[int, int]:
+        """First and last line (a scope ending at column 1 ends on the line before)."""
+        last = self.end[0] if self.end[1] > 1 else max(self.start[0], self.end[0] - 1)
+        return self.start[0], last
+
+
+@functools.lru_cache(maxsize=None)
+def _tables():
+    t = catalogue.device_table()["platform"]
+    sweep = catalogue.read_table("sweep.toml")
+    exempt = tuple(t["gate_module_exempt"])
+    modules = tuple(m for m in sweep["modules"] if not any(m == e or m.startswith(e + ".") for e in exempt))
+    return (
+        re.compile(t["npu_values"]),
+        re.compile(t["cuda_values"]),
+        frozenset(t["npu_attributes"]),
+        frozenset(t["cuda_attributes"]),
+        re.compile(t["npu_comment_pattern"], re.IGNORECASE),
+        modules,
+        exempt,
+        re.compile(t["gate_names"]),
+    )
+
+
+class _Lines:
+    """ast positions (1-based lines, UTF-8 byte columns) as the source map's (character columns)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = _LINE_BREAK.split(text)
+
+    def column(self, line: int, byte_offset: int) -> int:
+        if not 0 < line <= len(self.lines):
+            return byte_offset + 1
+        text = self.lines[line - 1]
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+
+    def scope(self, node: ast.AST, reason: str, end_node: Optional[ast.AST] = None) -> Scope:
+        end_node = end_node or node
+        start = (node.lineno, self.column(node.lineno, node.col_offset))
+        end = (end_node.end_lineno, self.column(end_node.end_lineno, end_node.end_col_offset))
+        return Scope(start, end, reason)
+
+
+def may_hold_scopes(text: str) -> bool:
+    """The cheap test first: a file without these words holds no platform-aware scope."""
+    return _NPU_TEXT.search(text) is not None
+
+
+def parse(text: str) -> Optional[ast.Module]:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+# ----------------------------------------------------------------------------- markers
+def _string(node: ast.AST) -> Optional[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:  # f"npu:{i}": its leading text
+        first = node.values[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.endswith(":"):
+            return first.value[:-1]
+    return None
+
+
+def _marks(node: ast.AST) -> tuple[bool, bool]:
+    """(a CUDA value or reference, an NPU value or reference) anywhere in the subtree."""
+    npu_values, cuda_values, npu_attrs, cuda_attrs = _tables()[:4]
+    cuda = npu = False
+    for sub in ast.walk(node):
+        value = _string(sub)
+        if value is not None:
+            cuda = cuda or cuda_values.fullmatch(value) is not None
+            npu = npu or npu_values.fullmatch(value) is not None
+        elif isinstance(sub, ast.Attribute):
+            cuda = cuda or sub.attr in cuda_attrs
+            npu = npu or sub.attr in npu_attrs
+        if cuda and npu:
+            break
+    return cuda, npu
+
+
+def _any_marks(nodes) -> tuple[bool, bool]:
+    cuda = npu = False
+    for node in nodes:
+        c, n = _marks(node)
+        cuda, npu = cuda or c, npu or n
+    return cuda, npu
+
+
+# ----------------------------------------------------------------------------- platform-aware scopes
+def platform_scopes(text: str, tree: Optional[ast.Module] = None) -> list[Scope]:
+    """The outermost platform-aware scopes of the file (see the module docstring)."""
+    if not may_hold_scopes(text):
+        return []
+    tree = tree if tree is not None else parse(text)
+    if tree is None:
+        return []
+    lines = _Lines(text)
+    comment_re = _tables()[4]
+    families = _class_families(tree)
+    found: list[Scope] = []
+
+    def visit(node: ast.AST, parent: Optional[ast.AST], docstring: str) -> None:
+        reason = _scope_reason(node, parent, families)
+        if reason is None and isinstance(node, ast.stmt):
+            reason = _commented_choice(node, lines, docstring, comment_re)
+            if reason is not None and isinstance(node, (ast.If, ast.While)):
+                found.append(lines.scope(node.test, reason))  # the test only: the body is its own
+                reason = None
+                for child in (*node.body, *node.orelse):
+                    visit(child, node, docstring)
+                return
+        if reason is not None:
+            found.append(lines.scope(node, reason))
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            docstring = ast.get_docstring(node, clean=False) or ""
+        for child in ast.iter_child_nodes(node):
+            visit(child, node, docstring)
+
+    try:
+        visit(tree, None, "")
+    except RecursionError:
+        return []
+    return found
+
+
+def _scope_reason(node: ast.AST, parent: Optional[ast.AST], families: dict[int, str]) -> Optional[str]:
+    if isinstance(node, ast.If):
+        tests, blocks = [], []
+        arm: ast.If = node
+        while True:
+            tests.append(arm.test)
+            blocks.extend(arm.body)
+            if len(arm.orelse) == 1 and isinstance(arm.orelse[0], ast.If):
+                arm = arm.orelse[0]
+                continue
+            blocks.extend(arm.orelse)
+            break
+        cuda_tests, npu_tests = _any_marks(tests)
+        if npu_tests and (cuda_tests or _any_marks(blocks)[0]):
+            return "branch chain handles NPU"
+        if cuda_tests and _any_marks(blocks)[1]:
+            return "branch chain handles NPU"
+        return None
+    if isinstance(node, ast.IfExp) and not isinstance(parent, ast.IfExp):
+        return "conditional expression handles NPU" if all(_marks(node)) else None
+    if isinstance(node, ast.BoolOp) and not isinstance(parent, ast.BoolOp):
+        word = "or" if isinstance(node.op, ast.Or) else "and"
+        return f"`{word}` chain handles NPU" if all(_marks(node)) else None
+    if isinstance(node, ast.Dict):
+        return "dict handles NPU" if all(_marks(node)) else None
+    if isinstance(node, ast.ClassDef):
+        return families.get(id(node))
+    return None
+
+
+def _members(cls: ast.ClassDef) -> dict[str, ast.AST]:
+    """Class attributes and one-`return` methods (properties included): name -> value."""
+    members: dict[str, ast.AST] = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    members[target.id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            members[stmt.target.id] = stmt.value
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = stmt.body[1:] if ast.get_docstring(stmt, clean=False) is not None else stmt.body
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                members[stmt.name] = body[0].value
+    return members
+
+
+def _class_families(tree: ast.Module) -> dict[int, str]:
+    """Classes of one module that define the same member, one with a CUDA value and a sibling
+    with an NPU value (`device_type = "cuda"` beside `device_type = "npu"`): id -> reason."""
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    if len(classes) < 2:
+        return {}
+    sides: list[tuple[ast.ClassDef, set[str], set[str]]] = []  # class, CUDA members, NPU members
+    for cls in classes:
+        cuda_members, npu_members = set(), set()
+        for name, value in _members(cls).items():
+            cuda, npu = _marks(value)
+            if cuda and not npu:
+                cuda_members.add(name)
+            elif npu and not cuda:
+                npu_members.add(name)
+        if cuda_members or npu_members:
+            sides.append((cls, cuda_members, npu_members))
+    out: dict[int, str] = {}
+    for cls, cuda_members, _npu in sides:
+        if not cuda_members:
+            continue
+        siblings = [other.name for other, _c, npu_members in sides if other is not cls and cuda_members & npu_members]
+        if siblings:
+            out[id(cls)] = f"class family: sibling class {siblings[0]} handles NPU"
+    return out
+
+
+def _commented_choice(stmt: ast.stmt, lines: _Lines, docstring: str, comment_re: re.Pattern) -> Optional[str]:
+    """A statement comparing with a CUDA value whose comment (the lines right above, or one at
+    the end of its own lines) or enclosing docstring names the NPU side: a deliberate choice."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        checked: ast.AST = stmt.test
+    elif isinstance(stmt, (ast.Return, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Assert)):
+        checked = stmt
+    else:
+        return None
+    if not _compares_cuda(checked):
+        return None
+    texts = []
+    line = stmt.lineno - 1
+    while line >= 1 and lines.lines[line - 1].lstrip().startswith("#"):
+        texts.append(lines.lines[line - 1])
+        line -= 1
+    last = checked.end_lineno if checked is not stmt else stmt.end_lineno
+    for number in range(stmt.lineno, min(last, len(lines.lines)) + 1):
+        text = lines.lines[number - 1]
+        if "#" in text:
+            texts.append(text[text.index("#"):])
+    if docstring:
+        texts.append(docstring)
+    if any(comment_re.search(t) for t in texts):
+        return "a comment explains the CUDA-only choice"
+    return None
+
+
+def _compares_cuda(node: ast.AST) -> bool:
+    cuda_values = _tables()[1]
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Compare):
+            for operand in (sub.left, *sub.comparators):
+                value = _string(operand)
+                if value is not None and cuda_values.fullmatch(value):
+                    return True
+    return False
+
+
+# ----------------------------------------------------------------------------- CUDA-only gates
+def cuda_only_gates(text: str, tree: Optional[ast.Module] = None) -> list[Scope]:
+    """Tests of `if`s and conditional expressions that check for CUDA in front of CUDA-only code;
+    each Scope's reason names the CUDA-only code."""
+    tree = tree if tree is not None else parse(text)
+    if tree is None:
+        return []
+    lines = _Lines(text)
+    bound = _cuda_only_bindings(tree)
+    found: list[Scope] = []
+    try:
+        for node in ast.walk(tree):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
+                    continue
+                for index, stmt in enumerate(block):
+                    if isinstance(stmt, (ast.If, ast.While)):
+                        why = _gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], bound)
+                        if why:
+                            found.append(lines.scope(stmt.test, why))
+            if isinstance(node, ast.IfExp):
+                why = _gate(node.test, [node.body], [node.orelse], [], bound)
+                if why:
+                    found.append(lines.scope(node.test, why))
+    except RecursionError:
+        return []
+    return found
+
+
+def _polarity(test: ast.AST) -> tuple[bool, bool]:
+    """(a check that holds on CUDA, a check that holds off CUDA) in the test."""
+    positive = negative = False
+
+    def walk(node: ast.AST, negated: bool) -> None:
+        nonlocal positive, negative
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            walk(node.operand, not negated)
+            return
+        check = None
+        if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+            check = True
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
+            values = [_string(node.left), _string(node.comparators[0])]
+            if "cuda" in values:
+                check = isinstance(node.ops[0], (ast.Eq, ast.In, ast.Is))
+                if isinstance(node.ops[0], (ast.NotEq, ast.NotIn, ast.IsNot)):
+                    check = False
+        if check is not None:
+            if check != negated:
+                positive = True
+            else:
+                negative = True
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child, negated)
+
+    walk(test, False)
+    return positive, negative
+
+
+def _exits(block: list) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _gate(test, body: list, orelse: list, after: list, bound: dict[str, str]) -> Optional[str]:
+    positive, negative = _polarity(test)
+    if not (positive or negative):
+        return None
+    guarded = []
+    if positive:
+        guarded += body
+    if negative:
+        guarded += orelse
+        if _exits(body):  # `if not x.is_cuda: return fallback(x)` guards what follows
+            guarded += after
+    for node in guarded:
+        why = _cuda_only_code(node, bound)
+        if why:
+            return why
+    return None
+
+
+def _cuda_only_module(name: str) -> bool:
+    modules, exempt = _tables()[5:7]
+    clean = name.lstrip(".")
+    if any(clean == e or clean.startswith(e + ".") for e in exempt):
+        return False
+    if any(clean == m or clean.startswith(m + ".") for m in modules):
+        return True
+    parts = [p for p in name.split(".") if p]
+    if parts and parts[0] in ("torch", "torchvision", "torchaudio", "torch_npu", "functorch"):
+        return False
+    # compiled extensions (`pkg._C`, `_CUDA`, `*_cuda`, as the sweep names them) and Triton modules
+    return any(p in ("_C", "_CUDA") or p.endswith("_cuda") or "triton" in p.lower() for p in parts)
+
+
+def _import_names(node: ast.AST) -> list[tuple[str, str]]:
+    """(local name, module it comes from) for the names an import binds."""
+    out = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            local = alias.asname or alias.name.split(".")[0]
+            out.append((local, alias.name))
+    elif isinstance(node, ast.ImportFrom):
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            full = f"{module}.{alias.name}" if node.module else module + alias.name
+            if _cuda_only_module(module) or _cuda_only_module(full):
+                out.append((alias.asname or alias.name, module))
+    return out
+
+
+def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
+    """Names the file binds to CUDA-only code: imported from a CUDA-only module, or a Triton
+    kernel (a function under `@triton.jit` / `@triton.autotune`): name -> what it is."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for local, module in _import_names(node):
+                if local != "*" and _cuda_only_module(module):
+                    bound[local] = f"`{module}`"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                head = target
+                while isinstance(head, ast.Attribute):
+                    head = head.value
+                if isinstance(head, ast.Name) and (head.id == "triton" or "triton" in bound.get(head.id, "")):
+                    bound[node.name] = "a Triton kernel"
+    return bound
+
+
+def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
+    names_re = _tables()[7]
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Import):
+            for alias in sub.names:
+                if _cuda_only_module(alias.name):
+                    return f"imports `{alias.name}`"
+        elif isinstance(sub, ast.ImportFrom):
+            module = "." * sub.level + (sub.module or "")
+            for alias in sub.names:
+                full = f"{module}.{alias.name}" if sub.module else module + alias.name
+                if _cuda_only_module(module) or _cuda_only_module(full):
+                    return f"imports `{full}`"
+        elif isinstance(sub, ast.Name):
+            if sub.id in bound:
+                return f"uses `{sub.id}` ({bound[sub.id]})"
+            if names_re.fullmatch(sub.id):
+                return f"uses `{sub.id}`"
+        elif isinstance(sub, ast.Attribute):
+            if names_re.fullmatch(sub.attr):
+                return f"uses `.{sub.attr}`"
+            inner = sub.value
+            if sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute) and inner.attr == "_C":
+                return f"uses `_C.{sub.attr}`"
+    return None
