@@ -3,6 +3,11 @@
 Runs over the original tree after the rewrite rules, skipping the subtrees a rule rewrote or
 reported, and reports each remaining construct once, at its outermost expression. Imports of
 CUDA-only packages get their family's code, and NPU934 when they run unguarded at import time.
+The profiler's CUDA activity (`ProfilerActivity.CUDA`, `use_cuda=True`) is NPU935; a CUDA
+environment variable set inside a command string (`"CUDA_VISIBLE_DEVICES=0 python ..."`) is NPU604
+(NPU602 for NCCL), unless the string is prose: a docstring, a log, print, warning or exception
+message, a help text. Inside a platform-aware scope (code that already handles the NPU next to
+CUDA, families/platform.py) every leftover is NPU991 instead, for information only.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def rule_reads() -> hotslice.RuleReads:
         *attributes, *names, *name_codes,
         *distributed["backend_first_arg_calls"], *distributed["backend_getters"], distributed["enum"],
         *catalogue.cuda_api()["report_qualnames"],
+        *_profiler_table()[0],  # profile(use_cuda=...): NPU935
     )
     return hotslice.RuleReads(
         getters=tuple(catalogue.cuda_api()["device_properties"]["getters"]),
@@ -71,6 +77,18 @@ def _guard_table() -> tuple[tuple[str, ...], frozenset]:
     return tuple(t["modules"]), frozenset(t["extension_exempt"])
 
 
+@functools.lru_cache(maxsize=None)
+def _profiler_table() -> tuple[frozenset, frozenset, frozenset]:
+    t = catalogue.read_table("sweep.toml")["profiler"]
+    return frozenset(t["calls"]), frozenset(t["cuda_keywords"]), frozenset(t["device_keywords"])
+
+
+@functools.lru_cache(maxsize=None)
+def _command_table() -> tuple[re.Pattern, frozenset, frozenset]:
+    t = catalogue.read_table("sweep.toml")["commands"]
+    return re.compile(t["assignment"]), frozenset(t["prose_calls"]), frozenset(t["prose_keywords"])
+
+
 def _module_matches(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
@@ -79,6 +97,8 @@ def _is_extension(parts: list[str]) -> bool:
     """A compiled extension module by PyTorch's naming habits: `_C`, `_CUDA`, `selective_scan_cuda`."""
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") for p in parts)
 
+
+_ENV_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")  # a keyword spelled like an environment variable
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -127,10 +147,12 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.m = ctx  # the rules' context: their claims, the cold statements, name resolution
+        ctx.sweeping = True  # from now on a report inside a platform-aware scope is NPU991 (info)
         self.attributes, self.modules, self.strings, self.names, self.module_codes, self.name_codes = _tables()
         self.guard_modules, self.extension_exempt = _guard_table()
         self.unguarded: set[int] = set()
         self.triton_names: set[str] = set()  # local names bound by imports of triton
+        self.prose: list[int] = []  # ids of the prose nodes being visited (_command_string)
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
@@ -179,7 +201,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             name = dotted_name(alias.name) or ""
             if _module_matches(name, self.modules):
                 self._guard(node, name)
-                return self._flag(node, f"import of CUDA-only module `{name}`", name)
+                return self._flag(node, f"import of `{name}`", name)
             if self._extension(name):
                 return self._flag_extension(node, name)
         return False
@@ -203,11 +225,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                     self.triton_names.add(local.value)
         if _module_matches(module, self.modules):
             self._guard(node, module)
-            return self._flag(node, f"import from CUDA-only module `{module}`", module, *fulls)
+            return self._flag(node, f"import from `{module}`", module, *fulls)
         for full in fulls:
             if _module_matches(full, self.modules):
                 self._guard(node, full)
-                return self._flag(node, f"import of CUDA-only module `{full}`", full)
+                return self._flag(node, f"import of `{full}`", full)
         for full in [module, *fulls]:
             if self._extension(full):
                 return self._flag_extension(node, full)
@@ -274,6 +296,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         value = literal_value(node.value)
         if isinstance(value, str) and self.strings.fullmatch(value):
             self._flag(node, f"string {_short(node.value)}")
+        elif isinstance(value, str) and not self.prose:
+            self._command_string(node, [value])
         return False
 
     def visit_FormattedString(self, node: cst.FormattedString) -> bool:
@@ -281,7 +305,85 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if isinstance(first, cst.FormattedStringText) and re.match(r"cuda(:|$)", first.value):
             self._flag(node, f"f-string `{_short(self.m.source_map.original_text_of(node))}`")
             return False
+        if not self.prose:
+            self._command_string(node, [p.value for p in node.parts if isinstance(p, cst.FormattedStringText)])
+        return True  # the expressions inside are swept as usual
+
+    # ------------------------------------------------------------------ commands and prose
+    def _command_string(self, node: cst.CSTNode, texts: list[str]) -> None:
+        """`NAME=value` of a CUDA environment variable inside a string: a command line or an
+        environment assignment built as text (`"CUDA_VISIBLE_DEVICES=0 python train.py"`,
+        `f"CUDA_VISIBLE_DEVICES={rank}"`), or a test's expected value for one.
+
+        Reported, not rewritten: the text may be compared with a string built elsewhere (another
+        file, a shell script, a test's expectation) that a rewrite would not change with it, so
+        only the user can change both ends together. One finding per string: NPU604 for a name
+        with an Ascend counterpart, else NPU602 for an NCCL variable, else NPU990.
+        """
+        assignment = _command_table()[0]
+        names = [m.group(1) for text in texts if "=" in text for m in assignment.finditer(text)]
+        if not names:
+            return
+        renamed, nccl = _env_tables()
+        shown = _short(self.m.source_map.original_text_of(node))
+        name = next((n for n in names if n in renamed), None)
+        if name is not None:
+            ascend = catalogue.env_table()["rename"][name]
+            self.m.report("NPU604", node, name=name, ascend=ascend)
+            return
+        name = next((n for n in names if nccl.match(n)), None)
+        if name is not None:
+            self.m.report("NPU602", node, name=name)
+            return
+        name = next((n for n in names if self.strings.fullmatch(n)), None)
+        if name is not None:
+            self._flag(node, f"`{name}=` set in {shown}")
+
+    def _pop_prose(self, node: cst.CSTNode) -> None:
+        if self.prose and self.prose[-1] == id(node):
+            self.prose.pop()
+
+    def visit_Expr(self, node: cst.Expr) -> bool:
+        """A string as a statement (a docstring) is prose: `NAME=` there is not a command."""
+        if isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            self.prose.append(id(node))
         return True
+
+    def leave_Expr(self, original_node: cst.Expr) -> None:
+        self._pop_prose(original_node)
+
+    def visit_Assert(self, node: cst.Assert) -> bool:
+        node.test.visit(self)
+        if node.msg is not None:  # the failure message is prose
+            self.prose.append(id(node))
+            node.msg.visit(self)
+            self._pop_prose(node)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        """Profiler keywords that ask for CUDA (NPU935); log, print, warning and exception
+        messages are prose (their strings are not commands)."""
+        calls, cuda_keywords, device_keywords = _profiler_table()
+        if self.m.qualname(node.func) in calls:
+            for arg in node.args:
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                value = arg.value
+                if keyword in cuda_keywords:
+                    off = isinstance(value, cst.Name) and value.value in ("False", "None")
+                    if not off:
+                        self.m.report("NPU935", arg, what=f"`{_short(self.m.source_map.original_text_of(arg))}`")
+                elif keyword in device_keywords and isinstance(value, cst.SimpleString):
+                    device = literal_value(value.value)
+                    if isinstance(device, str) and re.fullmatch(r"cuda(:\d+)?", device):
+                        self.m.report("NPU935", arg, what=f"`{_short(self.m.source_map.original_text_of(arg))}`")
+        called = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        prose_calls = _command_table()[1]
+        if called in prose_calls or called.endswith(("Error", "Exception", "Warning")):
+            self.prose.append(id(node))
+        return True
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self._pop_prose(original_node)
 
     # Parameter names, keywords and definitions are the user's identifiers, not references.
     def visit_Param(self, node: cst.Param) -> bool:
@@ -292,8 +394,26 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
+        keyword = node.keyword.value if node.keyword is not None else None
+        if keyword is not None and _ENV_LIKE.fullmatch(keyword):
+            self._env_keyword(node, keyword)
+        prose = keyword in _command_table()[2]  # help="...", description="...": prose
+        if prose:
+            self.prose.append(id(node))
         node.value.visit(self)
+        if prose:
+            self._pop_prose(node)
         return False
+
+    def _env_keyword(self, node: cst.Arg, keyword: str) -> None:
+        """`f(CUDA_VISIBLE_DEVICES="0")` in a call no rule knows (NPU601 rewrites the keywords of
+        `dict(...)`, `.update(...)` and `patch.dict(...)`): an environment variable passed as a
+        keyword, most likely into an environment; reported (NPU602 for NCCL, else NPU990)."""
+        renamed, nccl = _env_tables()
+        if keyword not in renamed and nccl.match(keyword):
+            self.m.report("NPU602", node, name=keyword)
+        elif keyword in renamed or self.strings.fullmatch(keyword):
+            self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
 
 
 def _short(code: str, limit: int = 80) -> str:

@@ -19,6 +19,12 @@ def _tables():
     return dict(env["rename"]), re.compile(env["report"]["pattern"])
 
 
+
+@functools.lru_cache(maxsize=None)
+def _prose_calls() -> frozenset:
+    """Calls whose positional strings are messages for people (rules/sweep.toml [commands])."""
+    return frozenset(catalogue.read_table("sweep.toml")["commands"]["prose_calls"])
+
 class CliEnv(Family):
     """CUDA environment variables and the device choices of a program's command line.
 
@@ -30,11 +36,30 @@ class CliEnv(Family):
     meanings. An argparse option whose `choices` list "cuda" gains `type=npu_compat.device_arg`
     and a click option with a `click.Choice` of devices gains `callback=npu_compat.click_device_arg`
     (NPU603): a user who types `--device cuda` on an Ascend host gets the NPU.
+
+    A copied environment handed to a subprocess is rewritten the same way, whatever shape the copy
+    takes: `env = os.environ.copy()` or `dict(os.environ)` then `env["CUDA_VISIBLE_DEVICES"] = ...`,
+    `{**os.environ, "CUDA_VISIBLE_DEVICES": ...}`, `env.update(CUDA_VISIBLE_DEVICES=...)` and
+    `mock.patch.dict(os.environ, CUDA_VISIBLE_DEVICES=...)` (the keyword becomes
+    `**{npu_compat.env_name(...): ...}`, which passes the very same key on a CUDA or CPU host).
+    A variable set inside a command string (`"CUDA_VISIBLE_DEVICES=0 python train.py"`,
+    `f"CUDA_VISIBLE_DEVICES={rank} ..."`) is reported by the leftover sweep (NPU604), not rewritten:
+    such text is often compared with a string built elsewhere (a test's expected command, a shell
+    script), and a rewrite of one end only would make them disagree on an Ascend host. The
+    assertion `"CUDA_VISIBLE_DEVICES" in cmd` is rewritten like any other use of the name: it then
+    holds on an Ascend host exactly when `cmd` is built with `npu_compat.env_name` too, which is
+    what NPU604 asks for. The name inside prose (docstrings, log, print, warning and exception
+    messages, help texts) is neither rewritten nor reported.
+
+    A lookup that already falls back between the Ascend and the CUDA name
+    (`os.environ.get("ASCEND_RT_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")`) is
+    left as written (NPU991, information only): rewritten, its fallback would read the Ascend name
+    twice on an Ascend host.
     """
 
     NAME = "cli_env"
     TITLE = "Environment variables and command-line options"
-    CODES = ("NPU601", "NPU602", "NPU603")
+    CODES = ("NPU601", "NPU602", "NPU603", "NPU604")  # NPU604: reported by the leftover sweep
     EXAMPLES = (
         Example(
             note='environment variables with an NPU counterpart',
@@ -129,6 +154,138 @@ def main(device):
             codes=('NPU603', 'NPU105'),
         ),
         Example(
+            note='a copied environment for a subprocess, in each of its shapes',
+            before="""\
+import os
+import subprocess
+
+
+def launch(rank, script):
+    env = os.environ.copy()
+    env["CUDA_VISIBLE_DEVICES"] = str(rank)
+    subprocess.run(["python", script], env=env, check=True)
+
+
+def launch_pair(script):
+    env = dict(os.environ)
+    env.update(CUDA_VISIBLE_DEVICES="0,1")
+    subprocess.run(["python", script], env=env, check=True)
+    subprocess.run(["python", script], env={**os.environ, "CUDA_VISIBLE_DEVICES": "2"}, check=True)
+""",
+            after="""\
+import os
+import subprocess
+
+import npu_compat
+
+
+def launch(rank, script):
+    env = os.environ.copy()
+    env[npu_compat.env_name("CUDA_VISIBLE_DEVICES")] = str(rank)
+    subprocess.run(["python", script], env=env, check=True)
+
+
+def launch_pair(script):
+    env = dict(os.environ)
+    env.update(**{npu_compat.env_name("CUDA_VISIBLE_DEVICES"): "0,1"})
+    subprocess.run(["python", script], env=env, check=True)
+    subprocess.run(["python", script], env={**os.environ, npu_compat.env_name("CUDA_VISIBLE_DEVICES"): "2"}, check=True)
+""",
+            codes=('NPU601', 'NPU601', 'NPU601'),
+        ),
+        Example(
+            note='a test that patches the environment',
+            before="""\
+import os
+from unittest import mock
+
+
+@mock.patch.dict(os.environ, CUDA_VISIBLE_DEVICES="0", NCCL_DEBUG="INFO")
+def test_single_device():
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+""",
+            after="""\
+import os
+from unittest import mock
+
+import npu_compat
+
+
+@mock.patch.dict(os.environ, **{npu_compat.env_name("CUDA_VISIBLE_DEVICES"): "0"}, NCCL_DEBUG="INFO")
+def test_single_device():
+    assert os.environ[npu_compat.env_name("CUDA_VISIBLE_DEVICES")] == "0"
+""",
+            codes=('NPU601', 'NPU602', 'NPU601'),
+        ),
+        Example(
+            note='a variable set inside a command string, and a test that pins it',
+            before="""\
+import subprocess
+
+
+def command(rank):
+    return f"CUDA_VISIBLE_DEVICES={rank} python train.py"
+
+
+def run_all():
+    subprocess.run("CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 2 train.py", shell=True)
+
+
+def test_command():
+    cmd = command(3)
+    assert "CUDA_VISIBLE_DEVICES" in cmd
+    assert cmd == f"CUDA_VISIBLE_DEVICES={3} python train.py"
+""",
+            after="""\
+import subprocess
+
+import npu_compat
+
+
+def command(rank):
+    return f"CUDA_VISIBLE_DEVICES={rank} python train.py"
+
+
+def run_all():
+    subprocess.run("CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 2 train.py", shell=True)
+
+
+def test_command():
+    cmd = command(3)
+    assert npu_compat.env_name("CUDA_VISIBLE_DEVICES") in cmd
+    assert cmd == f"CUDA_VISIBLE_DEVICES={3} python train.py"
+""",
+            codes=('NPU604', 'NPU604', 'NPU601', 'NPU604'),
+        ),
+        Example(
+            note='"CUDA_VISIBLE_DEVICES=0" in a docstring, a log message, an error message and a help text',
+            before="""\
+import argparse
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def main():
+    \"\"\"Run as `CUDA_VISIBLE_DEVICES=0 python main.py`.\"\"\"
+    parser = argparse.ArgumentParser(epilog="example: CUDA_VISIBLE_DEVICES=0,1 python main.py")
+    parser.add_argument("--gpus", help="like CUDA_VISIBLE_DEVICES=0,1")
+    args = parser.parse_args()
+    logger.info("launch with CUDA_VISIBLE_DEVICES=%s", args.gpus)
+    if not args.gpus:
+        raise ValueError(f"set CUDA_VISIBLE_DEVICES={args.gpus!r} or --gpus")
+""",
+        ),
+        Example(
+            note='a lookup that already tries the Ascend name first is left as written',
+            before="""\
+import os
+
+visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES") or os.environ.get("CUDA_VISIBLE_DEVICES")
+""",
+            codes=('NPU991',),
+        ),
+        Example(
             note='variables that are not CUDA-specific',
             before="""\
 import os
@@ -144,6 +301,17 @@ import argparse
 
 parser = argparse.ArgumentParser(description="set CUDA_VISIBLE_DEVICES to choose devices")
 parser.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
+""",
+        ),
+        Example(
+            note='a docstring or a logged message that is exactly the variable name is text, not a lookup',
+            before="""\
+import logging
+
+
+def visible():
+    "CUDA_VISIBLE_DEVICES"
+    logging.info("CUDA_VISIBLE_DEVICES")
 """,
         ),
     )
@@ -165,6 +333,8 @@ parser.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
         if value is None:
             return None
         if value in self.env_rename:
+            if self._is_prose(original):
+                return None  # a docstring or a logged name: text for people (the sweep decides)
             new = self.ctx.shim_call("env_name", [updated])
             return self.ctx.rewrite("NPU601", original, new, name=value) or updated
         if self.nccl_env_re.match(value):
@@ -172,9 +342,24 @@ parser.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
             return updated
         return None
 
+    def _is_prose(self, original: cst.SimpleString) -> bool:
+        """The string is a statement of its own (a docstring) or the message of a print, log or
+        warning call: rewriting it would change `__doc__` or a message, not an environment lookup."""
+        parent = self.ctx.parent()
+        if isinstance(parent, cst.Expr):
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            call = self.ctx.parent(2)
+            if isinstance(call, cst.Call):
+                name = (dotted_name(call.func) or "").rpartition(".")[2]
+                return name in _prose_calls()
+        return False
+
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         func = original.func
         if isinstance(func, cst.Name) and func.value == "dict":
+            return self._env_dict_keywords(original, updated)
+        if self._updates_env_mapping(func) and self._env_keyword_args(original):
             return self._env_dict_keywords(original, updated)
         if isinstance(func, cst.Attribute) and func.attr.value == "add_argument":
             return self._argparse_option(original, updated)
@@ -182,8 +367,29 @@ parser.add_argument("--precision", choices=["fp16", "bf16", "fp32"])
             return self._click_option(original, updated)
         return None
 
+    @staticmethod
+    def _updates_env_mapping(func: cst.BaseExpression) -> bool:
+        """`env.update(...)` (a copied environment, `os.environ` itself) and `mock.patch.dict(...)`:
+        calls whose keywords are a mapping's keys, like `dict(...)`'s."""
+        if isinstance(func, cst.Attribute) and func.attr.value == "update":
+            return True
+        return (dotted_name(func) or "") in ("patch.dict", "mock.patch.dict", "unittest.mock.patch.dict")
+
+    def _env_keyword_args(self, original: cst.Call) -> bool:
+        return any(
+            arg.keyword is not None
+            and (arg.keyword.value in self.env_rename or self.nccl_env_re.match(arg.keyword.value))
+            for arg in original.args
+        )
+
     def _env_dict_keywords(self, original: cst.Call, updated: cst.Call):
-        """dict(os.environ, CUDA_VISIBLE_DEVICES="0") -> dict(os.environ, **{npu_compat.env_name(...): "0"})."""
+        """dict(os.environ, CUDA_VISIBLE_DEVICES="0") -> dict(os.environ, **{npu_compat.env_name(...): "0"}).
+
+        The same for `env.update(CUDA_VISIBLE_DEVICES="0")` on a copied environment
+        (`env = os.environ.copy()`) and `mock.patch.dict(os.environ, CUDA_VISIBLE_DEVICES="0")`:
+        `f(**{"NAME": v})` passes exactly what `f(NAME=v)` passes, so on a CUDA or CPU host the call
+        is unchanged, whatever `f` is. NCCL keywords are reported (NPU602).
+        """
         args = list(updated.args)
         changed = False
         for i, arg in enumerate(original.args):
