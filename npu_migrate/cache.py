@@ -213,6 +213,8 @@ def options_key(options, relpath: str) -> str:
         str(parent in options.package_dirs),
         repr(options.shim_spec_map.get(parent)),  # where this folder's shim import points
         ",".join(sorted(options.first_party)),  # where isort puts the shim import
+        # and which ecosystem imports are the project's own
+        repr(sorted(options.sibling_classes(relpath).items())),  # per-device classes left as written
     )
     return digest("\0".join(parts).encode())
 

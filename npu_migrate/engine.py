@@ -543,6 +543,8 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         defines_cuda_method=hotslice.quick_search(DEFINES_CUDA_METHOD, source),
         hot_statement=HOT_STATEMENT,
         suppressed=suppressions.suppresses,
+        first_party=options.first_party,
+        sibling_classes=options.sibling_classes(relpath),
     )
     new_module = rules.finish(module.visit(rules))  # every family in one traversal, then NPU206
     ctx = rules.ctx

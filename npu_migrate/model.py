@@ -28,10 +28,24 @@ class Options:
     shim_specs: tuple = ()
     # top-level names of the project's own modules and packages (isort's first party)
     first_party: frozenset = frozenset()
+    # (relpath, class name, reason): classes in a per-device class family spread over the modules
+    # of one folder, left as written (families/platform.py, sibling_class_families)
+    platform_classes: frozenset = frozenset()
 
     @functools.cached_property
     def shim_spec_map(self) -> dict:
         return dict(self.shim_specs)
+
+    @functools.cached_property
+    def _platform_class_map(self) -> dict:
+        by_file: dict[str, dict[str, str]] = {}
+        for relpath, name, reason in self.platform_classes:
+            by_file.setdefault(relpath, {})[name] = reason
+        return by_file
+
+    def sibling_classes(self, relpath: str) -> dict[str, str]:
+        """Class name -> reason for the file's classes in a per-device class family."""
+        return self._platform_class_map.get(relpath, {})
 
 
 @dataclass

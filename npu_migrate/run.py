@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Optional
 from . import placement
 from .cache import digest, options_key
 from .engine import HeavyFile, isolate_heavy, migrate_source
+from .families import platform
 from .findings import merge_per_file
 from .model import FileResult, Options, tool_finding
 from .source import read_regular
@@ -479,3 +480,36 @@ def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
     """Relative folders (of the given files) that are packages: they hold an __init__.py."""
     folders = {os.path.dirname(rel) for _, rel in items}
     return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
+
+
+_NPU_BYTES = re.compile(rb"npu|hccl|ascend", re.IGNORECASE)
+
+
+def platform_classes(items: Iterable[tuple[str, str]]) -> frozenset:
+    """(relpath, class name, reason) of the classes in a per-device class family spread over the
+    modules of one folder (families/platform.py, sibling_class_families): a folder is read only
+    when one of its .py files defines a class and names the NPU, and only its files that define
+    a class are parsed."""
+    by_folder: dict[str, list[tuple[str, str]]] = {}
+    for path, rel in items:
+        if rel.endswith(".py"):
+            by_folder.setdefault(os.path.dirname(rel), []).append((path, rel))
+    folders: dict[str, dict[str, str]] = {}
+    for folder, files in by_folder.items():
+        if len(files) < 2:
+            continue
+        texts: dict[str, str] = {}
+        names_npu = False
+        for path, rel in files:
+            try:
+                data = read_regular(path)
+            except OSError:
+                continue
+            if b"class " not in data:
+                continue
+            texts[rel] = data.decode("utf-8", errors="replace")
+            names_npu = names_npu or _NPU_BYTES.search(data) is not None
+        if names_npu and len(texts) > 1:
+            folders[folder] = texts
+    return platform.sibling_class_families(folders) if folders else frozenset()
+

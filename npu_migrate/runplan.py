@@ -22,7 +22,7 @@ from . import catalogue, placement
 from .config import Config, check_codes
 from .discover import DiscoveryError, discover, excluded
 from .model import FileResult, Options
-from .run import package_dirs, run_files
+from .run import package_dirs, platform_classes, run_files
 from .textfiles import group_cuda_headers
 
 
@@ -231,6 +231,7 @@ def make_options(root: Path, items: list[tuple[str, str]], enabled: frozenset, s
         rewrite_scripts=rewrite_scripts,
         shim_specs=placement.plan(root, relpaths, shim, layout),
         first_party=first_party_names(root, shim, layout),
+        platform_classes=platform_classes(items),
     )
 
 

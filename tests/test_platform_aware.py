@@ -220,3 +220,98 @@ def test_cached_results_keep_their_scopes(tmp_path):
     first = json.loads(_invoke(*args).stdout)
     second = json.loads(_invoke(*args).stdout)
     assert first["skipped"] == second["skipped"] and len(second["skipped"]) == 3
+
+
+# ----------------------------------------------------------------------------- class families across modules
+# DeepSpeed's and ColossalAI's shape: accelerator/abstract.py defines the base, and one module per
+# device defines a subclass; the NPU one beside the CUDA one means the project decides per device.
+BASE = "class Accelerator:\n    def name(self):\n        raise NotImplementedError\n"
+NPU_ACCEL = ("from .abstract import Accelerator\n\n\nclass NpuAccelerator(Accelerator):\n"
+             "    def name(self):\n        return \"npu\"\n\n    def backend(self):\n        return \"hccl\"\n")
+CUDA_ACCEL = '''\
+try:
+    import torch.cuda
+except ImportError:
+    pass
+
+from .abstract import Accelerator
+
+
+class CudaAccelerator(Accelerator):
+    def name(self):
+        return "cuda"
+
+    def backend(self):
+        return "nccl"
+
+    def count(self):
+        return torch.cuda.device_count()
+
+
+def helper():
+    return torch.cuda.is_available()
+'''
+
+
+def _accelerators(tmp_path: Path, npu: bool = True, base: str = BASE) -> Path:
+    root = tmp_path / "accel_project"
+    (root / "accel").mkdir(parents=True)
+    (root / "accel" / "__init__.py").write_text("")
+    (root / "accel" / "abstract.py").write_text(base)
+    (root / "accel" / "cuda_accelerator.py").write_text(CUDA_ACCEL)
+    if npu:
+        (root / "accel" / "npu_accelerator.py").write_text(NPU_ACCEL)
+    return root
+
+
+def _cuda_result(report: dict) -> tuple[list, list]:
+    findings = [(f["line"], f["code"]) for f in report["findings"] if f["path"] == "accel/cuda_accelerator.py"]
+    skipped = [s for s in report["skipped"] if s["path"] == "accel/cuda_accelerator.py"]
+    return findings, skipped
+
+
+def test_a_cuda_class_beside_its_npu_sibling_module_is_left_alone(tmp_path):
+    report = _migrate_json(_accelerators(tmp_path))
+    findings, skipped = _cuda_result(report)
+    assert skipped == [{"path": "accel/cuda_accelerator.py", "start_line": 9, "end_line": 17,
+                        "reason": "class family: sibling class NpuAccelerator (npu_accelerator.py) handles NPU"}]
+    codes = [code for _line, code in findings]
+    # the class: information only (one finding, its other lines listed); the module-level helper
+    # outside it is still migrated
+    assert codes.count("NPU991") == 1
+    assert (21, "NPU201") in findings
+    assert not any(code not in ("NPU991", "NPU206") and line < 19 for line, code in findings)
+
+
+def test_without_an_npu_sibling_the_cuda_class_is_migrated(tmp_path):
+    findings, skipped = _cuda_result(_migrate_json(_accelerators(tmp_path, npu=False)))
+    assert skipped == []
+    assert {(14, "NPU301"), (17, "NPU201")} <= set(findings)
+
+
+def test_a_base_from_elsewhere_does_not_make_a_family(tmp_path):
+    """Subclasses of a base the folder does not define (nn.Module, ABC, object) are not a family:
+    a model with an NPU-specific sibling does not freeze every CUDA model beside it."""
+    root = _accelerators(tmp_path, base="x = 1\n")
+    for name in ("cuda_accelerator.py", "npu_accelerator.py"):
+        path = root / "accel" / name
+        path.write_text(path.read_text().replace("from .abstract import Accelerator", "from torch.nn import Module as Accelerator"))
+    findings, skipped = _cuda_result(_migrate_json(root))
+    assert skipped == [] and (14, "NPU301") in findings
+
+
+def test_an_import_of_torch_cuda_kept_for_a_family_class_is_not_a_finding(tmp_path):
+    root = _accelerators(tmp_path)
+    path = root / "accel" / "cuda_accelerator.py"
+    path.write_text(path.read_text().split("\n\ndef helper")[0] + "\n")  # the class only
+    findings, _skipped = _cuda_result(_migrate_json(root))
+    assert [code for _line, code in findings] == ["NPU991"]  # no NPU206 rewrite, no NPU990
+
+
+def test_the_cache_sees_a_new_npu_sibling(tmp_path):
+    root = _accelerators(tmp_path, npu=False)
+    args = ("migrate", str(root), "--dry-run", "--isolated", "-j", "1", "--output-format", "json",
+            "--cache-dir", str(tmp_path / "cache"))
+    assert _cuda_result(json.loads(_invoke(*args).stdout))[1] == []
+    (root / "accel" / "npu_accelerator.py").write_text(NPU_ACCEL)
+    assert len(_cuda_result(json.loads(_invoke(*args).stdout))[1]) == 1

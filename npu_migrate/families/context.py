@@ -196,8 +196,15 @@ class Context:
         defines_cuda_method: bool = False,
         hot_statement: Optional[re.Pattern] = None,
         suppressed=None,
+        first_party: frozenset = frozenset(),
+        sibling_classes: Optional[dict[str, str]] = None,
     ) -> None:
         self.module = module
+        # classes of this file in a per-device class family spread over its folder: name -> reason
+        self.sibling_classes = sibling_classes or {}
+        # top-level names of the project's own modules: an import of one is the project itself,
+        # not a dependency on a CUDA-only ecosystem (vLLM's own `import vllm...` lines)
+        self.first_party = first_party
         self.source_map = source_map  # text and line/column of original nodes
         self.relpath = relpath
         self.enabled = enabled
@@ -318,7 +325,10 @@ class Context:
     def platform_scopes(self) -> list[platform.Scope]:
         if self._scopes is None:
             text = self.file_text()
-            self._scopes = platform.platform_scopes(text, self._ast()) if platform.may_hold_scopes(text) else []
+            if platform.may_hold_scopes(text) or self.sibling_classes:
+                self._scopes = platform.platform_scopes(text, self._ast(), self.sibling_classes)
+            else:
+                self._scopes = []
         return self._scopes
 
     def platform_scope(self, node: cst.CSTNode) -> Optional[platform.Scope]:
@@ -482,6 +492,9 @@ class Context:
                 self.aliases["torch"] = "torch"
                 if module == "torch":
                     self.plain_torch_import = True
+                elif module.startswith("torch.cuda"):
+                    # `import torch.cuda`: its uses are the `torch.cuda...` references (NPU206)
+                    self.cuda_import_uses.setdefault("torch", [0, 0])
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:

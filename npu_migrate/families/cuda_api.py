@@ -372,6 +372,13 @@ def train(model, loader, cuda=True):
                 for alias in original.names:
                     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         locals_.append(alias.asname.name.value)
+                    elif (dotted_name(alias.name) or "").startswith("torch.cuda"):
+                        # `import torch.cuda` (used as `torch.cuda...`, which `import torch` also
+                        # gives): dropped unless the file uses torch.cuda and no use was rewritten,
+                        # where the rules left the file's CUDA code alone (a platform-aware class)
+                        seen, rewritten = ctx.cuda_import_uses.get("torch", [0, 0])
+                        if seen and not rewritten:
+                            locals_.append("torch")
             elif not isinstance(original.names, cst.ImportStar):
                 for alias in original.names:
                     name = dotted_name(alias.name) or ""
@@ -387,6 +394,10 @@ def train(model, loader, cuda=True):
                 ctx.claim(original)
                 ctx.add("NPU206", original, True)
                 out.append(updated)
+            elif locals_ == ["torch"]:
+                # a bare `import torch.cuda` kept for uses the rules left alone: the import works on
+                # an NPU host; those uses are what the sweep reports
+                ctx.claim(original)
         return out
 
     def finish(self, new_module: cst.Module) -> cst.Module:

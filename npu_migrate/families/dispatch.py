@@ -60,10 +60,12 @@ class Dispatcher(cst.CSTTransformer):
         defines_cuda_method: bool = False,
         hot_statement: Optional[re.Pattern] = None,
         suppressed=None,
+        first_party: frozenset = frozenset(),
+        sibling_classes: Optional[dict[str, str]] = None,
     ) -> None:
         super().__init__()
         self.ctx = Context(module, source_map, relpath, enabled, shim, shim_module, defines_cuda_method,
-                           hot_statement, suppressed)
+                           hot_statement, suppressed, first_party, sibling_classes)
         self.families = tuple(family(self.ctx) for family in FAMILIES)
         self._hot_patterns = hotslice.branches(hot_statement) + hotslice.branches(EXTRA_HOT) if hot_statement else ()
         # Replacements made so far, and how many there were when each open node was entered: a

@@ -12,7 +12,9 @@ are answered here from the file's own text (with the cold statements put back), 
   value is platform-aware: its authors decided what runs where, and no rule may rewrite inside it.
   So is a backend or device comparison whose comment (right above it, or the enclosing function's
   docstring) names HCCL, the NPU or Ascend: the exclusion is deliberate. Only the outermost scope
-  is recorded.
+  is recorded. A family may also span the modules of one folder (DeepSpeed's
+  `accelerator/cuda_accelerator.py` beside `npu_accelerator.py`, subclasses of one base the
+  folder defines): the run finds those before the files are migrated (`sibling_class_families`).
 - **CUDA-only gates** (`cuda_only_gates`). An `if` or conditional expression whose test checks for
   CUDA (`x.is_cuda`, `device.type == "cuda"`, `"cuda" in device`) and whose guarded branch uses
   CUDA-only code (an import of a CUDA-only package or a compiled extension, a name bound by one,
@@ -144,9 +146,13 @@ def _any_marks(nodes) -> tuple[bool, bool]:
 
 
 # ----------------------------------------------------------------------------- platform-aware scopes
-def platform_scopes(text: str, tree: Optional[ast.Module] = None) -> list[Scope]:
-    """The outermost platform-aware scopes of the file (see the module docstring)."""
-    if not may_hold_scopes(text):
+def platform_scopes(text: str, tree: Optional[ast.Module] = None,
+                    sibling_classes: Optional[dict[str, str]] = None) -> list[Scope]:
+    """The outermost platform-aware scopes of the file (see the module docstring).
+
+    `sibling_classes`: class name -> reason for the file's classes that belong to a family of
+    per-device classes across the modules of its folder (`sibling_class_families`)."""
+    if not may_hold_scopes(text) and not sibling_classes:
         return []
     tree = tree if tree is not None else parse(text)
     if tree is None:
@@ -154,6 +160,10 @@ def platform_scopes(text: str, tree: Optional[ast.Module] = None) -> list[Scope]
     lines = _Lines(text)
     comment_re = _tables()[4]
     families = _class_families(tree)
+    if sibling_classes:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in sibling_classes:
+                families.setdefault(id(node), sibling_classes[node.name])
     found: list[Scope] = []
 
     def visit(node: ast.AST, parent: Optional[ast.AST], docstring: str) -> None:
@@ -453,3 +463,59 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
             if sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute) and inner.attr == "_C":
                 return f"uses `_C.{sub.attr}`"
     return None
+
+
+# ----------------------------------------------------------------------------- class families across modules
+def _base_names(cls: ast.ClassDef) -> set[str]:
+    """The last identifiers of a class's bases (`accel.DeepSpeedAccelerator` -> DeepSpeedAccelerator)."""
+    names = set()
+    for base in cls.bases:
+        while isinstance(base, ast.Subscript):  # Generic[...]-style bases
+            base = base.value
+        if isinstance(base, ast.Attribute):
+            names.add(base.attr)
+        elif isinstance(base, ast.Name):
+            names.add(base.id)
+    return names
+
+
+def sibling_class_families(folders: dict[str, dict[str, str]]) -> frozenset[tuple[str, str, str]]:
+    """Classes that belong to a family of per-device classes spread over the modules of one folder:
+    DeepSpeed's `CUDA_Accelerator(DeepSpeedAccelerator)` in accelerator/cuda_accelerator.py beside
+    `NPU_Accelerator(DeepSpeedAccelerator)` in npu_accelerator.py. The project already decides per
+    device there; migrating the CUDA class would make it a second NPU class.
+
+    `folders`: folder -> {relpath: text} for the .py files of each folder that may hold such a
+    family (the caller's cheap test). A class is a member when it shares a base with an NPU class
+    of the same folder (one with NPU values and no CUDA value anywhere in its body), that base is a
+    class defined in the same folder (the project's own platform base, not `object`, `nn.Module` or
+    `ABC`), and it has a CUDA value itself. Returns (relpath, class name, reason) for each member.
+    """
+    found: set[tuple[str, str, str]] = set()
+    for files in folders.values():
+        classes: list[tuple[str, ast.ClassDef, set[str]]] = []  # relpath, class, its base names
+        for relpath, text in sorted(files.items()):
+            tree = parse(text)
+            if tree is None:
+                continue
+            try:
+                classes += [(relpath, node, _base_names(node)) for node in ast.walk(tree)
+                            if isinstance(node, ast.ClassDef)]
+            except RecursionError:
+                continue
+        defined = {cls.name for _rel, cls, _bases in classes}
+        marks = {id(cls): _marks(cls) for _rel, cls, _bases in classes}
+        npu_classes = [(rel, cls, bases & defined) for rel, cls, bases in classes
+                       if marks[id(cls)] == (False, True) and bases & defined]
+        if not npu_classes:
+            continue
+        for relpath, cls, bases in classes:
+            if not marks[id(cls)][0]:
+                continue  # no CUDA value: nothing a rule would change
+            sibling = next(((rel, npu) for rel, npu, npu_bases in npu_classes
+                            if npu is not cls and bases & npu_bases), None)
+            if sibling is not None:
+                rel, npu = sibling
+                where = rel.rsplit("/", 1)[-1]
+                found.add((relpath, cls.name, f"class family: sibling class {npu.name} ({where}) handles NPU"))
+    return frozenset(found)
