@@ -167,6 +167,12 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if type(original_node) not in INERT:  # no leave_ method for those: skip the lookup
             super().on_leave(original_node)
 
+    def _own(self, module: str) -> bool:
+        """`module` belongs to the project being migrated (vLLM's `import vllm.utils`, DeepSpeed's
+        `from deepspeed.ops import ...`): the project itself, not a dependency on an ecosystem. Its
+        CUDA-only code is reported where it is (kernels, extensions, .cu files), not at each import."""
+        return module.split(".", 1)[0] in self.m.first_party
+
     def _flag(self, node: cst.CSTNode, what: str, module: str = "", *specific: str) -> bool:
         """Report a leftover; `specific` names (`m.n` of `from m import n`) choose the code first."""
         code = "NPU990"
@@ -199,7 +205,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 self.triton_names.add(local.value if isinstance(local, cst.Name) else "triton")
         for alias in node.names:
             name = dotted_name(alias.name) or ""
-            if _module_matches(name, self.modules):
+            if _module_matches(name, self.modules) and not self._own(name):
                 self._guard(node, name)
                 return self._flag(node, f"import of `{name}`", name)
             if self._extension(name):
@@ -223,11 +229,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 local = alias.asname.name if alias.asname is not None else alias.name
                 if isinstance(local, cst.Name):
                     self.triton_names.add(local.value)
-        if _module_matches(module, self.modules):
+        if _module_matches(module, self.modules) and not self._own(module):
             self._guard(node, module)
             return self._flag(node, f"import from `{module}`", module, *fulls)
         for full in fulls:
-            if _module_matches(full, self.modules):
+            if _module_matches(full, self.modules) and not self._own(full):
                 self._guard(node, full)
                 return self._flag(node, f"import of `{full}`", full)
         for full in [module, *fulls]:
@@ -247,7 +253,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         bare = dotted_name(node) or ""
         for key, code in self.name_codes.items():
             if qual.startswith(key) or bare == key or bare.startswith(key + "."):
-                return code
+                # a project's own ecosystem name (DeepSpeed's `deepspeed.ops...`) is the project
+                return None if "." in key and self._own(key) else code
         return None
 
     def visit_Decorator(self, node: cst.Decorator) -> bool:
@@ -280,7 +287,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def _cuda_name(self, node: cst.Name) -> bool:
         qual = self.m.aliases.get(node.value)
         if qual is not None and _module_matches(qual, self.modules):
-            return True
+            return not self._own(qual)
         return node.value in self.names
 
     def visit_Name(self, node: cst.Name) -> bool:

@@ -137,6 +137,22 @@ def test_triton_once_per_file_and_per_file_only(tmp_path):
                              ("b.py", "NPU910"): 1, ("b.py", "NPU934"): 1})
 
 
+def test_a_projects_own_ecosystem_imports_are_the_project(tmp_path):
+    """Migrating vLLM or DeepSpeed itself: `import vllm.utils` in vLLM is the project, not a
+    dependency on vLLM (4,459 NPU916 on vLLM's own tree before); the same import in another
+    project is still reported, and CUDA-only code in the project (Triton) still is."""
+    own = "import vllm.envs as envs\nfrom vllm.utils import cdiv\nimport deepspeed\n" \
+          "from deepspeed.ops.adam import FusedAdam\nopt = deepspeed.ops.adam.FusedAdam\nimport triton\n"
+    for package, other_code in (("vllm", "NPU917"), ("deepspeed", "NPU916")):
+        root = _project(tmp_path / package, {f"{package}/__init__.py": "", f"{package}/core.py": own})
+        found = Counter((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
+        assert found == Counter({(f"{package}/core.py", other_code): 1, (f"{package}/core.py", "NPU910"): 1,
+                                 (f"{package}/core.py", "NPU934"): 1}), package
+    other = _project(tmp_path / "other", {"app.py": own})
+    codes = {f["code"] for f in _reported(_migrate_json(other))}
+    assert {"NPU916", "NPU917", "NPU910"} <= codes
+
+
 def test_a_package_per_finding_for_unguarded_imports(tmp_path):
     root = _project(tmp_path, {"a.py": "import xformers\nimport bitsandbytes\nimport xformers.ops\n"})
     guards = [f for f in _reported(_migrate_json(root)) if f["code"] == "NPU934"]
