@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Optional
 
 import libcst as cst
 
@@ -98,6 +99,8 @@ def _is_extension(parts: list[str]) -> bool:
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") for p in parts)
 
 
+_PREDICATE = re.compile(r"(is|has|use|uses|get|set|enable|disable|supports?|check|with|can)_")
+
 _ENV_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")  # a keyword spelled like an environment variable
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -153,13 +156,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.unguarded: set[int] = set()
         self.triton_names: set[str] = set()  # local names bound by imports of triton
         self.prose: list[int] = []  # ids of the prose nodes being visited (_command_string)
+        self.gates: set[int] = set()  # ids of tests that only ask (an fp8 dtype, torch.version.cuda)
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
         return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold:
+        if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:
             return False
         return super().on_visit(node)
 
@@ -173,23 +177,37 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         CUDA-only code is reported where it is (kernels, extensions, .cu files), not at each import."""
         return module.split(".", 1)[0] in self.m.first_party
 
-    def _flag(self, node: cst.CSTNode, what: str, module: str = "", *specific: str) -> bool:
-        """Report a leftover; `specific` names (`m.n` of `from m import n`) choose the code first."""
+    def _code(self, module: str, *specific: str) -> str:
+        """The code of a CUDA-only module: `specific` names (`m.n` of `from m import n`) first."""
         code = "NPU990"
         for name in (*specific, module):
             code = next((c for m, c in self.module_codes.items() if _module_matches(name, (m,))), "NPU990")
             if code != "NPU990":
                 break
+        return code
+
+    def _flag(self, node: cst.CSTNode, what: str, module: str = "", *specific: str) -> bool:
+        """Report a leftover under its module's code (NPU990 when it has none)."""
+        self.m.report(self._code(module, *specific), node, what=what)
+        return False
+
+    def _flag_import(self, node: cst.CSTNode, what: str, module: str, *specific: str) -> bool:
+        """An import of a CUDA-only module. Unguarded at module level it is also NPU934, unless the
+        import has an ecosystem code of its own (Triton, apex, bitsandbytes, ...): then that one
+        finding says it is unguarded, rather than two findings on one line."""
+        code = self._code(module, *specific)
+        if self._unguarded(node, module):
+            if code == "NPU990":
+                self.m.report("NPU934", node, name=module.split(".", 1)[0])
+            else:
+                what += _UNGUARDED
         self.m.report(code, node, what=what)
         return False
 
-    def _guard(self, node: cst.CSTNode, module: str) -> None:
-        """NPU934: a CUDA-only package imported unguarded at module level."""
-        if id(node) not in self.unguarded:
-            return
-        if _module_matches(module, self.guard_modules) or self._extension(module):
-            name = module if self._extension(module) else module.split(".", 1)[0]
-            self.m.report("NPU934", node, name=name)
+    def _unguarded(self, node: cst.CSTNode, module: str) -> bool:
+        """A CUDA-only package (or compiled extension) imported at module level outside try/except
+        ImportError: the module fails to import where the package is not installed."""
+        return id(node) in self.unguarded and (_module_matches(module, self.guard_modules) or self._extension(module))
 
     def _extension(self, module: str) -> bool:
         parts = module.split(".")
@@ -206,8 +224,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         for alias in node.names:
             name = dotted_name(alias.name) or ""
             if _module_matches(name, self.modules) and not self._own(name):
-                self._guard(node, name)
-                return self._flag(node, f"import of `{name}`", name)
+                return self._flag_import(node, f"import of `{name}`", name)
             if self._extension(name):
                 return self._flag_extension(node, name)
         return False
@@ -230,21 +247,29 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 if isinstance(local, cst.Name):
                     self.triton_names.add(local.value)
         if _module_matches(module, self.modules) and not self._own(module):
-            self._guard(node, module)
-            return self._flag(node, f"import from `{module}`", module, *fulls)
+            return self._flag_import(node, f"import from `{module}`", module, *fulls)
         for full in fulls:
             if _module_matches(full, self.modules) and not self._own(full):
-                self._guard(node, full)
-                return self._flag(node, f"import of `{full}`", full)
-        for full in [module, *fulls]:
+                return self._flag_import(node, f"import of `{full}`", full)
+        members = [f for f in fulls if self._member_may_be_extension(module, f.rsplit(".", 1)[1])]
+        for full in [module, *members]:
             if self._extension(full):
                 return self._flag_extension(node, full)
         return False
 
+    def _member_may_be_extension(self, module: str, member: str) -> bool:
+        """Whether `from module import member` may import a compiled extension by its name: not a
+        predicate (`is_cuda`, `has_cuda`, `use_cuda`: functions), and from the project's own
+        modules only `_C`/`_CUDA` (sglang's `from sglang.srt.utils import is_cuda`, torchao's own
+        `..._cuda` functions; the project's CUDA sources are reported as files, NPU912)."""
+        if _PREDICATE.match(member):
+            return False
+        return not self._own(module) or member in ("_C", "_CUDA")
+
     def _flag_extension(self, node: cst.CSTNode, module: str) -> bool:
         """`import pkg._C`, `from . import _CUDA`: a compiled extension, built for CUDA (NPU911)."""
-        self._guard(node, module)
-        self.m.report("NPU911", node, what=f"import of compiled extension module `{module}`")
+        what = f"import of compiled extension module `{module}`"
+        self.m.report("NPU911", node, what=what + (_UNGUARDED if self._unguarded(node, module) else ""))
         return False
 
     def _name_code(self, node: cst.CSTNode) -> str | None:
@@ -257,14 +282,72 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 return None if "." in key and self._own(key) else code
         return None
 
-    def visit_Decorator(self, node: cst.Decorator) -> bool:
+    def _triton_decorator(self, node: cst.Decorator) -> Optional[str]:
+        """The decorator's name when it makes a Triton kernel (`@triton.jit`, `@triton.autotune`)."""
         target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
         name = dotted_name(target) or ""
         head = name.split(".")[0]
         if head == "triton" or head in self.triton_names or (self.m.qualname(target) or "").startswith("triton"):
+            return name
+        return None
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        """A Triton kernel is one finding (NPU910): the CUDA names in its body (`tl.extra.cuda`,
+        `libdevice`) are part of the kernel to port, not leftovers of their own."""
+        for decorator in node.decorators:
+            name = self._triton_decorator(decorator)
+            if name is not None:
+                self.m.report("NPU910", decorator.decorator, what=f"`@{name}` kernel")
+                return False
+        return True
+
+    def visit_Decorator(self, node: cst.Decorator) -> bool:
+        name = self._triton_decorator(node)
+        if name is not None:
             self.m.report("NPU910", node.decorator, what=f"`@{name}` kernel")
             return False
         return True
+
+    # ------------------------------------------------------------------ tests that only ask
+    def visit_Comparison(self, node: cst.Comparison) -> bool:
+        """Tests that ask rather than use: an fp8 dtype compared (`x.dtype == torch.float8_e4m3fn`,
+        `dtype in (torch.float8_e5m2, ...)`: the gate NPU913's guidance asks to keep, false on an
+        NPU host that has no fp8 tensors), and `torch.version.cuda is None` / `is not None`
+        (None on an NPU or CPU build of torch, so the test already takes the non-CUDA path)."""
+        operands = [node.left, *(c.comparator for c in node.comparisons)]
+        for operand in operands:
+            items = operand.elements if isinstance(operand, (cst.Tuple, cst.List, cst.Set)) else [operand]
+            for item in items:
+                value = item.value if isinstance(item, cst.BaseElement) else item
+                if isinstance(value, (cst.Name, cst.Attribute)) and self._name_code(value) == "NPU913":
+                    self.gates.add(id(value))
+        if all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in node.comparisons) and any(
+            isinstance(o, cst.Name) and o.value == "None" for o in operands
+        ):
+            self.gates.update(id(o) for o in operands if _is_cuda_version(o))
+        return True
+
+    def visit_If(self, node: cst.If) -> bool:
+        """`if torch.version.cuda:` (and `not`, `and`/`or` operands): a test, as above."""
+        self._truth_test(node.test)
+        return True
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        self._truth_test(node.test)
+        return True
+
+    def visit_While(self, node: cst.While) -> bool:
+        self._truth_test(node.test)
+        return True
+
+    def _truth_test(self, test: cst.BaseExpression) -> None:
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        if isinstance(test, cst.BooleanOperation):
+            self._truth_test(test.left)
+            self._truth_test(test.right)
+        elif _is_cuda_version(test):
+            self.gates.add(id(test))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if (dotted_name(node) or "").split(".", 1)[0] == self.m.shim:
@@ -421,6 +504,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             self.m.report("NPU602", node, name=keyword)
         elif keyword in renamed or self.strings.fullmatch(keyword):
             self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
+
+
+def _is_cuda_version(node: cst.CSTNode) -> bool:
+    """`torch.version.cuda` (None on an NPU or CPU build of torch)."""
+    return isinstance(node, cst.Attribute) and (dotted_name(node) or "").endswith("version.cuda")
+
+
+_UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"
 
 
 def _short(code: str, limit: int = 80) -> str:

@@ -127,7 +127,7 @@ def attend(q, k, v):
             before="""\
 from flash_attn.bert_padding import pad_input, unpad_input
 """,
-            codes=('NPU502', 'NPU934'),
+            codes=('NPU502',),
         ),
         Example(
             note="PyTorch's own SDPA",

@@ -137,8 +137,8 @@ model = torch.nn.DataParallel(model, device_ids=[0, 1])
             codes=('NPU901',),
         ),
         Example(
-            note='Triton imported three ways and a kernel: one NPU910 and one NPU934 for the file, '
-                 'the other lines listed in their messages',
+            note='Triton imported three ways and a kernel: one NPU910 for the file, the other lines '
+                 'listed in its message, which also says the import is unguarded (no separate NPU934)',
             before="""\
 import torch
 import triton
@@ -150,7 +150,7 @@ from triton import cdiv
 def add_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
 """,
-            codes=('NPU910', 'NPU934'),
+            codes=('NPU910',),
         ),
         Example(
             note='a guarded Triton import: NPU910 once, and no NPU934 (the module still imports on NPU)',
@@ -179,7 +179,15 @@ import vllm
 from apex import amp
 from apex.optimizers import FusedAdam
 """,
-            codes=('NPU902', 'NPU934'),
+            codes=('NPU902',),
+        ),
+        Example(
+            note='an unguarded CUDA-only package without an ecosystem code of its own: NPU934 says '
+                 'to guard it, NPU990 lists the import',
+            before="""\
+import nvidia.dali.fn as fn
+""",
+            codes=('NPU934', 'NPU990'),
         ),
         Example(
             note='bitsandbytes behind a guard',
