@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -1025,7 +1026,8 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
     replace; a finding per header buries the `.cu` files that need porting. The first header of
     each folder (in path order) keeps the finding, which now counts and names the others; the
     other headers' NPU912 findings go. A folder with a single header, and every `.cu` file (each a
-    translation unit to port), keep their own finding. This runs over a whole run's results, after
+    translation unit to port), keep their own finding, except that byte-identical `.cu` files (a
+    kernel tree shipped twice) make one finding, on the first path, naming the copies. This runs over a whole run's results, after
     the per-file engine (and its cache): `results` is not changed, a new list is returned.
     """
     folders: dict[str, list[int]] = {}
@@ -1055,10 +1057,46 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
         out[first] = dataclasses.replace(results[first], findings=kept)
         for i in rest:
             out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
-    return out
+    return _group_identical_sources(out)
 
 
 MAX_HEADERS_NAMED = 10
+
+# Folders that hold the ROCm/HIP build of a project's kernels (vLLM's csrc/rocm/): HIP C++ that keeps
+# the .cu suffix, compiled only for AMD GPUs, so not CUDA to port (NPU912).
+ROCM_FOLDERS = frozenset({"rocm", "hip", "amd"})
+
+
+def rocm_source(relpath: str) -> bool:
+    """A `.cu`/`.cuh` file under a folder named rocm, hip or amd (any case)."""
+    return any(part.lower() in ROCM_FOLDERS for part in relpath.replace("\\", "/").split("/")[:-1])
+
+
+def _group_identical_sources(results: list[FileResult]) -> list[FileResult]:
+    """NPU912 once per set of byte-identical `.cu` files (a kernel tree shipped twice): the first
+    path keeps the finding and names the copies; the copies' NPU912 findings go."""
+    copies: dict[bytes, list[int]] = {}
+    for index, result in enumerate(results):
+        if (result.relpath.lower().endswith(".cu") and result.original is not None
+                and any(f.code == "NPU912" for f in result.findings)):
+            copies.setdefault(hashlib.sha256(result.original).digest(), []).append(index)
+    out = list(results)
+    for indexes in copies.values():
+        if len(indexes) < 2:
+            continue
+        indexes.sort(key=lambda i: results[i].relpath)
+        first, rest = indexes[0], indexes[1:]
+        names = [results[i].relpath for i in rest]
+        shown = ", ".join(f"`{n}`" for n in names[:MAX_HEADERS_NAMED])
+        more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
+        noun = "copy" if len(names) == 1 else "copies"
+        out[first] = dataclasses.replace(results[first], findings=[
+            dataclasses.replace(f, message=f"{f.message} (byte-identical {noun}: {shown}{more})")
+            if f.code == "NPU912" else f
+            for f in results[first].findings])
+        for i in rest:
+            out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
+    return out
 
 
 def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
@@ -1073,6 +1111,9 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
         result.skipped = "not a script, config or CUDA source"
         return result
     if kind == "cuda-source":
+        if rocm_source(relpath):
+            result.skipped = "ROCm/HIP source (in a rocm, hip or amd folder)"
+            return result
         if "NPU912" in options.enabled:
             name = os.path.basename(relpath)
             result.findings.append(Finding(relpath, 1, 1, "NPU912", catalogue.rule("NPU912").message, False, name))

@@ -98,6 +98,33 @@ peak = npu_compat.max_memory_allocated() / 2**30
             codes=('NPU201', 'NPU201', 'NPU201'),
         ),
         Example(
+            note='`torch.cuda.memory.X` is `torch.cuda.X`; memory pools exist on the NPU too',
+            before="""\
+import torch
+
+pool = torch.cuda.MemPool()
+with torch.cuda.use_mem_pool(pool):
+    snapshot = torch.cuda.memory.memory_snapshot()
+""",
+            after="""\
+import npu_compat
+
+pool = npu_compat.MemPool()
+with npu_compat.use_mem_pool(pool):
+    snapshot = npu_compat.memory_snapshot()
+""",
+            codes=('NPU201', 'NPU201', 'NPU201'),
+        ),
+        Example(
+            note='a private allocator API: reported with the torch.npu name to call on the NPU path',
+            before="""\
+import torch
+
+torch.cuda.memory._record_memory_history(max_entries=100000)
+""",
+            codes=('NPU202',),
+        ),
+        Example(
             note='no faithful NPU equivalent: reported with what to do instead',
             before="""\
 import torch
@@ -266,8 +293,13 @@ def train(model, loader, cuda=True):
             new = ctx.shim_call("device_module").with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return ctx.rewrite("NPU205", original, new) or updated
         rest = qual[len("torch.cuda."):]
-        first = rest.split(".", 1)[0]
         parts = rest.split(".")
+        if self._memory_alias(parts):
+            # torch.cuda re-exports its memory module, as torch.npu does: the same name
+            parts = parts[1:]
+            if parts[0] in self.api_shared:
+                rest = ".".join(parts)
+        first = parts[0]
         if len(parts) == 2 and parts[0] == "nvtx" and parts[1] in self.api_nvtx:
             new = cst.Attribute(value=ctx.shim_attr("nvtx"), attr=cst.Name(parts[1]))
             new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
@@ -281,7 +313,7 @@ def train(model, loader, cuda=True):
             if key in self.api_report:
                 ctx.report("NPU202", original, name=rest, note=self.api_report[key])
                 return updated
-        if "." in rest:
+        if len(parts) > 1:
             ctx.report("NPU202", original, name=rest, note="no faithful NPU rewrite")
             return updated
         if rest == "get_device_capability" and self._bf16_check_of_call(self.ctx.parent(), original):
@@ -300,6 +332,17 @@ def train(model, loader, cuda=True):
             return updated
         new = ctx.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return ctx.rewrite(code, original, new, name=first) or updated
+
+    def _memory_alias(self, parts: list[str]) -> bool:
+        """`torch.cuda.memory.<name>` stands for `torch.cuda.<name>`: a name torch.cuda re-exports
+        from its memory module that the tables know (shared, or reported with a note), unless the
+        `memory.` spelling has an entry of its own."""
+        if len(parts) < 2 or parts[0] != "memory":
+            return False
+        if any(".".join(parts[:n]) in self.api_report or ".".join(parts[:n]) in self.api_report_codes
+               for n in range(2, len(parts) + 1)):
+            return False
+        return parts[1] in self.api_shared or parts[1] in self.api_report
 
     # ------------------------------------------------------------------ capability >= (8, 0) (NPU203)
     def _bf16_check_of_call(self, call, func) -> bool:
