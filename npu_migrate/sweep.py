@@ -99,6 +99,8 @@ def _is_extension(parts: list[str]) -> bool:
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") for p in parts)
 
 
+_WHITESPACE = re.compile(r"\s")
+
 _PREDICATE = re.compile(r"(is|has|use|uses|get|set|enable|disable|supports?|check|with|can)_")
 
 _ENV_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")  # a keyword spelled like an environment variable
@@ -384,7 +386,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_SimpleString(self, node: cst.SimpleString) -> bool:
         value = literal_value(node.value)
-        if isinstance(value, str) and self.strings.fullmatch(value):
+        # a device, backend or variable name holds no whitespace, and prose (a docstring, a log
+        # or exception message) is text for people: neither is a leftover
+        if isinstance(value, str) and not self.prose and not _WHITESPACE.search(value) and self.strings.fullmatch(value):
             self._flag(node, f"string {_short(node.value)}")
         elif isinstance(value, str) and not self.prose:
             self._command_string(node, [value])
@@ -507,8 +511,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
 
 def _is_cuda_version(node: cst.CSTNode) -> bool:
-    """`torch.version.cuda` (None on an NPU or CPU build of torch)."""
-    return isinstance(node, cst.Attribute) and (dotted_name(node) or "").endswith("version.cuda")
+    """`torch.version.cuda` (None on an NPU or CPU build of torch), or `CUDA_HOME` (None where no
+    CUDA toolkit is installed): a test of either already takes the non-CUDA path there."""
+    name = dotted_name(node) or ""
+    return (isinstance(node, cst.Attribute) and name.endswith("version.cuda")) or name.rsplit(".", 1)[-1] == "CUDA_HOME"
 
 
 _UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"

@@ -508,3 +508,27 @@ def test_shared_names_are_in_torch_npu_2_7_1_and_forwarded_by_the_shim():
         assert not npu_api.has_name(f"torch.npu.{name}", "2.7.1"), name
         assert name not in shared
 
+
+
+def test_cuda_home_tests_are_gates(tmp_path):
+    body = ("from torch.utils.cpp_extension import CUDA_HOME\n\n"
+            "if CUDA_HOME is None:\n    print('no toolkit')\nHAS = bool(CUDA_HOME) if CUDA_HOME else False\n"
+            "nvcc = CUDA_HOME + '/bin/nvcc'\n")
+    found = _codes_at(tmp_path, {"a.py": body})
+    assert found == [(1, "NPU911")]  # the import, with the use on line 6 listed in it
+    report = _migrate_json(_project(tmp_path / "again", {"a.py": body}))
+    (finding,) = _reported(report)
+    assert "(also at lines 5, 6)" in finding["message"]  # bool(CUDA_HOME) and the path are uses
+
+
+def test_prose_strings_are_not_leftovers(tmp_path):
+    body = ('"""Runs with the nccl backend on GPUs."""\nimport logging\n\n\ndef f(x):\n'
+            '    logging.info("cuda")\n    msg = "falls back when nccl is missing"\n'
+            '    raise RuntimeError("nccl")\n    return x.to("cuda:1"), "nccl"\n')
+    assert _codes_at(tmp_path, {"a.py": body}) == [(9, "NPU990")]  # the returned "nccl" only
+
+
+def test_a_platform_objects_is_cuda_method_is_left_alone(tmp_path):
+    body = "import torch\n\n\ndef f(p, t):\n    return p.is_cuda(), t.is_cuda\n"
+    report = _migrate_json(_project(tmp_path, {"a.py": body}))
+    assert [(f["line"], f["code"]) for f in report["findings"]] == [(5, "NPU106")]

@@ -333,6 +333,15 @@ def add_one(x):
     x[cuda.grid(1)] += 1
 """,
         ),
+        Example(
+            note="a platform object's own `is_cuda()` method is not torch's `Tensor.is_cuda` property",
+            before="""\
+from myproject.platforms import current_platform
+
+if current_platform.is_cuda():
+    BLOCK = 128
+""",
+        ),
     )
 
     # ------------------------------------------------------------------ .cuda() and torch.device
@@ -415,6 +424,13 @@ def add_one(x):
     # ------------------------------------------------------------------ x.is_cuda
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
         if original.attr.value == "is_cuda" and not isinstance(self.ctx.parent(), cst.AssignTarget):
+            parent = self.ctx.parent()
+            if isinstance(parent, cst.Call) and parent.func is original:
+                # `current_platform.is_cuda()`: a method of the project's own platform object, not
+                # torch's `Tensor.is_cuda` property (which is not callable); its body is migrated
+                # or reported where it is defined
+                self.ctx.claim(original)
+                return updated
             if self._guards_cuda_only_code(original):
                 return updated
             new = self.ctx.shim_call("on_accelerator", [updated.value])
@@ -456,6 +472,16 @@ def add_one(x):
         return ctx.rewrite("NPU103", original, new) or updated
 
     # ------------------------------------------------------------------ device-type checks
+    def _kept_as_cuda_gate(self, original: cst.CSTNode) -> bool:
+        """The check guards CUDA-only code (NPU110) or a CUDA-only feature (NPU108): reported, and
+        left meaning CUDA rather than widened to the NPU."""
+        if self._guards_cuda_only_code(original):
+            return True
+        if self.ctx.guards_cuda_only_feature():
+            self.ctx.report("NPU108", original)
+            return True
+        return False
+
     def _guards_cuda_only_code(self, original: cst.CSTNode) -> bool:
         """NPU110: the check is the test of an `if` (or conditional expression) whose guarded
         branch runs CUDA-only code; widened, it would send NPU tensors there."""
@@ -489,10 +515,7 @@ def add_one(x):
                 operand = right_u
             else:
                 return None
-            if self._guards_cuda_only_code(original):
-                return updated
-            if ctx.guards_cuda_only_feature():
-                ctx.report("NPU108", original)
+            if self._kept_as_cuda_gate(original):
                 return updated
             new: cst.BaseExpression = ctx.shim_call("is_accelerator_type", [operand])
             if isinstance(op, cst.NotEqual):
@@ -502,10 +525,7 @@ def add_one(x):
         if isinstance(op, (cst.In, cst.NotIn)) and string_value(left_o) == "cuda":
             if not self._device_like_operand(right_o):
                 return None
-            if self._guards_cuda_only_code(original):
-                return updated
-            if ctx.guards_cuda_only_feature():
-                ctx.report("NPU108", original)
+            if self._kept_as_cuda_gate(original):
                 return updated
             new = updated.with_changes(
                 left=ctx.shim_call("device_type").with_changes(lpar=left_u.lpar, rpar=left_u.rpar)
