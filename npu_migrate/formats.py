@@ -110,6 +110,9 @@ def summary_lines(report: Report) -> list[str]:
     if n:
         noun = "finding" if n == 1 else "findings"
         fix = f", {fixable} rewritable by `npu-migrate`" if fixable else ""
+        info = sum(1 for i in report.items if i.finding.severity == "info")
+        if info:  # review notes: listed, never failing the check
+            fix += f", {info} of them info only (not failing)"
         lines.append(f"Found {n} new {noun}{fix} in {_files(report.files_checked)} checked{tail}.")
     else:
         lines.append(f"All checks passed: no new findings in {_files(report.files_checked)}{tail}.")

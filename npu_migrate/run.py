@@ -482,24 +482,29 @@ def package_dirs(root: Path, items: Iterable[tuple[str, str]]) -> frozenset:
     return frozenset(f for f in folders if f and (root / f / "__init__.py").is_file())
 
 
-_NPU_BYTES = re.compile(rb"npu|hccl|ascend", re.IGNORECASE)
+# An NPU value as code holds it (families/platform.py _NPU_CODE), as a cheap byte test
+def _names_the_npu(filename: str) -> bool:
+    """A module named for the NPU: npu_accelerator.py, npu.py, NpuPlatform.py, ascend_backend.py
+    (a word of the name that starts or ends with "npu", or holds "ascend" or "hccl")."""
+    words = re.split(r"[^a-z0-9]+", filename.lower().rsplit(".", 1)[0])
+    return any(w.startswith("npu") or w.endswith("npu") or "ascend" in w or "hccl" in w for w in words)
 
 
 def platform_classes(items: Iterable[tuple[str, str]]) -> frozenset:
     """(relpath, class name, reason) of the classes in a per-device class family spread over the
-    modules of one folder (families/platform.py, sibling_class_families): a folder is read only
-    when one of its .py files defines a class and names the NPU, and only its files that define
-    a class are parsed."""
+    modules of one folder (families/platform.py, sibling_class_families). Such families name
+    their modules by device (DeepSpeed's and ColossalAI's npu_accelerator.py beside
+    cuda_accelerator.py), so only a folder with a module named for the NPU is read: no file is
+    read on a project without one, as every run pays for this step, warm ones included."""
     by_folder: dict[str, list[tuple[str, str]]] = {}
     for path, rel in items:
         if rel.endswith(".py"):
             by_folder.setdefault(os.path.dirname(rel), []).append((path, rel))
     folders: dict[str, dict[str, str]] = {}
     for folder, files in by_folder.items():
-        if len(files) < 2:
+        if len(files) < 2 or not any(_names_the_npu(os.path.basename(rel)) for _path, rel in files):
             continue
         texts: dict[str, str] = {}
-        names_npu = False
         for path, rel in files:
             try:
                 data = read_regular(path)
@@ -508,8 +513,7 @@ def platform_classes(items: Iterable[tuple[str, str]]) -> frozenset:
             if b"class " not in data:
                 continue
             texts[rel] = data.decode("utf-8", errors="replace")
-            names_npu = names_npu or _NPU_BYTES.search(data) is not None
-        if names_npu and len(texts) > 1:
+        if len(texts) > 1:
             folders[folder] = texts
     return platform.sibling_class_families(folders) if folders else frozenset()
 

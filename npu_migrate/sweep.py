@@ -303,13 +303,6 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 return False
         return True
 
-    def visit_Decorator(self, node: cst.Decorator) -> bool:
-        name = self._triton_decorator(node)
-        if name is not None:
-            self.m.report("NPU910", node.decorator, what=f"`@{name}` kernel")
-            return False
-        return True
-
     # ------------------------------------------------------------------ tests that only ask
     def visit_Comparison(self, node: cst.Comparison) -> bool:
         """Tests that ask rather than use: an fp8 dtype compared (`x.dtype == torch.float8_e4m3fn`,

@@ -315,3 +315,42 @@ def test_the_cache_sees_a_new_npu_sibling(tmp_path):
     assert _cuda_result(json.loads(_invoke(*args).stdout))[1] == []
     (root / "accel" / "npu_accelerator.py").write_text(NPU_ACCEL)
     assert len(_cuda_result(json.loads(_invoke(*args).stdout))[1]) == 1
+
+
+def test_info_findings_alone_pass_check_and_migrate(tmp_path):
+    """NPU991 review notes are listed but fail neither `check` nor `migrate` (exit 0); a real
+    finding beside them still fails."""
+    root = tmp_path / "only_info"
+    root.mkdir()
+    (root / "chain.py").write_text(CHAIN.split("\n\n\ndef plain")[0] + "\n")  # the NPU-aware chain only
+    checked = _invoke("check", str(root), "--no-cache", "--isolated", "-j", "1")
+    assert checked.exit_code == 0, checked.output
+    assert "NPU991" in checked.stdout and "1 of them info only (not failing)" in checked.stdout
+    migrated = _invoke("migrate", str(root), "--dry-run", "--no-cache", "--isolated", "-j", "1")
+    assert migrated.exit_code == 0, migrated.output
+    (root / "other.py").write_text("import triton\n")
+    assert _invoke("check", str(root), "--no-cache", "--isolated", "-j", "1").exit_code == 1
+    assert _invoke("migrate", str(root), "--dry-run", "--no-cache", "--isolated", "-j", "1").exit_code == 1
+
+
+@pytest.mark.parametrize("name, named", [
+    ("npu_accelerator.py", True), ("npu.py", True), ("NpuPlatform.py", True), ("ascend_backend.py", True),
+    ("hccl_group.py", True), ("input.py", False), ("inputs_npu_free.py", True), ("cuda_accelerator.py", False),
+    ("throughput.py", False),
+])
+def test_which_modules_are_named_for_the_npu(name, named):
+    """The class-family pre-pass reads a folder only when a module there is named for the NPU."""
+    from npu_migrate.run import _names_the_npu
+
+    assert _names_the_npu(name) is named
+
+
+def test_a_folder_without_an_npu_module_is_not_read(tmp_path, monkeypatch):
+    from npu_migrate import run
+
+    root = _accelerators(tmp_path)
+    (root / "accel" / "npu_accelerator.py").rename(root / "accel" / "other_accelerator.py")
+    read = []
+    monkeypatch.setattr(run, "read_regular", lambda path: read.append(path) or b"")
+    items = [(str(p), str(p.relative_to(root))) for p in sorted(root.rglob("*.py"))]
+    assert run.platform_classes(items) == frozenset() and read == []

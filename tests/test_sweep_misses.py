@@ -256,13 +256,33 @@ def test_copied_environment_is_rewritten(body, line, expected):
     assert [f.code for f in again.findings] == []
 
 
-def test_env_keywords_faithful_on_cuda_hosts():
-    """`f(**{npu_compat.env_name(NAME): v})` is `f(NAME=v)` where the shim answers the CUDA name."""
-    def keywords(**kwargs):
-        return kwargs
+ENV_PROGRAM = """\
+import os
+from unittest import mock
 
-    key = "CUDA_VISIBLE_DEVICES"  # what npu_compat.env_name answers without an NPU
-    assert keywords(**{key: "2"}) == keywords(CUDA_VISIBLE_DEVICES="2")
+env = os.environ.copy()
+env.update(CUDA_VISIBLE_DEVICES="2", OMP_NUM_THREADS="4")
+env.update({"CUDA_LAUNCH_BLOCKING": "1"})
+both = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+with mock.patch.dict(os.environ, CUDA_VISIBLE_DEVICES="5"):
+    inside = os.environ["CUDA_VISIBLE_DEVICES"]
+print(sorted((k, v) for k, v in env.items() if "CUDA" in k or k == "OMP_NUM_THREADS"))
+print(sorted((k, v) for k, v in both.items() if "CUDA" in k), inside)
+"""
+
+
+def test_env_keywords_faithful_on_cuda_hosts(tmp_path):
+    """The migrated program, run with the real shim on this CPU machine (no torch_npu), sets and
+    reads exactly what the original does (invariant 1)."""
+    from tests.shim_fixtures import check, install_shim, run_python
+
+    new = migrated(ENV_PROGRAM)
+    assert new != ENV_PROGRAM and "npu_compat.env_name" in new
+    install_shim(tmp_path / "site")
+    env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_LAUNCH_BLOCKING": "", "PYTORCH_CUDA_ALLOC_CONF": ""}
+    original = check(run_python(ENV_PROGRAM, path=[tmp_path / "site"], cwd=tmp_path, env=env))
+    after = check(run_python(new, path=[tmp_path / "site"], cwd=tmp_path, env=env))
+    assert after == original and "'2'" in original and original.strip().endswith(" 5")
 
 
 ENV_KEYWORDS_REPORTED = {

@@ -244,7 +244,7 @@ class Context:
         self._file_text: Optional[str] = None
         self._tree = None  # the file's ast (False: it does not parse)
         self._scopes: Optional[list[platform.Scope]] = None
-        self._gates: Optional[list[platform.Scope]] = None
+        self._gates = None  # platform.CudaOnlyGates (False: the file does not parse)
         self.used_scopes: dict[platform.Scope, None] = {}  # scopes that held something (in order)
         self.sweeping = False  # the leftover sweep is running: a report in a scope is NPU991
         self._swept_in_scope: set[int] = set()
@@ -370,11 +370,11 @@ class Context:
         guards, e.g. "imports `triton`"; None when it guards none."""
         if self._gates is None:
             tree = self._ast()
-            self._gates = platform.cuda_only_gates(self.file_text(), tree) if tree is not None else []
+            self._gates = platform.CudaOnlyGates(self.file_text(), tree) if tree is not None else False
         if not self._gates:
             return None
         position = self.position(node)
-        return next((g.reason for g in self._gates if g.contains(position)), None)
+        return self._gates.at(position) if position[0] else None
 
     # ------------------------------------------------------------------ the shim's expressions
     def shim_attr(self, name: str) -> cst.Attribute:

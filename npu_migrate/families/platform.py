@@ -15,7 +15,7 @@ are answered here from the file's own text (with the cold statements put back), 
   is recorded. A family may also span the modules of one folder (DeepSpeed's
   `accelerator/cuda_accelerator.py` beside `npu_accelerator.py`, subclasses of one base the
   folder defines): the run finds those before the files are migrated (`sibling_class_families`).
-- **CUDA-only gates** (`cuda_only_gates`). An `if` or conditional expression whose test checks for
+- **CUDA-only gates** (`CudaOnlyGates`). An `if` or conditional expression whose test checks for
   CUDA (`x.is_cuda`, `device.type == "cuda"`, `"cuda" in device`) and whose guarded branch uses
   CUDA-only code (an import of a CUDA-only package or a compiled extension, a name bound by one,
   a Triton kernel, `torch._C._cuda*`, CUDA IPC) keeps meaning CUDA: widening it would send NPU
@@ -36,7 +36,6 @@ from typing import Optional
 from .. import catalogue
 
 # A file whose text has none of these holds no platform-aware scope (the cheap test first).
-_NPU_TEXT = re.compile(r"npu|hccl|ascend", re.IGNORECASE)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -98,8 +97,28 @@ class _Lines:
 
 
 def may_hold_scopes(text: str) -> bool:
-    """The cheap test first: a file without these words holds no platform-aware scope."""
-    return _NPU_TEXT.search(text) is not None
+    """The cheap test first: a file without these words holds no platform-aware scope (plain
+    substring tests before the case-blind pattern, which costs far more on the many files that
+    name none of them)."""
+    for match in _NPU_WORDS.finditer(text):
+        start, word = match.start(), match.group()
+        before = text[start - 1] if start else " "
+        if word[0] in "sS":  # (a)scend, not "descend"
+            if before in "aA" and (start < 2 or not text[start - 2].isalpha()):
+                return True
+        elif word[0] not in "nN" or not before.isalpha():  # npu, not the "npu" of "input"
+            return True
+    return False
+
+
+# Case-sensitive words, checked one by one in may_hold_scopes ("npu" not inside a word: `input`
+# holds the letters too): far cheaper than a case-blind pattern with a look-behind.
+_NPU_WORDS = re.compile(r"npu|NPU|Npu|hccl|HCCL|Hccl|scend|SCEND")
+
+
+# An NPU value or reference as code holds it (a quoted "npu"/"hccl", `.npu`, `is_npu`, an Ascend
+# or HCCL variable): what an NPU class of a family needs (`_marks`), tested before parsing.
+_NPU_CODE = re.compile(r"""["'](?:npu|hccl)\b|\.npu\b|\bis_npu\b|ASCEND_[A-Z]|HCCL_[A-Z]""")
 
 
 def parse(text: str) -> Optional[ast.Module]:
@@ -305,33 +324,58 @@ def _compares_cuda(node: ast.AST) -> bool:
 
 
 # ----------------------------------------------------------------------------- CUDA-only gates
-def cuda_only_gates(text: str, tree: Optional[ast.Module] = None) -> list[Scope]:
-    """Tests of `if`s and conditional expressions that check for CUDA in front of CUDA-only code;
-    each Scope's reason names the CUDA-only code."""
-    tree = tree if tree is not None else parse(text)
-    if tree is None:
-        return []
-    lines = _Lines(text)
-    bound = _cuda_only_bindings(tree)
-    found: list[Scope] = []
-    try:
-        for node in ast.walk(tree):
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(node, field, None)
-                if not isinstance(block, list):
-                    continue
-                for index, stmt in enumerate(block):
-                    if isinstance(stmt, (ast.If, ast.While)):
-                        why = _gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], bound)
-                        if why:
-                            found.append(lines.scope(stmt.test, why))
-            if isinstance(node, ast.IfExp):
-                why = _gate(node.test, [node.body], [node.orelse], [], bound)
-                if why:
-                    found.append(lines.scope(node.test, why))
-    except RecursionError:
-        return []
-    return found
+class CudaOnlyGates:
+    """Tests of `if`s, `while`s and conditional expressions that check for CUDA in front of
+    CUDA-only code, answered for one position at a time: only the statements and expressions on
+    the way down to it are looked at (a device check is asked about where a rule meets it), and
+    the names the file binds to CUDA-only code are collected once, on the first check that needs
+    them. A whole-file pass cost more than the rest of the rules on files with many checks."""
+
+    def __init__(self, text: str, tree: ast.Module) -> None:
+        self.tree = tree
+        self.lines = _Lines(text)
+        self._bound: Optional[dict[str, str]] = None
+
+    def bound(self) -> dict[str, str]:
+        if self._bound is None:
+            self._bound = _cuda_only_bindings(self.tree)
+        return self._bound
+
+    def at(self, position: tuple[int, int]) -> Optional[str]:
+        """What CUDA-only code the test holding `position` guards, or None."""
+        line = position[0]
+        node: ast.AST = self.tree
+        try:
+            while True:
+                for field in ("body", "orelse", "finalbody"):
+                    block = getattr(node, field, None)
+                    if not isinstance(block, list):
+                        continue
+                    for index, stmt in enumerate(block):
+                        if isinstance(stmt, (ast.If, ast.While)) and _spans(stmt.test, line):
+                            why = self._gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], position)
+                            if why:
+                                return why
+                if isinstance(node, ast.IfExp) and _spans(node.test, line):
+                    why = self._gate(node.test, [node.body], [node.orelse], [], position)
+                    if why:
+                        return why
+                node = next((child for child in ast.iter_child_nodes(node) if _spans(child, line)), None)
+                if node is None:
+                    return None
+        except RecursionError:
+            return None
+
+    def _gate(self, test, body, orelse, after, position) -> Optional[str]:
+        scope = self.lines.scope(test, "")
+        if not scope.contains(position):
+            return None
+        return _gate(test, body, orelse, after, self.bound)
+
+
+def _spans(node: ast.AST, line: int) -> bool:
+    start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    return start is not None and end is not None and start <= line <= end
 
 
 def _polarity(test: ast.AST) -> tuple[bool, bool]:
@@ -369,10 +413,13 @@ def _exits(block: list) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
-def _gate(test, body: list, orelse: list, after: list, bound: dict[str, str]) -> Optional[str]:
+def _gate(test, body: list, orelse: list, after: list, bound) -> Optional[str]:
+    """`bound`: a callable giving the file's names bound to CUDA-only code (asked only when the
+    test checks for CUDA at all)."""
     positive, negative = _polarity(test)
     if not (positive or negative):
         return None
+    bound = bound()
     guarded = []
     if positive:
         guarded += body
@@ -417,16 +464,33 @@ def _import_names(node: ast.AST) -> list[tuple[str, str]]:
     return out
 
 
+def _statements(node: ast.AST):
+    """Every statement under `node`, nested blocks included (not the expressions: far fewer
+    nodes than ast.walk)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(current, field, None)
+            if isinstance(block, list):
+                for child in reversed(block):
+                    if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                        stack.append(child)
+        if isinstance(current, ast.stmt):
+            yield current
+
+
 def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
     """Names the file binds to CUDA-only code: imported from a CUDA-only module, or a Triton
     kernel (a function under `@triton.jit` / `@triton.autotune`): name -> what it is."""
     bound: dict[str, str] = {}
-    for node in ast.walk(tree):
+    statements = list(_statements(tree))  # imports and definitions are statements: no expressions
+    for node in statements:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for local, module in _import_names(node):
                 if local != "*" and _cuda_only_module(module):
                     bound[local] = f"`{module}`"
-    for node in ast.walk(tree):
+    for node in statements:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -479,6 +543,17 @@ def _base_names(cls: ast.ClassDef) -> set[str]:
     return names
 
 
+def _classes(text: str) -> list[tuple[ast.ClassDef, set[str]]]:
+    """The classes of a module with their base names; none when it does not parse."""
+    tree = parse(text)
+    if tree is None:
+        return []
+    try:
+        return [(node, _base_names(node)) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    except RecursionError:
+        return []
+
+
 def sibling_class_families(folders: dict[str, dict[str, str]]) -> frozenset[tuple[str, str, str]]:
     """Classes that belong to a family of per-device classes spread over the modules of one folder:
     DeepSpeed's `CUDA_Accelerator(DeepSpeedAccelerator)` in accelerator/cuda_accelerator.py beside
@@ -490,32 +565,31 @@ def sibling_class_families(folders: dict[str, dict[str, str]]) -> frozenset[tupl
     of the same folder (one with NPU values and no CUDA value anywhere in its body), that base is a
     class defined in the same folder (the project's own platform base, not `object`, `nn.Module` or
     `ABC`), and it has a CUDA value itself. Returns (relpath, class name, reason) for each member.
+    Only the modules that name the NPU are parsed first; the others only when they name a base
+    of an NPU class found there.
     """
     found: set[tuple[str, str, str]] = set()
     for files in folders.values():
-        classes: list[tuple[str, ast.ClassDef, set[str]]] = []  # relpath, class, its base names
-        for relpath, text in sorted(files.items()):
-            tree = parse(text)
-            if tree is None:
-                continue
-            try:
-                classes += [(relpath, node, _base_names(node)) for node in ast.walk(tree)
-                            if isinstance(node, ast.ClassDef)]
-            except RecursionError:
-                continue
-        defined = {cls.name for _rel, cls, _bases in classes}
-        marks = {id(cls): _marks(cls) for _rel, cls, _bases in classes}
-        npu_classes = [(rel, cls, bases & defined) for rel, cls, bases in classes
-                       if marks[id(cls)] == (False, True) and bases & defined]
+        npu_classes = [(rel, cls, bases) for rel, text in sorted(files.items()) if _NPU_CODE.search(text)
+                       for cls, bases in _classes(text) if bases and _marks(cls) == (False, True)]
         if not npu_classes:
             continue
-        for relpath, cls, bases in classes:
-            if not marks[id(cls)][0]:
-                continue  # no CUDA value: nothing a rule would change
-            sibling = next(((rel, npu) for rel, npu, npu_bases in npu_classes
-                            if npu is not cls and bases & npu_bases), None)
-            if sibling is not None:
-                rel, npu = sibling
-                where = rel.rsplit("/", 1)[-1]
-                found.add((relpath, cls.name, f"class family: sibling class {npu.name} ({where}) handles NPU"))
+        wanted = set().union(*(bases for _rel, _cls, bases in npu_classes))
+        defined = {base for base in wanted
+                   if any(re.search(rf"\bclass\s+{re.escape(base)}\b", text) for text in files.values())}
+        npu_classes = [(rel, cls, bases & defined) for rel, cls, bases in npu_classes if bases & defined]
+        if not npu_classes:
+            continue
+        for relpath, text in sorted(files.items()):
+            if not any(base in text for _rel, _cls, bases in npu_classes for base in bases):
+                continue
+            for cls, bases in _classes(text):
+                if not _marks(cls)[0]:
+                    continue  # no CUDA value: nothing a rule would change
+                sibling = next(((rel, npu) for rel, npu, npu_bases in npu_classes
+                                if npu.name != cls.name and bases & npu_bases), None)
+                if sibling is not None:
+                    rel, npu = sibling
+                    where = rel.rsplit("/", 1)[-1]
+                    found.add((relpath, cls.name, f"class family: sibling class {npu.name} ({where}) handles NPU"))
     return frozenset(found)
