@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -24,7 +25,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from npu_migrate import __version__, npu_api
-from npu_migrate.doctor import doctor_command, load_shim_doctor, print_rich
+from npu_migrate.doctor import doctor_command, find_interpreter, load_shim_doctor, print_rich, venv_python
 from npu_migrate.inject import TEMPLATE_FILES, inject
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,7 +259,7 @@ def test_torch_npu_missing_on_an_ascend_host():
     check = report.get("torch_npu")
     assert check.status == "fail"
     assert "not installed" in check.detail and "npu-smi is on PATH" in check.detail
-    assert check.hint.startswith("pip install torch-npu==2.7.1")
+    assert check.hint.startswith("/usr/bin/python3 -m pip install torch-npu==2.7.1")  # this interpreter's pip
     for name in ("versions", "npu devices", "npu compute"):
         assert status(report, name) == "skip", name
     assert status(report, "cann") == "ok"  # the rest of the host is still checked
@@ -694,6 +695,22 @@ def test_torch_missing_is_reported_not_raised():
     assert report.exit_code == 1
 
 
+def test_torch_missing_advises_the_install_for_this_interpreter():
+    check = run(FakeHost()).get("torch")
+    assert check.hint.startswith("/usr/bin/python3 -m pip install torch (")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in check.hint  # the CPU build
+
+
+@pytest.mark.parametrize("executable, command", [
+    ("/opt/venvs/proj/bin/python", "/opt/venvs/proj/bin/python -m pip install"),
+    ("/home/a b/.venv/bin/python", "'/home/a b/.venv/bin/python' -m pip install"),
+    ("/tmp/it's/python", "'/tmp/it'\"'\"'s/python' -m pip install"),
+])
+def test_pip_command_is_quoted_for_the_shell(executable, command):
+    probes = doctor.Probes(environ={}, executable=executable)
+    assert doctor.pip_command(probes) == command
+
+
 def test_torch_missing_on_an_ascend_host():
     host = npu_host()
     del host.modules["torch"]
@@ -815,10 +832,15 @@ def test_command_rich_table_on_a_terminal():
     assert "summary: 10 ok, 0 warn, 1 fail, 0 skip -> exit 1" in plain
 
 
-def test_command_runs_on_this_machine():
+def test_command_runs_on_this_machine(tmp_path, monkeypatch):
     """No fakes: whatever this machine is, the report is consistent and the exit code follows it."""
+    monkeypatch.chdir(tmp_path)  # no project environment there: this interpreter, in-process
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
     result = CliRunner().invoke(doctor_command, ["--json"])
     payload = json.loads(result.stdout)
+    assert payload["interpreter"]["in_process"] is True
+    assert payload["checks"][0]["name"] == "interpreter"
     assert payload["host"] in ("npu", "cuda", "cpu")
     assert result.exit_code == payload["exit_code"] == (1 if payload["summary"]["fail"] else 0)
     assert next(c for c in payload["checks"] if c["name"] == "torch")["status"] == "ok"
@@ -847,13 +869,162 @@ def test_command_reports_without_torch(tmp_path):
         "sys.stdout.write(result.stdout)\n"
         "sys.exit(result.exit_code)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_clean_env(),
+    env = _clean_env()
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        env.pop(name, None)  # the checks run in this (torch-less) process
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     payload = json.loads(proc.stdout)
     torch_check = next(c for c in payload["checks"] if c["name"] == "torch")
     assert torch_check["status"] == "fail"
     assert "torch is not importable" in torch_check["detail"]
+
+
+# --------------------------------------------------------------------------------------------
+# `npu-migrate doctor` checks the project's interpreter, not its own
+
+
+def fake_env(folder, venv=True):
+    """A folder that looks like a virtual environment (conda's when not ``venv``: no pyvenv.cfg)."""
+    (folder / "bin").mkdir(parents=True)
+    if venv:
+        (folder / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = folder / "bin" / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    return python
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A real virtual environment without torch (nor pip: fast), made from the base interpreter."""
+    folder = tmp_path_factory.mktemp("bare") / "env"
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120,
+                   capture_output=True)
+    python = venv_python(folder)
+    assert python is not None
+    assert subprocess.run([str(python), "-c", "import torch"], capture_output=True).returncode != 0
+    return folder
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A git work tree to run the doctor in, with no activated environment."""
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+def test_interpreter_order(tmp_path):
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    deep = root / "src" / "pkg"
+    deep.mkdir(parents=True)
+    dot_venv = fake_env(root / ".venv")
+    active = tmp_path / "active"
+    fake_env(active)
+    conda = tmp_path / "conda"
+    fake_env(conda, venv=False)
+
+    found = find_interpreter(cwd=deep, environ={})  # from a subfolder, up to the work tree's top
+    assert (found.python, found.source, found.status) == (str(dot_venv), ".venv/", "ok")
+    assert "the project's virtual environment" in found.detail
+    found = find_interpreter(cwd=deep, environ={"VIRTUAL_ENV": str(active), "CONDA_PREFIX": str(conda)})
+    assert (found.python, found.source) == (str(active / "bin" / "python"), "$VIRTUAL_ENV")
+    found = find_interpreter(str(conda), cwd=deep, environ={"VIRTUAL_ENV": str(active)})
+    assert (found.python, found.source) == (str(conda / "bin" / "python"), "--python")
+    found = find_interpreter(str(dot_venv), cwd=tmp_path, environ={})
+    assert (found.python, found.source) == (str(dot_venv), "--python")
+    found = find_interpreter(cwd=deep, environ={"CONDA_PREFIX": str(conda)})
+    assert found.source == ".venv/"  # the project's own environment before a conda base
+    (root / ".venv" / "pyvenv.cfg").unlink()  # not a virtual environment any more
+    fake_env(root / "venv")
+    assert find_interpreter(cwd=deep, environ={}).source == "venv/"
+
+
+def test_interpreter_not_found_above_the_work_tree(tmp_path):
+    fake_env(tmp_path / ".venv")  # belongs to whatever holds the project, not to it
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    conda = tmp_path / "conda"
+    fake_env(conda, venv=False)
+    assert find_interpreter(cwd=root, environ={"CONDA_PREFIX": str(conda)}).source == "$CONDA_PREFIX"
+    found = find_interpreter(cwd=root, environ={})
+    assert found.python is None and found.source == "self"  # this process, in-process
+    assert found.status == ("warn" if sys.prefix != sys.base_prefix else "ok")
+    assert "--python" in found.hint or found.status == "ok"
+    outside = tmp_path / "loose"  # not in a git work tree: only the folder itself
+    (outside / "sub").mkdir(parents=True)
+    fake_env(outside / ".venv")
+    assert find_interpreter(cwd=outside / "sub", environ={}).source == "self"
+    assert find_interpreter(cwd=outside, environ={}).source == ".venv/"
+
+
+def test_this_environment_runs_in_process(tmp_path):
+    found = find_interpreter(cwd=tmp_path, environ={"VIRTUAL_ENV": sys.prefix})
+    if venv_python(Path(sys.prefix)) is None:
+        pytest.skip("this interpreter is not in a virtual environment")
+    assert found.python is None and found.source == "$VIRTUAL_ENV" and "this tool's own" in found.detail
+
+
+@pytest.mark.parametrize("value, words", [
+    ("/no/such/python", "no such interpreter"),
+    ("EMPTY_DIR", "not a virtual environment"),
+])
+def test_python_option_that_is_not_an_interpreter(value, words, project):
+    (project / "EMPTY_DIR").mkdir()
+    result = CliRunner().invoke(doctor_command, ["--python", value])
+    assert result.exit_code == 2  # a usage error, like any bad option
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_project_venv_without_torch_is_a_row(project, bare_venv):
+    """The project's .venv has no torch: a fail row naming that interpreter's pip, no traceback."""
+    shutil.copytree(bare_venv, project / ".venv", symlinks=True)
+    python = venv_python(project.resolve() / ".venv")
+    result = CliRunner().invoke(doctor_command, ["--json"])
+    assert result.exit_code == 1, result.output
+    payload = json.loads(result.stdout)
+    assert payload["interpreter"] == {"python": str(python), "source": ".venv/", "in_process": False}
+    checks = {c["name"]: c for c in payload["checks"]}
+    assert payload["checks"][0]["name"] == "interpreter"
+    assert checks["interpreter"]["status"] == "ok"
+    assert str(python) in checks["python"]["detail"]  # the checks ran there
+    assert checks["torch"]["status"] == "fail"
+    assert checks["torch"]["detail"] == "torch is not importable: ModuleNotFoundError: No module named 'torch'"
+    assert checks["torch"]["hint"].startswith(f"{python} -m pip install torch (")
+
+    text = CliRunner().invoke(doctor_command, [])
+    assert text.exit_code == 1
+    assert re.search(r"^torch\s+fail\s+torch is not importable", text.stdout, re.M)
+    assert "Traceback" not in text.output
+
+
+def test_python_option_runs_the_checks_there(project):
+    """--python this interpreter: run in a subprocess, torch found there."""
+    result = CliRunner().invoke(doctor_command, ["--json", "--python", sys.executable, "--require", "npu"])
+    payload = json.loads(result.stdout)
+    assert payload["interpreter"]["source"] == "--python" and not payload["interpreter"]["in_process"]
+    checks = {c["name"]: c for c in payload["checks"]}
+    assert checks["torch"]["status"] == "ok" and checks["torch"]["detail"].startswith(torch.__version__)
+    assert "require" in checks  # the options travel to the checks
+    assert result.exit_code == payload["exit_code"]
+
+
+def test_interpreter_that_cannot_run_the_checks(project, tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'fatal: this is not python' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    result = CliRunner().invoke(doctor_command, ["--python", str(broken)])
+    assert result.exit_code == 1
+    assert re.search(r"^checks\s+fail\s+the checks could not run there \(exit 3\): fatal: this is not python",
+                     result.stdout, re.M), result.stdout
+    assert "Traceback" not in result.output
 
 
 # --------------------------------------------------------------------------------------------
@@ -923,6 +1094,18 @@ def test_module_text_on_a_fake_npu_host_without_cann(injected):
     assert re.search(r"^cann\s+fail\s+ASCEND_HOME_PATH and ASCEND_TOOLKIT_HOME are unset", proc.stdout, re.M)
     assert "hint: source /usr/local/Ascend/" in proc.stdout
     assert not ANSI.search(proc.stdout)
+
+
+def test_module_without_torch_prints_a_row_not_a_traceback(injected, bare_venv):
+    python = venv_python(bare_venv)
+    proc = subprocess.run([str(python), "-m", "npu_compat"], cwd=injected,
+                          env=_clean_env(PYTHONPATH=str(injected)), capture_output=True, text=True,
+                          timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1
+    assert "device type:  unknown" in proc.stdout
+    assert re.search(r"^torch\s+fail\s+torch is not importable", proc.stdout, re.M)
+    assert f"{python} -m pip install torch (" in proc.stdout
 
 
 def test_module_require(injected):

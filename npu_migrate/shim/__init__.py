@@ -20,9 +20,24 @@ import importlib
 import importlib.util
 import operator
 import os
+import sys
 import threading
 
-import torch
+
+def _run_as_doctor():
+    """Whether this import is ``python -m <this package>`` (the doctor) looking for __main__."""
+    if sys.argv[:1] != ["-m"]:
+        return False
+    argv = list(getattr(sys, "orig_argv", []))  # Python 3.10+
+    return "-m" not in argv or argv[argv.index("-m") + 1:][:1] == [__name__]
+
+
+try:
+    import torch
+except ImportError:
+    if not _run_as_doctor():
+        raise
+    torch = None  # the doctor reports the missing torch as a row, not a traceback
 
 __shim_version__ = "0.1.0"
 

@@ -2,20 +2,32 @@
 """``python -m <this package> [--json] [--no-color] [--require npu|cuda|any]``: the doctor.
 
 Shows what the shim detected (device type and why), then runs the environment checks of
-``doctor.py`` and exits 1 when one fails (0 otherwise).
+``doctor.py`` and exits 1 when one fails (0 otherwise). Where torch does not import, the shim
+cannot decide a device type: the doctor's torch row says why, with the install command for this
+interpreter, and the run exits 1 (no traceback).
 """
 
 import sys
 
-from . import __shim_version__, device_type, doctor
+from . import __shim_version__, doctor
+
+
+def detected():
+    """(device type, reason) as the shim decides them; ("unknown", why) without torch."""
+    shim = sys.modules[__package__]
+    if getattr(shim, "torch", None) is None:  # the package let `python -m` through without torch
+        return "unknown", "torch is not importable, so the shim cannot run (see the torch row)"
+    try:
+        kind = shim.device_type()  # decides (and may import torch_npu)
+    except Exception as exc:  # a doctor reports, it does not crash
+        return "unknown", f"deciding the device type raised {type(exc).__name__}: {exc}"
+    return kind, shim._reason  # _reason is set by device_type()
 
 
 def main(argv=None):
     package = __package__  # the name this shim is installed under
-    kind = device_type()  # decides (and may import torch_npu)
-    from . import _reason  # set by device_type()
-
-    info = {"package": package, "version": __shim_version__, "device_type": kind, "reason": _reason}
+    kind, reason = detected()
+    info = {"package": package, "version": __shim_version__, "device_type": kind, "reason": reason}
     return doctor.main(argv, prog=f"python -m {package}", shim_info=info)
 
 

@@ -314,14 +314,28 @@ def check_python(probes):
     return Check("python", OK, "{} ({})".format(probes.python_version, probes.executable))
 
 
+def pip_command(probes):
+    """``<this interpreter> -m pip install``: the install goes where the checks looked.
+
+    A bare ``pip`` may belong to another environment (a tool installed with pipx, a hook run by
+    pre-commit, an activated virtual environment that is not the project's).
+    """
+    executable = str(probes.executable)
+    if not re.match(r"^[\w@%+=:,./-]+$", executable):
+        executable = "'{}'".format(executable.replace("'", "'\"'\"'"))
+    return "{} -m pip install".format(executable)
+
+
 def import_torch(probes):
     """(torch module or None, its Check)."""
     try:
         torch = probes.import_module("torch")
     except Exception as exc:
-        return None, Check("torch", FAIL, "torch is not importable: {}".format(_error(exc)),
-                           "pip install torch (on an Ascend host: the torch release your torch_npu "
-                           "is built for)")
+        return None, Check(
+            "torch", FAIL, "torch is not importable: {}".format(_error(exc)),
+            "{} torch (without a GPU, add --index-url https://download.pytorch.org/whl/cpu for "
+            "the CPU build; on an Ascend host, the torch release your torch_npu is built for)".format(
+                pip_command(probes)))
     version = str(getattr(torch, "__version__", "unknown"))
     build = getattr(torch, "version", None)
     cuda = getattr(build, "cuda", None)
@@ -369,15 +383,16 @@ def import_torch_npu(probes, torch, signs):
         return None, Check(
             "torch_npu", FAIL,
             "torch_npu is not installed, but this is an Ascend host ({})".format(", ".join(signs)),
-            "pip install torch-npu{} (the torch_npu release built for this torch)".format(pin))
+            "{} torch-npu{} (the torch_npu release built for this torch)".format(
+                pip_command(probes), pin))
     try:
         torch_npu = probes.import_module("torch_npu")
     except Exception as exc:
         hint = "check that CANN is set up (set_env.sh) and that torch and torch_npu pair"
         if getattr(getattr(torch, "version", None), "cuda", None):
             hint = ("torch_npu needs the CPU build of torch, this torch is a CUDA build: "
-                    "pip install torch=={} --index-url https://download.pytorch.org/whl/cpu".format(
-                        _dotted(release(torch.__version__) or (0, 0, 0))))
+                    "{} torch=={} --index-url https://download.pytorch.org/whl/cpu".format(
+                        pip_command(probes), _dotted(release(torch.__version__) or (0, 0, 0))))
         return None, Check("torch_npu", FAIL, "installed but import fails: {}".format(_error(exc)), hint)
     return torch_npu, Check("torch_npu", OK, str(getattr(torch_npu, "__version__", "unknown")))
 
