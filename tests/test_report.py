@@ -1,15 +1,23 @@
 """The migration report (Markdown and HTML), the CSV files in Huawei's layout, and the torch_npu pin.
 
 Every summary here comes from real engine runs: the golden inputs of fixtures/rules/ (each file on
-its own, as tests/test_golden.py runs them), a copy of fixtures/projects/nanochat_mini, and small
-files written into tmp_path whose names or contents exercise escaping.
+its own, as tests/test_golden.py runs them, or as one project through the command line, whose
+JSON output the report must agree with), a copy of fixtures/projects/nanochat_mini, and small
+files written into tmp_path whose names or contents exercise escaping. One test renders the page
+with headless Chromium (scripts/render_report.py) where /usr/bin/chromium exists.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
+import struct
+import subprocess
+import sys
+import urllib.parse
+import xml.etree.ElementTree as ET
 from collections import Counter
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -17,8 +25,10 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from click.testing import CliRunner
 
 from npu_migrate import __version__, catalogue
+from npu_migrate.cli import main
 from npu_migrate.discover import discover
 from npu_migrate.engine import migrate_source
 from npu_migrate.findings import Finding
@@ -33,9 +43,16 @@ from npu_migrate.pins import (
 from npu_migrate.render import RunSummary
 from npu_migrate.report import (
     CHANGE_LIST_HEADER,
+    LEVEL_MINUTES,
     UNSUPPORTED_API_HEADER,
     RequirementsConflict,
+    duration,
+    level,
+    lines_of_code,
     md_inline,
+    minutes,
+    percent,
+    public_guidance,
     rich,
     suggest_requirements,
     write_csv,
@@ -60,6 +77,8 @@ def pick(device_type):
     ]
     return torch.nn.DataParallel(torch.nn.Linear(2, 2))
 """
+HOSTILE = 'odd<b>&"q" (1).py'  # markup, an ampersand, quotes, a space and parentheses
+INTERNAL = re.compile(r"(?<![\w./-])(?:npu_migrate|rules|docs|families|tests|fixtures|scripts)/\w")
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +127,7 @@ def _table(text: str) -> list[list[str]]:
 
 
 def _overview_value(text: str, item: str) -> str:
-    rows = {r[0]: r[1] for r in _table(_section(text, "Overview").split("\n### ")[0])}
+    rows = {r[0]: r[1] for r in _table(_section(text, "Run details").split("\n### ")[0])}
     return rows[item]
 
 
@@ -118,46 +137,67 @@ def _markdown(summary: RunSummary, tmp_path: Path, name: str = "report.md") -> s
     return path.read_text(encoding="utf-8")
 
 
+def _share(findings: list[dict]) -> str:
+    """The headline's share, computed from the JSON output's findings (NPU0xx left out)."""
+    cuda = [f for f in findings if not f["code"].startswith("NPU0")]
+    rewritten = sum(1 for f in cuda if f["fixable"])
+    return f"{100 * rewritten // len(cuda)}%" if cuda else "n/a"
+
+
 # -- Markdown -------------------------------------------------------------------------------------
 
 
-def test_overview_counts_match_the_summary(rules_summary, tmp_path):
+def test_run_details_count_what_the_summary_holds(rules_summary, tmp_path):
     text = _markdown(rules_summary, tmp_path)
+    reported = [f for f in rules_summary.findings if not f.fixable]
     assert _overview_value(text, "files scanned") == str(len(rules_summary.results))
     assert _overview_value(text, "files that would change") == str(len(rules_summary.changed))
     assert _overview_value(text, "files skipped") == str(sum(rules_summary.skipped.values()))
-    assert _overview_value(text, "files with findings") == str(sum(1 for r in rules_summary.results if r.findings))
+    assert _overview_value(text, "files with findings") == str(len({f.path for f in reported}))
     assert _overview_value(text, "rewrites") == str(sum(rules_summary.rewrites.values()))
     assert _overview_value(text, "findings reported (not rewritten)") == str(sum(rules_summary.reported.values()))
     assert _overview_value(text, "tool") == f"npu-migrate {__version__}"
     assert f"version {__version__}" in _overview_value(text, "shim")
     assert _overview_value(text, "mode").startswith("dry run")
-
-    def per_code(title: str) -> dict[str, int]:
-        rows = _table(_subsection(text, title))
-        for code, name, effort, _ in rows:
-            rule = catalogue.rule(code.strip("`"))
-            assert (name, effort) == (rule.name, rule.effort)
-        return {code.strip("`"): int(count) for code, _, _, count in rows}
-
-    assert per_code("Rewrites per code") == dict(rules_summary.rewrites)
-    assert per_code("Findings per code (reported, not rewritten)") == dict(rules_summary.reported)
+    loc = sum(lines_of_code(r) for r in rules_summary.results)
+    assert _overview_value(text, "lines of code scanned") == str(loc) and loc > 0
     assert rules_summary.reported, "the fixtures hold report-only constructs"
+    # severity: findings (report-only) and rewrites apart; rewrites are never findings
+    rows = {r[0]: r[1:3] for r in _table(_subsection(text, "Severity"))}
+    assert set(rows) == {"error", "warning", "info"}
+    for severity, (left, fixed) in rows.items():
+        assert int(left) == sum(1 for f in reported if f.severity == severity)
+        assert int(fixed) == sum(1 for f in rules_summary.findings if f.fixable and f.severity == severity)
 
 
-def test_effort_summary_counts_every_finding_once(rules_summary, tmp_path):
+def test_effort_levels_count_every_item_once(rules_summary, tmp_path):
     text = _markdown(rules_summary, tmp_path)
-    rows = {r[0]: r[1:4] for r in _table(_subsection(text, "Effort"))}
+    rows = {r[0]: r[1:5] for r in _table(_section(text, "How the numbers are computed"))}
+    assert set(rows) == {"high", "medium", "low", "none"}
     findings = rules_summary.findings
-    by_effort = Counter(catalogue.rule(f.code).effort for f in findings)
-    fixed = Counter(catalogue.rule(f.code).effort for f in findings if f.fixable)
-    assert set(rows) == {"auto", "review", "manual"}
-    for effort, (total, rewritten, reported) in rows.items():
-        assert int(total) == by_effort[effort]
-        assert int(rewritten) == fixed[effort]
-        assert int(reported) == by_effort[effort] - fixed[effort]
-    assert sum(int(v[0]) for v in rows.values()) == len(findings)
-    assert by_effort["manual"] > 0 and by_effort["review"] > 0
+    for lv, (each, left, fixed, estimate) in rows.items():
+        assert int(each) == LEVEL_MINUTES[lv]
+        assert int(left) == sum(1 for f in findings if not f.fixable and level(f) == lv)
+        assert int(fixed) == sum(1 for f in findings if f.fixable and level(f) == lv)
+        assert estimate == duration(LEVEL_MINUTES[lv] * (int(left) + int(fixed)))
+    assert sum(int(v[1]) + int(v[2]) for v in rows.values()) == len(findings)
+    assert int(rows["none"][1]) == 0 and int(rows["high"][2]) == 0  # a rewrite is never high
+
+
+def test_effort_model():
+    def one(code: str, fixable: bool, severity: str = "") -> Finding:
+        return Finding("a.py", 1, 1, code, "m", fixable, "", severity=severity)
+
+    assert level(one("NPU901", False)) == "high"  # manual: port by hand
+    assert level(one("NPU930", False)) == "medium"  # review, warning
+    assert level(one("NPU991", False)) == "low"  # review, info
+    assert level(one("NPU109", False, "info")) == "low"  # a rule lowered the severity
+    assert level(one("NPU201", True)) == "none"  # rewritten; nothing to do
+    assert level(one("NPU702", True)) == "low"  # a rewrite whose rule asks for a look
+    assert minutes([one("NPU901", False), one("NPU930", False), one("NPU201", True)]) == 80
+    assert [duration(m) for m in (0, 45, 60, 80, 123, 1065)] == ["0 min", "45 min", "1 h", "1 h 20 min",
+                                                                  "2 h 5 min", "17 h 45 min"]
+    assert percent(None) == "n/a" and percent(0.999) == "99%" and percent(1.0) == "100%"
 
 
 def test_per_file_table(rules_summary, tmp_path):
@@ -167,42 +207,63 @@ def test_per_file_table(rules_summary, tmp_path):
     listed = {p for p, r in by_path.items()
               if r.findings or r.changed or (r.skipped and r.skipped != "no CUDA trigger words")}
     assert set(rows) == listed
-    for path, (_, status, rewrites, findings, auto, review, manual) in rows.items():
+    for path, (_, status, loc, rewrites, error, warning, info, estimate) in rows.items():
         result = by_path[path]
-        efforts = Counter(catalogue.rule(f.code).effort for f in result.findings)
+        left = Counter(f.severity for f in result.findings if not f.fixable)
+        assert int(loc) == lines_of_code(result)
         assert int(rewrites) == sum(f.fixable for f in result.findings)
-        assert int(findings) == sum(not f.fixable for f in result.findings)
-        assert (int(auto), int(review), int(manual)) == (efforts["auto"], efforts["review"], efforts["manual"])
+        assert (int(error), int(warning), int(info)) == (left["error"], left["warning"], left["info"])
+        assert estimate == duration(minutes(result.findings))
         if result.skipped:
             assert status == f"skipped: {result.skipped}"
         else:
             assert status == ("would change" if result.changed else "unchanged")
 
 
-def test_every_manual_item_is_listed_with_its_guidance_once(rules_summary, tmp_path):
+def test_findings_are_grouped_by_code_with_guidance_once(rules_summary, tmp_path):
     text = _markdown(rules_summary, tmp_path)
-    manual = _section(text, "Manual work")
-    review = _section(text, "To review")
-    for effort, section, other in (("manual", manual, review), ("review", review, manual)):
-        chosen = [f for f in rules_summary.findings if catalogue.rule(f.code).effort == effort]
-        assert chosen
-        for f in chosen:
-            location = f"`{f.path}:{f.line}:{f.column}`"
+    section = _section(text, "Findings by code")
+    reported = [f for f in rules_summary.findings if not f.fixable]
+    codes = sorted({f.code for f in reported})
+    table = {r[0].strip("`"): r for r in _table(section.split("\n### ")[0])}
+    assert set(table) == set(codes)
+    for code in codes:
+        group = [f for f in reported if f.code == code]
+        assert int(table[code][5]) == len(group)
+        title = f"`{code}` {catalogue.rule(code).name} ({len(group)})"
+        assert section.count(f"### {title}\n") == 1
+        sub = _subsection(section, title)
+        guidance = md_inline(rich(public_guidance(catalogue.rule(code).guidance)))
+        assert text.count(guidance) == 1, code
+        assert guidance in sub
+        summary = f"<summary>{len(group)} location{'s' if len(group) > 1 else ''}</summary>"
+        assert summary in sub
+        items = [line for line in sub.splitlines() if line.startswith("- ")]
+        assert len(items) == len(group)
+        for f, line in zip(group, items, strict=True):  # in file, line, column order, each a link
             status = f"rewritten ({f.severity}):" if f.fixable else f"reported ({f.severity}):"
-            item = f"- {location} {status} {md_inline(rich(f.message))}"
-            assert any(line.startswith(item) for line in section.splitlines()), item
-        for code in {f.code for f in chosen}:
-            group_findings = [f for f in chosen if f.code == code]
-            title = f"`{code}` {catalogue.rule(code).name} ({len(group_findings)})"
-            group = _subsection(section, title)
-            assert f"### {title}" not in other
-            guidance = md_inline(rich(catalogue.rule(code).guidance))
-            assert text.count(guidance) == 1, code
-            assert guidance in group
-            items = [line for line in group.splitlines() if line.startswith("- ")]
-            assert len(items) == len(group_findings)
-            for f, line in zip(group_findings, items, strict=True):  # in file, line, column order
-                assert line.startswith(f"- `{f.path}:{f.line}:{f.column}` ")
+            match = re.match(rf"- \[`{re.escape(f'{f.path}:{f.line}:{f.column}')}`\]\((\S+)#L{f.line}\) ", line)
+            assert match and line[match.end():].startswith(status), line
+            assert (tmp_path / match.group(1)).resolve() == (REPO / rules_summary.root / f.path).resolve()
+            assert md_inline(rich(f.message)) in line
+    # rewrites are listed in their own section, never among the findings
+    rewrites = _section(text, "Rewritten automatically")
+    assert {r[0].strip("`"): int(r[4]) for r in _table(rewrites)} == dict(rules_summary.rewrites)
+    assert not any(f"`{c}`" in section for c in rules_summary.rewrites if c not in rules_summary.reported)
+
+
+def test_guidance_shows_no_internal_path():
+    cited = [r for r in catalogue.rules().values() if INTERNAL.search(r.guidance)]
+    for rule in catalogue.rules().values():
+        shown = public_guidance(rule.guidance)
+        assert not INTERNAL.search(shown), (rule.code, shown)
+        if rule not in cited:
+            assert shown == rule.guidance
+        else:
+            assert shown and len(shown) > len(rule.guidance) / 2, rule.code
+    text = ("Use X (the notes live in rules/cuda_api.toml, table [report]). See docs/attention.md. "
+            "rules/env.toml maps A to B. Keep `pyproject.toml` and setup.py.")
+    assert public_guidance(text) == "Use X. npu-migrate's rule table maps A to B. Keep `pyproject.toml` and setup.py."
 
 
 def test_markdown_escapes_tables_and_text(tmp_path):
@@ -210,15 +271,15 @@ def test_markdown_escapes_tables_and_text(tmp_path):
     text = _markdown(summary, tmp_path)
     # the pipe in the file name stays inside its cell: every row has the header's cell count
     files = [line for line in _section(text, "Files").splitlines() if line.startswith("|")]
-    assert all(len(_cells(line)) == 7 for line in files)
+    assert all(len(_cells(line)) == 8 for line in files)
     assert "`a\\|b.py`" in files[2] or "`a\\|b.py`" in files[3]
-    for line in text.splitlines():
-        if line.startswith("|"):
-            assert len(_cells(line)) in (2, 3, 4, 5, 7), line
+    for table in re.split(r"\n\n", text):
+        lines = [line for line in table.splitlines() if line.startswith("|")]
+        assert len({len(_cells(line)) for line in lines}) <= 1, table
     # a parse error's message lists tokens such as <, <<, &, |, *: escaped outside code spans
     (bad,) = [f for f in summary.findings if f.path == "bad.py"]
     assert "<" in bad.message and "&" in bad.message
-    item = next(line for line in _section(text, "To review").splitlines() if "`bad.py:" in line)
+    item = next(line for line in _section(text, "Findings by code").splitlines() if "`bad.py:" in line)
     assert "\\<\\<" in item and "\\&" in item and "\\*\\*" in item
     assert re.search(r"(?<!\\)<", item) is None
 
@@ -226,11 +287,12 @@ def test_markdown_escapes_tables_and_text(tmp_path):
 # -- HTML -----------------------------------------------------------------------------------------
 
 
-VOID = {"meta", "br", "hr", "img", "link", "input"}
+VOID = {"meta", "br", "hr", "img", "link", "input", "wbr"}
 
 
 class _Structure(HTMLParser):
-    """Checks nesting, and collects tags, ids, table shapes and text."""
+    """Checks nesting, and collects tags, ids, tables (with the heading above them), links,
+    <details> lists, text and the SVG charts."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -241,18 +303,38 @@ class _Structure(HTMLParser):
         self.text: list[str] = []
         self.rows: list[list[str]] = []
         self.tables: list[list[list[str]]] = []
+        self.table_after: list[str] = []  # the id of the last heading before each table
         self.li: list[str] = []
+        self.hrefs: list[str] = []
+        self.details: list[dict] = []  # {"open", "summary", "items", "after"}
+        self.titles_outside_svg = 0
+        self._heading = ""
         self._cell: Optional[list[str]] = None
+        self._summary: Optional[list[str]] = None
 
     def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
         self.tags[tag] += 1
         self.ids += [v for k, v in attrs if k == "id"]
-        if tag == "link" or (tag == "script"):
+        if tag in ("h1", "h2", "h3") and attributes.get("id"):
+            self._heading = attributes["id"]
+        if tag == "link" or tag == "script" or tag in ("img", "iframe", "object", "embed"):
             self.errors.append(f"external or active content: <{tag}>")
+        if any(k.startswith("on") for k in attributes):
+            self.errors.append(f"an event handler on <{tag}>")
+        if tag == "title" and "svg" not in self.stack:
+            self.titles_outside_svg += 1
+        if tag == "a":
+            self.hrefs.append(attributes.get("href", ""))
+        if tag == "details":
+            self.details.append({"open": "open" in attributes, "summary": "", "items": [], "after": self._heading})
+        if tag == "summary":
+            self._summary = []
         if tag not in VOID:
             self.stack.append(tag)
         if tag == "table":
             self.tables.append([])
+            self.table_after.append(self._heading)
         if tag == "tr":
             self.rows.append([])
             self.tables[-1].append(self.rows[-1])
@@ -260,6 +342,8 @@ class _Structure(HTMLParser):
             self._cell = []
 
     def handle_endtag(self, tag):
+        if tag in VOID:
+            return
         if not self.stack or self.stack[-1] != tag:
             self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
             return
@@ -269,12 +353,23 @@ class _Structure(HTMLParser):
             self._cell = None
         if tag == "li" and self._cell is not None:
             self.li.append("".join(self._cell))
+            if "details" in self.stack:
+                self.details[-1]["items"].append(self.li[-1])
             self._cell = None
+        if tag == "summary" and self._summary is not None:
+            self.details[-1]["summary"] = "".join(self._summary)
+            self._summary = None
 
     def handle_data(self, data):
         self.text.append(data)
         if self._cell is not None:
             self._cell.append(data)
+        if self._summary is not None:
+            self._summary.append(data)
+
+    def table(self, heading: str, index: int = 0) -> list[list[str]]:
+        """The index-th table under the heading with this id (its header row first)."""
+        return [t for t, h in zip(self.tables, self.table_after) if h == heading][index]
 
 
 def _parse(page: str) -> _Structure:
@@ -284,35 +379,218 @@ def _parse(page: str) -> _Structure:
     return parser
 
 
+def _svgs(page: str) -> list[ET.Element]:
+    """Every inline SVG, parsed as XML (ElementTree raises on anything not well-formed)."""
+    return [ET.fromstring(m) for m in re.findall(r"<svg\b.*?</svg>", page, flags=re.DOTALL)]
+
+
+def _rows(table: list[list[str]]) -> dict[str, list[str]]:
+    return {row[0]: row for row in table[1:]}
+
+
 def test_html_is_well_formed_self_contained_and_escaped(tmp_path):
     project = tmp_path / "proj"
     project.mkdir()
-    weird = 'odd<b>&"q".py'
-    summary = _run_files(project, {weird: b"import torch\nx = torch.zeros(1).cuda()\n", "bad.py": BAD_SYNTAX,
-                                   "m.py": MULTILINE})
+    summary = _run_files(project, {HOSTILE: b"import torch\nx = torch.zeros(1).cuda()\nm = torch.nn.DataParallel(m)\n",
+                                   "bad.py": BAD_SYNTAX, "m.py": MULTILINE})
     path = tmp_path / "report.html"
     write_report(summary, path)
     page = path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     doc = _parse(page)
     assert doc.errors == [] and doc.stack == []
-    assert doc.tags["html"] == doc.tags["head"] == doc.tags["body"] == doc.tags["title"] == doc.tags["h1"] == 1
+    assert doc.tags["html"] == doc.tags["head"] == doc.tags["body"] == doc.tags["h1"] == 1
+    assert doc.titles_outside_svg == 1
     assert doc.tags["style"] == 1 and "b" not in doc.tags  # the file name's <b> is text, not markup
-    assert "http://" not in page.split("<body>")[0] and "src=" not in page
-    for anchor in ("overview", "files", "manual", "review", "requirements", "errors"):
+    assert "http://" not in page.split("<body>")[0] and "src=" not in page and "url(" not in page
+    assert all(not h.startswith(("http:", "https:", "javascript:", "//")) for h in doc.hrefs)
+    for anchor in ("summary", "families", "most-work", "findings", "files", "rewrites", "requirements",
+                   "overview", "severity", "errors", "method"):
         assert anchor in doc.ids
+    assert len(doc.ids) == len(set(doc.ids))
+    assert all(h[1:] in doc.ids for h in doc.hrefs if h.startswith("#"))  # in-page links land
     assert doc.tags["table"] == doc.tags["thead"] == doc.tags["tbody"]
     assert doc.tables and all(len({len(row) for row in table}) == 1 for table in doc.tables)
     assert all(table[0] and len(table) >= 2 for table in doc.tables)  # a header row and a body
     # the odd name and the parse error's message come back exactly after unescaping
-    assert any(weird in cell for row in doc.rows for cell in row)
+    assert any(HOSTILE in cell for row in doc.rows for cell in row)
     (bad,) = [f for f in summary.findings if f.path == "bad.py"]
     assert any(bad.message in item for item in doc.li)
     assert "&lt;&lt;" in page and "&amp;" in page
+    # the links to the odd file are percent-encoded, so no quote ends the attribute
+    quoted = "proj/" + urllib.parse.quote(HOSTILE)
+    assert f'href="{quoted}"' in page and f'href="{quoted}#L3"' in page
+    assert f"{quoted}#L3" in doc.hrefs and "(" not in quoted and '"' not in quoted
+    # and in the charts, whose text is XML
+    labels = [t.text for svg in _svgs(page) for t in svg.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(label and label.startswith(HOSTILE + ":") for label in labels)
     # same counts as the Markdown version
-    cells = {row[0]: row[1] for row in doc.rows if len(row) == 2}
+    cells = {row[0]: row[1] for row in doc.table("overview")}
     assert cells["files scanned"] == "3"
     assert cells["rewrites"] == str(sum(summary.rewrites.values()))
+
+
+def _cli_run(root: Path, report: Path) -> dict:
+    result = CliRunner().invoke(
+        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
+               "--output-format", "json", "--report", str(report)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def cli_report(tmp_path_factory) -> tuple[dict, str, str, Path]:
+    """fixtures/rules as one project, run through the command line: the JSON output and the
+    HTML and Markdown reports of the same run (two runs of a deterministic tool)."""
+    base = tmp_path_factory.mktemp("cli")
+    root = base / "proj"
+    shutil.copytree(RULES, root, ignore=shutil.ignore_patterns("expected"))
+    out = base / "out"
+    out.mkdir()
+    data = _cli_run(root, out / "report.html")
+    again = _cli_run(root, out / "report.md")
+    assert again == data
+    return data, (out / "report.html").read_text(encoding="utf-8"), (out / "report.md").read_text(encoding="utf-8"), root
+
+
+def test_report_numbers_equal_the_json_output(cli_report):
+    data, page, text, _ = cli_report
+    findings = data["findings"]
+    reported = [f for f in findings if not f["fixable"]]
+    fixed = [f for f in findings if f["fixable"]]
+    assert reported and fixed and any(f["code"].startswith("NPU0") for f in reported)
+    doc = _parse(page)
+    assert doc.errors == []
+    # headline: the share of CUDA references, findings by severity, files
+    tiles = re.findall(r'<div class="value">([^<]*)</div>', page)
+    assert tiles[0] == _share(findings) != "n/a"
+    assert tiles[1] == str(sum(data["findings_by_code"].values())) == str(len(reported))
+    assert tiles[3] == str(data["files_scanned"])
+    by_severity = Counter(f["severity"] for f in reported)
+    assert f"{by_severity['error']} errors, {by_severity['warning']} warnings, {by_severity['info']} info" in page
+    # findings by code: counts and severities
+    table = _rows(doc.table("findings"))
+    assert {code: int(row[5]) for code, row in table.items()} == data["findings_by_code"]
+    for code, row in table.items():
+        severities = Counter(f["severity"] for f in reported if f["code"] == code)
+        expected = next(iter(severities)) if len(severities) == 1 else \
+            ", ".join(f"{severities[s]} {s}" for s in catalogue.SEVERITIES if severities[s])
+        assert row[3] == expected
+    # the severity table: findings and rewrites apart
+    severity = _rows(doc.table("severity"))
+    for name in catalogue.SEVERITIES:
+        assert int(severity[name][1]) == by_severity[name]
+        assert int(severity[name][2]) == sum(1 for f in fixed if f["severity"] == name)
+    # rewrites per code
+    assert {code: int(row[4]) for code, row in _rows(doc.table("rewrites")).items()} == data["rewrites_by_code"]
+    # files: the changed ones, and per file its rewrites and findings by severity
+    files = _rows(doc.table("files"))
+    assert sorted(p for p, row in files.items() if row[1] == "would change") == data["changed_files"]
+    for path in {f["path"] for f in findings}:
+        row = files[path]
+        mine = [f for f in findings if f["path"] == path]
+        left = Counter(f["severity"] for f in mine if not f["fixable"])
+        assert int(row[3]) == sum(1 for f in mine if f["fixable"])
+        assert [int(row[4]), int(row[5]), int(row[6])] == [left[s] for s in catalogue.SEVERITIES]
+    details = _rows(doc.table("overview"))
+    assert details["files scanned"][1] == str(data["files_scanned"])
+    assert details["files that would change"][1] == str(data["files_changed"])
+    assert details["rewrites"][1] == str(sum(data["rewrites_by_code"].values()))
+    assert details["findings reported (not rewritten)"][1] == str(len(reported))
+    # the Markdown report of the same run says the same
+    assert f"| rewrites | {len(fixed)} |" in text
+    assert f"| findings reported (not rewritten) | {len(reported)} |" in text
+    assert f"- **{_share(findings)}** of CUDA references migrated automatically" in text
+    md_codes = {r[0].strip("`"): int(r[5]) for r in _table(_section(text, "Findings by code").split("\n### ")[0])}
+    assert md_codes == data["findings_by_code"]
+
+
+def test_every_finding_is_listed_once_under_its_code_with_a_link_to_its_line(cli_report):
+    data, page, _, root = cli_report
+    doc = _parse(page)
+    reported = [f for f in data["findings"] if not f["fixable"]]
+    groups = [d for d in doc.details if d["after"].startswith("code-")]
+    assert [d["after"] for d in groups] == [h for h in doc.ids if h.startswith("code-")]
+    assert {d["after"]: len(d["items"]) for d in groups} == {
+        f"code-{c.lower()}": n for c, n in data["findings_by_code"].items()}
+    for d in groups:
+        count = len(d["items"])
+        assert d["summary"] == f"{count} location{'s' if count > 1 else ''}"
+        assert d["open"] == (count <= 5)
+    listed = {d["after"]: d["items"] for d in groups}
+    for f in reported:
+        location = f"{f['path']}:{f['line']}:{f['column']} "
+        mine = [item for item in listed[f"code-{f['code'].lower()}"] if item.startswith(location)]
+        same = [g for g in reported if (g["code"], g["path"], g["line"], g["column"]) ==
+                (f["code"], f["path"], f["line"], f["column"])]
+        assert len(mine) == len(same) and any(f["message"].replace("`", "") in item for item in mine), location
+    # the links: relative to the report's folder (out/, beside proj/), with the finding's line
+    for f in reported:
+        href = f"../proj/{urllib.parse.quote(f['path'])}#L{f['line']}"
+        assert href in doc.hrefs
+        target = (root.parent / "out" / urllib.parse.unquote(href.split("#")[0])).resolve()
+        assert target == (root / f["path"]).resolve() and target.is_file()
+        if f["source"] and not f["source"].endswith("..."):
+            lines = target.read_bytes().decode("utf-8", "replace").splitlines()
+            assert f["source"].split()[0] in lines[f["line"] - 1], f
+    # guidance once per code, without the tool's internal paths
+    for code in data["findings_by_code"]:
+        guidance = public_guidance(catalogue.rule(code).guidance)
+        assert "".join(doc.text).count(guidance.replace("`", "")) == 1, code
+    assert not INTERNAL.search("".join(doc.text).split("How the numbers are computed")[0])
+
+
+def test_charts_are_well_formed_svg(cli_report):
+    data, page, _, _ = cli_report
+    svgs = _svgs(page)
+    assert len(svgs) == 2 and page.count("<svg") == 2
+    ns = "{http://www.w3.org/2000/svg}"
+    families, work = svgs
+    # findings by family: one bar per family, segments whose values add up to the JSON's
+    bars = [g for g in families.iter(f"{ns}g")]
+    totals: Counter = Counter()
+    for g in bars:
+        for rect in g.iter(f"{ns}rect"):
+            name, value = rect.find(f"{ns}title").text.rsplit(": ", 1)
+            totals[name] += int(value)
+    reported = [f for f in data["findings"] if not f["fixable"]]
+    for severity in catalogue.SEVERITIES:
+        assert totals[severity] == sum(1 for f in reported if f["severity"] == severity)
+    assert totals["rewritten (not a finding)"] == sum(data["rewrites_by_code"].values())
+    family_names = {catalogue.rule(f["code"]).family for f in data["findings"]}
+    assert {g.find(f"{ns}title").text.split(":")[0] for g in bars} == family_names
+    # files with the most work: at most ten, the largest first
+    rows = [g.find(f"{ns}title").text for g in work.iter(f"{ns}g")]
+    assert 0 < len(rows) <= 10
+    for svg in svgs:
+        assert svg.get("viewBox") and not svg.findall(f".//{ns}script") and not svg.findall(".//script")
+        for rect in svg.iter(f"{ns}rect"):
+            assert float(rect.get("width")) > 0
+
+
+def test_links_are_relative_to_the_reports_folder(tmp_path):
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    summary = _run_files(project, {"pkg/m.py": MULTILINE})
+    (tmp_path / "deep" / "er").mkdir(parents=True)
+    for report in (tmp_path / "deep" / "er" / "r.html", project / "r.html"):
+        write_report(summary, report)
+        doc = _parse(report.read_text(encoding="utf-8"))
+        data_parallel = next(f for f in summary.findings if not f.fixable)
+        href = next(h for h in doc.hrefs if h.endswith(f"#L{data_parallel.line}"))
+        assert (report.parent / href.split("#")[0]).resolve() == (project / "pkg" / "m.py").resolve()
+    assert href == f"pkg/m.py#L{data_parallel.line}"
+
+
+def test_lines_of_code():
+    text = b'# a comment\n\nimport torch  # code\n    # indented comment\n"""doc"""\nx = 1\n'
+    assert lines_of_code(FileResult("a.py", original=text)) == 3
+    notebook = json.dumps({"cells": [{"cell_type": "markdown", "source": ["# title\n", "text\n"]},
+                                     {"cell_type": "code", "source": ["import torch\n", "\n", "x = 1\n"]}]})
+    assert lines_of_code(FileResult("n.ipynb", original=notebook.encode())) == 2
+    assert lines_of_code(FileResult("a.py")) is None
 
 
 def test_markdown_and_html_are_deterministic_and_undated(rules_summary, tmp_path):
@@ -327,6 +605,16 @@ def test_markdown_and_html_are_deterministic_and_undated(rules_summary, tmp_path
     assert (tmp_path / "A.HTM").read_text().startswith("<!DOCTYPE html>")
 
 
+def test_a_run_without_cuda_references(tmp_path):
+    summary = _run_files(tmp_path, {"plain.py": b"print('hello')\n"})
+    page = (tmp_path / "r.html")
+    write_report(summary, page)
+    doc = _parse(page.read_text(encoding="utf-8"))
+    assert doc.errors == [] and "svg" not in doc.tags
+    text = "".join(doc.text)
+    assert "n/a" in text and "no CUDA reference found" in text and "No file needs hand work." in text
+
+
 def test_written_run_of_a_copied_project(tmp_path):
     root = tmp_path / "nanochat_mini"
     shutil.copytree(NANOCHAT, root)
@@ -337,9 +625,32 @@ def test_written_run_of_a_copied_project(tmp_path):
     assert _overview_value(text, "files changed") == str(len(summary.changed)) != "0"
     assert _overview_value(text, "mode") == "changes written"
     assert "created shim npu_compat/ (test)" in _overview_value(text, "shim")
+    assert "- **100%** of CUDA references migrated automatically" in text
     requirements = _section(text, "Requirements")
     assert "torch==2.1.0\ntorch_npu==2.1.0.post17\n" in requirements
     assert "CANN 8.3.RC1" in requirements and "`requirements.txt:2`" in requirements
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Chromium (/usr/bin/chromium)")
+def test_render_script_takes_a_screenshot(tmp_path):
+    project = tmp_path / "nanochat_mini"
+    shutil.copytree(NANOCHAT, project)
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    png, page = tmp_path / "shot.png", tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "render_report.py"), str(project),
+                           "--html", str(page), "--png", str(png), "--window-size", "1280,900",
+                           "--chromium", "/usr/bin/chromium"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert _png_size(png) == (1280, 900) and png.stat().st_size > 10_000
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before  # a dry run, no cache
 
 
 def _cell_finding(path: str, line: int, column: int, code: str, message: str, cell: int) -> Finding:
@@ -405,7 +716,7 @@ def test_csv_in_huaweis_layout(rules_summary, tmp_path):
     for row, f in zip(unsupported, reported, strict=True):
         assert (row["File"], int(row["Start Line"]), row["Code"], row["Tips"]) == (f.path, f.line, f.code, f.message)
         assert row["OP"] == (f.source or catalogue.rule(f.code).name)
-        assert row["Guidance"] == catalogue.rule(f.code).guidance
+        assert row["Guidance"] == public_guidance(catalogue.rule(f.code).guidance)
     assert Counter(r["Code"] for r in unsupported) == rules_summary.reported
 
 
