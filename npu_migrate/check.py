@@ -18,22 +18,17 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
-from . import baseline as baseline_mod
-from . import gitdiff, suppress
-from .cache import open_for as open_cache
-from .config import ConfigError, parse_per_file_ignores, resolve
-from .discover import DiscoveryError, excluded
 from .formats import FORMATS, Item, Report, render
-from .model import FileResult, tool_finding
-from .render import skipped_entries, skipped_line, skipped_summary
-from .run import file_kind, needed_shims
-from .runplan import CheckRun, collect, common_folder, make_options, resolve_root, run_engine, selection, \
-    shim_name_problem, split_codes
-from .source import WriteError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runplan import CheckRun
+
+# The rest (the engine, rich, git) is imported by the functions that use it: this module defines
+# the `check` command, and `npu-migrate check FILE` from an editor or a hook should start fast.
 
 
 class CheckError(Exception):
@@ -49,6 +44,17 @@ def _display(path: Path, cwd: Path) -> str:
 
 def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     """Everything `check` does but printing. Raises CheckError for exit-2 problems."""
+    from . import baseline as baseline_mod
+    from . import gitdiff, suppress
+    from .cache import open_for as open_cache
+    from .config import ConfigError, parse_per_file_ignores, resolve
+    from .discover import DiscoveryError, excluded
+    from .render import skipped_entries
+    from .run import file_kind
+    from .runplan import NOTHING_READ, collect, common_folder, empty_folder_warnings, make_options, \
+        resolve_root, run_engine, selection, shim_name_problem, split_codes
+    from .source import WriteError
+
     cwd = (cwd or Path.cwd()).absolute()
     paths = run.paths or (".",)
     baseline, write_baseline, diff_base, fix = run.baseline, run.write_baseline, run.diff_base, run.fix
@@ -84,6 +90,12 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     warnings = list(cfg.warnings)
     warnings += [f"{link} is a symbolic link; skipped (name its target instead)" for link in links]
     warnings += special
+    if not items and not links and not any(p.is_dir() for p in resolved):
+        # as `npu-migrate FILE` does: every named file skipped is a mistake, not a pass
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
+        raise CheckError(f"nothing to check: no named path is a file npu-migrate reads ({NOTHING_READ})")
+    warnings += empty_folder_warnings(tuple(str(p) for p in resolved), items, paths)
 
     # Every input that can fail is read before --fix writes anything: the baseline (or the one
     # --write-baseline refreshes) and the --diff-base revision.
@@ -221,21 +233,19 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     return report, extra
 
 
-def _notebook_line(result: FileResult, finding) -> int | None:
-    """The line of the notebook's JSON text holding a cell's finding (for github, sarif, gitlab
-    and --diff-base, which point into the file itself)."""
-    from .notebook import NotebookError, file_line
+def _notebook_line(result, finding) -> int | None:
+    """The line of the notebook's JSON text holding a cell's finding (every format points into
+    the file itself: text, github, sarif, gitlab, and --diff-base)."""
+    from .runplan import notebook_file_line
 
-    try:
-        return file_line((result.original or b"").decode("utf-8"), finding.cell, finding.line)
-    except (NotebookError, UnicodeDecodeError, ValueError):
-        return None
+    return notebook_file_line(result.original, finding)
 
 
 def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
     """Write the rewrites (like `migrate`), with `root` as the migration root; inject the shims."""
     from .inject import ShimConflict, ShimWriteError, check_all, inject_all, shim_not_written, \
         why_none_writable
+    from .run import needed_shims
     from .source import WriteError, write_atomic
 
     errors: list[str] = []
@@ -276,7 +286,10 @@ def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
 def missing_shims(results, options, root: Path) -> list:
     """NPU003: a file imports a shim that is not in the repository (missing, incomplete, or not
     committed to git), so that a fresh clone or a wheel built from one cannot import it."""
+    from . import gitdiff
     from .inject import TEMPLATE_FILES
+    from .model import tool_finding
+    from .run import needed_shims
 
     if "NPU003" not in options.enabled:
         return []
@@ -306,6 +319,8 @@ def missing_shims(results, options, root: Path) -> list:
 
 def _import_line(results, rel: str, options) -> int:
     """The line of the file's shim import (1 when it cannot be told, such as in a notebook)."""
+    from .run import file_kind
+
     name = re.escape(options.shim_name)
     for r in results:
         if r.relpath == rel and file_kind(rel) == "python":
@@ -339,13 +354,16 @@ def _import_line(results, rel: str, options) -> int:
 @click.option("--diff-base", metavar="REF", default=None,
               help="Only findings on lines added or changed since merge-base(REF, HEAD).")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("-o", "--output-file", type=click.Path(), default=None, help="Write the report here.")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write what would go to stdout (the findings in the output format) to FILE instead.")
 @click.option("--statistics", is_flag=True, help="Counts per code instead of the findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are new findings.")
 @click.option("--fix", is_flag=True,
               help="Rewrite what can be rewritten (as `npu-migrate` does, rooted at the project root).")
 @click.option("--no-shim", is_flag=True, help="With --fix: do not inject the shim.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="Worker processes.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only the summary: no finding lines (text format; as in `npu-migrate PATH`).")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where results are cached, keyed by file content, options and tool version "
@@ -353,8 +371,14 @@ def _import_line(results, rel: str, options) -> int:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--show-skipped", is_flag=True,
               help="List (on stderr) every file and platform-aware scope left as its authors wrote it.")
-def check_command(**params):
-    """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings."""
+def check_command(quiet, **params):
+    """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings.
+
+    Each finding says what `npu-migrate` would do; `[*]` marks those it can rewrite (with
+    `npu-migrate PATH` or `check --fix`). `npu-migrate rule CODE` explains a code."""
+    from .render import skipped_line, skipped_summary
+    from .runplan import CheckRun
+
     run = CheckRun(**params)
     output_format, output_file = run.output_format, run.output_file
     if run.statistics and output_format not in ("text", "json"):
@@ -386,7 +410,8 @@ def check_command(**params):
         sys.exit(0)
     color = output_file is None and output_format == "text" and sys.stdout.isatty() and not run.no_color \
         and "NO_COLOR" not in os.environ
-    text = render(output_format, report, statistics=run.statistics, color=color)
+    text = render(output_format, report, statistics=run.statistics, color=color, quiet=quiet,
+                  fail_on_stale=run.fail_on_stale)
     if output_file:
         try:
             Path(output_file).write_text(text, encoding="utf-8")

@@ -12,7 +12,10 @@ common folder of the paths upward. Keys:
     baseline = ".npu-migrate-baseline.json"   # relative to the pyproject.toml's folder
 
 A key given on the command line replaces the key of the same name from the file. An unknown key,
-a value of the wrong type or an unknown rule code is an error that names it (exit 2).
+a value of the wrong type or an unknown rule code is an error that names the file and the key
+(exit 2). So is a table spelt `[tool.npu_migrate]` (the package's import name): it is refused
+with a hint rather than read, so that one spelling is the project's, as with ruff's
+`[tool.ruff]`, and a typo in it is never silently ignored.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a pyproject.toml larger than this is refused, never read
 
 SECTION = "npu-migrate"
+MISSPELT = "npu_migrate"  # [tool.npu_migrate]: refused with a hint
 LIST_KEYS = ("select", "extend-select", "ignore", "exclude")
 CODE_KEYS = ("select", "extend-select", "ignore")
 STR_KEYS = ("shim-name", "baseline")
@@ -130,6 +134,9 @@ def load(path: Path) -> Config:
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{path}: `tool` must be a table, got {_short(tool)}; [tool.{SECTION}] cannot be read")
+    if MISSPELT in tool:
+        raise ConfigError(f"{path}: [tool.{MISSPELT}] is not read: the table is [tool.{SECTION}] "
+                          f"(with a hyphen, as in the command's name); rename it")
     table = tool.get(SECTION)
     config = Config(path=path)
     if table is None:
@@ -180,7 +187,8 @@ def find(start: Path, warnings: Optional[list[str]] = None) -> Optional[Path]:
                     warnings.append(f"{candidate}: cannot read ({exc.strerror or exc}); "
                                     f"its [tool.{SECTION}] table, if any, is not applied")
                 continue
-            if any(marker.encode() in raw for marker in (f"tool.{SECTION}", f'tool."{SECTION}"')):
+            markers = (f"tool.{SECTION}", f'tool."{SECTION}"', f"tool.{MISSPELT}")
+            if any(marker.encode() in raw for marker in markers):
                 return candidate
             try:
                 raw.decode("utf-8")

@@ -3,12 +3,23 @@
 Every format lists the *new* findings of the run (those not accepted by the baseline, not outside
 the diff, not suppressed). Paths are relative to the current directory when the file is under it
 (as CI systems expect: GitHub and GitLab resolve them against the repository root), else absolute.
+A notebook finding points at the line of the .ipynb file that holds it (what an editor opens),
+with its cell, line and column within the cell in the message.
+
+`check` proposes and does not write: a rewritable finding's message says what npu-migrate *can*
+do ("can be rewritten to ..."), not what a run did (`proposal`). Each rule's severity
+(rules/codes*.toml, through findings.py) sets the level of every format: SARIF `level`, GitHub
+`::error`/`::warning`/`::notice`, GitLab `severity`. SARIF rules carry a `helpUri`: the rule's
+page, docs/rules/<CODE>.md, under $NPU_MIGRATE_DOCS_URL when set (a URL ending in /), else as a
+path relative to the npu-migrate repository (see docs/cli.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +37,30 @@ GITHUB_COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 CODE_CLIMATE_SEVERITIES = {"error": "critical", "warning": "major", "info": "info"}
 INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+DOCS_URL_VARIABLE = "NPU_MIGRATE_DOCS_URL"  # base of the rule pages' URL (docs/rules/ of a release)
+RULE_PAGES = "docs/rules/"  # the pages, relative to the npu-migrate repository
+
+
+def help_uri(code: str) -> str:
+    """The URI of a rule's page: $NPU_MIGRATE_DOCS_URL + CODE.md, else docs/rules/CODE.md."""
+    base = os.environ.get(DOCS_URL_VARIABLE, "").strip()
+    if base:
+        return f"{base if base.endswith('/') else base + '/'}{code}.md"
+    return f"{RULE_PAGES}{code}.md"
+
+
+# What a run did, as `check` says it (it writes nothing): "rewritten to" -> "can be rewritten to"
+_PROPOSALS = (
+    (re.compile(r"\b(rewritten|converted|added)\b(?= to\b| with\b|$| \()"), r"can be \1"),
+)
+
+
+def proposal(message: str) -> str:
+    """A rewritable finding's message as a proposal: `.cuda()` moves to the accelerator: can be
+    rewritten to `.to(npu_compat.device(...))`."""
+    for pattern, replacement in _PROPOSALS:
+        message = pattern.sub(replacement, message, count=1)
+    return message
 
 
 @dataclass(frozen=True)
@@ -44,6 +79,31 @@ class Item:
     @property
     def column(self) -> Optional[int]:
         return None if self.finding.cell is not None else self.finding.column
+
+    @property
+    def end_column(self) -> Optional[int]:
+        """One past the construct's last column, when it is one line of known text (its
+        whitespace-normalised source, so an estimate where the code had runs of spaces)."""
+        source = self.finding.source
+        if self.column is None or not source or "\n" in source:
+            return None
+        return self.column + len(source)
+
+    @property
+    def message(self) -> str:
+        """The message as `check` shows it: a proposal for a rewrite, the cell for a notebook."""
+        f = self.finding
+        text = proposal(f.message) if f.fixable else f.message
+        if f.cell is not None:
+            text += f" (cell {f.cell}, line {f.line}, column {f.column})"
+        return text
+
+    @property
+    def where(self) -> str:
+        """`path:line:col`; a notebook's `path:line` of its JSON file (`path` alone if unknown)."""
+        if self.finding.cell is None:
+            return f"{self.path}:{self.finding.line}:{self.finding.column}"
+        return f"{self.path}:{self.file_line}" if self.file_line is not None else self.path
 
     @property
     def fingerprint(self) -> str:
@@ -67,13 +127,16 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     enabled: frozenset = frozenset()
     cwd: Optional[Path] = None
+    fail_on_stale: bool = False  # stale baseline entries fail the check
 
 
-def render(fmt: str, report: Report, statistics: bool = False, color: bool = False) -> str:
+def render(fmt: str, report: Report, statistics: bool = False, color: bool = False,
+           quiet: bool = False, fail_on_stale: bool = False) -> str:
+    report.fail_on_stale = fail_on_stale
     if statistics:
         return statistics_json(report) if fmt == "json" else statistics_text(report)
     return {
-        "text": lambda: text(report, color),
+        "text": lambda: text(report, color, quiet),
         "json": lambda: to_json(report),
         "github": lambda: github(report),
         "sarif": lambda: sarif(report),
@@ -114,6 +177,9 @@ def summary_lines(report: Report) -> list[str]:
         if info:  # review notes: listed, never failing the check
             fix += f", {info} of them info only (not failing)"
         lines.append(f"Found {n} new {noun}{fix} in {_files(report.files_checked)} checked{tail}.")
+    elif report.stale and report.fail_on_stale:
+        lines.append(f"No new findings in {_files(report.files_checked)}{tail}, but the check fails "
+                     "on stale baseline entries (--fail-on-stale).")
     else:
         lines.append(f"All checks passed: no new findings in {_files(report.files_checked)}{tail}.")
     if report.stale:
@@ -126,21 +192,25 @@ def summary_lines(report: Report) -> list[str]:
     return lines
 
 
-def text(report: Report, color: bool = False) -> str:
+def text(report: Report, color: bool = False, quiet: bool = False) -> str:
+    """`path:line:col: CODE [*] message [severity]` per finding, then the summary; with `quiet`
+    the summary alone."""
     out = []
-    for item in report.items:
+    for item in [] if quiet else report.items:
         f = item.finding
         mark = "[*] " if f.fixable else ""
+        path, _sep, place = item.where.partition(":")
         out.append(
-            f"{_style(item.path, color, bold=True)}:{f.location}: "
-            f"{_style(f.code, color, fg='red', bold=True)} {mark}{f.message} "
+            f"{_style(path, color, bold=True)}{_sep}{place}: "
+            f"{_style(f.code, color, fg='red', bold=True)} {mark}{item.message} "
             f"{_style(f'[{f.severity}]', color, fg=SEVERITY_COLOURS[f.severity])}"
         )
     if out:
         out.append("")
     out.extend(summary_lines(report))
-    if any(i.finding.fixable for i in report.items):
-        out.append("[*] rewritable: run `npu-migrate PATH` (or `npu-migrate check --fix`).")
+    if not quiet and any(i.finding.fixable for i in report.items):
+        out.append("[*] can be rewritten: run `npu-migrate PATH` (or `npu-migrate check --fix`); "
+                   "`npu-migrate rule CODE` explains a code.")
     return "\n".join(out) + "\n"
 
 
@@ -209,10 +279,14 @@ def github(report: Report) -> str:
     out = []
     for item in report.items:
         f = item.finding
+        end = f"endLine={item.line},"
+        if item.column is not None:
+            end = f"col={item.column},{end}"
+            if item.end_column is not None:
+                end += f"endColumn={item.end_column - 1},"  # (GitHub's end column is inclusive)
         out.append(
-            f"::{GITHUB_COMMANDS[f.severity]} file={_gh_property(item.path)},line={item.line},"
-            + (f"col={item.column}," if item.column is not None else "")
-            + f"title={_gh_property(f.code)}::{_gh_data(f.message)}"
+            f"::{GITHUB_COMMANDS[f.severity]} file={_gh_property(item.path)},line={item.line},{end}"
+            + f"title={_gh_property(f.code)}::{_gh_data(item.message)}"
         )
     for s in report.stale:
         out.append(f"::warning title=stale baseline entry::{_gh_data(f'{s.path}: {s.code} {s.source}')}")
@@ -227,9 +301,11 @@ def _level(severity: str) -> str:
 
 
 def _region(item: Item) -> dict:
-    region = {"startLine": item.line}
+    region = {"startLine": item.line, "endLine": item.line}
     if item.column is not None:
         region["startColumn"] = item.column
+        if item.end_column is not None:
+            region["endColumn"] = item.end_column  # (SARIF's end column is exclusive)
     return region
 
 
@@ -251,6 +327,7 @@ def sarif(report: Report) -> str:
                 "text": r.guidance,
                 "markdown": f"**{code} {r.name}** ({action})\n\n{r.guidance}",
             },
+            "helpUri": help_uri(code),
             "defaultConfiguration": {"level": _level(catalogue.severity(code))},
             "properties": {"tags": ["cuda", "npu", r.family], "fixable": r.fixable,
                            "severity": catalogue.severity(code)},
@@ -264,7 +341,7 @@ def sarif(report: Report) -> str:
         result = {
             "ruleId": f.code,
             "level": _level(f.severity),
-            "message": {"text": f.message},
+            "message": {"text": item.message},
             "locations": [{
                 "physicalLocation": {
                     "artifactLocation": location,
@@ -310,10 +387,10 @@ def gitlab(report: Report) -> str:
         issues.append({
             "type": "issue",
             "check_name": f.code,
-            "description": f"{f.code} {f.message}",
+            "description": f"{f.code} {item.message}",
             "categories": ["Compatibility"],
             "severity": CODE_CLIMATE_SEVERITIES.get(f.severity, "major"),
             "fingerprint": item.fingerprint,
-            "location": {"path": item.path, "lines": {"begin": item.line}},
+            "location": {"path": item.path, "lines": {"begin": item.line, "end": item.line}},
         })
     return json.dumps(issues, indent=2) + "\n"

@@ -22,8 +22,8 @@ from . import catalogue, placement
 from .config import Config, check_codes
 from .discover import DiscoveryError, discover, excluded
 from .model import FileResult, Options
-from .run import package_dirs, platform_classes, run_files
-from .textfiles import group_cuda_headers
+# (run.py, the engine, is imported by the functions that run it: `--help` and the option
+# parsing of a command need none of it)
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,9 @@ def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
     every path), else the common folder of the paths.
 
     A named file that is not a regular file (a FIFO, a device, a socket) is always skipped:
-    reading it could block for ever or never end. It is named in `notes`, else in `warnings`.
-    With `notes` (the migrate command), a named file that is not Python (no .py suffix, no
-    python #! line) is skipped with a note too, as are unreadable folders.
+    reading it could block for ever or never end. So is a named file of a kind no run reads
+    (`is_read_file`: both commands treat it alike). Each is named in `notes`, else in
+    `warnings`. With `notes` (the migrate command), unreadable folders are named too.
     """
     resolved = [Path(p).absolute() for p in paths]
     common = common_folder(paths)
@@ -133,9 +133,11 @@ def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
             told = notes if notes is not None else warnings
             if told is not None:
                 told.append(f"{p}: not a regular file; skipped")
-        elif notes is not None and not is_python_file(p):
-            notes.append(f"{p}: not a Python file (no .py suffix, no python #! line); skipped")
-        elif p.suffix == ".py" or p.is_file():
+        elif not is_read_file(p):
+            told = notes if notes is not None else warnings
+            if told is not None:
+                told.append(f"{p}: {NOT_READ}; skipped")
+        else:
             items[str(p)] = p.relative_to(root).as_posix()
     return root, sorted(items.items(), key=lambda kv: kv[1]), skipped_links
 
@@ -143,6 +145,19 @@ def collect(paths: tuple[str, ...], exclude: tuple[str, ...], shim_name: str,
 # A file named on the command line is migrated when it has one of these suffixes or a python #!
 # line; anything else is skipped with a warning (a README named by mistake is not parsed as code).
 NAMED_FILE_SUFFIXES = (".py", ".pyw", ".ipynb")
+
+
+NOT_READ = ("not a Python file, notebook, shell script, YAML/TOML config, Dockerfile, .env file or "
+            "CUDA source (the files npu-migrate reads)")
+
+
+def is_read_file(path: Path) -> bool:
+    """Whether a file named on the command line is read, by `migrate` and `check` alike: what
+    discovery reads in a folder (discover.is_target: Python, notebooks, scripts, configs,
+    Dockerfiles, .env files, CUDA sources), .pyw files, and files with a python #! line."""
+    from .discover import is_target
+
+    return is_target(path.name) or is_python_file(path)
 
 
 def is_python_file(path: Path) -> bool:
@@ -221,6 +236,7 @@ def make_options(root: Path, items: list[tuple[str, str]], enabled: frozenset, s
                  rewrite_scripts: bool = False) -> Options:
     """The engine options of a run over `items` (path, relpath under root)."""
     from .layout import read_layout
+    from .run import package_dirs, platform_classes
 
     layout = read_layout(root)
     relpaths = [rel for _path, rel in items]
@@ -242,6 +258,9 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     claimed, not swept)."""
     import dataclasses
 
+    from .run import run_files
+    from .textfiles import group_cuda_headers
+
     groups: dict[frozenset, list[tuple[str, str]]] = defaultdict(list)
     for path, rel in items:
         ignored: set[str] = set()
@@ -255,3 +274,43 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
         results.extend(run_files(group, group_options, jobs=jobs, progress=progress, cache=cache))
     results.sort(key=lambda r: r.relpath)
     return group_cuda_headers(results)  # NPU912 once per folder of .cuh headers and per identical .cu
+
+
+# ------------------------------------------------------------------ what both commands print
+
+NOTHING_READ = "Python files, notebooks, shell scripts, YAML/TOML configs, Dockerfiles, .env files, CUDA sources"
+
+
+def empty_folder_warnings(paths, items, shown=None) -> list[str]:
+    """A named folder with no file a run reads in it (empty, all excluded or ignored by git):
+    one warning each, for migrate and check alike, so that a mistyped path is not a silent pass.
+    `shown`: the paths as the user wrote them (default: `paths`)."""
+    lines = []
+    for p, name in zip(paths, shown or paths):
+        folder = Path(p).absolute()
+        if not folder.is_dir():
+            continue
+        if not any(Path(path) == folder or Path(path).is_relative_to(folder) for path, _rel in items):
+            lines.append(f"{name}: no file to read in this folder ({NOTHING_READ}; after excludes "
+                         "and .gitignore)")
+    return lines
+
+
+def shown_path(root: Path, relpath: str, cwd: Path) -> str:
+    """A finding's path as both commands print it: relative to the working directory when the
+    file is under it, else absolute; forward slashes."""
+    full = (Path(root) / relpath).absolute()
+    try:
+        return full.relative_to(cwd.absolute()).as_posix()
+    except ValueError:
+        return full.as_posix()
+
+
+def notebook_file_line(original: bytes | None, finding) -> int | None:
+    """The line of the .ipynb JSON text that holds a notebook finding (None if it cannot be told)."""
+    from .notebook import NotebookError, file_line
+
+    try:
+        return file_line((original or b"").decode("utf-8"), finding.cell, finding.line)
+    except (NotebookError, UnicodeDecodeError, ValueError):
+        return None

@@ -24,7 +24,8 @@ PROJECTS = REPO / "fixtures" / "projects"
 REPORT_ONLY = "torch.cuda.memory_usage()"  # NPU202: reported, never rewritten
 REPORT_SOURCE = "torch.cuda.memory_usage"  # its normalised source in a baseline
 SYNC = "torch.cuda.synchronize()"  # NPU201: rewritable
-GITHUB_LINE = re.compile(r"^::(?:error|warning|notice) file=([^,]+),line=(\d+),col=(\d+),title=(NPU\d{3})::(.+)$")
+GITHUB_LINE = re.compile(r"^::(?:error|warning|notice) file=([^,]+),line=(\d+),col=(\d+),endLine=\d+,"
+                         r"(?:endColumn=\d+,)?title=(NPU\d{3})::(.+)$")
 
 
 def cli(*args, cwd: Path | None = None, monkeypatch=None):
@@ -260,7 +261,8 @@ def test_github_format(comparisons, monkeypatch):
         assert m.group(4) in catalogue.rules()
         command = {"error": "error", "warning": "warning", "info": "notice"}[catalogue.severity(m.group(4))]
         assert line.startswith(f"::{command} "), line  # the annotation's level follows the severity
-    assert lines[0].startswith("::error file=comparisons.py,line=5,col=19,title=NPU102::")
+    # the construct's extent (`"cuda"`, 6 characters from column 19; GitHub's end is inclusive)
+    assert lines[0].startswith("::error file=comparisons.py,line=5,col=19,endLine=5,endColumn=24,title=NPU102::")
 
 
 def test_github_escaping():
@@ -299,7 +301,7 @@ def test_sarif_format_validates_against_the_official_schema(comparisons, monkeyp
     assert run["tool"]["driver"]["rules"][first["ruleIndex"]]["id"] == "NPU102"
     loc = first["locations"][0]["physicalLocation"]
     assert loc["artifactLocation"]["uri"] == "comparisons.py"
-    assert loc["region"] == {"startLine": 5, "startColumn": 19}
+    assert loc["region"] == {"startLine": 5, "startColumn": 19, "endLine": 5, "endColumn": 25}
     # also valid with no results and with a selection
     clean = cli("check", "comparisons.py", "--output-format", "sarif", "--select", "NPU206",
                 cwd=comparisons, monkeypatch=monkeypatch)
@@ -332,7 +334,7 @@ def test_text_format_and_output_file(comparisons, monkeypatch):
     out = _run("text", comparisons, monkeypatch)
     assert out.splitlines()[0] == (
         "comparisons.py:5:19: NPU102 [*] Device string `\"cuda\"` in a device position: "
-        "rewritten to the shim's accelerator [error]")
+        "can be rewritten to the shim's accelerator [error]")
     assert "comparisons.py:15:17: NPU990 CUDA-only reference left unchanged" in out
     assert "Found 14 new findings, 9 rewritable" in out
     result = cli("check", "comparisons.py", "--output-format", "sarif", "-o", "r.sarif",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -323,7 +324,7 @@ def test_sarif_github_and_gitlab_levels(mixed, monkeypatch):
     rules = {r["id"]: r["defaultConfiguration"]["level"] for r in sarif["tool"]["driver"]["rules"]}
     assert rules["NPU916"] == "note" and rules["NPU101"] == "error"
     github = _check(mixed, "github", monkeypatch)
-    assert "::notice file=a.py,line=3,col=1,title=NPU916::" in github
+    assert re.search(r"^::notice file=a\.py,line=3,col=1,endLine=3,endColumn=\d+,title=NPU916::", github, re.M)
     assert "::warning file=a.py,line=4" in github and "::error file=a.py,line=2" in github
     gitlab = {i["check_name"]: i["severity"] for i in json.loads(_check(mixed, "gitlab", monkeypatch))}
     assert gitlab == {"NPU910": "critical", "NPU916": "info", "NPU404": "major"}

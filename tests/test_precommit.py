@@ -71,8 +71,9 @@ def test_shipped_hooks_file():
     assert hooks["npu-migrate-check"]["entry"] == "npu-migrate check"
     assert hooks["npu-migrate-fix"]["entry"] == "npu-migrate check --fix"
     for hook in hooks.values():
-        assert hook["types_or"] == ["python", "jupyter"]  # .py files and notebooks
-        assert "types" not in hook
+        # the files `check .` reads (tests/test_cli_style.py compares them with the discovery)
+        assert "types_or" not in hook and "types" not in hook
+        assert hook["files"] and hook["exclude"]
         assert hook["language"] == "python"
     assert hooks["npu-migrate-fix"]["require_serial"] is True
 
@@ -114,7 +115,7 @@ def test_commit_with_a_new_cuda_call_is_refused_then_fixed(repo, tmp_path):
     assert "npu-migrate check" in out and "Failed" in out
     findings = [l for l in out.splitlines() if ": NPU" in l]
     assert findings == [f"flatquant_mini/benchmark.py:{line}:5: NPU201 [*] `torch.cuda.synchronize`: "
-                        "rewritten to `npu_compat.synchronize` (torch.npu offers the same) [error]"], out
+                        "can be rewritten to `npu_compat.synchronize` (torch.npu offers the same) [error]"], out
     assert "Found 1 new finding" in out and "accepted by the baseline" in out
 
     # the fix hook rewrites the staged file (and fails the commit, as pre-commit does for
@@ -160,3 +161,44 @@ def test_new_file_with_a_cuda_call_in_a_fresh_repo(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "sys.path.append" in (root / "tools" / "x.py").read_text()  # script bootstrap to the root
     compile((root / "tools" / "x.py").read_text(), "x.py", "exec")
+
+
+def test_readme_repo_local_recipe(tmp_path):
+    """The README's `repo: local` recipe (for today, before a release), as written: the shipped
+    check hook's entry and files, run by the real pre-commit with the npu-migrate on PATH; a
+    clean file passes, a new CUDA call fails."""
+    import re
+
+    pre_commit = _pre_commit()
+    if not (Path(sys.executable).parent / "npu-migrate").exists():
+        pytest.skip("the npu-migrate command is not installed next to this interpreter")
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### pre-commit"):]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    recipe = next(block for block in blocks if "repo: local" in block)
+    config = yaml.safe_load(recipe)
+    (hook,) = config["repos"][0]["hooks"]
+    shipped = shipped_hooks()[hook["id"]]
+    assert hook["language"] == "system"
+    for key in ("entry", "files", "exclude", "types", "types_or"):
+        assert hook.get(key) == shipped.get(key), f"README's recipe differs from .pre-commit-hooks.yaml: {key}"
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    for args in (("init", "-q", "-b", "main"), ("config", "user.email", "t@example.com"),
+                 ("config", "user.name", "t"), ("config", "commit.gpgsign", "false")):
+        assert git(root, tmp_path, *args).returncode == 0
+    (root / ".pre-commit-config.yaml").write_text(recipe)
+    (root / "clean.py").write_text("import torch\n\nx = torch.ones(2, device='cpu')\n")
+    git(root, tmp_path, "add", "-A")
+    passed = run(root, tmp_path, pre_commit, "run", "--all-files")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert re.search(r"^npu-migrate check\.+Passed$", passed.stdout, re.M), passed.stdout
+
+    (root / "train.py").write_text("import torch\n\ntorch.cuda.synchronize()\n")
+    git(root, tmp_path, "add", "-A")
+    failed = run(root, tmp_path, pre_commit, "run", "--all-files")
+    out = failed.stdout + failed.stderr
+    assert failed.returncode == 1, out
+    assert re.search(r"^npu-migrate check\.+Failed$", failed.stdout, re.M), out
+    assert "train.py:3:1: NPU201" in out, out

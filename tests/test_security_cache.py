@@ -106,7 +106,9 @@ def edit_entry(folder: Path, relpath: str, change) -> None:
 
 
 def warnings_of(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("warning:")]
+    """The cache's warnings (not the one every write outside a git work tree gets)."""
+    return [line for line in output.splitlines()
+            if line.startswith("warning:") and "is not in a git work tree" not in line]
 
 
 # -- tampered entries
