@@ -26,7 +26,7 @@ from .cache import digest, options_key
 from .engine import HeavyFile, isolate_heavy, migrate_source
 from .families import platform
 from .findings import merge_per_file
-from .testscopes import lower_in_cuda_only_tests
+from .testscopes import lower_in_cuda_only_tests, lower_triton_harness
 from .model import FileResult, Options, tool_finding
 from .source import read_regular
 from .textfiles import ROCM_FOLDERS, scan_text_file, target_kind
@@ -118,7 +118,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     else:
         result = migrate_source(source, relpath, options)
         if result.findings:
-            result.findings = lower_in_cuda_only_tests(result.findings, source.decode("utf-8", "replace"))
+            text = source.decode("utf-8", "replace")
+            result.findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
     result.findings = merge_per_file(result.findings)
     return result
 

@@ -130,9 +130,19 @@ def test_every_finding_carries_its_severity(research):
 
 def test_triton_once_per_file_and_per_file_only(tmp_path):
     body = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x):\n    pass\n"
-    root = _project(tmp_path, {"a.py": body, "b.py": body})
+    root = _project(tmp_path, {"a.py": body, "b.py": body.replace("def k", "def k2")})
     found = Counter((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
     assert found == Counter({("a.py", "NPU910"): 1, ("b.py", "NPU910"): 1})
+
+
+def test_byte_identical_files_report_once_and_keep_their_rewrites(tmp_path):
+    body = "import torch\nimport triton\n\nx = torch.zeros(2).cuda()\n"
+    report = _migrate_json(_project(tmp_path, {"op_builder/a.py": body, "pkg/op_builder/a.py": body}))
+    found = [(f["path"], f["code"]) for f in _reported(report)]
+    assert found == [("op_builder/a.py", "NPU910")]
+    assert "(byte-identical copy: `pkg/op_builder/a.py`)" in _reported(report)[0]["message"]
+    rewritten = sorted(f["path"] for f in report["findings"] if f["fixable"])
+    assert rewritten == ["op_builder/a.py", "pkg/op_builder/a.py"]  # both copies run: both migrated
 
 
 def test_a_projects_own_ecosystem_imports_are_the_project(tmp_path):
@@ -195,7 +205,7 @@ def test_cuda_headers_once_per_folder(tmp_path):
         "csrc/kernels/c.cuh": "#pragma once\n",
         "csrc/kernels/block.cu": "__global__ void k() {}\n",
         "csrc/kernels/d.cu": "__global__ void d() {}\n",  # (byte-identical .cu files are one finding)
-        "include/lone.cuh": "#pragma once\n",
+        "include/lone.cuh": "#pragma once\n// lone\n",
     })
     found = sorted((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
     assert found == [

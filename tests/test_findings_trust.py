@@ -275,3 +275,13 @@ def test_the_catalogue_groups_are_valid_patterns():
         if rule.merge_group:
             assert rule.per_file == "message", rule.code
             re.compile(rule.merge_group)
+
+
+def test_triton_as_a_benchmark_harness_only_is_information(tmp_path):
+    harness = ("import torch\nimport triton\n\n\n@triton.testing.perf_report([])\ndef bench(n):\n"
+               "    return triton.testing.do_bench(lambda: torch.ops.mylib.op(n))\n")
+    kernel = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x):\n    tl.store(x, 1)\n"
+    _write(tmp_path, "bench_op.py", harness)
+    _write(tmp_path, "kernels.py", kernel)
+    severities = {f["path"].rsplit("/", 1)[-1]: f["severity"] for f in _findings(_check(tmp_path), "NPU910")}
+    assert severities == {"bench_op.py": "info", "kernels.py": "error"}
