@@ -196,10 +196,17 @@ def tool_fingerprint() -> str:
         rules = resources.files("npu_migrate.rules")
     except ModuleNotFoundError:
         rules = Path(__file__).resolve().parent.parent / "rules"
-    for folder in (package, rules):
+    def files(folder, prefix: str = ""):
+        # every subpackage too: the rule families live in npu_migrate/families/
         for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-            if entry.is_file() and entry.name.endswith((".py", ".toml", ".json")):
-                h.update(entry.name.encode() + b"\0" + entry.read_bytes() + b"\0")
+            if entry.is_dir() and entry.name not in ("__pycache__", "rules") and not entry.name.startswith("."):
+                yield from files(entry, f"{prefix}{entry.name}/")
+            elif entry.is_file() and entry.name.endswith((".py", ".toml", ".json")):
+                yield prefix + entry.name, entry
+
+    for folder in (package, rules):
+        for name, entry in files(folder):
+            h.update(name.encode() + b"\0" + entry.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -234,6 +241,7 @@ def _result_to_json(result) -> dict:
 _FINDING_FIELDS = {
     "path": (str,), "line": (int,), "column": (int,), "code": (str,), "message": (str,),
     "fixable": (bool,), "source": (str,), "cell": (int, type(None)), "severity": (str,),
+    "also": (list,),
 }
 _RESULT_FIELDS = {"findings", "new", "encoding", "skipped", "suppressed"}
 
@@ -251,12 +259,18 @@ def _finding_from_json(data, relpath: str) -> Finding:
     for name, types in _FINDING_FIELDS.items():
         if name in data and not _is(data[name], types):
             raise ValueError(f"a finding's {name} has the wrong type")
-        if name not in data and name not in ("source", "cell", "severity"):
+        if name not in data and name not in ("source", "cell", "severity", "also"):
             raise ValueError(f"a finding has no {name}")
     if data["path"] != relpath or data["line"] < 1 or data["column"] < 1:
         raise ValueError("a finding's place is not in this file")
     if data.get("cell") is not None and data["cell"] < 1:
         raise ValueError("a finding's cell is out of range")
+    if "also" in data:
+        places = data["also"]
+        if not all(isinstance(p, list) and len(p) == 3 and _is(p[0], (int,)) and _is(p[1], (int,))
+                   and isinstance(p[2], str) for p in places):
+            raise ValueError("a finding's merged places are not [line, column, source] lists")
+        data = {**data, "also": tuple((line, column, source) for line, column, source in places)}
     return Finding(**data)
 
 

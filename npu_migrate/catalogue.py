@@ -32,6 +32,9 @@ class Rule:
     severity: str = ""
     # "code": one finding per file (the other places listed); "message": one per file and message
     per_file: str = ""
+    # with per_file = "message": messages matching this pattern are one group per file (one API
+    # family reported as one finding: a CUDA graph capture and the CUDAGraph object it records into)
+    merge_group: str = ""
 
     @property
     def family(self) -> str:
@@ -105,6 +108,7 @@ def rules() -> dict[str, Rule]:
             effort=row.get("effort", "auto" if row["fixable"] else "review"),
             severity=row.get("severity", ""),
             per_file=row.get("per_file", ""),
+            merge_group=row.get("merge_group", ""),
         )
         if out[code].effort not in ("auto", "review", "manual"):
             raise ValueError(f"rules/{origin[code]}: {code}: effort must be auto, review or manual")

@@ -49,6 +49,7 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     from .cache import open_for as open_cache
     from .config import ConfigError, parse_per_file_ignores, resolve
     from .discover import DiscoveryError, excluded
+    from .findings import merge_per_file, split_merged
     from .render import skipped_entries
     from .run import file_kind
     from .runplan import NOTHING_READ, collect, common_folder, empty_folder_warnings, make_options, \
@@ -177,7 +178,10 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     file_lines: dict = {}  # notebook finding -> the line of the .ipynb text that holds it
     for result, findings in kept:
         full = (root / result.relpath).absolute()
-        for f in sorted(findings):
+        # a finding merged per file is taken apart here, so that the baseline and --diff-base
+        # judge each place it stands for; the new ones are merged again below
+        for f in sorted(g for finding in findings
+                        for g in (split_merged(finding) if finding.cell is None else [finding])):
             rows.append((full, f))
             if f.cell is not None:
                 file_lines[f] = _notebook_line(result, f)
@@ -221,6 +225,11 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
                   if gitdiff.is_changed(changes, full, file_lines.get(f, f.line))]
         report.outside_diff = len(rows) - len(inside)
         rows = inside
+
+    by_file: dict = {}
+    for full, f in rows:
+        by_file.setdefault(full, []).append(f)
+    rows = [(full, f) for full, found in by_file.items() for f in merge_per_file(found)]
 
     occurrences: Counter = Counter()
     out = []

@@ -10,6 +10,7 @@ the NPU).
 from __future__ import annotations
 
 import functools
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from typing import Iterable, Optional
@@ -29,6 +30,10 @@ class Finding:
     source: str = ""  # the construct's source text, whitespace-normalised (for baselines)
     cell: Optional[int] = None  # notebooks: 1-based index of the cell among all cells (not In [n])
     severity: str = ""  # error | warning | info; "" when built: the code's severity is filled in
+    # (line, column, source) of the findings merged into this one (`merge_per_file`), in file
+    # order: `split_merged` gives them back, so that a baseline counts each of them and
+    # --diff-base looks at each line (a new occurrence in a file that has one is still new).
+    also: tuple[tuple[int, int, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.severity:
@@ -53,7 +58,17 @@ class Finding:
         return where if self.cell is None else f"cell_{self.cell}:{where}"
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not self.also:
+            del data["also"]
+        else:
+            data["also"] = [list(pair) for pair in self.also]
+        return data
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The construct's source and those of the findings merged into it."""
+        return (self.source, *(source for _, _, source in self.also))
 
 
 MAX_LISTED = 12  # places named in a merged finding's message; the rest are counted
@@ -61,6 +76,24 @@ MAX_LISTED = 12  # places named in a merged finding's message; the rest are coun
 
 def _place(finding: Finding) -> str:
     return str(finding.line) if finding.cell is None else f"cell_{finding.cell}:{finding.line}"
+
+
+def _merged(findings: list[Finding]) -> tuple[tuple[int, int, str], ...]:
+    return tuple(place for f in findings for place in ((f.line, f.column, f.source), *f.also))
+
+
+_ALSO = re.compile(r" \(also at [^()]*\)$")
+
+
+def split_merged(finding: Finding) -> list[Finding]:
+    """The findings a per-file finding stands for (itself when it stands for none): what
+    `merge_per_file` joined, with their own places and the message they had."""
+    if not finding.also:
+        return [finding]
+    message = _ALSO.sub("", finding.message)
+    first = replace(finding, message=message, also=())
+    return [first, *(replace(first, line=line, column=column, source=source)
+                     for line, column, source in finding.also)]
 
 
 def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
@@ -81,7 +114,13 @@ def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
         if not mode:
             keys.append(None)
             continue
-        key = (finding.path, finding.code, finding.severity, finding.message if mode == "message" else "")
+        text = ""
+        if mode == "message":
+            text = finding.message
+            match = re.search(rule.merge_group, text) if rule.merge_group else None
+            if match:  # one group per pattern, or per value of its `key` group where it has one
+                text = match.groupdict().get("key") or rule.merge_group
+        key = (finding.path, finding.code, finding.severity, text)
         groups[key].append(finding)
         keys.append(key)
     out = []
@@ -97,6 +136,9 @@ def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
             shown = ", ".join(others[:MAX_LISTED])
             more = f" and {len(others) - MAX_LISTED} more" if len(others) > MAX_LISTED else ""
             noun = "" if finding.cell is not None else "line " if len(others) == 1 else "lines "
-            finding = replace(finding, message=f"{finding.message} (also at {noun}{shown}{more})")
+            finding = replace(finding, message=f"{finding.message} (also at {noun}{shown}{more})",
+                              also=_merged(group[1:]))
+        elif len(group) > 1:
+            finding = replace(finding, also=_merged(group[1:]))
         out.append(finding)
     return out

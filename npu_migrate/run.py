@@ -26,9 +26,10 @@ from .cache import digest, options_key
 from .engine import HeavyFile, isolate_heavy, migrate_source
 from .families import platform
 from .findings import merge_per_file
+from .testscopes import lower_in_cuda_only_tests, lower_triton_harness
 from .model import FileResult, Options, tool_finding
 from .source import read_regular
-from .textfiles import scan_text_file, target_kind
+from .textfiles import ROCM_FOLDERS, scan_text_file, target_kind
 
 
 def file_kind(relpath: str) -> str:
@@ -43,10 +44,71 @@ def file_kind(relpath: str) -> str:
     return target_kind(relpath) or "python"
 
 
+# Folders that hold another project's sources, shipped inside this one (git submodules, copies).
+VENDOR_FOLDERS = frozenset({"third_party", "third-party", "thirdparty", "3rdparty", "vendor", "vendored",
+                            "_vendor", "external", "externals", "submodules"})
+# What of a vendored project never runs as part of this one: its examples, tests, docs, benchmarks.
+_VENDORED_EXTRAS = frozenset({"examples", "example", "test", "tests", "docs", "doc", "benchmarks",
+                              "benchmark", "samples", "tools"})
+
+
+_ROCM_NAME = re.compile(r"(^|[-_.])(rocm|hip)([-_.]|$)", re.I)
+_ROCM_FOLDER = re.compile(r"[-_](rocm|hip)$", re.I)  # docker-rocm, kernels_rocm (not rocm_like)
+
+
+def rocm_reason(relpath: str) -> Optional[str]:
+    """Why a file that only runs on AMD GPUs is left alone, or None: a file under a folder named
+    rocm, hip or amd (or `docker-rocm`, `rocm_kernels`), or a module or Dockerfile named for ROCm
+    (`platforms/rocm.py`, `rocm_aiter_ops.py`, `Dockerfile.rocm`). Its `torch.cuda` calls are HIP
+    calls that never run on an NPU host; rewriting or reporting them is noise."""
+    parts = relpath.replace("\\", "/").split("/")
+    folders, name = parts[:-1], parts[-1]
+    if any(p.lower() in ROCM_FOLDERS or _ROCM_FOLDER.search(p) for p in folders):
+        return "ROCm/HIP source (in a rocm, hip or amd folder)"
+    stem = name.rsplit(".", 1)[0] if name.lower().endswith((".py", ".sh", ".yaml", ".yml", ".txt")) else name
+    if _ROCM_NAME.search(stem):
+        return "ROCm/HIP source (named for ROCm)"
+    return None
+
+
+# Folders of coding assistants and editors: their skills, prompts and snippets are not the project.
+TOOLING_FOLDERS = frozenset({".agents", ".agent", ".claude", ".cursor", ".codex", ".gemini", ".windsurf",
+                             ".continue", ".aider", ".idea", ".vscode", ".copilot"})
+
+
+def tooling_reason(relpath: str) -> Optional[str]:
+    parts = relpath.replace("\\", "/").split("/")[:-1]
+    folder = next((p for p in parts if p.lower() in TOOLING_FOLDERS), None)
+    return f"a coding assistant's or editor's folder ({folder})" if folder else None
+
+
+def vendored_reason(relpath: str, kind: str) -> Optional[str]:
+    """Why a file inside a vendored folder is left alone, or None.
+
+    The CUDA C++ sources of a vendored library (CUTLASS, a kernel collection) are its authors'
+    kernels, not this project's: one finding per `.cu` file of a submodule says nothing a user can
+    act on. The examples, tests and docs of a vendored project never run as part of this one.
+    Python modules a project vendors and imports (`pkg/third_party/fla/ops.py`) do run: they are
+    migrated and reported like the project's own."""
+    parts = relpath.replace("\\", "/").split("/")[:-1]
+    lowered = [p.lower() for p in parts]
+    for index, part in enumerate(lowered):
+        if part not in VENDOR_FOLDERS:
+            continue
+        if kind == "cuda-source":
+            return f"vendored CUDA source (in a {parts[index]} folder)"
+        if any(inner in _VENDORED_EXTRAS for inner in lowered[index + 2:]):
+            return f"a vendored project's examples, tests or docs (in {'/'.join(parts[:index + 2])})"
+    return None
+
+
 def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     """Migrate (or scan) one file's bytes with the engine its kind needs; the ecosystem findings
     come once per file (findings.merge_per_file), whichever engine found them."""
     kind = file_kind(relpath)
+    why = vendored_reason(relpath, kind) or rocm_reason(relpath) or tooling_reason(relpath)
+    if why:
+        return FileResult(relpath=relpath, original=source, skipped=why)
     if kind == "notebook":
         from .notebook import migrate_notebook  # loaded by the runs (and workers) that meet one
 
@@ -55,6 +117,9 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         result = scan_text_file(source, relpath, options)
     else:
         result = migrate_source(source, relpath, options)
+        if result.findings:
+            text = source.decode("utf-8", "replace")
+            result.findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
     result.findings = merge_per_file(result.findings)
     return result
 

@@ -19,7 +19,7 @@ from typing import Optional
 import libcst as cst
 
 from . import catalogue, hotslice
-from .families.context import GRAPH_CAPTURES, INERT, Context, dotted_name, literal_value
+from .families.context import GRAPH_CAPTURES, INERT, Context, asks_platform_layer, dotted_name, literal_value
 from .visitors import CachedVisitorDispatch
 
 
@@ -29,6 +29,11 @@ def _tables():
     strings = re.compile("|".join(f"(?:{s})" for s in t["strings"]), re.DOTALL)
     return (frozenset(t["attributes"]), tuple(t["modules"]), strings, frozenset(t["names"]),
             dict(t["module_codes"]), dict(t["name_codes"]))
+
+
+@functools.lru_cache(maxsize=None)
+def _portable() -> tuple[str, ...]:
+    return tuple(catalogue.read_table("sweep.toml").get("portable", ()))
 
 
 @functools.lru_cache(maxsize=None)
@@ -177,7 +182,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         """`module` belongs to the project being migrated (vLLM's `import vllm.utils`, DeepSpeed's
         `from deepspeed.ops import ...`): the project itself, not a dependency on an ecosystem. Its
         CUDA-only code is reported where it is (kernels, extensions, .cu files), not at each import."""
-        return module.split(".", 1)[0] in self.m.first_party
+        return module.split(".", 1)[0] in self.m.first_party or _module_matches(module, _portable())
 
     def _code(self, module: str, *specific: str) -> str:
         """The code of a CUDA-only module: `specific` names (`m.n` of `from m import n`) first."""
@@ -237,7 +242,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if node.relative:  # the project's own modules: only compiled extensions are CUDA-only
             base = "." * len(node.relative) + (module or "")
             sep = "." if module else ""
-            for full in ([base] if module else []) + [f"{base}{sep}{dotted_name(a.name)}" for a in names]:
+            # a member is an extension only as `_C`/`_CUDA` (colossalai's own `from .utils import
+            # get_temp_total_chunk_on_cuda` is a function); its CUDA sources are NPU912 files
+            members = [f"{base}{sep}{dotted_name(a.name)}" for a in names
+                       if dotted_name(a.name) in ("_C", "_CUDA")]
+            for full in ([base] if module else []) + members:
                 if self._extension(full):
                     return self._flag_extension(node, full)
             return False
@@ -248,7 +257,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 local = alias.asname.name if alias.asname is not None else alias.name
                 if isinstance(local, cst.Name):
                     self.triton_names.add(local.value)
-        if _module_matches(module, self.modules) and not self._own(module):
+        if _module_matches(module, self.modules) and not self._own(module) and not all(map(self._own, fulls)):
             return self._flag_import(node, f"import from `{module}`", module, *fulls)
         for full in fulls:
             if _module_matches(full, self.modules) and not self._own(full):
@@ -316,6 +325,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 value = item.value if isinstance(item, cst.BaseElement) else item
                 if isinstance(value, (cst.Name, cst.Attribute)) and self._name_code(value) == "NPU913":
                     self.gates.add(id(value))
+        if any(asks_platform_layer(o) for o in operands):
+            # `get_accelerator().device_name() == "cuda"`, `current_platform.device_type == "cuda"`:
+            # the project's own platform layer answers "npu" on an NPU host, so the comparison is
+            # already a deliberate CUDA-only decision, not a device left behind
+            self.gates.update(id(o) for o in operands if isinstance(o, cst.SimpleString))
         if all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in node.comparisons) and any(
             isinstance(o, cst.Name) and o.value == "None" for o in operands
         ):
@@ -333,6 +347,12 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_While(self, node: cst.While) -> bool:
         self._truth_test(node.test)
+        return True
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
+        """`IS_CUDA = torch.cuda.is_available() and torch.version.cuda`: an operand of `and`/`or`
+        is tested for truth, which is False on an NPU build, as for an `if`."""
+        self._truth_test(node)
         return True
 
     def _truth_test(self, test: cst.BaseExpression) -> None:

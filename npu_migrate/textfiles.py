@@ -1073,12 +1073,13 @@ def rocm_source(relpath: str) -> bool:
 
 
 def _group_identical_sources(results: list[FileResult]) -> list[FileResult]:
-    """NPU912 once per set of byte-identical `.cu` files (a kernel tree shipped twice): the first
-    path keeps the finding and names the copies; the copies' NPU912 findings go."""
+    """Report-only findings once per set of byte-identical files (a kernel tree or an op-builder
+    package shipped twice, `op_builder/` beside `deepspeed/ops/op_builder/`): the first path keeps
+    its findings, which name the copies; the copies keep their rewrites (each copy is a file that
+    runs) but not the findings the first one already reports."""
     copies: dict[bytes, list[int]] = {}
     for index, result in enumerate(results):
-        if (result.relpath.lower().endswith(".cu") and result.original is not None
-                and any(f.code == "NPU912" for f in result.findings)):
+        if result.original is not None and any(not f.fixable for f in result.findings):
             copies.setdefault(hashlib.sha256(result.original).digest(), []).append(index)
     out = list(results)
     for indexes in copies.values():
@@ -1091,11 +1092,10 @@ def _group_identical_sources(results: list[FileResult]) -> list[FileResult]:
         more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
         noun = "copy" if len(names) == 1 else "copies"
         out[first] = dataclasses.replace(results[first], findings=[
-            dataclasses.replace(f, message=f"{f.message} (byte-identical {noun}: {shown}{more})")
-            if f.code == "NPU912" else f
+            f if f.fixable else dataclasses.replace(f, message=f"{f.message} (byte-identical {noun}: {shown}{more})")
             for f in results[first].findings])
         for i in rest:
-            out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
+            out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.fixable])
     return out
 
 

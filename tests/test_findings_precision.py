@@ -81,7 +81,7 @@ def test_research_repo_reports_each_ecosystem_once_per_file(research):
     assert found == Counter({
         ("csrc/kernel.cu", "NPU912"): 1,
         ("csrc/other.cuh", "NPU912"): 1,
-        ("csrc/vendor/block_reduce.cuh", "NPU912"): 1,  # the folder's three headers
+        # csrc/vendor/*.cuh: a vendored library's headers, skipped and named (below)
         ("model/kernels.py", "NPU910"): 1,  # three Triton imports and two kernels (unguarded: said there)
         ("model/kernels.py", "NPU902"): 1,
         ("model/kernels.py", "NPU913"): 1,
@@ -91,9 +91,9 @@ def test_research_repo_reports_each_ecosystem_once_per_file(research):
         ("scripts/setup_env.sh", "NPU708"): 2,  # flash-attn (twice) and xformers; not vllm
         ("setup.py", "NPU911"): 1,  # CUDAExtension, imported and used
     })
-    # 36 report-only findings before issue #16 (11 false, 11 redundant); 12 now, none of either kind
+    # 36 report-only findings before issue #16 (11 false, 11 redundant); 11 now, none of either kind
     # (the two NPU934 on the lines of the Triton and apex imports are now part of those findings)
-    assert len(_reported(research)) == 12
+    assert len(_reported(research)) == 11
 
 
 def test_research_repo_lists_the_other_lines(research):
@@ -105,10 +105,9 @@ def test_research_repo_lists_the_other_lines(research):
     apex = by_key[("model/kernels.py", "NPU902", "")]
     assert "imported unguarded at module level" in apex["message"] and apex["message"].endswith("(also at line 7)")
     assert by_key[("model/serve.py", "NPU916", "")]["message"].endswith("(also at lines 5, 6, 7)")
-    headers = by_key[("csrc/vendor/block_reduce.cuh", "NPU912", "")]
-    assert "3 CUDA headers in `csrc/vendor/`" in headers["message"]
-    assert "device_load.cuh, warp_scan.cuh" in headers["message"]
-    assert headers["source"] == "csrc/vendor/*.cuh"
+    skipped = {s["path"]: s["reason"] for s in research["skipped"]}
+    for name in ("block_reduce.cuh", "device_load.cuh", "warp_scan.cuh"):
+        assert skipped[f"csrc/vendor/{name}"] == "vendored CUDA source (in a vendor folder)"
 
 
 def test_research_repo_false_findings_are_gone(research):
@@ -132,9 +131,19 @@ def test_every_finding_carries_its_severity(research):
 
 def test_triton_once_per_file_and_per_file_only(tmp_path):
     body = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x):\n    pass\n"
-    root = _project(tmp_path, {"a.py": body, "b.py": body})
+    root = _project(tmp_path, {"a.py": body, "b.py": body.replace("def k", "def k2")})
     found = Counter((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
     assert found == Counter({("a.py", "NPU910"): 1, ("b.py", "NPU910"): 1})
+
+
+def test_byte_identical_files_report_once_and_keep_their_rewrites(tmp_path):
+    body = "import torch\nimport triton\n\nx = torch.zeros(2).cuda()\n"
+    report = _migrate_json(_project(tmp_path, {"op_builder/a.py": body, "pkg/op_builder/a.py": body}))
+    found = [(f["path"], f["code"]) for f in _reported(report)]
+    assert found == [("op_builder/a.py", "NPU910")]
+    assert "(byte-identical copy: `pkg/op_builder/a.py`)" in _reported(report)[0]["message"]
+    rewritten = sorted(f["path"] for f in report["findings"] if f["fixable"])
+    assert rewritten == ["op_builder/a.py", "pkg/op_builder/a.py"]  # both copies run: both migrated
 
 
 def test_a_projects_own_ecosystem_imports_are_the_project(tmp_path):
@@ -192,19 +201,19 @@ def test_attention_strings(tmp_path, value, reported):
 
 def test_cuda_headers_once_per_folder(tmp_path):
     root = _project(tmp_path, {
-        "third_party/cub/a.cuh": "#pragma once\n",
-        "third_party/cub/b.cuh": "#pragma once\n",
-        "third_party/cub/c.cuh": "#pragma once\n",
-        "third_party/cub/block.cu": "__global__ void k() {}\n",
-        "third_party/cub/d.cu": "__global__ void d() {}\n",  # (byte-identical .cu files are one finding)
-        "include/lone.cuh": "#pragma once\n",
+        "csrc/kernels/a.cuh": "#pragma once\n",
+        "csrc/kernels/b.cuh": "#pragma once\n",
+        "csrc/kernels/c.cuh": "#pragma once\n",
+        "csrc/kernels/block.cu": "__global__ void k() {}\n",
+        "csrc/kernels/d.cu": "__global__ void d() {}\n",  # (byte-identical .cu files are one finding)
+        "include/lone.cuh": "#pragma once\n// lone\n",
     })
     found = sorted((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
     assert found == [
+        ("csrc/kernels/a.cuh", "NPU912"),  # for a.cuh, b.cuh and c.cuh
+        ("csrc/kernels/block.cu", "NPU912"),  # a translation unit each
+        ("csrc/kernels/d.cu", "NPU912"),
         ("include/lone.cuh", "NPU912"),
-        ("third_party/cub/a.cuh", "NPU912"),  # for a.cuh, b.cuh and c.cuh
-        ("third_party/cub/block.cu", "NPU912"),  # a translation unit each
-        ("third_party/cub/d.cu", "NPU912"),
     ]
 
 
@@ -382,7 +391,7 @@ def test_torch_version_cuda_tests_are_not_leftovers(tmp_path):
     body = ("import torch\n\nA = torch.version.cuda is None\nB = 1 if torch.version.cuda else 0\n"
             "if not torch.version.cuda and A:\n    pass\nprint(torch.version.cuda)\n"
             "C = torch.version.cuda >= '12.0'\n")
-    assert _codes_at(tmp_path, {"a.py": body}) == [(7, "NPU990"), (8, "NPU990")]
+    assert _codes_at(tmp_path, {"a.py": body}) == [(7, "NPU990")]  # line 8's in it ("also at line 8")
 
 
 def test_functions_named_like_extensions_are_not_extensions(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 import libcst as cst
 
@@ -181,8 +182,27 @@ scaler = torch.amp.GradScaler("cpu")
         if parts[0] == "cuda" and len(parts) > 1 and parts[1] in self.api_sdpa:
             ctx.report("NPU405", original, name=f"torch.backends.{rest}")
         elif parts[0] in ("cuda", "cudnn"):
-            ctx.report("NPU404", original, name=f"torch.backends.{rest}")
+            if self._sets_a_flag(original, parts[-1]):
+                ctx.report("NPU404", original, name=f"torch.backends.{rest}")
+            else:
+                # a read (`cudnn.benchmark` saved to restore later, `cudnn.version()`,
+                # `is_flash_attention_available()`): None or False on an NPU host, as on a CPU
+                # build, so the code takes its non-CUDA path; nothing is ignored there
+                ctx.claim(original)
         return updated
+
+    _SETTERS = re.compile(r"(flags|set_\w+|enable_\w+|allow_\w+|preferred_\w+)$")
+
+    def _sets_a_flag(self, original: cst.CSTNode, last: str) -> bool:
+        """Whether `torch.backends.cudnn.x` is assigned (a flag set) or called as a setter."""
+        ctx = self.ctx
+        node, parent = original, ctx.parent()
+        if isinstance(parent, cst.AssignTarget) or (
+                isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node):
+            return True
+        if isinstance(parent, cst.Call) and parent.func is node:
+            return bool(self._SETTERS.match(last))
+        return False
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
         """torch.amp.GradScaler() / ("cuda", ...) / (device="cuda", ...) -> npu_compat.grad_scaler(...)."""

@@ -664,3 +664,25 @@ class Context:
             return False
         # the whole `if`, body included: with hot slices, its cold statements are put back first
         return bool(self.feature_gate_re.search(self.source_map.original_text_of(scope)))
+
+
+_PLATFORM_LAYER = re.compile(r"(^|\.)(get_accelerator|current_platform|current_accelerator)\b|\.device_name\(\)$")
+
+
+def asks_platform_layer(node: cst.CSTNode) -> bool:
+    """A value read from the project's own platform layer (DeepSpeed's accelerator, vLLM's and
+    SGLang's `current_platform`): `get_accelerator().device_name()`, `current_platform.device_type`."""
+    text = []
+    while True:
+        if isinstance(node, cst.Call):
+            text.append("()")
+            node = node.func
+        elif isinstance(node, cst.Attribute):
+            text.append("." + node.attr.value)
+            node = node.value
+        elif isinstance(node, cst.Name):
+            text.append(node.value)
+            break
+        else:
+            return False
+    return bool(_PLATFORM_LAYER.search("".join(reversed(text))))

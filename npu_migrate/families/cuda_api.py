@@ -9,7 +9,7 @@ import libcst as cst
 from .. import catalogue
 from ..visitors import CachedTransformerDispatch
 from .base import Example, Family
-from .context import dotted_name
+from .context import dotted_name, string_value
 
 
 def _int_value(node) -> int | None:
@@ -304,6 +304,9 @@ def train(model, loader, cuda=True):
             new = cst.Attribute(value=ctx.shim_attr("nvtx"), attr=cst.Name(parts[1]))
             new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return ctx.rewrite("NPU207", original, new, name=parts[1]) or updated
+        if self._checked_by_hasattr(parts[-1]):
+            ctx.claim(original)  # `if hasattr(torch.cuda, "name"): torch.cuda.name()`: already guarded
+            return updated
         # longest listed prefix wins in the report tables; a code of its own before NPU202
         for n in range(len(parts), 0, -1):
             key = ".".join(parts[:n])
@@ -332,6 +335,23 @@ def train(model, loader, cuda=True):
             return updated
         new = ctx.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return ctx.rewrite(code, original, new, name=first) or updated
+
+    def _checked_by_hasattr(self, name: str) -> bool:
+        """Whether an enclosing `if` (or conditional expression, or `and` chain) asks
+        `hasattr(..., "name")` first: the call runs only where the module has it, which after
+        migration is the NPU's device module."""
+        for node in reversed(self.ctx.parents[:-1]):
+            tests = []
+            if isinstance(node, (cst.If, cst.IfExp, cst.While)):
+                tests.append(node.test)
+            elif isinstance(node, cst.BooleanOperation):
+                tests.append(node.left)
+            for test in tests:
+                for call in _calls(test):
+                    if (isinstance(call.func, cst.Name) and call.func.value in ("hasattr", "getattr")
+                            and len(call.args) >= 2 and string_value(call.args[1].value) == name):
+                        return True
+        return False
 
     def _memory_alias(self, parts: list[str]) -> bool:
         """`torch.cuda.memory.<name>` stands for `torch.cuda.<name>`: a name torch.cuda re-exports
@@ -500,3 +520,13 @@ class ImportPruner(CachedTransformerDispatch, cst.CSTTransformer):
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(names=kept)
+
+
+def _calls(node: cst.CSTNode):
+    """The calls in an expression (a test is small: a plain walk)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(current.children)

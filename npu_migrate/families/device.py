@@ -6,6 +6,7 @@ import libcst as cst
 
 from .base import Example, Family
 from .context import (
+    asks_platform_layer,
     cuda_fstring_expr,
     cuda_literal,
     dotted_name,
@@ -492,6 +493,8 @@ if current_platform.is_cuda():
         return True
 
     def _device_like_operand(self, node: cst.CSTNode) -> bool:
+        if asks_platform_layer(node):
+            return False  # the project's platform layer answers "npu" there: a deliberate CUDA check
         if isinstance(node, (cst.Name, cst.Attribute)):
             ident = last_identifier(node)
             if ident == "type" and isinstance(node, cst.Attribute):

@@ -235,6 +235,13 @@ def _scope_reason(node: ast.AST, parent: Optional[ast.AST], families: dict[int, 
         return f"`{word}` chain handles NPU" if all(_marks(node)) else None
     if isinstance(node, ast.Dict):
         return "dict handles NPU" if all(_marks(node)) else None
+    if (isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not isinstance(parent, (ast.List, ast.Tuple, ast.Set))
+            and not (isinstance(parent, ast.Compare) and node in parent.comparators)
+            and not (isinstance(parent, ast.keyword) and parent.arg == "choices")):
+        # (a membership test `x in ("cuda", "npu")` and a CLI's `choices=[...]` are the device and
+        # CLI families': they keep or widen them, and their own output has both values)
+        kind = type(node).__name__.lower()  # `return ["cuda", "npu"]`, `runs_on(("cuda", "npu"))`
+        return f"{kind} handles NPU" if all(_marks(node)) else None
     if isinstance(node, ast.ClassDef):
         return families.get(id(node))
     return None

@@ -1,0 +1,214 @@
+"""Tests that never run on an NPU host: the findings inside them are for review, not errors.
+
+A test module, class or function that pytest or unittest skips unless the host is CUDA or ROCm
+(`pytestmark = pytest.mark.skipif(not current_platform.is_cuda(), ...)`, `@skipUnless(
+torch.version.hip, ...)`, `if not on_gfx950(): pytest.skip(..., allow_module_level=True)`) is
+skipped on an NPU host too, because npu-migrate leaves such platform checks alone: a project's own
+`is_cuda()` method, `torch.version.cuda`, a compute-capability test. What it reports inside such a
+test is true of the code but changes nothing on the NPU: the run lowers those report-only findings
+to `info` and says which skip keeps the test off the NPU.
+
+The skip condition is evaluated as an NPU host would see it, in three values (true, false,
+unknown): the CUDA/ROCm-only predicates are false there, `torch.version.cuda` and
+`torch.version.hip` are None, and anything else is unknown. Only a condition that is *certainly*
+true off CUDA (for `skipif`; false for `skipUnless`) makes a scope: `skipif(current_platform.is_rocm())`
+runs on the NPU, and `skipif(not torch.cuda.is_available())` runs there too once migrated (the
+availability check is rewritten), so neither is one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+
+from .findings import Finding
+
+# Methods and functions that answer "is this a CUDA or ROCm host / GPU generation" (vLLM's and
+# SGLang's platform objects, test helpers named for an architecture).
+_PREDICATE_METHODS = frozenset({
+    "is_cuda", "is_rocm", "is_cuda_alike", "is_hip", "is_navi", "is_fp8_fnuz",
+    "has_device_capability", "is_device_capability", "is_device_capability_family",
+})
+_ARCH_NAME = re.compile(r"gfx\d|rocm|aiter|hopper|blackwell|(^|_)sm_?\d{2,3}(?![0-9])", re.IGNORECASE)
+_UNKNOWN = object()  # neither true nor false
+_NONE = object()  # a value that is None on an NPU host (torch.version.cuda)
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _value(node: ast.AST):
+    """The value of `node` on an NPU host: True, False, _NONE or _UNKNOWN."""
+    if isinstance(node, ast.Constant):
+        return _NONE if node.value is None else bool(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _truth(node.operand)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(v) for v in node.values]
+        decisive = isinstance(node.op, ast.Or)  # `or`: one true decides; `and`: one false
+        if decisive in values:
+            return decisive
+        return _UNKNOWN if _UNKNOWN in values else not decisive
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+        left, right = _value(node.left), _value(node.comparators[0])
+        if _NONE in (left, right) and _UNKNOWN not in (left, right):
+            same = left is right
+            return same if isinstance(node.ops[0], ast.Is) else not same
+        return _UNKNOWN
+    if isinstance(node, ast.Attribute) and _dotted(node) in ("torch.version.cuda", "torch.version.hip"):
+        return _NONE
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if isinstance(func, ast.Attribute) and name in _PREDICATE_METHODS and not _dotted(func).startswith("torch."):
+            return False
+        if name and _ARCH_NAME.search(name):
+            return False
+        values = [*node.args, *(k.value for k in node.keywords)]
+        if re.search(r"avail|^has_|^is_", name or "") and any(
+                isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"(^|_)cuda($|_)", v.value)
+                for v in values):
+            return False  # `is_extension_available("quanto_cuda")`: a CUDA build, absent on an NPU host
+    if isinstance(node, ast.Name) and _ARCH_NAME.search(node.id):
+        return False
+    return _UNKNOWN
+
+
+def _truth(node: ast.AST):
+    value = _value(node)
+    return False if value is _NONE else value
+
+
+def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | None:
+    """The expression that skips the decorated test on an NPU host, or None."""
+    if isinstance(decorator, ast.Name) and decorator.id in marks:
+        return _skip_condition(marks[decorator.id], {})
+    if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, mark]
+        for element in decorator.elts:
+            found = _skip_condition(element, marks)
+            if found is not None:
+                return found
+        return None
+    if isinstance(decorator, ast.Call) and decorator.args:
+        name = _dotted(decorator.func).rpartition(".")[2].lower()
+        condition = decorator.args[0]
+        if name in ("skipif",) and _truth(condition) is True:
+            return condition
+        if name == "skipunless" and _truth(condition) is False:
+            return condition
+        return None
+    name = _dotted(decorator).rpartition(".")[2]
+    if name and _ARCH_NAME.search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
+        return decorator
+    return None
+
+
+def _skips(stmt: ast.stmt) -> bool:
+    """`pytest.skip(...)` or `raise unittest.SkipTest(...)` in a block."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2] in ("skip", "SkipTest"):
+            return True
+    return False
+
+
+def _skipping_if(stmt: ast.stmt) -> ast.AST | None:
+    skips = isinstance(stmt, ast.If) and not stmt.orelse and any(_skips(s) for s in stmt.body)
+    return stmt.test if skips and _truth(stmt.test) is True else None
+
+
+def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, the skip condition's source) of every test scope skipped off CUDA."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    scopes: list[tuple[int, int, str]] = []
+
+    def show(node: ast.AST) -> str:
+        segment = ast.get_source_segment(text, node) or ""
+        segment = " ".join(segment.split())
+        return segment if len(segment) <= 70 else segment[:67] + "..."
+
+    marks: dict[str, ast.AST] = {}
+    end = len(text.splitlines()) or 1
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if name == "pytestmark":
+                condition = _skip_condition(stmt.value, marks)
+                if condition is not None:
+                    return [(1, end, show(condition))]
+            else:
+                marks[name] = stmt.value
+        condition = _skipping_if(stmt)
+        if condition is not None:
+            scopes.append((stmt.lineno, end, show(condition)))
+            return scopes
+
+    def visit(body: Iterable[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = next((c for c in (_skip_condition(d, marks) for d in stmt.decorator_list)
+                              if c is not None), None)
+                if found is not None:
+                    first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+                    scopes.append((first, stmt.end_lineno or stmt.lineno, show(found)))
+                    continue
+                if not isinstance(stmt, ast.ClassDef):
+                    for inner in stmt.body:
+                        condition = _skipping_if(inner)
+                        if condition is not None:
+                            scopes.append((inner.lineno, stmt.end_lineno or inner.lineno, show(condition)))
+                            break
+                visit(stmt.body)
+
+    try:
+        visit(tree.body)
+    except RecursionError:
+        return scopes
+    return scopes
+
+
+def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding]:
+    """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
+    if not any(not f.fixable and f.severity != "info" for f in findings):
+        return findings
+    if "skip" not in text and "Skip" not in text:
+        return findings
+    scopes = cuda_only_test_scopes(text)
+    if not scopes:
+        return findings
+    out = []
+    for finding in findings:
+        if not finding.fixable and finding.severity != "info" and finding.cell is None:
+            scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
+            if scope is not None:
+                finding = replace(finding, severity="info",
+                                  message=f"{finding.message} (in a test skipped off CUDA: `{scope[2]}`)")
+        out.append(finding)
+    return out
+
+
+_TRITON_KERNEL = re.compile(r"triton\.(jit|autotune|heuristics|language)|\btl\.|^\s*@jit\b|import\s+language", re.MULTILINE)
+
+
+def lower_triton_harness(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU910 as info in a file that uses Triton only as a benchmark harness (`triton.testing.
+    do_bench`, `perf_report`) and defines or calls no kernel of its own: it measures, it does not
+    compute, and the kernels it times are reported where they are."""
+    if not any(f.code == "NPU910" and f.severity != "info" for f in findings):
+        return findings
+    if "triton.testing" not in text or _TRITON_KERNEL.search(text):
+        return findings
+    return [replace(f, severity="info", message=f"{f.message} (only `triton.testing`, a benchmark harness)")
+            if f.code == "NPU910" else f for f in findings]

@@ -1,0 +1,287 @@
+"""Findings people can trust (issue 16, second audit round): the shapes the ecosystem check's
+manual samples found false or redundant, each with what must still be reported.
+
+- one finding per file for a leftover repeated in it (NPU990, NPU202, ...), and a CUDA graph
+  capture reported once with the CUDAGraph it records into; a baseline and --diff-base still see a
+  new occurrence in a file that already has one;
+- a vendored library's CUDA sources and a vendored project's examples are skipped, named;
+- report-only findings inside a test that is skipped off CUDA are information;
+- a list or tuple naming both "cuda" and "npu" is platform-aware; a comparison with the project's
+  own platform layer (`get_accelerator().device_name() == "cuda"`) is a deliberate CUDA check.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npu_migrate import cache, catalogue
+from npu_migrate.cli import main
+from npu_migrate.findings import Finding, merge_per_file, split_merged
+from npu_migrate.testscopes import cuda_only_test_scopes
+
+
+def _check(root: Path, *extra: str) -> dict:
+    result = CliRunner().invoke(main, ["check", str(root), "--isolated", "--output-format", "json", *extra])
+    assert result.exit_code in (0, 1), result.output
+    start = result.output.index("{")
+    return json.loads(result.output[start:])
+
+
+def _findings(report: dict, code: str | None = None) -> list[dict]:
+    items = report.get("findings", report.get("items", []))
+    return [f for f in items if code is None or f["code"] == code]
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------------------------- one per file
+LEFTOVERS = '''\
+import torch
+
+
+def a(x):
+    return x == "cuda"
+
+
+def b(y):
+    return y == "cuda"
+'''
+
+
+def test_a_repeated_leftover_is_one_finding_listing_its_lines(tmp_path):
+    _write(tmp_path, "m.py", LEFTOVERS)
+    found = _findings(_check(tmp_path), "NPU990")
+    assert len(found) == 1
+    assert found[0]["line"] == 5 and "(also at line 9)" in found[0]["message"]
+
+
+def test_a_different_leftover_in_the_same_file_is_its_own_finding(tmp_path):
+    _write(tmp_path, "m.py", LEFTOVERS + '\n\ndef c(z):\n    return z == "nccl"\n')
+    messages = sorted(f["message"] for f in _findings(_check(tmp_path), "NPU990"))
+    assert len(messages) == 2 and '"nccl"' in messages[1]
+
+
+GRAPH = '''\
+import torch
+
+
+def capture(model, x):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        model(x)
+    return g
+'''
+
+
+def test_a_graph_capture_is_one_finding_with_its_cudagraph(tmp_path):
+    _write(tmp_path, "g.py", GRAPH)
+    found = _findings(_check(tmp_path), "NPU202")
+    assert len(found) == 1, found
+    assert found[0]["line"] == 5 and "(also at line 6)" in found[0]["message"]
+
+
+NCCL_WRAPPER = '''\
+class Comm:
+    def all_reduce(self, buf):
+        self.nccl.ncclAllReduce(buf)
+
+    def broadcast(self, buf):
+        self.nccl.ncclBroadcast(buf)
+
+    def version(self):
+        return self.nccl.ncclGetVersion()
+'''
+
+
+def test_an_nccl_library_wrapper_is_one_finding(tmp_path):
+    _write(tmp_path, "pynccl.py", NCCL_WRAPPER)
+    found = _findings(_check(tmp_path), "NPU990")
+    assert len(found) == 1, found
+    assert "(also at lines 6, 9)" in found[0]["message"]
+
+
+def test_merged_findings_keep_their_places_through_the_cache():
+    merged = merge_per_file([
+        Finding("m.py", 5, 12, "NPU990", 'CUDA-only reference left unchanged: string "cuda"', False, '"cuda"'),
+        Finding("m.py", 9, 12, "NPU990", 'CUDA-only reference left unchanged: string "cuda"', False, "'cuda'"),
+    ])
+    assert len(merged) == 1 and merged[0].also == ((9, 12, "'cuda'"),)
+    assert merged[0].sources == ('"cuda"', "'cuda'")
+    parts = split_merged(merged[0])
+    assert [(f.line, f.source, f.message) for f in parts] == [
+        (5, '"cuda"', 'CUDA-only reference left unchanged: string "cuda"'),
+        (9, "'cuda'", 'CUDA-only reference left unchanged: string "cuda"')]
+    data = json.loads(json.dumps(merged[0].as_dict()))
+    assert cache._finding_from_json(data, "m.py") == merged[0]
+    assert "also" not in Finding("m.py", 1, 1, "NPU990", "x", False).as_dict()
+
+
+def test_a_baseline_still_sees_a_new_occurrence_in_a_file_that_has_one(tmp_path):
+    _write(tmp_path, "m.py", LEFTOVERS)
+    baseline = tmp_path / "baseline.json"
+    result = CliRunner().invoke(main, ["check", str(tmp_path), "--isolated", "--write-baseline", str(baseline)])
+    assert result.exit_code == 0, result.output
+    entries = json.loads(baseline.read_text())["entries"]
+    assert sum(e["count"] for e in entries if e["code"] == "NPU990") == 2  # both places, not one merged finding
+    assert _findings(_check(tmp_path, "--baseline", str(baseline)), "NPU990") == []
+    _write(tmp_path, "m.py", LEFTOVERS + '\n\ndef c(z):\n    return z == "cuda"\n')
+    found = _findings(_check(tmp_path, "--baseline", str(baseline)), "NPU990")
+    assert [(f["line"], f["message"]) for f in found] == [
+        (13, 'CUDA-only reference left unchanged: string "cuda"')]  # the new place, on its own
+
+
+def test_diff_base_sees_a_new_occurrence_merged_into_an_old_line(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    _write(tmp_path, "m.py", LEFTOVERS)
+    git("add", ".")
+    git("commit", "-qm", "base")
+    assert _findings(_check(tmp_path, "--diff-base", "HEAD"), "NPU990") == []
+    _write(tmp_path, "m.py", LEFTOVERS + '\n\ndef c(z):\n    return z == "cuda"\n')
+    found = _findings(_check(tmp_path, "--diff-base", "HEAD"), "NPU990")
+    assert [f["line"] for f in found] == [13]  # the new place, not the file's merged finding
+
+
+# ----------------------------------------------------------------------------- vendored code
+def test_vendored_cuda_sources_and_examples_are_skipped_and_named(tmp_path):
+    _write(tmp_path, "third_party/cutlass/examples/gemm/gemm.cu", "__global__ void k() {}\n")
+    _write(tmp_path, "third_party/cutlass/examples/python/run.py", "import torch\nx = torch.zeros(2).cuda()\n")
+    _write(tmp_path, "csrc/ops.cu", "__global__ void k() {}\n")
+    _write(tmp_path, "pkg/third_party/fla/ops.py", "import torch\ntorch.cuda.profiler.start()\n")
+    report = _check(tmp_path)
+    paths = {f["path"] for f in _findings(report)}
+    assert any(p.endswith("csrc/ops.cu") for p in paths)
+    assert any(p.endswith("pkg/third_party/fla/ops.py") for p in paths)  # vendored and imported: it runs
+    assert not any("third_party/cutlass" in p for p in paths)
+    result = CliRunner().invoke(main, [str(tmp_path), "--dry-run", "--isolated", "--output-format", "json"])
+    skipped = {s["path"]: s["reason"] for s in json.loads(result.output[result.output.index("{"):])["skipped"]}
+    assert "vendored CUDA source" in skipped["third_party/cutlass/examples/gemm/gemm.cu"]
+    assert "vendored project" in skipped["third_party/cutlass/examples/python/run.py"]
+
+
+# ----------------------------------------------------------------------------- tests skipped off CUDA
+SKIPPED_TESTS = '''\
+import pytest
+import torch
+import unittest
+from vllm.platforms import current_platform
+
+
+@pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA only")
+def test_cuda_only():
+    torch.cuda.profiler.start()
+
+
+@pytest.mark.skipif(current_platform.is_rocm(), reason="not on ROCm")
+def test_runs_on_npu():
+    torch.cuda.profiler.start()
+
+
+@unittest.skipUnless(torch.version.hip, "ROCm only")
+def test_rocm_only():
+    torch.cuda.profiler.start()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_any_gpu():
+    torch.cuda.profiler.start()
+
+
+def test_body_skip():
+    if not (current_platform.is_cuda() or current_platform.is_rocm()):
+        pytest.skip("GPU only")
+    torch.cuda.profiler.start()
+
+
+@requires_gfx950
+def test_gfx950():
+    torch.cuda.profiler.start()
+'''
+
+
+def test_scopes_of_tests_skipped_off_cuda():
+    scopes = cuda_only_test_scopes(SKIPPED_TESTS)
+    assert [(s[0], s[2]) for s in scopes] == [
+        (7, "not current_platform.is_cuda()"),
+        (17, "torch.version.hip"),
+        (28, "not (current_platform.is_cuda() or current_platform.is_rocm())"),
+        (33, "requires_gfx950"),
+    ]
+
+
+def test_findings_in_tests_skipped_off_cuda_are_information(tmp_path):
+    _write(tmp_path, "tests/test_kernels.py", SKIPPED_TESTS)
+    found = _findings(_check(tmp_path), "NPU202")
+    by_severity = {}
+    for f in found:
+        lines = [f["line"]] + [int(n) for n in f["message"].split("(also at line")[-1].strip("s )").split(", ")
+                               if n.strip().isdigit()] if "also at" in f["message"] else [f["line"]]
+        for line in lines:
+            by_severity[line] = f["severity"]
+    assert by_severity[9] == "info" and by_severity[19] == "info" and by_severity[30] == "info"
+    assert by_severity[35] == "info"
+    assert by_severity[14] == "error"  # skipped on ROCm only: it runs on the NPU
+    assert by_severity[24] == "error"  # torch.cuda.is_available() is rewritten: it runs on the NPU
+    info = next(f for f in found if f["severity"] == "info")
+    assert "in a test skipped off CUDA" in info["message"]
+
+
+def test_a_module_skipped_off_cuda_lowers_every_finding(tmp_path):
+    text = ('import pytest\nimport torch\nfrom vllm.platforms import current_platform\n\n'
+            'pytestmark = pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA")\n\n\n'
+            'def test_a():\n    torch.cuda.profiler.start()\n')
+    _write(tmp_path, "tests/test_mod.py", text)
+    found = _findings(_check(tmp_path), "NPU202")
+    assert [f["severity"] for f in found] == ["info"]
+
+
+# ----------------------------------------------------------------------------- platform layers
+def test_a_list_of_cuda_and_npu_is_platform_aware(tmp_path):
+    _write(tmp_path, "plugin.py", 'def supported_devices():\n    return ["cuda", "npu"]\n')
+    report = _check(tmp_path)
+    assert _findings(report, "NPU990") == []
+    assert [f["severity"] for f in _findings(report, "NPU991")] == ["info"]
+
+
+def test_a_comparison_with_the_projects_platform_layer_is_left_alone(tmp_path):
+    text = ('from deepspeed.accelerator import get_accelerator\n\n\n'
+            'def deepcompile_supported():\n    return get_accelerator().device_name() == "cuda"\n\n\n'
+            'def uses_cuda(current_platform):\n    return current_platform.device_type == "cuda"\n\n\n'
+            'def plain(device):\n    return device.type == "cuda"\n')
+    _write(tmp_path, "m.py", text)
+    report = _check(tmp_path)
+    assert _findings(report, "NPU990") == []
+    rewritten = _findings(report, "NPU104")
+    assert [f["line"] for f in rewritten] == [13]  # only the tensor's device is rewritten
+
+
+def test_the_catalogue_groups_are_valid_patterns():
+    import re
+
+    for rule in catalogue.rules().values():
+        if rule.merge_group:
+            assert rule.per_file == "message", rule.code
+            re.compile(rule.merge_group)
+
+
+def test_triton_as_a_benchmark_harness_only_is_information(tmp_path):
+    harness = ("import torch\nimport triton\n\n\n@triton.testing.perf_report([])\ndef bench(n):\n"
+               "    return triton.testing.do_bench(lambda: torch.ops.mylib.op(n))\n")
+    kernel = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x):\n    tl.store(x, 1)\n"
+    _write(tmp_path, "bench_op.py", harness)
+    _write(tmp_path, "kernels.py", kernel)
+    severities = {f["path"].rsplit("/", 1)[-1]: f["severity"] for f in _findings(_check(tmp_path), "NPU910")}
+    assert severities == {"bench_op.py": "info", "kernels.py": "error"}
