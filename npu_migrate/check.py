@@ -52,8 +52,18 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     from .findings import merge_per_file, split_merged
     from .render import skipped_entries
     from .run import file_kind
-    from .runplan import NOTHING_READ, collect, common_folder, empty_folder_warnings, make_options, \
-        resolve_root, run_engine, selection, shim_name_problem, split_codes
+    from .runplan import (
+        NOTHING_READ,
+        collect,
+        common_folder,
+        empty_folder_warnings,
+        make_options,
+        resolve_root,
+        run_engine,
+        selection,
+        shim_name_problem,
+        split_codes,
+    )
     from .source import WriteError
 
     cwd = (cwd or Path.cwd()).absolute()
@@ -252,8 +262,14 @@ def _notebook_line(result, finding) -> int | None:
 
 def _apply_fix(kept, root: Path, options, no_shim: bool, blocked: set[str]):
     """Write the rewrites (like `migrate`), with `root` as the migration root; inject the shims."""
-    from .inject import ShimConflict, ShimWriteError, check_all, inject_all, shim_not_written, \
-        why_none_writable
+    from .inject import (
+        ShimConflict,
+        ShimWriteError,
+        check_all,
+        inject_all,
+        shim_not_written,
+        why_none_writable,
+    )
     from .run import needed_shims
     from .source import WriteError, write_atomic
 

@@ -20,30 +20,26 @@ from typing import Optional
 import libcst as cst
 
 from . import hotslice, imports, placement, suppress
-from .model import FileResult, Options, tool_finding
-from .sourcemap import SourceMap
-from .sweep import Sweep, rule_reads
 from .families.context import EXTRA_HOT, dotted_name
 from .families.dispatch import Dispatcher
-
-# Cheap byte-level test: a file without any of these cannot hold a CUDA-only construct.
-# It must match everything the rules and the sweep look for (rules/sweep.toml).
-_TRIGGERS = (
-    r"cuda|CUDA|nccl|NCCL|cudnn|nvtx|flash_attn|flash_attention|apex|xformers|triton|cpp_extension"
-    r"|hadamard|cupy|nvidia|transformer_engine|bitsandbytes"
-    r"|DataParallel|data_parallel|GradScaler|reduce-overhead|max-autotune|init_process_group|new_group"
-    r"|float8|_scaled_mm|_scaled_grouped_mm|vllm|deepspeed|torchao"
-    # names the rule tables act on that hold none of the words above
-    r"|new_subgroups|is_backend_available"
+from .model import (  # noqa: F401
+    FileResult,
+    HeavyFile,
+    Options,
+    heavy_isolated,
+    isolate_heavy,
+    tool_finding,
 )
-PREFILTER = re.compile(_TRIGGERS.encode())
-TRIGGER_WORDS = re.compile(_TRIGGERS)
+from .sourcemap import SourceMap
+from .sweep import Sweep, rule_reads
+from .triggers import PREFILTER, TRIGGER_WORDS, TRIGGERS  # noqa: F401  (re-exported)
+
 # The same test on the text of one statement; imports of torch are always visited.
 # An earlier run's output is read too: `backend = npu_compat.dist_backend() if ...` assigns a known
 # backend variable, not an unseen backend (NPU304); `.to(npu_compat.device()).double()` still puts
 # float64 on the accelerator (NPU930). (The default shim name only: a file with no trigger word
 # left is not parsed at all.)
-HOT_STATEMENT = re.compile(_TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b|\.dist_backend\("
+HOT_STATEMENT = re.compile(TRIGGERS + r"|\bimport\b[^\n]*\btorch\b|\btorch\b[^\n]*\bimport\b|\.dist_backend\("
                            r"|\bnpu_compat\.device")
 # A file that already speaks NPU is left byte-identical (patterns.md E26). Finer than a file, code
 # that chooses between CUDA and the NPU is left alone scope by scope (families/platform.py).
@@ -75,20 +71,8 @@ _HEAVY_DEPTH = 100  # no expression of torch's own tree goes deeper than about 4
 _HEAVY_OPERATORS = 2000  # operators read deeper than _HEAVY_DEPTH in one file
 _HEAVY_BYTES = 4 * 1024 * 1024
 
-class HeavyFile(BaseException):
-    """A heavy file met while isolate_heavy is on: the caller (an in-process run of run.py's
-    run_files) migrates it again in a process of its own, which it can kill. Not an Exception:
-    no `except Exception` swallows it."""
-
-
-_isolating = False  # whether a heavy file raises HeavyFile (isolate_heavy)
-
-
-def isolate_heavy(on: bool) -> None:
-    """In this process from now on, a heavy file raises HeavyFile (on) or is parsed here (off)."""
-    global _isolating
-    _isolating = on
-
+# HeavyFile and the switch that raises it live in model.py, so that run.py can set the switch
+# without importing the engine (libcst).
 
 # Comments, line continuations and strings, which the scan sets aside (an f-string's fields stay).
 _STRIPPED = re.compile(
@@ -501,7 +485,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
     """Parse (the hot slices of) a file and run the rules; None when the slices did not work out."""
     text = slices.reduced if slices is not None else source
     refused, heavy = _measure(text)  # never hand libcst what crashes it or takes it minutes
-    if heavy and _isolating:
+    if heavy and heavy_isolated():
         raise HeavyFile()  # (run_files migrates the file again, in a process it can kill)
     if refused is not None:
         # (the slices are a part of the file: the whole file is no better)

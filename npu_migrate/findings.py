@@ -118,8 +118,8 @@ def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
         if mode == "message":
             text = finding.message
             match = re.search(rule.merge_group, text) if rule.merge_group else None
-            if match:  # one group per pattern, or per value of its `key` group where it has one
-                text = match.groupdict().get("key") or rule.merge_group
+            if match:  # one group per named group of the pattern that matched, else per pattern
+                text = next((name for name, value in match.groupdict().items() if value), rule.merge_group)
         key = (finding.path, finding.code, finding.severity, text)
         groups[key].append(finding)
         keys.append(key)

@@ -71,3 +71,22 @@ class FileResult:
 def tool_finding(code: str, relpath: str, detail: str, line: int = 1, column: int = 1) -> Finding:
     rule = catalogue.rule(code)
     return Finding(relpath, line, column, code, f"{rule.message}: {detail}", False, "")
+
+
+class HeavyFile(BaseException):
+    """A heavy file met while isolate_heavy is on: the caller (an in-process run of run.py's
+    run_files) migrates it again in a process of its own, which it can kill. Not an Exception:
+    no `except Exception` swallows it. (Raised by the engine; here so that run.py can catch it
+    without importing the engine.)"""
+
+
+_HEAVY = {"isolate": False}  # whether a heavy file raises HeavyFile in this process
+
+
+def isolate_heavy(on: bool) -> None:
+    """In this process from now on, a heavy file raises HeavyFile (on) or is parsed here (off)."""
+    _HEAVY["isolate"] = on
+
+
+def heavy_isolated() -> bool:
+    return _HEAVY["isolate"]

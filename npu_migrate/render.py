@@ -92,7 +92,7 @@ def skipped_summary(entries: list[dict], listed: bool) -> str:
     files = sum(1 for e in entries if "start_line" not in e)
     scopes = len(entries) - files
     text = (f"left as written: {files} skipped file{'s' if files != 1 else ''} and {scopes} "
-            f"platform-aware scope{'s' if scopes != 1 else ''}")
+            f"skipped scope{'s' if scopes != 1 else ''} (platform-aware code, type-checking blocks)")
     return text if listed else text + " (--show-skipped lists them)"
 
 

@@ -23,13 +23,20 @@ from typing import Callable, Iterable, Optional
 
 from . import placement
 from .cache import digest, options_key
-from .engine import HeavyFile, isolate_heavy, migrate_source
-from .families import platform
+
+# The Python engine (libcst and the rule families, about 0.3 s to import) is imported by the
+# functions that run it: a one-file `check` of a file with no CUDA word, a cached run, the text-file
+# engine and `--help` never need it.
 from .findings import merge_per_file
-from .testscopes import lower_in_cuda_only_tests, lower_triton_harness
-from .model import FileResult, Options, tool_finding
+from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
 from .source import read_regular
+from .testscopes import (
+    lower_in_cuda_only_tests,
+    lower_triton_harness,
+    review_untaken_branches,
+)
 from .textfiles import ROCM_FOLDERS, scan_text_file, target_kind
+from .triggers import PREFILTER
 
 
 def file_kind(relpath: str) -> str:
@@ -110,16 +117,28 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if why:
         return FileResult(relpath=relpath, original=source, skipped=why)
     if kind == "notebook":
-        from .notebook import migrate_notebook  # loaded by the runs (and workers) that meet one
+        from .notebook import (
+            migrate_notebook,  # loaded by the runs (and workers) that meet one
+        )
 
         result = migrate_notebook(source, relpath, options)
     elif kind != "python":
         result = scan_text_file(source, relpath, options)
+    elif not options.shim_specs and not PREFILTER.search(source):
+        # what migrate_source answers first, without importing it (libcst: 0.2 s): a one-file
+        # `check` of a file with no CUDA word starts fast (with shim specs a file may need its
+        # shim import moved, which the engine decides)
+        return FileResult(relpath=relpath, original=source, skipped="no CUDA trigger words")
     else:
+        from .engine import migrate_source
+
         result = migrate_source(source, relpath, options)
         if result.findings:
             text = source.decode("utf-8", "replace")
-            result.findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
+            findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
+            result.findings, typing_only = review_untaken_branches(findings, text)
+            if typing_only:
+                result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
     result.findings = merge_per_file(result.findings)
     return result
 
@@ -580,5 +599,9 @@ def platform_classes(items: Iterable[tuple[str, str]]) -> frozenset:
             texts[rel] = data.decode("utf-8", errors="replace")
         if len(texts) > 1:
             folders[folder] = texts
-    return platform.sibling_class_families(folders) if folders else frozenset()
+    if not folders:
+        return frozenset()
+    from .families import platform
+
+    return platform.sibling_class_families(folders)
 

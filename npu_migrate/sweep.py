@@ -19,7 +19,14 @@ from typing import Optional
 import libcst as cst
 
 from . import catalogue, hotslice
-from .families.context import GRAPH_CAPTURES, INERT, Context, asks_platform_layer, dotted_name, literal_value
+from .families.context import (
+    GRAPH_CAPTURES,
+    INERT,
+    Context,
+    asks_platform_layer,
+    dotted_name,
+    literal_value,
+)
 from .visitors import CachedVisitorDispatch
 
 
@@ -107,6 +114,8 @@ def _is_extension(parts: list[str]) -> bool:
 _WHITESPACE = re.compile(r"\s")
 
 _PREDICATE = re.compile(r"(is|has|use|uses|get|set|enable|disable|supports?|check|with|can)_")
+# a function's name: a verb first (`get_temp_total_chunk_on_cuda`, `move_to_cuda`), or `..._on_cuda`
+_VERB = re.compile(r"(get|set|to|move|make|build|load|init|create|check|run|copy|send|put|apply|convert)_|.*_(on|to)_cuda$")
 
 _ENV_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")  # a keyword spelled like an environment variable
 
@@ -242,10 +251,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if node.relative:  # the project's own modules: only compiled extensions are CUDA-only
             base = "." * len(node.relative) + (module or "")
             sep = "." if module else ""
-            # a member is an extension only as `_C`/`_CUDA` (colossalai's own `from .utils import
-            # get_temp_total_chunk_on_cuda` is a function); its CUDA sources are NPU912 files
+            # a member named like a function is not an extension (colossalai's own `from .utils
+            # import get_temp_total_chunk_on_cuda`); `from .kernels import selective_scan_cuda` is
             members = [f"{base}{sep}{dotted_name(a.name)}" for a in names
-                       if dotted_name(a.name) in ("_C", "_CUDA")]
+                       if not _PREDICATE.match(dotted_name(a.name) or "") and not _VERB.match(dotted_name(a.name) or "")]
             for full in ([base] if module else []) + members:
                 if self._extension(full):
                     return self._flag_extension(node, full)
@@ -290,7 +299,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         for key, code in self.name_codes.items():
             if qual.startswith(key) or bare == key or bare.startswith(key + "."):
                 # a project's own ecosystem name (DeepSpeed's `deepspeed.ops...`) is the project
-                return None if "." in key and self._own(key) else code
+                own = ("." in key and self._own(key)) or _module_matches(qual or bare, _portable())
+                return None if own else code
         return None
 
     def _triton_decorator(self, node: cst.Decorator) -> Optional[str]:
@@ -367,6 +377,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if (dotted_name(node) or "").split(".", 1)[0] == self.m.shim:
             return False  # `npu_compat.nvtx.range_push`: the shim's own names, written by us
+        if _module_matches(self.m.qualname(node) or dotted_name(node) or "", _portable()):
+            return False  # `deepspeed.ops.adam.FusedAdam`: runs on an NPU host (nor is its prefix a leftover)
         code = self._name_code(node)
         if code is not None:
             self.m.report(code, node, what=f"`{_short(self.m.source_map.original_text_of(node))}`")
@@ -484,6 +496,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                     if isinstance(device, str) and re.fullmatch(r"cuda(:\d+)?", device):
                         self.m.report("NPU935", arg, what=f"`{_short(self.m.source_map.original_text_of(arg))}`")
         called = (dotted_name(node.func) or "").rsplit(".", 1)[-1]
+        if called in _DEVICE_QUERIES and node.args and isinstance(node.args[0].value, cst.SimpleString) \
+                and (self.m.qualname(node.func) or "").startswith("torch.cuda."):
+            # `torch.cuda.get_device_capability("cuda")`: the query is rewritten to the shim, which
+            # asks the NPU; its device argument names the current device, not a CUDA one
+            self.gates.add(id(node.args[0].value))
         prose_calls = _command_table()[1]
         if called in prose_calls or called.endswith(("Error", "Exception", "Warning")):
             self.prose.append(id(node))
@@ -521,6 +538,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             self.m.report("NPU602", node, name=keyword)
         elif keyword in renamed or self.strings.fullmatch(keyword):
             self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
+
+
+_DEVICE_QUERIES = frozenset({"get_device_capability", "get_device_properties", "get_device_name"})
 
 
 def _is_cuda_version(node: cst.CSTNode) -> bool:

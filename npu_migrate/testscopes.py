@@ -32,6 +32,8 @@ _PREDICATE_METHODS = frozenset({
     "has_device_capability", "is_device_capability", "is_device_capability_family",
 })
 _ARCH_NAME = re.compile(r"gfx\d|rocm|aiter|hopper|blackwell|(^|_)sm_?\d{2,3}(?![0-9])", re.IGNORECASE)
+# a module's own flag for a ROCm host (`_is_hip = is_hip()`): false on an NPU host
+_ROCM_FLAG = re.compile(r"_?(is_|use_|on_)?(hip|rocm)$", re.I)
 _UNKNOWN = object()  # neither true nor false
 _NONE = object()  # a value that is None on an NPU host (torch.version.cuda)
 
@@ -79,7 +81,7 @@ def _value(node: ast.AST):
                 isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"(^|_)cuda($|_)", v.value)
                 for v in values):
             return False  # `is_extension_available("quanto_cuda")`: a CUDA build, absent on an NPU host
-    if isinstance(node, ast.Name) and _ARCH_NAME.search(node.id):
+    if isinstance(node, ast.Name) and (_ARCH_NAME.search(node.id) or _ROCM_FLAG.match(node.id)):
         return False
     return _UNKNOWN
 
@@ -212,3 +214,68 @@ def lower_triton_harness(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [replace(f, severity="info", message=f"{f.message} (only `triton.testing`, a benchmark harness)")
             if f.code == "NPU910" else f for f in findings]
+
+
+# ----------------------------------------------------------------------------- branches an NPU host never takes
+def _is_type_checking(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
+    """(first line, last line, the condition's source, type-checking only) of the blocks an NPU
+    host never runs: the body of `if TYPE_CHECKING:` (no host runs it), of an `if` whose test is
+    false there (`if _is_hip:`, `if current_platform.is_rocm():`, `if torch.version.cuda:`), and
+    the `else` of one whose test is true there. Tests the migration rewrites
+    (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
+    if "if " not in text:
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    try:
+        nodes = list(ast.walk(tree))
+    except RecursionError:
+        return []
+    for node in nodes:
+        if not isinstance(node, ast.If) or not node.body:
+            continue
+        segment = " ".join((ast.get_source_segment(text, node.test) or "").split())
+        segment = segment if len(segment) <= 70 else segment[:67] + "..."
+        if _is_type_checking(node.test):
+            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, segment, True))
+            continue
+        truth = _truth(node.test)
+        if truth is False:
+            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, segment, False))
+        elif truth is True and node.orelse:
+            out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
+                        f"not ({segment})", False))
+    return out
+
+
+def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+    """(findings, skipped scopes): report-only findings under `if TYPE_CHECKING:` go (the block
+    is named as a skipped scope: type checkers read it, no host runs it); those in a branch an
+    NPU host never takes are lowered to info, with the condition."""
+    if not any(not f.fixable for f in findings):
+        return findings, []
+    branches = untaken_branches(text)
+    if not branches:
+        return findings, []
+    out, scopes = [], []
+    for first, last, condition, typing_only in branches:
+        if typing_only:
+            scopes.append((first, last, "only for type checkers (`if TYPE_CHECKING:`)"))
+    for finding in findings:
+        if not finding.fixable and finding.cell is None:
+            branch = next((b for b in branches if b[0] <= finding.line <= b[1]), None)
+            if branch is not None and branch[3]:
+                continue
+            if branch is not None and finding.severity != "info":
+                finding = replace(finding, severity="info",
+                                  message=f"{finding.message} (in a branch an NPU host does not take: `{branch[2]}`)")
+        out.append(finding)
+    return out, scopes

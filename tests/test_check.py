@@ -441,8 +441,9 @@ def test_config_keys(tmp_path, monkeypatch):
         "",
     ]))
     put(tmp_path, "src/a.py", f"import torch\nx = {REPORT_ONLY}\n{SYNC}\ny = torch.zeros(1).cuda()\nz = 'nccl'\n")
-    put(tmp_path, "legacy/old.py", f"import torch\nx = {REPORT_ONLY}\n")
-    put(tmp_path, "tests/t.py", f"import torch\nx = {REPORT_ONLY}\n")
+    # (three different files: byte-identical copies would report once, on the first path)
+    put(tmp_path, "legacy/old.py", f"import torch\nx = {REPORT_ONLY}\n# legacy\n")
+    put(tmp_path, "tests/t.py", f"import torch\nx = {REPORT_ONLY}\n# test\n")
     put(tmp_path, "my_shim/__init__.py", f"import torch\nx = {REPORT_ONLY}\n")  # the shim: never checked
     # the configured baseline must exist
     missing = cli("check", "src", cwd=tmp_path, monkeypatch=monkeypatch)

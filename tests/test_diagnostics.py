@@ -95,8 +95,10 @@ ITEMS = {
         "import xformers.ops\ny = xformers.ops.memory_efficient_attention(q, k, v)\n", ["NPU915"],
     ),
     "vllm": ("from vllm import LLM\n", ["NPU916"]),  # vllm-ascend runs the same vllm package
-    "deepspeed.ops FusedAdam": ("import deepspeed\nopt = deepspeed.ops.adam.FusedAdam(p)\n", ["NPU917"]),
-    "from deepspeed.ops": ("from deepspeed.ops.adam import FusedAdam\n", ["NPU917"]),
+    "deepspeed.ops attribute": ("import deepspeed\nlayer = deepspeed.ops.transformer.DeepSpeedTransformerLayer(c)\n",
+                                ["NPU917"]),
+    "from deepspeed.ops": ("from deepspeed.ops.transformer import DeepSpeedTransformerLayer\n", ["NPU917"]),
+    "deepspeed FusedAdam (an NPU builder)": ("import deepspeed\nopt = deepspeed.ops.adam.FusedAdam(p)\n", []),
     # jiterator (NPU933)
     "torch.cuda.jiterator": ("fn = torch.cuda.jiterator._create_jit_fn('code')\n", ["NPU933"]),
     "from torch.cuda.jiterator import": (

@@ -27,8 +27,8 @@ from npu_migrate.testscopes import cuda_only_test_scopes
 def _check(root: Path, *extra: str) -> dict:
     result = CliRunner().invoke(main, ["check", str(root), "--isolated", "--output-format", "json", *extra])
     assert result.exit_code in (0, 1), result.output
-    start = result.output.index("{")
-    return json.loads(result.output[start:])
+    start = result.stdout.index("{")
+    return json.loads(result.stdout[start:])
 
 
 def _findings(report: dict, code: str | None = None) -> list[dict]:
@@ -167,7 +167,7 @@ def test_vendored_cuda_sources_and_examples_are_skipped_and_named(tmp_path):
     assert any(p.endswith("pkg/third_party/fla/ops.py") for p in paths)  # vendored and imported: it runs
     assert not any("third_party/cutlass" in p for p in paths)
     result = CliRunner().invoke(main, [str(tmp_path), "--dry-run", "--isolated", "--output-format", "json"])
-    skipped = {s["path"]: s["reason"] for s in json.loads(result.output[result.output.index("{"):])["skipped"]}
+    skipped = {s["path"]: s["reason"] for s in json.loads(result.stdout[result.stdout.index("{"):])["skipped"]}
     assert "vendored CUDA source" in skipped["third_party/cutlass/examples/gemm/gemm.cu"]
     assert "vendored project" in skipped["third_party/cutlass/examples/python/run.py"]
 
@@ -285,3 +285,72 @@ def test_triton_as_a_benchmark_harness_only_is_information(tmp_path):
     _write(tmp_path, "kernels.py", kernel)
     severities = {f["path"].rsplit("/", 1)[-1]: f["severity"] for f in _findings(_check(tmp_path), "NPU910")}
     assert severities == {"bench_op.py": "info", "kernels.py": "error"}
+
+
+# ----------------------------------------------------------------------------- branches an NPU host never takes
+BRANCHES = '''\
+from typing import TYPE_CHECKING
+
+import torch
+from vllm.platforms import current_platform
+
+if TYPE_CHECKING:
+    from flashinfer.fused_moe import QuantFormat
+
+_is_hip = current_platform.is_rocm()
+if _is_hip:
+    ARCH = torch.cuda.get_device_properties(0).gcnArchName
+
+if not current_platform.is_cuda():
+    pass
+else:
+    torch.cuda.profiler.start()
+
+if torch.cuda.is_available():
+    torch.cuda.profiler.stop()
+'''
+
+
+def test_type_checking_blocks_are_named_and_untaken_branches_are_information(tmp_path):
+    _write(tmp_path, "m.py", BRANCHES)
+    result = CliRunner().invoke(main, [str(tmp_path), "--dry-run", "--isolated", "--output-format", "json"])
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    reported = [f for f in report["findings"] if not f["fixable"]]
+    assert not any(f["line"] == 7 for f in reported)  # the type-only import: no finding ...
+    assert {"path": "m.py", "start_line": 7, "end_line": 7,
+            "reason": "only for type checkers (`if TYPE_CHECKING:`)"} in report["skipped"]  # ... but named
+    by_line = {f["line"]: f for f in reported if f["code"] in ("NPU931", "NPU202")}
+    assert by_line[11]["severity"] == "info" and "`_is_hip`" in by_line[11]["message"]
+    assert by_line[16]["severity"] == "info"  # the else of a test that holds off CUDA
+    assert by_line[19]["severity"] == "error"  # torch.cuda.is_available() is rewritten: this runs on NPU
+
+
+def test_the_device_argument_of_a_rewritten_capability_query_is_not_a_leftover(tmp_path):
+    _write(tmp_path, "m.py", 'import torch\n\ncap = torch.cuda.get_device_capability("cuda")\n')
+    report = _check(tmp_path)
+    assert _findings(report, "NPU990") == [] and len(_findings(report, "NPU203")) == 1
+
+
+def test_a_backend_chosen_by_the_platform_layer_or_the_device_is_seen(tmp_path):
+    text = ('import torch.distributed as dist\nfrom deepspeed.accelerator import get_accelerator\n\n\n'
+            'def init(device_type, cfg):\n'
+            '    dist.init_process_group(backend=get_accelerator().communication_backend_name())\n'
+            '    dist.init_process_group(backend=backend_for(device_type))\n'
+            '    dist.init_process_group(backend=cfg.backend)\n')
+    _write(tmp_path, "m.py", text)
+    assert [f["line"] for f in _findings(_check(tmp_path), "NPU304")] == [8]
+
+
+def test_memory_snapshot_calls_are_one_finding(tmp_path):
+    text = ('import torch\n\n\ndef snap(path):\n    torch.cuda.memory._record_memory_history()\n'
+            '    torch.cuda.memory._dump_snapshot(path)\n    g = torch.cuda.CUDAGraph()\n')
+    _write(tmp_path, "m.py", text)
+    found = _findings(_check(tmp_path), "NPU202")
+    assert [(f["line"], "also at line 6" in f["message"]) for f in found] == [(5, True), (7, False)]
+
+
+def test_deepspeed_optimizers_with_an_npu_builder_are_not_reported(tmp_path):
+    text = ("from deepspeed.ops.lamb import FusedLamb\nfrom deepspeed.ops.lion import FusedLion\n"
+            "from deepspeed.ops.transformer import DeepSpeedTransformerLayer\n")
+    _write(tmp_path, "m.py", text)
+    assert [f["line"] for f in _findings(_check(tmp_path), "NPU917")] == [3]

@@ -211,9 +211,17 @@ def attention(q, k, v):
         Example(
             note='DeepSpeed ops: they build through the accelerator, so a warning to check the NPU builder',
             before="""\
-from deepspeed.ops.adam import FusedAdam
+from deepspeed.ops.transformer import DeepSpeedTransformerLayer
 """,
             codes=('NPU917',),
+        ),
+        Example(
+            note="DeepSpeed's optimizers that its NPU op builder builds (FusedAdam, the CPU optimizers): "
+                 "nothing to check",
+            before="""\
+from deepspeed.ops.adam import DeepSpeedCPUAdam, FusedAdam
+""",
+            codes=(),
         ),
         Example(
             note='FP8 dtypes used twice: one NPU913 for the file',

@@ -10,7 +10,13 @@ import libcst as cst
 
 from .. import catalogue
 from .base import Example, Family
-from .context import is_device_name, is_named, last_identifier, string_value
+from .context import (
+    asks_platform_layer,
+    is_device_name,
+    is_named,
+    last_identifier,
+    string_value,
+)
 
 _BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
 
@@ -343,5 +349,21 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
                 continue
             if isinstance(value, (cst.IfExp, cst.Call)) and id(value) in ctx.claimed:
                 continue
+            if asks_platform_layer(value) or _names_the_device(value):
+                # `get_accelerator().communication_backend_name()`, `backend_for(device_type)`:
+                # the project's platform layer or the device picks the backend, HCCL on an NPU host
+                continue
             ctx.report("NPU304", value)
         return None
+
+
+def _names_the_device(value: cst.CSTNode) -> bool:
+    """A call that is given the device (`get_distributed_backend(device_type)`, `backend_for(
+    self.device)`): the backend follows the device it is asked for."""
+    if not isinstance(value, cst.Call):
+        return False
+    for arg in value.args:
+        name = last_identifier(arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+        if name is not None and re.search(r"device(_type|_name)?$|accelerator", name):
+            return True
+    return False
