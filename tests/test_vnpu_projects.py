@@ -105,16 +105,45 @@ def test_nanochat_mixed_precision_within_tolerance(migrated, args, marker):
         assert math.isfinite(b) and abs(a - b) <= 1e-3 * abs(a), (cpu_losses, npu_losses)
 
 
+def test_nanochat_fp32_with_autocast_off(migrated):
+    """NPU_MIGRATE_VNPU_AUTOCAST=off: the NPU path's autocast computes in fp32. The first step is
+    bit-identical to the CPU original; later steps differ in the last bits only because the
+    program asks for the fused AdamW on an accelerator (the CPU run uses the for-loop one)."""
+    original, copy = migrated["nanochat_mini"]
+    cpu = _run(original, ["-m", "nanochat_mini.train"], vnpu=False)
+    npu = _run(copy, ["-m", "nanochat_mini.train"], vnpu=True, NPU_MIGRATE_VNPU_AUTOCAST="off")
+    assert npu.returncode == 0, npu.stderr
+    cpu_lines = [line for line in cpu.stdout.splitlines() if line.startswith("step ")]
+    npu_lines = [line for line in npu.stdout.splitlines() if line.startswith("step ")]
+    assert len(cpu_lines) == NUM_STEPS and npu_lines[0] == cpu_lines[0]
+    for a, b in zip(step_losses(cpu.stdout, NUM_STEPS), step_losses(npu.stdout, NUM_STEPS)):
+        assert abs(a - b) <= 1e-6 * abs(a)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _torchrun(cwd: Path, vnpu: bool) -> subprocess.CompletedProcess:
+def _torchrun(cwd: Path, vnpu: bool, **extra: str) -> subprocess.CompletedProcess:
     args = ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
             "127.0.0.1", "--master-port", str(_free_port()), "-m", "ddp_mini.train"]
-    return _run(cwd, args, vnpu, NPU_MIGRATE_VNPU_COUNT="2")
+    return _run(cwd, args, vnpu, NPU_MIGRATE_VNPU_COUNT="2", **extra)
+
+
+def test_ddp_on_hccl_fp32_bit_identical(migrated):
+    """With autocast computing in fp32 (NPU_MIGRATE_VNPU_AUTOCAST=off), the migrated DDP run on
+    hccl, with torch_npu's GradScaler (its power-of-two scale is exact in fp32), prints the CPU
+    original's losses bit for bit."""
+    original, copy = migrated["ddp_mini"]
+    cpu = _torchrun(original, vnpu=False)
+    npu = _torchrun(copy, vnpu=True, NPU_MIGRATE_VNPU_AUTOCAST="off")
+    assert npu.returncode == 0, npu.stderr[-3000:]
+    assert npu.stdout.splitlines()[0] == "backend hccl world_size 2 device npu amp True"
+    cpu_lines = [line for line in cpu.stdout.splitlines() if line.startswith("step ")]
+    npu_lines = [line for line in npu.stdout.splitlines() if line.startswith("step ")]
+    assert len(cpu_lines) == NUM_STEPS and npu_lines == cpu_lines
 
 
 def test_ddp_on_hccl_with_two_processes(migrated):

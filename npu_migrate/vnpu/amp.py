@@ -21,6 +21,8 @@ caches them for speed only; the values are the same).
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch.utils._pytree import tree_map
 
@@ -61,10 +63,16 @@ def _kernel(packet, policy):
 
 
 def register() -> None:
+    """The autocast kernels; with NPU_MIGRATE_VNPU_AUTOCAST=off only the fallthrough: autocast
+    regions then compute in the dtype they are given (fp32), so that a migrated program whose NPU
+    path turns autocast on can still be compared bit for bit with its fp32 run on the CPU."""
     if _libs:
         return
     fallthrough = torch.library.Library("_", "IMPL")  # noqa: TOR901
     fallthrough.fallback(torch.library.fallthrough_kernel, _KEY)
+    if os.environ.get("NPU_MIGRATE_VNPU_AUTOCAST", "").lower() in ("off", "0", "false", "fp32"):
+        _libs.append(fallthrough)
+        return
     lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
     for names, policy in ((LOWER, "lower"), (FP32, "fp32")):
         for name in names:
