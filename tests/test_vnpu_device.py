@@ -618,3 +618,61 @@ def test_emulated_share():
     assert total == emulated + len(missing) and total > 50
     assert emulated / total > 0.5
     assert "make_graphed_callables" in missing and "memory_allocated" not in missing
+
+
+SAME_BITS = r'''
+import json
+import torch
+import torch.nn.functional as F
+import torch_npu
+
+torch.manual_seed(0)
+w, x = torch.randn(5, 3), torch.randn(4, 5)
+res = {}
+
+
+def adam(device, fused, scaled):
+    p = torch.nn.Parameter(w.clone().to(device))
+    opt = torch.optim.AdamW([p], lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01, fused=fused)
+    scaler = torch_npu.npu.amp.GradScaler() if scaled else None
+    for i in range(3):
+        opt.zero_grad()
+        loss = ((x.to(device) @ p) ** 2).mean() * (i + 1)
+        (scaler.scale(loss) if scaler else loss).backward()
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+    return p.detach().cpu()
+
+
+cpu = adam("cpu", None, False)
+res["fused_adamw"] = torch.equal(cpu, adam("npu", True, False))
+res["fused_adamw_scaled"] = torch.equal(cpu, adam("npu", True, True))
+q, k, v = (torch.randn(2, 4, 8, 16) for _ in range(3))
+
+
+def attention(device):
+    qq, kk, vv = (t.clone().to(device).requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=True)
+    out.sum().backward()
+    return out.detach().cpu(), qq.grad.cpu(), str(out.device), str(qq.grad.device)
+
+
+a, b = attention("cpu"), attention("npu")
+res["sdpa"] = [torch.equal(a[0], b[0]), torch.equal(a[1], b[1]), b[2], b[3]]
+print(json.dumps(res))
+'''
+
+
+def test_fused_adamw_and_sdpa_give_the_cpu_bits(tmp_path):
+    """A program that picks the fused AdamW and SDPA on an accelerator gets the bits of its CPU
+    run (the virtual device computes them with the CPU's arithmetic; a real NPU rounds its own way)."""
+    script = tmp_path / "same_bits.py"
+    script.write_text(SAME_BITS)
+    proc = subprocess.run([sys.executable, str(script)], check=False, cwd=tmp_path, env=vnpu_env(),
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert res == {"fused_adamw": True, "fused_adamw_scaled": True, "sdpa": [True, True, "npu:0", "npu:0"]}

@@ -62,6 +62,11 @@ def _kernel(packet, policy):
     return kernel
 
 
+def casts() -> bool:
+    """Whether autocast regions cast (False with NPU_MIGRATE_VNPU_AUTOCAST=off)."""
+    return os.environ.get("NPU_MIGRATE_VNPU_AUTOCAST", "").lower() not in ("off", "0", "false", "fp32")
+
+
 def register() -> None:
     """The autocast kernels; with NPU_MIGRATE_VNPU_AUTOCAST=off only the fallthrough: autocast
     regions then compute in the dtype they are given (fp32), so that a migrated program whose NPU
@@ -70,7 +75,7 @@ def register() -> None:
         return
     fallthrough = torch.library.Library("_", "IMPL")  # noqa: TOR901
     fallthrough.fallback(torch.library.fallthrough_kernel, _KEY)
-    if os.environ.get("NPU_MIGRATE_VNPU_AUTOCAST", "").lower() in ("off", "0", "false", "fp32"):
+    if not casts():
         _libs.append(fallthrough)
         return
     lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901

@@ -56,6 +56,7 @@ def install(top: types.ModuleType) -> None:
         distributed,
         frames,
         runtime,
+        sdpa,
         serialization,
     )
     from . import tensor as vtensor
@@ -105,5 +106,6 @@ def install(top: types.ModuleType) -> None:
     vtensor.register_factories()
     amp.register()
     serialization.install()
+    sdpa.install()
     distributed.register()
     frames.install_excepthook()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import itertools
 
+import os
+
 import torch
 
 from . import amp, memory, streams
@@ -77,12 +79,19 @@ def utilization(device=None):
     return 0
 
 
+def _bf16() -> bool:
+    """NPU_MIGRATE_VNPU_BF16=0 emulates an NPU without bfloat16 (the Ascend 910 of the first
+    generation): a program that picks its compute dtype from it then computes in fp32, which makes
+    its NPU path comparable bit for bit with its fp32 CPU run."""
+    return os.environ.get("NPU_MIGRATE_VNPU_BF16", "1").lower() not in ("0", "off", "false", "no")
+
+
 def is_bf16_supported(*args, **kwargs):
-    return True
+    return _bf16()
 
 
 def get_amp_supported_dtype():
-    return [torch.float16, torch.bfloat16]
+    return [torch.float16, torch.bfloat16] if _bf16() else [torch.float16]
 
 
 def is_autocast_enabled():

@@ -483,7 +483,60 @@ def _gru_cell_backward(func, args, kwargs):
     return tuple(NPUTensor(t, index) if t is not None else None for t in out)
 
 
+def _fused_adam(func, args, kwargs):
+    """``torch._fused_adam_`` / ``_fused_adamw_`` (``Adam(fused=True)``, which a program may pick
+    on an accelerator): computed with the arithmetic of ``torch.optim``'s single-tensor Adam, in
+    the same order, so that a migrated program that asks for the fused optimizer on the NPU path
+    gives the same bits as its for-loop optimizer on the CPU. (Real NPU kernels round their own
+    way; the virtual device does not model kernel numerics.) The optimizer has already added 1
+    to each step; a found inf skips the update, as the fused kernels do."""
+    params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps = (
+        [unwrap(t) for t in group] for group in args[:6])
+    checker = _Unwrapper()
+    for group in args[:6]:
+        checker(group)
+    checker.check()
+    decoupled = func._overloadpacket is aten._fused_adamw_
+    lr = float(kwargs["lr"])
+    beta1, beta2 = float(kwargs["beta1"]), float(kwargs["beta2"])
+    weight_decay, eps = float(kwargs["weight_decay"]), float(kwargs["eps"])
+    amsgrad, maximize = kwargs["amsgrad"], kwargs["maximize"]
+    grad_scale, found_inf = unwrap(kwargs.get("grad_scale")), unwrap(kwargs.get("found_inf"))
+    if found_inf is not None and float(found_inf) != 0.0:
+        return None
+    for i, param in enumerate(params):
+        grad = grads[i]
+        if grad_scale is not None:
+            grad = grad / grad_scale
+        if maximize:
+            grad = -grad
+        exp_avg, exp_avg_sq = exp_avgs[i], exp_avg_sqs[i]
+        step = float(state_steps[i])
+        if weight_decay != 0:
+            if decoupled:
+                param.mul_(1 - lr * weight_decay)
+            else:
+                grad = grad.add(param, alpha=weight_decay)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2 ** 0.5
+        if amsgrad:
+            torch.maximum(max_exp_avg_sqs[i], exp_avg_sq, out=max_exp_avg_sqs[i])
+            denom = (max_exp_avg_sqs[i].sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        param.addcdiv_(exp_avg, denom, value=-step_size)
+    return None
+
+
 _SPECIAL = {
+    aten._fused_adam_.default: _fused_adam,
+    aten._fused_adam_.tensor_lr: _fused_adam,
+    aten._fused_adamw_.default: _fused_adam,
+    aten._fused_adamw_.tensor_lr: _fused_adam,
     aten._thnn_fused_gru_cell.default: _gru_cell,
     aten._thnn_fused_gru_cell_backward.default: _gru_cell_backward,
     aten._thnn_fused_lstm_cell.default: _lstm_cell,
