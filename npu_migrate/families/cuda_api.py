@@ -9,7 +9,7 @@ import libcst as cst
 from .. import catalogue
 from ..visitors import CachedTransformerDispatch
 from .base import Example, Family
-from .context import dotted_name, string_value
+from .context import dotted_name, string_value, walk_calls
 
 
 def _int_value(node) -> int | None:
@@ -347,7 +347,7 @@ def train(model, loader, cuda=True):
             elif isinstance(node, cst.BooleanOperation):
                 tests.append(node.left)
             for test in tests:
-                for call in _calls(test):
+                for call in walk_calls(test):
                     if (isinstance(call.func, cst.Name) and call.func.value in ("hasattr", "getattr")
                             and len(call.args) >= 2 and string_value(call.args[1].value) == name):
                         return True
@@ -520,13 +520,3 @@ class ImportPruner(CachedTransformerDispatch, cst.CSTTransformer):
             return cst.RemoveFromParent()
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(names=kept)
-
-
-def _calls(node: cst.CSTNode):
-    """The calls in an expression (a test is small: a plain walk)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            yield current
-        stack.extend(current.children)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-
 import os
 
 import torch
