@@ -19,6 +19,7 @@ availability check is rewritten), so neither is one.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -128,11 +129,19 @@ def _skipping_if(stmt: ast.stmt) -> ast.AST | None:
     return stmt.test if skips and _truth(stmt.test) is True else None
 
 
+@functools.lru_cache(maxsize=2)
+def _parse(text: str) -> ast.Module | None:
+    """The file's tree, parsed once for both questions (tests skipped off CUDA, untaken branches)."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
     """(first line, last line, the skip condition's source) of every test scope skipped off CUDA."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parse(text)
+    if tree is None:
         return []
     scopes: list[tuple[int, int, str]] = []
 
@@ -230,9 +239,8 @@ def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
     if "if " not in text:
         return []
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _parse(text)
+    if tree is None:
         return []
     out = []
     try:
