@@ -585,7 +585,8 @@ def _migrate_cells(cells: list[Cell], masker: Masker, relpath: str, options: Opt
             cell.failed = _cell_parse_finding(relpath, cell)
     for _attempt in range(2 * len(cells) + 2):
         live = [c for c in cells if c.python is not None and c.failed is None]
-        if not live:
+        if not live:  # every code cell failed to parse: each (with a trigger word) is still reported
+            failures.extend(_reported_failures(cells, options))
             return None, failures
         round_ = _run_engine(live, masker, relpath, options)
         parse_error = next((f for f in round_.result.findings if f.code in ("NPU001", "NPU002")), None)
@@ -614,13 +615,17 @@ def _migrate_cells(cells: list[Cell], masker: Masker, relpath: str, options: Opt
                 cell.failed = Finding(relpath, 1, 1, "NPU751", f"{rule.message}: its IPython syntax "
                                       "could not be restored after migration", False, "", cell.number)
         if not retry:
-            # Like a file without trigger words, a broken cell without them is not worth a finding
-            # (and a second run, which may not parse at all, must report the same).
-            failures.extend(c.failed for c in cells
-                            if c.failed is not None and "NPU751" in options.enabled
-                            and PREFILTER.search(c.python.encode("utf-8")))
+            failures.extend(_reported_failures(cells, options))
             return round_, failures
     raise NotebookError("migration did not settle")  # cannot happen: each retry drops or masks a cell
+
+
+def _reported_failures(cells, options) -> list:
+    """NPU751 for the cells that failed. Like a file without trigger words, a broken cell without
+    them is not worth a finding (and a second run, which may not parse at all, must report the same)."""
+    return [c.failed for c in cells
+            if c.failed is not None and "NPU751" in options.enabled
+            and PREFILTER.search(c.python.encode("utf-8"))]
 
 
 def _placeholder(stmt: cst.CSTNode, masker: Masker) -> bool:

@@ -462,3 +462,19 @@ def test_findings_sort_by_cell_then_line_and_render_with_the_cell():
     text = console.export_text()
     assert "train_cuda.ipynb:cell_6:2:14: NPU752 Shell command" in text
     assert "train_cuda.ipynb:cell_9:2:1: NPU751" in text
+
+
+def test_a_notebook_whose_only_code_cell_fails_to_parse_is_reported(tmp_path):
+    """Every code cell broken: each one with a CUDA word is still NPU751 (it was silent)."""
+    import json as _json
+
+    from npu_migrate import catalogue as _catalogue
+    from npu_migrate.model import Options as _Options
+    from npu_migrate.notebook import migrate_notebook as _migrate_notebook
+
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": ["x = torch.cuda.synchronize(\n"]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    result = _migrate_notebook(_json.dumps(nb).encode(), "nb.ipynb", _Options(enabled=_catalogue.enabled_codes()))
+    assert [(f.code, f.cell) for f in result.findings] == [("NPU751", 1)]
+    assert not result.changed
