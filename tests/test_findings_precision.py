@@ -151,7 +151,8 @@ def test_a_projects_own_ecosystem_imports_are_the_project(tmp_path):
     dependency on vLLM (4,459 NPU916 on vLLM's own tree before); the same import in another
     project is still reported, and CUDA-only code in the project (Triton) still is."""
     own = "import vllm.envs as envs\nfrom vllm.utils import cdiv\nimport deepspeed\n" \
-          "from deepspeed.ops.adam import FusedAdam\nopt = deepspeed.ops.adam.FusedAdam\nimport triton\n"
+          "from deepspeed.ops.transformer import DeepSpeedTransformerLayer\n" \
+          "layer = deepspeed.ops.transformer.DeepSpeedTransformerLayer\nimport triton\n"
     for package, other_code in (("vllm", "NPU917"), ("deepspeed", "NPU916")):
         root = _project(tmp_path / package, {f"{package}/__init__.py": "", f"{package}/core.py": own})
         found = Counter((f["path"], f["code"]) for f in _reported(_migrate_json(root)))
