@@ -65,11 +65,6 @@ class Finding:
             data["also"] = [list(pair) for pair in self.also]
         return data
 
-    @property
-    def sources(self) -> tuple[str, ...]:
-        """The construct's source and those of the findings merged into it."""
-        return (self.source, *(source for _, _, source in self.also))
-
 
 MAX_LISTED = 12  # places named in a merged finding's message; the rest are counted
 

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Callable, Iterable, Optional, Sequence, Union
 
+from . import astcache
+
 PLACEHOLDER_PREFIX = b"__npu_migrate_cold_"
 # The line endings go inside a string: one token for libcst, where bare line breaks inside the
 # brackets would each become a node of their own (EmptyLine, Newline, whitespace). Spaces after
@@ -663,9 +665,8 @@ def reduce(source: bytes, hot: Union[re.Pattern, Sequence[re.Pattern]], triggers
         return None
     if b"\r" in body.replace(b"\r\n", b""):
         return None  # old Mac line endings: ast and bytes.splitlines may disagree
-    try:
-        tree = ast.parse(body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = astcache.parse(body)  # (shared with testscopes.py, which reads the same file after)
+    if tree is None:
         return None
     lines = body.splitlines(keepends=True)
     names = _scan(tree, triggers, reads)

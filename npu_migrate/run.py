@@ -15,13 +15,14 @@ a finding of its own (NPU001, NPU002), and the others go on.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from . import placement
+from . import catalogue, placement
 from .cache import digest, options_key
 
 # The Python engine (libcst and the rule families, about 0.3 s to import) is imported by the
@@ -51,16 +52,13 @@ def file_kind(relpath: str) -> str:
     return target_kind(relpath) or "python"
 
 
-# Folders that hold another project's sources, shipped inside this one (git submodules, copies).
-VENDOR_FOLDERS = frozenset({"third_party", "third-party", "thirdparty", "3rdparty", "vendor", "vendored",
-                            "_vendor", "external", "externals", "submodules"})
-# What of a vendored project never runs as part of this one: its examples, tests, docs, benchmarks.
-_VENDORED_EXTRAS = frozenset({"examples", "example", "test", "tests", "docs", "doc", "benchmarks",
-                              "benchmark", "samples", "tools"})
-
-
-_ROCM_NAME = re.compile(r"(^|[-_.])(rocm|hip)([-_.]|$)", re.I)
-_ROCM_FOLDER = re.compile(r"[-_](rocm|hip)$", re.I)  # docker-rocm, kernels_rocm (not rocm_like)
+@functools.lru_cache(maxsize=None)
+def _files_table():
+    """rules/scopes.toml [files]: (vendor folders, vendored extras, tooling folders, ROCm folder
+    pattern, ROCm name pattern)."""
+    t = catalogue.read_table("scopes.toml")["files"]
+    return (frozenset(t["vendor_folders"]), frozenset(t["vendored_extras"]), frozenset(t["tooling_folders"]),
+            re.compile(t["rocm_folder"], re.IGNORECASE), re.compile(t["rocm_name"], re.IGNORECASE))
 
 
 def rocm_reason(relpath: str) -> Optional[str]:
@@ -70,22 +68,18 @@ def rocm_reason(relpath: str) -> Optional[str]:
     calls that never run on an NPU host; rewriting or reporting them is noise."""
     parts = relpath.replace("\\", "/").split("/")
     folders, name = parts[:-1], parts[-1]
-    if any(p.lower() in ROCM_FOLDERS or _ROCM_FOLDER.search(p) for p in folders):
+    rocm_folder, rocm_name = _files_table()[3:]
+    if any(p.lower() in ROCM_FOLDERS or rocm_folder.search(p) for p in folders):
         return "ROCm/HIP source (in a rocm, hip or amd folder)"
     stem = name.rsplit(".", 1)[0] if name.lower().endswith((".py", ".sh", ".yaml", ".yml", ".txt")) else name
-    if _ROCM_NAME.search(stem):
+    if rocm_name.search(stem):
         return "ROCm/HIP source (named for ROCm)"
     return None
 
 
-# Folders of coding assistants and editors: their skills, prompts and snippets are not the project.
-TOOLING_FOLDERS = frozenset({".agents", ".agent", ".claude", ".cursor", ".codex", ".gemini", ".windsurf",
-                             ".continue", ".aider", ".idea", ".vscode", ".copilot"})
-
-
 def tooling_reason(relpath: str) -> Optional[str]:
     parts = relpath.replace("\\", "/").split("/")[:-1]
-    folder = next((p for p in parts if p.lower() in TOOLING_FOLDERS), None)
+    folder = next((p for p in parts if p.lower() in _files_table()[2]), None)
     return f"a coding assistant's or editor's folder ({folder})" if folder else None
 
 
@@ -99,12 +93,13 @@ def vendored_reason(relpath: str, kind: str) -> Optional[str]:
     migrated and reported like the project's own."""
     parts = relpath.replace("\\", "/").split("/")[:-1]
     lowered = [p.lower() for p in parts]
+    vendor_folders, extras = _files_table()[:2]
     for index, part in enumerate(lowered):
-        if part not in VENDOR_FOLDERS:
+        if part not in vendor_folders:
             continue
         if kind == "cuda-source":
             return f"vendored CUDA source (in a {parts[index]} folder)"
-        if any(inner in _VENDORED_EXTRAS for inner in lowered[index + 2:]):
+        if any(inner in extras for inner in lowered[index + 2:]):
             return f"a vendored project's examples, tests or docs (in {'/'.join(parts[:index + 2])})"
     return None
 
@@ -117,9 +112,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if why:
         return FileResult(relpath=relpath, original=source, skipped=why)
     if kind == "notebook":
-        from .notebook import (
-            migrate_notebook,  # loaded by the runs (and workers) that meet one
-        )
+        # (loaded by the runs, and workers, that meet one)
+        from .notebook import migrate_notebook
 
         result = migrate_notebook(source, relpath, options)
     elif kind != "python":

@@ -24,17 +24,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
+from . import astcache, catalogue
 from .findings import Finding
+
 
 # Methods and functions that answer "is this a CUDA or ROCm host / GPU generation" (vLLM's and
 # SGLang's platform objects, test helpers named for an architecture).
-_PREDICATE_METHODS = frozenset({
-    "is_cuda", "is_rocm", "is_cuda_alike", "is_hip", "is_navi", "is_fp8_fnuz",
-    "has_device_capability", "is_device_capability", "is_device_capability_family",
-})
-_ARCH_NAME = re.compile(r"gfx\d|rocm|aiter|hopper|blackwell|(^|_)sm_?\d{2,3}(?![0-9])", re.IGNORECASE)
-# a module's own flag for a ROCm host (`_is_hip = is_hip()`): false on an NPU host
-_ROCM_FLAG = re.compile(r"_?(is_|use_|on_)?(hip|rocm)$", re.I)
+@functools.lru_cache(maxsize=None)
+def _table():
+    """rules/scopes.toml [platform]: (methods false on an NPU host, architecture names, ROCm flags)."""
+    t = catalogue.read_table("scopes.toml")["platform"]
+    return (frozenset(t["false_methods"]), re.compile(t["arch_name"], re.IGNORECASE),
+            re.compile(t["rocm_flag"], re.IGNORECASE))
+
+
 _UNKNOWN = object()  # neither true nor false
 _NONE = object()  # a value that is None on an NPU host (torch.version.cuda)
 
@@ -73,16 +76,16 @@ def _value(node: ast.AST):
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if isinstance(func, ast.Attribute) and name in _PREDICATE_METHODS and not _dotted(func).startswith("torch."):
+        if isinstance(func, ast.Attribute) and name in _table()[0] and not _dotted(func).startswith("torch."):
             return False
-        if name and _ARCH_NAME.search(name):
+        if name and _table()[1].search(name):
             return False
         values = [*node.args, *(k.value for k in node.keywords)]
         if re.search(r"avail|^has_|^is_", name or "") and any(
                 isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"(^|_)cuda($|_)", v.value)
                 for v in values):
             return False  # `is_extension_available("quanto_cuda")`: a CUDA build, absent on an NPU host
-    if isinstance(node, ast.Name) and (_ARCH_NAME.search(node.id) or _ROCM_FLAG.match(node.id)):
+    if isinstance(node, ast.Name) and (_table()[1].search(node.id) or _table()[2].match(node.id)):
         return False
     return _UNKNOWN
 
@@ -111,7 +114,7 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | 
             return condition
         return None
     name = _dotted(decorator).rpartition(".")[2]
-    if name and _ARCH_NAME.search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
+    if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
     return None
 
@@ -129,13 +132,48 @@ def _skipping_if(stmt: ast.stmt) -> ast.AST | None:
     return stmt.test if skips and _truth(stmt.test) is True else None
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=None)
+def _may_decide_re() -> re.Pattern:
+    """A cheap text test before any parse: without one of these words no condition of the file
+    can be known on an NPU host (the parse costs about as much as the engine's own)."""
+    table = catalogue.read_table("scopes.toml")["platform"]
+    methods = "|".join(map(re.escape, table["false_methods"]))
+    return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda"
+                      rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
+
+
+def _may_decide(text: str) -> bool:
+    return _may_decide_re().search(text) is not None
+
+
+_TYPE_CHECKING_LINE = re.compile(r"^([ \t]*)if (typing\.)?TYPE_CHECKING\s*:", re.MULTILINE)
+
+
+def _in_type_checking_block(text: str, lines: set[int]) -> bool:
+    """Whether one of `lines` may sit in an `if TYPE_CHECKING:` block, by indentation alone (a
+    cheap test: the parse that answers exactly runs only when this says maybe)."""
+    if "TYPE_CHECKING" not in text:
+        return False
+    source = text.splitlines()
+    for match in _TYPE_CHECKING_LINE.finditer(text):
+        start = text.count("\n", 0, match.start()) + 1  # the `if` line, 1-based
+        indent = len(match.group(1).expandtabs())
+        line = start
+        while line < len(source):
+            body = source[line]  # (line is 0-based here: the line after `if`)
+            if body.strip() and len(body) - len(body.lstrip()) <= indent and not body.lstrip().startswith("#"):
+                break
+            line += 1
+            if line in lines:
+                return True
+    return False
+
+
 def _parse(text: str) -> ast.Module | None:
-    """The file's tree, parsed once for both questions (tests skipped off CUDA, untaken branches)."""
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    """The file's tree: the one the hot-slice reduction parsed before the engine ran, when it did
+    (astcache), else parsed here once for both questions (tests skipped off CUDA, untaken branches)."""
+    body = text.encode("utf-8", "surrogatepass")
+    return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
 def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
@@ -194,7 +232,7 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
     if not any(not f.fixable and f.severity != "info" for f in findings):
         return findings
-    if "skip" not in text and "Skip" not in text:
+    if ("skip" not in text and "Skip" not in text) or not _may_decide(text):
         return findings
     scopes = cuda_only_test_scopes(text)
     if not scopes:
@@ -243,44 +281,73 @@ def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
     if tree is None:
         return []
     out = []
-    try:
-        nodes = list(ast.walk(tree))
-    except RecursionError:
-        return []
-    for node in nodes:
-        if not isinstance(node, ast.If) or not node.body:
+    lines = text.splitlines(keepends=True)
+    for node in _if_statements(tree):
+        if not node.body:
             continue
-        segment = " ".join((ast.get_source_segment(text, node.test) or "").split())
-        segment = segment if len(segment) <= 70 else segment[:67] + "..."
         if _is_type_checking(node.test):
-            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, segment, True))
+            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
+                        _segment(lines, node.test), True))
             continue
         truth = _truth(node.test)
         if truth is False:
-            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, segment, False))
+            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
+                        _segment(lines, node.test), False))
         elif truth is True and node.orelse:
             out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
-                        f"not ({segment})", False))
+                        f"not ({_segment(lines, node.test)})", False))
     return out
+
+
+def _if_statements(tree: ast.Module):
+    """The `if` statements of the file, nested blocks included, without walking expressions (a
+    whole `ast.walk` visits ten times as many nodes)."""
+    stack: list = [tree]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.If):
+            yield current
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(current, field, None)
+            if isinstance(block, list):
+                stack.extend(child for child in block if isinstance(child, (ast.stmt, ast.excepthandler,
+                                                                            ast.match_case)))
+
+
+def _segment(lines: list[str], node: ast.AST) -> str:
+    """A condition's source on one line, at most 70 characters (from the file's lines, split once:
+    `ast.get_source_segment` splits the whole file on every call)."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    if first == last:
+        text = lines[first].encode("utf-8")[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+    else:
+        parts = [lines[first].encode("utf-8")[node.col_offset:].decode("utf-8", "replace"),
+                 *lines[first + 1:last],
+                 lines[last].encode("utf-8")[:node.end_col_offset].decode("utf-8", "replace")]
+        text = "".join(parts)
+    text = " ".join(text.split())
+    return text if len(text) <= 70 else text[:67] + "..."
 
 
 def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """(findings, skipped scopes): report-only findings under `if TYPE_CHECKING:` go (the block
     is named as a skipped scope: type checkers read it, no host runs it); those in a branch an
     NPU host never takes are lowered to info, with the condition."""
-    if not any(not f.fixable for f in findings):
+    reported = {f.line for f in findings if not f.fixable and f.cell is None}
+    if not reported or not (_may_decide(text) or _in_type_checking_block(text, reported)):
         return findings, []
     branches = untaken_branches(text)
     if not branches:
         return findings, []
     out, scopes = [], []
-    for first, last, condition, typing_only in branches:
-        if typing_only:
-            scopes.append((first, last, "only for type checkers (`if TYPE_CHECKING:`)"))
     for finding in findings:
         if not finding.fixable and finding.cell is None:
             branch = next((b for b in branches if b[0] <= finding.line <= b[1]), None)
             if branch is not None and branch[3]:
+                # named (once) as a skipped scope: the block held what would have been reported
+                scope = (branch[0], branch[1], "only for type checkers (`if TYPE_CHECKING:`)")
+                if scope not in scopes:
+                    scopes.append(scope)
                 continue
             if branch is not None and finding.severity != "info":
                 finding = replace(finding, severity="info",

@@ -115,7 +115,6 @@ def test_merged_findings_keep_their_places_through_the_cache():
         Finding("m.py", 9, 12, "NPU990", 'CUDA-only reference left unchanged: string "cuda"', False, "'cuda'"),
     ])
     assert len(merged) == 1 and merged[0].also == ((9, 12, "'cuda'"),)
-    assert merged[0].sources == ('"cuda"', "'cuda'")
     parts = split_merged(merged[0])
     assert [(f.line, f.source, f.message) for f in parts] == [
         (5, '"cuda"', 'CUDA-only reference left unchanged: string "cuda"'),
@@ -323,6 +322,16 @@ def test_type_checking_blocks_are_named_and_untaken_branches_are_information(tmp
     assert by_line[11]["severity"] == "info" and "`_is_hip`" in by_line[11]["message"]
     assert by_line[16]["severity"] == "info"  # the else of a test that holds off CUDA
     assert by_line[19]["severity"] == "error"  # torch.cuda.is_available() is rewritten: this runs on NPU
+
+
+def test_a_type_checking_block_without_findings_is_not_named(tmp_path):
+    text = ("from typing import TYPE_CHECKING\n\nimport torch\n\nif TYPE_CHECKING:\n    from os import PathLike\n\n"
+            "torch.cuda.profiler.start()\n")
+    _write(tmp_path, "m.py", text)
+    result = CliRunner().invoke(main, [str(tmp_path), "--dry-run", "--isolated", "--output-format", "json"])
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    assert [f["line"] for f in report["findings"] if f["code"] == "NPU202"] == [8]
+    assert not any("start_line" in s for s in report["skipped"])
 
 
 def test_the_device_argument_of_a_rewritten_capability_query_is_not_a_leftover(tmp_path):

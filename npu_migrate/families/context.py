@@ -666,7 +666,9 @@ class Context:
         return bool(self.feature_gate_re.search(self.source_map.original_text_of(scope)))
 
 
-_PLATFORM_LAYER = re.compile(r"(^|\.)(get_accelerator|current_platform|current_accelerator)\b|\.device_name\(\)$")
+@functools.lru_cache(maxsize=None)
+def _platform_layer() -> re.Pattern:
+    return re.compile(catalogue.read_table("scopes.toml")["platform"]["layer"])
 
 
 def asks_platform_layer(node: cst.CSTNode) -> bool:
@@ -685,4 +687,4 @@ def asks_platform_layer(node: cst.CSTNode) -> bool:
             break
         else:
             return False
-    return bool(_PLATFORM_LAYER.search("".join(reversed(text))))
+    return bool(_platform_layer().search("".join(reversed(text))))
