@@ -105,6 +105,8 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | 
             if found is not None:
                 return found
         return None
+    if _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator).rpartition(".")[2] == "skip":
+        return decorator  # `@pytest.mark.skip(...)`, `@unittest.skip(...)`: no host runs it
     if isinstance(decorator, ast.Call) and decorator.args:
         name = _dotted(decorator.func).rpartition(".")[2].lower()
         condition = decorator.args[0]
@@ -228,11 +230,14 @@ def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
     return scopes
 
 
+_ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
+
+
 def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding]:
     """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
     if not any(not f.fixable and f.severity != "info" for f in findings):
         return findings
-    if ("skip" not in text and "Skip" not in text) or not _may_decide(text):
+    if ("skip" not in text and "Skip" not in text) or not (_may_decide(text) or _ALWAYS_SKIPPED.search(text)):
         return findings
     scopes = cuda_only_test_scopes(text)
     if not scopes:
@@ -243,7 +248,7 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
             scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
             if scope is not None:
                 finding = replace(finding, severity="info",
-                                  message=f"{finding.message} (in a test skipped off CUDA: `{scope[2]}`)")
+                                  message=f"{finding.message} (in a test that does not run on an NPU host: `{scope[2]}`)")
         out.append(finding)
     return out
 

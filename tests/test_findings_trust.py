@@ -235,7 +235,17 @@ def test_findings_in_tests_skipped_off_cuda_are_information(tmp_path):
     assert by_severity[14] == "error"  # skipped on ROCm only: it runs on the NPU
     assert by_severity[24] == "error"  # torch.cuda.is_available() is rewritten: it runs on the NPU
     info = next(f for f in found if f["severity"] == "info")
-    assert "in a test skipped off CUDA" in info["message"]
+    assert "in a test that does not run on an NPU host" in info["message"]
+
+
+def test_findings_in_an_always_skipped_test_are_information(tmp_path):
+    text = ('import pytest\nimport torch\n\n\n@pytest.mark.skipif(True, reason="unstable in CI")\n'
+            'def test_a():\n    torch.cuda.profiler.start()\n\n\n@pytest.mark.skip(reason="later")\n'
+            'def test_b():\n    torch.cuda.profiler.stop()\n\n\ndef test_c():\n    torch.cuda.profiler.start()\n')
+    _write(tmp_path, "tests/test_x.py", text)
+    found = _findings(_check(tmp_path), "NPU202")
+    assert [(f["line"], f["severity"]) for f in found] == [(7, "info"), (16, "error")]
+    assert "(also at line 12)" in found[0]["message"]  # test_b's, merged into test_a's (both info)
 
 
 def test_a_module_skipped_off_cuda_lowers_every_finding(tmp_path):
