@@ -259,7 +259,9 @@ def rule_data(code: str, families: Optional[Iterable[type[Family]]] = None) -> d
 def _why(data: dict) -> str:
     family = data["family"]
     first = ""
-    if family is not None:
+    # the family's own description, where the code is of its kind (the device family also lists
+    # the sweep's NPU990/NPU991, which its examples produce: their "why" is not moving tensors)
+    if family is not None and family.CODES[0][3] == data["code"][3]:
         doc = inspect.cleandoc(family.__dict__.get("__doc__") or "")
         first = " ".join(doc.split("\n\n", 1)[0].split()) if doc else ""
     parts = [f"Severity {data['severity']}: {data['severity_meaning']}."]

@@ -373,3 +373,22 @@ def test_deepspeed_optimizers_with_an_npu_builder_are_not_reported(tmp_path):
             "from deepspeed.ops.transformer import DeepSpeedTransformerLayer\n")
     _write(tmp_path, "m.py", text)
     assert [f["line"] for f in _findings(_check(tmp_path), "NPU917")] == [3]
+
+
+def test_rocm_only_and_assistant_files_are_skipped_named_and_left_byte_identical(tmp_path):
+    cuda = "import torch\nx = torch.zeros(2).cuda()\ntorch.cuda.profiler.start()\n"
+    for rel in ("pkg/platforms/rocm.py", "docker/docker-rocm/setup.py", ".agents/skills/bench.py", "pkg/main.py"):
+        _write(tmp_path, rel, cuda)
+    _write(tmp_path, "pkg/rocm_like/ops.py", cuda + "# not ROCm: only named like it\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.py")}
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    result = CliRunner().invoke(main, [str(tmp_path), "--isolated", "--allow-dirty", "--output-format", "json"])
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    skipped = {s["path"]: s["reason"] for s in report["skipped"] if "start_line" not in s}
+    assert skipped["pkg/platforms/rocm.py"] == "ROCm/HIP source (named for ROCm)"
+    assert skipped["docker/docker-rocm/setup.py"] == "ROCm/HIP source (in a rocm, hip or amd folder)"
+    assert skipped[".agents/skills/bench.py"] == "a coding assistant's or editor's folder (.agents)"
+    for rel in ("pkg/platforms/rocm.py", "docker/docker-rocm/setup.py", ".agents/skills/bench.py"):
+        assert (tmp_path / rel).read_bytes() == before[tmp_path / rel]  # not written
+    assert (tmp_path / "pkg/main.py").read_bytes() != before[tmp_path / "pkg/main.py"]
+    assert (tmp_path / "pkg/rocm_like/ops.py").read_bytes() != before[tmp_path / "pkg/rocm_like/ops.py"]
