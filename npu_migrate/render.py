@@ -6,14 +6,13 @@ import difflib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
-
-from rich.console import Console
-from rich.syntax import Syntax
-from rich.table import Table
+from typing import TYPE_CHECKING, Iterable
 
 from . import __version__, catalogue
 from .model import FileResult
+
+if TYPE_CHECKING:  # rich is imported where it prints: `check` uses this module's plain helpers only
+    from rich.console import Console
 
 
 @dataclass
@@ -129,6 +128,8 @@ def print_diffs(console: Console, results: Iterable[FileResult], color: bool) ->
             continue
         text = unified_diff(result)
         if color:
+            from rich.syntax import Syntax
+
             console.print(Syntax(text, "diff", theme="ansi_dark", background_color="default"))
         else:
             console.out(text, end="", highlight=False)
@@ -149,6 +150,8 @@ def print_findings(console: Console, summary: RunSummary) -> None:
 
 
 def print_summary(console: Console, summary: RunSummary) -> None:
+    from rich.table import Table
+
     table = Table(title=f"npu-migrate {'--dry-run ' if summary.dry_run else ''}summary", show_header=True)
     table.add_column("item")
     table.add_column("count", justify="right")

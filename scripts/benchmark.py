@@ -23,6 +23,14 @@ Corpora:
              CUDA constructs, so the byte prefilter lets it through and it is really parsed
   precommit  5 mid-sized torch files that mention cuda, copied into a temporary git repository,
              checked as pre-commit does: `npu-migrate check f1 .. f5`
+  startup    what a user waits for on every call: `npu-migrate --help`, and `check` of one file
+             without a CUDA word and of one file with CUDA code (a short training script), in a git
+             repository; each the median of 5 runs after one warm-up run
+
+Every command runs the way an installed tool runs: with the bytecode pip writes at install time.
+PYTHONDONTWRITEBYTECODE is removed from the commands' environment (some CI images set it, and then
+every run compiles the tool's modules again: about +0.1 s per start here), and one warm-up call of
+each command lets an editable install write its `__pycache__` first.
 
 Cold runs start with a fresh empty cache directory (`--cache-dir`), warm runs reuse it. When the
 installed npu-migrate has no `--cache-dir`, both runs go without a cache and the warm rows say
@@ -75,7 +83,8 @@ GIB = 1024**3
 RSS_TARGET = 1 * GIB
 SAMPLE_SECONDS = 0.02
 PSS_EVERY = 10  # PSS is sampled every 10th RSS sample (0.2 s)
-CORPORA = ("torch", "synthetic", "precommit")
+CORPORA = ("torch", "synthetic", "precommit", "startup")
+STARTUP_RUNS = 5
 SYNTHETIC_LINES = 100_000
 PRECOMMIT_FILES = 5
 PRECOMMIT_LINE_RANGE = (150, 600)
@@ -92,7 +101,14 @@ TARGETS = {
     ("synthetic", "dry-run", "warm"): 20.0,
     ("precommit", "check", "cold"): 1.0,
     ("precommit", "check", "warm"): 1.0,
+    # issue #18: "help and a one-file check start in well under 0.3 s"
+    ("startup", "help", ""): 0.3,
+    ("startup", "check", "no cuda"): 0.3,
+    ("startup", "check", "cuda"): 0.3,
 }
+
+# The environment of every measured command: as a user's, with bytecode.
+USER_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 # The floor: parse every listed file with the standard library's parser, one after the other.
 FLOOR_CODE = r"""
@@ -222,7 +238,7 @@ def run_measured(command: list[str], cwd: Path, out_path: Path, timeout: float) 
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=USER_ENV)
         peak = [0, 0]  # RSS, PSS
         done = threading.Event()
 
@@ -424,7 +440,7 @@ class Bench:
 
     def _has_cache_flag(self, command: str) -> bool:
         out = subprocess.run([self.exe, command, "--help"], capture_output=True, text=True, timeout=120,
-                             check=False)
+                             check=False, env=USER_ENV)
         return "--cache-dir" in out.stdout
 
     def _log(self, text: str) -> None:
@@ -566,7 +582,80 @@ def bench_precommit(bench: Bench) -> None:
         bench.tool("precommit", "check", phase, names, len(names), lines, repo, cache)
 
 
-RUNNERS = {"torch": bench_torch, "synthetic": bench_synthetic, "precommit": bench_precommit}
+STARTUP_CUDA_FILE = """\
+import torch
+import torch.distributed as dist
+
+
+def train(model, loader, steps):
+    dist.init_process_group("nccl")
+    device = torch.device("cuda", torch.cuda.current_device())
+    model = model.cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    scaler = torch.cuda.amp.GradScaler()
+    for step, (x, y) in enumerate(loader):
+        x, y = x.to(device), y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        if step == steps:
+            break
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated()
+"""
+STARTUP_PLAIN_FILE = """\
+def mean(values):
+    return sum(values) / len(values)
+"""
+
+
+def bench_startup(bench: Bench) -> None:
+    """--help and one-file checks: the median of STARTUP_RUNS runs, after one warm-up run each."""
+    repo = bench.work / "startup-repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(STARTUP_CUDA_FILE, encoding="utf-8")
+    (repo / "stats.py").write_text(STARTUP_PLAIN_FILE, encoding="utf-8")
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+        subprocess.run(["git", "add", "train.py", "stats.py"], cwd=repo, check=True)
+    bench.notes.append(f"startup: median of {STARTUP_RUNS} runs after a warm-up run; train.py is "
+                       f"{count_lines(STARTUP_CUDA_FILE.encode())} lines of CUDA training code, "
+                       "stats.py has no CUDA word; no cache (--no-cache), as a first pre-commit run")
+    cases = [
+        ("startup: --help", "help", "", [bench.exe, "--help"], 0, 0),
+        ("startup: check of a file without CUDA", "check", "no cuda",
+         [bench.exe, "check", "stats.py", "--no-cache"], 1, count_lines(STARTUP_PLAIN_FILE.encode())),
+        ("startup: check of a file with CUDA code", "check", "cuda",
+         [bench.exe, "check", "train.py", "--no-cache"], 1, count_lines(STARTUP_CUDA_FILE.encode())),
+    ]
+    for name, kind, phase, command, files, lines in cases:
+        m = Measurement(name, "startup", kind, phase, command, files, lines)
+        m.target_s = TARGETS.get(("startup", kind, phase))
+        bench._log(f"[{name}] {' '.join(command[1:])} x {STARTUP_RUNS + 1}")
+        runs = []
+        for i in range(STARTUP_RUNS + 1):
+            got = run_measured(command, repo, bench.work / f"startup-{kind}-{i}.out", bench.timeout)
+            if got["exit_code"] not in (0, 1):
+                m.status = "failed"
+                m.notes.append(f"exit {got['exit_code']}: {got['stderr'].strip()[-400:]}")
+                break
+            if i:  # the first run is the warm-up: it may write bytecode
+                runs.append(got)
+        if runs:
+            m.wall_s = statistics.median(r["wall_s"] for r in runs)
+            m.rss_max_single = max(r["rss_max_single"] for r in runs)
+            m.rss_tree_peak = max(max(r["rss_tree_peak"], r["rss_max_single"]) for r in runs)
+            m.exit_code = runs[-1]["exit_code"]
+            m.notes.append("runs: " + ", ".join(f"{r['wall_s']:.3f}" for r in runs) + " s")
+            bench._log(f"    median {m.wall_s:.3f} s")
+        bench.results.append(m)
+
+
+RUNNERS = {"torch": bench_torch, "synthetic": bench_synthetic, "precommit": bench_precommit,
+           "startup": bench_startup}
 
 
 # ------------------------------------------------------------------ --against REV

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -156,6 +157,28 @@ def test_benchmark_precommit_run_prints_and_saves_every_figure(tmp_path):
 
     table = [line for line in out.splitlines() if line.startswith("| precommit")]
     assert len(table) == 3
+
+
+def test_benchmark_startup_times_help_and_one_file_checks_with_bytecode(tmp_path):
+    """The start-up corpus (issue #18): --help and a one-file check with and without CUDA code,
+    the median of 5 runs each, run without PYTHONDONTWRITEBYTECODE (as an installed tool runs)."""
+    saved = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")  # the benchmark must not pass this on
+    result = subprocess.run([sys.executable, str(SCRIPTS / "benchmark.py"), "--only", "startup", "--json",
+                             str(saved), "-q"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads(saved.read_text())["results"]
+    assert [(r["kind"], r["phase"]) for r in rows] == [("help", ""), ("check", "no cuda"), ("check", "cuda")]
+    for row in rows:
+        assert row["status"] == "ok" and row["wall_s"] > 0 and row["target_s"] == 0.3
+        runs = re.search(r"runs: (.+) s", " ".join(row["notes"])).group(1).split(", ")
+        assert len(runs) == 5  # the warm-up run is not counted
+        assert row["wall_s"] == pytest.approx(sorted(float(x) for x in runs)[2], abs=1e-3)
+    assert rows[1]["exit_code"] == 0  # no finding in a file without CUDA
+    assert rows[2]["exit_code"] == 1  # the training script has findings
+    bench = _load("benchmark")
+    assert "PYTHONDONTWRITEBYTECODE" not in bench.USER_ENV
 
 
 def test_benchmark_synthetic_file_has_the_requested_size_and_cuda_lines():
