@@ -273,7 +273,11 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
         group_options = options if enabled == options.enabled else dataclasses.replace(options, enabled=enabled)
         results.extend(run_files(group, group_options, jobs=jobs, progress=progress, cache=cache))
     results.sort(key=lambda r: r.relpath)
-    return group_cuda_headers(results)  # NPU912 once per folder of .cuh headers and per identical .cu
+    results = group_cuda_headers(results)  # NPU912 once per folder of .cuh headers and per identical .cu
+    from .wholeprogram import review
+
+    # modules imported only on other platforms, methods an NPU subclass overrides: info
+    return review(results, {rel: path for path, rel in items})
 
 
 # ------------------------------------------------------------------ what both commands print

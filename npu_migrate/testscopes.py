@@ -35,7 +35,7 @@ def _table():
     """rules/scopes.toml [platform]: (methods false on an NPU host, architecture names, ROCm flags)."""
     t = catalogue.read_table("scopes.toml")["platform"]
     return (frozenset(t["false_methods"]), re.compile(t["arch_name"], re.IGNORECASE),
-            re.compile(t["rocm_flag"], re.IGNORECASE))
+            re.compile(t["rocm_flag"], re.IGNORECASE), frozenset(t["false_calls"]))
 
 
 _UNKNOWN = object()  # neither true nor false
@@ -78,6 +78,8 @@ def _value(node: ast.AST):
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if isinstance(func, ast.Attribute) and name in _table()[0] and not _dotted(func).startswith("torch."):
             return False
+        if isinstance(func, ast.Attribute) and _dotted(func) in _table()[3]:
+            return False  # torch.xpu.is_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
         values = [*node.args, *(k.value for k in node.keywords)]
@@ -140,7 +142,8 @@ def _may_decide_re() -> re.Pattern:
     can be known on an NPU host (the parse costs about as much as the engine's own)."""
     table = catalogue.read_table("scopes.toml")["platform"]
     methods = "|".join(map(re.escape, table["false_methods"]))
-    return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda"
+    calls = "|".join(re.escape(c.rpartition(".")[0]) for c in table["false_calls"])
+    return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|\b({calls})\."
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
 
 
@@ -269,6 +272,11 @@ def lower_triton_harness(findings: list[Finding], text: str) -> list[Finding]:
 
 
 # ----------------------------------------------------------------------------- branches an NPU host never takes
+def has_decidable_branches(text: str) -> bool:
+    """Whether `untaken_branches(text)` may find anything: a cheap text test, no parse."""
+    return "TYPE_CHECKING" in text or _may_decide(text)
+
+
 def _is_type_checking(test: ast.AST) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")

@@ -1,0 +1,315 @@
+"""Facts only the whole project shows: code an NPU host never reaches, found across files.
+
+The engine sees one file at a time. Two things it cannot see there make many of its report-only
+findings moot on an NPU host, although each is true of the file it is in:
+
+* **Modules imported only on another platform.** `awq_triton.py` holds Triton kernels (NPU910),
+  but every module that imports it does so under `elif _is_hip:`; bitsandbytes imports its XPU
+  backend only when `torch.xpu.is_available()`. A module all of whose in-tree import sites lie in
+  branches an NPU host never takes (`testscopes.untaken_branches`: the same conditions, evaluated as
+  that host sees them), or in modules that are themselves never imported there, is never loaded
+  on an NPU host.
+* **Methods an NPU subclass overrides.** `class NPUGraphRunner(CudaGraphRunner)` redefines
+  `_init_profile_context_and_memory_record`: the CUDA-only calls of the parent's method do not run
+  on an NPU host, where the project builds the NPU class.
+
+Nothing is dropped: the findings in such code stay in the output at `info`, with the reason and
+the place that proves it (invariant 2: nothing silently missed). Only what is certain from the
+files of the run counts: a module no file of the run imports is left alone (it may be a script or
+a public module users import), as is one whose name also appears in a string (a dynamic import
+by name), and one imported anywhere outside such a branch. A run over a few files (a pre-commit
+`check` of the changed files) sees fewer importers, so it lowers less: never more.
+
+Runs over the results of the whole run, after the per-file engine and its cache (runplan.run_engine),
+like the grouping of CUDA headers; `results` is not changed, a new list is returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections import defaultdict
+from typing import Callable, Optional
+
+from .findings import Finding
+from .model import FileResult
+
+# `import a.b.c` / `import a.b as c, d` / `from a.b import c` / `from .b import (c, d)` at the
+# start of a line (indented or not); the names after `import` up to the end of the statement.
+_IMPORT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(?P<from>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|[^\n#;]*)"
+    rb"|import[ \t]+(?P<mods>[^\n#;]+))",
+    re.MULTILINE,
+)
+_CLASS = re.compile(rb"^[ \t]*class[ \t]+(?P<name>\w+)[ \t]*\((?P<bases>[^)]*)\)[ \t]*:", re.MULTILINE)
+_NPU_CLASS = re.compile(r"npu|ascend", re.IGNORECASE)
+_MAX_ROUNDS = 8  # modules imported only by modules imported only ... (a chain is rarely longer)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    importer: str  # relpath of the importing file
+    line: int
+
+
+def _module_names(relpath: str) -> list[str]:
+    """The dotted names a .py file may be imported by, longest first (the package root is not
+    known: `src/pkg/a.py` is `src.pkg.a`, `pkg.a` or `a`), at least two parts long unless the
+    file is at the top."""
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if not parts:
+        return []
+    names = [".".join(parts[i:]) for i in range(len(parts))]
+    return [n for n in names if "." in n] or names[-1:]
+
+
+def _resolve_relative(importer: str, dots: int, module: str) -> str:
+    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
+    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
+    parts = folder.split("/") if folder else []
+    if dots > 1:
+        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
+    if module:
+        parts += module.split(".")
+    return "/".join(parts)
+
+
+def _imports(relpath: str, data: bytes) -> list[tuple[str, int, bool]]:
+    """(dotted module or relpath stem, line, relative?) of every import statement of a file,
+    `from a import b` giving both `a` and `a.b` (b may be a module)."""
+    out = []
+    for match in _IMPORT.finditer(data):
+        line = data.count(b"\n", 0, match.start()) + 1
+        if match.group("mods") is not None:
+            for part in match.group("mods").decode("utf-8", "replace").split(","):
+                name = part.strip().split(" as ")[0].strip()
+                if re.fullmatch(r"[\w.]+", name):  # `import a.b.c` runs a/__init__ and a/b/__init__ too
+                    pieces = name.split(".")
+                    out.extend((".".join(pieces[:k]), line, False) for k in range(1, len(pieces) + 1))
+            continue
+        source = match.group("from").decode("utf-8", "replace")
+        names = [n.strip().split(" as ")[0].strip()
+                 for n in match.group("names").decode("utf-8", "replace").strip("()").split(",")]
+        names = [n for n in names if re.fullmatch(r"\w+", n)]
+        dots = len(source) - len(source.lstrip("."))
+        if dots:
+            base = _resolve_relative(relpath, dots, source[dots:])
+            out.append((base, line, True))
+            out.extend((f"{base}/{n}" if base else n, line, True) for n in names)
+        else:
+            pieces = source.split(".")
+            out.extend((".".join(pieces[:k]), line, False) for k in range(1, len(pieces) + 1))
+            out.extend((f"{source}.{n}", line, False) for n in names)
+    return out
+
+
+def _text(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
+    if result.original is not None:
+        return result.original
+    path = paths.get(result.relpath)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _lowerable(finding: Finding) -> bool:
+    return not finding.fixable and finding.severity != "info" and finding.cell is None
+
+
+def _lower(result: FileResult, why: Callable[[Finding], Optional[str]]) -> FileResult:
+    changed, findings = False, []
+    for finding in result.findings:
+        reason = why(finding) if _lowerable(finding) else None
+        if reason:
+            finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
+            changed = True
+        findings.append(finding)
+    return dataclasses.replace(result, findings=findings) if changed else result
+
+
+def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) -> list[FileResult]:
+    """Lower to info the report-only findings of modules an NPU host never imports, and of
+    methods an NPU subclass overrides (see the module docstring)."""
+    paths = paths or {}
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    targets = [i for i in python if any(_lowerable(f) for f in results[i].findings)]
+    if not targets:
+        return results
+    texts = {i: _text(results[i], paths) for i in python}
+    out = list(results)
+    unreachable = _never_imported(results, python, targets, texts)
+    for i, why in unreachable.items():
+        out[i] = _lower(out[i], lambda _f, why=why: why)
+    overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts)
+    for i, spans in overridden.items():
+        def why(finding: Finding, spans=spans) -> Optional[str]:
+            return next((reason for first, last, reason in spans if first <= finding.line <= last), None)
+        out[i] = _lower(out[i], why)
+    return out
+
+
+# ------------------------------------------------------------------ modules never imported on NPU
+
+def _never_imported(results, python, targets, texts) -> dict[int, str]:
+    from .testscopes import has_decidable_branches, untaken_branches
+
+    by_stem = {results[i].relpath[:-3]: i for i in python}
+    by_dotted: dict[str, set[int]] = defaultdict(set)
+    for i in python:
+        for name in _module_names(results[i].relpath):
+            by_dotted[name].add(i)
+    # every import site of every python file of the run, resolved to the files it may name
+    sites: dict[int, list[tuple[int, int]]] = defaultdict(list)  # imported file -> (importer, line)
+    for i in python:
+        data = texts.get(i)
+        if not data or b"import" not in data:
+            continue
+        for name, line, relative in _imports(results[i].relpath, data):
+            if relative:
+                stem = name
+                found = {by_stem[stem]} if stem in by_stem else set()
+                if f"{stem}/__init__" in by_stem:
+                    found.add(by_stem[f"{stem}/__init__"])
+            else:
+                found = by_dotted.get(name, set())
+            for j in found:
+                if j != i:
+                    sites[j].append((i, line))
+    branches: dict[int, list] = {}
+
+    def gated(importer: int, line: int) -> Optional[str]:
+        if importer not in branches:
+            text = (texts.get(importer) or b"").decode("utf-8", "replace")
+            # no condition an NPU host can decide: no parse (most importers)
+            branches[importer] = untaken_branches(text) if has_decidable_branches(text) else []
+        for first, last, condition, type_checking in branches[importer]:
+            if first <= line <= last:
+                return "`if TYPE_CHECKING:`" if type_checking else f"`{condition}`"
+        return None
+
+    strings: dict[int, bool] = {}
+
+    def named_in_a_string(i: int) -> bool:
+        if i not in strings:
+            stem = os.path.basename(results[i].relpath[:-3])
+            if stem == "__init__":
+                stem = os.path.basename(os.path.dirname(results[i].relpath)) or stem
+            quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(stem.encode()) + rb"\b[\w./:-]*[\"']")
+            strings[i] = any(quoted.search(data) for j, data in texts.items() if j != i and data)
+        return strings[i]
+
+    found: dict[int, str] = {}
+    # every module with an import site: one that holds no finding may still be the only way to
+    # its imports (bitsandbytes' backends/xpu/ops.py, the sole importer of its Triton kernels)
+    candidates = set(sites)
+    for _round in range(_MAX_ROUNDS):
+        grew = False
+        for i in sorted(candidates - set(found)):
+            where = sites.get(i)
+            if not where:
+                continue
+            reasons = []
+            for importer, line in where:
+                condition = gated(importer, line)
+                if condition is None and importer in found:
+                    condition = "a module an NPU host never imports"
+                if condition is None:
+                    break
+                reasons.append(f"{results[importer].relpath}:{line} under {condition}")
+            else:
+                if named_in_a_string(i):
+                    continue
+                shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+                found[i] = f"imported only where an NPU host does not go: {shown}"
+                grew = True
+        if not grew:
+            break
+    return {i: why for i, why in found.items() if i in set(targets)}
+
+
+# ------------------------------------------------------------------ methods an NPU subclass overrides
+
+def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple[int, int, str]]]:
+    import ast
+
+    from . import astcache
+
+    # NPU classes of the run and their bases (by name): class NPUGraphRunner(CudaGraphRunner)
+    npu_classes: dict[str, list[tuple[int, str]]] = defaultdict(list)  # base name -> [(file, class)]
+    for i in python:
+        data = texts.get(i)
+        if not data or b"class" not in data:
+            continue
+        for match in _CLASS.finditer(data):
+            name = match.group("name").decode("utf-8", "replace")
+            if not _NPU_CLASS.search(name):
+                continue
+            for base in match.group("bases").decode("utf-8", "replace").split(","):
+                base = base.strip().rpartition(".")[2]
+                if re.fullmatch(r"\w+", base) and not _NPU_CLASS.search(base):
+                    npu_classes[base].append((i, name))
+    if not npu_classes:
+        return {}
+    methods_of: dict[tuple[int, str], Optional[dict[str, int]]] = {}
+
+    def methods(i: int, class_name: str) -> dict[str, int]:
+        """The methods `class_name` of file i redefines without calling the parent's
+        (`super().name(...)` or `Base.name(self, ...)` runs the parent's code on NPU too)."""
+        key = (i, class_name)
+        if key not in methods_of:
+            tree = astcache.parse(texts.get(i) or b"")
+            found: dict[str, int] = {}
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.ClassDef) and node.name == class_name:
+                    for stmt in node.body:
+                        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _calls_parent(stmt):
+                            found[stmt.name] = stmt.lineno
+            methods_of[key] = found
+        return methods_of[key] or {}
+
+    out: dict[int, list[tuple[int, int, str]]] = {}
+    for i in targets:
+        data = texts.get(i)
+        if not data or not any(name.encode() in data for name in npu_classes):
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        spans = []
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef) or node.name not in npu_classes:
+                continue
+            for stmt in node.body:
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name.startswith("__"):
+                    continue
+                for j, subclass in npu_classes[node.name]:
+                    if stmt.name in methods(j, subclass):
+                        first = stmt.decorator_list[0].lineno if stmt.decorator_list else stmt.lineno
+                        spans.append((first, stmt.end_lineno or stmt.lineno,
+                                      f"overridden for NPU by `{subclass}.{stmt.name}` in "
+                                      f"{results[j].relpath}:{methods(j, subclass)[stmt.name]}"))
+                        break
+        if spans:
+            out[i] = spans
+    return out
+
+
+def _calls_parent(method) -> bool:
+    """The method calls the method of the same name on `super()` or on a class (`Base.name(self)`)."""
+    import ast
+
+    for node in ast.walk(method):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method.name:
+            receiver = node.func.value
+            if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == "super":
+                return True
+            if isinstance(receiver, ast.Name) and receiver.id[:1].isupper():
+                return True
+    return False

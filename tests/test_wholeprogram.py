@@ -1,0 +1,182 @@
+"""Whole-program facts (issue 16, the audits' FALSE-WP findings): a module that only another
+platform's branch imports, and a method an NPU subclass overrides, never run on an NPU host. Their
+report-only findings stay in the output, at info, with the place that proves it; everything that
+is not certain from the run's files keeps its severity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npu_migrate.cli import main
+
+KERNELS = '''\
+# {name}
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dequant_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+'''
+
+
+def _check(root: Path, *targets: str) -> list[dict]:
+    paths = [str(root / t) for t in targets] or [str(root)]
+    result = CliRunner().invoke(main, ["check", *paths, "--isolated", "--no-cache", "--output-format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout[result.stdout.index("{"):])
+    return report.get("findings", report.get("items", []))
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        text = text.replace("# {name}", f"# {name}")  # no two files alike (identical files report once)
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _one(findings: list[dict], path: str, code: str) -> dict:
+    found = [f for f in findings if f["path"].endswith("/" + path) and f["code"] == code]
+    assert len(found) == 1, (path, code, findings)
+    return found[0]
+
+
+def test_a_module_imported_only_under_a_rocm_branch_is_info_naming_the_imports(tmp_path):
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/alt_kernels.py": KERNELS,
+        "pkg/awq.py": (
+            "from pkg.utils import is_hip\n_is_hip = is_hip()\n\n"
+            "if _is_hip:\n    from pkg.alt_kernels import dequant_kernel\n"
+        ),
+        "pkg/model.py": (
+            "from pkg.utils import is_hip\n_is_hip = is_hip()\n\n\ndef pick():\n"
+            "    if _is_hip:\n        from .alt_kernels import dequant_kernel\n        return dequant_kernel\n"
+            "    return None\n"
+        ),
+        "pkg/utils.py": "def is_hip():\n    return False\n",
+        # the same kernels, imported unconditionally by one module: a real NPU problem
+        "pkg/kernels.py": KERNELS,
+        "pkg/ops.py": "from pkg.kernels import dequant_kernel\n",
+    })
+    findings = _check(tmp_path)
+    lowered = _one(findings, "pkg/alt_kernels.py", "NPU910")
+    assert lowered["severity"] == "info"
+    assert "imported only where an NPU host does not go" in lowered["message"]
+    assert "pkg/awq.py:5 under `_is_hip`" in lowered["message"]
+    assert "pkg/model.py:7 under `_is_hip`" in lowered["message"]
+    kept = _one(findings, "pkg/kernels.py", "NPU910")
+    assert kept["severity"] == "error" and "NPU host does not go" not in kept["message"]
+
+
+def test_the_chain_through_a_module_of_another_accelerator_is_followed(tmp_path):
+    """bitsandbytes' shape: only the XPU backend (itself imported only when torch.xpu is
+    available, with no finding of its own) imports the Triton kernels."""
+    _write(tmp_path, {
+        "lib/__init__.py": (
+            "import torch\nfrom .backends.cpu import ops as cpu_ops\n\n"
+            "if hasattr(torch, 'xpu') and torch.xpu.is_available():\n    from .backends.xpu import ops as xpu_ops\n"
+        ),
+        "lib/backends/__init__.py": "",
+        "lib/backends/cpu/__init__.py": "",
+        "lib/backends/cpu/ops.py": "def add(a, b):\n    return a + b\n",
+        "lib/backends/xpu/__init__.py": "",
+        "lib/backends/xpu/ops.py": "def dequant(x):\n    from ..triton import kernels\n    return kernels.dequant_kernel\n",
+        "lib/backends/triton/__init__.py": "",
+        "lib/backends/triton/kernels.py": KERNELS,
+    })
+    lowered = _one(_check(tmp_path), "lib/backends/triton/kernels.py", "NPU910")
+    assert lowered["severity"] == "info"
+    assert "lib/backends/xpu/ops.py:2 under a module an NPU host never imports" in lowered["message"]
+
+
+def test_what_the_run_cannot_prove_keeps_its_severity(tmp_path):
+    _write(tmp_path, {
+        "app/__init__.py": "",
+        # imported by nobody in the run: a script or a public module, left alone
+        "app/orphan.py": KERNELS,
+        # imported under a ROCm branch, and also by name through importlib
+        "app/dynamic.py": KERNELS,
+        "app/load.py": (
+            "import importlib\n_is_hip = False\nif _is_hip:\n    from app import dynamic\n"
+            "MOD = importlib.import_module('app.dynamic')\n"
+        ),
+        # imported under a ROCm branch in one place and unconditionally in another
+        "app/mixed.py": KERNELS,
+        "app/a.py": "_is_hip = False\nif _is_hip:\n    import app.mixed\n",
+        "app/b.py": "import app.mixed\n",
+        # a submodule import runs the package's __init__: that counts as an import of it
+        "app/sub/__init__.py": KERNELS,
+        "app/sub/leaf.py": "X = 1\n",
+        "app/c.py": "_is_hip = False\nif _is_hip:\n    import app.sub\n",
+        "app/d.py": "from app.sub.leaf import X\n",
+    })
+    findings = _check(tmp_path)
+    for path in ("app/orphan.py", "app/dynamic.py", "app/mixed.py", "app/sub/__init__.py"):
+        assert _one(findings, path, "NPU910")["severity"] == "error", path
+
+
+SUBCLASS_PARENT = '''\
+import torch
+
+
+class CudaGraphRunner:
+    def capture(self):
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self.model(self.inp)
+
+    def profile(self):
+        return torch.cuda.memory._snapshot()
+
+    def replay(self):
+        self.graph = torch.cuda.CUDAGraph()
+'''
+SUBCLASS_NPU = '''\
+import torch_npu
+
+from .cuda_graph_runner import CudaGraphRunner
+
+
+class NPUGraphRunner(CudaGraphRunner):
+    def capture(self):
+        self.graph = torch_npu.npu.NPUGraph()
+
+    def profile(self):
+        data = super().profile()
+        return data
+'''
+
+
+def test_a_method_an_npu_subclass_overrides_is_info_and_the_rest_is_not(tmp_path):
+    _write(tmp_path, {"runner/__init__.py": "", "runner/cuda_graph_runner.py": SUBCLASS_PARENT,
+                      "runner/npu_graph_runner.py": SUBCLASS_NPU})
+    findings = [f for f in _check(tmp_path) if f["path"].endswith("runner/cuda_graph_runner.py") and not f["fixable"]]
+    by_line = {}
+    for finding in findings:
+        by_line.setdefault(finding["line"], []).append(finding)
+    capture = [f for line, fs in by_line.items() if 6 <= line <= 8 for f in fs]
+    assert capture and all(f["severity"] == "info" for f in capture)
+    assert all("overridden for NPU by `NPUGraphRunner.capture` in runner/npu_graph_runner.py:7" in f["message"]
+               for f in capture)
+    # profile() calls the parent's method: it runs on NPU; replay() is not overridden
+    others = [f for line, fs in by_line.items() if line >= 11 for f in fs]
+    assert others and all("overridden for NPU" not in f["message"] for f in others)
+    assert any(f["severity"] == "error" for f in others)
+
+
+def test_a_one_file_check_sees_no_importer_and_lowers_nothing(tmp_path):
+    """A pre-commit run of one file cannot see who imports it: it reports as before (never less)."""
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/alt_kernels.py": KERNELS,
+        "pkg/awq.py": "_is_hip = False\nif _is_hip:\n    from pkg.alt_kernels import dequant_kernel\n",
+    })
+    alone = _one(_check(tmp_path, "pkg/alt_kernels.py"), "pkg/alt_kernels.py", "NPU910")
+    assert alone["severity"] == "error"
+    assert _one(_check(tmp_path), "pkg/alt_kernels.py", "NPU910")["severity"] == "info"
