@@ -9,6 +9,10 @@ findings moot on an NPU host, although each is true of the file it is in:
   branches an NPU host never takes (`testscopes.untaken_branches`: the same conditions, evaluated as
   that host sees them), or in modules that are themselves never imported there, is never loaded
   on an NPU host.
+* **CUDA sources an NPU build replaces.** DeepSpeed's `op_builder/transformer_inference.py`
+  lists `csrc/transformer/inference/csrc/transform.cu` among the sources of `InferenceBuilder`,
+  and `op_builder/npu/inference.py` defines an `InferenceBuilder` of its own, built from torch_npu
+  calls: on an NPU host that `.cu` is never compiled (NPU912 becomes info).
 * **Methods an NPU subclass overrides.** `class NPUGraphRunner(CudaGraphRunner)` redefines
   `_init_profile_context_and_memory_record`: the CUDA-only calls of the parent's method do not run
   on an NPU host, where the project builds the NPU class.
@@ -140,13 +144,15 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     paths = paths or {}
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     targets = [i for i in python if any(_lowerable(f) for f in results[i].findings)]
-    if not targets:
+    if not targets and not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
     texts = {i: _text(results[i], paths) for i in python}
     out = list(results)
     unreachable = _never_imported(results, python, targets, texts)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
+    for i, why in _sources_built_for_npu(results, python, texts).items():
+        out[i] = _lower(out[i], lambda f, why=why: why if f.code == "NPU912" else None)
     overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts)
     for i, spans in overridden.items():
         def why(finding: Finding, spans=spans) -> Optional[str]:
@@ -313,3 +319,58 @@ def _calls_parent(method) -> bool:
             if isinstance(receiver, ast.Name) and receiver.id[:1].isupper():
                 return True
     return False
+
+
+# ------------------------------------------------------------------ CUDA sources an NPU builder replaces
+
+_CUDA_SOURCE = re.compile(r"[\w./-]+\.cuh?$", re.IGNORECASE)
+
+
+def _npu_path(relpath: str) -> bool:
+    return any(_NPU_CLASS.search(part) for part in relpath.split("/"))
+
+
+def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
+    """NPU912 files that a build class lists as its sources, where the project defines a class of
+    the same name for NPU (in a folder or module named for the NPU): {index: reason}."""
+    import ast
+
+    from . import astcache
+
+    cuda = {i: r.relpath for i, r in enumerate(results)
+            if any(f.code == "NPU912" and _lowerable(f) for f in r.findings)}
+    if not cuda:
+        return {}
+    listed: dict[str, list[tuple[str, int]]] = defaultdict(list)  # source literal -> [(class, file)]
+    npu_builders: dict[str, int] = {}  # class name -> file, for classes of NPU modules
+    for i in python:
+        data = texts.get(i)
+        if not data or b"class" not in data:
+            continue
+        npu_module = _npu_path(results[i].relpath)
+        if not npu_module and b".cu" not in data:
+            continue
+        tree = astcache.parse(data)
+        for node in ast.walk(tree) if tree is not None else ():
+            if not isinstance(node, ast.ClassDef):
+                continue
+            if npu_module:
+                npu_builders.setdefault(node.name, i)
+                continue
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and _CUDA_SOURCE.match(inner.value):
+                    listed[inner.value.lstrip("./")].append((node.name, i))
+    if not listed or not npu_builders:
+        return {}
+    out = {}
+    for i, relpath in cuda.items():
+        for literal, owners in listed.items():
+            if not (relpath == literal or relpath.endswith("/" + literal) or literal.endswith("/" + relpath)):
+                continue
+            owner = next(((name, j) for name, j in owners if name in npu_builders), None)
+            if owner is not None:
+                name, j = owner
+                out[i] = (f"the project builds `{name}` for NPU without it: `{name}` in "
+                          f"{results[npu_builders[name]].relpath}, where {results[j].relpath} lists this file")
+                break
+    return out

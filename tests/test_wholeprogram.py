@@ -180,3 +180,37 @@ def test_a_one_file_check_sees_no_importer_and_lowers_nothing(tmp_path):
     alone = _one(_check(tmp_path, "pkg/alt_kernels.py"), "pkg/alt_kernels.py", "NPU910")
     assert alone["severity"] == "error"
     assert _one(_check(tmp_path), "pkg/alt_kernels.py", "NPU910")["severity"] == "info"
+
+
+CU = "__global__ void scale(float* x, float a) {{ x[threadIdx.x] *= a; }}  // {name}\n"
+
+
+def test_a_cuda_source_whose_builder_has_an_npu_twin_is_info(tmp_path):
+    """DeepSpeed's shape: op_builder/fused_adam.py lists csrc/adam/adam.cu for FusedAdamBuilder,
+    and op_builder/npu/fused_adam.py defines a FusedAdamBuilder of its own: the .cu is never built
+    on an NPU host. A source whose builder has no NPU twin stays an error."""
+    _write(tmp_path, {
+        "csrc/adam/adam.cu": CU.format(name="adam"),
+        "csrc/evo/attention.cu": CU.format(name="evo"),
+        "op_builder/__init__.py": "",
+        "op_builder/builder.py": "class CUDAOpBuilder:\n    pass\n",
+        "op_builder/fused_adam.py": (
+            "from .builder import CUDAOpBuilder\n\n\nclass FusedAdamBuilder(CUDAOpBuilder):\n"
+            "    def sources(self):\n        return ['csrc/adam/frontend.cpp', 'csrc/adam/adam.cu']\n"
+        ),
+        "op_builder/evoformer.py": (
+            "from .builder import CUDAOpBuilder\n\n\nclass EvoformerBuilder(CUDAOpBuilder):\n"
+            "    def sources(self):\n        return ['csrc/evo/attention.cu']\n"
+        ),
+        "op_builder/npu/__init__.py": "",
+        "op_builder/npu/fused_adam.py": (
+            "class NPUOpBuilder:\n    pass\n\n\nclass FusedAdamBuilder(NPUOpBuilder):\n"
+            "    def sources(self):\n        return []\n"
+        ),
+    })
+    findings = _check(tmp_path)
+    adam = _one(findings, "csrc/adam/adam.cu", "NPU912")
+    assert adam["severity"] == "info"
+    assert "`FusedAdamBuilder` in op_builder/npu/fused_adam.py, where op_builder/fused_adam.py lists this file" \
+        in adam["message"]
+    assert _one(findings, "csrc/evo/attention.cu", "NPU912")["severity"] == "error"
