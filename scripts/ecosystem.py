@@ -692,6 +692,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
+    if args.keep and args.keep.exists():  # never mix two runs' trees (nor delete what is there)
+        print(f"error: --keep {args.keep}: already exists; name a new folder", file=sys.stderr)
+        return 2
     try:
         pins = load_pins(args.pins)
     except PinsError as exc:
@@ -738,7 +741,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     seconds: dict[str, float] = {}
     diffs: dict[str, dict[str, str]] = {}
     if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=False)
+        args.keep.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="npu-eco-") as scratch:
         base = args.keep or Path(scratch)
         for pin in pins:

@@ -360,3 +360,13 @@ def test_totals_and_figures_text():
     assert total["skipped_by_reason"]["no CUDA trigger words"] == 10
     text = eco.figures_text(records, {"demo": 1.0, "other": 2.0}, verbose=True)
     assert "total" in text and "NPU916" in text and "acc/npu.py (already NPU-aware)" in text
+
+
+def test_keep_into_an_existing_folder_is_refused_before_any_download(tmp_path, capsys):
+    keep = tmp_path / "kept"
+    keep.mkdir()
+    (keep / "mine.txt").write_text("the user's file\n")
+    assert eco.main(["--keep", str(keep), "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert "already exists; name a new folder" in capsys.readouterr().err
+    assert (keep / "mine.txt").read_text() == "the user's file\n"
+    assert not (tmp_path / "cache").exists()  # nothing was downloaded
