@@ -367,3 +367,13 @@ def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Fi
                                   message=f"{finding.message} (in a branch an NPU host does not take: `{branch[2]}`)")
         out.append(finding)
     return out, scopes
+
+
+def false_on_npu(condition: str) -> bool:
+    """Whether the source of one condition (`_is_hip`, `current_platform.is_rocm()`) is certainly
+    false on an NPU host; `TYPE_CHECKING` counts as false (no host runs its block)."""
+    try:
+        node = ast.parse(condition.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return _is_type_checking(node) or _truth(node) is False

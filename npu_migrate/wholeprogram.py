@@ -85,8 +85,10 @@ def _imports(relpath: str, data: bytes) -> list[tuple[str, int, bool]]:
     """(dotted module or relpath stem, line, relative?) of every import statement of a file,
     `from a import b` giving both `a` and `a.b` (b may be a module)."""
     out = []
+    line, at = 1, 0
     for match in _IMPORT.finditer(data):
-        line = data.count(b"\n", 0, match.start()) + 1
+        line += data.count(b"\n", at, match.start())
+        at = match.start()
         if match.group("mods") is not None:
             for part in match.group("mods").decode("utf-8", "replace").split(","):
                 name = part.strip().split(" as ")[0].strip()
@@ -164,7 +166,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 # ------------------------------------------------------------------ modules never imported on NPU
 
 def _never_imported(results, python, targets, texts) -> dict[int, str]:
-    from .testscopes import has_decidable_branches, untaken_branches
+    from .testscopes import false_on_npu
 
     by_stem = {results[i].relpath[:-3]: i for i in python}
     by_dotted: dict[str, set[int]] = defaultdict(set)
@@ -188,16 +190,26 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
             for j in found:
                 if j != i:
                     sites[j].append((i, line))
-    branches: dict[int, list] = {}
+    lines_of: dict[int, list[bytes]] = {}
+    verdicts: dict[str, bool] = {}  # condition source -> false on an NPU host
 
     def gated(importer: int, line: int) -> Optional[str]:
-        if importer not in branches:
-            text = (texts.get(importer) or b"").decode("utf-8", "replace")
-            # no condition an NPU host can decide: no parse (most importers)
-            branches[importer] = untaken_branches(text) if has_decidable_branches(text) else []
-        for first, last, condition, type_checking in branches[importer]:
-            if first <= line <= last:
-                return "`if TYPE_CHECKING:`" if type_checking else f"`{condition}`"
+        """The condition of an enclosing `if`/`elif` that is false on an NPU host, or None. The
+        enclosing block headers are found by indentation from the import line up (no parse of
+        the file: most importers have none), and only their conditions are parsed."""
+        if importer not in lines_of:
+            lines_of[importer] = (texts.get(importer) or b"").splitlines()
+        lines = lines_of[importer]
+        if line > len(lines):
+            return None
+        for header in _headers(lines, line - 1):
+            keyword, _, rest = header.partition(b" ")
+            if keyword in (b"if", b"elif") and header.endswith(b":"):
+                condition = rest[:-1].decode("utf-8", "replace")
+                if condition not in verdicts:
+                    verdicts[condition] = false_on_npu(condition)
+                if verdicts[condition]:
+                    return f"`{' '.join(condition.split())[:70]}`"
         return None
 
     strings: dict[int, bool] = {}
@@ -207,8 +219,9 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
             stem = os.path.basename(results[i].relpath[:-3])
             if stem == "__init__":
                 stem = os.path.basename(os.path.dirname(results[i].relpath)) or stem
-            quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(stem.encode()) + rb"\b[\w./:-]*[\"']")
-            strings[i] = any(quoted.search(data) for j, data in texts.items() if j != i and data)
+            word = stem.encode()
+            quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(word) + rb"\b[\w./:-]*[\"']")
+            strings[i] = any(word in data and quoted.search(data) for j, data in texts.items() if j != i and data)
         return strings[i]
 
     found: dict[int, str] = {}
@@ -280,10 +293,12 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
             methods_of[key] = found
         return methods_of[key] or {}
 
+    defines = re.compile(rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in npu_classes)
+                         + rb")\b", re.MULTILINE)
     out: dict[int, list[tuple[int, int, str]]] = {}
     for i in targets:
         data = texts.get(i)
-        if not data or not any(name.encode() in data for name in npu_classes):
+        if not data or not defines.search(data):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -330,13 +345,14 @@ def _npu_path(relpath: str) -> bool:
     return any(_NPU_CLASS.search(part) for part in relpath.split("/"))
 
 
+_CUDA_LITERAL = re.compile(rb"""["']([\w./-]+\.cuh?)["']""", re.IGNORECASE)
+_ANY_CLASS = re.compile(rb"^[ \t]*class[ \t]+(\w+)", re.MULTILINE)
+
+
 def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
     """NPU912 files that a build class lists as its sources, where the project defines a class of
-    the same name for NPU (in a folder or module named for the NPU): {index: reason}."""
-    import ast
-
-    from . import astcache
-
+    the same name for NPU (in a folder or module named for the NPU): {index: reason}. Text only:
+    a `.cu` string literal belongs to the last `class` line above it."""
     cuda = {i: r.relpath for i, r in enumerate(results)
             if any(f.code == "NPU912" and _lowerable(f) for f in r.findings)}
     if not cuda:
@@ -347,19 +363,18 @@ def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
         data = texts.get(i)
         if not data or b"class" not in data:
             continue
-        npu_module = _npu_path(results[i].relpath)
-        if not npu_module and b".cu" not in data:
+        if _npu_path(results[i].relpath):
+            for match in _ANY_CLASS.finditer(data):
+                npu_builders.setdefault(match.group(1).decode("utf-8", "replace"), i)
             continue
-        tree = astcache.parse(data)
-        for node in ast.walk(tree) if tree is not None else ():
-            if not isinstance(node, ast.ClassDef):
-                continue
-            if npu_module:
-                npu_builders.setdefault(node.name, i)
-                continue
-            for inner in ast.walk(node):
-                if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and _CUDA_SOURCE.match(inner.value):
-                    listed[inner.value.lstrip("./")].append((node.name, i))
+        literals = list(_CUDA_LITERAL.finditer(data))
+        if not literals:
+            continue
+        classes = [(m.start(), m.group(1).decode("utf-8", "replace")) for m in _ANY_CLASS.finditer(data)]
+        for literal in literals:
+            owner = next((name for start, name in reversed(classes) if start < literal.start()), None)
+            if owner is not None:
+                listed[literal.group(1).decode("utf-8", "replace").lstrip("./")].append((owner, i))
     if not listed or not npu_builders:
         return {}
     out = {}
@@ -374,3 +389,24 @@ def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
                           f"{results[npu_builders[name]].relpath}, where {results[j].relpath} lists this file")
                 break
     return out
+
+
+def _headers(lines: list[bytes], index: int):
+    """The stripped header lines of the blocks enclosing line `index`, innermost first: each
+    line above with less indentation than the block so far (blank lines, comments and deeper
+    continuation lines are passed over)."""
+    def indent(text: bytes) -> int:
+        return len(text) - len(text.lstrip(b" \t"))
+
+    level = indent(lines[index])
+    for j in range(index - 1, -1, -1):
+        if level == 0:
+            return
+        text = lines[j]
+        stripped = text.strip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        depth = indent(text)
+        if depth < level:
+            level = depth
+            yield stripped
