@@ -38,6 +38,11 @@ def _patterns() -> tuple[re.Pattern, re.Pattern, re.Pattern]:
             re.compile(table["gpu_runner_word"]))
 
 
+@functools.lru_cache(maxsize=None)
+def _script_keys() -> frozenset:
+    return frozenset(catalogue.read_table("scopes.toml").get("yaml", {}).get("script_keys", []))
+
+
 # ------------------------------------------------------------------------------------------------
 # Structure from indentation
 
@@ -69,6 +74,7 @@ class _Doc:
     nodes: list
     blocks: list
     node_of_line: dict  # line -> index of the node it belongs to (its own or its block's owner)
+    children: dict  # parent index (None: the top level) -> child indexes, in file order
 
 
 def _structure(text: str, code: str) -> _Doc:
@@ -127,7 +133,10 @@ def _structure(text: str, code: str) -> _Doc:
         parent = nodes[index].parent
         if parent is not None:
             nodes[parent].end = max(nodes[parent].end, nodes[index].end)
-    return _Doc(raw, nodes, blocks, node_of_line)
+    children: dict = {}
+    for index, node in enumerate(nodes):
+        children.setdefault(node.parent, []).append(index)
+    return _Doc(raw, nodes, blocks, node_of_line, children)
 
 
 def _ancestors(doc: _Doc, index: int):
@@ -137,7 +146,7 @@ def _ancestors(doc: _Doc, index: int):
 
 
 def _children(doc: _Doc, parent: Optional[int]) -> list[int]:
-    return [i for i, n in enumerate(doc.nodes) if n.parent == parent]
+    return doc.children.get(parent, [])
 
 
 def _text(doc: _Doc, first: int, last: int) -> str:
@@ -154,6 +163,8 @@ _MULTIPLIER = re.compile(r"\b\d+\s*[x×]\s*(?=[A-Za-z])")
 
 
 def _markdown(doc: _Doc, block: _Block) -> bool:
+    if doc.nodes[block.owner].key.lower() in _script_keys():
+        return False  # a script, even one that writes Markdown
     body = doc.lines[block.first - 1:block.last]
     if any(_FENCE.match(line) for line in body):
         return True
@@ -212,7 +223,7 @@ def _workflow(relpath: str) -> bool:
 
 def _gpu_jobs(doc: _Doc) -> list[tuple[int, str, str]]:
     """(node index, job name, runs-on text) of every job whose runs-on names a GPU runner."""
-    _, _, word = _patterns()
+    _, npu, word = _patterns()
     jobs = next((i for i in _children(doc, None) if doc.nodes[i].key == "jobs"), None)
     if jobs is None:
         return []
@@ -227,7 +238,7 @@ def _gpu_jobs(doc: _Doc) -> list[tuple[int, str, str]]:
         value = re.sub(r"#.*", "", value)
         value = _matrix_values(doc, job, value)
         words = [w for w in re.split(r"[\s\-_./,\[\]{}:'\"]+", value) if w]
-        if any(word.match(w) for w in words):
+        if any(word.match(w) for w in words) and not npu.search(value):  # (an NPU runner too: not CUDA-only)
             out.append((job, doc.nodes[job].key, " ".join(value.split())))
     return out
 

@@ -329,3 +329,37 @@ def test_header_beside_a_cu_is_named_in_its_finding(tmp_path):
     # nearby true case: a folder of headers with no .cu keeps its own finding
     assert "kernels/include/common.cuh" in npu912
     assert npu912["kernels/include/common.cuh"]["severity"] == "error"
+
+
+def test_a_run_block_writing_markdown_is_still_a_script():
+    text = """\
+jobs:
+  report:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          cat >> "$GITHUB_STEP_SUMMARY" <<'EOF'
+          ## Results
+          ```
+          done
+          ```
+          EOF
+          nvidia-smi
+"""
+    result = _scan(".github/workflows/report.yml", text)
+    assert [(f.code, f.severity) for f in result.findings] == [("NPU704", "error")]
+
+
+def test_a_matrix_of_gpu_and_npu_runners_is_not_a_cuda_ci_job():
+    text = """\
+jobs:
+  tests:
+    strategy:
+      matrix:
+        runner: [linux-gpu-1, linux-aarch64-npu-1]
+    runs-on: ${{ matrix.runner }}
+    steps:
+      - run: nvidia-smi
+"""
+    result = _scan(".github/workflows/tests.yml", text)
+    assert [(f.code, f.severity) for f in result.findings] == [("NPU704", "error")]
