@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from . import catalogue, suppress
+from . import catalogue, suppress, yamlscopes
 from .findings import Finding
 from .model import FileResult, Options
 
@@ -1029,7 +1029,11 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
     translation unit to port), keep their own finding, except that byte-identical `.cu` files (a
     kernel tree shipped twice) make one finding, on the first path, naming the copies. This runs over a whole run's results, after
     the per-file engine (and its cache): `results` is not changed, a new list is returned.
+    Headers in a folder that has a `.cu` of its own are named in that file's finding instead
+    (`_fold_headers_into_sources`); byte-identical copies are grouped first, so that the `.cu`
+    naming the headers is the one that keeps its finding.
     """
+    results = _fold_headers_into_sources(_group_identical_sources(results))
     folders: dict[str, list[int]] = {}
     for index, result in enumerate(results):
         if result.relpath.lower().endswith(".cuh") and any(f.code == "NPU912" for f in result.findings):
@@ -1057,7 +1061,40 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
         out[first] = dataclasses.replace(results[first], findings=kept)
         for i in rest:
             out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
-    return _group_identical_sources(out)
+    return out
+
+
+def _fold_headers_into_sources(results: list[FileResult]) -> list[FileResult]:
+    """A folder's `.cuh` headers are part of the `.cu` beside them (`embed.cuh` next to
+    `embed_cuda.cu`): porting that translation unit ports its headers, so they are named in the
+    first `.cu` file's NPU912 finding (path order) instead of making findings of their own. A folder
+    with headers and no `.cu` keeps its header finding (grouped per folder below)."""
+    sources: dict[str, int] = {}
+    headers: dict[str, list[int]] = {}
+    for index, result in enumerate(results):
+        if not any(f.code == "NPU912" for f in result.findings):
+            continue
+        folder, lower = os.path.dirname(result.relpath), result.relpath.lower()
+        if lower.endswith(".cu"):
+            if folder not in sources or result.relpath < results[sources[folder]].relpath:
+                sources[folder] = index
+        elif lower.endswith(".cuh"):
+            headers.setdefault(folder, []).append(index)
+    out = list(results)
+    for folder, indexes in headers.items():
+        if folder not in sources:
+            continue
+        host = sources[folder]
+        names = sorted(os.path.basename(results[i].relpath) for i in indexes)
+        shown = ", ".join(names[:MAX_HEADERS_NAMED])
+        more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
+        noun = "header" if len(names) == 1 else "headers"
+        out[host] = dataclasses.replace(out[host], findings=[
+            dataclasses.replace(f, message=f"{f.message} (with the CUDA {noun} beside it: {shown}{more})")
+            if f.code == "NPU912" else f for f in out[host].findings])
+        for i in indexes:
+            out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if f.code != "NPU912"])
+    return out
 
 
 MAX_HEADERS_NAMED = 10
@@ -1148,6 +1185,10 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
             rule = catalogue.rule("NPU001")
             scan.findings.append(Finding(relpath, 1, 1, "NPU001", f"{rule.message}: nested too deeply", False, ""))
     result.findings = sorted(scan.findings)
+    if kind == "yaml" and result.findings:  # documentation, CUDA CI jobs, platform-aware entries
+        result.findings, result.skipped_scopes = yamlscopes.refine(
+            text, scan.lexed.code, relpath, result.findings, options.enabled)
+        result.findings.sort()
     result.suppressed = scan.suppressed
     if scan.edits:
         new = _apply(text, scan.edits).encode("utf-8", "surrogateescape")
