@@ -13,7 +13,8 @@ unknown): the CUDA/ROCm-only predicates are false there, `torch.version.cuda` an
 `torch.version.hip` are None, and anything else is unknown. Only a condition that is *certainly*
 true off CUDA (for `skipif`; false for `skipUnless`) makes a scope: `skipif(current_platform.is_rocm())`
 runs on the NPU, and `skipif(not torch.cuda.is_available())` runs there too once migrated (the
-availability check is rewritten), so neither is one.
+availability check is rewritten), so neither is one, unless the migration left that check as
+written because the test uses CUDA-only code (NPU110 on the decorator): then it still skips.
 """
 
 from __future__ import annotations
@@ -95,10 +96,19 @@ def _truth(node: ast.AST):
     return False if value is _NONE else value
 
 
-def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | None:
-    """The expression that skips the decorated test on an NPU host, or None."""
+def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozenset = frozenset()) -> ast.AST | None:
+    """The expression that skips the decorated test on an NPU host, or None. `kept`: lines where
+    the migration left a `torch.cuda.is_available()` skip as written (it guards CUDA-only code,
+    NPU110), so it still skips the test off CUDA."""
     if isinstance(decorator, ast.Name) and decorator.id in marks:
         return _skip_condition(marks[decorator.id], {})
+    if kept and isinstance(decorator, ast.Call) and decorator.args and any(
+            line in kept for line in range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1)):
+        name = _dotted(decorator.func).rpartition(".")[2].lower()
+        condition = decorator.args[0]
+        polarity = _available_polarity(condition)
+        if (name == "skipif" and polarity is False) or (name == "skipunless" and polarity is True):
+            return condition
     if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, mark]
         for element in decorator.elts:
             found = _skip_condition(element, marks)
@@ -118,6 +128,16 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | 
     name = _dotted(decorator).rpartition(".")[2]
     if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
+    return None
+
+
+def _available_polarity(condition: ast.AST) -> bool | None:
+    """True for `torch.cuda.is_available()`, False for `not torch.cuda.is_available()`, else None."""
+    negated = False
+    while isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
+        negated, condition = not negated, condition.operand
+    if isinstance(condition, ast.Call) and _dotted(condition.func) in ("torch.cuda.is_available", "cuda.is_available"):
+        return not negated
     return None
 
 
@@ -178,8 +198,9 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
-def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, the skip condition's source) of every test scope skipped off CUDA."""
+def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tuple[int, int, str]]:
+    """(first line, last line, the skip condition's source) of every test scope skipped off CUDA.
+    `kept`: lines of availability skips the migration left as written (`_skip_condition`)."""
     tree = _parse(text)
     if tree is None:
         return []
@@ -209,7 +230,7 @@ def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
     def visit(body: Iterable[ast.stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found = next((c for c in (_skip_condition(d, marks) for d in stmt.decorator_list)
+                found = next((c for c in (_skip_condition(d, marks, kept) for d in stmt.decorator_list)
                               if c is not None), None)
                 if found is not None:
                     first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
@@ -237,9 +258,11 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
     if not any(not f.fixable and f.severity != "info" for f in findings):
         return findings
-    if ("skip" not in text and "Skip" not in text) or not (_may_decide(text) or _ALWAYS_SKIPPED.search(text)):
+    # availability skips left as written because the test uses CUDA-only code (NPU110)
+    kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
+    if ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)):
         return findings
-    scopes = cuda_only_test_scopes(text)
+    scopes = cuda_only_test_scopes(text, kept)
     if not scopes:
         return findings
     out = []

@@ -72,6 +72,8 @@ def _tables():
         modules,
         exempt,
         re.compile(t["gate_names"]),
+        re.compile(t["gate_toolchain_refs"]),
+        re.compile(t["gate_toolchain_names"]),
     )
 
 
@@ -349,7 +351,10 @@ class CudaOnlyGates:
         return self._bound
 
     def at(self, position: tuple[int, int]) -> Optional[str]:
-        """What CUDA-only code the test holding `position` guards, or None."""
+        """What CUDA-only code the test holding `position` guards, or None. A test is that of an
+        `if`, `while` or conditional expression, the left operand of an `and` chain (the operands
+        after it are guarded), an `assert` (the statements after it), or the condition of a
+        `skipif`/`skipUnless` decorator (the decorated test)."""
         line = position[0]
         node: ast.AST = self.tree
         try:
@@ -359,25 +364,69 @@ class CudaOnlyGates:
                     if not isinstance(block, list):
                         continue
                     for index, stmt in enumerate(block):
+                        why = None
                         if isinstance(stmt, (ast.If, ast.While)) and _spans(stmt.test, line):
                             why = self._gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], position)
-                            if why:
-                                return why
+                        elif isinstance(stmt, ast.Assert) and _spans(stmt.test, line):
+                            why = self._gate(stmt.test, block[index + 1:], [], [], position)
+                        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                            why = self._decorators(stmt, position)
+                        if why:
+                            return why
                 if isinstance(node, ast.IfExp) and _spans(node.test, line):
                     why = self._gate(node.test, [node.body], [node.orelse], [], position)
                     if why:
                         return why
+                if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                    for index, operand in enumerate(node.values[:-1]):
+                        if _spans(operand, line):
+                            why = self._gate(operand, node.values[index + 1:], [], [], position)
+                            if why:
+                                return why
                 node = next((child for child in ast.iter_child_nodes(node) if _spans(child, line)), None)
                 if node is None:
                     return None
         except RecursionError:
             return None
 
+    def _decorators(self, definition, position) -> Optional[str]:
+        """`@pytest.mark.skipif(not torch.cuda.is_available(), ...)` / `@unittest.skipUnless(
+        torch.cuda.is_available(), ...)`: the condition guards the decorated test's body."""
+        for decorator in definition.decorator_list:
+            if not (isinstance(decorator, ast.Call) and _spans(decorator, position[0])):
+                continue
+            name = _dotted(decorator.func) or ""
+            last = name.rsplit(".", 1)[-1]
+            if last not in ("skipif", "skipIf", "skipUnless"):
+                continue
+            condition = decorator.args[0] if decorator.args else next(
+                (k.value for k in decorator.keywords if k.arg == "condition"), None)
+            if condition is None:
+                continue
+            if last == "skipUnless":
+                why = self._gate(condition, definition.body, [], [], position)
+            else:
+                why = self._gate(condition, [], definition.body, [], position)
+            if why:
+                return why
+        return None
+
     def _gate(self, test, body, orelse, after, position) -> Optional[str]:
         scope = self.lines.scope(test, "")
         if not scope.contains(position):
             return None
         return _gate(test, body, orelse, after, self.bound)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
 
 
 def _spans(node: ast.AST, line: int) -> bool:
@@ -397,6 +446,8 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
         check = None
         if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
             check = True
+        elif isinstance(node, ast.Call) and _dotted(node.func) in _AVAILABLE:
+            check = True
         elif isinstance(node, ast.Compare) and len(node.ops) == 1:
             values = [_string(node.left), _string(node.comparators[0])]
             if "cuda" in values:
@@ -414,6 +465,10 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
 
     walk(test, False)
     return positive, negative
+
+
+# `torch.cuda.is_available()` holds on CUDA only until npu-migrate widens it: a gate like `x.is_cuda`.
+_AVAILABLE = ("torch.cuda.is_available", "cuda.is_available")
 
 
 def _exits(block: list) -> bool:
@@ -510,7 +565,8 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
 
 
 def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
-    names_re = _tables()[7]
+    names_re, refs_re, toolchain_re = _tables()[7:10]
+    quiet = _quiet(node)
     for sub in ast.walk(node):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
@@ -522,18 +578,72 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
                 full = f"{module}.{alias.name}" if sub.module else module + alias.name
                 if _cuda_only_module(module) or _cuda_only_module(full):
                     return f"imports `{full}`"
+                if id(sub) not in quiet and toolchain_re.fullmatch(alias.asname or alias.name):
+                    return f"uses `{alias.name}`, the CUDA toolchain"
         elif isinstance(sub, ast.Name):
             if sub.id in bound:
                 return f"uses `{sub.id}` ({bound[sub.id]})"
             if names_re.fullmatch(sub.id):
                 return f"uses `{sub.id}`"
+            if id(sub) not in quiet and toolchain_re.fullmatch(sub.id):
+                return f"uses `{sub.id}`, the CUDA toolchain"
         elif isinstance(sub, ast.Attribute):
             if names_re.fullmatch(sub.attr):
                 return f"uses `.{sub.attr}`"
             inner = sub.value
             if sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute) and inner.attr == "_C":
                 return f"uses `_C.{sub.attr}`"
+            if id(sub) in quiet:
+                continue
+            dotted = _dotted(sub)
+            if dotted is not None and refs_re.fullmatch(dotted):
+                return f"uses `{dotted}`, None or absent on an NPU host"
+            if toolchain_re.fullmatch(sub.attr):
+                return f"uses `.{sub.attr}`, the CUDA toolchain"
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and id(sub) not in quiet:
+            if _NVCC.search(sub.value):
+                return "runs `nvcc`"
     return None
+
+
+_NVCC = re.compile(r"\bnvcc\b")
+_LOG_CALLS = frozenset(("print", "debug", "info", "warning", "warn", "error", "log", "write", "exception",
+                        "warning_once", "info_once", "critical"))
+
+
+def _quiet(node: ast.AST) -> set[int]:
+    """Nodes where a toolchain fact is only shown or tested, not used: inside an f-string or the
+    arguments of a print or logging call, compared with None, or tested for truth (`if
+    torch.version.cuda:`): harmless where it is None."""
+    quiet: set[int] = set()
+
+    def hush(sub: ast.AST) -> None:
+        quiet.update(id(n) for n in ast.walk(sub))
+
+    for sub in ast.walk(node):
+        if id(sub) in quiet:
+            continue
+        if isinstance(sub, ast.JoinedStr):
+            hush(sub)
+        elif isinstance(sub, ast.Call):
+            name = _dotted(sub.func) or ""
+            if name.rsplit(".", 1)[-1] in _LOG_CALLS:
+                for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                    hush(arg)
+        elif isinstance(sub, ast.Compare) and any(
+                isinstance(o, ast.Constant) and o.value is None for o in (sub.left, *sub.comparators)):
+            hush(sub)
+        elif isinstance(sub, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            if isinstance(sub.test, (ast.Attribute, ast.Name)):
+                hush(sub.test)
+        elif isinstance(sub, ast.BoolOp):
+            for value in sub.values:
+                if isinstance(value, (ast.Attribute, ast.Name)):
+                    hush(value)
+        elif isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not):
+            if isinstance(sub.operand, (ast.Attribute, ast.Name)):
+                hush(sub.operand)
+    return quiet
 
 
 # ----------------------------------------------------------------------------- class families across modules
