@@ -20,6 +20,7 @@ written because the test uses CUDA-only code (NPU110 on the decorator): then it 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import re
 from collections.abc import Iterable
@@ -74,6 +75,14 @@ def _value(node: ast.AST):
         return _UNKNOWN
     if isinstance(node, ast.Attribute) and _dotted(node) in ("torch.version.cuda", "torch.version.hip"):
         return _NONE
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Call)
+            and _dotted(node.left.func).rpartition(".")[2] == "get_device_capability"
+            and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Eq))):
+        # the shim answers (0, 0) on an NPU host: `>= (8, 9)` is false there
+        bound = node.comparators[0]
+        if (isinstance(bound, ast.Tuple) and bound.elts and isinstance(bound.elts[0], ast.Constant)
+                and isinstance(bound.elts[0].value, int) and bound.elts[0].value > 0):
+            return False
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -106,8 +115,8 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
             line in kept for line in range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1)):
         name = _dotted(decorator.func).rpartition(".")[2].lower()
         condition = decorator.args[0]
-        polarity = _available_polarity(condition)
-        if (name == "skipif" and polarity is False) or (name == "skipunless" and polarity is True):
+        kept_value = _truth(_AvailabilityKept().visit(copy.deepcopy(condition)))
+        if (name == "skipif" and kept_value is True) or (name == "skipunless" and kept_value is False):
             return condition
     if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, mark]
         for element in decorator.elts:
@@ -131,14 +140,14 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
     return None
 
 
-def _available_polarity(condition: ast.AST) -> bool | None:
-    """True for `torch.cuda.is_available()`, False for `not torch.cuda.is_available()`, else None."""
-    negated = False
-    while isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
-        negated, condition = not negated, condition.operand
-    if isinstance(condition, ast.Call) and _dotted(condition.func) in ("torch.cuda.is_available", "cuda.is_available"):
-        return not negated
-    return None
+class _AvailabilityKept(ast.NodeTransformer):
+    """`torch.cuda.is_available()` as an NPU host sees it where the migration left it as written:
+    False."""
+
+    def visit_Call(self, node: ast.Call):
+        if _dotted(node.func) in ("torch.cuda.is_available", "cuda.is_available"):
+            return ast.copy_location(ast.Constant(False), node)
+        return self.generic_visit(node)
 
 
 def _skips(stmt: ast.stmt) -> bool:
@@ -248,7 +257,57 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
         visit(tree.body)
     except RecursionError:
         return scopes
+    if scopes:
+        scopes += _helper_scopes(tree, scopes)
     return scopes
+
+
+HELPER_NOTE = "called only from tests that do not run on an NPU host"
+
+
+def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Module-level functions that only tests skipped off CUDA reach, through the file's own call
+    graph: every reference to the helper's name (a call, or a target handed to `mp.spawn`,
+    `multiprocessing.Process(target=...)`, `functools.partial`) sits inside such a test or inside
+    another such helper. A helper referenced anywhere else (module level, a test that runs on the
+    NPU, `__all__`) or never referenced in the file (others may import it) is not one.
+    (first line, last line, `HELPER_NOTE: <the skip condition>`)."""
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not defs:
+        return []
+    refs: dict[str, list[int]] = {name: [] for name in defs}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in refs and isinstance(node.ctx, ast.Load):
+            refs[node.id].append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in refs:
+            refs[node.value].append(0)  # named in a string (`__all__`, getattr): reached from outside
+    span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
+            for name, d in defs.items()}
+    found: dict[str, str] = {}  # helper -> the skip condition of a test that reaches it
+
+    def reason(line: int, own: str) -> str | None:
+        if span[own][0] <= line <= span[own][1]:
+            return ""  # recursion
+        scope = next((s for s in scopes if s[0] <= line <= s[1]), None)
+        if scope is not None:
+            return scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
+        helper = next((h for h in found if span[h][0] <= line <= span[h][1]), None)
+        return found[helper] if helper is not None else None
+
+    changed = True
+    while changed:
+        changed = False
+        for name, lines in refs.items():
+            if name in found or name.startswith("test") or not lines or any(line == 0 for line in lines):
+                continue
+            reasons = [reason(line, name) for line in lines]
+            if any(r is None for r in reasons):
+                continue
+            real = [r for r in reasons if r]
+            if real:
+                found[name] = real[0]
+                changed = True
+    return [(*span[name], f"{HELPER_NOTE}: {why}") for name, why in found.items()]
 
 
 _ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
@@ -269,7 +328,10 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     for finding in findings:
         if not finding.fixable and finding.severity != "info" and finding.cell is None:
             scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
-            if scope is not None:
+            if scope is not None and scope[2].startswith(HELPER_NOTE):
+                note, why = scope[2].split(": ", 1)
+                finding = replace(finding, severity="info", message=f"{finding.message} (in a helper {note}: `{why}`)")
+            elif scope is not None:
                 finding = replace(finding, severity="info",
                                   message=f"{finding.message} (in a test that does not run on an NPU host: `{scope[2]}`)")
         out.append(finding)

@@ -72,12 +72,12 @@ def nvcc_path():
 
 def arches():
     assert torch.cuda.is_available()
-    return torch.backends.cudnn.version()
+    return torch.cuda.get_arch_list()[-1]
 
 
 def cudnn(x):
     if x.device.type == "cuda":
-        return torch.backends.cudnn.version()
+        return torch.backends.cudnn.version() // 1000
     return 0
 
 
@@ -85,6 +85,8 @@ def place(model):
     if torch.cuda.is_available():
         print("CUDA", torch.version.cuda)
         model.cuda()
+    if torch.cuda.is_available() and torch.version.cuda and torch.version.cuda.startswith("12"):
+        model.half()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return device
 
@@ -103,10 +105,12 @@ def test_availability_gate_in_front_of_cuda_toolchain_is_not_widened(tmp_path):
     assert 'return torch.cuda.is_available() and torch.version.cuda >= "11.8"' in new
     assert 'if not torch.cuda.is_available():\n        return None' in new
     assert 'assert torch.cuda.is_available()\n' in new
-    assert 'if x.device.type == "cuda":\n        return torch.backends.cudnn.version()' in new
+    assert 'if x.device.type == "cuda":\n        return torch.backends.cudnn.version() // 1000' in new
     # the normal case is still rewritten (a version only printed does not make a gate)
     assert 'if npu_compat.is_available():\n        print("CUDA", torch.version.cuda)\n        model.to(npu_compat.device())' in new
     assert 'device = npu_compat.device_type() if npu_compat.is_available() else "cpu"' in new
+    # a version tested for None first is safe where it is None
+    assert 'if npu_compat.is_available() and torch.version.cuda and torch.version.cuda.startswith("12"):' in new
     assert 'if npu_compat.is_accelerator_type(x.device.type):\n        return x * 2' in new
 
     findings = _findings(tmp_path, {"pkg/gates.py": GATES})
@@ -164,3 +168,130 @@ def test_skip_in_front_of_cuda_toolchain_keeps_its_condition(tmp_path):
     assert inside and inside[0]["severity"] == "info"
     # a widened skip runs on the NPU: its rewrite is listed, nothing lowered there
     assert _at(findings, "tests/test_skips.py", 12, "NPU201")
+
+
+# ----------------------------------------------------------------------------- 2. tests that never run on an NPU host
+HELPERS = '''\
+import functools
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from myproj.platforms import current_platform
+
+
+def _table(rows):
+    return torch.randn(rows, 8).to(torch.float8_e4m3fn)
+
+
+def _check(rank):
+    weight = _table(4)
+    assert weight.dtype == torch.float8_e4m3fn
+
+
+def _worker(rank, size):
+    _check(rank)
+
+
+def _shared(rows):
+    return torch.zeros(rows).to(torch.float8_e5m2)
+
+
+@pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA required")
+def test_spawned():
+    mp.spawn(_worker, args=(2,), nprocs=2)
+    functools.partial(_shared, 3)()
+
+
+def test_runs_everywhere():
+    assert _shared(2).numel() == 2
+'''
+
+
+def test_helpers_reached_only_from_tests_skipped_off_cuda_are_info(tmp_path):
+    findings = _findings(tmp_path, {"tests/test_helpers.py": HELPERS})
+    fp8 = [f for f in findings if f["code"] == "NPU913"]
+    # the FP8 table of `_table` is reached only through `_worker` (spawned by a skipped test)
+    lowered = [f for f in fp8 if f["line"] == 11]
+    assert lowered and lowered[0]["severity"] == "info"
+    assert "called only from tests that do not run on an NPU host" in lowered[0]["message"]
+    # `_shared` is also called from a test that runs on the NPU: still an error
+    kept = [f for f in fp8 if f["line"] == 24 or "24" in _also(f["message"])]
+    assert kept and kept[0]["severity"] == "error", fp8
+
+
+MODULE_SKIPS = {
+    "tests/test_fp8_sm89.py": '''\
+import pytest
+import torch
+
+from myproj.utils import is_sm_at_least_89
+
+pytestmark = pytest.mark.skipif(not is_sm_at_least_89(), reason="needs SM89")
+
+
+def test_fp8():
+    x = torch.randn(4).to(torch.float8_e4m3fn)
+    assert x.numel() == 4
+''',
+    "tests/test_mi300.py": '''\
+import pytest
+import torch
+
+from myproj.utils import is_MI300
+
+if not (torch.cuda.get_device_capability() >= (8, 9) or is_MI300()):
+    pytest.skip("needs SM89 or MI300", allow_module_level=True)
+
+
+def test_fp8():
+    x = torch.randn(4).to(torch.float8_e4m3fn)
+    assert x.numel() == 4
+''',
+    "tests/test_fp8_anywhere.py": '''\
+import pytest
+import torch
+
+from myproj.utils import has_fp8
+
+pytestmark = pytest.mark.skipif(not has_fp8(), reason="needs FP8")
+
+
+def test_fp8():
+    x = torch.randn(4).to(torch.float8_e4m3fn)
+    assert x.numel() == 4
+''',
+}
+
+
+def test_module_skipped_by_cuda_capability_helpers_is_info(tmp_path):
+    findings = _findings(tmp_path, MODULE_SKIPS)
+    for path in ("tests/test_fp8_sm89.py", "tests/test_mi300.py"):
+        fp8 = [f for f in findings if f["path"] == path and f["code"] == "NPU913"]
+        assert fp8 and all(f["severity"] == "info" for f in fp8), fp8
+        assert "does not run on an NPU host" in fp8[0]["message"]
+    # a helper the NPU host may answer True for does not skip the module
+    fp8 = [f for f in findings if f["path"] == "tests/test_fp8_anywhere.py" and f["code"] == "NPU913"]
+    assert fp8 and fp8[0]["severity"] == "error"
+
+
+def test_kept_availability_skip_in_an_or_chain_still_skips(tmp_path):
+    text = '''\
+import pytest
+import torch
+
+from myproj.triton_kernels import quantize
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="2 GPUs")
+def test_quant():
+    x = torch.randn(4, device="cuda").to(torch.float8_e4m3fn)
+    assert quantize(x).numel() == 4
+'''
+    findings = _findings(tmp_path, {"tests/test_quant.py": text})
+    gate = _at(findings, "tests/test_quant.py", 7, "NPU110")
+    assert gate and gate[0]["severity"] == "info"
+    fp8 = _at(findings, "tests/test_quant.py", 9, "NPU913")
+    assert fp8 and fp8[0]["severity"] == "info"
+    assert 'not torch.cuda.is_available() or' in _migrated(text, "tests/test_quant.py")

@@ -380,7 +380,9 @@ class CudaOnlyGates:
                 if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
                     for index, operand in enumerate(node.values[:-1]):
                         if _spans(operand, line):
-                            why = self._gate(operand, node.values[index + 1:], [], [], position)
+                            rest = node.values[index + 1:]  # one chain: an operand may test the next's input
+                            guarded = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
+                            why = self._gate(operand, [guarded], [], [], position)
                             if why:
                                 return why
                 node = next((child for child in ast.iter_child_nodes(node) if _spans(child, line)), None)
@@ -566,7 +568,7 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
 
 def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
     names_re, refs_re, toolchain_re = _tables()[7:10]
-    quiet = _quiet(node)
+    quiet, used = _quiet(node, refs_re)
     for sub in ast.walk(node):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
@@ -595,9 +597,8 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
                 return f"uses `_C.{sub.attr}`"
             if id(sub) in quiet:
                 continue
-            dotted = _dotted(sub)
-            if dotted is not None and refs_re.fullmatch(dotted):
-                return f"uses `{dotted}`, None or absent on an NPU host"
+            if id(sub) in used:
+                return f"uses `{_dotted(sub)}`, None or absent on an NPU host"
             if toolchain_re.fullmatch(sub.attr):
                 return f"uses `.{sub.attr}`, the CUDA toolchain"
         elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and id(sub) not in quiet:
@@ -611,16 +612,47 @@ _LOG_CALLS = frozenset(("print", "debug", "info", "warning", "warn", "error", "l
                         "warning_once", "info_once", "critical"))
 
 
-def _quiet(node: ast.AST) -> set[int]:
-    """Nodes where a toolchain fact is only shown or tested, not used: inside an f-string or the
-    arguments of a print or logging call, compared with None, or tested for truth (`if
-    torch.version.cuda:`): harmless where it is None."""
+def _quiet(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
+    """(quiet, used). Quiet: nodes where a toolchain fact is only shown or tested: inside an
+    f-string or the arguments of a print or logging call, compared with None, tested for truth
+    (`if CUDA_HOME:`), harmless where it is None. Used: the version references (`torch.version.cuda`,
+    `torch.backends.cudnn.version`, ...) whose value is worked with: a method called on it
+    (`.split`), indexed, passed to a function (`int(...)`, `version.parse(...)`), compared with
+    something other than None, or computed with; not when an earlier operand of the same `and`
+    (`or`) chain tests it for truth or None first (`torch.version.cuda and ...`)."""
     quiet: set[int] = set()
+    used: set[int] = set()
 
     def hush(sub: ast.AST) -> None:
         quiet.update(id(n) for n in ast.walk(sub))
 
+    def reference(sub: ast.AST):
+        """The Attribute of a version reference that `sub` is (or calls), else None."""
+        target = sub.func if isinstance(sub, ast.Call) else sub
+        if isinstance(target, ast.Attribute):
+            dotted = _dotted(target)
+            if dotted is not None and refs_re.fullmatch(dotted):
+                return target
+        return None
+
+    def use(sub: ast.AST) -> None:
+        ref = reference(sub)
+        if ref is not None:
+            used.add(id(ref))
+
     for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and not isinstance(sub.ctx, ast.Store):
+            use(sub.value)
+        elif isinstance(sub, ast.Subscript):
+            use(sub.value)
+        elif isinstance(sub, ast.BinOp):
+            use(sub.left)
+            use(sub.right)
+        elif isinstance(sub, ast.Compare):
+            operands = (sub.left, *sub.comparators)
+            if not any(isinstance(o, ast.Constant) and o.value is None for o in operands):
+                for operand in operands:
+                    use(operand)
         if id(sub) in quiet:
             continue
         if isinstance(sub, ast.JoinedStr):
@@ -630,6 +662,9 @@ def _quiet(node: ast.AST) -> set[int]:
             if name.rsplit(".", 1)[-1] in _LOG_CALLS:
                 for arg in (*sub.args, *(k.value for k in sub.keywords)):
                     hush(arg)
+            else:
+                for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                    use(arg)
         elif isinstance(sub, ast.Compare) and any(
                 isinstance(o, ast.Constant) and o.value is None for o in (sub.left, *sub.comparators)):
             hush(sub)
@@ -637,13 +672,20 @@ def _quiet(node: ast.AST) -> set[int]:
             if isinstance(sub.test, (ast.Attribute, ast.Name)):
                 hush(sub.test)
         elif isinstance(sub, ast.BoolOp):
-            for value in sub.values:
-                if isinstance(value, (ast.Attribute, ast.Name)):
-                    hush(value)
+            for index, value in enumerate(sub.values):
+                tested = value.operand if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not) else value
+                if (isinstance(tested, ast.Compare) and len(tested.ops) == 1
+                        and isinstance(tested.comparators[0], ast.Constant) and tested.comparators[0].value is None):
+                    tested = tested.left
+                if isinstance(tested, (ast.Attribute, ast.Name)):
+                    hush(tested)
+                    if reference(tested) is not None:  # tested first: the later operands are safe
+                        for later in sub.values[index + 1:]:
+                            hush(later)
         elif isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not):
             if isinstance(sub.operand, (ast.Attribute, ast.Name)):
                 hush(sub.operand)
-    return quiet
+    return quiet, used
 
 
 # ----------------------------------------------------------------------------- class families across modules
