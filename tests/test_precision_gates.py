@@ -295,3 +295,59 @@ def test_quant():
     fp8 = _at(findings, "tests/test_quant.py", 9, "NPU913")
     assert fp8 and fp8[0]["severity"] == "info"
     assert 'not torch.cuda.is_available() or' in _migrated(text, "tests/test_quant.py")
+
+
+# ----------------------------------------------------------------------------- 3. NPU903
+COMPILE_TESTS = '''\
+import pytest
+import torch
+
+from myproj import prepare_for_hotswap
+
+
+def test_already_compiled_raises():
+    model = torch.nn.Linear(2, 2)
+    model = torch.compile(model, mode="reduce-overhead")
+    with pytest.raises(ValueError):
+        prepare_for_hotswap(model)
+
+
+def test_dropped():
+    with pytest.raises(RuntimeError):
+        torch.compile(torch.nn.Linear(2, 2), mode="reduce-overhead")
+
+
+def test_runs_compiled():
+    model = torch.compile(torch.nn.Linear(2, 2), mode="reduce-overhead")
+    assert model(torch.ones(2)).shape == (2,)
+
+
+def test_runs_at_once():
+    out = torch.compile(torch.nn.Linear(2, 2), mode="reduce-overhead")(torch.ones(2))
+    assert out.shape == (2,)
+'''
+
+COMPILE_MODULE = '''\
+import torch
+
+
+def build(model):
+    fast = torch.compile(model, mode="reduce-overhead")
+    slow = torch.compile(model, mode="reduce-overhead")
+    return fast, slow
+'''
+
+
+def test_compile_cuda_graphs_once_per_file_and_info_when_never_called(tmp_path):
+    findings = _findings(tmp_path, {"tests/test_compile.py": COMPILE_TESTS, "pkg/build.py": COMPILE_MODULE})
+    tests = [f for f in findings if f["path"] == "tests/test_compile.py" and f["code"] == "NPU903"]
+    info = [f for f in tests if f["severity"] == "info"]
+    warnings = [f for f in tests if f["severity"] == "warning"]
+    # compiled only to see a helper refuse it (or dropped): information, one finding listing both lines
+    assert len(info) == 1 and info[0]["line"] == 9 and "also at line 16" in info[0]["message"], info
+    assert "never calls the compiled object" in info[0]["message"]
+    # compiled and called: still a warning, once for the file
+    assert len(warnings) == 1 and warnings[0]["line"] == 20 and "also at line 25" in warnings[0]["message"]
+    # outside tests nothing is lowered, and the file has one finding
+    module = [f for f in findings if f["path"] == "pkg/build.py" and f["code"] == "NPU903"]
+    assert len(module) == 1 and module[0]["severity"] == "warning" and "also at line 6" in module[0]["message"]
