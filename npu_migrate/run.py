@@ -32,6 +32,7 @@ from .findings import merge_per_file
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
 from .source import read_regular
 from .testscopes import (
+    in_annotation,
     lower_in_cuda_only_tests,
     lower_triton_harness,
     lower_uncalled_compile,
@@ -135,8 +136,22 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings, typing_only = review_untaken_branches(findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
-    result.findings = merge_per_file(result.findings)
+    secondary = None
+    if kind == "python" and _has_merged_group(result.findings):
+        secondary = in_annotation(source.decode("utf-8", "replace"))
+    result.findings = merge_per_file(result.findings, secondary)
     return result
+
+
+def _has_merged_group(findings) -> bool:
+    """Whether two report-only findings share a code: only then does merging pick an anchor."""
+    seen = set()
+    for finding in findings:
+        if not finding.fixable:
+            if finding.code in seen:
+                return True
+            seen.add(finding.code)
+    return False
 
 
 def _final_python_text(result: FileResult) -> Optional[bytes]:

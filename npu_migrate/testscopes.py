@@ -422,6 +422,30 @@ def _uncalled_compile(tree: ast.Module, line: int) -> bool:
     return True
 
 
+def in_annotation(text: str):
+    """A predicate: whether a finding sits in a type annotation (of a variable, a parameter, a
+    return): a merged finding should stand on a use instead (`findings.merge_per_file`)."""
+    tree = _parse(text)
+    spans = []
+    if tree is not None:
+        for node in ast.walk(tree):
+            notes = []
+            if isinstance(node, ast.AnnAssign):
+                notes.append(node.annotation)
+            elif isinstance(node, ast.arg) and node.annotation is not None:
+                notes.append(node.annotation)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+                notes.append(node.returns)
+            spans += [((n.lineno, n.col_offset + 1), (n.end_lineno or n.lineno, n.end_col_offset or 0))
+                      for n in notes]
+
+    def secondary(finding: Finding) -> bool:
+        place = (finding.line, finding.column)
+        return finding.cell is None and any(start <= place < end for start, end in spans)
+
+    return secondary
+
+
 # ----------------------------------------------------------------------------- branches an NPU host never takes
 def _is_type_checking(test: ast.AST) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (

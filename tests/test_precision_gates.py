@@ -351,3 +351,41 @@ def test_compile_cuda_graphs_once_per_file_and_info_when_never_called(tmp_path):
     # outside tests nothing is lowered, and the file has one finding
     module = [f for f in findings if f["path"] == "pkg/build.py" and f["code"] == "NPU903"]
     assert len(module) == 1 and module[0]["severity"] == "warning" and "also at line 6" in module[0]["message"]
+
+
+# ----------------------------------------------------------------------------- 4. anchors
+GRAPHS = '''\
+from typing import Optional
+
+import torch
+
+
+class Runner:
+    def __init__(self) -> None:
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+
+    def last(self) -> Optional[torch.cuda.CUDAGraph]:
+        return None
+
+    def capture(self, size: int) -> None:
+        graph = torch.cuda.CUDAGraph()
+        self.graphs[size] = graph
+
+
+def replay(graph: "torch.cuda.CUDAGraph", pool: torch.cuda.CUDAGraph) -> None:
+    graph.replay()
+'''
+
+
+def test_merged_finding_anchors_on_a_use_not_an_annotation(tmp_path):
+    findings = _findings(tmp_path, {"pkg/graphs.py": GRAPHS})
+    graph = [f for f in findings if f["code"] == "NPU202" and "CUDAGraph" in f["message"]]
+    assert len(graph) == 1, graph
+    assert graph[0]["line"] == 14 and graph[0]["source"] == "torch.cuda.CUDAGraph"
+    # the annotations are still listed (nothing silently missed)
+    assert {8, 10, 18} <= {int(n) for n in _also(graph[0]["message"])}, graph[0]["message"]
+    # a file with annotations only keeps its first one as the anchor
+    only = GRAPHS.replace("        graph = torch.cuda.CUDAGraph()\n", "        graph = None\n")
+    findings = _findings(tmp_path / "b", {"pkg/graphs.py": only})
+    graph = [f for f in findings if f["code"] == "NPU202" and "CUDAGraph" in f["message"]]
+    assert len(graph) == 1 and graph[0]["line"] == 8
