@@ -140,6 +140,21 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
     return None
 
 
+def _skip_decorator_lines(text: str) -> set[int]:
+    """The lines of `skipif`/`skipIf`/`skipUnless` decorators."""
+    tree = _parse(text)
+    lines: set[int] = set()
+    if tree is None:
+        return lines
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                if (isinstance(decorator, ast.Call) and _dotted(decorator.func).rpartition(".")[2].lower()
+                        in ("skipif", "skipunless")):
+                    lines.update(range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1))
+    return lines
+
+
 class _AvailabilityKept(ast.NodeTransformer):
     """`torch.cuda.is_available()` as an NPU host sees it where the migration left it as written:
     False."""
@@ -322,12 +337,17 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     if ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)):
         return findings
     scopes = cuda_only_test_scopes(text, kept)
-    if not scopes:
+    skips = _skip_decorator_lines(text) if kept else set()
+    if not scopes and not skips:
         return findings
     out = []
     for finding in findings:
         if not finding.fixable and finding.severity != "info" and finding.cell is None:
             scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
+            if scope is None and finding.line in kept and finding.line in skips:
+                # a skip left as written: all it changes is that the test keeps skipping off CUDA
+                finding = replace(finding, severity="info", message=(
+                    f"{finding.message} (a test skip: the test keeps being skipped on an NPU host)"))
             if scope is not None and scope[2].startswith(HELPER_NOTE):
                 note, why = scope[2].split(": ", 1)
                 finding = replace(finding, severity="info", message=f"{finding.message} (in a helper {note}: `{why}`)")

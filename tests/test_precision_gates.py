@@ -389,3 +389,31 @@ def test_merged_finding_anchors_on_a_use_not_an_annotation(tmp_path):
     findings = _findings(tmp_path / "b", {"pkg/graphs.py": only})
     graph = [f for f in findings if f["code"] == "NPU202" and "CUDAGraph" in f["message"]]
     assert len(graph) == 1 and graph[0]["line"] == 8
+
+
+def test_kept_skip_whose_test_may_run_elsewhere_is_info(tmp_path):
+    text = '''\
+import pytest
+import torch
+import bitsandbytes as bnb
+
+from myproj import is_xpu_available
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() or is_xpu_available()), reason="GPU")
+class TestQuant:
+    def test_int8(self):
+        assert bnb.functional.int8_vectorwise_quant(torch.ones(2, 2, device="cuda")) is not None
+
+
+def test_plain():
+    if torch.cuda.is_available():
+        assert bnb.functional.int8_vectorwise_quant(torch.ones(2, 2, device="cuda")) is not None
+'''
+    findings = _findings(tmp_path, {"tests/test_bnb.py": text})
+    gates = [f for f in findings if f["code"] == "NPU110"]
+    skip = [f for f in gates if f["line"] == 8]
+    assert skip and skip[0]["severity"] == "info" and "keeps being skipped" in skip[0]["message"]
+    # the same availability check in front of bitsandbytes inside a test body stays a warning
+    body = [f for f in gates if f["line"] == 15]
+    assert body and body[0]["severity"] == "warning", gates
