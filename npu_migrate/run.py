@@ -36,6 +36,7 @@ from .testscopes import (
     lower_in_cuda_only_tests,
     lower_triton_harness,
     lower_uncalled_compile,
+    raise_module_level_cuda_version,
     review_untaken_branches,
 )
 from .textfiles import ROCM_FOLDERS, scan_text_file, target_kind
@@ -132,7 +133,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         if result.findings:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
-            findings = lower_uncalled_compile(findings, text, relpath)
+            findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             result.findings, typing_only = review_untaken_branches(findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])

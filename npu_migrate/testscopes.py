@@ -373,6 +373,42 @@ def lower_triton_harness(findings: list[Finding], text: str) -> list[Finding]:
             if f.code == "NPU910" else f for f in findings]
 
 
+def raise_module_level_cuda_version(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU990 on `torch.version.cuda` as an error where a statement at module level works with
+    its value unguarded (`version.parse(torch.version.cuda)`, `.split(".")`, `>= "11.8"`): it is
+    None on an NPU host, so importing the module fails there (a test module: collection fails)."""
+    if not any(f.code == "NPU990" and f.severity == "warning" and f.source.startswith("torch.version.cuda")
+               for f in findings):
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    from .families.platform import _quiet, _tables  # (the gates' notion of a value worked with)
+
+    refs_re = _tables()[8]
+    out = []
+    for finding in findings:
+        if (finding.code == "NPU990" and finding.severity == "warning" and finding.cell is None
+                and finding.source.startswith("torch.version.cuda") and _used_at_module_level(tree, finding, refs_re, _quiet)):
+            finding = replace(finding, severity="error", message=(
+                f"{finding.message} (torch.version.cuda is None on an NPU host: this module-level use fails at import)"))
+        out.append(finding)
+    return out
+
+
+def _used_at_module_level(tree: ast.Module, finding: Finding, refs_re, quiet_of) -> bool:
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.With,
+                             ast.For, ast.While)) or not stmt.lineno <= finding.line <= (stmt.end_lineno or stmt.lineno):
+            continue
+        quiet, used = quiet_of(stmt, refs_re)
+        for node in ast.walk(stmt):
+            if (isinstance(node, ast.Attribute) and node.lineno == finding.line
+                    and node.col_offset + 1 == finding.column and _dotted(node) == "torch.version.cuda"):
+                return id(node) in used and id(node) not in quiet
+    return False
+
+
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
 
 

@@ -417,3 +417,33 @@ def test_plain():
     # the same availability check in front of bitsandbytes inside a test body stays a warning
     body = [f for f in gates if f["line"] == 15]
     assert body and body[0]["severity"] == "warning", gates
+
+
+# ----------------------------------------------------------------------------- 5. torch.version.cuda at import
+def test_module_level_cuda_version_used_unguarded_is_an_error(tmp_path):
+    text = '''\
+import torch
+from packaging import version
+
+TRITON_OK = version.parse(torch.version.cuda) > version.parse("11.4")
+MAJOR = torch.version.cuda.split(".")[0]
+HAS_CUDA = torch.version.cuda is not None
+SAFE = torch.version.cuda and torch.version.cuda.startswith("12")
+
+
+def later():
+    return version.parse(torch.version.cuda)
+'''
+    findings = _findings(tmp_path, {"tests/test_version.py": text})
+    leftovers = [f for f in findings if f["code"] == "NPU990"]
+    places = {f["line"]: f for f in leftovers}
+    for f in leftovers:
+        for n in _also(f["message"]):
+            places.setdefault(int(n), f)
+    errors = [f for f in leftovers if f["severity"] == "error"]
+    assert errors and "None on an NPU host" in errors[0]["message"]
+    error_lines = {f["line"] for f in errors} | {int(n) for f in errors for n in _also(f["message"])}
+    assert error_lines == {4, 5}, leftovers
+    # tested for None first, or inside a function (not run at import): still a warning
+    assert all(places[line]["severity"] == "warning" for line in (6, 7, 11) if line in places)
+    assert 11 in places
