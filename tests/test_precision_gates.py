@@ -447,3 +447,33 @@ def later():
     # tested for None first, or inside a function (not run at import): still a warning
     assert all(places[line]["severity"] == "warning" for line in (6, 7, 11) if line in places)
     assert 11 in places
+
+
+def test_asserts_and_tested_versions_are_not_gates():
+    text = '''\
+import torch
+from packaging import version
+
+from .triton_kernels import scores_kernel
+
+
+def scores(x):
+    assert x.is_cuda
+    scores_kernel[(1,)](x)
+
+
+def fast_path(data):
+    return (data.device.type == "cuda" and torch.version.cuda) and version.parse(torch.version.cuda).release >= (12, 1)
+
+
+def version_asserted():
+    assert torch.cuda.is_available()
+    return torch.version.cuda.split(".")
+'''
+    new = _migrated(text)
+    # `assert x.is_cuda` before a kernel fails on the NPU kept or widened: rewritten as before
+    assert "assert npu_compat.on_accelerator(x)" in new
+    # the version is tested for truth before it is parsed: the check is widened
+    assert '(npu_compat.is_accelerator_type(data.device.type) and torch.version.cuda) and version.parse' in new
+    # an assert in front of a CUDA version read stays
+    assert "assert torch.cuda.is_available()\n    return torch.version.cuda.split" in new

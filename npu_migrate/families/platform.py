@@ -368,7 +368,10 @@ class CudaOnlyGates:
                         if isinstance(stmt, (ast.If, ast.While)) and _spans(stmt.test, line):
                             why = self._gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], position)
                         elif isinstance(stmt, ast.Assert) and _spans(stmt.test, line):
-                            why = self._gate(stmt.test, block[index + 1:], [], [], position)
+                            # `assert x.is_cuda` in front of a kernel fails on the NPU kept or
+                            # widened (there is no fallback): only a CUDA version or toolchain
+                            # fact read after it makes it a gate worth keeping
+                            why = self._gate(stmt.test, block[index + 1:], [], [], position, toolchain_only=True)
                         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                             why = self._decorators(stmt, position)
                         if why:
@@ -380,8 +383,9 @@ class CudaOnlyGates:
                 if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
                     for index, operand in enumerate(node.values[:-1]):
                         if _spans(operand, line):
-                            rest = node.values[index + 1:]  # one chain: an operand may test the next's input
-                            guarded = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
+                            # one chain, the test included: an operand may test the next's input
+                            # (`(x.is_cuda and torch.version.cuda) and version.parse(...)`)
+                            guarded = ast.BoolOp(op=ast.And(), values=node.values[index:])
                             why = self._gate(operand, [guarded], [], [], position)
                             if why:
                                 return why
@@ -413,11 +417,11 @@ class CudaOnlyGates:
                 return why
         return None
 
-    def _gate(self, test, body, orelse, after, position) -> Optional[str]:
+    def _gate(self, test, body, orelse, after, position, toolchain_only: bool = False) -> Optional[str]:
         scope = self.lines.scope(test, "")
         if not scope.contains(position):
             return None
-        return _gate(test, body, orelse, after, self.bound)
+        return _gate(test, body, orelse, after, (lambda: {}) if toolchain_only else self.bound, toolchain_only)
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
@@ -477,7 +481,7 @@ def _exits(block: list) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
-def _gate(test, body: list, orelse: list, after: list, bound) -> Optional[str]:
+def _gate(test, body: list, orelse: list, after: list, bound, toolchain_only: bool = False) -> Optional[str]:
     """`bound`: a callable giving the file's names bound to CUDA-only code (asked only when the
     test checks for CUDA at all)."""
     positive, negative = _polarity(test)
@@ -492,7 +496,7 @@ def _gate(test, body: list, orelse: list, after: list, bound) -> Optional[str]:
         if _exits(body):  # `if not x.is_cuda: return fallback(x)` guards what follows
             guarded += after
     for node in guarded:
-        why = _cuda_only_code(node, bound)
+        why = _cuda_only_code(node, bound, toolchain_only)
         if why:
             return why
     return None
@@ -566,19 +570,23 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
     return bound
 
 
-def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
+def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool = False) -> Optional[str]:
+    """What CUDA-only code `node` runs, or None. `toolchain_only`: only CUDA version and
+    toolchain facts count (not CUDA-only packages, Triton kernels, `_C._cuda*`, IPC)."""
     names_re, refs_re, toolchain_re = _tables()[7:10]
     quiet, used = _quiet(node, refs_re)
+    if toolchain_only:
+        names_re = re.compile(r"(?!)")  # matches nothing
     for sub in ast.walk(node):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
-                if _cuda_only_module(alias.name):
+                if not toolchain_only and _cuda_only_module(alias.name):
                     return f"imports `{alias.name}`"
         elif isinstance(sub, ast.ImportFrom):
             module = "." * sub.level + (sub.module or "")
             for alias in sub.names:
                 full = f"{module}.{alias.name}" if sub.module else module + alias.name
-                if _cuda_only_module(module) or _cuda_only_module(full):
+                if not toolchain_only and (_cuda_only_module(module) or _cuda_only_module(full)):
                     return f"imports `{full}`"
                 if id(sub) not in quiet and toolchain_re.fullmatch(alias.asname or alias.name):
                     return f"uses `{alias.name}`, the CUDA toolchain"
@@ -593,7 +601,8 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
             if names_re.fullmatch(sub.attr):
                 return f"uses `.{sub.attr}`"
             inner = sub.value
-            if sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute) and inner.attr == "_C":
+            if (not toolchain_only and sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute)
+                    and inner.attr == "_C"):
                 return f"uses `_C.{sub.attr}`"
             if id(sub) in quiet:
                 continue
@@ -634,6 +643,18 @@ def _quiet(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
             if dotted is not None and refs_re.fullmatch(dotted):
                 return target
         return None
+
+    def tests_reference(value: ast.AST) -> bool:
+        """`torch.version.cuda`, `not torch.version.cuda`, `torch.version.cuda is (not) None`, or
+        an inner `and` chain holding one: what makes the rest of a chain safe."""
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+            value = value.operand
+        if (isinstance(value, ast.Compare) and len(value.ops) == 1
+                and isinstance(value.comparators[0], ast.Constant) and value.comparators[0].value is None):
+            value = value.left
+        if isinstance(value, ast.BoolOp):
+            return any(tests_reference(v) for v in value.values)
+        return reference(value) is not None
 
     def use(sub: ast.AST) -> None:
         ref = reference(sub)
@@ -679,9 +700,9 @@ def _quiet(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
                     tested = tested.left
                 if isinstance(tested, (ast.Attribute, ast.Name)):
                     hush(tested)
-                    if reference(tested) is not None:  # tested first: the later operands are safe
-                        for later in sub.values[index + 1:]:
-                            hush(later)
+                if tests_reference(value):  # tested first: the later operands are safe
+                    for later in sub.values[index + 1:]:
+                        hush(later)
         elif isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not):
             if isinstance(sub.operand, (ast.Attribute, ast.Name)):
                 hush(sub.operand)
