@@ -477,3 +477,17 @@ def version_asserted():
     assert '(npu_compat.is_accelerator_type(data.device.type) and torch.version.cuda) and version.parse' in new
     # an assert in front of a CUDA version read stays
     assert "assert torch.cuda.is_available()\n    return torch.version.cuda.split" in new
+
+
+def test_check_keeps_the_anchor_on_the_use(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "graphs.py").write_text(GRAPHS)
+    monkeypatch.chdir(root)
+    result = CliRunner().invoke(main, ["check", ".", "--no-cache", "--isolated", "--output-format", "json"],
+                                catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    items = report["findings"] if "findings" in report else report["items"]
+    graph = [f for f in items if f["code"] == "NPU202" and "CUDAGraph" in f["message"]]
+    assert len(graph) == 1 and graph[0]["line"] == 14, graph
