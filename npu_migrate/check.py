@@ -185,13 +185,15 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
 
     # Everything below works on (absolute path, finding) pairs, in file order.
     rows = []
+    listed: set = set()  # ids of the places a merged finding listed (the anchor stays the anchor)
     file_lines: dict = {}  # notebook finding -> the line of the .ipynb text that holds it
     for result, findings in kept:
         full = (root / result.relpath).absolute()
         # a finding merged per file is taken apart here, so that the baseline and --diff-base
         # judge each place it stands for; the new ones are merged again below
-        for f in sorted(g for finding in findings
-                        for g in (split_merged(finding) if finding.cell is None else [finding])):
+        parts = [split_merged(finding) if finding.cell is None else [finding] for finding in findings]
+        listed.update(id(g) for group in parts for g in group[1:])  # not the anchor the run chose
+        for f in sorted(g for group in parts for g in group):
             rows.append((full, f))
             if f.cell is not None:
                 file_lines[f] = _notebook_line(result, f)
@@ -239,7 +241,8 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
     by_file: dict = {}
     for full, f in rows:
         by_file.setdefault(full, []).append(f)
-    rows = [(full, f) for full, found in by_file.items() for f in merge_per_file(found)]
+    rows = [(full, f) for full, found in by_file.items()
+            for f in merge_per_file(found, lambda finding: id(finding) in listed)]
 
     occurrences: Counter = Counter()
     out = []

@@ -13,7 +13,7 @@ import functools
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from . import catalogue
 
@@ -91,7 +91,7 @@ def split_merged(finding: Finding) -> list[Finding]:
                      for line, column, source in finding.also)]
 
 
-def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
+def merge_per_file(findings: Iterable[Finding], secondary: Optional[Callable[[Finding], bool]] = None) -> list[Finding]:
     """One finding per file for the codes whose catalogue entry says `per_file`.
 
     `per_file = "code"`: the first finding of the code in the file stands for all of them (an
@@ -99,6 +99,9 @@ def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
     distinct message (NPU934 names the package: one per package). The finding kept is the first
     in file order; its message lists the lines of the others ("also at lines 4, 9"), and findings
     of other codes are untouched. Rewrites (fixable findings) are never merged: each is a change.
+    `secondary` says which findings should not stand for their group when another can: a type
+    annotation (`graphs: dict[int, torch.cuda.CUDAGraph]`) names the API, a call uses it, so the
+    first finding that is not secondary is kept and the others are listed.
     """
     ordered = sorted(findings)
     groups: dict[tuple, list[Finding]] = defaultdict(list)
@@ -118,6 +121,11 @@ def merge_per_file(findings: Iterable[Finding]) -> list[Finding]:
         key = (finding.path, finding.code, finding.severity, text)
         groups[key].append(finding)
         keys.append(key)
+    if secondary is not None:
+        for key, group in groups.items():
+            primary = next((f for f in group if not secondary(f)), group[0])
+            if primary is not group[0]:
+                groups[key] = [primary, *(f for f in group if f is not primary)]
     out = []
     for finding, key in zip(ordered, keys):
         if key is None:

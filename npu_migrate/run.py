@@ -32,8 +32,11 @@ from .findings import merge_per_file
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
 from .source import read_regular
 from .testscopes import (
+    in_annotation,
     lower_in_cuda_only_tests,
     lower_triton_harness,
+    lower_uncalled_compile,
+    raise_module_level_cuda_version,
     review_untaken_branches,
 )
 from .textfiles import ROCM_FOLDERS, scan_text_file, target_kind
@@ -130,11 +133,26 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         if result.findings:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
+            findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             result.findings, typing_only = review_untaken_branches(findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
-    result.findings = merge_per_file(result.findings)
+    secondary = None
+    if kind == "python" and _has_merged_group(result.findings):
+        secondary = in_annotation(source.decode("utf-8", "replace"))
+    result.findings = merge_per_file(result.findings, secondary)
     return result
+
+
+def _has_merged_group(findings) -> bool:
+    """Whether two report-only findings share a code: only then does merging pick an anchor."""
+    seen = set()
+    for finding in findings:
+        if not finding.fixable:
+            if finding.code in seen:
+                return True
+            seen.add(finding.code)
+    return False
 
 
 def _final_python_text(result: FileResult) -> Optional[bytes]:

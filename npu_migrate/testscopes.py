@@ -13,12 +13,14 @@ unknown): the CUDA/ROCm-only predicates are false there, `torch.version.cuda` an
 `torch.version.hip` are None, and anything else is unknown. Only a condition that is *certainly*
 true off CUDA (for `skipif`; false for `skipUnless`) makes a scope: `skipif(current_platform.is_rocm())`
 runs on the NPU, and `skipif(not torch.cuda.is_available())` runs there too once migrated (the
-availability check is rewritten), so neither is one.
+availability check is rewritten), so neither is one, unless the migration left that check as
+written because the test uses CUDA-only code (NPU110 on the decorator): then it still skips.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import re
 from collections.abc import Iterable
@@ -73,6 +75,14 @@ def _value(node: ast.AST):
         return _UNKNOWN
     if isinstance(node, ast.Attribute) and _dotted(node) in ("torch.version.cuda", "torch.version.hip"):
         return _NONE
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Call)
+            and _dotted(node.left.func).rpartition(".")[2] == "get_device_capability"
+            and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Eq))):
+        # the shim answers (0, 0) on an NPU host: `>= (8, 9)` is false there
+        bound = node.comparators[0]
+        if (isinstance(bound, ast.Tuple) and bound.elts and isinstance(bound.elts[0], ast.Constant)
+                and isinstance(bound.elts[0].value, int) and bound.elts[0].value > 0):
+            return False
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -97,10 +107,19 @@ def _truth(node: ast.AST):
     return False if value is _NONE else value
 
 
-def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | None:
-    """The expression that skips the decorated test on an NPU host, or None."""
+def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozenset = frozenset()) -> ast.AST | None:
+    """The expression that skips the decorated test on an NPU host, or None. `kept`: lines where
+    the migration left a `torch.cuda.is_available()` skip as written (it guards CUDA-only code,
+    NPU110), so it still skips the test off CUDA."""
     if isinstance(decorator, ast.Name) and decorator.id in marks:
         return _skip_condition(marks[decorator.id], {})
+    if kept and isinstance(decorator, ast.Call) and decorator.args and any(
+            line in kept for line in range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1)):
+        name = _dotted(decorator.func).rpartition(".")[2].lower()
+        condition = decorator.args[0]
+        kept_value = _truth(_AvailabilityKept().visit(copy.deepcopy(condition)))
+        if (name == "skipif" and kept_value is True) or (name == "skipunless" and kept_value is False):
+            return condition
     if isinstance(decorator, (ast.List, ast.Tuple)):  # pytestmark = [mark, mark]
         for element in decorator.elts:
             found = _skip_condition(element, marks)
@@ -121,6 +140,31 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST]) -> ast.AST | 
     if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
     return None
+
+
+def _skip_decorator_lines(text: str) -> set[int]:
+    """The lines of `skipif`/`skipIf`/`skipUnless` decorators."""
+    tree = _parse(text)
+    lines: set[int] = set()
+    if tree is None:
+        return lines
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                if (isinstance(decorator, ast.Call) and _dotted(decorator.func).rpartition(".")[2].lower()
+                        in ("skipif", "skipunless")):
+                    lines.update(range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1))
+    return lines
+
+
+class _AvailabilityKept(ast.NodeTransformer):
+    """`torch.cuda.is_available()` as an NPU host sees it where the migration left it as written:
+    False."""
+
+    def visit_Call(self, node: ast.Call):
+        if _dotted(node.func) in ("torch.cuda.is_available", "cuda.is_available"):
+            return ast.copy_location(ast.Constant(False), node)
+        return self.generic_visit(node)
 
 
 def _skips(stmt: ast.stmt) -> bool:
@@ -181,8 +225,9 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
-def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
-    """(first line, last line, the skip condition's source) of every test scope skipped off CUDA."""
+def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tuple[int, int, str]]:
+    """(first line, last line, the skip condition's source) of every test scope skipped off CUDA.
+    `kept`: lines of availability skips the migration left as written (`_skip_condition`)."""
     tree = _parse(text)
     if tree is None:
         return []
@@ -212,7 +257,7 @@ def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
     def visit(body: Iterable[ast.stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                found = next((c for c in (_skip_condition(d, marks) for d in stmt.decorator_list)
+                found = next((c for c in (_skip_condition(d, marks, kept) for d in stmt.decorator_list)
                               if c is not None), None)
                 if found is not None:
                     first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
@@ -230,7 +275,57 @@ def cuda_only_test_scopes(text: str) -> list[tuple[int, int, str]]:
         visit(tree.body)
     except RecursionError:
         return scopes
+    if scopes:
+        scopes += _helper_scopes(tree, scopes)
     return scopes
+
+
+HELPER_NOTE = "called only from tests that do not run on an NPU host"
+
+
+def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Module-level functions that only tests skipped off CUDA reach, through the file's own call
+    graph: every reference to the helper's name (a call, or a target handed to `mp.spawn`,
+    `multiprocessing.Process(target=...)`, `functools.partial`) sits inside such a test or inside
+    another such helper. A helper referenced anywhere else (module level, a test that runs on the
+    NPU, `__all__`) or never referenced in the file (others may import it) is not one.
+    (first line, last line, `HELPER_NOTE: <the skip condition>`)."""
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if not defs:
+        return []
+    refs: dict[str, list[int]] = {name: [] for name in defs}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in refs and isinstance(node.ctx, ast.Load):
+            refs[node.id].append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in refs:
+            refs[node.value].append(0)  # named in a string (`__all__`, getattr): reached from outside
+    span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
+            for name, d in defs.items()}
+    found: dict[str, str] = {}  # helper -> the skip condition of a test that reaches it
+
+    def reason(line: int, own: str) -> str | None:
+        if span[own][0] <= line <= span[own][1]:
+            return ""  # recursion
+        scope = next((s for s in scopes if s[0] <= line <= s[1]), None)
+        if scope is not None:
+            return scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
+        helper = next((h for h in found if span[h][0] <= line <= span[h][1]), None)
+        return found[helper] if helper is not None else None
+
+    changed = True
+    while changed:
+        changed = False
+        for name, lines in refs.items():
+            if name in found or name.startswith("test") or not lines or any(line == 0 for line in lines):
+                continue
+            reasons = [reason(line, name) for line in lines]
+            if any(r is None for r in reasons):
+                continue
+            real = [r for r in reasons if r]
+            if real:
+                found[name] = real[0]
+                changed = True
+    return [(*span[name], f"{HELPER_NOTE}: {why}") for name, why in found.items()]
 
 
 _ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
@@ -240,16 +335,26 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
     if not any(not f.fixable and f.severity != "info" for f in findings):
         return findings
-    if ("skip" not in text and "Skip" not in text) or not (_may_decide(text) or _ALWAYS_SKIPPED.search(text)):
+    # availability skips left as written because the test uses CUDA-only code (NPU110)
+    kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
+    if ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)):
         return findings
-    scopes = cuda_only_test_scopes(text)
-    if not scopes:
+    scopes = cuda_only_test_scopes(text, kept)
+    skips = _skip_decorator_lines(text) if kept else set()
+    if not scopes and not skips:
         return findings
     out = []
     for finding in findings:
         if not finding.fixable and finding.severity != "info" and finding.cell is None:
             scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
-            if scope is not None:
+            if scope is None and finding.line in kept and finding.line in skips:
+                # a skip left as written: all it changes is that the test keeps skipping off CUDA
+                finding = replace(finding, severity="info", message=(
+                    f"{finding.message} (a test skip: the test keeps being skipped on an NPU host)"))
+            if scope is not None and scope[2].startswith(HELPER_NOTE):
+                note, why = scope[2].split(": ", 1)
+                finding = replace(finding, severity="info", message=f"{finding.message} (in a helper {note}: `{why}`)")
+            elif scope is not None:
                 finding = replace(finding, severity="info",
                                   message=f"{finding.message} (in a test that does not run on an NPU host: `{scope[2]}`)")
         out.append(finding)
@@ -269,6 +374,135 @@ def lower_triton_harness(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [replace(f, severity="info", message=f"{f.message} (only `triton.testing`, a benchmark harness)")
             if f.code == "NPU910" else f for f in findings]
+
+
+def raise_module_level_cuda_version(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU990 on `torch.version.cuda` as an error where a statement at module level works with
+    its value unguarded (`version.parse(torch.version.cuda)`, `.split(".")`, `>= "11.8"`): it is
+    None on an NPU host, so importing the module fails there (a test module: collection fails)."""
+    if not any(f.code == "NPU990" and f.severity == "warning" and f.source.startswith("torch.version.cuda")
+               for f in findings):
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    from .families.platform import _quiet, _tables  # (the gates' notion of a value worked with)
+
+    refs_re = _tables()[8]
+    out = []
+    for finding in findings:
+        if (finding.code == "NPU990" and finding.severity == "warning" and finding.cell is None
+                and finding.source.startswith("torch.version.cuda") and _used_at_module_level(tree, finding, refs_re, _quiet)):
+            finding = replace(finding, severity="error", message=(
+                f"{finding.message} (torch.version.cuda is None on an NPU host: this module-level use fails at import)"))
+        out.append(finding)
+    return out
+
+
+def _used_at_module_level(tree: ast.Module, finding: Finding, refs_re, quiet_of) -> bool:
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.With,
+                             ast.For, ast.While)) or not stmt.lineno <= finding.line <= (stmt.end_lineno or stmt.lineno):
+            continue
+        quiet, used = quiet_of(stmt, refs_re)
+        for node in ast.walk(stmt):
+            if (isinstance(node, ast.Attribute) and node.lineno == finding.line
+                    and node.col_offset + 1 == finding.column and _dotted(node) == "torch.version.cuda"):
+                return id(node) in used and id(node) not in quiet
+    return False
+
+
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+
+
+def lower_uncalled_compile(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
+    """NPU903 as info in a test file where the compiled object is never called in the function
+    that compiles it (`model = torch.compile(model, mode="reduce-overhead")` only to assert that a
+    helper refuses or warns about a compiled model): no CUDA graph is ever captured there."""
+    if not any(f.code == "NPU903" and f.severity != "info" for f in findings) or not _TEST_FILE.search(relpath):
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    out = []
+    for finding in findings:
+        if finding.code == "NPU903" and finding.severity != "info" and finding.cell is None:
+            if _uncalled_compile(tree, finding.line):
+                finding = replace(finding, severity="info", message=(
+                    f"{finding.message} (in a test that never calls the compiled object: no graph is captured)"))
+        out.append(finding)
+    return out
+
+
+def _uncalled_compile(tree: ast.Module, line: int) -> bool:
+    """Whether the function holding `torch.compile(...)` on `line` never calls what it makes
+    (False when it is called, or when that cannot be told)."""
+    function = None
+    stack: list = [tree]
+    while stack:  # the innermost function whose lines hold `line`
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.stmt, ast.excepthandler)) and child.lineno <= line <= (child.end_lineno or child.lineno):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if any(d.lineno <= line <= (d.end_lineno or d.lineno) for d in child.decorator_list):
+                        return False  # `@torch.compile(mode=...)`: the decorated function is what runs
+                    function = child
+                stack.append(child)
+    if function is None:
+        return False
+    parents: dict[int, ast.AST] = {}
+    compiles = []
+    for node in ast.walk(function):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if (isinstance(node, ast.Call) and _dotted(node.func) in ("torch.compile", "compile")
+                and node.lineno <= line <= (node.end_lineno or node.lineno)):
+            compiles.append(node)
+    if len(compiles) != 1:
+        return False
+    call = compiles[0]
+    parent = parents.get(id(call))
+    if isinstance(parent, ast.Expr):
+        target = None  # compiled and dropped (`with pytest.raises(...): torch.compile(...)`)
+    elif isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        target = parent.targets[0].id
+    else:
+        return False  # called at once, returned, stored, handed on: it may run
+    if target is not None:
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call):
+                func = node.func
+                while isinstance(func, ast.Attribute):  # `model.generate(...)` runs it too
+                    func = func.value
+                if isinstance(func, ast.Name) and func.id == target:
+                    return False
+            elif isinstance(node, (ast.Return, ast.Yield)) and isinstance(node.value, ast.Name) and node.value.id == target:
+                return False
+    return True
+
+
+def in_annotation(text: str):
+    """A predicate: whether a finding sits in a type annotation (of a variable, a parameter, a
+    return): a merged finding should stand on a use instead (`findings.merge_per_file`)."""
+    tree = _parse(text)
+    spans = []
+    if tree is not None:
+        for node in ast.walk(tree):
+            notes = []
+            if isinstance(node, ast.AnnAssign):
+                notes.append(node.annotation)
+            elif isinstance(node, ast.arg) and node.annotation is not None:
+                notes.append(node.annotation)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+                notes.append(node.returns)
+            spans += [((n.lineno, n.col_offset + 1), (n.end_lineno or n.lineno, n.end_col_offset or 0))
+                      for n in notes]
+
+    def secondary(finding: Finding) -> bool:
+        place = (finding.line, finding.column)
+        return finding.cell is None and any(start <= place < end for start, end in spans)
+
+    return secondary
 
 
 # ----------------------------------------------------------------------------- branches an NPU host never takes

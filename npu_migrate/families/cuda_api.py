@@ -58,6 +58,7 @@ class CudaApi(Family):
     NAME = "cuda_api"
     TITLE = "The torch.cuda API"
     CODES = ("NPU201", "NPU202", "NPU203", "NPU204", "NPU205", "NPU206", "NPU207", "NPU933")
+    # NPU110 (a `torch.cuda.is_available()` gate in front of CUDA-only code) is the device family's code.
     EXAMPLES = (
         Example(
             note='functions torch.npu offers with the same meaning',
@@ -319,6 +320,8 @@ def train(model, loader, cuda=True):
         if len(parts) > 1:
             ctx.report("NPU202", original, name=rest, note="no faithful NPU rewrite")
             return updated
+        if rest == "is_available" and self._gates_cuda_only_code(original):
+            return updated
         if rest == "get_device_capability" and self._bf16_check_of_call(self.ctx.parent(), original):
             return updated  # the whole comparison is rewritten by leave_Comparison
         target = None
@@ -335,6 +338,17 @@ def train(model, loader, cuda=True):
             return updated
         new = ctx.shim_attr(target).with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return ctx.rewrite(code, original, new, name=first) or updated
+
+    def _gates_cuda_only_code(self, original) -> bool:
+        """`if torch.cuda.is_available(): ... torch.version.cuda.split(".")` (or an `and` chain, an
+        `assert`, an early return, a `skipif` decorator) guards CUDA-only code: widened to the
+        accelerator it would send an NPU host into code that fails there (None versions, no nvcc,
+        CUDA-only packages), so it keeps meaning CUDA and is reported (NPU110)."""
+        why = self.ctx.cuda_only_gate(original)
+        if why is None:
+            return False
+        self.ctx.report("NPU110", original, why=why)
+        return True
 
     def _checked_by_hasattr(self, name: str) -> bool:
         """Whether an enclosing `if` (or conditional expression, or `and` chain) asks

@@ -72,6 +72,8 @@ def _tables():
         modules,
         exempt,
         re.compile(t["gate_names"]),
+        re.compile(t["gate_toolchain_refs"]),
+        re.compile(t["gate_toolchain_names"]),
     )
 
 
@@ -349,7 +351,10 @@ class CudaOnlyGates:
         return self._bound
 
     def at(self, position: tuple[int, int]) -> Optional[str]:
-        """What CUDA-only code the test holding `position` guards, or None."""
+        """What CUDA-only code the test holding `position` guards, or None. A test is that of an
+        `if`, `while` or conditional expression, the left operand of an `and` chain (the operands
+        after it are guarded), an `assert` (the statements after it), or the condition of a
+        `skipif`/`skipUnless` decorator (the decorated test)."""
         line = position[0]
         node: ast.AST = self.tree
         try:
@@ -359,25 +364,75 @@ class CudaOnlyGates:
                     if not isinstance(block, list):
                         continue
                     for index, stmt in enumerate(block):
+                        why = None
                         if isinstance(stmt, (ast.If, ast.While)) and _spans(stmt.test, line):
                             why = self._gate(stmt.test, stmt.body, stmt.orelse, block[index + 1:], position)
-                            if why:
-                                return why
+                        elif isinstance(stmt, ast.Assert) and _spans(stmt.test, line):
+                            # `assert x.is_cuda` in front of a kernel fails on the NPU kept or
+                            # widened (there is no fallback): only a CUDA version or toolchain
+                            # fact read after it makes it a gate worth keeping
+                            why = self._gate(stmt.test, block[index + 1:], [], [], position, toolchain_only=True)
+                        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                            why = self._decorators(stmt, position)
+                        if why:
+                            return why
                 if isinstance(node, ast.IfExp) and _spans(node.test, line):
                     why = self._gate(node.test, [node.body], [node.orelse], [], position)
                     if why:
                         return why
+                if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                    for index, operand in enumerate(node.values[:-1]):
+                        if _spans(operand, line):
+                            # one chain, the test included: an operand may test the next's input
+                            # (`(x.is_cuda and torch.version.cuda) and version.parse(...)`)
+                            guarded = ast.BoolOp(op=ast.And(), values=node.values[index:])
+                            why = self._gate(operand, [guarded], [], [], position)
+                            if why:
+                                return why
                 node = next((child for child in ast.iter_child_nodes(node) if _spans(child, line)), None)
                 if node is None:
                     return None
         except RecursionError:
             return None
 
-    def _gate(self, test, body, orelse, after, position) -> Optional[str]:
+    def _decorators(self, definition, position) -> Optional[str]:
+        """`@pytest.mark.skipif(not torch.cuda.is_available(), ...)` / `@unittest.skipUnless(
+        torch.cuda.is_available(), ...)`: the condition guards the decorated test's body."""
+        for decorator in definition.decorator_list:
+            if not (isinstance(decorator, ast.Call) and _spans(decorator, position[0])):
+                continue
+            name = _dotted(decorator.func) or ""
+            last = name.rsplit(".", 1)[-1]
+            if last not in ("skipif", "skipIf", "skipUnless"):
+                continue
+            condition = decorator.args[0] if decorator.args else next(
+                (k.value for k in decorator.keywords if k.arg == "condition"), None)
+            if condition is None:
+                continue
+            if last == "skipUnless":
+                why = self._gate(condition, definition.body, [], [], position)
+            else:
+                why = self._gate(condition, [], definition.body, [], position)
+            if why:
+                return why
+        return None
+
+    def _gate(self, test, body, orelse, after, position, toolchain_only: bool = False) -> Optional[str]:
         scope = self.lines.scope(test, "")
         if not scope.contains(position):
             return None
-        return _gate(test, body, orelse, after, self.bound)
+        return _gate(test, body, orelse, after, (lambda: {}) if toolchain_only else self.bound, toolchain_only)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
 
 
 def _spans(node: ast.AST, line: int) -> bool:
@@ -396,6 +451,8 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
             return
         check = None
         if isinstance(node, ast.Attribute) and node.attr == "is_cuda":
+            check = True
+        elif isinstance(node, ast.Call) and _dotted(node.func) in _AVAILABLE:
             check = True
         elif isinstance(node, ast.Compare) and len(node.ops) == 1:
             values = [_string(node.left), _string(node.comparators[0])]
@@ -416,11 +473,15 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
     return positive, negative
 
 
+# `torch.cuda.is_available()` holds on CUDA only until npu-migrate widens it: a gate like `x.is_cuda`.
+_AVAILABLE = ("torch.cuda.is_available", "cuda.is_available")
+
+
 def _exits(block: list) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
-def _gate(test, body: list, orelse: list, after: list, bound) -> Optional[str]:
+def _gate(test, body: list, orelse: list, after: list, bound, toolchain_only: bool = False) -> Optional[str]:
     """`bound`: a callable giving the file's names bound to CUDA-only code (asked only when the
     test checks for CUDA at all)."""
     positive, negative = _polarity(test)
@@ -435,7 +496,7 @@ def _gate(test, body: list, orelse: list, after: list, bound) -> Optional[str]:
         if _exits(body):  # `if not x.is_cuda: return fallback(x)` guards what follows
             guarded += after
     for node in guarded:
-        why = _cuda_only_code(node, bound)
+        why = _cuda_only_code(node, bound, toolchain_only)
         if why:
             return why
     return None
@@ -509,31 +570,143 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
     return bound
 
 
-def _cuda_only_code(node: ast.AST, bound: dict[str, str]) -> Optional[str]:
-    names_re = _tables()[7]
+def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool = False) -> Optional[str]:
+    """What CUDA-only code `node` runs, or None. `toolchain_only`: only CUDA version and
+    toolchain facts count (not CUDA-only packages, Triton kernels, `_C._cuda*`, IPC)."""
+    names_re, refs_re, toolchain_re = _tables()[7:10]
+    quiet, used = _quiet(node, refs_re)
+    if toolchain_only:
+        names_re = re.compile(r"(?!)")  # matches nothing
     for sub in ast.walk(node):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
-                if _cuda_only_module(alias.name):
+                if not toolchain_only and _cuda_only_module(alias.name):
                     return f"imports `{alias.name}`"
         elif isinstance(sub, ast.ImportFrom):
             module = "." * sub.level + (sub.module or "")
             for alias in sub.names:
                 full = f"{module}.{alias.name}" if sub.module else module + alias.name
-                if _cuda_only_module(module) or _cuda_only_module(full):
+                if not toolchain_only and (_cuda_only_module(module) or _cuda_only_module(full)):
                     return f"imports `{full}`"
+                if id(sub) not in quiet and toolchain_re.fullmatch(alias.asname or alias.name):
+                    return f"uses `{alias.name}`, the CUDA toolchain"
         elif isinstance(sub, ast.Name):
             if sub.id in bound:
                 return f"uses `{sub.id}` ({bound[sub.id]})"
             if names_re.fullmatch(sub.id):
                 return f"uses `{sub.id}`"
+            if id(sub) not in quiet and toolchain_re.fullmatch(sub.id):
+                return f"uses `{sub.id}`, the CUDA toolchain"
         elif isinstance(sub, ast.Attribute):
             if names_re.fullmatch(sub.attr):
                 return f"uses `.{sub.attr}`"
             inner = sub.value
-            if sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute) and inner.attr == "_C":
+            if (not toolchain_only and sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute)
+                    and inner.attr == "_C"):
                 return f"uses `_C.{sub.attr}`"
+            if id(sub) in quiet:
+                continue
+            if id(sub) in used:
+                return f"uses `{_dotted(sub)}`, None or absent on an NPU host"
+            if toolchain_re.fullmatch(sub.attr):
+                return f"uses `.{sub.attr}`, the CUDA toolchain"
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and id(sub) not in quiet:
+            if _NVCC.search(sub.value):
+                return "runs `nvcc`"
     return None
+
+
+_NVCC = re.compile(r"\bnvcc\b")
+_LOG_CALLS = frozenset(("print", "debug", "info", "warning", "warn", "error", "log", "write", "exception",
+                        "warning_once", "info_once", "critical"))
+
+
+def _quiet(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
+    """(quiet, used). Quiet: nodes where a toolchain fact is only shown or tested: inside an
+    f-string or the arguments of a print or logging call, compared with None, tested for truth
+    (`if CUDA_HOME:`), harmless where it is None. Used: the version references (`torch.version.cuda`,
+    `torch.backends.cudnn.version`, ...) whose value is worked with: a method called on it
+    (`.split`), indexed, passed to a function (`int(...)`, `version.parse(...)`), compared with
+    something other than None, or computed with; not when an earlier operand of the same `and`
+    (`or`) chain tests it for truth or None first (`torch.version.cuda and ...`)."""
+    quiet: set[int] = set()
+    used: set[int] = set()
+
+    def hush(sub: ast.AST) -> None:
+        quiet.update(id(n) for n in ast.walk(sub))
+
+    def reference(sub: ast.AST):
+        """The Attribute of a version reference that `sub` is (or calls), else None."""
+        target = sub.func if isinstance(sub, ast.Call) else sub
+        if isinstance(target, ast.Attribute):
+            dotted = _dotted(target)
+            if dotted is not None and refs_re.fullmatch(dotted):
+                return target
+        return None
+
+    def tests_reference(value: ast.AST) -> bool:
+        """`torch.version.cuda`, `not torch.version.cuda`, `torch.version.cuda is (not) None`, or
+        an inner `and` chain holding one: what makes the rest of a chain safe."""
+        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not):
+            value = value.operand
+        if (isinstance(value, ast.Compare) and len(value.ops) == 1
+                and isinstance(value.comparators[0], ast.Constant) and value.comparators[0].value is None):
+            value = value.left
+        if isinstance(value, ast.BoolOp):
+            return any(tests_reference(v) for v in value.values)
+        return reference(value) is not None
+
+    def use(sub: ast.AST) -> None:
+        ref = reference(sub)
+        if ref is not None:
+            used.add(id(ref))
+
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and not isinstance(sub.ctx, ast.Store):
+            use(sub.value)
+        elif isinstance(sub, ast.Subscript):
+            use(sub.value)
+        elif isinstance(sub, ast.BinOp):
+            use(sub.left)
+            use(sub.right)
+        elif isinstance(sub, ast.Compare):
+            operands = (sub.left, *sub.comparators)
+            if not any(isinstance(o, ast.Constant) and o.value is None for o in operands):
+                for operand in operands:
+                    use(operand)
+        if id(sub) in quiet:
+            continue
+        if isinstance(sub, ast.JoinedStr):
+            hush(sub)
+        elif isinstance(sub, ast.Call):
+            name = _dotted(sub.func) or ""
+            if name.rsplit(".", 1)[-1] in _LOG_CALLS:
+                for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                    hush(arg)
+            else:
+                for arg in (*sub.args, *(k.value for k in sub.keywords)):
+                    use(arg)
+        elif isinstance(sub, ast.Compare) and any(
+                isinstance(o, ast.Constant) and o.value is None for o in (sub.left, *sub.comparators)):
+            hush(sub)
+        elif isinstance(sub, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            if isinstance(sub.test, (ast.Attribute, ast.Name)):
+                hush(sub.test)
+        elif isinstance(sub, ast.BoolOp):
+            for index, value in enumerate(sub.values):
+                tested = value.operand if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not) else value
+                if (isinstance(tested, ast.Compare) and len(tested.ops) == 1
+                        and isinstance(tested.comparators[0], ast.Constant) and tested.comparators[0].value is None):
+                    tested = tested.left
+                if isinstance(tested, (ast.Attribute, ast.Name)):
+                    hush(tested)
+                if tests_reference(value):  # tested first: the later operands are safe
+                    for later in sub.values[index + 1:]:
+                        hush(later)
+        elif isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.Not):
+            if isinstance(sub.operand, (ast.Attribute, ast.Name)):
+                hush(sub.operand)
+    return quiet, used
 
 
 # ----------------------------------------------------------------------------- class families across modules
