@@ -386,13 +386,13 @@ def raise_module_level_cuda_version(findings: list[Finding], text: str) -> list[
     tree = _parse(text)
     if tree is None:
         return findings
-    from .families.platform import _quiet, _tables  # (the gates' notion of a value worked with)
+    from .families.platform import version_references, version_uses  # (the gates' notion of a value worked with)
 
-    refs_re = _tables()[8]
+    refs_re = version_references()
     out = []
     for finding in findings:
         if (finding.code == "NPU990" and finding.severity == "warning" and finding.cell is None
-                and finding.source.startswith("torch.version.cuda") and _used_at_module_level(tree, finding, refs_re, _quiet)):
+                and finding.source.startswith("torch.version.cuda") and _used_at_module_level(tree, finding, refs_re, version_uses)):
             finding = replace(finding, severity="error", message=(
                 f"{finding.message} (torch.version.cuda is None on an NPU host: this module-level use fails at import)"))
         out.append(finding)

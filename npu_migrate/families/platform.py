@@ -773,3 +773,14 @@ def sibling_class_families(folders: dict[str, dict[str, str]]) -> frozenset[tupl
                     where = rel.rsplit("/", 1)[-1]
                     found.add((relpath, cls.name, f"class family: sibling class {npu.name} ({where}) handles NPU"))
     return frozenset(found)
+
+
+def version_references() -> re.Pattern:
+    """The pattern of CUDA version references (`torch.version.cuda`, `cudnn.version`, ...), from
+    rules/device.toml: for testscopes' module-level check, the same notion as the gates'."""
+    return _tables()[8]
+
+
+def version_uses(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
+    """(quiet, used) of `node`: see `_quiet`."""
+    return _quiet(node, refs_re)
