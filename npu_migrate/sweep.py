@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 from typing import Optional
 
 import libcst as cst
@@ -173,10 +174,97 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.triton_names: set[str] = set()  # local names bound by imports of triton
         self.prose: list[int] = []  # ids of the prose nodes being visited (_command_string)
         self.gates: set[int] = set()  # ids of tests that only ask (an fp8 dtype, torch.version.cuda)
+        # FP8 (NPU913), reported once the file is read (leave_Module): the places that compute in
+        # FP8, those that compute only in ROCm's fnuz formats, and those that only name a dtype
+        self.fp8_named: set[int] = set()  # ids of fp8 dtypes in a naming place (_fp8_naming)
+        self.fp8: dict[str, list[tuple[cst.CSTNode, str]]] = {"compute": [], "rocm": [], "named": []}
+        self.functions: list[int] = []  # ids of the enclosing function definitions
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
         return True
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self._report_fp8()
+
+    # ------------------------------------------------------------------ FP8 (NPU913)
+    def _fp8(self, node: cst.CSTNode, what: str) -> None:
+        """An FP8 name (NPU913), sorted by what it does: computes, computes only in ROCm's fnuz
+        formats, or only names a dtype (an allow-list, a dtype map's key, a default value, a
+        descriptor constant); reported once the whole file is read."""
+        qual = self.m.qualname(node) or dotted_name(node) or ""
+        if id(node) in self.fp8_named:
+            kind = "named"
+        elif re.search(r"float8_\w*fnuz$", qual):
+            kind = "rocm"
+        else:
+            kind = "compute"
+        self.fp8[kind].append((node, what))
+
+    def _report_fp8(self) -> None:
+        """NPU913 at the places that compute in FP8 (the first one anchors the file's finding).
+        ROCm's fnuz formats count only in a file with no other FP8 compute (a helper that converts
+        e4m3fn to e4m3fnuz is taken on ROCm only). A file that only names FP8 dtypes computes
+        nothing in FP8: its places are listed for review, as information."""
+        reported = any(f.code == "NPU913" and f.severity != "info" for f in self.m.findings)
+        places = self.fp8["compute"] or self.fp8["rocm"]
+        for node, what in places:
+            self.m.report("NPU913", node, what=what)
+        if places or reported:
+            return  # the names are the file's FP8 compute's: its finding stands for them
+        for node, what in self.fp8["named"]:
+            count = len(self.m.findings)
+            self.m.report("NPU913", node, what=what)
+            if len(self.m.findings) > count and self.m.findings[-1].code == "NPU913":
+                self.m.findings[-1] = replace(
+                    self.m.findings[-1], severity="info",
+                    message=self.m.findings[-1].message + " (names FP8 dtypes only; no FP8 compute found in this file)")
+
+    def _mark_fp8_named(self, node: Optional[cst.CSTNode]) -> None:
+        """`node` (or each element of a tuple, list or set `node`) only names an FP8 dtype."""
+        if node is None:
+            return
+        items = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
+        for item in items:
+            if isinstance(item, (cst.Name, cst.Attribute)) and self._name_code(item) == "NPU913" \
+                    and "float8_" in (self.m.qualname(item) or dotted_name(item) or ""):
+                self.fp8_named.add(id(item))
+
+    def visit_Dict(self, node: cst.Dict) -> bool:
+        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes."""
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                self._mark_fp8_named(element.key)
+        return True
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        """`SUPPORTED = (torch.uint8, torch.float8_e8m0fnu)`: an allow-list names dtypes (a
+        single dtype assigned is not: it may be what the file casts to)."""
+        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
+            self._mark_fp8_named(node.value)
+        return True
+
+    def visit_Return(self, node: cst.Return) -> bool:
+        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
+            self._mark_fp8_named(node.value)
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if self.functions and self.functions[-1] == id(original_node):
+            self.functions.pop()
+
+    def _fp8_naming_call(self, node: cst.Call) -> None:
+        """`torch.finfo(torch.float8_e4m3fn)` asks about a dtype; `ScaleDesc(torch.float8_e8m0fnu,
+        ...)` at module or class level is a descriptor constant (not a float8 tensor's
+        construction: `Float8Tensor(...)`)."""
+        name = dotted_name(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        qual = self.m.qualname(node.func) or name
+        descriptor = (not self.functions and last[:1].isupper() and any(c.islower() for c in last)
+                      and not re.search(r"tensor|float8|fp8|quantiz", last, re.IGNORECASE))
+        if qual in ("torch.finfo", "torch.iinfo") or descriptor:
+            for arg in node.args:
+                self._mark_fp8_named(arg.value)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:
@@ -320,6 +408,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             if name is not None:
                 self.m.report("NPU910", decorator.decorator, what=f"`@{name}` kernel")
                 return False
+        self.functions.append(id(node))
         return True
 
     # ------------------------------------------------------------------ tests that only ask
@@ -380,6 +469,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if _module_matches(self.m.qualname(node) or dotted_name(node) or "", _portable()):
             return False  # `deepspeed.ops.adam.FusedAdam`: runs on an NPU host (nor is its prefix a leftover)
         code = self._name_code(node)
+        if code == "NPU913":
+            self._fp8(node, f"`{_short(self.m.source_map.original_text_of(node))}`")
+            return False
         if code is not None:
             self.m.report(code, node, what=f"`{_short(self.m.source_map.original_text_of(node))}`")
             return False
@@ -402,6 +494,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> bool:
         code = self._name_code(node)
+        if code == "NPU913":
+            self._fp8(node, f"`{node.value}`")
+            return False
         if code is not None:
             self.m.report(code, node, what=f"`{node.value}`")
             return False
@@ -482,6 +577,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> bool:
         """Profiler keywords that ask for CUDA (NPU935); log, print, warning and exception
         messages are prose (their strings are not commands)."""
+        self._fp8_naming_call(node)
         calls, cuda_keywords, device_keywords = _profiler_table()
         if self.m.qualname(node.func) in calls:
             for arg in node.args:
@@ -511,6 +607,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     # Parameter names, keywords and definitions are the user's identifiers, not references.
     def visit_Param(self, node: cst.Param) -> bool:
+        self._mark_fp8_named(node.default)  # `dtype=torch.float8_e4m3fn`: a default names a dtype
         if node.default is not None:
             node.default.visit(self)
         if node.annotation is not None:
