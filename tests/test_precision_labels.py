@@ -109,3 +109,184 @@ def test_only_rocm_fp8_compute_is_still_an_error():
     source = "import torch\n\n\ndef f(w):\n    return w.view(torch.float8_e4m3fnuz)\n"
     found = _findings(source, "NPU913")
     assert len(found) == 1 and found[0].severity == "error"
+
+
+# ----------------------------------------------------------------------------- NPU990: labels
+def _strings(found) -> list[tuple[int, str]]:
+    """(line, severity) of each place of the NPU990 findings, merged ones split."""
+    places = []
+    for f in found:
+        places.append((f.line, f.severity))
+        places.extend((line, f.severity) for line, _col, _src in f.also)
+    return sorted(places)
+
+
+def test_per_device_keys_in_a_file_that_maps_npu_to_cuda_are_not_reported():
+    source = (
+        "import torch\n\n\nclass Manager:\n    def __init__(self):\n"
+        "        self.total = {\"cpu\": 0, \"cuda\": 0}\n\n"
+        "    def add(self, t):\n        kind = t.device.type\n        if kind == \"npu\":\n            kind = \"cuda\"\n"
+        "        self.total[kind] += t.numel()\n\n\n"
+        "def place(x):\n    return x.to(torch.device(\"cuda\", 0))\n"
+    )
+    found = _findings(source, "NPU990")
+    assert not any(line == 6 for line, _ in _strings(found))
+    # the per-device table without an "npu" mapping is information, with the reason
+    without = source.replace('if kind == "npu"', 'if kind == "xla"')
+    info = [f for f in _findings(without, "NPU990") if f.line == 6]
+    assert info and info[0].severity == "info" and "per-device values" in info[0].message
+
+
+def test_platform_label_tables_and_parametrize_values_are_not_reported():
+    source = (
+        "import pytest\nimport torch\n\n"
+        "BACKENDS = {\n    \"cuda\": [\"FLASH\"],\n    \"hip\": [\"ROCM\"],\n    \"cpu\": [\"SDPA\"],\n}\n\n\n"
+        "@pytest.mark.parametrize(\"device\", [\"cpu\", \"cuda\", \"hip\"])\n"
+        "def test_select(device):\n    assert device in BACKENDS\n\n\n"
+        "def custom(lib):\n    return lib.custom_op(\"ns::f\", device_types=\"cuda\")\n"
+    )
+    places = _strings(_findings(source, "NPU990"))
+    assert [line for line, _ in places] == [17]  # only custom_op(device_types="cuda")
+
+
+def test_nic_affinity_keys_are_one_information_finding():
+    keys = "".join(f'    "cuda:{i}": "eth{i // 2}",\n' for i in range(8))
+    source = f"import torch\n\nAFFINITY = {{\n{keys}}}\n\n\ndef nic():\n" \
+             "    return AFFINITY[\"cuda:\" + str(torch.cuda.current_device())]\n"
+    found = _findings(source, "NPU990")
+    assert len(found) == 1 and found[0].severity == "info" and found[0].line == 4
+    assert "device string" in found[0].message and not found[0].also
+
+
+def test_accelerator_registry_names_are_not_reported_but_device_choices_are():
+    source = '''\
+import torch
+
+
+class Connector:
+    def check(self, flag):
+        if self._accelerator_flag not in ("auto", "cuda", "gpu"):
+            self._accelerator_flag = "cuda"
+        return self._accelerator_flag in ("cuda", "gpu", "mps")
+
+    @staticmethod
+    def choose_auto():
+        if has_tpu():
+            return "tpu"
+        if torch.cuda.is_available():
+            return "cuda"
+        return "cpu"
+
+
+class CUDAAccelerator:
+    @staticmethod
+    def name():
+        return "cuda"
+
+
+def pick():
+    if ok():
+        return "cuda"
+    return "cpu"
+'''
+    places = _strings(_findings(source, "NPU990"))
+    assert [line for line, _ in places] == [27]  # pick(): a device choice, still reported
+
+
+def test_cuda_runtime_switches_are_one_information_finding_per_file():
+    source = '''\
+import os
+
+
+def inject(dump):
+    env = {
+        "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": "1",
+        "CUDA_COREDUMP_SHOW_PROGRESS": "1",
+        "CUDA_COREDUMP_FILE": f"{dump}/core",
+    }
+    os.environ.update(env)
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    return os.environ.get("CUDA_MY_OWN_FLAG")
+'''
+    found = _findings(source, "NPU990")
+    switches = [f for f in found if "runtime switch" in f.message]
+    assert len(switches) == 1 and switches[0].severity == "info" and switches[0].line == 6
+    assert len(switches[0].also) == 3
+    others = [f for f in found if f not in switches]
+    assert [(f.line, f.severity) for f in others] == [(12, "warning")]
+
+
+def test_fp8_cast_to_a_dtype_variable_is_compute_in_a_file_that_names_fp8():
+    source = '''\
+import torch
+
+FP8_TYPES = {torch.float8_e4m3fn, torch.float8_e5m2}
+
+
+def to_fp8(x, float8_dtype):
+    assert float8_dtype in FP8_TYPES
+    return x.to(float8_dtype)
+'''
+    found = _findings(source, "NPU913")
+    assert len(found) == 1 and found[0].severity == "error" and found[0].line == 8
+
+
+# ----------------------------------------------------------------------------- NPU107
+ELEMENT = '''\
+import torch
+
+
+class Element:
+    def to(self, *args):
+        return self
+
+    def cuda(self):
+        out = {}
+        for k, v in self.items():
+            if isinstance(v, (torch.Tensor, Element)):
+                out[k] = v.cuda()
+        return out
+
+    def npu(self):
+        return {k: v.npu() for k, v in self.items()}
+'''
+
+
+def test_a_cuda_method_next_to_an_npu_method_is_not_reported():
+    assert _findings(ELEMENT, "NPU107") == []
+    assert _findings(ELEMENT, "NPU990") == []
+    # a `.cuda()` call outside the class may reach the custom method: still an error
+    found = _findings(ELEMENT + "\n\ndef move(e):\n    return e.cuda()\n", "NPU107")
+    assert [(f.line, f.severity) for f in found] == [(20, "error")]
+
+
+def test_a_cuda_method_that_only_delegates_is_information():
+    source = ELEMENT.replace("    def npu(self):\n        return {k: v.npu() for k, v in self.items()}\n", "")
+    found = _findings(source, "NPU107")
+    assert len(found) == 1 and found[0].severity == "info" and "delegating" in found[0].message
+    found = _findings(source + "\n\ndef move(e):\n    return e.cuda()\n", "NPU107")
+    assert {f.severity for f in found} == {"error"}
+
+
+# ----------------------------------------------------------------------------- NPU602
+def test_nccl_names_removed_from_an_environment_are_not_tuning():
+    source = '''\
+import os
+
+_STRIP = (
+    "MASTER_ADDR",
+    "NCCL_DEBUG_FILE",
+)
+
+
+def scrub(env):
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    for k in _STRIP:
+        os.environ.pop(k, None)
+    env.pop("NCCL_ASYNC_ERROR_HANDLING", None)
+    del env["NCCL_BLOCKING_WAIT"]
+    os.environ["NCCL_P2P_DISABLE"] = "1"
+'''
+    found = _findings(source, "NPU602")
+    assert [f.line for f in found] == [15]  # the one that is set
+    assert not [f for f in _findings(source, "NPU990") if "NCCL" in f.message]
