@@ -270,6 +270,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         values = {v for _, v in keys if isinstance(v, str)}
         cuda = [k for k, v in keys if v == "cuda"]
         labels, device_types, *_ = _label_table()
+        # (inside a platform-aware scope the sweep lists it as NPU991, as it does any leftover there)
+        cuda = [k for k in cuda if self.m.platform_scope(k) is None]
         if cuda and values & labels:
             self.gates.update(id(k) for k in cuda)
         elif cuda and values & device_types:
