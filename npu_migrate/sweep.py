@@ -331,7 +331,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if value in labels:
             self.label_returns.add(id(function))
         elif value == "cuda" and not {id(node.value), id(node)} & (self.gates | self.m.claimed | self.m.cold):
-            if function.name.value in name_methods:
+            if function.name.value in name_methods or _accelerator.search(function.name.value):
                 self.gates.add(id(node.value))
             elif not self.prose and not self.m.in_platform_scope(node.value):
                 self.returns.setdefault(id(function), []).append(node.value)

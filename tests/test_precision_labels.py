@@ -290,3 +290,25 @@ def scrub(env):
     found = _findings(source, "NPU602")
     assert [f.line for f in found] == [15]  # the one that is set
     assert not [f for f in _findings(source, "NPU990") if "NCCL" in f.message]
+
+
+def test_an_accelerator_type_variable_holds_a_device_type_not_a_label():
+    source = '''\
+import torch
+
+
+def current(new):
+    if new:
+        accelerator_type = torch.accelerator.current_accelerator().type
+    else:
+        accelerator_type = "cuda"
+    return getattr(torch, accelerator_type).current_device()
+
+
+def _choose_gpu_accelerator_backend():
+    if has_mps():
+        return "mps"
+    return "cuda"
+'''
+    places = _strings(_findings(source, "NPU990"))
+    assert [line for line, _ in places] == [8]

@@ -456,7 +456,8 @@ if current_platform.is_cuda():
         if inside is not None and inside[2]:
             ctx.claim(node)  # (not a leftover for the sweep either)
             return
-        delegating = bool(defs) and all(any(d[0] <= c <= d[1] for d in defs) for c in calls)
+        # (a `def cuda` with no call here at all stays an error: other files' calls may reach it)
+        delegating = bool(defs) and bool(calls) and all(any(d[0] <= c <= d[1] for d in defs) for c in calls)
         count = len(ctx.findings)
         ctx.report("NPU107", node)
         if delegating and len(ctx.findings) > count and ctx.findings[-1].code == "NPU107":
