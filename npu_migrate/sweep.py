@@ -188,6 +188,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         # FP8 (NPU913), reported once the file is read (leave_Module): the places that compute in
         # FP8, those that compute only in ROCm's fnuz formats, and those that only name a dtype
         self.fp8_named: set[int] = set()  # ids of fp8 dtypes in a naming place (_fp8_naming)
+        self.fp8_defaults: dict[int, str] = {}  # ids of fp8 dtypes that are a parameter's default: its name
         self.fp8: dict[str, list[tuple[cst.CSTNode, str]]] = {"compute": [], "rocm": [], "named": [], "variable": []}
         self.functions: list[cst.FunctionDef] = []  # the enclosing function definitions
         # `return "cuda"` per function (id): reported when the function leaves, unless it also
@@ -196,6 +197,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.label_returns: set[int] = set()  # ids of functions that return a platform label
         self.label_info: dict[int, str] = {}  # ids of strings listed as information: why
         self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
+        self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
@@ -210,13 +212,44 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         formats, or only names a dtype (an allow-list, a dtype map's key, a default value, a
         descriptor constant); reported once the whole file is read."""
         qual = self.m.qualname(node) or dotted_name(node) or ""
-        if id(node) in self.fp8_named:
+        if id(node) in self.fp8_named and not self._default_cast(node):
             kind = "named"
         elif re.search(r"float8_\w*fnuz$", qual):
             kind = "rocm"
         else:
             kind = "compute"
         self.fp8[kind].append((node, what))
+
+    def _default_cast(self, node: cst.CSTNode) -> bool:
+        """Whether `node` is the default of a parameter that its function casts to (`def quant(x,
+        dtype=torch.float8_e4m3fn): ... torch.empty_like(x, dtype=dtype)`, `.to(dtype)`): FP8
+        compute by default. Read from the whole file's ast (the cast has no trigger word, so it
+        is not in the hot slices the sweep visits)."""
+        param = self.fp8_defaults.get(id(node))
+        if param is None:
+            return False
+        if self.default_casts is None:
+            self.default_casts = set()
+            tree = self.m._ast()
+            for fn in ast.walk(tree) if tree is not None else ():
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                arguments = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1], fn.args.defaults[::-1]))
+                defaults.update((a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None)
+                named = {name: d for name, d in defaults.items() if isinstance(d, ast.Attribute) and d.attr.startswith("float8_")}
+                if not named or not arguments:
+                    continue
+                for call in ast.walk(fn):
+                    if not isinstance(call, ast.Call):
+                        continue
+                    held = [k.value for k in call.keywords if k.arg == "dtype"]
+                    if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "view"):
+                        held += call.args[:1]
+                    for value in held:
+                        if isinstance(value, ast.Name) and value.id in named:
+                            self.default_casts.add((named[value.id].lineno, value.id))
+        return (self.m.position(node)[0], param) in self.default_casts
 
     def _report_fp8(self) -> None:
         """NPU913 at the places that compute in FP8 (the first one anchors the file's finding).
@@ -741,6 +774,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     # Parameter names, keywords and definitions are the user's identifiers, not references.
     def visit_Param(self, node: cst.Param) -> bool:
         self._mark_fp8_named(node.default)  # `dtype=torch.float8_e4m3fn`: a default names a dtype
+        if node.default is not None and id(node.default) in self.fp8_named:
+            self.fp8_defaults[id(node.default)] = node.name.value
         if node.default is not None:
             node.default.visit(self)
         if node.annotation is not None:

@@ -50,8 +50,8 @@ def check_scale(scale):
     return scale.dtype == torch.float8_e8m0fnu
 
 
-def quantize(x, out_dtype: torch.dtype = torch.float8_e4m3fn):
-    return x.to(out_dtype)
+def amax_of(x, out_dtype: torch.dtype = torch.float8_e4m3fn):
+    return x.abs().max() / torch.finfo(out_dtype).max
 '''
 
 
@@ -312,3 +312,22 @@ def _choose_gpu_accelerator_backend():
 '''
     places = _strings(_findings(source, "NPU990"))
     assert [line for line, _ in places] == [8]
+
+
+def test_an_fp8_default_the_function_casts_to_is_compute():
+    source = '''\
+import torch
+
+
+def act_quant(x, block_size=128, dtype=torch.float8_e4m3fn):
+    y = torch.empty_like(x, dtype=dtype)
+    return y
+
+
+def scale_of(x, float8_dtype=torch.float8_e5m2):
+    return x.abs().max() / 448.0
+'''
+    found = _findings(source, "NPU913")
+    assert [(f.line, f.severity) for f in found] == [(4, "error")]
+    info = _findings(source.replace("dtype=dtype", "dtype=torch.float32"), "NPU913")
+    assert [f.severity for f in info] == ["info"]
