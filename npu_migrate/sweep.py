@@ -196,6 +196,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.returns: dict[int, list[cst.SimpleString]] = {}
         self.label_returns: set[int] = set()  # ids of functions that return a platform label
         self.label_info: dict[int, str] = {}  # ids of strings listed as information: why
+        self.label_hint: dict[int, str] = {}  # ids of strings reported with a hint: what to do
         self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
         self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
 
@@ -295,8 +296,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         """`"cuda"` keys of a table of platforms. With a platform label (`{"cuda": [...], "hip":
         [...]}`) the keys are labels: not reported. With torch device types only (`{"cpu": 0,
         "cuda": 0}`, per-device values) not reported when the file handles "npu" itself (an "npu"
-        key, or `"npu"` mapped to "cuda" elsewhere in it), else information: a lookup by an NPU
-        device's type finds no entry. Keys that are all `"cuda:N"` (a map keyed by device string,
+        key, or `"npu"` mapped to "cuda" elsewhere in it), else reported with what to do: a lookup
+        by an NPU device's type finds no entry. Keys that are all `"cuda:N"` (a map keyed by device string,
         looked up as `"cuda:" + str(index)`): one finding for the table, as information."""
         keys = [(e.key, literal_value(e.key.value)) for e in node.elements
                 if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
@@ -311,8 +312,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             if "npu" in values or re.search(r"""["']npu["']""", self.m.file_text()):
                 self.gates.update(id(k) for k in cuda)
             else:
-                for key in cuda:
-                    self.label_info[id(key)] = ("a key of a table of per-device values: add an \"npu\" "
+                for key in cuda:  # (a warning still: looked up by an NPU tensor's type, it finds nothing)
+                    self.label_hint[id(key)] = ("a key of a table of per-device values: add an \"npu\" "
                                                 "entry where it is looked up by a tensor's device type")
         elif len(keys) >= 2 and all(isinstance(v, str) and re.fullmatch(r"cuda:\d+", v) for _, v in keys):
             self.label_info[id(keys[0][0])] = (f"the first of {len(keys)} keys \"cuda:N\" of a table keyed by "
@@ -674,6 +675,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 reason = "a CUDA runtime switch with no effect on an NPU host"
             if reason is not None:
                 self._flag_info(node, f"string {_short(node.value)}", reason)
+            elif id(node) in self.label_hint:
+                self._flag(node, f"string {_short(node.value)} ({self.label_hint[id(node)]})")
             else:
                 self._flag(node, f"string {_short(node.value)}")
         elif isinstance(value, str) and not self.prose:
