@@ -345,8 +345,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> bool:
         """`SUPPORTED = (torch.uint8, torch.float8_e8m0fnu)`: an allow-list names dtypes (a
         single dtype assigned is not: it may be what the file casts to)."""
-        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
-            self._mark_fp8_named(node.value)
+        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)) and all(
+                isinstance(t.target, (cst.Name, cst.Attribute)) for t in node.targets):
+            self._mark_fp8_named(node.value)  # (not `fp8, device = torch.float8_e4m3fn, x.device`)
         if isinstance(node.value, cst.SimpleString) and any(self._accelerator_name(t.target) for t in node.targets):
             self.gates.add(id(node.value))  # `self._accelerator_flag = "cuda"`: an accelerator's name
         return True

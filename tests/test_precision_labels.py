@@ -332,3 +332,9 @@ def scale_of(x, float8_dtype=torch.float8_e5m2):
     assert [(f.line, f.severity) for f in found] == [(4, "error")]
     info = _findings(source.replace("dtype=dtype", "dtype=torch.float32"), "NPU913")
     assert [f.severity for f in info] == ["info"]
+
+
+def test_fp8_unpacked_from_a_tuple_is_not_an_allow_list():
+    source = "import torch\n\n\ndef f(q):\n    fp8, device = torch.float8_e4m3fn, q.device\n    return q.to(fp8)\n"
+    found = _findings(source, "NPU913")
+    assert [(f.line, f.severity) for f in found] == [(5, "error")]
