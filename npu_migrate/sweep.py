@@ -604,6 +604,16 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         self._truth_test(node.test)
+        # `["cuda", "cpu"] if not is_rocm else ["hip", "cpu"]`: one list of platform labels
+        # chosen by platform, as `["cpu", "cuda", "hip"]` is
+        sides = (node.body, node.orelse)
+        if all(isinstance(side, (cst.Tuple, cst.List, cst.Set)) for side in sides):
+            values = {literal_value(e.value.value) for side in sides for e in side.elements
+                      if isinstance(e.value, cst.SimpleString)}
+            if "cuda" in values and values & _label_table()[0]:
+                for side in sides:
+                    self.gates.update(id(e.value) for e in side.elements if isinstance(e.value, cst.SimpleString)
+                                      and literal_value(e.value.value) == "cuda")
         return True
 
     def visit_While(self, node: cst.While) -> bool:

@@ -144,7 +144,8 @@ def test_platform_label_tables_and_parametrize_values_are_not_reported():
         "BACKENDS = {\n    \"cuda\": [\"FLASH\"],\n    \"hip\": [\"ROCM\"],\n    \"cpu\": [\"SDPA\"],\n}\n\n\n"
         "@pytest.mark.parametrize(\"device\", [\"cpu\", \"cuda\", \"hip\"])\n"
         "def test_select(device):\n    assert device in BACKENDS\n\n\n"
-        "def custom(lib):\n    return lib.custom_op(\"ns::f\", device_types=\"cuda\")\n"
+        "def custom(lib):\n    return lib.custom_op(\"ns::f\", device_types=\"cuda\")\n\n\n"
+        "def devices(is_rocm):\n    return [\"cuda\", \"cpu\"] if not is_rocm else [\"hip\", \"cpu\"]\n"
     )
     places = _strings(_findings(source, "NPU990"))
     assert [line for line, _ in places] == [17]  # only custom_op(device_types="cuda")
