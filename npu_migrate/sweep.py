@@ -12,8 +12,10 @@ CUDA, families/platform.py) every leftover is NPU991 instead, for information on
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
+from dataclasses import replace
 from typing import Optional
 
 import libcst as cst
@@ -85,6 +87,14 @@ def rule_reads() -> hotslice.RuleReads:
 
 
 @functools.lru_cache(maxsize=None)
+def _label_table() -> tuple[frozenset, frozenset, re.Pattern, frozenset, re.Pattern]:
+    t = catalogue.read_table("sweep.toml")["labels"]
+    switches = re.compile(catalogue.env_table()["switches"]["pattern"])
+    return (frozenset(t["platform_labels"]), frozenset(t["device_types"]), re.compile(t["accelerator_name"]),
+            frozenset(t["name_methods"]), switches)
+
+
+@functools.lru_cache(maxsize=None)
 def _guard_table() -> tuple[tuple[str, ...], frozenset]:
     t = catalogue.read_table("sweep.toml")["guard"]
     return tuple(t["modules"]), frozenset(t["extension_exempt"])
@@ -116,6 +126,8 @@ _WHITESPACE = re.compile(r"\s")
 _PREDICATE = re.compile(r"(is|has|use|uses|get|set|enable|disable|supports?|check|with|can)_")
 # a function's name: a verb first (`get_temp_total_chunk_on_cuda`, `move_to_cuda`), or `..._on_cuda`
 _VERB = re.compile(r"(get|set|to|move|make|build|load|init|create|check|run|copy|send|put|apply|convert)_|.*_(on|to)_cuda$")
+
+_FP8_VARIABLE = re.compile(r"(?i)(^|_)(float8|fp8|f8e\d\w*)(_|$)")  # `float8_dtype`, `FP8_DTYPE`
 
 _ENV_LIKE = re.compile(r"[A-Z][A-Z0-9_]*")  # a keyword spelled like an environment variable
 
@@ -173,10 +185,235 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.triton_names: set[str] = set()  # local names bound by imports of triton
         self.prose: list[int] = []  # ids of the prose nodes being visited (_command_string)
         self.gates: set[int] = set()  # ids of tests that only ask (an fp8 dtype, torch.version.cuda)
+        # FP8 (NPU913), reported once the file is read (leave_Module): the places that compute in
+        # FP8, those that compute only in ROCm's fnuz formats, and those that only name a dtype
+        self.fp8_named: set[int] = set()  # ids of fp8 dtypes in a naming place (_fp8_naming)
+        self.fp8_defaults: dict[int, str] = {}  # ids of fp8 dtypes that are a parameter's default: its name
+        self.fp8: dict[str, list[tuple[cst.CSTNode, str]]] = {"compute": [], "rocm": [], "named": [], "variable": []}
+        self.functions: list[cst.FunctionDef] = []  # the enclosing function definitions
+        # `return "cuda"` per function (id): reported when the function leaves, unless it also
+        # returns a platform label ("tpu", "auto": a registry of accelerator names)
+        self.returns: dict[int, list[cst.SimpleString]] = {}
+        self.label_returns: set[int] = set()  # ids of functions that return a platform label
+        self.label_info: dict[int, str] = {}  # ids of strings listed as information: why
+        self.label_hint: dict[int, str] = {}  # ids of strings reported with a hint: what to do
+        self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
+        self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
         return True
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        self._report_fp8()
+
+    # ------------------------------------------------------------------ FP8 (NPU913)
+    def _fp8(self, node: cst.CSTNode, what: str) -> None:
+        """An FP8 name (NPU913), sorted by what it does: computes, computes only in ROCm's fnuz
+        formats, or only names a dtype (an allow-list, a dtype map's key, a default value, a
+        descriptor constant); reported once the whole file is read."""
+        qual = self.m.qualname(node) or dotted_name(node) or ""
+        if id(node) in self.fp8_named and not self._default_cast(node):
+            kind = "named"
+        elif re.search(r"float8_\w*fnuz$", qual):
+            kind = "rocm"
+        else:
+            kind = "compute"
+        self.fp8[kind].append((node, what))
+
+    def _default_cast(self, node: cst.CSTNode) -> bool:
+        """Whether `node` is the default of a parameter that its function casts to (`def quant(x,
+        dtype=torch.float8_e4m3fn): ... torch.empty_like(x, dtype=dtype)`, `.to(dtype)`): FP8
+        compute by default. Read from the whole file's ast (the cast has no trigger word, so it
+        is not in the hot slices the sweep visits)."""
+        param = self.fp8_defaults.get(id(node))
+        if param is None:
+            return False
+        if self.default_casts is None:
+            self.default_casts = set()
+            tree = self.m._ast()
+            for fn in ast.walk(tree) if tree is not None else ():
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                arguments = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+                defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1], fn.args.defaults[::-1]))
+                defaults.update((a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None)
+                named = {name: d for name, d in defaults.items() if isinstance(d, ast.Attribute) and d.attr.startswith("float8_")}
+                if not named or not arguments:
+                    continue
+                for call in ast.walk(fn):
+                    if not isinstance(call, ast.Call):
+                        continue
+                    held = [k.value for k in call.keywords if k.arg == "dtype"]
+                    if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "view"):
+                        held += call.args[:1]
+                    for value in held:
+                        if isinstance(value, ast.Name) and value.id in named:
+                            self.default_casts.add((named[value.id].lineno, value.id))
+        return (self.m.position(node)[0], param) in self.default_casts
+
+    def _report_fp8(self) -> None:
+        """NPU913 at the places that compute in FP8 (the first one anchors the file's finding).
+        ROCm's fnuz formats count only in a file with no other FP8 compute (a helper that converts
+        e4m3fn to e4m3fnuz is taken on ROCm only). A file that only names FP8 dtypes computes
+        nothing in FP8: its places are listed for review, as information."""
+        reported = any(f.code == "NPU913" and f.severity != "info" for f in self.m.findings)
+        # a cast to a dtype held by a variable named for FP8 (`x.to(float8_dtype)`) is FP8 compute
+        # in a file that names FP8 dtypes
+        places = self.fp8["compute"] or self.fp8["rocm"] or (self.fp8["variable"] if self.fp8["named"] else [])
+        for node, what in places:
+            self.m.report("NPU913", node, what=what)
+        if places or reported:
+            return  # the names are the file's FP8 compute's: its finding stands for them
+        for node, what in self.fp8["named"]:
+            count = len(self.m.findings)
+            self.m.report("NPU913", node, what=what)
+            if len(self.m.findings) > count and self.m.findings[-1].code == "NPU913":
+                self.m.findings[-1] = replace(
+                    self.m.findings[-1], severity="info",
+                    message=self.m.findings[-1].message + " (names FP8 dtypes only; no FP8 compute found in this file)")
+
+    def _mark_fp8_named(self, node: Optional[cst.CSTNode]) -> None:
+        """`node` (or each element of a tuple, list or set `node`) only names an FP8 dtype."""
+        if node is None:
+            return
+        items = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
+        for item in items:
+            if isinstance(item, (cst.Name, cst.Attribute)) and self._name_code(item) == "NPU913" \
+                    and "float8_" in (self.m.qualname(item) or dotted_name(item) or ""):
+                self.fp8_named.add(id(item))
+
+    def visit_Dict(self, node: cst.Dict) -> bool:
+        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes."""
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                self._mark_fp8_named(element.key)
+        self._label_keys(node)
+        return True
+
+    # ------------------------------------------------------------------ labels, not devices
+    def _label_keys(self, node: cst.Dict) -> None:
+        """`"cuda"` keys of a table of platforms. With a platform label (`{"cuda": [...], "hip":
+        [...]}`) the keys are labels: not reported. With torch device types only (`{"cpu": 0,
+        "cuda": 0}`, per-device values) not reported when the file handles "npu" itself (an "npu"
+        key, or `"npu"` mapped to "cuda" elsewhere in it), else reported with what to do: a lookup
+        by an NPU device's type finds no entry. Keys that are all `"cuda:N"` (a map keyed by device string,
+        looked up as `"cuda:" + str(index)`): one finding for the table, as information."""
+        keys = [(e.key, literal_value(e.key.value)) for e in node.elements
+                if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
+        values = {v for _, v in keys if isinstance(v, str)}
+        cuda = [k for k, v in keys if v == "cuda"]
+        labels, device_types, *_ = _label_table()
+        # (inside a platform-aware scope the sweep lists it as NPU991, as it does any leftover there)
+        cuda = [k for k in cuda if self.m.platform_scope(k) is None]
+        if cuda and values & labels:
+            self.gates.update(id(k) for k in cuda)
+        elif cuda and values & device_types:
+            if "npu" in values or re.search(r"""["']npu["']""", self.m.file_text()):
+                self.gates.update(id(k) for k in cuda)
+            else:
+                for key in cuda:  # (a warning still: looked up by an NPU tensor's type, it finds nothing)
+                    self.label_hint[id(key)] = ("a key of a table of per-device values: add an \"npu\" "
+                                                "entry where it is looked up by a tensor's device type")
+        elif len(keys) >= 2 and all(isinstance(v, str) and re.fullmatch(r"cuda:\d+", v) for _, v in keys):
+            self.label_info[id(keys[0][0])] = (f"the first of {len(keys)} keys \"cuda:N\" of a table keyed by "
+                                               "device string: a label unless looked up by an NPU device's name")
+            self.gates.update(id(k) for k, _ in keys[1:])
+
+    def _label_elements(self, node: cst.CSTNode) -> bool:
+        """`("auto", "cuda", "gpu")`, `["cpu", "cuda", "hip"]`: "cuda" among platform labels."""
+        strings = [e.value for e in node.elements if isinstance(e.value, cst.SimpleString)]
+        values = {literal_value(s.value) for s in strings}
+        if "cuda" in values and values & _label_table()[0]:
+            self.gates.update(id(s) for s in strings if literal_value(s.value) == "cuda")
+        return True
+
+    visit_Tuple = visit_List = visit_Set = _label_elements
+
+    def _accelerator_name(self, node: cst.CSTNode) -> bool:
+        """A variable or attribute named for a framework's accelerator (`self._accelerator_flag`)."""
+        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        return bool(name) and bool(_label_table()[2].search(name.rsplit(".", 1)[-1]))
+
+    def _gate_strings(self, node: cst.CSTNode) -> None:
+        items = node.elements if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
+        for item in items:
+            value = item.value if isinstance(item, cst.BaseElement) else item
+            if isinstance(value, cst.SimpleString):
+                self.gates.add(id(value))
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        """`SUPPORTED = (torch.uint8, torch.float8_e8m0fnu)`: an allow-list names dtypes (a
+        single dtype assigned is not: it may be what the file casts to)."""
+        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)) and all(
+                isinstance(t.target, (cst.Name, cst.Attribute)) for t in node.targets):
+            self._mark_fp8_named(node.value)  # (not `fp8, device = torch.float8_e4m3fn, x.device`)
+        if isinstance(node.value, cst.SimpleString) and any(self._accelerator_name(t.target) for t in node.targets):
+            self.gates.add(id(node.value))  # `self._accelerator_flag = "cuda"`: an accelerator's name
+        return True
+
+    def visit_Return(self, node: cst.Return) -> bool:
+        """`return "cuda"` from an accelerator's `name()` is its registry name; from a function that
+        also returns a platform label (`"tpu"`, `"auto"`) it is one of a registry's names. Other
+        `return "cuda"` are reported when their function has been read (leave_FunctionDef)."""
+        if isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
+            self._mark_fp8_named(node.value)
+        value = literal_value(node.value.value) if isinstance(node.value, cst.SimpleString) else None
+        if not self.functions or not isinstance(value, str):
+            return True
+        function = self.functions[-1]
+        labels, _types, _accelerator, name_methods, _switches = _label_table()
+        if value in labels:
+            self.label_returns.add(id(function))
+        elif value == "cuda" and not {id(node.value), id(node)} & (self.gates | self.m.claimed | self.m.cold):
+            if function.name.value in name_methods or _accelerator.search(function.name.value):
+                self.gates.add(id(node.value))
+            elif not self.prose and not self.m.in_platform_scope(node.value):
+                self.returns.setdefault(id(function), []).append(node.value)
+                self.gates.add(id(node.value))
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if self.functions and self.functions[-1] is original_node:
+            self.functions.pop()
+        pending = self.returns.pop(id(original_node), [])
+        if pending and (id(original_node) in self.label_returns or self._returns_label(original_node)):
+            return  # `return "cuda"` next to `return "tpu"`: a registry of accelerator names
+        for string in pending:
+            self._flag(string, f"string {_short(string.value)}")
+
+    def _returns_label(self, node: cst.FunctionDef) -> bool:
+        """Whether the function returns a platform label somewhere, read from the whole file's
+        ast (a statement without trigger words is not in the hot slices the sweep visits)."""
+        if self.returned is None:
+            self.returned = {}
+            tree = self.m._ast()
+            for fn in ast.walk(tree) if tree is not None else ():
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    values = {r.value.value for r in ast.walk(fn) if isinstance(r, ast.Return)
+                              and isinstance(r.value, ast.Constant) and isinstance(r.value.value, str)}
+                    self.returned.setdefault(fn.lineno, set()).update(values)
+        line = self.m.position(node.name)[0]  # (the node's own position counts its leading lines)
+        return bool(self.returned.get(line, set()) & _label_table()[0])
+
+    def _fp8_naming_call(self, node: cst.Call) -> None:
+        """`torch.finfo(torch.float8_e4m3fn)` asks about a dtype; `ScaleDesc(torch.float8_e8m0fnu,
+        ...)` at module or class level is a descriptor constant (not a float8 tensor's
+        construction: `Float8Tensor(...)`)."""
+        name = dotted_name(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        for arg in node.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            cast = keyword == "dtype" or (keyword is None and last in ("to", "view") and isinstance(node.func, cst.Attribute))
+            held = dotted_name(arg.value) if cast and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]):
+                self.fp8["variable"].append((arg.value, f"`{_short(self.m.source_map.original_text_of(node))}`"))
+        qual = self.m.qualname(node.func) or name
+        descriptor = (not self.functions and last[:1].isupper() and any(c.islower() for c in last)
+                      and not re.search(r"tensor|float8|fp8|quantiz", last, re.IGNORECASE))
+        if qual in ("torch.finfo", "torch.iinfo") or descriptor:
+            for arg in node.args:
+                self._mark_fp8_named(arg.value)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:
@@ -206,6 +443,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         """Report a leftover under its module's code (NPU990 when it has none)."""
         self.m.report(self._code(module, *specific), node, what=what)
         return False
+
+    def _flag_info(self, node: cst.CSTNode, what: str, reason: str) -> None:
+        """An NPU990 at information severity, with the reason in its message."""
+        count = len(self.m.findings)
+        self.m.report("NPU990", node, what=what)
+        if len(self.m.findings) > count and self.m.findings[-1].code == "NPU990":
+            found = self.m.findings[-1]
+            self.m.findings[-1] = replace(found, severity="info", message=f"{found.message} ({reason})")
 
     def _flag_import(self, node: cst.CSTNode, what: str, module: str, *specific: str) -> bool:
         """An import of a CUDA-only module. Unguarded at module level it is also NPU934, unless the
@@ -320,6 +565,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             if name is not None:
                 self.m.report("NPU910", decorator.decorator, what=f"`@{name}` kernel")
                 return False
+        self.functions.append(node)
         return True
 
     # ------------------------------------------------------------------ tests that only ask
@@ -335,6 +581,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 value = item.value if isinstance(item, cst.BaseElement) else item
                 if isinstance(value, (cst.Name, cst.Attribute)) and self._name_code(value) == "NPU913":
                     self.gates.add(id(value))
+        if any(self._accelerator_name(o) for o in operands):
+            # `_accelerator_flag in ("auto", "cuda", "gpu")`: a framework's accelerator name (the
+            # migration keeps its CUDA accelerator serving the NPU), not a torch device
+            for operand in operands:
+                self._gate_strings(operand)
         if any(asks_platform_layer(o) for o in operands):
             # `get_accelerator().device_name() == "cuda"`, `current_platform.device_type == "cuda"`:
             # the project's own platform layer answers "npu" on an NPU host, so the comparison is
@@ -353,6 +604,16 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_IfExp(self, node: cst.IfExp) -> bool:
         self._truth_test(node.test)
+        # `["cuda", "cpu"] if not is_rocm else ["hip", "cpu"]`: one list of platform labels
+        # chosen by platform, as `["cpu", "cuda", "hip"]` is
+        sides = (node.body, node.orelse)
+        if all(isinstance(side, (cst.Tuple, cst.List, cst.Set)) for side in sides):
+            values = {literal_value(e.value.value) for side in sides for e in side.elements
+                      if isinstance(e.value, cst.SimpleString)}
+            if "cuda" in values and values & _label_table()[0]:
+                for side in sides:
+                    self.gates.update(id(e.value) for e in side.elements if isinstance(e.value, cst.SimpleString)
+                                      and literal_value(e.value.value) == "cuda")
         return True
 
     def visit_While(self, node: cst.While) -> bool:
@@ -380,6 +641,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if _module_matches(self.m.qualname(node) or dotted_name(node) or "", _portable()):
             return False  # `deepspeed.ops.adam.FusedAdam`: runs on an NPU host (nor is its prefix a leftover)
         code = self._name_code(node)
+        if code == "NPU913":
+            self._fp8(node, f"`{_short(self.m.source_map.original_text_of(node))}`")
+            return False
         if code is not None:
             self.m.report(code, node, what=f"`{_short(self.m.source_map.original_text_of(node))}`")
             return False
@@ -402,6 +666,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> bool:
         code = self._name_code(node)
+        if code == "NPU913":
+            self._fp8(node, f"`{node.value}`")
+            return False
         if code is not None:
             self.m.report(code, node, what=f"`{node.value}`")
             return False
@@ -414,7 +681,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         # a device, backend or variable name holds no whitespace, and prose (a docstring, a log
         # or exception message) is text for people: neither is a leftover
         if isinstance(value, str) and not self.prose and not _WHITESPACE.search(value) and self.strings.fullmatch(value):
-            self._flag(node, f"string {_short(node.value)}")
+            reason = self.label_info.get(id(node))
+            if reason is None and _label_table()[4].fullmatch(value):
+                reason = "a CUDA runtime switch with no effect on an NPU host"
+            if reason is not None:
+                self._flag_info(node, f"string {_short(node.value)}", reason)
+            elif id(node) in self.label_hint:
+                self._flag(node, f"string {_short(node.value)} ({self.label_hint[id(node)]})")
+            else:
+                self._flag(node, f"string {_short(node.value)}")
         elif isinstance(value, str) and not self.prose:
             self._command_string(node, [value])
         return False
@@ -482,6 +757,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> bool:
         """Profiler keywords that ask for CUDA (NPU935); log, print, warning and exception
         messages are prose (their strings are not commands)."""
+        self._fp8_naming_call(node)
         calls, cuda_keywords, device_keywords = _profiler_table()
         if self.m.qualname(node.func) in calls:
             for arg in node.args:
@@ -511,6 +787,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     # Parameter names, keywords and definitions are the user's identifiers, not references.
     def visit_Param(self, node: cst.Param) -> bool:
+        self._mark_fp8_named(node.default)  # `dtype=torch.float8_e4m3fn`: a default names a dtype
+        if node.default is not None and id(node.default) in self.fp8_named:
+            self.fp8_defaults[id(node.default)] = node.name.value
         if node.default is not None:
             node.default.visit(self)
         if node.annotation is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from typing import Optional
@@ -319,6 +320,7 @@ def visible():
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.env_rename, self.nccl_env_re = _tables()
+        self._removed: Optional[set[tuple[int, str]]] = None  # see _removed_names
 
     def visit_Call(self, node: cst.Call) -> Optional[bool]:
         """`npu_compat.env_name("CUDA_VISIBLE_DEVICES")`: written by an earlier run; not again."""
@@ -338,9 +340,58 @@ def visible():
             new = self.ctx.shim_call("env_name", [updated])
             return self.ctx.rewrite("NPU601", original, new, name=value) or updated
         if self.nccl_env_re.match(value):
+            if (self.ctx.position(original)[0], value) in self._removed_names():
+                self.ctx.claim(original)  # removed from an environment, not set: no tuning
+                return updated
             self.ctx.report("NPU602", original, name=value)
             return updated
         return None
+
+    def _removed_names(self) -> set[tuple[int, str]]:
+        """(line, name) of the string literals that name a variable removed from an environment,
+        read from the whole file's ast: the key of `.pop("NCCL_X", ...)`, `del env["NCCL_X"]`,
+        `unsetenv("NCCL_X")`, and the elements of a tuple, list or set bound to a name that a
+        `for` loop iterates into one of those (`for k in _STRIP: os.environ.pop(k, None)`)."""
+        if self._removed is not None:
+            return self._removed
+        removed: set[tuple[int, str]] = set()
+        tree = self.ctx._ast()
+        nodes = list(ast.walk(tree)) if tree is not None else []
+
+        def removes(stmt: ast.AST, key) -> bool:
+            """Whether `stmt` removes the key `key` (a predicate on the key expression)."""
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+                    called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+                    if called in ("pop", "unsetenv") and node.args and key(node.args[0]):
+                        return True
+                if isinstance(node, ast.Delete) and any(
+                        isinstance(t, ast.Subscript) and key(t.slice) for t in node.targets):
+                    return True
+            return False
+
+        def literal(node: ast.AST) -> bool:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                removed.add((node.lineno, node.value))
+                return True
+            return False
+
+        strip_lists: set[str] = set()
+        for node in nodes:
+            if isinstance(node, (ast.Call, ast.Delete)):
+                removes(node, literal)
+            elif isinstance(node, ast.For) and isinstance(node.iter, ast.Name) and isinstance(node.target, ast.Name):
+                var = node.target.id
+                if any(removes(stmt, lambda k: isinstance(k, ast.Name) and k.id == var) for stmt in node.body):
+                    strip_lists.add(node.iter.id)
+        for node in nodes if strip_lists else ():
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id in strip_lists for t in targets) and isinstance(
+                    node.value, (ast.Tuple, ast.List, ast.Set)):
+                for element in node.value.elts:
+                    literal(element)
+        self._removed = removed
+        return removed
 
     def _is_prose(self, original: cst.SimpleString) -> bool:
         """The string is a statement of its own (a docstring) or the message of a print, log or

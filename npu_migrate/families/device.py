@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from dataclasses import replace
+
 import libcst as cst
 
 from .base import Example, Family
@@ -50,6 +53,7 @@ class Device(Family):
 
     NAME = "device"
     TITLE = "Device placement"
+    _cuda_defs = None  # per file (a family is made per file): see _cuda_methods
     CODES = ("NPU101", "NPU102", "NPU103", "NPU104", "NPU105", "NPU106", "NPU107", "NPU108", "NPU109",
              "NPU110", "NPU990", "NPU991")
     EXAMPLES = (
@@ -360,7 +364,7 @@ if current_platform.is_cuda():
         """`x.cuda()`, `x.cuda(i)`, `x.cuda(device=i, non_blocking=True)` -> `x.to(npu_compat.device(...), ...)`."""
         ctx = self.ctx
         if ctx.defines_cuda_method:
-            ctx.report("NPU107", original)
+            self._custom_cuda(original, ctx.position(original)[0])
             return updated
         index = None
         keep: list[cst.Arg] = []
@@ -421,7 +425,45 @@ if current_platform.is_cuda():
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value == "cuda" and self.ctx.defines_cuda_method:
-            self.ctx.report("NPU107", node.name)
+            self._custom_cuda(node.name, self.ctx.position(node.name)[0])
+
+    def _cuda_methods(self) -> tuple[list[tuple[int, int, bool]], list[int]]:
+        """(first line, last line, whether the class also defines `npu()`) of each `def cuda`
+        method of a class in the file, and the lines of the file's `.cuda(...)` calls (the whole
+        file's ast: a statement without trigger words is not in the hot slices)."""
+        if self._cuda_defs is None:
+            defs, calls = [], []
+            tree = self.ctx._ast()
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.ClassDef):
+                    methods = {m.name: m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                    if "cuda" in methods:
+                        method = methods["cuda"]
+                        defs.append((method.lineno, method.end_lineno or method.lineno, "npu" in methods))
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda":
+                    calls.append(node.lineno)
+            self._cuda_defs = (defs, calls)
+        return self._cuda_defs
+
+    def _custom_cuda(self, node: cst.CSTNode, line: int) -> None:
+        """NPU107 for a `def cuda` or a `.cuda()` call in a file that defines one. A class that also
+        defines `npu()` serves the NPU itself: its `def cuda` and the calls inside it (delegation
+        to its members' `cuda()`) are left alone, not reported. When the only `.cuda()` calls are
+        inside the classes' own `def cuda`, nothing else may reach the method: information."""
+        ctx = self.ctx
+        defs, calls = self._cuda_methods()
+        inside = next((d for d in defs if d[0] <= line <= d[1]), None)
+        if inside is not None and inside[2]:
+            ctx.claim(node)  # (not a leftover for the sweep either)
+            return
+        # (a `def cuda` with no call here at all stays an error: other files' calls may reach it)
+        delegating = bool(defs) and bool(calls) and all(any(d[0] <= c <= d[1] for d in defs) for c in calls)
+        count = len(ctx.findings)
+        ctx.report("NPU107", node)
+        if delegating and len(ctx.findings) > count and ctx.findings[-1].code == "NPU107":
+            found = ctx.findings[-1]
+            ctx.findings[-1] = replace(found, severity="info", message=found.message + (
+                " (information: the only `.cuda()` calls are the class's own `cuda()` delegating to its members)"))
 
     # ------------------------------------------------------------------ x.is_cuda
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
