@@ -80,6 +80,9 @@ def _value(node: ast.AST):
             return False
         if name and _table()[1].search(name):
             return False
+        absent = _absent_package(name, node)
+        if absent is not None:
+            return absent
         values = [*node.args, *(k.value for k in node.keywords)]
         if re.search(r"avail|^has_|^is_", name or "") and any(
                 isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"(^|_)cuda($|_)", v.value)
@@ -88,6 +91,26 @@ def _value(node: ast.AST):
     if isinstance(node, ast.Name) and (_table()[1].search(node.id) or _table()[2].match(node.id)):
         return False
     return _UNKNOWN
+
+
+_AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed)?$")
+
+
+def _absent_package(name: str, call: ast.Call):
+    """`importlib.util.find_spec("flash_attn")` (None) and `is_flash_attn_available()` (False) on
+    an NPU host, for a package with no NPU build (probes.absent_packages); None otherwise."""
+    from .probes import absent_packages
+
+    if name == "find_spec" and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) \
+                and first.value.split(".")[0] in absent_packages():
+            return _NONE
+        return None
+    match = _AVAILABLE.fullmatch(name or "")
+    if match and not call.args and not call.keywords and match.group(1) in absent_packages():
+        return False
+    return None
 
 
 def _truth(node: ast.AST):
@@ -139,8 +162,12 @@ def _may_decide_re() -> re.Pattern:
     """A cheap text test before any parse: without one of these words no condition of the file
     can be known on an NPU host (the parse costs about as much as the engine's own)."""
     table = catalogue.read_table("scopes.toml")["platform"]
+    from .probes import absent_packages
+
     methods = "|".join(map(re.escape, table["false_methods"]))
-    return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda"
+    absent = "|".join(map(re.escape, sorted(absent_packages())))
+    return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|find_spec\(\s*[\"']({absent})\b"
+                      rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)"
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
 
 
