@@ -13,7 +13,8 @@ Run after the engine (run.migrate_file), on the file's `ast` (astcache), like te
   compiled extension, but a `.py` module or a package of the run, so Python: no NPU911
   (`drop_python_extensions`).
 * `flash_attn.flash_attn_interface.flash_attn_gpu` after `import flash_attn` reported in the same
-  file, or a second import of the same package under the same code: one construct, folded into
+  file, or a second import of the same package under the same code in the same block: one
+  construct, folded into
   the import's finding (its `also` places and "also at" lines; `fold_repeated_imports`).
 """
 
@@ -80,8 +81,9 @@ def _probe_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _walk_statements(tree: ast.Module):
-    """Every statement of the file, nested blocks included, without walking expressions."""
+def _walk_statements(tree: ast.Module, blocks: dict | None = None):
+    """Every statement of the file, nested blocks included, without walking expressions;
+    `blocks`, when given, gets id(statement) -> id(the list of statements that holds it)."""
     stack: list = [tree]
     while stack:
         current = stack.pop()
@@ -90,20 +92,53 @@ def _walk_statements(tree: ast.Module):
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             block = getattr(current, field, None)
             if isinstance(block, list):
-                stack.extend(child for child in block if isinstance(child, (ast.stmt, ast.excepthandler,
-                                                                            ast.match_case)))
+                children = [child for child in block if isinstance(child, (ast.stmt, ast.excepthandler,
+                                                                            ast.match_case))]
+                if blocks is not None:
+                    blocks.update((id(child), id(block)) for child in children)
+                stack.extend(children)
 
 
-def probe_import_lines(tree: ast.Module) -> set[int]:
-    """Lines of the import statements of every guarded probe: a `try` that catches ImportError
-    (or ModuleNotFoundError, Exception, a bare `except`) whose body only imports, sets flags,
-    returns what it read, logs or registers."""
-    lines: set[int] = set()
+def probe_tries(tree: ast.Module) -> list[tuple[ast.Try, list]]:
+    """Every guarded probe, with its import statements: a `try` that catches ImportError (or
+    ModuleNotFoundError, Exception, a bare `except`) whose body only imports, sets flags, returns
+    what it read, logs or registers."""
+    found = []
     for stmt in _walk_statements(tree):
         if not isinstance(stmt, ast.Try) or not any(map(_catches_import_error, stmt.handlers)):
             continue
         if all(map(_probe_statement, stmt.body)):
-            lines.update(s.lineno for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom)))
+            imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+            if imports:
+                found.append((stmt, imports))
+    return found
+
+
+def _bound(stmt: ast.AST) -> set[str]:
+    if isinstance(stmt, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in stmt.names}
+    return {alias.asname or alias.name for alias in stmt.names if alias.name != "*"}
+
+
+def probe_import_lines(tree: ast.Module, reported: set[int] = frozenset()) -> set[int]:
+    """Lines of the import statements of the guarded probes whose names the file uses nowhere
+    else but on `reported` lines: a name the probe binds that code outside it reads (`apex_amp.
+    scale_loss(...)` after `try: import apex.amp as apex_amp except ImportError: pass`) makes it
+    no probe, unless that use is reported itself."""
+    tries = probe_tries(tree)
+    if not tries:
+        return set()
+    uses: dict[str, list[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            uses.setdefault(node.id, []).append(node.lineno)
+    lines: set[int] = set()
+    for stmt, imports in tries:
+        first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+        names = set().union(*map(_bound, imports))
+        if any(not first <= line <= last and line not in reported for name in names for line in uses.get(name, ())):
+            continue
+        lines.update(s.lineno for s in imports)
     return lines
 
 
@@ -121,7 +156,7 @@ def review_guarded_probes(findings: list[Finding], text: str) -> list[Finding]:
     tree = _parse(text)
     if tree is None:
         return findings
-    probes = probe_import_lines(tree)
+    probes = probe_import_lines(tree, {f.line for f in findings if not f.fixable and f.cell is None})
     if not probes:
         return findings
     real = {(f.code, f.severity) for f in findings
@@ -144,9 +179,12 @@ def _resolves(path: str, modules: frozenset) -> bool:
     return f"{path}.py" in modules or f"{path}/__init__.py" in modules
 
 
-def _absolute(module: str, modules: frozenset) -> str | None:
-    """Where an absolute import of the project's own lives (`pkg/mod`), with or without a `src/`
-    (or other) folder above the package; None when no module of the run is it."""
+def _absolute(module: str, modules: frozenset, first_party: frozenset) -> str | None:
+    """Where an absolute import of the project's own (its top-level name is first party) lives
+    (`pkg/mod`), with or without a `src/` (or other) folder above the package; None when no
+    module of the run is it."""
+    if module.split(".")[0] not in first_party:
+        return None  # another project's (`flashinfer`), even where a module of this one shares its name
     path = module.replace(".", "/")
     for rel in modules:
         for suffix in (f"{path}.py", f"{path}/__init__.py"):
@@ -157,8 +195,9 @@ def _absolute(module: str, modules: frozenset) -> str | None:
     return None
 
 
-def _python_import(stmt: ast.AST, relpath: str, modules: frozenset) -> bool:
-    """Whether every extension-like module `stmt` imports is a Python module of the run."""
+def _python_import(stmt: ast.AST, relpath: str, modules: frozenset, first_party: frozenset) -> bool:
+    """Whether `stmt` names an extension-like module (`_C`, `*_cuda`) of the project's own, and
+    every one it names is a Python module or package of the run."""
     if isinstance(stmt, ast.ImportFrom):
         if stmt.level:
             folder = posixpath.dirname(relpath)
@@ -166,28 +205,25 @@ def _python_import(stmt: ast.AST, relpath: str, modules: frozenset) -> bool:
                 folder = posixpath.dirname(folder)
             base = posixpath.join(folder, *stmt.module.split(".")) if stmt.module else folder
         else:
-            base = _absolute(stmt.module or "", modules)
+            base = _absolute(stmt.module or "", modules, first_party)
             if base is None:
                 return False
         if stmt.module and f"{base}.py" in modules:
             return True  # every name is an attribute of a Python module
-        if not _resolves(base, modules) and not (not stmt.module and stmt.level):
-            return False
-        if stmt.module and any(_EXTENSION.search(part) for part in stmt.module.split(".")) \
-                and not _resolves(base, modules):
-            return False
-        return all(not _EXTENSION.search(alias.name) or _resolves(posixpath.join(base, alias.name), modules)
-                   or alias.name == "*" for alias in stmt.names)
+        # from a package (`from colossalai._C import fused_optim`): a name that is no module of the
+        # run may be a compiled one built into the package, so every name must be a module
+        extension_like = any(_EXTENSION.search(alias.name) for alias in stmt.names) or bool(
+            stmt.module and any(_EXTENSION.search(part) for part in stmt.module.split(".")))
+        return extension_like and (not stmt.module or _resolves(base, modules)) and all(
+            alias.name != "*" and _resolves(posixpath.join(base, alias.name), modules) for alias in stmt.names)
     if isinstance(stmt, ast.Import):
-        for alias in stmt.names:
-            if any(_EXTENSION.search(part) for part in alias.name.split(".")):
-                if _absolute(alias.name, modules) is None:
-                    return False
-        return True
+        named = [alias.name for alias in stmt.names if any(_EXTENSION.search(p) for p in alias.name.split("."))]
+        return bool(named) and all(f"{_absolute(name, modules, first_party)}.py" in modules for name in named)
     return False
 
 
-def drop_python_extensions(findings: list[Finding], text: str, relpath: str, modules: frozenset) -> list[Finding]:
+def drop_python_extensions(findings: list[Finding], text: str, relpath: str, modules: frozenset,
+                           first_party: frozenset) -> list[Finding]:
     """NPU911 on an import of the project's own Python module named like an extension, gone:
     the module is a `.py` file or a package of the run, not a compiled library."""
     if not modules or not any(f.code == "NPU911" and not f.fixable and f.cell is None for f in findings):
@@ -202,7 +238,7 @@ def drop_python_extensions(findings: list[Finding], text: str, relpath: str, mod
     out = []
     for finding in findings:
         stmt = imports.get(finding.line) if finding.code == "NPU911" and not finding.fixable and finding.cell is None else None
-        if stmt is not None and "import" in finding.message and _python_import(stmt, relpath.replace("\\", "/"), modules):
+        if stmt is not None and "import" in finding.message and _python_import(stmt, relpath.replace("\\", "/"), modules, first_party):
             continue
         out.append(finding)
     return out
@@ -241,7 +277,7 @@ def _absorb(finding: Finding, others: list[Finding]) -> Finding:
 def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
     """NPU990 on an attribute of a package whose import the file reports (`flash_attn.
     flash_attn_interface.flash_attn_gpu` after `import flash_attn`), and a second import of that
-    package under the same code, folded into the first import's finding: one construct, one
+    package under the same code in the same block, folded into the first import's finding: one construct, one
     finding. Only into one at the same severity or a higher one (a use that fails is not hidden
     under a probe's info)."""
     imports = [f for f in findings if not f.fixable and f.cell is None and _IMPORT_MESSAGE.search(f.message)]
@@ -251,11 +287,12 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
     if tree is None:
         return findings
     statements = {}
-    for stmt in _walk_statements(tree):
+    blocks: dict[int, int] = {}
+    for stmt in _walk_statements(tree, blocks):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             statements.setdefault(stmt.lineno, stmt)
     names: dict[str, Finding] = {}  # local name -> the import finding that binds it
-    owner: dict[tuple, Finding] = {}  # (code, package) -> the first import finding of it
+    owner: dict[tuple, Finding] = {}  # (code, package, block) -> the first import finding of it
     folded: dict[int, list[Finding]] = {}
     gone: set[int] = set()
     for finding in imports:
@@ -263,7 +300,7 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
         if stmt is None:
             continue
         bound = _bindings(stmt)
-        packages = set(bound.values())
+        packages = {(p, blocks.get(id(stmt))) for p in bound.values()}  # in one block: one construct
         first = next((owner[(finding.code, p)] for p in packages if (finding.code, p) in owner), None)
         if first is not None and _SEVERITY_RANK[finding.severity] <= _SEVERITY_RANK[first.severity] \
                 and len(packages) == 1:

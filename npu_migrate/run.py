@@ -132,7 +132,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
             findings, typing_only = review_untaken_branches(findings, text)
-            findings = drop_python_extensions(findings, text, relpath, options.python_modules)
+            findings = drop_python_extensions(findings, text, relpath, options.python_modules,
+                                              options.first_party)
             result.findings = review_guarded_probes(findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])

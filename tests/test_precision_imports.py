@@ -269,3 +269,62 @@ def test_vllm_custom_op_libraries_are_compiled_extensions(tmp_path):
     assert "vllm-ascend" not in ops[0]["message"]
     [guarded] = [f for f in findings if f["path"] == "guarded.py"]
     assert guarded["code"] == "NPU911" and guarded["severity"] == "info" and GUARDED in guarded["message"]
+
+
+def test_a_guarded_import_used_elsewhere_without_a_finding_is_no_probe(tmp_path):
+    root = _project(tmp_path, {
+        "amp.py": """\
+            try:
+                import apex.amp as apex_amp
+            except ImportError:
+                pass
+
+
+            class Wrapper:
+                def backward(self, loss, optim):
+                    with apex_amp.scale_loss(loss, optim) as scaled:
+                        scaled.backward()
+            """,
+        # the same probe with no use outside it is one
+        "probe_only.py": """\
+            try:
+                import apex.amp as apex_amp  # noqa
+
+                HAS_APEX = True
+            except ImportError:
+                HAS_APEX = False
+            """,
+    })
+    findings = _findings(root)
+    [amp] = [f for f in findings if f["path"] == "amp.py" and f["line"] == 2]
+    assert amp["code"] == "NPU902" and amp["severity"] == "error", amp
+    [probe] = [f for f in findings if f["path"] == "probe_only.py"]
+    assert probe["severity"] == "info" and GUARDED in probe["message"]
+
+
+def test_members_of_a_package_named_like_an_extension_stay_npu911(tmp_path):
+    root = _project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/_C/__init__.py": "",
+        # `fused_optim` is no module of the run: a compiled library built into the package
+        "proj/optim.py": "import torch\nfrom proj._C import fused_optim\n\nDEVICE = torch.device('cuda')\n",
+        "proj/layers/__init__.py": "",
+        "proj/layers/attn.py": """\
+            from flash_attn.bert_padding import unpad_input
+
+
+            def first(x, mask):
+                return unpad_input(x, mask)
+
+
+            def second(x):
+                from flash_attn.bert_padding import pad_input
+
+                return pad_input(x)
+            """,
+    })
+    findings = _findings(root)
+    assert [f["line"] for f in findings if f["path"] == "proj/optim.py" and f["code"] == "NPU911"] == [2]
+    # imports of one package in two functions are two constructs: not folded
+    fa = [f for f in findings if f["path"] == "proj/layers/attn.py" and f["code"] == "NPU502"]
+    assert {f["line"] for f in fa} >= {1, 9}, fa
