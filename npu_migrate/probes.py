@@ -21,14 +21,28 @@ Run after the engine (run.migrate_file), on the file's `ast` (astcache), like te
 from __future__ import annotations
 
 import ast
-import functools
 import posixpath
 import re
 from dataclasses import replace
 
-from . import catalogue
+from . import astcache, catalogue
 from .findings import MAX_LISTED, Finding, split_merged
-from .testscopes import _dotted, _parse
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _parse(text: str) -> ast.Module | None:
+    """The file's tree, from the parse the other passes share (astcache)."""
+    body = text.encode("utf-8", "surrogatepass")
+    return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
+
 
 _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -328,10 +342,3 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [_absorb(f, folded[id(f)]) if id(f) in folded else f for f in findings if id(f) not in gone]
 
-
-@functools.lru_cache(maxsize=None)
-def absent_packages() -> frozenset:
-    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but Triton:
-    triton-ascend installs a `triton` package on an NPU host."""
-    modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
-    return frozenset(m.split(".")[0] for m in modules) - {"triton"}

@@ -93,14 +93,20 @@ def _value(node: ast.AST):
     return _UNKNOWN
 
 
+@functools.lru_cache(maxsize=None)
+def absent_packages() -> frozenset:
+    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but Triton:
+    triton-ascend installs a `triton` package on an NPU host."""
+    modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
+    return frozenset(m.split(".")[0] for m in modules) - {"triton"}
+
+
 _AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed)?$")
 
 
 def _absent_package(name: str, call: ast.Call):
     """`importlib.util.find_spec("flash_attn")` (None) and `is_flash_attn_available()` (False) on
-    an NPU host, for a package with no NPU build (probes.absent_packages); None otherwise."""
-    from .probes import absent_packages
-
+    an NPU host, for a package with no NPU build (absent_packages); None otherwise."""
     if name == "find_spec" and call.args:
         first = call.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str) \
@@ -162,8 +168,6 @@ def _may_decide_re() -> re.Pattern:
     """A cheap text test before any parse: without one of these words no condition of the file
     can be known on an NPU host (the parse costs about as much as the engine's own)."""
     table = catalogue.read_table("scopes.toml")["platform"]
-    from .probes import absent_packages
-
     methods = "|".join(map(re.escape, table["false_methods"]))
     absent = "|".join(map(re.escape, sorted(absent_packages())))
     return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|find_spec\(\s*[\"']({absent})\b"
