@@ -14,8 +14,8 @@ Run after the engine (run.migrate_file), on the file's `ast` (astcache), like te
   (`drop_python_extensions`).
 * `flash_attn.flash_attn_interface.flash_attn_gpu` after `import flash_attn` reported in the same
   file, or a second import of the same package under the same code in the same block: one
-  construct, folded into
-  the import's finding (its `also` places and "also at" lines; `fold_repeated_imports`).
+  construct, folded into the import's finding (its `also` places and "also at" lines;
+  `fold_repeated_imports`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from . import astcache, catalogue
 from .findings import MAX_LISTED, Finding, split_merged
+
 
 def _dotted(node: ast.AST) -> str:
     parts = []
@@ -121,7 +122,7 @@ def probe_tries(tree: ast.Module) -> list[tuple[ast.Try, list]]:
     for stmt in _walk_statements(tree):
         if not isinstance(stmt, ast.Try) or not any(map(_catches_import_error, stmt.handlers)):
             continue
-        if all(map(_probe_statement, stmt.body)):
+        if all(map(_probe_statement, stmt.body + stmt.orelse)):  # (`else:` runs when it imported)
             imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
             if imports:
                 found.append((stmt, imports))
@@ -178,7 +179,8 @@ def review_guarded_probes(findings: list[Finding], text: str) -> list[Finding]:
     out = []
     for finding in findings:
         if (not finding.fixable and finding.cell is None and finding.line in probes
-                and finding.severity != "info" and not (_per_file(finding.code) and (finding.code, finding.severity) in real)):
+                and finding.severity != "info"
+                and not (_per_file(finding.code) and (finding.code, finding.severity) in real)):
             finding = replace(finding, severity="info", message=f"{finding.message} ({GUARDED})")
         out.append(finding)
     return out
@@ -251,8 +253,9 @@ def drop_python_extensions(findings: list[Finding], text: str, relpath: str, mod
             imports.setdefault(stmt.lineno, stmt)
     out = []
     for finding in findings:
-        stmt = imports.get(finding.line) if finding.code == "NPU911" and not finding.fixable and finding.cell is None else None
-        if stmt is not None and "import" in finding.message and _python_import(stmt, relpath.replace("\\", "/"), modules, first_party):
+        ours = finding.code == "NPU911" and not finding.fixable and finding.cell is None and "import" in finding.message
+        stmt = imports.get(finding.line) if ours else None
+        if stmt is not None and _python_import(stmt, relpath.replace("\\", "/"), modules, first_party):
             continue
         out.append(finding)
     return out

@@ -285,6 +285,16 @@ def test_a_guarded_import_used_elsewhere_without_a_finding_is_no_probe(tmp_path)
                     with apex_amp.scale_loss(loss, optim) as scaled:
                         scaled.backward()
             """,
+        # the `else:` of the try runs when the import worked: code there is a use
+        "else_use.py": """\
+            try:
+                import apex
+            except ImportError:
+                HAS_APEX = False
+            else:
+                def norm(x):
+                    return apex.normalization.fused_layer_norm(x)
+            """,
         # the same probe with no use outside it is one
         "probe_only.py": """\
             try:
@@ -298,6 +308,8 @@ def test_a_guarded_import_used_elsewhere_without_a_finding_is_no_probe(tmp_path)
     findings = _findings(root)
     [amp] = [f for f in findings if f["path"] == "amp.py" and f["line"] == 2]
     assert amp["code"] == "NPU902" and amp["severity"] == "error", amp
+    else_use = [f for f in findings if f["path"] == "else_use.py" and f["line"] == 2]
+    assert else_use and else_use[0]["severity"] == "error", findings
     [probe] = [f for f in findings if f["path"] == "probe_only.py"]
     assert probe["severity"] == "info" and GUARDED in probe["message"]
 
