@@ -52,8 +52,11 @@ _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseExc
 _QUIET_CALLS = frozenset({
     "hasattr", "getattr", "isinstance", "issubclass", "callable", "len", "str", "int", "float",
     "bool", "tuple", "parse", "Version", "LooseVersion", "parse_version", "version", "find_spec",
-    "print", "warn", "warning", "info", "debug", "register", "add", "append",
+    "print", "warn", "warning", "info", "debug", "register", "add", "append", "super",
 })
+
+# and calls named as questions: `super().check_deps()`, `is_torch_version(...)`, `has_fp8()`
+_QUESTION = re.compile(r"(is|has|check|supports?)_|\w*_available$|check_deps$")
 
 GUARDED = "guarded import: the fallback runs on NPU; review that the fallback exists"
 
@@ -75,7 +78,8 @@ def _quiet(node: ast.AST | None) -> bool:
         if isinstance(inner, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
             return False
         if isinstance(inner, ast.Call) and not isinstance(inner.func, ast.Call):
-            if _dotted(inner.func).rpartition(".")[2] not in _QUIET_CALLS:
+            name = _dotted(inner.func).rpartition(".")[2]
+            if name not in _QUIET_CALLS and not _QUESTION.match(name):
                 return False
     return True
 
@@ -93,6 +97,9 @@ def _probe_statement(stmt: ast.stmt) -> bool:
         return _quiet(stmt.exc)
     if isinstance(stmt, ast.If):
         return _quiet(stmt.test) and all(map(_probe_statement, stmt.body + stmt.orelse))
+    if isinstance(stmt, ast.Try):  # a nested probe (`try: v = Version(bnb.__version__) except ...`)
+        blocks = [stmt.body, stmt.orelse, stmt.finalbody, *(h.body for h in stmt.handlers)]
+        return all(_probe_statement(s) for block in blocks for s in block)
     return False
 
 

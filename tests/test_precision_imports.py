@@ -86,6 +86,40 @@ def test_guarded_probes_are_info_and_uses_stay_errors(tmp_path):
             except (ImportError, AttributeError):
                 pass
             """,
+        "pkg/deps.py": """\
+            import importlib.metadata
+
+            from packaging.version import Version
+
+
+            class Kernel:
+                @classmethod
+                def check_deps(cls) -> bool:
+                    return True
+
+
+            class Liger(Kernel):
+                @classmethod
+                def check_deps(cls) -> bool:
+                    try:
+                        import liger_kernel  # noqa: F401
+
+                        return super().check_deps()
+                    except ImportError:
+                        return False
+
+
+            try:
+                import bitsandbytes as bnb
+
+                try:
+                    BNB_VERSION = Version(bnb.__version__)
+                except AttributeError:
+                    BNB_VERSION = Version(importlib.metadata.version("bitsandbytes"))
+                HAS_4BIT = BNB_VERSION >= Version("0.39.0")
+            except ImportError:
+                HAS_4BIT = False
+            """,
         # true cases: a guarded import whose body defines a kernel, and an unguarded one
         "pkg/kernel.py": """\
             try:
@@ -110,6 +144,9 @@ def test_guarded_probes_are_info_and_uses_stay_errors(tmp_path):
         [found] = [f for f in _at(findings, path, line) if f["code"] == code]
         assert found["severity"] == "info" and GUARDED in found["message"], found
     assert not [f for f in findings if f["path"] == "pkg/register.py" and f["severity"] != "info"]
+    deps = [f for f in findings if f["path"] == "pkg/deps.py"]
+    assert {(f["line"], f["code"]) for f in deps} == {(16, "NPU910"), (24, "NPU914")}, deps
+    assert all(f["severity"] == "info" and GUARDED in f["message"] for f in deps), deps
     kernel = [f for f in findings if f["path"] == "pkg/kernel.py" and f["code"] == "NPU910"]
     assert kernel and all(f["severity"] == "error" for f in kernel), kernel
     plain = [f for f in findings if f["path"] == "pkg/plain.py" and f["code"] == "NPU902"]
