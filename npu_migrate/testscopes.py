@@ -95,10 +95,11 @@ def _value(node: ast.AST):
 
 @functools.lru_cache(maxsize=None)
 def absent_packages() -> frozenset:
-    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but Triton:
-    triton-ascend installs a `triton` package on an NPU host."""
+    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but those an NPU
+    host may have all the same (scopes.toml `installed_on_npu`: triton-ascend installs `triton`)."""
     modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
-    return frozenset(m.split(".")[0] for m in modules) - {"triton"}
+    present = catalogue.read_table("scopes.toml")["platform"].get("installed_on_npu", ())
+    return frozenset(m.split(".")[0] for m in modules) - set(present)
 
 
 _AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed)?$")

@@ -200,6 +200,13 @@ def test_find_spec_branch_is_untaken_and_its_references_fold_into_the_import(tmp
             if is_xformers_available():
                 import xformers.ops
             """,
+        # triton-ascend installs `triton` on an NPU host: its branch may be taken there
+        "tri.py": """\
+            import importlib.util
+
+            if importlib.util.find_spec("triton") is not None:
+                import triton
+            """,
         # true case: the same import outside such a branch
         "direct.py": """\
             import flash_attn.flash_attn_interface
@@ -216,6 +223,8 @@ def test_find_spec_branch_is_untaken_and_its_references_fold_into_the_import(tmp
     assert {line for line, _c, _s in imp["also"]} == {6, 8, 9, 11}
     [xf] = [f for f in findings if f["path"] == "avail.py" and f["code"] == "NPU915"]
     assert xf["severity"] == "info"
+    [tri] = [f for f in findings if f["path"] == "tri.py"]
+    assert tri["code"] == "NPU910" and tri["severity"] == "error"
     direct = [f for f in findings if f["path"] == "direct.py"]
     assert [f["code"] for f in direct] == ["NPU502"] and direct[0]["severity"] == "error"
     assert {line for line, _c, _s in direct[0]["also"]} == {3}
