@@ -222,6 +222,7 @@ def options_key(options, relpath: str) -> str:
         ",".join(sorted(options.first_party)),  # where isort puts the shim import
         # and which ecosystem imports are the project's own
         repr(sorted(options.sibling_classes(relpath).items())),  # per-device classes left as written
+        repr(options.modules_near(relpath)),  # what its relative imports resolve to (probes.py)
     )
     return digest("\0".join(parts).encode())
 

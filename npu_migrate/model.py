@@ -31,6 +31,25 @@ class Options:
     # (relpath, class name, reason): classes in a per-device class family spread over the modules
     # of one folder, left as written (families/platform.py, sibling_class_families)
     platform_classes: frozenset = frozenset()
+    # relpaths of the run's Python modules (`pkg/mod.py`): an import of the project's own that
+    # resolves to one is Python, not a compiled extension, whatever its name (probes.py)
+    python_modules: frozenset = frozenset()
+
+    @functools.cached_property
+    def _modules_by_folder(self) -> dict:
+        by_folder: dict[str, list[str]] = {}
+        for rel in self.python_modules:
+            folder, _, name = rel.rpartition("/")
+            by_folder.setdefault(folder, []).append(name)
+        return {folder: tuple(sorted(names)) for folder, names in by_folder.items()}
+
+    def modules_near(self, relpath: str) -> tuple:
+        """The Python modules of the file's folder and its parent's (what a relative import of
+        the file most often names): the part of `python_modules` its cache key holds."""
+        folder = relpath.rpartition("/")[0]
+        parent = folder.rpartition("/")[0] if folder else None
+        return (self._modules_by_folder.get(folder, ()),
+                self._modules_by_folder.get(parent, ()) if parent is not None else ())
 
     @functools.cached_property
     def shim_spec_map(self) -> dict:

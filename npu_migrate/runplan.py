@@ -248,6 +248,7 @@ def make_options(root: Path, items: list[tuple[str, str]], enabled: frozenset, s
         shim_specs=placement.plan(root, relpaths, shim, layout),
         first_party=first_party_names(root, shim, layout),
         platform_classes=platform_classes(items),
+        python_modules=frozenset(rel.replace(os.sep, "/") for _path, rel in items if rel.endswith(".py")),
     )
 
 

@@ -434,7 +434,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         """The code of a CUDA-only module: `specific` names (`m.n` of `from m import n`) first."""
         code = "NPU990"
         for name in (*specific, module):
-            code = next((c for m, c in self.module_codes.items() if _module_matches(name, (m,))), "NPU990")
+            # the longest entry that matches: `vllm._custom_ops` (NPU911) before `vllm` (NPU916)
+            matches = [m for m in self.module_codes if _module_matches(name, (m,))]
+            code = self.module_codes[max(matches, key=len)] if matches else "NPU990"
             if code != "NPU990":
                 break
         return code

@@ -92,6 +92,9 @@ def _value(node: ast.AST):
             return False  # torch.xpu.is_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
+        absent = _absent_package(name, node)
+        if absent is not None:
+            return absent
         values = [*node.args, *(k.value for k in node.keywords)]
         if re.search(r"avail|^has_|^is_", name or "") and any(
                 isinstance(v, ast.Constant) and isinstance(v.value, str) and re.search(r"(^|_)cuda($|_)", v.value)
@@ -100,6 +103,33 @@ def _value(node: ast.AST):
     if isinstance(node, ast.Name) and (_table()[1].search(node.id) or _table()[2].match(node.id)):
         return False
     return _UNKNOWN
+
+
+@functools.lru_cache(maxsize=None)
+def absent_packages() -> frozenset:
+    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but those an NPU
+    host may have all the same (scopes.toml `installed_on_npu`: triton-ascend installs `triton`)."""
+    modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
+    present = catalogue.read_table("scopes.toml")["platform"].get("installed_on_npu", ())
+    return frozenset(m.split(".")[0] for m in modules) - set(present)
+
+
+_AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed)?$")
+
+
+def _absent_package(name: str, call: ast.Call):
+    """`importlib.util.find_spec("flash_attn")` (None) and `is_flash_attn_available()` (False) on
+    an NPU host, for a package with no NPU build (absent_packages); None otherwise."""
+    if name == "find_spec" and call.args:
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str) \
+                and first.value.split(".")[0] in absent_packages():
+            return _NONE
+        return None
+    match = _AVAILABLE.fullmatch(name or "")
+    if match and not call.args and not call.keywords and match.group(1) in absent_packages():
+        return False
+    return None
 
 
 def _truth(node: ast.AST):
@@ -187,7 +217,10 @@ def _may_decide_re() -> re.Pattern:
     table = catalogue.read_table("scopes.toml")["platform"]
     methods = "|".join(map(re.escape, table["false_methods"]))
     calls = "|".join(re.escape(c.rpartition(".")[0]) for c in table["false_calls"])
+    absent = "|".join(map(re.escape, sorted(absent_packages())))
     return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|\b({calls})\."
+                      rf"|find_spec\(\s*[\"']({absent})\b"
+                      rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)"
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
 
 
