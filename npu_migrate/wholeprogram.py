@@ -48,7 +48,31 @@ _IMPORT = re.compile(
 )
 _CLASS = re.compile(rb"^[ \t]*class[ \t]+(?P<name>\w+)[ \t]*\((?P<bases>[^)]*)\)[ \t]*:", re.MULTILINE)
 _NPU_CLASS = re.compile(r"npu|ascend", re.IGNORECASE)
+
+_TYPING = "`TYPE_CHECKING`"
 _MAX_ROUNDS = 8  # modules imported only by modules imported only ... (a chain is rarely longer)
+# Words without which no condition of a file can be false on an NPU host (a superset of what
+# testscopes.false_on_npu decides, as fast substring tests: the exact verdict comes after; a
+# regex alternation over every file of a large tree costs seconds).
+_DECIDABLE = (b"hip", b"HIP", b"rocm", b"ROCM", b"xpu", b"mps", b"version.cuda", b"is_cuda", b"gfx", b"hopper",
+              b"blackwell", b"sm_", b"sm8", b"sm9", b"sm1", b"_available", b"_installed", b"find_spec", b"has_",
+              b"MI3", b"mi3")
+
+
+def _decidable(data: bytes) -> bool:
+    return any(word in data for word in _DECIDABLE)
+
+
+def _names_the_npu(data: bytes) -> bool:
+    """NPU, Npu, Ascend, or npu not after a letter ("input" is not one): substring tests."""
+    if b"NPU" in data or b"Npu" in data or b"scend" in data or b"SCEND" in data:
+        return True
+    at = data.find(b"npu")
+    while at != -1:
+        if at == 0 or not data[at - 1:at].isalpha():
+            return True
+        at = data.find(b"npu", at + 3)
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +92,14 @@ def _module_names(relpath: str) -> list[str]:
         return []
     names = [".".join(parts[i:]) for i in range(len(parts))]
     return [n for n in names if "." in n] or names[-1:]
+
+
+def _last_name(relpath: str) -> str:
+    """The last part of the module name of a .py file (its package's name for an __init__.py)."""
+    stem = os.path.basename(relpath[:-3])
+    if stem == "__init__":
+        stem = os.path.basename(os.path.dirname(relpath)) or stem
+    return stem
 
 
 def _resolve_relative(importer: str, dots: int, module: str) -> str:
@@ -173,23 +205,37 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
     for i in python:
         for name in _module_names(results[i].relpath):
             by_dotted[name].add(i)
-    # every import site of every python file of the run, resolved to the files it may name
-    sites: dict[int, list[tuple[int, int]]] = defaultdict(list)  # imported file -> (importer, line)
-    for i in python:
-        data = texts.get(i)
-        if not data or b"import" not in data:
-            continue
-        for name, line, relative in _imports(results[i].relpath, data):
-            if relative:
-                stem = name
-                found = {by_stem[stem]} if stem in by_stem else set()
-                if f"{stem}/__init__" in by_stem:
-                    found.add(by_stem[f"{stem}/__init__"])
-            else:
-                found = by_dotted.get(name, set())
-            for j in found:
-                if j != i:
-                    sites[j].append((i, line))
+    imports_of: dict[int, list[tuple[int, int]]] = {}  # importer -> [(imported file, line)]
+
+    def imports(i: int) -> list[tuple[int, int]]:
+        """The files of the run that file i imports, with the line of each import."""
+        if i not in imports_of:
+            data = texts.get(i)
+            out = []
+            if data and b"import" in data:
+                for name, line, relative in _imports(results[i].relpath, data):
+                    if relative:
+                        found = {by_stem[name]} if name in by_stem else set()
+                        if f"{name}/__init__" in by_stem:
+                            found.add(by_stem[f"{name}/__init__"])
+                    else:
+                        found = by_dotted.get(name, set())
+                    out.extend((j, line) for j in found if j != i)
+            imports_of[i] = out
+        return imports_of[i]
+
+    sites_of: dict[int, list[tuple[int, int]]] = {}  # imported file -> [(importer, line)]
+
+    def sites(j: int) -> list[tuple[int, int]]:
+        """Every import site of file j in the run (the index of all imports is built on the
+        first call: only runs with a candidate pay for it)."""
+        if not sites_of:
+            for i in python:
+                for k, line in imports(i):
+                    sites_of.setdefault(k, []).append((i, line))
+            sites_of.setdefault(-1, [])  # (built)
+        return sites_of.get(j, [])
+
     lines_of: dict[int, list[bytes]] = {}
     verdicts: dict[str, bool] = {}  # condition source -> false on an NPU host
 
@@ -216,22 +262,27 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
 
     def named_in_a_string(i: int) -> bool:
         if i not in strings:
-            stem = os.path.basename(results[i].relpath[:-3])
-            if stem == "__init__":
-                stem = os.path.basename(os.path.dirname(results[i].relpath)) or stem
-            word = stem.encode()
+            word = _last_name(results[i].relpath).encode()
             quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(word) + rb"\b[\w./:-]*[\"']")
             strings[i] = any(word in data and quoted.search(data) for j, data in texts.items() if j != i and data)
         return strings[i]
 
+    # Start from the import sites an NPU host never reaches: indented imports under an if/elif
+    # whose condition is false there, in the files that name such a condition at all.
+    candidates: set[int] = set()
+    for i in python:
+        data = texts.get(i)
+        if not data or not _decidable(data):
+            continue
+        for j, line in imports(i):
+            # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
+            if j not in candidates and gated(i, line) not in (None, _TYPING):
+                candidates.add(j)
     found: dict[int, str] = {}
-    # every module with an import site: one that holds no finding may still be the only way to
-    # its imports (bitsandbytes' backends/xpu/ops.py, the sole importer of its Triton kernels)
-    candidates = set(sites)
     for _round in range(_MAX_ROUNDS):
         grew = False
         for i in sorted(candidates - set(found)):
-            where = sites.get(i)
+            where = sites(i)
             if not where:
                 continue
             reasons = []
@@ -248,6 +299,9 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
                 shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
                 found[i] = f"imported only where an NPU host does not go: {shown}"
                 grew = True
+                # what only it imports may be unreachable too (bitsandbytes' Triton kernels,
+                # imported only by its XPU backend)
+                candidates.update(j for j, _line in imports(i))
         if not grew:
             break
     return {i: why for i, why in found.items() if i in set(targets)}
@@ -264,7 +318,7 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
     npu_classes: dict[str, list[tuple[int, str]]] = defaultdict(list)  # base name -> [(file, class)]
     for i in python:
         data = texts.get(i)
-        if not data or b"class" not in data:
+        if not data or not _names_the_npu(data):  # (a byte test first: few files name the NPU)
             continue
         for match in _CLASS.finditer(data):
             name = match.group("name").decode("utf-8", "replace")
@@ -285,8 +339,8 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
         if key not in methods_of:
             tree = astcache.parse(texts.get(i) or b"")
             found: dict[str, int] = {}
-            for node in ast.walk(tree) if tree is not None else ():
-                if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for node in _class_defs(tree):
+                if node.name == class_name:
                     for stmt in node.body:
                         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _calls_parent(stmt):
                             found[stmt.name] = stmt.lineno
@@ -304,8 +358,8 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
         if tree is None:
             continue
         spans = []
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ClassDef) or node.name not in npu_classes:
+        for node in _class_defs(tree):
+            if node.name not in npu_classes:
                 continue
             for stmt in node.body:
                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name.startswith("__"):
@@ -361,11 +415,14 @@ def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
     npu_builders: dict[str, int] = {}  # class name -> file, for classes of NPU modules
     for i in python:
         data = texts.get(i)
-        if not data or b"class" not in data:
-            continue
-        if _npu_path(results[i].relpath):
+        if data and b"class" in data and _npu_path(results[i].relpath):
             for match in _ANY_CLASS.finditer(data):
                 npu_builders.setdefault(match.group(1).decode("utf-8", "replace"), i)
+    if not npu_builders:
+        return {}
+    for i in python:
+        data = texts.get(i)
+        if not data or b"class" not in data or b".cu" not in data or _npu_path(results[i].relpath):
             continue
         literals = list(_CUDA_LITERAL.finditer(data))
         if not literals:
@@ -410,3 +467,18 @@ def _headers(lines: list[bytes], index: int):
         if depth < level:
             level = depth
             yield stripped
+
+
+def _class_defs(tree):
+    """The class statements of a module, nested ones included, without walking expressions."""
+    import ast
+
+    stack = [tree] if tree is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.ClassDef):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend(child for child in block if isinstance(child, (ast.stmt, ast.excepthandler)))
