@@ -1,0 +1,124 @@
+"""Issue #16, precision on real projects: labels, conditions false on an NPU host, guarded
+optional imports.
+
+Shapes found false or redundant by the audit of the ecosystem check, each reproduced with a small
+fixture next to a true case that must still be reported:
+- capability declarations (`SUPPORTED_DEVICES = {"cuda"}` in an op's class), lookups by label in a
+  table keyed by platform (`DEVICE_BACKENDS["cuda"]` next to a "rocm" key), an op's name passed to
+  a report function (`_report_implicit_sync("cuda", ...)`), and the name of a CPU op
+  (`"_scaled_dot_product_flash_attention_for_cpu"`) are not devices: no NPU990;
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npu_migrate.cli import main
+
+
+def _migrate(tmp_path: Path, files: dict[str, str]) -> list[dict]:
+    root = tmp_path / "project"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    result = CliRunner().invoke(
+        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
+               "--output-format", "json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    assert not report["errors"], report["errors"]
+    return report["findings"]
+
+
+def _at(findings: list[dict], path: str, line: int, code: str | None = None) -> list[dict]:
+    """The findings at a line, or listed in another finding's `also` of that line."""
+    return [f for f in findings if f["path"] == path and (code is None or f["code"] == code)
+            and (f["line"] == line or any(a[0] == line for a in f.get("also") or ()))]
+
+
+# ---------------------------------------------------------------------------- labels (NPU990)
+
+OPS = '''\
+import torch
+
+
+class FlashOp:
+    SUPPORTED_DEVICES = {"cuda"}
+    SUPPORTED_DTYPES = {torch.half}
+
+
+class TypedOp:
+    SUPPORTED_DEVICES: set = {"cuda", "rocm"}
+
+
+class Other:
+    default_device = "cuda"
+'''
+
+
+def test_capability_declaration_is_not_a_device(tmp_path):
+    findings = _migrate(tmp_path, {"ops.py": OPS})
+    assert not _at(findings, "ops.py", 5), _at(findings, "ops.py", 5)
+    assert not _at(findings, "ops.py", 10), _at(findings, "ops.py", 10)
+    # a class attribute that is not a capability declaration still names a device
+    assert _at(findings, "ops.py", 14, "NPU990") or _at(findings, "ops.py", 14), findings
+
+
+TABLE = '''\
+BACKENDS = {
+    "cuda": ["FLASH_ATTN"],
+    "rocm": ["TRITON_ATTN"],
+}
+OTHER = {"cpu": 1}
+
+skip_if_not_cuda = not BACKENDS["cuda"]
+DEFAULT = OTHER["cuda"]
+'''
+
+
+def test_lookup_in_a_table_keyed_by_platform(tmp_path):
+    findings = _migrate(tmp_path, {"utils.py": TABLE})
+    assert not _at(findings, "utils.py", 7), _at(findings, "utils.py", 7)
+    # the same lookup in a table that is not keyed by platform labels is still reported
+    assert _at(findings, "utils.py", 8, "NPU990"), findings
+
+
+REPORTS = '''\
+import torch
+
+
+def _report_implicit_sync(op, kind, reason):
+    print(op, kind, reason)
+
+
+def check(x):
+    _report_implicit_sync("cuda", "H2D", "pinned")
+    _compute("cuda")
+'''
+
+
+def test_op_name_passed_to_a_report_function_is_prose(tmp_path):
+    findings = _migrate(tmp_path, {"debug.py": REPORTS})
+    assert not _at(findings, "debug.py", 9), _at(findings, "debug.py", 9)
+    assert _at(findings, "debug.py", 10), findings
+
+
+ATTENTION_OPS = '''\
+NAMES = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+)
+'''
+
+
+def test_cpu_op_name_is_not_flash_attention(tmp_path):
+    findings = _migrate(tmp_path, {"ckpt.py": ATTENTION_OPS})
+    assert not _at(findings, "ckpt.py", 4), _at(findings, "ckpt.py", 4)
+    assert _at(findings, "ckpt.py", 2, "NPU990"), findings
