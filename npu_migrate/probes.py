@@ -352,3 +352,44 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [_absorb(f, folded[id(f)]) if id(f) in folded else f for f in findings if id(f) not in gone]
 
+
+
+# ----------------------------------------------------------------------------- checks in front of a reported package
+_GATE_USES = re.compile(r"\((?:uses `[^`]+` \(`([\w.]+)`\)|imports `([\w.]+)`|uses `[^`]+` \((a Triton kernel)\))")
+_IMPORTED = re.compile(r"\bimport (?:of|from) `([\w.]+)`")
+
+
+def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
+    """NPU110 on a device check whose guarded code uses a package (`if not x.is_cuda: raise ...`
+    in front of a Triton kernel) that the file reports already, as an import (`import triton`,
+    NPU910) or a Triton kernel: one construct, folded into that finding (its `also` places), when
+    that one is at the same severity or a higher one. The check's line stays listed."""
+    gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
+    if not gates:
+        return findings
+    imports: dict[str, Finding] = {}
+    for finding in findings:
+        if finding.fixable or finding.cell is not None or finding.code == "NPU110":
+            continue
+        match = _IMPORTED.search(finding.message)
+        if match:
+            imports.setdefault(match.group(1).split(".")[0], finding)
+        if finding.code == "NPU910":
+            imports.setdefault("a Triton kernel", finding)
+    folded: dict[int, list[Finding]] = {}
+    gone: set[int] = set()
+    for gate in gates:
+        match = _GATE_USES.search(gate.message)
+        if not match:
+            continue
+        key = match.group(3) or (match.group(1) or match.group(2)).split(".")[0]
+        target = imports.get(key)
+        if target is None and key == "triton":
+            target = imports.get("a Triton kernel")
+        if target is None or _SEVERITY_RANK[gate.severity] > _SEVERITY_RANK[target.severity]:
+            continue
+        folded.setdefault(id(target), []).append(gate)
+        gone.add(id(gate))
+    if not gone:
+        return findings
+    return [_absorb(f, folded[id(f)]) if id(f) in folded else f for f in findings if id(f) not in gone]

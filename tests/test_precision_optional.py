@@ -122,3 +122,59 @@ def test_cpu_op_name_is_not_flash_attention(tmp_path):
     findings = _migrate(tmp_path, {"ckpt.py": ATTENTION_OPS})
     assert not _at(findings, "ckpt.py", 4), _at(findings, "ckpt.py", 4)
     assert _at(findings, "ckpt.py", 2, "NPU990"), findings
+
+
+# ---------------------------------------------------------------------------- NPU110 false on NPU
+
+SETUP = '''\
+import os
+import subprocess
+
+import torch
+
+
+def build():
+    if torch.version.cuda and torch.cuda.is_available():
+        subprocess.run(["nvcc", "--version"])
+    elif (
+        torch.version.hip
+        and os.getenv("CK", "1") == "1"
+        and torch.cuda.is_available()
+    ):
+        subprocess.run(["nvcc", "--version"])
+    if os.getenv("BUILD") == "1" and torch.cuda.is_available():
+        subprocess.run(["nvcc", "--version"])
+'''
+
+
+def test_check_in_a_condition_false_on_npu_is_not_reported(tmp_path):
+    findings = _migrate(tmp_path, {"setup.py": SETUP})
+    assert not _at(findings, "setup.py", 13, "NPU110"), findings
+    # the same check in a condition an NPU host may take is still reported
+    assert _at(findings, "setup.py", 16, "NPU110"), findings
+
+
+KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add_kernel(x_ptr, n):
+    tl.store(x_ptr, tl.load(x_ptr))
+
+
+def add(x: torch.Tensor):
+    if not x.is_cuda:
+        raise ValueError("x must be a CUDA tensor")
+    _add_kernel[(1,)](x, x.numel())
+'''
+
+
+def test_check_in_front_of_a_reported_triton_kernel_folds_into_it(tmp_path):
+    findings = _migrate(tmp_path, {"kernels.py": KERNEL})
+    assert not [f for f in findings if f["code"] == "NPU110" and f["path"] == "kernels.py"], findings
+    # the kernel is still reported, its check listed with it
+    triton = [f for f in findings if f["code"] == "NPU910" and f["path"] == "kernels.py"]
+    assert triton and any(12 in (a[0] for a in f.get("also") or ()) for f in triton), triton
