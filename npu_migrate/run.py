@@ -30,7 +30,13 @@ from .cache import digest, options_key
 # engine and `--help` never need it.
 from .findings import merge_per_file
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
-from .probes import drop_python_extensions, fold_gates_into_imports, fold_repeated_imports, review_guarded_probes
+from .probes import (
+    drop_python_extensions,
+    fold_gates_into_imports,
+    fold_repeated_imports,
+    review_guarded_probes,
+    review_type_check_imports,
+)
 from .source import read_regular
 from .testscopes import (
     drop_untaken_gates,
@@ -140,7 +146,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             findings = drop_untaken_gates(findings, text)
             findings = drop_python_extensions(findings, text, relpath, options.python_modules,
                                               options.first_party)
-            result.findings = review_guarded_probes(findings, text)
+            result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -178,3 +178,89 @@ def test_check_in_front_of_a_reported_triton_kernel_folds_into_it(tmp_path):
     # the kernel is still reported, its check listed with it
     triton = [f for f in findings if f["code"] == "NPU910" and f["path"] == "kernels.py"]
     assert triton and any(12 in (a[0] for a in f.get("also") or ()) for f in triton), triton
+
+
+# ---------------------------------------------------------------------------- optional imports (NPU914)
+
+TUNER = '''\
+import torch
+
+from .utils import is_bnb_available
+
+
+def create_module(target):
+    if is_bnb_available():
+        import bitsandbytes as bnb
+    if isinstance(target, bnb.nn.Linear8bitLt):
+        return "8bit"
+    return "plain"
+
+
+def quantize(layer):
+    if is_bnb_available():
+        import bitsandbytes as bnb
+    return bnb.nn.Linear8bitLt(layer.in_features, layer.out_features)
+
+
+def optimizer_kind(optimizer):
+    if is_bnb_available(min_version="0.38.0"):
+        from bitsandbytes.optim import Lion, Lion32bit
+
+        if isinstance(optimizer, (Lion, Lion32bit)):
+            return "lion"
+    return "other"
+'''
+
+
+def test_optional_import_used_for_type_checks_is_info(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/tuner.py": TUNER, "pkg/utils.py": "def is_bnb_available():\n    return False\n",
+                                   "pkg/__init__.py": ""})
+    for line in (8, 22):
+        found = _at(findings, "pkg/tuner.py", line, "NPU914")
+        assert found, (line, findings)
+        assert all(f["severity"] == "info" and "type checks" in f["message"] for f in found
+                   if f["line"] == line), found
+    # constructing a bitsandbytes class still fails on an NPU host: the import stays an error
+    kept = [f for f in _at(findings, "pkg/tuner.py", 16, "NPU914") if f["severity"] == "error"]
+    assert kept, findings
+
+
+# ---------------------------------------------------------------------------- early returns
+
+EARLY_RETURN = '''\
+import torch
+
+
+def has_flashinfer():
+    return False
+
+
+def supports_mla():
+    """Whether FlashInfer's MLA is there."""
+    if not has_flashinfer():
+        return False
+    try:
+        from flashinfer.mla import Wrapper
+    except ImportError:
+        return False
+    return Wrapper.run(torch.zeros(1)) is not None
+
+
+def supports_mla_unguarded():
+    try:
+        from flashinfer.mla import Wrapper
+    except ImportError:
+        return False
+    return Wrapper.run(torch.zeros(1)) is not None
+
+
+DEVICE = torch.device("cuda")
+'''
+
+
+def test_code_after_an_early_return_taken_on_npu_is_info(tmp_path):
+    findings = _migrate(tmp_path, {"fi.py": EARLY_RETURN})
+    after = [f for f in findings if f["path"] == "fi.py" and f["line"] == 13]
+    assert after and all(f["severity"] == "info" and "has_flashinfer()" in f["message"] for f in after), findings
+    # the same import without the early return is still an error
+    assert [f for f in _at(findings, "fi.py", 21) if f["severity"] == "error"], findings
