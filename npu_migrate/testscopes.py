@@ -169,7 +169,21 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
     name = _dotted(decorator).rpartition(".")[2]
     if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
+    if name and _skip_decorators().match(name):
+        return decorator  # `@require_cuda_or_xpu`, `@require_bnb`: skips on an NPU host
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _skip_decorators() -> re.Pattern:
+    return re.compile(catalogue.read_table("scopes.toml")["platform"].get("skip_decorators", "(?!)"))
+
+
+@functools.lru_cache(maxsize=None)
+def _skip_decorator_text() -> re.Pattern:
+    """One of the skip_decorators applied somewhere in a file's text (a cheap test, no parse)."""
+    pattern = catalogue.read_table("scopes.toml")["platform"].get("skip_decorators", "(?!)")
+    return re.compile(r"@(?:\w+\.)*(?:" + pattern.lstrip("^").rstrip("$") + r")\b")
 
 
 def _skip_decorator_lines(text: str) -> set[int]:
@@ -370,7 +384,8 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
         return findings
     # availability skips left as written because the test uses CUDA-only code (NPU110)
     kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
-    if ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)):
+    if not _skip_decorator_text().search(text) and (
+            ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text))):
         return findings
     scopes = cuda_only_test_scopes(text, kept)
     skips = _skip_decorator_lines(text) if kept else set()

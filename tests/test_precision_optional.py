@@ -264,3 +264,37 @@ def test_code_after_an_early_return_taken_on_npu_is_info(tmp_path):
     assert after and all(f["severity"] == "info" and "has_flashinfer()" in f["message"] for f in after), findings
     # the same import without the early return is still an error
     assert [f for f in _at(findings, "fi.py", 21) if f["severity"] == "error"], findings
+
+
+# ---------------------------------------------------------------------------- tests skipped off CUDA
+
+QUANT_TEST = '''\
+import unittest
+
+from accelerate.test_utils import require_bnb, require_cuda_or_xpu, require_non_cpu
+
+
+@require_cuda_or_xpu
+@require_bnb
+class Int8Test(unittest.TestCase):
+    def test_memory(self):
+        from bitsandbytes.nn import Int8Params
+
+        self.assertTrue(Int8Params)
+
+
+@require_non_cpu
+class AnyAcceleratorTest(unittest.TestCase):
+    def test_memory(self):
+        from bitsandbytes.nn import Int8Params
+
+        self.assertTrue(Int8Params)
+'''
+
+
+def test_test_class_decorated_to_skip_off_cuda_is_info(tmp_path):
+    findings = _migrate(tmp_path, {"tests/test_quant.py": QUANT_TEST})
+    skipped = [f for f in findings if f["path"] == "tests/test_quant.py" and f["line"] == 10]
+    assert skipped and all(f["severity"] == "info" and "require_cuda_or_xpu" in f["message"] for f in skipped), findings
+    # a test that runs on any accelerator (the NPU included) keeps its error
+    assert [f for f in _at(findings, "tests/test_quant.py", 18) if f["severity"] == "error"], findings
