@@ -360,10 +360,11 @@ _IMPORTED = re.compile(r"\bimport (?:of|from) `([\w.]+)`")
 
 
 def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
-    """NPU110 on a device check whose guarded code uses a package (`if not x.is_cuda: raise ...`
-    in front of a Triton kernel) that the file reports already, as an import (`import triton`,
-    NPU910) or a Triton kernel: one construct, folded into that finding (its `also` places), when
-    that one is at the same severity or a higher one. The check's line stays listed."""
+    """NPU110 on a device check whose guarded code is Triton (`if not x.is_cuda: raise ...` in
+    front of a Triton kernel) in a file that reports Triton already (NPU910: `import triton`, a
+    `@triton.jit` kernel): the check only says that the kernel does not run on an NPU, so it is
+    folded into that finding (its `also` places), when that one is at the same severity or a
+    higher one. The check's line stays listed. Checks in front of other packages' calls stay."""
     gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
     if not gates:
         return findings
@@ -383,9 +384,9 @@ def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
         if not match:
             continue
         key = match.group(3) or (match.group(1) or match.group(2)).split(".")[0]
-        target = imports.get(key)
-        if target is None and key == "triton":
-            target = imports.get("a Triton kernel")
+        if key not in ("triton", "a Triton kernel"):
+            continue  # (a check in front of a package's calls stays: tests/test_precision_gates.py)
+        target = imports.get(key) or imports.get("a Triton kernel")
         if target is None or _SEVERITY_RANK[gate.severity] > _SEVERITY_RANK[target.severity]:
             continue
         folded.setdefault(id(target), []).append(gate)
