@@ -16,6 +16,11 @@ Run after the engine (run.migrate_file), on the file's `ast` (astcache), like te
   file, or a second import of the same package under the same code in the same block: one
   construct, folded into the import's finding (its `also` places and "also at" lines;
   `fold_repeated_imports`).
+* `if not x.is_cuda: raise ...` in front of a Triton kernel in a file that reports Triton (NPU910):
+  the check (NPU110) is folded into that finding (`fold_gates_into_imports`).
+* `if is_bnb_available(): import bitsandbytes as bnb` read only as `isinstance(layer,
+  bnb.nn.Linear8bitLt)`: the import runs only where the package is installed and type checks
+  work anywhere, so its finding is info (`review_type_check_imports`).
 """
 
 from __future__ import annotations

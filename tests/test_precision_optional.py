@@ -7,6 +7,13 @@ fixture next to a true case that must still be reported:
   table keyed by platform (`DEVICE_BACKENDS["cuda"]` next to a "rocm" key), an op's name passed to
   a report function (`_report_implicit_sync("cuda", ...)`), and the name of a CPU op
   (`"_scaled_dot_product_flash_attention_for_cpu"`) are not devices: no NPU990;
+- NPU110 on a condition an NPU host never takes for another reason (`elif torch.version.hip and
+  ... torch.cuda.is_available()`): not reported; in front of a Triton kernel the file reports
+  (NPU910): folded into it;
+- an optional import under an availability test read only by `isinstance` checks: info;
+- code after an early return an NPU host always takes (`if not has_flashinfer(): return False`):
+  info;
+- tests decorated `@require_cuda_or_xpu` / `@require_bnb` (skipped on an NPU host): info.
 """
 
 from __future__ import annotations
