@@ -16,6 +16,11 @@ Run after the engine (run.migrate_file), on the file's `ast` (astcache), like te
   file, or a second import of the same package under the same code in the same block: one
   construct, folded into the import's finding (its `also` places and "also at" lines;
   `fold_repeated_imports`).
+* `if not x.is_cuda: raise ...` in front of a Triton kernel in a file that reports Triton (NPU910):
+  the check (NPU110) is folded into that finding (`fold_gates_into_imports`).
+* `if is_bnb_available(): import bitsandbytes as bnb` read only as `isinstance(layer,
+  bnb.nn.Linear8bitLt)`: the import runs only where the package is installed and type checks
+  work anywhere, so its finding is info (`review_type_check_imports`).
 """
 
 from __future__ import annotations
@@ -352,3 +357,121 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [_absorb(f, folded[id(f)]) if id(f) in folded else f for f in findings if id(f) not in gone]
 
+
+
+# ----------------------------------------------------------------------------- checks in front of a reported package
+_GATE_USES = re.compile(r"\((?:uses `[^`]+` \(`([\w.]+)`\)|imports `([\w.]+)`|uses `[^`]+` \((a Triton kernel)\))")
+_IMPORTED = re.compile(r"\bimport (?:of|from) `([\w.]+)`")
+
+
+def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
+    """NPU110 on a device check whose guarded code is Triton (`if not x.is_cuda: raise ...` in
+    front of a Triton kernel) in a file that reports Triton already (NPU910: `import triton`, a
+    `@triton.jit` kernel): the check only says that the kernel does not run on an NPU, so it is
+    folded into that finding (its `also` places), when that one is at the same severity or a
+    higher one. The check's line stays listed. Checks in front of other packages' calls stay."""
+    gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
+    if not gates:
+        return findings
+    imports: dict[str, Finding] = {}
+    for finding in findings:
+        if finding.fixable or finding.cell is not None or finding.code == "NPU110":
+            continue
+        match = _IMPORTED.search(finding.message)
+        if match:
+            imports.setdefault(match.group(1).split(".")[0], finding)
+        if finding.code == "NPU910":
+            imports.setdefault("a Triton kernel", finding)
+    folded: dict[int, list[Finding]] = {}
+    gone: set[int] = set()
+    for gate in gates:
+        match = _GATE_USES.search(gate.message)
+        if not match:
+            continue
+        key = match.group(3) or (match.group(1) or match.group(2)).split(".")[0]
+        if key not in ("triton", "a Triton kernel"):
+            continue  # (a check in front of a package's calls stays: tests/test_precision_gates.py)
+        target = imports.get(key) or imports.get("a Triton kernel")
+        if target is None or _SEVERITY_RANK[gate.severity] > _SEVERITY_RANK[target.severity]:
+            continue
+        folded.setdefault(id(target), []).append(gate)
+        gone.add(id(gate))
+    if not gone:
+        return findings
+    return [_absorb(f, folded[id(f)]) if id(f) in folded else f for f in findings if id(f) not in gone]
+
+
+# ----------------------------------------------------------------------------- optional imports for type checks
+TYPE_CHECKS = ("optional import used for type checks: it runs only where the package is installed, "
+               "and `isinstance` checks work on any host")
+
+
+def _availability_test(test: ast.AST) -> bool:
+    """A test that asks whether a package is there (`is_bnb_available()`, `has_x()`)."""
+    return any(isinstance(n, ast.Call) and _QUESTION.match(_dotted(n.func).rpartition(".")[2])
+               for n in ast.walk(test))
+
+
+def type_check_import_lines(tree: ast.Module) -> set[int]:
+    """Lines of the imports under an availability test (`if is_bnb_available(): import
+    bitsandbytes as bnb`) whose names the enclosing function (or, at module level, the file)
+    reads only as the classes of `isinstance`/`issubclass` checks (`isinstance(layer,
+    bnb.nn.Linear8bitLt)`): nothing of the package is called or constructed."""
+    guarded: list[tuple[ast.stmt, ast.AST]] = []  # (import, scope)
+    scopes: list[tuple[ast.AST, list]] = [(tree, tree.body)]
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scopes.append((node, node.body))
+    for scope, body in scopes:
+        stack = list(body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # (a scope of its own)
+            if isinstance(stmt, ast.If) and _availability_test(stmt.test):
+                guarded.extend((s, scope) for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom)))
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list):
+                    stack.extend(s for s in block if isinstance(s, ast.stmt))
+                    stack.extend(s for h in block if isinstance(h, ast.ExceptHandler) for s in h.body)
+    if not guarded:
+        return set()
+    lines: set[int] = set()
+    checked: dict[int, tuple[dict, set]] = {}
+    for stmt, scope in guarded:
+        if id(scope) not in checked:
+            uses: dict[str, list[int]] = {}
+            classes: set[int] = set()
+            for node in ast.walk(scope):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    uses.setdefault(node.id, []).append(id(node))
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 2
+                      and node.func.id in ("isinstance", "issubclass")):
+                    classes.update(id(n) for n in ast.walk(node.args[1]))
+            checked[id(scope)] = (uses, classes)
+        uses, classes = checked[id(scope)]
+        names = _bound(stmt)
+        if names and all(use in classes for name in names for use in uses.get(name, ())):
+            lines.add(stmt.lineno)
+    return lines
+
+
+def review_type_check_imports(findings: list[Finding], text: str) -> list[Finding]:
+    """Report-only findings on optional imports used only for type checks lowered to info, with
+    the reason (type_check_import_lines)."""
+    if "isinstance" not in text and "issubclass" not in text:
+        return findings
+    if not any(not f.fixable and f.severity != "info" and f.cell is None and _IMPORT_MESSAGE.search(f.message)
+               for f in findings):
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    lines = type_check_import_lines(tree)
+    if not lines:
+        return findings
+    return [replace(f, severity="info", message=f"{f.message} ({TYPE_CHECKS})")
+            if (not f.fixable and f.cell is None and f.line in lines and f.severity != "info"
+                and _IMPORT_MESSAGE.search(f.message)) else f
+            for f in findings]

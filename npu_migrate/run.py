@@ -30,9 +30,16 @@ from .cache import digest, options_key
 # engine and `--help` never need it.
 from .findings import merge_per_file
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
-from .probes import drop_python_extensions, fold_repeated_imports, review_guarded_probes
+from .probes import (
+    drop_python_extensions,
+    fold_gates_into_imports,
+    fold_repeated_imports,
+    review_guarded_probes,
+    review_type_check_imports,
+)
 from .source import read_regular
 from .testscopes import (
+    drop_untaken_gates,
     in_annotation,
     lower_in_cuda_only_tests,
     lower_triton_harness,
@@ -136,14 +143,16 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
             findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             findings, typing_only = review_untaken_branches(findings, text)
+            findings = drop_untaken_gates(findings, text)
             findings = drop_python_extensions(findings, text, relpath, options.python_modules,
                                               options.first_party)
-            result.findings = review_guarded_probes(findings, text)
+            result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
             # (after the merge: a reference folded into an import joins the places merged into it)
-            result.findings = fold_repeated_imports(merge_per_file(result.findings, secondary), text)
+            result.findings = fold_gates_into_imports(
+                fold_repeated_imports(merge_per_file(result.findings, secondary), text))
             return result
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -95,6 +95,35 @@ def _label_table() -> tuple[frozenset, frozenset, re.Pattern, frozenset, re.Patt
 
 
 @functools.lru_cache(maxsize=None)
+def _capability_names() -> frozenset:
+    return frozenset(catalogue.read_table("sweep.toml")["labels"].get("capability_names", ()))
+
+
+@functools.lru_cache(maxsize=None)
+def _prose_call_words() -> frozenset:
+    return frozenset(catalogue.read_table("sweep.toml")["commands"].get("prose_call_words", ()))
+
+
+def _label_tables(tree: Optional[ast.AST]) -> frozenset:
+    """Names bound at module level to a dict literal whose string keys hold "cuda" next to a
+    platform label (`DEVICE_BACKENDS = {"cuda": ..., "rocm": ...}`): a table keyed by platform."""
+    if not isinstance(tree, ast.Module):
+        return frozenset()
+    labels = _label_table()[0]
+    names = set()
+    for statement in tree.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else (
+            [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+        value = getattr(statement, "value", None)
+        if not isinstance(value, ast.Dict):
+            continue
+        keys = {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if "cuda" in keys and keys & labels:
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=None)
 def _guard_table() -> tuple[tuple[str, ...], frozenset]:
     t = catalogue.read_table("sweep.toml")["guard"]
     return tuple(t["modules"]), frozenset(t["extension_exempt"])
@@ -199,6 +228,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.label_hint: dict[int, str] = {}  # ids of strings reported with a hint: what to do
         self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
         self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
+        self.label_tables: Optional[frozenset] = None  # names of module-level tables keyed by platform
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.unguarded = unguarded_imports(node)
@@ -329,6 +359,36 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         return True
 
     visit_Tuple = visit_List = visit_Set = _label_elements
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        """`SUPPORTED_DEVICES = {"cuda"}` in a class body: the op declares the devices it supports
+        and its dispatcher leaves it out on an NPU host; "npu" added there would be a false claim."""
+        names = _capability_names()
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+        for line in body:
+            for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    targets = [small.target]
+                else:
+                    continue
+                if any(isinstance(t, cst.Name) and t.value in names for t in targets) \
+                        and isinstance(small.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
+                    self._gate_strings(small.value)
+        return True
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        """`DEVICE_BACKENDS["cuda"]` of a module-level table keyed by platform (a sibling key
+        "rocm", "hip", ...): a lookup by label, as the table's own "cuda" key is."""
+        if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if isinstance(key, cst.SimpleString) and literal_value(key.value) == "cuda":
+                if self.label_tables is None:
+                    self.label_tables = _label_tables(self.m._ast())
+                if node.value.value in self.label_tables:
+                    self.gates.add(id(key))
+        return True
 
     def _accelerator_name(self, node: cst.CSTNode) -> bool:
         """A variable or attribute named for a framework's accelerator (`self._accelerator_flag`)."""
@@ -778,6 +838,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 and (self.m.qualname(node.func) or "").startswith("torch.cuda."):
             # `torch.cuda.get_device_capability("cuda")`: the query is rewritten to the shim, which
             # asks the NPU; its device argument names the current device, not a CUDA one
+            self.gates.add(id(node.args[0].value))
+        if node.args and node.args[0].keyword is None and isinstance(node.args[0].value, cst.SimpleString) \
+                and set(called.lower().split("_")) & _prose_call_words():
+            # `_report_implicit_sync("cuda", "H2D", ...)`: an op named in a report, not a device
             self.gates.add(id(node.args[0].value))
         prose_calls = _command_table()[1]
         if called in prose_calls or called.endswith(("Error", "Exception", "Warning")):

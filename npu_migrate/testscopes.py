@@ -169,7 +169,21 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
     name = _dotted(decorator).rpartition(".")[2]
     if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
+    if name and _skip_decorators().match(name):
+        return decorator  # `@require_cuda_or_xpu`, `@require_bnb`: skips on an NPU host
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _skip_decorators() -> re.Pattern:
+    return re.compile(catalogue.read_table("scopes.toml")["platform"].get("skip_decorators", "(?!)"))
+
+
+@functools.lru_cache(maxsize=None)
+def _skip_decorator_text() -> re.Pattern:
+    """One of the skip_decorators applied somewhere in a file's text (a cheap test, no parse)."""
+    pattern = catalogue.read_table("scopes.toml")["platform"].get("skip_decorators", "(?!)")
+    return re.compile(r"@(?:\w+\.)*(?:" + pattern.lstrip("^").rstrip("$") + r")\b")
 
 
 def _skip_decorator_lines(text: str) -> set[int]:
@@ -370,7 +384,8 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
         return findings
     # availability skips left as written because the test uses CUDA-only code (NPU110)
     kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
-    if ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)):
+    if not _skip_decorator_text().search(text) and (
+            ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text))):
         return findings
     scopes = cuda_only_test_scopes(text, kept)
     skips = _skip_decorator_lines(text) if kept else set()
@@ -576,16 +591,36 @@ def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
         elif truth is True and node.orelse:
             out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
                         f"not ({_segment(lines, node.test)})", False))
+    for first, last, test in _early_returns(tree):
+        shown = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
+        out.append((first, last, _segment(lines, shown) if shown is not None else f"not ({_segment(lines, test)})",
+                    False))
     return out
 
 
-def _if_statements(tree: ast.Module):
-    """The `if` statements of the file, nested blocks included, without walking expressions (a
-    whole `ast.walk` visits ten times as many nodes)."""
+def _early_returns(tree: ast.Module):
+    """(first line, last line, test) of the code after an early return an NPU host always takes:
+    a function whose first statement (after its docstring) is `if not has_flashinfer(): return
+    False`, with a test true there, runs nothing after it on an NPU host."""
+    for node in _if_statements(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        body = node.body
+        start = 1 if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                      and isinstance(body[0].value.value, str)) else 0
+        if len(body) <= start + 1:
+            continue
+        guard = body[start]
+        if (isinstance(guard, ast.If) and not guard.orelse and len(guard.body) == 1
+                and isinstance(guard.body[0], ast.Return) and _truth(guard.test) is True):
+            yield body[start + 1].lineno, body[-1].end_lineno or body[-1].lineno, guard.test
+
+
+def _if_statements(tree: ast.Module, kinds: tuple = (ast.If,)):
+    """The `if` statements (or other `kinds`) of the file, nested blocks included, without
+    walking expressions (a whole `ast.walk` visits ten times as many nodes)."""
     stack: list = [tree]
     while stack:
         current = stack.pop()
-        if isinstance(current, ast.If):
+        if isinstance(current, kinds):
             yield current
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             block = getattr(current, field, None)
@@ -644,3 +679,23 @@ def false_on_npu(condition: str) -> bool:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return _is_type_checking(node) or _truth(node) is False
+
+
+def drop_untaken_gates(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU110 (a device check left meaning CUDA) on the test of an `if`/`elif`/`while` that is
+    false on an NPU host for another reason (`elif torch.version.hip and torch.cuda.is_available():`,
+    an `and` operand None there): the branch is never taken on an NPU host whatever the check
+    answers, so keeping the check changes nothing there. Not reported."""
+    gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
+    if not gates or not _may_decide(text):
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    tests = [node.test for node in _if_statements(tree, (ast.If, ast.While))]
+    untaken = [t for t in tests if any(t.lineno <= g.line <= (t.end_lineno or t.lineno) for g in gates)
+               and _truth(t) is False]
+    if not untaken:
+        return findings
+    return [f for f in findings if not (f in gates and any(
+        t.lineno <= f.line <= (t.end_lineno or t.lineno) for t in untaken))]
