@@ -36,6 +36,12 @@ def _tables():
     )
 
 
+
+@functools.lru_cache(maxsize=None)
+def _portable() -> tuple[str, ...]:
+    """Names under torch.cuda that run on any host (rules/sweep.toml `portable`)."""
+    return tuple(p for p in catalogue.read_table("sweep.toml").get("portable", ()) if p.startswith("torch.cuda."))
+
 class CudaApi(Family):
     """`torch.cuda.*` calls, on the accelerator of the machine.
 
@@ -293,6 +299,9 @@ def train(model, loader, cuda=True):
         if qual == "torch.cuda":
             new = ctx.shim_call("device_module").with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return ctx.rewrite("NPU205", original, new) or updated
+        if any(qual == p or qual.startswith(p + ".") for p in _portable()):
+            ctx.claim(original)  # `torch.cuda._memory_viz.trace_plot`: pure Python, no device
+            return updated
         rest = qual[len("torch.cuda."):]
         parts = rest.split(".")
         if self._memory_alias(parts):

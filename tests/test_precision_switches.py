@@ -1,0 +1,146 @@
+"""Issue #16: harmless CUDA switches and non-uses reported as problems.
+
+Shapes from the ecosystem audit, each reproduced with a small fixture, each next to a true case that
+is still reported:
+- `cudnn.benchmark = ...` (an autotuning hint) is not reported; `cudnn.deterministic = True` is
+  information, and nothing when the file also asks torch for determinism;
+- `torch.backends.cuda.enable_*_sdp(False)` (a CUDA backend switched off) is not reported;
+- `isinstance(m, DataParallel)` and annotations are not uses of DataParallel;
+- `torch.cuda._memory_viz.trace_plot(snapshot)` renders a dict as HTML: portable;
+- a profiler activity map that already holds `ProfilerActivity.PrivateUse1` is platform-aware;
+- NCCL_* names that are not settings: shell-local variables, pass-through lists of names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npu_migrate.cli import main
+
+
+def _findings(tmp_path: Path, files: dict[str, str]) -> list[dict]:
+    root = tmp_path / "project"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    result = CliRunner().invoke(
+        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
+               "--output-format", "json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    assert not report["errors"], report["errors"]
+    return [f for f in report["findings"] if not f["fixable"]]
+
+
+def _at(findings: list[dict], path: str, line: int) -> list[dict]:
+    return [f for f in findings if f["path"] == path and f["line"] == line]
+
+
+def test_cudnn_benchmark_is_not_reported_other_backend_flags_are(tmp_path):
+    found = _findings(tmp_path, {"train.py": (
+        "import torch\n"
+        "\n"
+        "def setup(args):\n"
+        "    torch.backends.cudnn.benchmark = True\n"
+        "    torch.backends.cudnn.benchmark = args.benchmark\n"
+        "    torch.backends.cudnn.enabled = False\n"
+    )})
+    assert _at(found, "train.py", 4) == [] and _at(found, "train.py", 5) == []
+    assert [f["code"] for f in _at(found, "train.py", 6)] == ["NPU404"]
+    assert [f["severity"] for f in _at(found, "train.py", 6)] == ["warning"]
+
+
+def test_cudnn_deterministic_is_information(tmp_path):
+    found = _findings(tmp_path, {"seed.py": (
+        "import torch\n"
+        "\n"
+        "def seed(deterministic):\n"
+        "    torch.backends.cudnn.deterministic = True\n"
+        "    torch.backends.cudnn.benchmark = False\n"
+    )})
+    (only,) = _at(found, "seed.py", 4)
+    assert only["code"] == "NPU404" and only["severity"] == "info"
+    assert "use_deterministic_algorithms" in only["message"]
+    assert _at(found, "seed.py", 5) == []
+
+
+def test_cudnn_deterministic_beside_torch_determinism_is_not_reported(tmp_path):
+    found = _findings(tmp_path, {
+        "seed.py": (
+            "import torch\n"
+            "\n"
+            "def seed(mode):\n"
+            "    torch.set_deterministic_debug_mode(mode)\n"
+            "    torch.backends.cudnn.deterministic = True\n"
+            "    torch.backends.cudnn.benchmark = False\n"
+        ),
+        "other.py": (
+            "import torch\n"
+            "\n"
+            "class Trainer:\n"
+            "    def run(self):\n"
+            "        self.use_deterministic_algorithms(True)\n"  # a method of its own, not torch's
+            "        torch.backends.cudnn.deterministic = True\n"
+        ),
+    })
+    assert [f for f in found if f["path"] == "seed.py"] == []
+    assert [f["severity"] for f in _at(found, "other.py", 6)] == ["info"]
+
+
+def test_sdpa_backend_switched_off_is_not_reported(tmp_path):
+    found = _findings(tmp_path, {"platform.py": (
+        "import torch\n"
+        "\n"
+        "torch.backends.cuda.enable_cudnn_sdp(False)\n"
+        "torch.backends.cuda.enable_flash_sdp(True)\n"
+        "with torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False):\n"
+        "    pass\n"
+    )})
+    assert _at(found, "platform.py", 3) == []
+    assert [f["code"] for f in _at(found, "platform.py", 4)] == ["NPU405"]
+    assert [f["code"] for f in _at(found, "platform.py", 5)] == ["NPU405"]
+
+
+def test_dataparallel_type_checks_are_not_uses(tmp_path):
+    found = _findings(tmp_path, {"dp.py": (
+        "from typing import Optional\n"
+        "\n"
+        "import torch\n"
+        "from torch.nn import DataParallel, Module\n"
+        "\n"
+        "def wrap(module: Module) -> DataParallel:\n"
+        "    return DataParallel(module)\n"
+        "\n"
+        "def unwrap(module: Optional[DataParallel]):\n"
+        "    if isinstance(module, (DataParallel, torch.nn.parallel.DistributedDataParallel)):\n"
+        "        return module.module\n"
+        "    if issubclass(type(module), torch.nn.DataParallel):\n"
+        "        return module.module\n"
+        "    return module\n"
+        "\n"
+        "class MyDP(torch.nn.DataParallel):\n"
+        "    pass\n"
+    )})
+    lines = sorted(f["line"] for f in found if f["code"] == "NPU901")
+    assert lines == [7, 16]
+
+
+def test_memory_viz_trace_plot_is_portable(tmp_path):
+    found = _findings(tmp_path, {"prof.py": (
+        "import torch\n"
+        "from torch.cuda._memory_viz import segment_plot\n"
+        "\n"
+        "def dump(snapshot, fd):\n"
+        "    fd.write(torch.cuda._memory_viz.trace_plot(snapshot, device=None))\n"
+        "    fd.write(segment_plot(snapshot))\n"
+        "    fd.write(torch.cuda._memory_viz.profile_plot(snapshot))\n"
+        "    return torch.cuda.memory._snapshot()\n"
+    )})
+    assert _at(found, "prof.py", 2) == [] and _at(found, "prof.py", 5) == [] and _at(found, "prof.py", 6) == []
+    assert _at(found, "prof.py", 7) and _at(found, "prof.py", 8)
