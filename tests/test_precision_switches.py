@@ -144,3 +144,27 @@ def test_memory_viz_trace_plot_is_portable(tmp_path):
     )})
     assert _at(found, "prof.py", 2) == [] and _at(found, "prof.py", 5) == [] and _at(found, "prof.py", 6) == []
     assert _at(found, "prof.py", 7) and _at(found, "prof.py", 8)
+
+
+def test_profiler_activity_map_with_the_npu_activity_is_platform_aware(tmp_path):
+    found = _findings(tmp_path, {
+        "wrapper.py": (
+            "import torch\n"
+            "\n"
+            "ACTIVITIES = {\n"
+            '    "CPU": torch.profiler.ProfilerActivity.CPU,\n'
+            '    "CUDA": torch.profiler.ProfilerActivity.CUDA,\n'
+            '    "PrivateUse1": torch.profiler.ProfilerActivity.PrivateUse1,\n'
+            "}\n"
+        ),
+        "bench.py": (
+            "import torch\n"
+            "\n"
+            "ACTIVITIES = {\n"
+            '    "CPU": torch.profiler.ProfilerActivity.CPU,\n'
+            '    "CUDA": torch.profiler.ProfilerActivity.CUDA,\n'
+            "}\n"
+        ),
+    })
+    assert all(f["severity"] == "info" for f in found if f["path"] == "wrapper.py")
+    assert [(f["code"], f["severity"]) for f in found if f["path"] == "bench.py"] == [("NPU935", "warning")]

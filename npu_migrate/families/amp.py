@@ -34,9 +34,12 @@ class Amp(Family):
     which passes the arguments by keyword: torch_npu's GradScaler takes `dynamic` where CUDA's takes
     `enabled`. The TF32 switches (`torch.backends.cuda.matmul.allow_tf32`,
     `torch.backends.cudnn.allow_tf32`) become `npu_compat.tf32.*` (NPU403), which set Ascend's HF32
-    flags. Other cuDNN and CUDA backend flags are reported (NPU404): they do nothing on NPU. The
+    flags. Other cuDNN and CUDA backend flags are reported (NPU404): they do nothing on NPU; the
+    `cudnn.benchmark` autotuning hint is not, and `cudnn.deterministic = True` is information (nothing
+    where the file calls `torch.use_deterministic_algorithms` / `set_deterministic_debug_mode`). The
     scaled-dot-product-attention kernel switches (`enable_flash_sdp`, ...) are reported (NPU405):
-    torch_npu chooses its fused attention kernel itself.
+    torch_npu chooses its fused attention kernel itself; switching a backend off (`enable_*_sdp(False)`)
+    is not.
     """
 
     NAME = "amp"
@@ -113,13 +116,14 @@ with torch.autocast(npu_compat.device_type(), dtype=torch.float16, enabled=args.
             codes=('NPU402', 'NPU102'),
         ),
         Example(
-            note='TF32 flags become TF32/HF32 flags; cuDNN switches are reported',
+            note='TF32 flags become TF32/HF32 flags; cuDNN switches are reported, not the `benchmark` hint',
             before="""\
 import torch
 
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.enabled = False
 """,
             after="""\
 import torch
@@ -129,6 +133,7 @@ import npu_compat
 npu_compat.tf32.matmul = True
 npu_compat.tf32.conv = True
 torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.enabled = False
 """,
             codes=('NPU403', 'NPU403', 'NPU404'),
         ),
@@ -142,6 +147,14 @@ with torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False):
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 """,
             codes=('NPU405',),
+        ),
+        Example(
+            note='switching a CUDA-only SDPA backend off is harmless on NPU',
+            before="""\
+import torch
+
+torch.backends.cuda.enable_cudnn_sdp(False)
+""",
         ),
         Example(
             note='autocast on the CPU',

@@ -128,11 +128,13 @@ with torch.cuda.graph(graph):
             codes=('NPU202', 'NPU932'),
         ),
         Example(
-            note='`nn.DataParallel` is not supported on NPU',
+            note='`nn.DataParallel` is not supported on NPU (a type check is not a use)',
             before="""\
 import torch
 
 model = torch.nn.DataParallel(model, device_ids=[0, 1])
+if isinstance(model, torch.nn.DataParallel):
+    model = model.module
 """,
             codes=('NPU901',),
         ),
