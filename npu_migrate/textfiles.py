@@ -69,6 +69,7 @@ class _Tables:
     accelerator_keys: frozenset
     packages: dict  # normalised package name -> code of the Python diagnostic (or "")
     prefilter: re.Pattern  # bytes: a file without a match has nothing to report
+    known: re.Pattern  # variables NCCL, CUDA and PyTorch read (rules/env.toml [known])
 
 
 # Renamed variables whose value has no guaranteed NPU meaning: reported, never copied.
@@ -114,6 +115,7 @@ def _tables() -> _Tables:
         device_words=frozenset(w.lower() for w in device.get("device_name_words", [])),
         accelerator_keys=frozenset(w.lower() for w in device.get("framework_accelerator_keywords", [])),
         packages=packages,
+        known=re.compile(env.get("known", {}).get("pattern", r"(?!)")),
     )
 
 
@@ -547,6 +549,13 @@ class _Scan:
         """The file assigns or exports `name` somewhere (a whole-file search, done once per name)."""
         return self._once(("sets", name), lambda: _assigns(self.lexed.code, name))
 
+    def exports(self, name: str) -> bool:
+        """The file exports `name` (`export NAME`, `declare -x NAME`), or every variable it sets
+        (`set -a`, `set -o allexport`): a plain assignment of it reaches the commands it runs."""
+        pattern = (rf"\b(?:export|declare[ \t]+-\w*x\w*)\b[^\n;&|]*\b{re.escape(name)}\b"
+                   r"|\bset[ \t]+(?:-\w*a\w*|-o[ \t]+allexport)\b")
+        return self._once(("exports", name), lambda: bool(re.search(pattern, self.lexed.code)))
+
     def mentions(self, name: str) -> bool:
         return self._once(("mentions", name), lambda: bool(re.search(rf"\b{re.escape(name)}\b", self.lexed.code)))
 
@@ -691,6 +700,9 @@ def _shell_variable(scan: _Scan, tables: _Tables, name: str, start: int, end: in
     elif reference:
         role = "reference"
 
+    if role == "standalone" or (role == "declare" and command.word.text == "local"):
+        if counterpart is None and not tables.known.fullmatch(name) and not scan.exports(name):
+            return  # `NCCL_INSTALLED=$(pip show ...)`: the script's own variable, no process reads it
     if role == "reference":
         unit_text = code[unit[0]:unit[1]] if unit else ""
         if scan.sets(name) or (counterpart and counterpart in unit_text):

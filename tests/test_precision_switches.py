@@ -168,3 +168,65 @@ def test_profiler_activity_map_with_the_npu_activity_is_platform_aware(tmp_path)
     })
     assert all(f["severity"] == "info" for f in found if f["path"] == "wrapper.py")
     assert [(f["code"], f["severity"]) for f in found if f["path"] == "bench.py"] == [("NPU935", "warning")]
+
+
+def test_shell_local_nccl_variables_are_not_settings(tmp_path):
+    found = _findings(tmp_path, {"tools/install.sh": (
+        "#!/bin/bash\n"
+        'NCCL_PACKAGE="nvidia-nccl-cu12"\n'
+        'NCCL_INSTALLED=$(pip show "$NCCL_PACKAGE" 2>/dev/null | sed -n "s/^Version: //p")\n'
+        'echo "found ${NCCL_INSTALLED}"\n'
+        "NCCL_DEBUG=INFO\n"
+        "export NCCL_IB_DISABLE=1\n"
+        "NCCL_MY_KNOB=1 python train.py\n"
+        "NCCL_LATER=1\n"
+        "export NCCL_LATER\n"
+    )})
+    lines = sorted(f["line"] for f in found if f["path"] == "tools/install.sh" and f["code"] == "NPU703")
+    # a known NCCL variable (even unexported), an exported one, one in a command's environment,
+    # one exported later: reported; the script's own variables (lines 2-4): not
+    assert lines and lines[0] >= 5
+    messages = " ".join(f["message"] + f["source"] for f in found if f["path"] == "tools/install.sh")
+    for name in ("NCCL_DEBUG", "NCCL_IB_DISABLE", "NCCL_MY_KNOB", "NCCL_LATER"):
+        assert name in messages, name
+    for name in ("NCCL_PACKAGE", "NCCL_INSTALLED"):
+        assert name not in messages, name
+
+
+def test_forwarded_variable_names_are_not_tuning(tmp_path):
+    found = _findings(tmp_path, {
+        "launch.py": (
+            "import os\n"
+            "\n"
+            "forwarded = {\n"
+            "    k: os.environ[k]\n"
+            "    for k in (\n"
+            '        "NCCL_CUMEM_ENABLE",\n'
+            '        "LD_LIBRARY_PATH",\n'
+            "    )\n"
+            "    if k in os.environ\n"
+            "}\n"
+            "\n"
+            'PASS_THROUGH = ["NCCL_SOCKET_IFNAME", "NCCL_DEBUG"]\n'
+            "\n"
+            "def child_env():\n"
+            "    env = {}\n"
+            "    for k in PASS_THROUGH:\n"
+            "        if k in os.environ:\n"
+            "            env[k] = os.environ[k]\n"
+            "    return env\n"
+        ),
+        "tune.py": (
+            "import os\n"
+            "\n"
+            'TUNING = ["NCCL_P2P_DISABLE"]\n'
+            "\n"
+            "def child_env():\n"
+            "    env = {}\n"
+            "    for k in TUNING:\n"
+            '        env[k] = "1"\n'
+            "    return env\n"
+        ),
+    })
+    assert [f for f in found if f["path"] == "launch.py" and f["code"] == "NPU602"] == []
+    assert [f["line"] for f in found if f["path"] == "tune.py" and f["code"] == "NPU602"] == [3]
