@@ -152,8 +152,9 @@ def _marks(node: ast.AST) -> tuple[bool, bool]:
             cuda = cuda or cuda_values.fullmatch(value) is not None
             npu = npu or npu_values.fullmatch(value) is not None
         elif isinstance(sub, ast.Attribute):
-            cuda = cuda or sub.attr in cuda_attrs
-            npu = npu or sub.attr in npu_attrs
+            owner = sub.value.attr if isinstance(sub.value, ast.Attribute) else getattr(sub.value, "id", "")
+            cuda = cuda or sub.attr in cuda_attrs or f"{owner}.{sub.attr}" in cuda_attrs
+            npu = npu or sub.attr in npu_attrs or f"{owner}.{sub.attr}" in npu_attrs
         if cuda and npu:
             break
     return cuda, npu
