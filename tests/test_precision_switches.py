@@ -122,13 +122,17 @@ def test_dataparallel_type_checks_are_not_uses(tmp_path):
         "        return module.module\n"
         "    if issubclass(type(module), torch.nn.DataParallel):\n"
         "        return module.module\n"
+        "    if type(module) is DataParallel or type(module) in (torch.nn.DataParallel,):\n"
+        "        return module.module\n"
         "    return module\n"
         "\n"
         "class MyDP(torch.nn.DataParallel):\n"
         "    pass\n"
+        "\n"
+        "wrapper = DataParallel\n"
     )})
     lines = sorted(f["line"] for f in found if f["code"] == "NPU901")
-    assert lines == [7, 16]
+    assert lines == [7, 18, 21]
 
 
 def test_memory_viz_trace_plot_is_portable(tmp_path):

@@ -314,8 +314,9 @@ with torch.cuda.graph(graph):
         return None
 
     def _type_check_only(self) -> bool:
-        """Whether the name being left is an annotation or an `isinstance` / `issubclass` class
-        argument (alone or in a tuple), not a call, a base class or a value passed on."""
+        """Whether the name being left is an annotation, an `isinstance` / `issubclass` class
+        argument (alone or in a tuple) or compared with `type(x)`, not a call, a base class or a
+        value passed on."""
         ctx = self.ctx
         node = ctx.parents[-1]
         depth = 1
@@ -326,6 +327,13 @@ with torch.cuda.graph(graph):
             parent = ctx.parent(depth)
         if isinstance(parent, cst.Annotation):
             return True
+        if isinstance(parent, cst.ComparisonTarget) and isinstance(
+                parent.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
+            # `type(m) is DataParallel`, `type(m) in (DataParallel, DDP)`
+            comparison = ctx.parent(depth + 1)
+            left = getattr(comparison, "left", None)
+            return (isinstance(left, cst.Call) and isinstance(left.func, cst.Name) and left.func.value == "type"
+                    and len(comparison.comparisons) == 1)
         if isinstance(parent, cst.Arg) and parent.keyword is None:
             call = ctx.parent(depth + 1)
             return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
