@@ -663,8 +663,43 @@ def _scan_variables(scan: _Scan, tables: _Tables) -> None:
         counterpart = tables.renames.get(name)
         if counterpart and scan.mentions(counterpart):
             continue  # the file sets the Ascend variable too
+        if scan.kind == "dockerfile" and counterpart is None and not tables.known.fullmatch(name) \
+                and _run_local(scan, code, name, start, end):
+            continue  # `RUN CUDA_MAJOR=$(...) && ...` and its `$CUDA_MAJOR`: the RUN shell's own variable
         if scan.allowed(finding_code, start):
             scan.add(finding_code, start, code[start:_word_end(code, end)], **fmt)
+
+
+_RUN_STATEMENT_START = re.compile(r"(?:&&|\|\||;|\b(?:then|else|do)|\bRUN(?:(?:[ \t]|\\\n)+--[^\s\\]+)*)(?:[ \t]|\\\n)*$")
+_LOCAL_VALUE_END = re.compile(r"""(?:\$\((?:[^()]|\([^()]*\))*\)|"[^"\n]*"|'[^'\n]*'|[^\s;&|]*)"""
+                              r"""[ \t]*(?:&&|\|\||;|\\?[ \t]*\n|$)""")
+
+
+def _run_local(scan: _Scan, code: str, name: str, start: int, end: int) -> bool:
+    """This occurrence is a RUN-local assignment of `name`, or a reference (`$name`) to a name the
+    Dockerfile only ever sets that way (never in ENV or ARG, never exported)."""
+    if scan.exports(name):
+        return False
+    if _run_local_assignment(code, start, end):
+        return True
+    if not code[max(0, start - 2):start].endswith(("$", "${")):
+        return False
+
+    def only_local() -> bool:
+        sets = [m for m in re.finditer(rf"(?<![\w$]){re.escape(name)}(?==)", code)]
+        declared = re.search(rf"^[ \t]*(?:ENV|ARG)\b[^\n]*\b{re.escape(name)}\b", code, re.MULTILINE)
+        return bool(sets) and not declared and all(_run_local_assignment(code, m.start(), m.end()) for m in sets)
+
+    return scan._once(("run-local", name), only_local)
+
+
+def _run_local_assignment(code: str, start: int, end: int) -> bool:
+    """`NAME=value` as a statement of its own in a Dockerfile's RUN shell (after `RUN` and its
+    options, `&&`, `;`, `then`, and followed by `&&`, `;` or the line's end), not a command's
+    environment or ENV/ARG."""
+    if code[end:end + 1] != "=" or not _RUN_STATEMENT_START.search(code[max(0, start - 200):start]):
+        return False
+    return bool(_LOCAL_VALUE_END.match(code, end + 1))
 
 
 def _word_end(code: str, i: int) -> int:

@@ -236,3 +236,22 @@ def test_forwarded_variable_names_are_not_tuning(tmp_path):
     })
     assert [f for f in found if f["path"] == "launch.py" and f["code"] == "NPU602"] == []
     assert [f["line"] for f in found if f["path"] == "tune.py" and f["code"] == "NPU602"] == [3]
+
+
+def test_dockerfile_run_local_cuda_variables_are_not_settings(tmp_path):
+    found = _findings(tmp_path, {"docker/Dockerfile": (
+        "FROM ubuntu:22.04\n"
+        "ARG CUDA_VERSION=12.4.1\n"
+        "RUN CUDA_MAJOR=$(echo $CUDA_VERSION | cut -d. -f1) && \\\n"
+        '    echo "cu${CUDA_MAJOR}"\n'
+        "RUN --mount=type=cache,target=/root/.cache \\\n"
+        '    if [ -n "$X" ]; then \\\n'
+        '        CUDA_MAJOR_MINOR=$(echo "${CUDA_VERSION}" | cut -d. -f1,2); \\\n'
+        '        echo "${CUDA_MAJOR_MINOR}"; \\\n'
+        "    fi\n"
+        "RUN apt-get update && NCCL_DEBUG=INFO python -c 'print(1)'\n"
+        "ENV NCCL_SOCKET_IFNAME=eth0\n"
+    )})
+    messages = " ".join(f["message"] for f in found if f["path"] == "docker/Dockerfile")
+    assert "CUDA_MAJOR" not in messages  # neither CUDA_MAJOR nor CUDA_MAJOR_MINOR
+    assert "NCCL_DEBUG" in messages and "NCCL_SOCKET_IFNAME" in messages
