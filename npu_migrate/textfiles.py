@@ -69,6 +69,7 @@ class _Tables:
     accelerator_keys: frozenset
     packages: dict  # normalised package name -> code of the Python diagnostic (or "")
     prefilter: re.Pattern  # bytes: a file without a match has nothing to report
+    known: re.Pattern  # variables NCCL, CUDA and PyTorch read (rules/env.toml [known])
 
 
 # Renamed variables whose value has no guaranteed NPU meaning: reported, never copied.
@@ -114,6 +115,7 @@ def _tables() -> _Tables:
         device_words=frozenset(w.lower() for w in device.get("device_name_words", [])),
         accelerator_keys=frozenset(w.lower() for w in device.get("framework_accelerator_keywords", [])),
         packages=packages,
+        known=re.compile(env.get("known", {}).get("pattern", r"(?!)")),
     )
 
 
@@ -547,6 +549,13 @@ class _Scan:
         """The file assigns or exports `name` somewhere (a whole-file search, done once per name)."""
         return self._once(("sets", name), lambda: _assigns(self.lexed.code, name))
 
+    def exports(self, name: str) -> bool:
+        """The file exports `name` (`export NAME`, `declare -x NAME`), or every variable it sets
+        (`set -a`, `set -o allexport`): a plain assignment of it reaches the commands it runs."""
+        pattern = (rf"\b(?:export|declare[ \t]+-\w*x\w*)\b[^\n;&|]*\b{re.escape(name)}\b"
+                   r"|\bset[ \t]+(?:-\w*a\w*|-o[ \t]+allexport)\b")
+        return self._once(("exports", name), lambda: bool(re.search(pattern, self.lexed.code)))
+
     def mentions(self, name: str) -> bool:
         return self._once(("mentions", name), lambda: bool(re.search(rf"\b{re.escape(name)}\b", self.lexed.code)))
 
@@ -654,8 +663,43 @@ def _scan_variables(scan: _Scan, tables: _Tables) -> None:
         counterpart = tables.renames.get(name)
         if counterpart and scan.mentions(counterpart):
             continue  # the file sets the Ascend variable too
+        if scan.kind == "dockerfile" and counterpart is None and not tables.known.fullmatch(name) \
+                and _run_local(scan, code, name, start, end):
+            continue  # `RUN CUDA_MAJOR=$(...) && ...` and its `$CUDA_MAJOR`: the RUN shell's own variable
         if scan.allowed(finding_code, start):
             scan.add(finding_code, start, code[start:_word_end(code, end)], **fmt)
+
+
+_RUN_STATEMENT_START = re.compile(r"(?:&&|\|\||;|\b(?:then|else|do)|\bRUN(?:(?:[ \t]|\\\n)+--[^\s\\]+)*)(?:[ \t]|\\\n)*$")
+_LOCAL_VALUE_END = re.compile(r"""(?:\$\((?:[^()]|\([^()]*\))*\)|"[^"\n]*"|'[^'\n]*'|[^\s;&|]*)"""
+                              r"""[ \t]*(?:&&|\|\||;|\\?[ \t]*\n|$)""")
+
+
+def _run_local(scan: _Scan, code: str, name: str, start: int, end: int) -> bool:
+    """This occurrence is a RUN-local assignment of `name`, or a reference (`$name`) to a name the
+    Dockerfile only ever sets that way (never in ENV or ARG, never exported)."""
+    if scan.exports(name):
+        return False
+    if _run_local_assignment(code, start, end):
+        return True
+    if not code[max(0, start - 2):start].endswith(("$", "${")):
+        return False
+
+    def only_local() -> bool:
+        sets = [m for m in re.finditer(rf"(?<![\w$]){re.escape(name)}(?==)", code)]
+        declared = re.search(rf"^[ \t]*(?:ENV|ARG)\b[^\n]*\b{re.escape(name)}\b", code, re.MULTILINE)
+        return bool(sets) and not declared and all(_run_local_assignment(code, m.start(), m.end()) for m in sets)
+
+    return scan._once(("run-local", name), only_local)
+
+
+def _run_local_assignment(code: str, start: int, end: int) -> bool:
+    """`NAME=value` as a statement of its own in a Dockerfile's RUN shell (after `RUN` and its
+    options, `&&`, `;`, `then`, and followed by `&&`, `;` or the line's end), not a command's
+    environment or ENV/ARG."""
+    if code[end:end + 1] != "=" or not _RUN_STATEMENT_START.search(code[max(0, start - 200):start]):
+        return False
+    return bool(_LOCAL_VALUE_END.match(code, end + 1))
 
 
 def _word_end(code: str, i: int) -> int:
@@ -691,6 +735,9 @@ def _shell_variable(scan: _Scan, tables: _Tables, name: str, start: int, end: in
     elif reference:
         role = "reference"
 
+    if role == "standalone" or (role == "declare" and command.word.text == "local"):
+        if counterpart is None and not tables.known.fullmatch(name) and not scan.exports(name):
+            return  # `NCCL_INSTALLED=$(pip show ...)`: the script's own variable, no process reads it
     if role == "reference":
         unit_text = code[unit[0]:unit[1]] if unit else ""
         if scan.sets(name) or (counterpart and counterpart in unit_text):

@@ -316,7 +316,7 @@ def test_ecosystem_guidance_names_the_ascend_counterpart():
 def mixed(tmp_path) -> Path:
     """One error (NPU910, which also says the import is unguarded), one info (NPU916), one warning (NPU404)."""
     return _project(tmp_path, {"a.py": "import torch\nimport triton\nfrom vllm import LLM\n"
-                                       "torch.backends.cudnn.benchmark = True\n"})
+                                       "torch.backends.cudnn.enabled = False\n"})
 
 
 def test_text_and_json_formats(mixed, monkeypatch):

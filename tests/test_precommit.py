@@ -105,16 +105,16 @@ def repo(tmp_path):
 
 
 def test_commit_with_a_new_cuda_call_is_refused_then_fixed(repo, tmp_path):
-    target = repo / "flatquant_mini" / "benchmark.py"  # holds a baselined finding (NPU404)
+    target = repo / "flatquant_mini" / "model_tools.py"  # holds a baselined finding (NPU930)
     target.write_text(target.read_text() + "\n\ndef _sync():\n    torch.cuda.synchronize()\n")
     line = target.read_text().count("\n")
-    git(repo, tmp_path, "add", "flatquant_mini/benchmark.py")
+    git(repo, tmp_path, "add", "flatquant_mini/model_tools.py")
     refused = git(repo, tmp_path, "commit", "-m", "new cuda call")
     out = refused.stdout + refused.stderr
     assert refused.returncode != 0, out
     assert "npu-migrate check" in out and "Failed" in out
     findings = [l for l in out.splitlines() if ": NPU" in l]
-    assert findings == [f"flatquant_mini/benchmark.py:{line}:5: NPU201 [*] `torch.cuda.synchronize`: "
+    assert findings == [f"flatquant_mini/model_tools.py:{line}:5: NPU201 [*] `torch.cuda.synchronize`: "
                         "can be rewritten to `npu_compat.synchronize` (torch.npu offers the same) [error]"], out
     assert "Found 1 new finding" in out and "accepted by the baseline" in out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 
 import libcst as cst
 
@@ -12,6 +13,10 @@ from .base import Example, Family
 from .context import string_value
 
 _GRAD_SCALERS = ("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler")
+# cuDNN autotuning hints: no effect on results, nothing to port (not reported when set)
+_PERFORMANCE_HINTS = frozenset({"cudnn.benchmark", "cudnn.benchmark_limit"})
+# the file asks torch itself for determinism, which torch_npu honours
+_TORCH_DETERMINISM = re.compile(r"(?<![\w.])(?:torch\.)?(?:use_deterministic_algorithms|set_deterministic_debug_mode)\s*\(")
 
 
 @functools.lru_cache(maxsize=None)
@@ -29,9 +34,12 @@ class Amp(Family):
     which passes the arguments by keyword: torch_npu's GradScaler takes `dynamic` where CUDA's takes
     `enabled`. The TF32 switches (`torch.backends.cuda.matmul.allow_tf32`,
     `torch.backends.cudnn.allow_tf32`) become `npu_compat.tf32.*` (NPU403), which set Ascend's HF32
-    flags. Other cuDNN and CUDA backend flags are reported (NPU404): they do nothing on NPU. The
+    flags. Other cuDNN and CUDA backend flags are reported (NPU404): they do nothing on NPU; the
+    `cudnn.benchmark` autotuning hint is not, and `cudnn.deterministic = True` is information (nothing
+    where the file calls `torch.use_deterministic_algorithms` / `set_deterministic_debug_mode`). The
     scaled-dot-product-attention kernel switches (`enable_flash_sdp`, ...) are reported (NPU405):
-    torch_npu chooses its fused attention kernel itself.
+    torch_npu chooses its fused attention kernel itself; switching a backend off (`enable_*_sdp(False)`)
+    is not.
     """
 
     NAME = "amp"
@@ -108,13 +116,14 @@ with torch.autocast(npu_compat.device_type(), dtype=torch.float16, enabled=args.
             codes=('NPU402', 'NPU102'),
         ),
         Example(
-            note='TF32 flags become TF32/HF32 flags; cuDNN switches are reported',
+            note='TF32 flags become TF32/HF32 flags; cuDNN switches are reported, not the `benchmark` hint',
             before="""\
 import torch
 
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.enabled = False
 """,
             after="""\
 import torch
@@ -124,6 +133,7 @@ import npu_compat
 npu_compat.tf32.matmul = True
 npu_compat.tf32.conv = True
 torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.enabled = False
 """,
             codes=('NPU403', 'NPU403', 'NPU404'),
         ),
@@ -137,6 +147,14 @@ with torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False):
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
 """,
             codes=('NPU405',),
+        ),
+        Example(
+            note='switching a CUDA-only SDPA backend off is harmless on NPU',
+            before="""\
+import torch
+
+torch.backends.cuda.enable_cudnn_sdp(False)
+""",
         ),
         Example(
             note='autocast on the CPU',
@@ -180,9 +198,20 @@ scaler = torch.amp.GradScaler("cpu")
             return ctx.rewrite("NPU403", original, new, name=target) or updated
         parts = rest.split(".")
         if parts[0] == "cuda" and len(parts) > 1 and parts[1] in self.api_sdpa:
-            ctx.report("NPU405", original, name=f"torch.backends.{rest}")
+            if self._switches_off(original):
+                # `enable_cudnn_sdp(False)`: turns a CUDA-only kernel off (often to avoid a crash);
+                # on an NPU host the switch is a stub and nothing depended on that kernel
+                ctx.claim(original)
+            else:
+                ctx.report("NPU405", original, name=f"torch.backends.{rest}")
         elif parts[0] in ("cuda", "cudnn"):
-            if self._sets_a_flag(original, parts[-1]):
+            if rest in _PERFORMANCE_HINTS and self._sets_a_flag(original, parts[-1]):
+                # `cudnn.benchmark = ...`: an autotuning hint; the NPU has nothing to tune there and
+                # the results do not depend on it
+                ctx.claim(original)
+            elif rest == "cudnn.deterministic" and self._sets_a_flag(original, parts[-1]):
+                self._deterministic(original, rest)
+            elif self._sets_a_flag(original, parts[-1]):
                 ctx.report("NPU404", original, name=f"torch.backends.{rest}")
             else:
                 # a read (`cudnn.benchmark` saved to restore later, `cudnn.version()`,
@@ -190,6 +219,34 @@ scaler = torch.amp.GradScaler("cpu")
                 # build, so the code takes its non-CUDA path; nothing is ignored there
                 ctx.claim(original)
         return updated
+
+    def _deterministic(self, original: cst.CSTNode, rest: str) -> None:
+        """`cudnn.deterministic = True`: information (the NPU needs its own settings), nothing when
+        the file also asks torch itself for determinism or `= False` (the NPU default anyway)."""
+        ctx = self.ctx
+        assign = ctx.parent(2)
+        value = getattr(assign, "value", None) if isinstance(ctx.parent(), cst.AssignTarget) else None
+        if (isinstance(value, cst.Name) and value.value == "False") or _TORCH_DETERMINISM.search(ctx.file_text()):
+            ctx.claim(original)
+            return
+        count = len(ctx.findings)
+        ctx.report("NPU404", original, name=f"torch.backends.{rest}")
+        if len(ctx.findings) > count and ctx.findings[-1].code == "NPU404":
+            found = ctx.findings[-1]
+            ctx.findings[-1] = replace(found, severity="info", message=found.message + (
+                " (information: for deterministic NPU runs also call `torch.use_deterministic_algorithms(True)`"
+                " and set HCCL_DETERMINISTIC=true)"))
+
+    def _switches_off(self, original: cst.CSTNode) -> bool:
+        """`torch.backends.cuda.enable_*_sdp(False)`: a CUDA SDPA backend switched off."""
+        call = self.ctx.parent()
+        if not (isinstance(call, cst.Call) and call.func is original and isinstance(original, cst.Attribute)):
+            return False
+        if not re.fullmatch(r"enable_\w+_sdp", original.attr.value) or len(call.args) != 1:
+            return False
+        arg = call.args[0]
+        return (arg.keyword is None or arg.keyword.value == "enabled") and not arg.star and (
+            isinstance(arg.value, cst.Name) and arg.value.value == "False")
 
     _SETTERS = re.compile(r"(flags|set_\w+|enable_\w+|allow_\w+|preferred_\w+)$")
 

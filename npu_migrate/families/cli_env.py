@@ -26,6 +26,60 @@ def _prose_calls() -> frozenset:
     """Calls whose positional strings are messages for people (rules/sweep.toml [commands])."""
     return frozenset(catalogue.read_table("sweep.toml")["commands"]["prose_calls"])
 
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _environ_read(node: ast.AST, var: str) -> bool:
+    """`os.environ[var]`, `os.environ.get(var, ...)`, `os.getenv(var, ...)`: the value already set."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_environ(node.value):
+        return isinstance(node.slice, ast.Name) and node.slice.id == var
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == var:
+        func = node.func
+        return isinstance(func, ast.Attribute) and (
+            (func.attr == "get" and _is_environ(func.value))
+            or (func.attr == "getenv" and isinstance(func.value, ast.Name) and func.value.id == "os"))
+    return False
+
+
+def _only_forwards(nodes, var: str, keys=()) -> bool:
+    """Every use of the loop variable `var` in `nodes` reads the environment's value for it
+    (`os.environ[var]`, `var in os.environ`) or is the key `keys` allows; at least one read."""
+    allowed: set[int] = {id(k) for k in keys}
+    reads = 0
+    for root in nodes:
+        for node in ast.walk(root):
+            if _environ_read(node, var):
+                reads += 1
+                allowed.update(id(n) for n in ast.walk(node))
+            elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == var
+                  and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))
+                  and _is_environ(node.comparators[0])):
+                allowed.add(id(node.left))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                    and not _is_environ(node.targets[0].value) and _environ_read(node.value, var) \
+                    and isinstance(node.targets[0].slice, ast.Name) and node.targets[0].slice.id == var:
+                allowed.add(id(node.targets[0].slice))  # `env[var] = os.environ[var]`: a copy
+    uses = [n for root in nodes for n in ast.walk(root) if isinstance(n, ast.Name) and n.id == var]
+    return reads > 0 and all(id(n) in allowed for n in uses)
+
+
+def _forwarding_loop(node: ast.AST) -> list[ast.AST]:
+    """What a `for` loop or dict comprehension iterates when it only copies the environment's
+    existing values for the names it iterates (`env[k] = os.environ[k]` under `if k in
+    os.environ`): those names are passed on, not set."""
+    if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and not node.orelse:
+        return [node.iter] if _only_forwards(node.body, node.target.id) else []
+    if isinstance(node, ast.DictComp) and len(node.generators) == 1:
+        gen = node.generators[0]
+        if isinstance(gen.target, ast.Name) and isinstance(node.key, ast.Name) and node.key.id == gen.target.id \
+                and _environ_read(node.value, gen.target.id) \
+                and _only_forwards([node.key, node.value, *gen.ifs], gen.target.id, keys=(node.key,)):
+            return [gen.iter]
+    return []
+
 class CliEnv(Family):
     """CUDA environment variables and the device choices of a program's command line.
 
@@ -351,7 +405,9 @@ def visible():
         """(line, name) of the string literals that name a variable removed from an environment,
         read from the whole file's ast: the key of `.pop("NCCL_X", ...)`, `del env["NCCL_X"]`,
         `unsetenv("NCCL_X")`, and the elements of a tuple, list or set bound to a name that a
-        `for` loop iterates into one of those (`for k in _STRIP: os.environ.pop(k, None)`)."""
+        `for` loop iterates into one of those (`for k in _STRIP: os.environ.pop(k, None)`); also
+        the names a loop or dict comprehension only forwards when already set (`{k: os.environ[k]
+        for k in ("NCCL_X", ...) if k in os.environ}`): nothing is set, nothing tuned."""
         if self._removed is not None:
             return self._removed
         removed: set[tuple[int, str]] = set()
@@ -384,6 +440,14 @@ def visible():
                 var = node.target.id
                 if any(removes(stmt, lambda k: isinstance(k, ast.Name) and k.id == var) for stmt in node.body):
                     strip_lists.add(node.iter.id)
+        # names whose existing values are only copied on (forwarded to a child's environment)
+        for node in nodes:
+            for iterated in _forwarding_loop(node):
+                if isinstance(iterated, (ast.Tuple, ast.List, ast.Set)):
+                    for element in iterated.elts:
+                        literal(element)
+                elif isinstance(iterated, ast.Name):
+                    strip_lists.add(iterated.id)
         for node in nodes if strip_lists else ():
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
             if any(isinstance(t, ast.Name) and t.id in strip_lists for t in targets) and isinstance(

@@ -36,6 +36,12 @@ def _tables():
     )
 
 
+
+@functools.lru_cache(maxsize=None)
+def _portable() -> tuple[str, ...]:
+    """Names under torch.cuda that run on any host (rules/sweep.toml `portable`)."""
+    return tuple(p for p in catalogue.read_table("sweep.toml").get("portable", ()) if p.startswith("torch.cuda."))
+
 class CudaApi(Family):
     """`torch.cuda.*` calls, on the accelerator of the machine.
 
@@ -293,6 +299,9 @@ def train(model, loader, cuda=True):
         if qual == "torch.cuda":
             new = ctx.shim_call("device_module").with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return ctx.rewrite("NPU205", original, new) or updated
+        if any(qual == p or qual.startswith(p + ".") for p in _portable()) or self._probes_portable(original, qual):
+            ctx.claim(original)  # `torch.cuda._memory_viz.trace_plot`: pure Python, no device
+            return updated
         rest = qual[len("torch.cuda."):]
         parts = rest.split(".")
         if self._memory_alias(parts):
@@ -349,6 +358,17 @@ def train(model, loader, cuda=True):
             return False
         self.ctx.report("NPU110", original, why=why)
         return True
+
+    def _probes_portable(self, original: cst.CSTNode, qual: str) -> bool:
+        """`hasattr(torch.cuda._memory_viz, "trace_plot")`: asks a module every torch build has
+        for a portable name (the answer is the same on an NPU host)."""
+        arg, call = self.ctx.parent(), self.ctx.parent(2)
+        if not (isinstance(arg, cst.Arg) and arg.value is original and isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name) and call.func.value == "hasattr"
+                and len(call.args) == 2 and call.args[0] is arg):
+            return False
+        member = string_value(call.args[1].value)
+        return member is not None and f"{qual}.{member}" in _portable()
 
     def _checked_by_hasattr(self, name: str) -> bool:
         """Whether an enclosing `if` (or conditional expression, or `and` chain) asks

@@ -128,11 +128,13 @@ with torch.cuda.graph(graph):
             codes=('NPU202', 'NPU932'),
         ),
         Example(
-            note='`nn.DataParallel` is not supported on NPU',
+            note='`nn.DataParallel` is not supported on NPU (a type check is not a use)',
             before="""\
 import torch
 
 model = torch.nn.DataParallel(model, device_ids=[0, 1])
+if isinstance(model, torch.nn.DataParallel):
+    model = model.module
 """,
             codes=('NPU901',),
         ),
@@ -299,12 +301,45 @@ with torch.cuda.graph(graph):
     # ------------------------------------------------------------------ DataParallel, graphs (901/932)
     def reference(self, original, updated, qual: str):
         if qual in self.report_qualnames:
-            self.ctx.report(self.report_qualnames[qual], original)
+            if self.report_qualnames[qual] == "NPU901" and self._type_check_only():
+                # `isinstance(m, DataParallel)`, `-> DataParallel`: names the class without making
+                # one; only a construction (or a subclass) runs DataParallel
+                self.ctx.claim(original)
+            else:
+                self.ctx.report(self.report_qualnames[qual], original)
             return updated
         if id(original) in self._training_captures:
             self.ctx.report("NPU932", original)
             return updated
         return None
+
+    def _type_check_only(self) -> bool:
+        """Whether the name being left is an annotation, an `isinstance` / `issubclass` class
+        argument (alone or in a tuple) or compared with `type(x)`, not a call, a base class or a
+        value passed on."""
+        ctx = self.ctx
+        node = ctx.parents[-1]
+        depth = 1
+        parent = ctx.parent(depth)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.Subscript, cst.SubscriptElement, cst.Index,
+                                  cst.BinaryOperation)):
+            node, depth = parent, depth + 1
+            parent = ctx.parent(depth)
+        if isinstance(parent, cst.Annotation):
+            return True
+        if isinstance(parent, cst.ComparisonTarget) and isinstance(
+                parent.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
+            # `type(m) is DataParallel`, `type(m) in (DataParallel, DDP)`
+            comparison = ctx.parent(depth + 1)
+            left = getattr(comparison, "left", None)
+            return (isinstance(left, cst.Call) and isinstance(left.func, cst.Name) and left.func.value == "type"
+                    and len(comparison.comparisons) == 1)
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            call = ctx.parent(depth + 1)
+            return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
+                    and call.func.value in ("isinstance", "issubclass")
+                    and len(call.args) == 2 and call.args[1] is parent)
+        return False
 
     def visit_With(self, node: cst.With) -> None:
         """`with torch.cuda.graph(g):` around backward or an optimizer step captures training."""

@@ -114,8 +114,9 @@ def may_hold_scopes(text: str) -> bool:
 
 
 # Case-sensitive words, checked one by one in may_hold_scopes ("npu" not inside a word: `input`
-# holds the letters too): far cheaper than a case-blind pattern with a look-behind.
-_NPU_WORDS = re.compile(r"npu|NPU|Npu|hccl|HCCL|Hccl|scend|SCEND")
+# holds the letters too): far cheaper than a case-blind pattern with a look-behind. `PrivateUse1`:
+# the backend slot torch_npu registers the NPU in (rules/device.toml npu_attributes).
+_NPU_WORDS = re.compile(r"npu|NPU|Npu|hccl|HCCL|Hccl|scend|SCEND|PrivateUse1")
 
 
 # An NPU value or reference as code holds it (a quoted "npu"/"hccl", `.npu`, `is_npu`, an Ascend
@@ -151,8 +152,9 @@ def _marks(node: ast.AST) -> tuple[bool, bool]:
             cuda = cuda or cuda_values.fullmatch(value) is not None
             npu = npu or npu_values.fullmatch(value) is not None
         elif isinstance(sub, ast.Attribute):
-            cuda = cuda or sub.attr in cuda_attrs
-            npu = npu or sub.attr in npu_attrs
+            owner = sub.value.attr if isinstance(sub.value, ast.Attribute) else getattr(sub.value, "id", "")
+            cuda = cuda or sub.attr in cuda_attrs or f"{owner}.{sub.attr}" in cuda_attrs
+            npu = npu or sub.attr in npu_attrs or f"{owner}.{sub.attr}" in npu_attrs
         if cuda and npu:
             break
     return cuda, npu
