@@ -438,6 +438,7 @@ def check_command(quiet, **params):
         sys.exit(0)
     color = output_file is None and output_format == "text" and sys.stdout.isatty() and not run.no_color \
         and "NO_COLOR" not in os.environ
+    report.skipped = extra.get("skipped", [])
     text = render(output_format, report, statistics=run.statistics, color=color, quiet=quiet,
                   fail_on_stale=run.fail_on_stale)
     if output_file:

@@ -128,6 +128,9 @@ class Report:
     enabled: frozenset = frozenset()
     cwd: Optional[Path] = None
     fail_on_stale: bool = False  # stale baseline entries fail the check
+    # files and scopes left as written or never run on an NPU host: {path, [start_line, end_line,]
+    # reason}, as in migrate's JSON (render.skipped_entries)
+    skipped: list[dict] = field(default_factory=list)
 
 
 def render(fmt: str, report: Report, statistics: bool = False, color: bool = False,
@@ -259,6 +262,7 @@ def to_json(report: Report) -> str:
         "diff_base": report.diff_base,
         "stale": [s.as_dict() for s in report.stale],
         "errors": report.errors,
+        "skipped": report.skipped,
     }
     return json.dumps(payload, indent=2) + "\n"
 

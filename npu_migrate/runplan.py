@@ -277,8 +277,11 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     results = group_cuda_headers(results)  # NPU912 once per folder of .cuh headers and per identical .cu
     from .wholeprogram import review
 
-    # modules imported only on other platforms, methods an NPU subclass overrides: info
-    return review(results, {rel: path for path, rel in items})
+    from .moot import to_scopes
+
+    # modules imported only on other platforms, methods an NPU subclass overrides: info; then
+    # every finding about code an NPU host never runs becomes a named skipped scope
+    return to_scopes(review(results, {rel: path for path, rel in items}))
 
 
 # ------------------------------------------------------------------ what both commands print

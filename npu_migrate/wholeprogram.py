@@ -190,7 +190,10 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts)
     for i, spans in overridden.items():
         def why(finding: Finding, spans=spans) -> Optional[str]:
-            return next((reason for first, last, reason in spans if first <= finding.line <= last), None)
+            # every place of a merged finding must lie in the overridden method, or it stays
+            lines = [finding.line, *(line for line, _column, _source in finding.also)]
+            span = next((sp for sp in spans if sp[0] <= finding.line <= sp[1]), None)
+            return span[2] if span is not None and all(span[0] <= n <= span[1] for n in lines) else None
         out[i] = _lower(out[i], why)
     return out
 

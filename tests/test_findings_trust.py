@@ -36,6 +36,17 @@ def _findings(report: dict, code: str | None = None) -> list[dict]:
     return [f for f in items if code is None or f["code"] == code]
 
 
+def _moot(report: dict, code: str) -> dict[int, str]:
+    """{line: reason} of the places a finding of `code` about code an NPU host never runs stood
+    for: such findings are named skipped scopes (moot.py), not findings."""
+    out = {}
+    for scope in report.get("skipped", []):
+        if "start_line" in scope and scope["reason"].startswith(f"not run on an NPU host ({code}): "):
+            for line in range(scope["start_line"], scope["end_line"] + 1):
+                out[line] = scope["reason"]
+    return out
+
+
 def _write(root: Path, name: str, text: str) -> Path:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,20 +233,20 @@ def test_scopes_of_tests_skipped_off_cuda():
 
 
 def test_findings_in_tests_skipped_off_cuda_are_information(tmp_path):
+    """... now named as skipped scopes (moot.py): an NPU host never runs them."""
     _write(tmp_path, "tests/test_kernels.py", SKIPPED_TESTS)
-    found = _findings(_check(tmp_path), "NPU202")
+    report = _check(tmp_path)
+    found = _findings(report, "NPU202")
     by_severity = {}
     for f in found:
-        lines = [f["line"]] + [int(n) for n in f["message"].split("(also at line")[-1].strip("s )").split(", ")
-                               if n.strip().isdigit()] if "also at" in f["message"] else [f["line"]]
-        for line in lines:
+        for line in [f["line"], *(place[0] for place in f.get("also", []))]:
             by_severity[line] = f["severity"]
-    assert by_severity[9] == "info" and by_severity[19] == "info" and by_severity[30] == "info"
-    assert by_severity[35] == "info"
+    moot = _moot(report, "NPU202")
+    for line in (9, 19, 30, 35):
+        assert line in moot and line not in by_severity, line
     assert by_severity[14] == "error"  # skipped on ROCm only: it runs on the NPU
     assert by_severity[24] == "error"  # torch.cuda.is_available() is rewritten: it runs on the NPU
-    info = next(f for f in found if f["severity"] == "info")
-    assert "in a test that does not run on an NPU host" in info["message"]
+    assert "in a test that does not run on an NPU host" in moot[9]
 
 
 def test_findings_in_an_always_skipped_test_are_information(tmp_path):
@@ -243,9 +254,11 @@ def test_findings_in_an_always_skipped_test_are_information(tmp_path):
             'def test_a():\n    torch.cuda.profiler.start()\n\n\n@pytest.mark.skip(reason="later")\n'
             'def test_b():\n    torch.cuda.profiler.stop()\n\n\ndef test_c():\n    torch.cuda.profiler.start()\n')
     _write(tmp_path, "tests/test_x.py", text)
-    found = _findings(_check(tmp_path), "NPU202")
-    assert [(f["line"], f["severity"]) for f in found] == [(7, "info"), (16, "error")]
-    assert "(also at line 12)" in found[0]["message"]  # test_b's, merged into test_a's (both info)
+    report = _check(tmp_path)
+    found = _findings(report, "NPU202")
+    assert [(f["line"], f["severity"]) for f in found] == [(16, "error")]
+    moot = _moot(report, "NPU202")
+    assert 7 in moot and 12 in moot  # test_b's merged into test_a's: one scope, lines 7-12
 
 
 def test_a_module_skipped_off_cuda_lowers_every_finding(tmp_path):
@@ -253,8 +266,9 @@ def test_a_module_skipped_off_cuda_lowers_every_finding(tmp_path):
             'pytestmark = pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA")\n\n\n'
             'def test_a():\n    torch.cuda.profiler.start()\n')
     _write(tmp_path, "tests/test_mod.py", text)
-    found = _findings(_check(tmp_path), "NPU202")
-    assert [f["severity"] for f in found] == ["info"]
+    report = _check(tmp_path)
+    assert _findings(report, "NPU202") == []
+    assert "current_platform.is_cuda()" in _moot(report, "NPU202")[9]
 
 
 # ----------------------------------------------------------------------------- platform layers
@@ -329,8 +343,10 @@ def test_type_checking_blocks_are_named_and_untaken_branches_are_information(tmp
     assert {"path": "m.py", "start_line": 7, "end_line": 7,
             "reason": "only for type checkers (`if TYPE_CHECKING:`)"} in report["skipped"]  # ... but named
     by_line = {f["line"]: f for f in reported if f["code"] in ("NPU931", "NPU202")}
-    assert by_line[11]["severity"] == "info" and "`_is_hip`" in by_line[11]["message"]
-    assert by_line[16]["severity"] == "info"  # the else of a test that holds off CUDA
+    assert 11 not in by_line and 16 not in by_line  # never run on an NPU host: named scopes instead
+    moot = {**_moot(report, "NPU931"), **_moot(report, "NPU202")}
+    assert "`_is_hip`" in moot[11]
+    assert 16 in moot  # the else of a test that holds off CUDA
     assert by_line[19]["severity"] == "error"  # torch.cuda.is_available() is rewritten: this runs on NPU
 
 

@@ -39,7 +39,23 @@ def _findings(tmp_path: Path, files: dict[str, str]) -> list[dict]:
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     assert not report["errors"], report["errors"]
+    _LAST_SKIPPED[:] = report["skipped"]
     return report["findings"]
+
+
+_LAST_SKIPPED: list[dict] = []  # the `skipped` list of the last _findings run
+
+
+def _moot(code: str, path: str | None = None) -> dict[int, str]:
+    """{line: reason} of the last run's findings of `code` about code an NPU host never runs:
+    named skipped scopes now (moot.py), not findings."""
+    out = {}
+    for scope in _LAST_SKIPPED:
+        if "start_line" in scope and (path is None or scope["path"] == path) \
+                and scope["reason"].startswith(f"not run on an NPU host ({code}): "):
+            for line in range(scope["start_line"], scope["end_line"] + 1):
+                out[line] = scope["reason"]
+    return out
 
 
 def _at(findings: list[dict], path: str, line: int, code: str | None = None) -> list[dict]:
@@ -159,13 +175,12 @@ def test_skip_in_front_of_cuda_toolchain_keeps_its_condition(tmp_path):
     assert '@pytest.mark.skipif(not npu_compat.is_available(), reason="needs CUDA")\ndef test_moves' in new
     assert '@unittest.skipUnless(torch.cuda.is_available(), "needs CUDA")' in new
     findings = _findings(tmp_path, {"tests/test_skips.py": SKIPS})
-    gates = [f for f in findings if f["code"] == "NPU110"]
-    lines = {f["line"] for f in gates} | {int(n) for f in gates for n in _also(f["message"])}
-    assert lines == {7, 18}, gates
-    # the kept skip still skips the test off CUDA: what is reported inside it is for review
-    assert all(f["severity"] == "info" and "does not run on an NPU host" in f["message"] for f in gates)
-    inside = _at(findings, "tests/test_skips.py", 9, "NPU990")
-    assert inside and inside[0]["severity"] == "info"
+    # the kept skips still skip their tests off CUDA: named as scopes an NPU host never runs
+    assert not [f for f in findings if f["code"] == "NPU110"]
+    moot = _moot("NPU110")
+    assert 7 in moot and 18 in moot, _LAST_SKIPPED
+    assert all("does not run on an NPU host" in moot[n] or "keeps being skipped" in moot[n] for n in (7, 18))
+    assert not _at(findings, "tests/test_skips.py", 9, "NPU990") and 9 in _moot("NPU990")
     # a widened skip runs on the NPU: its rewrite is listed, nothing lowered there
     assert _at(findings, "tests/test_skips.py", 12, "NPU201")
 
@@ -213,9 +228,8 @@ def test_helpers_reached_only_from_tests_skipped_off_cuda_are_info(tmp_path):
     findings = _findings(tmp_path, {"tests/test_helpers.py": HELPERS})
     fp8 = [f for f in findings if f["code"] == "NPU913"]
     # the FP8 table of `_table` is reached only through `_worker` (spawned by a skipped test)
-    lowered = [f for f in fp8 if f["line"] == 11]
-    assert lowered and lowered[0]["severity"] == "info"
-    assert "called only from tests that do not run on an NPU host" in lowered[0]["message"]
+    assert not [f for f in fp8 if f["line"] == 11]
+    assert "called only from tests that do not run on an NPU host" in _moot("NPU913")[11]
     # `_shared` is also called from a test that runs on the NPU: still an error
     kept = [f for f in fp8 if f["line"] == 24 or "24" in _also(f["message"])]
     assert kept and kept[0]["severity"] == "error", fp8
@@ -268,9 +282,9 @@ def test_fp8():
 def test_module_skipped_by_cuda_capability_helpers_is_info(tmp_path):
     findings = _findings(tmp_path, MODULE_SKIPS)
     for path in ("tests/test_fp8_sm89.py", "tests/test_mi300.py"):
-        fp8 = [f for f in findings if f["path"] == path and f["code"] == "NPU913"]
-        assert fp8 and all(f["severity"] == "info" for f in fp8), fp8
-        assert "does not run on an NPU host" in fp8[0]["message"]
+        assert not [f for f in findings if f["path"] == path and f["code"] == "NPU913"]
+        moot = _moot("NPU913", path)
+        assert moot and all("does not run on an NPU host" in reason for reason in moot.values()), _LAST_SKIPPED
     # a helper the NPU host may answer True for does not skip the module
     fp8 = [f for f in findings if f["path"] == "tests/test_fp8_anywhere.py" and f["code"] == "NPU913"]
     assert fp8 and fp8[0]["severity"] == "error"
@@ -290,10 +304,8 @@ def test_quant():
     assert quantize(x).numel() == 4
 '''
     findings = _findings(tmp_path, {"tests/test_quant.py": text})
-    gate = _at(findings, "tests/test_quant.py", 7, "NPU110")
-    assert gate and gate[0]["severity"] == "info"
-    fp8 = _at(findings, "tests/test_quant.py", 9, "NPU913")
-    assert fp8 and fp8[0]["severity"] == "info"
+    assert not _at(findings, "tests/test_quant.py", 7, "NPU110") and 7 in _moot("NPU110")
+    assert not _at(findings, "tests/test_quant.py", 9, "NPU913") and 9 in _moot("NPU913")
     assert 'not torch.cuda.is_available() or' in _migrated(text, "tests/test_quant.py")
 
 
@@ -341,11 +353,11 @@ def build(model):
 def test_compile_cuda_graphs_once_per_file_and_info_when_never_called(tmp_path):
     findings = _findings(tmp_path, {"tests/test_compile.py": COMPILE_TESTS, "pkg/build.py": COMPILE_MODULE})
     tests = [f for f in findings if f["path"] == "tests/test_compile.py" and f["code"] == "NPU903"]
-    info = [f for f in tests if f["severity"] == "info"]
+    assert not [f for f in tests if f["severity"] == "info"]
     warnings = [f for f in tests if f["severity"] == "warning"]
-    # compiled only to see a helper refuse it (or dropped): information, one finding listing both lines
-    assert len(info) == 1 and info[0]["line"] == 9 and "also at line 16" in info[0]["message"], info
-    assert "never calls the compiled object" in info[0]["message"]
+    # compiled only to see a helper refuse it (or dropped): one named scope for both lines
+    moot = _moot("NPU903", "tests/test_compile.py")
+    assert 9 in moot and 16 in moot and "never calls the compiled object" in moot[9], _LAST_SKIPPED
     # compiled and called: still a warning, once for the file
     assert len(warnings) == 1 and warnings[0]["line"] == 20 and "also at line 25" in warnings[0]["message"]
     # outside tests nothing is lowered, and the file has one finding

@@ -24,12 +24,27 @@ def dequant_kernel(x_ptr, n, BLOCK: tl.constexpr):
 '''
 
 
-def _check(root: Path, *targets: str) -> list[dict]:
+def _report(root: Path, *targets: str) -> dict:
     paths = [str(root / t) for t in targets] or [str(root)]
     result = CliRunner().invoke(main, ["check", *paths, "--isolated", "--no-cache", "--output-format", "json"])
     assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout[result.stdout.index("{"):])
+    return json.loads(result.stdout[result.stdout.index("{"):])
+
+
+def _check(root: Path, *targets: str) -> list[dict]:
+    report = _report(root, *targets)
     return report.get("findings", report.get("items", []))
+
+
+def _moot(report: dict, path: str, code: str) -> dict:
+    """The skipped scope a finding about code an NPU host never runs became (moot.py): named, with
+    its code and reason, no longer a finding."""
+    findings = report.get("findings", report.get("items", []))
+    assert not [f for f in findings if f["path"].endswith("/" + path) and f["code"] == code], findings
+    found = [s for s in report.get("skipped", []) if s["path"].endswith(path) and "start_line" in s
+             and s["reason"].startswith(f"not run on an NPU host ({code}): ")]
+    assert len(found) == 1, (path, code, report.get("skipped"))
+    return found[0]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
@@ -64,12 +79,12 @@ def test_a_module_imported_only_under_a_rocm_branch_is_info_naming_the_imports(t
         "pkg/kernels.py": KERNELS,
         "pkg/ops.py": "from pkg.kernels import dequant_kernel\n",
     })
-    findings = _check(tmp_path)
-    lowered = _one(findings, "pkg/alt_kernels.py", "NPU910")
-    assert lowered["severity"] == "info"
-    assert "imported only where an NPU host does not go" in lowered["message"]
-    assert "pkg/awq.py:5 under `_is_hip`" in lowered["message"]
-    assert "pkg/model.py:7 under `_is_hip`" in lowered["message"]
+    report = _report(tmp_path)
+    findings = report["findings"]
+    lowered = _moot(report, "pkg/alt_kernels.py", "NPU910")
+    assert "imported only where an NPU host does not go" in lowered["reason"]
+    assert "pkg/awq.py:5 under `_is_hip`" in lowered["reason"]
+    assert "pkg/model.py:7 under `_is_hip`" in lowered["reason"]
     kept = _one(findings, "pkg/kernels.py", "NPU910")
     assert kept["severity"] == "error" and "NPU host does not go" not in kept["message"]
 
@@ -90,9 +105,8 @@ def test_the_chain_through_a_module_of_another_accelerator_is_followed(tmp_path)
         "lib/backends/triton/__init__.py": "",
         "lib/backends/triton/kernels.py": KERNELS,
     })
-    lowered = _one(_check(tmp_path), "lib/backends/triton/kernels.py", "NPU910")
-    assert lowered["severity"] == "info"
-    assert "lib/backends/xpu/ops.py:2 under a module an NPU host never imports" in lowered["message"]
+    lowered = _moot(_report(tmp_path), "lib/backends/triton/kernels.py", "NPU910")
+    assert "lib/backends/xpu/ops.py:2 under a module an NPU host never imports" in lowered["reason"]
 
 
 def test_what_the_run_cannot_prove_keeps_its_severity(tmp_path):
@@ -135,7 +149,7 @@ class CudaGraphRunner:
         return torch.cuda.memory._snapshot()
 
     def replay(self):
-        self.graph = torch.cuda.CUDAGraph()
+        torch.cuda.memory._record_memory_history()
 '''
 SUBCLASS_NPU = '''\
 import torch_npu
@@ -156,14 +170,16 @@ class NPUGraphRunner(CudaGraphRunner):
 def test_a_method_an_npu_subclass_overrides_is_info_and_the_rest_is_not(tmp_path):
     _write(tmp_path, {"runner/__init__.py": "", "runner/cuda_graph_runner.py": SUBCLASS_PARENT,
                       "runner/npu_graph_runner.py": SUBCLASS_NPU})
-    findings = [f for f in _check(tmp_path) if f["path"].endswith("runner/cuda_graph_runner.py") and not f["fixable"]]
+    report = _report(tmp_path)
+    findings = [f for f in report["findings"] if f["path"].endswith("runner/cuda_graph_runner.py") and not f["fixable"]]
     by_line = {}
     for finding in findings:
         by_line.setdefault(finding["line"], []).append(finding)
-    capture = [f for line, fs in by_line.items() if 6 <= line <= 8 for f in fs]
-    assert capture and all(f["severity"] == "info" for f in capture)
-    assert all("overridden for NPU by `NPUGraphRunner.capture` in runner/npu_graph_runner.py:7" in f["message"]
-               for f in capture)
+    assert not [f for line, fs in by_line.items() if 6 <= line <= 8 for f in fs]  # (now a named scope)
+    capture = [s for s in report["skipped"] if s["path"].endswith("runner/cuda_graph_runner.py") and "start_line" in s]
+    assert capture and all(6 <= s["start_line"] <= s["end_line"] <= 8 for s in capture)
+    assert all("overridden for NPU by `NPUGraphRunner.capture` in runner/npu_graph_runner.py:7" in s["reason"]
+               for s in capture)
     # profile() calls the parent's method: it runs on NPU; replay() is not overridden
     others = [f for line, fs in by_line.items() if line >= 11 for f in fs]
     assert others and all("overridden for NPU" not in f["message"] for f in others)
@@ -179,7 +195,7 @@ def test_a_one_file_check_sees_no_importer_and_lowers_nothing(tmp_path):
     })
     alone = _one(_check(tmp_path, "pkg/alt_kernels.py"), "pkg/alt_kernels.py", "NPU910")
     assert alone["severity"] == "error"
-    assert _one(_check(tmp_path), "pkg/alt_kernels.py", "NPU910")["severity"] == "info"
+    _moot(_report(tmp_path), "pkg/alt_kernels.py", "NPU910")
 
 
 CU = "__global__ void scale(float* x, float a) {{ x[threadIdx.x] *= a; }}  // {name}\n"
@@ -208,9 +224,25 @@ def test_a_cuda_source_whose_builder_has_an_npu_twin_is_info(tmp_path):
             "    def sources(self):\n        return []\n"
         ),
     })
-    findings = _check(tmp_path)
-    adam = _one(findings, "csrc/adam/adam.cu", "NPU912")
-    assert adam["severity"] == "info"
+    report = _report(tmp_path)
+    findings = report["findings"]
+    adam = _moot(report, "csrc/adam/adam.cu", "NPU912")
     assert "`FusedAdamBuilder` in op_builder/npu/fused_adam.py, where op_builder/fused_adam.py lists this file" \
-        in adam["message"]
+        in adam["reason"]
     assert _one(findings, "csrc/evo/attention.cu", "NPU912")["severity"] == "error"
+
+
+def test_a_merged_finding_with_a_place_outside_the_override_stays(tmp_path):
+    """One NPU202 for the file stands for the CUDAGraph of capture() (overridden for NPU) and of
+    replay() (not): replay still runs on an NPU host, so the finding stays at its severity."""
+    parent = SUBCLASS_PARENT.replace("        torch.cuda.memory._record_memory_history()\n",
+                                     "        self.graph = torch.cuda.CUDAGraph()\n")
+    _write(tmp_path, {"runner/__init__.py": "", "runner/cuda_graph_runner.py": parent,
+                      "runner/npu_graph_runner.py": SUBCLASS_NPU})
+    report = _report(tmp_path)
+    graph = [f for f in report["findings"] if f["path"].endswith("runner/cuda_graph_runner.py") and f["code"] == "NPU202"
+             and f["line"] == 6]
+    assert len(graph) == 1 and graph[0]["severity"] == "error"
+    assert 14 in [line for line, _col, _src in graph[0]["also"]]
+    assert not [s for s in report["skipped"] if s["path"].endswith("cuda_graph_runner.py") and "NPU202" in s["reason"]
+                and s["start_line"] <= 14 <= s["end_line"]]
