@@ -16,3 +16,17 @@ def parse(body: bytes) -> Optional[ast.Module]:
         return ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def dotted(node: ast.AST, strict: bool = False) -> Optional[str]:
+    """`a.b.c` of an attribute chain on a name. A chain on something else (a call, a subscript)
+    gives its attribute names (`f().x.y` -> `x.y`), or None when `strict`."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    elif strict:
+        return None
+    return ".".join(reversed(parts))

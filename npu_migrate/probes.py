@@ -34,14 +34,7 @@ from . import astcache, catalogue
 from .findings import MAX_LISTED, Finding, split_merged
 
 
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+_dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 
 
 def _parse(text: str) -> ast.Module | None:

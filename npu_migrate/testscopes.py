@@ -44,14 +44,7 @@ _UNKNOWN = object()  # neither true nor false
 _NONE = object()  # a value that is None on an NPU host (torch.version.cuda)
 
 
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+_dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 
 
 def _value(node: ast.AST):

@@ -17,6 +17,8 @@ from npu_migrate.cli import main
 from npu_migrate.engine import migrate_source
 from npu_migrate.model import Options
 
+from .precision_helpers import migrate_json, moot_lines, write_project
+
 ENABLED = catalogue.enabled_codes()
 
 
@@ -26,19 +28,7 @@ def _migrated(text: str, relpath: str = "pkg/mod.py") -> str:
 
 
 def _findings(tmp_path: Path, files: dict[str, str]) -> list[dict]:
-    root = tmp_path / "project"
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    result = CliRunner().invoke(
-        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
-               "--output-format", "json"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    assert not report["errors"], report["errors"]
+    report = migrate_json(write_project(tmp_path, files))
     _LAST_SKIPPED[:] = report["skipped"]
     return report["findings"]
 
@@ -47,15 +37,8 @@ _LAST_SKIPPED: list[dict] = []  # the `skipped` list of the last _findings run
 
 
 def _moot(code: str, path: str | None = None) -> dict[int, str]:
-    """{line: reason} of the last run's findings of `code` about code an NPU host never runs:
-    named skipped scopes now (moot.py), not findings."""
-    out = {}
-    for scope in _LAST_SKIPPED:
-        if "start_line" in scope and (path is None or scope["path"] == path) \
-                and scope["reason"].startswith(f"not run on an NPU host ({code}): "):
-            for line in range(scope["start_line"], scope["end_line"] + 1):
-                out[line] = scope["reason"]
-    return out
+    """{line: reason} of the last run's findings of `code` about code an NPU host never runs."""
+    return moot_lines(_LAST_SKIPPED, code, path)
 
 
 def _at(findings: list[dict], path: str, line: int, code: str | None = None) -> list[dict]:

@@ -15,34 +15,19 @@ All fixtures are written here, each with a nearby true case that stays reported.
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from npu_migrate.cli import main
 from npu_migrate.probes import GUARDED
+
+from .precision_helpers import migrate_json, write_project
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "project"
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
+    return write_project(tmp_path, files, dedent=True)
 
 
 def _findings(root: Path) -> list[dict]:
-    result = CliRunner().invoke(
-        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
-               "--output-format", "json"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    assert not report["errors"], report["errors"]
+    report = migrate_json(root)
     _LAST_SKIPPED[:] = report["skipped"]
     return [f for f in report["findings"] if not f["fixable"]]
 

@@ -18,28 +18,13 @@ fixture next to a true case that must still be reported:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from npu_migrate.cli import main
+from .precision_helpers import migrate_json, moot_lines, write_project
 
 
 def _migrate(tmp_path: Path, files: dict[str, str]) -> list[dict]:
-    root = tmp_path / "project"
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    result = CliRunner().invoke(
-        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
-               "--output-format", "json"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    assert not report["errors"], report["errors"]
+    report = migrate_json(write_project(tmp_path, files))
     _LAST_SKIPPED[:] = report["skipped"]
     return report["findings"]
 
@@ -48,14 +33,8 @@ _LAST_SKIPPED: list[dict] = []  # the `skipped` list of the last _migrate run
 
 
 def _moot(path: str) -> dict[int, str]:
-    """{line: reason} of the last run's findings about code an NPU host never runs in `path`:
-    named skipped scopes now (moot.py), not findings."""
-    out = {}
-    for scope in _LAST_SKIPPED:
-        if "start_line" in scope and scope["path"] == path and scope["reason"].startswith("not run on an NPU host ("):
-            for line in range(scope["start_line"], scope["end_line"] + 1):
-                out[line] = scope["reason"]
-    return out
+    """{line: reason} of the last run's findings about code an NPU host never runs in `path`."""
+    return moot_lines(_LAST_SKIPPED, None, path)
 
 
 def _at(findings: list[dict], path: str, line: int, code: str | None = None) -> list[dict]:

@@ -13,28 +13,13 @@ is still reported:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from npu_migrate.cli import main
+from .precision_helpers import migrate_json, write_project
 
 
 def _findings(tmp_path: Path, files: dict[str, str]) -> list[dict]:
-    root = tmp_path / "project"
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    result = CliRunner().invoke(
-        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
-               "--output-format", "json"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    assert not report["errors"], report["errors"]
+    report = migrate_json(write_project(tmp_path, files))
     return [f for f in report["findings"] if not f["fixable"]]
 
 

@@ -14,15 +14,13 @@ Each test also checks that the nearby true case is still reported as before.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from click.testing import CliRunner
-
 from npu_migrate import catalogue
-from npu_migrate.cli import main
 from npu_migrate.model import Options
 from npu_migrate.textfiles import scan_text_file
+
+from .precision_helpers import migrate_json as _migrate_json
 
 ALL = Options(enabled=set(catalogue.rules()))
 
@@ -38,16 +36,6 @@ def _by_code(result) -> dict[str, list]:
     return out
 
 
-def _migrate_json(root: Path) -> dict:
-    result = CliRunner().invoke(
-        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
-               "--output-format", "json"],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    assert not report["errors"], report["errors"]
-    return report
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import catalogue
+from .. import astcache, catalogue
 
 # A file whose text has none of these holds no platform-aware scope (the cheap test first).
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -427,14 +427,7 @@ class CudaOnlyGates:
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+    return astcache.dotted(node, strict=True)  # None when the chain is not on a name
 
 
 def _spans(node: ast.AST, line: int) -> bool:

@@ -1,0 +1,48 @@
+"""Shared by the precision tests (issue #16): a project written into a temporary folder, migrated
+as a user runs it (`npu-migrate migrate --dry-run --output-format json`), and the skipped scopes
+that findings about code an NPU host never runs became (npu_migrate/moot.py)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from npu_migrate.cli import main
+
+
+def write_project(tmp_path: Path, files: dict[str, str], dedent: bool = False) -> Path:
+    """`files` ({relative path: text}) under tmp_path/project; the project's folder."""
+    root = tmp_path / "project"
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text) if dedent else text)
+    return root
+
+
+def migrate_json(root: Path) -> dict:
+    """The JSON report of a dry run over `root` (one worker, no cache, no configuration)."""
+    result = CliRunner().invoke(
+        main, ["migrate", str(root), "--dry-run", "--no-cache", "--isolated", "--allow-dirty", "-j", "1",
+               "--output-format", "json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    assert not report["errors"], report["errors"]
+    return report
+
+
+def moot_lines(skipped: list[dict], code: str | None = None, path: str | None = None) -> dict[int, str]:
+    """{line: reason} of the named scopes that findings (of `code`, in `path`) about code an NPU
+    host never runs became: every line of each scope."""
+    prefix = f"not run on an NPU host ({code}): " if code else "not run on an NPU host ("
+    out = {}
+    for scope in skipped:
+        if "start_line" in scope and (path is None or scope["path"] == path) and scope["reason"].startswith(prefix):
+            for line in range(scope["start_line"], scope["end_line"] + 1):
+                out[line] = scope["reason"]
+    return out
