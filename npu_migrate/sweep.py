@@ -226,6 +226,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.label_returns: set[int] = set()  # ids of functions that return a platform label
         self.label_info: dict[int, str] = {}  # ids of strings listed as information: why
         self.label_hint: dict[int, str] = {}  # ids of strings reported with a hint: what to do
+        self.annotation_strings: set[int] = set()  # ids of the strings inside type annotations
         self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
         self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
         self.label_tables: Optional[frozenset] = None  # names of module-level tables keyed by platform
@@ -738,7 +739,21 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             return self._flag(node, f"`{node.value}`")
         return False
 
+    def visit_Annotation(self, node: cst.Annotation) -> bool:
+        """A type annotation is for type checkers: the strings of `Literal["nccl", "ipc"]` name
+        what a value may be (a registry's keys, device labels), they hold no device at run time.
+        The rest of an annotation is swept as usual (`torch.cuda.Stream`)."""
+        stack = [node.annotation]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, cst.SimpleString):
+                self.annotation_strings.add(id(current))
+            stack.extend(current.children)
+        return True
+
     def visit_SimpleString(self, node: cst.SimpleString) -> bool:
+        if id(node) in self.annotation_strings:
+            return False
         value = literal_value(node.value)
         # a device, backend or variable name holds no whitespace, and prose (a docstring, a log
         # or exception message) is text for people: neither is a leftover

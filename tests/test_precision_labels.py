@@ -339,3 +339,38 @@ def test_fp8_unpacked_from_a_tuple_is_not_an_allow_list():
     source = "import torch\n\n\ndef f(q):\n    fp8, device = torch.float8_e4m3fn, q.device\n    return q.to(fp8)\n"
     found = _findings(source, "NPU913")
     assert [(f.line, f.severity) for f in found] == [(5, "error")]
+
+
+REGISTRY = '''\
+from typing import Literal
+
+import torch
+import torch.distributed as dist
+
+
+class WeightTransferConfig:
+    backend: Literal["nccl", "ipc", "sparse_nccl"] | str = (
+        "nccl"
+    )
+
+
+class DistConfig:
+    backend: Literal["nccl", "gloo"] = "nccl"
+
+
+def place(device: Literal["cuda", "cpu"] = "cpu"):
+    return torch.zeros(2, device=device)
+'''
+
+
+def test_a_registry_name_typed_by_literal_is_not_a_backend_and_literal_strings_are_types():
+    """vLLM's weight-transfer engine: `backend: Literal["nccl", "ipc", ...] = "nccl"` names an
+    entry of the project's registry; rewritten to the shim's backend it would be "hccl" on NPU, a
+    name the registry lacks. A Literal of process-group backends only is still a backend. The
+    strings inside a type annotation are for type checkers: not leftovers."""
+    result = migrate_file(REGISTRY.encode(), "pkg/config.py", Options(enabled=catalogue.enabled_codes()))
+    new = (result.new or result.original).decode()
+    assert '| str = (\n        "nccl"\n    )' in new  # the registry's default: as written
+    assert 'backend: Literal["nccl", "gloo"] = npu_compat.dist_backend()' in new
+    leftovers = [f for f in result.findings if f.code == "NPU990"]
+    assert [f.line for f in leftovers] == [8]  # the registry default itself; no annotation string

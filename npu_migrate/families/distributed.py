@@ -279,6 +279,8 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
             return bool(first) and ctx.qualname(call.func) in self.backend_first_arg_calls
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is child:
             targets = parent.targets if isinstance(parent, cst.Assign) else [parent]
+            if isinstance(parent, cst.AnnAssign) and self._names_other_values(parent.annotation):
+                return False  # `backend: Literal["nccl", "ipc", ...] = "nccl"`: a registry's names
             if any(is_named(t.target, self.backend_words) for t in targets):
                 for t in targets:
                     if isinstance(t.target, cst.Name):
@@ -287,12 +289,23 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
             return False
         words = self.backend_words
         if isinstance(parent, cst.Param) and parent.default is child:
-            return is_named(parent.name, words)
+            return is_named(parent.name, words) and not (
+                parent.annotation is not None and self._names_other_values(parent.annotation))
         if isinstance(parent, cst.DictElement) and parent.value is child:
             key = string_value(parent.key)
             return key is not None and is_device_name(key, words)
         if isinstance(parent, cst.Return) and parent.value is child:
             return bool(ctx.functions) and is_device_name(ctx.functions[-1], words)
+        return False
+
+    def _names_other_values(self, annotation: cst.Annotation) -> bool:
+        """The annotation lists a string that is no process-group backend (`Literal["nccl",
+        "ipc", "sparse_nccl"]`): the value names an entry of the project's own registry (vLLM's
+        weight-transfer engines), which an NPU backend name would not find."""
+        for node in _strings_in(annotation):
+            value = string_value(node)
+            if value is not None and value != "hccl" and value not in self.other_backends and not is_nccl_spec(value):
+                return True
         return False
 
     # ------------------------------------------------------------------ backend == "nccl" (NPU302)
@@ -367,3 +380,13 @@ def _names_the_device(value: cst.CSTNode) -> bool:
         if name is not None and re.search(r"device(_type|_name)?$|accelerator", name):
             return True
     return False
+
+
+def _strings_in(node: cst.CSTNode):
+    """The simple string literals anywhere under `node`."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.SimpleString):
+            yield current
+        stack.extend(current.children)
