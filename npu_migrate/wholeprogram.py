@@ -54,9 +54,12 @@ _MAX_ROUNDS = 8  # modules imported only by modules imported only ... (a chain i
 # Words without which no condition of a file can be false on an NPU host (a superset of what
 # testscopes.false_on_npu decides, as fast substring tests: the exact verdict comes after; a
 # regex alternation over every file of a large tree costs seconds).
-_DECIDABLE = (b"hip", b"HIP", b"rocm", b"ROCM", b"xpu", b"mps", b"version.cuda", b"is_cuda", b"gfx", b"hopper",
-              b"blackwell", b"sm_", b"sm8", b"sm9", b"sm1", b"_available", b"_installed", b"find_spec", b"has_",
-              b"MI3", b"mi3")
+_DECIDABLE = (b"_available", b"has_", b"hip", b"HIP", b"rocm", b"ROCM", b"xpu", b"mps", b"version.cuda", b"is_cuda",
+              b"gfx", b"hopper", b"blackwell", b"sm_", b"sm8", b"sm9", b"sm1", b"_installed", b"find_spec",
+              b"MI3", b"mi3")  # (the common words first: `any` stops at the first)
+_DECIDABLE_WORD = re.compile(b"|".join(re.escape(w) for w in (*_DECIDABLE, b"TYPE_CHECKING")))  # (in one condition)
+# an `if`/`elif` header on one line: (indentation, condition)
+_IF_LINE = re.compile(rb"^([ \t]*)(?:el)?if[ \t]+(.+?):[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 
 
 def _decidable(data: bytes) -> bool:
@@ -239,26 +242,48 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
             sites_of.setdefault(-1, [])  # (built)
         return sites_of.get(j, [])
 
-    lines_of: dict[int, list[bytes]] = {}
+    blocks_of: dict[int, list[tuple[int, int, str]]] = {}
     verdicts: dict[str, bool] = {}  # condition source -> false on an NPU host
 
+    def blocks(i: int) -> list[tuple[int, int, str]]:
+        """(first line, last line, condition) of the `if`/`elif` blocks of file i whose one-line
+        condition is false on an NPU host: found from the header lines that name such a
+        condition, their extent by indentation (no parse of the file; only the conditions are)."""
+        if i not in blocks_of:
+            found, data = [], texts.get(i) or b""
+            lines, line, at = None, 1, 0
+            for match in _IF_LINE.finditer(data):
+                condition = match.group(2)
+                if not _DECIDABLE_WORD.search(condition):
+                    continue
+                text = condition.decode("utf-8", "replace")
+                if text not in verdicts:
+                    verdicts[text] = false_on_npu(text)
+                line += data.count(b"\n", at, match.start())
+                at = match.start()
+                if not verdicts[text]:
+                    continue
+                if lines is None:
+                    lines = data.splitlines()
+                indent, last = len(match.group(1)), line
+                for k in range(line, len(lines)):  # (lines[line] is the line after the header)
+                    body = lines[k]
+                    stripped = body.strip()
+                    if not stripped or stripped.startswith(b"#"):
+                        continue
+                    if len(body) - len(body.lstrip(b" \t")) <= indent:
+                        break
+                    last = k + 1
+                if last > line:
+                    found.append((line + 1, last, text))
+            blocks_of[i] = found
+        return blocks_of[i]
+
     def gated(importer: int, line: int) -> Optional[str]:
-        """The condition of an enclosing `if`/`elif` that is false on an NPU host, or None. The
-        enclosing block headers are found by indentation from the import line up (no parse of
-        the file: most importers have none), and only their conditions are parsed."""
-        if importer not in lines_of:
-            lines_of[importer] = (texts.get(importer) or b"").splitlines()
-        lines = lines_of[importer]
-        if line > len(lines):
-            return None
-        for header in _headers(lines, line - 1):
-            keyword, _, rest = header.partition(b" ")
-            if keyword in (b"if", b"elif") and header.endswith(b":"):
-                condition = rest[:-1].decode("utf-8", "replace")
-                if condition not in verdicts:
-                    verdicts[condition] = false_on_npu(condition)
-                if verdicts[condition]:
-                    return f"`{' '.join(condition.split())[:70]}`"
+        """The condition of an enclosing `if`/`elif` that is false on an NPU host, or None."""
+        for first, last, condition in blocks(importer):
+            if first <= line <= last:
+                return f"`{' '.join(condition.split())[:70]}`"
         return None
 
     strings: dict[int, bool] = {}
@@ -277,8 +302,10 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
         data = texts.get(i)
         if not data or not _decidable(data):
             continue
+        # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
+        if not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
+            continue
         for j, line in imports(i):
-            # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
             if j not in candidates and gated(i, line) not in (None, _TYPING):
                 candidates.add(j)
     found: dict[int, str] = {}
@@ -399,7 +426,8 @@ _CUDA_SOURCE = re.compile(r"[\w./-]+\.cuh?$", re.IGNORECASE)
 
 
 def _npu_path(relpath: str) -> bool:
-    return any(_NPU_CLASS.search(part) for part in relpath.split("/"))
+    lowered = relpath.lower()
+    return ("npu" in lowered or "ascend" in lowered) and any(_NPU_CLASS.search(part) for part in relpath.split("/"))
 
 
 _CUDA_LITERAL = re.compile(rb"""["']([\w./-]+\.cuh?)["']""", re.IGNORECASE)
@@ -450,26 +478,6 @@ def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
                 break
     return out
 
-
-def _headers(lines: list[bytes], index: int):
-    """The stripped header lines of the blocks enclosing line `index`, innermost first: each
-    line above with less indentation than the block so far (blank lines, comments and deeper
-    continuation lines are passed over)."""
-    def indent(text: bytes) -> int:
-        return len(text) - len(text.lstrip(b" \t"))
-
-    level = indent(lines[index])
-    for j in range(index - 1, -1, -1):
-        if level == 0:
-            return
-        text = lines[j]
-        stripped = text.strip()
-        if not stripped or stripped.startswith(b"#"):
-            continue
-        depth = indent(text)
-        if depth < level:
-            level = depth
-            yield stripped
 
 
 def _class_defs(tree):
