@@ -235,6 +235,7 @@ def _result_to_json(result) -> dict:
         "skipped": result.skipped,
         "suppressed": result.suppressed,
         "skipped_scopes": [list(scope) for scope in result.skipped_scopes],
+        **({"facts": result.facts} if result.facts is not None else {}),
     }
 
 
@@ -280,8 +281,9 @@ def _result_from_json(data, relpath: str, original: bytes):
     missing, unknown, or of the wrong type or shape."""
     if isinstance(data, str):
         data = json.loads(data)
-    if not isinstance(data, dict) or set(data) - {"skipped_scopes"} != _RESULT_FIELDS:
+    if not isinstance(data, dict) or set(data) - {"skipped_scopes", "facts"} != _RESULT_FIELDS:
         raise ValueError("the result is not an object of the known fields")
+    facts = _facts_from_json(data["facts"]) if "facts" in data else None
     scopes = data.get("skipped_scopes", [])
     if not isinstance(scopes, list) or not all(
         isinstance(s, list) and len(s) == 3 and _is(s[0], (int,)) and _is(s[1], (int,)) and isinstance(s[2], str)
@@ -308,7 +310,25 @@ def _result_from_json(data, relpath: str, original: bytes):
         raise ValueError("skipped or suppressed has the wrong type")
     return FileResult(relpath=relpath, findings=findings, original=original, new=new,
                       encoding=encoding, skipped=skipped, suppressed=suppressed,
-                      skipped_scopes=[(s[0], s[1], s[2]) for s in scopes])
+                      skipped_scopes=[(s[0], s[1], s[2]) for s in scopes], facts=facts)
+
+
+def _facts_from_json(facts) -> dict:
+    """A file's whole-program facts (wholeprogram.file_facts), every field checked for its shape."""
+    def rows(value, *kinds) -> bool:
+        return isinstance(value, list) and all(
+            isinstance(row, list) and len(row) == len(kinds) and all(_is(v, k) for v, k in zip(row, kinds))
+            for row in value)
+
+    if not isinstance(facts, dict) or set(facts) != {"imports", "blocks", "classes", "npu_classes", "cu"}:
+        raise ValueError("facts is not an object of the known fields")
+    if not (rows(facts["imports"], (str,), (int,), (bool,)) and rows(facts["blocks"], (int,), (int,), (str,))
+            and isinstance(facts["classes"], list) and all(isinstance(c, str) for c in facts["classes"])
+            and rows(facts["npu_classes"], (str,), (list,))
+            and all(isinstance(b, str) for _name, bases in facts["npu_classes"] for b in bases)
+            and rows(facts["cu"], (str,), (str,))):
+        raise ValueError("facts has a field of the wrong shape")
+    return facts
 
 
 def _stderr_warning(message: str) -> None:

@@ -81,6 +81,9 @@ class FileResult:
     # not for the cache: the file ran out of time or killed the process migrating it (the
     # machine's load, the time budget or a fixed libcst may give another answer next time)
     uncached: bool = False
+    # what the whole-program pass needs of a .py file (wholeprogram.file_facts), kept in its cache
+    # entry; None: computed from the text when needed
+    facts: Optional[dict] = None
 
     @property
     def changed(self) -> bool:

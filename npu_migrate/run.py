@@ -121,7 +121,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     kind = file_kind(relpath)
     why = vendored_reason(relpath, kind) or rocm_reason(relpath) or tooling_reason(relpath)
     if why:
-        return FileResult(relpath=relpath, original=source, skipped=why)
+        return _with_facts(FileResult(relpath=relpath, original=source, skipped=why), kind)
     if kind == "notebook":
         # (loaded by the runs, and workers, that meet one)
         from .notebook import migrate_notebook
@@ -133,7 +133,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         # what migrate_source answers first, without importing it (libcst: 0.2 s): a one-file
         # `check` of a file with no CUDA word starts fast (with shim specs a file may need its
         # shim import moved, which the engine decides)
-        return FileResult(relpath=relpath, original=source, skipped="no CUDA trigger words")
+        return _with_facts(FileResult(relpath=relpath, original=source, skipped="no CUDA trigger words"), kind)
     else:
         from .engine import migrate_source
 
@@ -153,11 +153,21 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
                 fold_repeated_imports(merge_per_file(result.findings, secondary), text))
-            return result
+            return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):
         secondary = in_annotation(source.decode("utf-8", "replace"))
     result.findings = merge_per_file(result.findings, secondary)
+    return _with_facts(result, kind)
+
+
+def _with_facts(result: FileResult, kind: str) -> FileResult:
+    """A .py file's result with the facts the whole-program pass needs (read here, in the
+    worker, once per content: they go into the cache entry with the result)."""
+    if kind == "python" and result.original is not None and result.relpath.endswith(".py"):
+        from .wholeprogram import file_facts
+
+        result.facts = file_facts(result.relpath, result.original)
     return result
 
 

@@ -147,6 +147,67 @@ def _imports(relpath: str, data: bytes) -> list[tuple[str, int, bool]]:
     return out
 
 
+def file_facts(relpath: str, data: bytes) -> dict:
+    """What the whole-program pass needs of one .py file, from its text alone: its imports
+    ([name, line, relative]), its if-blocks an NPU host never enters ([first, last, condition]),
+    its class names, its NPU-named classes with their bases ([name, [bases]]) and its `.cu`
+    string literals with the class they are in ([literal, class]). Computed where the file is
+    migrated (in the worker) and kept in its cache entry, so a warm run reads no file for it."""
+    imports = [[n, line, rel] for n, line, rel in _imports(relpath, data)] if b"import" in data else []
+    blocks = [[a, b, c] for a, b, c in _false_blocks(data)] if _decidable(data) else []
+    classes, npu_classes, cu = [], [], []
+    if b"class" in data:
+        classes = sorted({m.group(1).decode("utf-8", "replace") for m in _ANY_CLASS.finditer(data)})
+        if _names_the_npu(data):
+            for match in _CLASS.finditer(data):
+                name = match.group("name").decode("utf-8", "replace")
+                if _NPU_CLASS.search(name):
+                    bases = [b.strip().rpartition(".")[2] for b in match.group("bases").decode("utf-8", "replace").split(",")]
+                    npu_classes.append([name, [b for b in bases if re.fullmatch(r"\w+", b) and not _NPU_CLASS.search(b)]])
+        if b".cu" in data and not _npu_path(relpath):
+            starts = [(m.start(), m.group(1).decode("utf-8", "replace")) for m in _ANY_CLASS.finditer(data)]
+            for literal in _CUDA_LITERAL.finditer(data):
+                owner = next((name for start, name in reversed(starts) if start < literal.start()), None)
+                if owner is not None:
+                    cu.append([literal.group(1).decode("utf-8", "replace").lstrip("./"), owner])
+    return {"imports": imports, "blocks": blocks, "classes": classes, "npu_classes": npu_classes, "cu": cu}
+
+
+def _false_blocks(data: bytes) -> list[tuple[int, int, str]]:
+    """(first line, last line, condition) of the `if`/`elif` blocks whose one-line condition is
+    false on an NPU host: found from the header lines that name such a condition, their extent by
+    indentation (no parse of the file; only the conditions are)."""
+    from .testscopes import false_on_npu
+
+    found, verdicts = [], {}
+    lines, line, at = None, 1, 0
+    for match in _IF_LINE.finditer(data):
+        condition = match.group(2)
+        if not _DECIDABLE_WORD.search(condition):
+            continue
+        text = condition.decode("utf-8", "replace")
+        if text not in verdicts:
+            verdicts[text] = false_on_npu(text)
+        line += data.count(b"\n", at, match.start())
+        at = match.start()
+        if not verdicts[text]:
+            continue
+        if lines is None:
+            lines = data.splitlines()
+        indent, last = len(match.group(1)), line
+        for k in range(line, len(lines)):  # (lines[line] is the line after the header)
+            body = lines[k]
+            stripped = body.strip()
+            if not stripped or stripped.startswith(b"#"):
+                continue
+            if len(body) - len(body.lstrip(b" \t")) <= indent:
+                break
+            last = k + 1
+        if last > line:
+            found.append((line + 1, last, text))
+    return found
+
+
 def _text(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
     if result.original is not None:
         return result.original
@@ -184,13 +245,20 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     if not targets and not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
     texts = {i: _text(results[i], paths) for i in python}
+    facts: dict[int, dict] = {}
+
+    def facts_of(i: int) -> dict:
+        if i not in facts:
+            facts[i] = results[i].facts if results[i].facts is not None else file_facts(results[i].relpath, texts.get(i) or b"")
+        return facts[i]
+
     out = list(results)
-    unreachable = _never_imported(results, python, targets, texts)
+    unreachable = _never_imported(results, python, targets, texts, facts_of)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
-    for i, why in _sources_built_for_npu(results, python, texts).items():
+    for i, why in _sources_built_for_npu(results, python, facts_of).items():
         out[i] = _lower(out[i], lambda f, why=why: why if f.code == "NPU912" else None)
-    overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts)
+    overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts, facts_of)
     for i, spans in overridden.items():
         def why(finding: Finding, spans=spans) -> Optional[str]:
             # every place of a merged finding must lie in the overridden method, or it stays
@@ -203,9 +271,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 
 # ------------------------------------------------------------------ modules never imported on NPU
 
-def _never_imported(results, python, targets, texts) -> dict[int, str]:
-    from .testscopes import false_on_npu
-
+def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]:
     by_stem = {results[i].relpath[:-3]: i for i in python}
     by_dotted: dict[str, set[int]] = defaultdict(set)
     for i in python:
@@ -216,10 +282,9 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
     def imports(i: int) -> list[tuple[int, int]]:
         """The files of the run that file i imports, with the line of each import."""
         if i not in imports_of:
-            data = texts.get(i)
             out = []
-            if data and b"import" in data:
-                for name, line, relative in _imports(results[i].relpath, data):
+            if True:
+                for name, line, relative in facts_of(i)["imports"]:
                     if relative:
                         found = {by_stem[name]} if name in by_stem else set()
                         if f"{name}/__init__" in by_stem:
@@ -242,42 +307,8 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
             sites_of.setdefault(-1, [])  # (built)
         return sites_of.get(j, [])
 
-    blocks_of: dict[int, list[tuple[int, int, str]]] = {}
-    verdicts: dict[str, bool] = {}  # condition source -> false on an NPU host
-
-    def blocks(i: int) -> list[tuple[int, int, str]]:
-        """(first line, last line, condition) of the `if`/`elif` blocks of file i whose one-line
-        condition is false on an NPU host: found from the header lines that name such a
-        condition, their extent by indentation (no parse of the file; only the conditions are)."""
-        if i not in blocks_of:
-            found, data = [], texts.get(i) or b""
-            lines, line, at = None, 1, 0
-            for match in _IF_LINE.finditer(data):
-                condition = match.group(2)
-                if not _DECIDABLE_WORD.search(condition):
-                    continue
-                text = condition.decode("utf-8", "replace")
-                if text not in verdicts:
-                    verdicts[text] = false_on_npu(text)
-                line += data.count(b"\n", at, match.start())
-                at = match.start()
-                if not verdicts[text]:
-                    continue
-                if lines is None:
-                    lines = data.splitlines()
-                indent, last = len(match.group(1)), line
-                for k in range(line, len(lines)):  # (lines[line] is the line after the header)
-                    body = lines[k]
-                    stripped = body.strip()
-                    if not stripped or stripped.startswith(b"#"):
-                        continue
-                    if len(body) - len(body.lstrip(b" \t")) <= indent:
-                        break
-                    last = k + 1
-                if last > line:
-                    found.append((line + 1, last, text))
-            blocks_of[i] = found
-        return blocks_of[i]
+    def blocks(i: int) -> list:
+        return facts_of(i)["blocks"]
 
     def gated(importer: int, line: int) -> Optional[str]:
         """The condition of an enclosing `if`/`elif` that is false on an NPU host, or None."""
@@ -299,9 +330,6 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
     # whose condition is false there, in the files that name such a condition at all.
     candidates: set[int] = set()
     for i in python:
-        data = texts.get(i)
-        if not data or not _decidable(data):
-            continue
         # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
         if not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
             continue
@@ -339,7 +367,7 @@ def _never_imported(results, python, targets, texts) -> dict[int, str]:
 
 # ------------------------------------------------------------------ methods an NPU subclass overrides
 
-def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple[int, int, str]]]:
+def _overridden_methods(results, python, targets, texts, facts_of) -> dict[int, list[tuple[int, int, str]]]:
     import ast
 
     from . import astcache
@@ -347,17 +375,9 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
     # NPU classes of the run and their bases (by name): class NPUGraphRunner(CudaGraphRunner)
     npu_classes: dict[str, list[tuple[int, str]]] = defaultdict(list)  # base name -> [(file, class)]
     for i in python:
-        data = texts.get(i)
-        if not data or not _names_the_npu(data):  # (a byte test first: few files name the NPU)
-            continue
-        for match in _CLASS.finditer(data):
-            name = match.group("name").decode("utf-8", "replace")
-            if not _NPU_CLASS.search(name):
-                continue
-            for base in match.group("bases").decode("utf-8", "replace").split(","):
-                base = base.strip().rpartition(".")[2]
-                if re.fullmatch(r"\w+", base) and not _NPU_CLASS.search(base):
-                    npu_classes[base].append((i, name))
+        for name, bases in facts_of(i)["npu_classes"]:
+            for base in bases:
+                npu_classes[base].append((i, name))
     if not npu_classes:
         return {}
     methods_of: dict[tuple[int, str], Optional[dict[str, int]]] = {}
@@ -377,12 +397,10 @@ def _overridden_methods(results, python, targets, texts) -> dict[int, list[tuple
             methods_of[key] = found
         return methods_of[key] or {}
 
-    defines = re.compile(rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in npu_classes)
-                         + rb")\b", re.MULTILINE)
     out: dict[int, list[tuple[int, int, str]]] = {}
     for i in targets:
         data = texts.get(i)
-        if not data or not defines.search(data):
+        if not data or npu_classes.keys().isdisjoint(facts_of(i)["classes"]):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -434,7 +452,7 @@ _CUDA_LITERAL = re.compile(rb"""["']([\w./-]+\.cuh?)["']""", re.IGNORECASE)
 _ANY_CLASS = re.compile(rb"^[ \t]*class[ \t]+(\w+)", re.MULTILINE)
 
 
-def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
+def _sources_built_for_npu(results, python, facts_of) -> dict[int, str]:
     """NPU912 files that a build class lists as its sources, where the project defines a class of
     the same name for NPU (in a folder or module named for the NPU): {index: reason}. Text only:
     a `.cu` string literal belongs to the last `class` line above it."""
@@ -445,24 +463,14 @@ def _sources_built_for_npu(results, python, texts) -> dict[int, str]:
     listed: dict[str, list[tuple[str, int]]] = defaultdict(list)  # source literal -> [(class, file)]
     npu_builders: dict[str, int] = {}  # class name -> file, for classes of NPU modules
     for i in python:
-        data = texts.get(i)
-        if data and b"class" in data and _npu_path(results[i].relpath):
-            for match in _ANY_CLASS.finditer(data):
-                npu_builders.setdefault(match.group(1).decode("utf-8", "replace"), i)
+        if _npu_path(results[i].relpath):
+            for name in facts_of(i)["classes"]:
+                npu_builders.setdefault(name, i)
     if not npu_builders:
         return {}
     for i in python:
-        data = texts.get(i)
-        if not data or b"class" not in data or b".cu" not in data or _npu_path(results[i].relpath):
-            continue
-        literals = list(_CUDA_LITERAL.finditer(data))
-        if not literals:
-            continue
-        classes = [(m.start(), m.group(1).decode("utf-8", "replace")) for m in _ANY_CLASS.finditer(data)]
-        for literal in literals:
-            owner = next((name for start, name in reversed(classes) if start < literal.start()), None)
-            if owner is not None:
-                listed[literal.group(1).decode("utf-8", "replace").lstrip("./")].append((owner, i))
+        for literal, owner in facts_of(i)["cu"]:
+            listed[literal].append((owner, i))
     if not listed or not npu_builders:
         return {}
     out = {}

@@ -239,6 +239,8 @@ def test_a_malformed_entry_is_a_miss(project, folder, entry):
 
 
 GOOD = {"findings": [], "new": None, "encoding": "utf-8", "skipped": None, "suppressed": 0}
+FACTS = {"imports": [["os", 1, False]], "blocks": [[3, 4, "_is_hip"]], "classes": ["A"],
+         "npu_classes": [["NPURunner", ["Runner"]]], "cu": [["csrc/a.cu", "Builder"]]}
 FINDING = {"path": TARGET, "line": 1, "column": 1, "code": "NPU101", "message": "m", "fixable": True,
            "source": "", "cell": None}
 
@@ -259,6 +261,12 @@ def changed(base: dict, **fields) -> str:
     changed(GOOD, skipped=3), changed(GOOD, suppressed=True), changed(GOOD, suppressed=-1),
     changed(GOOD, suppressed="1"), changed(GOOD, extra=1),
     json.dumps({k: v for k, v in GOOD.items() if k != "new"}),
+    # the whole-program facts of a file (wholeprogram.file_facts): each field checked too
+    changed(GOOD, facts=5), changed(GOOD, facts={}), changed(GOOD, facts={**FACTS, "extra": []}),
+    changed(GOOD, facts={**FACTS, "imports": [["os", "1", False]]}),
+    changed(GOOD, facts={**FACTS, "blocks": [[1, 2]]}), changed(GOOD, facts={**FACTS, "classes": [5]}),
+    changed(GOOD, facts={**FACTS, "npu_classes": [["NPURunner", [5]]]}),
+    changed(GOOD, facts={**FACTS, "cu": [["a.cu"]]}),
 ])
 def test_a_signed_entry_of_the_wrong_shape_is_a_miss(project, folder, payload):
     """Even an entry whose MAC verifies (a bug, a leaked key) is checked field by field."""
@@ -283,11 +291,12 @@ def test_a_well_formed_signed_entry_is_used(project, folder):
     options = options_for(project, discover(project))
     signer = write_cache(folder, project, {})
     content, key = digest(data), options_key(options, TARGET)
-    payload = changed(GOOD, findings=[FINDING], new=base64.b64encode(b"x = 1\n").decode())
+    payload = changed(GOOD, findings=[FINDING], new=base64.b64encode(b"x = 1\n").decode(), facts=FACTS)
     write_cache(folder, project, {TARGET: [content, key, payload, signer._mac(TARGET, content, key, payload)]})
     cache = Cache.open(folder, project)
     result = cache.lookup(TARGET, content, key, data)
     assert result is not None and result.new == b"x = 1\n" and cache.hits == 1 and not cache.warnings
+    assert result.facts == FACTS
 
 
 @pytest.mark.parametrize("text", [

@@ -246,3 +246,34 @@ def test_a_merged_finding_with_a_place_outside_the_override_stays(tmp_path):
     assert 14 in [line for line, _col, _src in graph[0]["also"]]
     assert not [s for s in report["skipped"] if s["path"].endswith("cuda_graph_runner.py") and "NPU202" in s["reason"]
                 and s["start_line"] <= 14 <= s["end_line"]]
+
+
+def test_a_warm_run_reads_the_facts_from_the_cache_and_answers_the_same(tmp_path, monkeypatch):
+    """The facts the pass needs are kept in each file's cache entry: a warm run computes none of
+    them again, and its findings and named scopes equal the cold run's."""
+    from npu_migrate import wholeprogram
+
+    project = tmp_path / "project"
+    _write(project, {
+        "pkg/__init__.py": "",
+        "pkg/alt_kernels.py": KERNELS,
+        "pkg/awq.py": "_is_hip = False\nif _is_hip:\n    from pkg.alt_kernels import dequant_kernel\n",
+        "pkg/kernels.py": KERNELS,
+        "pkg/ops.py": "from pkg.kernels import dequant_kernel\n",
+    })
+    cache = tmp_path / "cache"  # (outside the project)
+
+    def run() -> dict:
+        result = CliRunner().invoke(main, ["check", str(project / "pkg"), "--isolated", "--cache-dir", str(cache),
+                                           "--output-format", "json"])
+        assert result.exit_code in (0, 1), result.output
+        report = json.loads(result.stdout[result.stdout.index("{"):])
+        return {"findings": report["findings"], "skipped": report["skipped"]}
+
+    cold = run()
+    assert any("pkg/alt_kernels.py" in s["path"] for s in cold["skipped"])
+    calls = []
+    original = wholeprogram.file_facts
+    monkeypatch.setattr(wholeprogram, "file_facts", lambda *a: calls.append(a) or original(*a))
+    assert run() == cold
+    assert calls == []  # every fact came from the cache
