@@ -87,11 +87,13 @@ def skipped_line(entry: dict) -> str:
 
 
 def skipped_summary(entries: list[dict], listed: bool) -> str:
-    """The summary line: how many files and scopes were left as written."""
+    """The summary line: how many files and scopes were left as written or named as never run
+    on an NPU host (moot.py)."""
     files = sum(1 for e in entries if "start_line" not in e)
     scopes = len(entries) - files
     text = (f"left as written: {files} skipped file{'s' if files != 1 else ''} and {scopes} "
-            f"skipped scope{'s' if scopes != 1 else ''} (platform-aware code, type-checking blocks)")
+            f"skipped scope{'s' if scopes != 1 else ''} "
+            "(platform-aware code, type-checking blocks, code an NPU host never runs)")
     return text if listed else text + " (--show-skipped lists them)"
 
 

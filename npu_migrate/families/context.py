@@ -137,14 +137,19 @@ def normalise_source(code: str) -> str:
     return _WS_RE.sub(" ", code).strip()
 
 
-def walk_calls(node: cst.CSTNode):
-    """Every Call inside an expression (a small explicit walk; conditions are short)."""
+def walk_of(node: cst.CSTNode, kind: type):
+    """Every node of `kind` inside `node` (a small explicit walk; conditions are short)."""
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Call):
+        if isinstance(current, kind):
             yield current
         stack.extend(current.children)
+
+
+def walk_calls(node: cst.CSTNode):
+    """Every Call inside an expression."""
+    return walk_of(node, cst.Call)
 
 
 def call_chain(node: cst.CSTNode) -> list[cst.Call]:

@@ -16,6 +16,7 @@ from .context import (
     is_named,
     last_identifier,
     string_value,
+    walk_of,
 )
 
 _BACKEND_SPEC_RE = re.compile(r"^\w+:\w+(,\w+:\w+)*$")
@@ -302,7 +303,7 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
         """The annotation lists a string that is no process-group backend (`Literal["nccl",
         "ipc", "sparse_nccl"]`): the value names an entry of the project's own registry (vLLM's
         weight-transfer engines), which an NPU backend name would not find."""
-        for node in _strings_in(annotation):
+        for node in walk_of(annotation, cst.SimpleString):
             value = string_value(node)
             if value is not None and value != "hccl" and value not in self.other_backends and not is_nccl_spec(value):
                 return True
@@ -381,12 +382,3 @@ def _names_the_device(value: cst.CSTNode) -> bool:
             return True
     return False
 
-
-def _strings_in(node: cst.CSTNode):
-    """The simple string literals anywhere under `node`."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.SimpleString):
-            yield current
-        stack.extend(current.children)
