@@ -27,64 +27,6 @@ _INF = 2147483647
 CALLS: collections.Counter = collections.Counter()  # operator name -> calls (for the tests)
 
 
-def _proto_fusion_271(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
-                      atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=_INF,
-                      next_tockens=_INF, inner_precise=0, prefix=None, actual_seq_qlen=None,
-                      actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
-                      softmax_layout=""):
-    pass
-
-
-def _proto_fusion_214(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
-                      atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=_INF,
-                      next_tockens=_INF, inner_precise=0, prefix=None, actual_seq_qlen=None,
-                      actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
-                      softmax_layout="", sink=None, dropout_mask=None, seed=0, offset=0):
-    pass
-
-
-def _proto_fusion_v3(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
-                     atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=_INF,
-                     next_tockens=_INF, inner_precise=0, prefix=None, actual_seq_qlen=None,
-                     actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
-                     softmax_layout="", sink=None):
-    pass
-
-
-def _proto_incre(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
-                 actual_seq_lengths=None, antiquant_scale=None, antiquant_offset=None,
-                 block_table=None, dequant_scale1=None, quant_scale1=None, dequant_scale2=None,
-                 quant_scale2=None, quant_offset2=None, kv_padding_size=None, num_heads=1,
-                 scale_value=1.0, input_layout="BSH", num_key_value_heads=0, block_size=0,
-                 inner_precise=1):
-    pass
-
-
-def _proto_fused_infer(query, key, value, *, pse_shift=None, atten_mask=None,
-                       actual_seq_lengths=None, actual_seq_lengths_kv=None, dequant_scale1=None,
-                       quant_scale1=None, dequant_scale2=None, quant_scale2=None,
-                       quant_offset2=None, antiquant_scale=None, antiquant_offset=None,
-                       key_antiquant_scale=None, key_antiquant_offset=None,
-                       value_antiquant_scale=None, value_antiquant_offset=None,
-                       block_table=None, query_padding_size=None, kv_padding_size=None,
-                       key_shared_prefix=None, value_shared_prefix=None,
-                       actual_shared_prefix_len=None, query_rope=None, key_rope=None,
-                       key_rope_antiquant_scale=None, num_heads=1, scale=1.0,
-                       pre_tokens=_INF, next_tokens=_INF, input_layout="BSH",
-                       num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
-                       antiquant_mode=0, key_antiquant_mode=0, value_antiquant_mode=0,
-                       softmax_lse_flag=False):
-    pass
-
-
-def _proto_prompt(query, key, value, *, pse_shift=None, padding_mask=None, atten_mask=None,
-                  actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
-                  quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
-                  pre_tokens=_INF, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
-                  actual_seq_lengths_kv=None, sparse_mode=0):
-    pass
-
-
 def _prompt_kernel(query, key, value, *, pse_shift=None, padding_mask=None, atten_mask=None,
                    actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
                    quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
@@ -140,17 +82,20 @@ def operators(version: str) -> dict:
     ops = {
         "npu_fusion_attention": _op(
             "npu_fusion_attention",
-            _proto_fusion_271 if version == "2.7.1" else _proto_fusion_214,
+            ref.prototype("npu_fusion_attention", version),
             ref.npu_fusion_attention),
-        "npu_incre_flash_attention": _op("npu_incre_flash_attention", _proto_incre,
+        "npu_incre_flash_attention": _op("npu_incre_flash_attention", ref.prototype("npu_incre_flash_attention", version),
                                          ref.npu_incre_flash_attention),
         "npu_fused_infer_attention_score": _op("npu_fused_infer_attention_score",
-                                               _proto_fused_infer,
+                                               ref.prototype("npu_fused_infer_attention_score",
+                                                             version),
                                                ref.npu_fused_infer_attention_score),
-        "npu_prompt_flash_attention": _op("npu_prompt_flash_attention", _proto_prompt,
+        "npu_prompt_flash_attention": _op("npu_prompt_flash_attention",
+                                          ref.prototype("npu_prompt_flash_attention", version),
                                           _prompt_kernel),
     }
     if version != "2.7.1":
-        ops["npu_fusion_attention_v3"] = _op("npu_fusion_attention_v3", _proto_fusion_v3,
+        ops["npu_fusion_attention_v3"] = _op("npu_fusion_attention_v3",
+                                             ref.prototype("npu_fusion_attention_v3", version),
                                              ref.npu_fusion_attention_v3)
     return ops

@@ -189,6 +189,86 @@ def _require(condition, message):
         raise NpuOpError(message)
 
 
+# ---------------------------------------------------------------------------------------------
+# The operators' signatures per torch_npu version (rules/torch_npu_api.json): the virtual NPU and
+# the tests' fake torch_npu both bind calls to these, so a wrong keyword fails as on the wheel.
+
+
+def _proto_fusion_271(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
+                      atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=INF_TOKENS,
+                      next_tockens=INF_TOKENS, inner_precise=0, prefix=None, actual_seq_qlen=None,
+                      actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                      softmax_layout=""):
+    pass
+
+
+def _proto_fusion_214(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
+                      atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=INF_TOKENS,
+                      next_tockens=INF_TOKENS, inner_precise=0, prefix=None, actual_seq_qlen=None,
+                      actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                      softmax_layout="", sink=None, dropout_mask=None, seed=0, offset=0):
+    pass
+
+
+def _proto_fusion_v3(query, key, value, head_num, input_layout, pse=None, padding_mask=None,
+                     atten_mask=None, scale=1.0, keep_prob=1.0, pre_tockens=INF_TOKENS,
+                     next_tockens=INF_TOKENS, inner_precise=0, prefix=None, actual_seq_qlen=None,
+                     actual_seq_kvlen=None, sparse_mode=0, gen_mask_parallel=True, sync=False,
+                     softmax_layout="", sink=None):
+    pass
+
+
+def _proto_incre(query, key, value, *, padding_mask=None, atten_mask=None, pse_shift=None,
+                 actual_seq_lengths=None, antiquant_scale=None, antiquant_offset=None,
+                 block_table=None, dequant_scale1=None, quant_scale1=None, dequant_scale2=None,
+                 quant_scale2=None, quant_offset2=None, kv_padding_size=None, num_heads=1,
+                 scale_value=1.0, input_layout="BSH", num_key_value_heads=0, block_size=0,
+                 inner_precise=1):
+    pass
+
+
+def _proto_fused_infer(query, key, value, *, pse_shift=None, atten_mask=None,
+                       actual_seq_lengths=None, actual_seq_lengths_kv=None, dequant_scale1=None,
+                       quant_scale1=None, dequant_scale2=None, quant_scale2=None,
+                       quant_offset2=None, antiquant_scale=None, antiquant_offset=None,
+                       key_antiquant_scale=None, key_antiquant_offset=None,
+                       value_antiquant_scale=None, value_antiquant_offset=None,
+                       block_table=None, query_padding_size=None, kv_padding_size=None,
+                       key_shared_prefix=None, value_shared_prefix=None,
+                       actual_shared_prefix_len=None, query_rope=None, key_rope=None,
+                       key_rope_antiquant_scale=None, num_heads=1, scale=1.0,
+                       pre_tokens=INF_TOKENS, next_tokens=INF_TOKENS, input_layout="BSH",
+                       num_key_value_heads=0, sparse_mode=0, inner_precise=0, block_size=0,
+                       antiquant_mode=0, key_antiquant_mode=0, value_antiquant_mode=0,
+                       softmax_lse_flag=False):
+    pass
+
+
+def _proto_prompt(query, key, value, *, pse_shift=None, padding_mask=None, atten_mask=None,
+                  actual_seq_lengths=None, deq_scale1=None, quant_scale1=None, deq_scale2=None,
+                  quant_scale2=None, quant_offset2=None, num_heads=1, scale_value=1.0,
+                  pre_tokens=INF_TOKENS, next_tokens=0, input_layout="BSH", num_key_value_heads=0,
+                  actual_seq_lengths_kv=None, sparse_mode=0):
+    pass
+
+
+_PROTOTYPES = {
+    "2.7.1": {"npu_fusion_attention": _proto_fusion_271},
+    "2.14.0": {"npu_fusion_attention": _proto_fusion_214,
+               "npu_fusion_attention_v3": _proto_fusion_v3},
+}
+_COMMON = {"npu_incre_flash_attention": _proto_incre,
+           "npu_fused_infer_attention_score": _proto_fused_infer,
+           "npu_prompt_flash_attention": _proto_prompt}
+
+
+def prototype(name: str, version: str):
+    """The signature-only function of operator ``name`` in torch_npu ``version``; KeyError when
+    that version lacks it."""
+    table = _PROTOTYPES["2.7.1" if version == "2.7.1" else "2.14.0"]
+    return table[name] if name in table else _COMMON[name]
+
+
 def _not_modelled(name, value):
     if value is not None:
         raise NotImplementedError("the reference model does not implement {}".format(name))
