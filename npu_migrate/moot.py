@@ -11,8 +11,13 @@ So, as the last step of a run, such a finding leaves the findings and is named a
 instead: its file, line range (the finding's lines and the places merged into it) and a reason
 that keeps the code and the why (`not run on an NPU host (NPU913): in a branch an NPU host does
 not take: `_is_hip``). Nothing is silent: the JSON `skipped` list and `--show-skipped` name every
-one, and the text summary counts them. What an NPU host may run stays a finding at its severity,
-and so do the NPU991 findings inside platform-aware scopes (the issue asks for those at info).
+one, and the text summary counts them. What an NPU host may run stays a finding at its severity.
+
+NPU991 (a CUDA reference left as written inside a platform-aware scope) asks for no work: its scope
+already handles the NPU, and the scope is named as skipped already. Every reviewer of the audits
+read it as noise. So its lines join that scope's entry, at information level
+(`...; CUDA references left as written: lines 34, 67 (2)`), instead of standing as a finding of
+their own; a reference in no named scope gets a scope entry of its own.
 """
 
 from __future__ import annotations
@@ -60,12 +65,45 @@ def is_moot(finding: Finding) -> bool:
     return not finding.fixable and finding.severity == "info" and _reason(finding.message) is not None
 
 
+LEFT_AS_WRITTEN = "CUDA references left as written: lines "
+
+
+def _fold_platform_aware(scopes: list[tuple[int, int, str]], leftovers: list[Finding]
+                         ) -> list[tuple[int, int, str]]:
+    """The skipped scopes with the NPU991 findings' lines named in the scope holding them."""
+    lines_in: dict[int, list[int]] = {}
+    extra: list[tuple[int, int, str]] = []
+    for finding in leftovers:
+        lines = [finding.line, *(line for line, _column, _source in finding.also)]
+        holder = next((i for i, (first, last, _why) in enumerate(scopes)
+                       if first <= finding.line <= last), None)
+        if holder is None:  # a scope the file names no other way (YAML, a comment's exclusion)
+            marker = ": "
+            at = finding.message.find(marker)
+            why = finding.message[at + len(marker):] if at > 0 else finding.message
+            extra.append((min(lines), max(lines), f"platform-aware: {why}"))
+            holder = len(scopes) + len(extra) - 1
+        lines_in.setdefault(holder, []).extend(lines)
+    merged = [*scopes, *extra]
+    for index, lines in lines_in.items():
+        first, last, why = merged[index]
+        unique = sorted(set(lines))
+        shown = ", ".join(str(n) for n in unique[:12]) + (
+            f" and {len(unique) - 12} more" if len(unique) > 12 else "")
+        merged[index] = (first, last, f"{why}; {LEFT_AS_WRITTEN}{shown} ({len(unique)})")
+    return merged
+
+
 def to_scopes(results: list[FileResult]) -> list[FileResult]:
-    """Move the findings about code an NPU host never runs into their files' skipped scopes."""
+    """Move the findings about code an NPU host never runs into their files' skipped scopes, and
+    name the NPU991 leftovers in the platform-aware scope that holds them."""
     out = []
     for result in results:
-        kept, scopes = [], []
+        kept, scopes, leftovers = [], [], []
         for finding in result.findings:
+            if finding.code == "NPU991" and not finding.fixable and finding.cell is None:
+                leftovers.append(finding)
+                continue
             reason = _reason(finding.message) if is_moot(finding) and finding.cell is None else None
             if reason is None:
                 kept.append(finding)
@@ -74,8 +112,8 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
             scope = (min(lines), max(lines), f"not run on an NPU host ({finding.code}): {reason}")
             if scope not in scopes:
                 scopes.append(scope)
-        if scopes:
-            result = dataclasses.replace(result, findings=kept,
-                                         skipped_scopes=sorted([*result.skipped_scopes, *scopes]))
+        if scopes or leftovers:
+            named = _fold_platform_aware(list(result.skipped_scopes), leftovers)
+            result = dataclasses.replace(result, findings=kept, skipped_scopes=sorted([*named, *scopes]))
         out.append(result)
     return out

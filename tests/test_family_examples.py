@@ -5,7 +5,8 @@ One test per example (`device-3` is `Device.EXAMPLES[3]`): its `before` is writt
 `example.py` into an empty folder (a project without packaging, so the shim import is a plain
 `import npu_compat`), migrated in-process by `npu-migrate`, and then
 - the file is exactly `after`, or byte-identical to `before` when `after` is None;
-- the codes reported for it, in file order, are exactly `codes`; an example without codes (left
+- the codes reported for it, in file order, are exactly `codes` (NPU991: one per skipped
+  scope whose entry names CUDA references left as written); an example without codes (left
   alone) must not produce any code of its family (other families' reports may appear).
 """
 
@@ -47,6 +48,13 @@ def migrate(root: Path, before: str) -> tuple[bytes, list[dict]]:
     assert not report["errors"], report["errors"]
     findings = [f for f in report["findings"] if f["path"] == "example.py"]
     assert len(findings) == len(report["findings"]), report["findings"]  # nothing but example.py
+    # CUDA references left as written in a platform-aware scope (NPU991) are named in the scope's
+    # skipped entry, not as findings (moot.py): one pseudo-finding per scope, at its first line
+    for entry in report["skipped"]:
+        marker = "CUDA references left as written: lines "
+        if entry["path"] == "example.py" and marker in entry["reason"]:
+            first = int(entry["reason"].split(marker)[1].split(",")[0].split(" ")[0])
+            findings.append({"line": first, "column": 0, "code": "NPU991", "source": "(scope)"})
     return path.read_bytes(), sorted(findings, key=lambda f: (f["line"], f["column"]))
 
 

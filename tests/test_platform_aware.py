@@ -154,20 +154,21 @@ def test_the_sibling_folder_rule_is_gone():
 def test_json_names_skipped_files_and_scopes(tmp_path):
     root = _project(tmp_path)
     payload = _migrate_json(root)
+    # the CUDA references left as written inside a scope are named with it, not as findings
     assert payload["skipped"] == [
         {"path": "acc/npu.py", "reason": NPU_AWARE_REASON},
         {"path": "acc/platform.py", "start_line": 4, "end_line": 9,
-         "reason": "class family: sibling class NpuPlatform handles NPU"},
-        {"path": "chain.py", "start_line": 5, "end_line": 8, "reason": "branch chain handles NPU"},
+         "reason": "class family: sibling class NpuPlatform handles NPU; "
+                   "CUDA references left as written: lines 5, 6, 9 (3)"},
+        {"path": "chain.py", "start_line": 5, "end_line": 8,
+         "reason": "branch chain handles NPU; CUDA references left as written: lines 5, 6 (2)"},
     ]
     # files with nothing to migrate are counted, not named
     assert payload["files_skipped"]["no CUDA trigger words"] == 1
     # the torch_npu file's neighbour is migrated (no sibling-folder rule)
     assert "acc/cuda.py" in payload["changed_files"]
-    info = [f for f in payload["findings"] if f["code"] == "NPU991"]
-    assert [f["path"] for f in info] == ["acc/platform.py", "chain.py"]  # one per scope
-    assert "also at lines 6, 9" in info[0]["message"]
-    assert all(f.get("severity", "info") == "info" for f in info)
+    assert [f for f in payload["findings"] if f["code"] == "NPU991"] == []
+    assert "NPU991" not in payload["findings_by_code"]
 
 
 def test_json_shape_is_what_the_ecosystem_script_reads(tmp_path):
@@ -182,8 +183,9 @@ def test_json_shape_is_what_the_ecosystem_script_reads(tmp_path):
     labels = [eco.skip_label(e) for e in eco.skipped_from_json(payload)]
     assert labels == [
         f"acc/npu.py ({NPU_AWARE_REASON})",
-        "acc/platform.py:4-9 (class family: sibling class NpuPlatform handles NPU)",
-        "chain.py:5-8 (branch chain handles NPU)",
+        "acc/platform.py:4-9 (class family: sibling class NpuPlatform handles NPU; "
+        "CUDA references left as written: lines 5, 6, 9 (3))",
+        "chain.py:5-8 (branch chain handles NPU; CUDA references left as written: lines 5, 6 (2))",
     ]
 
 
@@ -195,8 +197,8 @@ def test_text_output_counts_and_show_skipped_lists(tmp_path):
     assert "skipped chain.py:5-8" not in plain.stdout
     shown = _invoke(*base, "--show-skipped")
     assert "skipped acc/npu.py: " + NPU_AWARE_REASON in shown.stdout
-    assert "skipped acc/platform.py:4-9: class family: sibling class NpuPlatform handles NPU" in shown.stdout
-    assert "skipped chain.py:5-8: branch chain handles NPU" in shown.stdout
+    assert "skipped acc/platform.py:4-9: class family: sibling class NpuPlatform handles NPU; CUDA references left as written: lines 5, 6, 9 (3)" in shown.stdout
+    assert "skipped chain.py:5-8: branch chain handles NPU; CUDA references left as written: lines 5, 6 (2)" in shown.stdout
     assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs)\n" in shown.stdout
 
 
@@ -209,7 +211,8 @@ def test_check_shows_skipped_on_stderr(tmp_path):
     shown = runner.invoke(main, [*base, "--show-skipped"], catch_exceptions=False)
     assert "skipped chain.py:5-8: branch chain handles NPU" in shown.stderr
     assert "skipped chain.py" not in shown.stdout  # the report itself keeps its format
-    assert "NPU991" in shown.stdout  # the information findings are in the report
+    assert "NPU991" not in shown.stdout  # the scope's CUDA references are named in its entry
+    assert "CUDA references left as written: lines 5, 6 (2)" in shown.stderr
 
 
 def test_cached_results_keep_their_scopes(tmp_path):
@@ -273,14 +276,16 @@ def _cuda_result(report: dict) -> tuple[list, list]:
 def test_a_cuda_class_beside_its_npu_sibling_module_is_left_alone(tmp_path):
     report = _migrate_json(_accelerators(tmp_path))
     findings, skipped = _cuda_result(report)
-    assert skipped == [{"path": "accel/cuda_accelerator.py", "start_line": 9, "end_line": 17,
-                        "reason": "class family: sibling class NpuAccelerator (npu_accelerator.py) handles NPU"}]
+    assert len(skipped) == 1 and (skipped[0]["start_line"], skipped[0]["end_line"]) == (9, 17)
+    assert skipped[0]["reason"].startswith(
+        "class family: sibling class NpuAccelerator (npu_accelerator.py) handles NPU; "
+        "CUDA references left as written: lines ")
     codes = [code for _line, code in findings]
-    # the class: information only (one finding, its other lines listed); the module-level helper
-    # outside it is still migrated
-    assert codes.count("NPU991") == 1
+    # the class: its CUDA references are named with its scope, not as findings; the
+    # module-level helper outside it is still migrated
+    assert "NPU991" not in codes
     assert (21, "NPU201") in findings
-    assert not any(code not in ("NPU991", "NPU206") and line < 19 for line, code in findings)
+    assert not any(code != "NPU206" and line < 19 for line, code in findings)
 
 
 def test_without_an_npu_sibling_the_cuda_class_is_migrated(tmp_path):
@@ -304,8 +309,9 @@ def test_an_import_of_torch_cuda_kept_for_a_family_class_is_not_a_finding(tmp_pa
     root = _accelerators(tmp_path)
     path = root / "accel" / "cuda_accelerator.py"
     path.write_text(path.read_text().split("\n\ndef helper")[0] + "\n")  # the class only
-    findings, _skipped = _cuda_result(_migrate_json(root))
-    assert [code for _line, code in findings] == ["NPU991"]  # no NPU206 rewrite, no NPU990
+    findings, skipped = _cuda_result(_migrate_json(root))
+    assert findings == []  # no NPU206 rewrite, no NPU990: the class's references are named
+    assert "CUDA references left as written" in skipped[0]["reason"]
 
 
 def test_the_cache_sees_a_new_npu_sibling(tmp_path):
@@ -318,14 +324,16 @@ def test_the_cache_sees_a_new_npu_sibling(tmp_path):
 
 
 def test_info_findings_alone_pass_check_and_migrate(tmp_path):
-    """NPU991 review notes are listed but fail neither `check` nor `migrate` (exit 0); a real
-    finding beside them still fails."""
+    """CUDA references left as written in a platform-aware scope are named with the scope and
+    fail neither `check` nor `migrate` (exit 0); a real finding beside them still fails."""
     root = tmp_path / "only_info"
     root.mkdir()
     (root / "chain.py").write_text(CHAIN.split("\n\n\ndef plain")[0] + "\n")  # the NPU-aware chain only
     checked = _invoke("check", str(root), "--no-cache", "--isolated", "-j", "1")
     assert checked.exit_code == 0, checked.output
-    assert "NPU991" in checked.stdout and "1 of them info only (not failing)" in checked.stdout
+    assert "NPU991" not in checked.stdout
+    shown = _invoke("check", str(root), "--no-cache", "--isolated", "-j", "1", "--show-skipped")
+    assert "CUDA references left as written: lines" in shown.output
     migrated = _invoke("migrate", str(root), "--dry-run", "--no-cache", "--isolated", "-j", "1")
     assert migrated.exit_code == 0, migrated.output
     (root / "other.py").write_text("import triton\n")

@@ -45,7 +45,7 @@ class Device(Family):
     `"hccl"` or `ASCEND_RT_VISIBLE_DEVICES` next to the CUDA value, a platform class with an NPU
     sibling class (the same member set to "cuda" in one and "npu" in the other), or a comparison
     whose comment says why the NPU is excluded. No rule rewrites inside such a scope; the CUDA
-    references there are listed for information (NPU991, once per scope), and `--show-skipped` names the scopes. Device choices of argparse and click
+    references there are named, for information, in the scope's skipped entry (NPU991), and `--show-skipped` lists the scopes. Device choices of argparse and click
     options gain "npu" (NPU105). A file that defines its own `cuda()` method keeps its `.cuda()`
     calls (NPU107), and a framework's own accelerator keyword (`accelerator="cuda"`) is reported
     (NPU109): the framework decides what it means.
