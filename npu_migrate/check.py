@@ -155,6 +155,10 @@ def run_check(run: CheckRun, cwd: Optional[Path] = None) -> tuple[Report, dict]:
             suppressed += result.suppressed
             kept.append((result, result.findings))
             continue
+        if not result.findings:  # nothing a comment could drop (most files of a large tree)
+            suppressed += getattr(result, "suppressed", 0)
+            kept.append((result, []))
+            continue
         supp = suppress.parse(result.original or b"")
         findings, dropped = suppress.filter_findings(result.findings, supp)
         if supp.skips_file:

@@ -264,6 +264,7 @@ def changed(base: dict, **fields) -> str:
     # the whole-program facts of a file (wholeprogram.file_facts): each field checked too
     changed(GOOD, facts=5), changed(GOOD, facts={}), changed(GOOD, facts={**FACTS, "extra": []}),
     changed(GOOD, facts={**FACTS, "imports": [["os", "1", False]]}),
+    changed(GOOD, facts={**FACTS, "imports": [["os", True, False]]}),  # a bool is not a line
     changed(GOOD, facts={**FACTS, "blocks": [[1, 2]]}), changed(GOOD, facts={**FACTS, "classes": [5]}),
     changed(GOOD, facts={**FACTS, "npu_classes": [["NPURunner", [5]]]}),
     changed(GOOD, facts={**FACTS, "cu": [["a.cu"]]}),
