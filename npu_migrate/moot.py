@@ -34,6 +34,8 @@ PHRASES = (
     "overridden for NPU by",
     "the project builds `",
     "documentation example in the Markdown",
+    "another platform's code",  # platforms.py: another vendor's platform code (XPU, HPU, MPS, ROCm)
+    "the CUDA variant beside",  # platforms.py: docker/docker-cuda beside docker/docker-npu
 )
 
 
