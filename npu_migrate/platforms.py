@@ -4,9 +4,9 @@ whole project shares: findings the whole run shows to be moot or redundant (issu
 * **Another platform's code.** DeepSpeed's `op_builder/hpu/fp_quantizer.py` (Habana),
   `op_builder/xpu/builder.py` (Intel SYCL) and `accelerator/mps_accelerator.py` (Apple), vLLM's
   `models/*/xpu/model.py`, torchao's FlyDSL kernels "for AMD GPUs": an NPU host never loads them
-  (the project picks them for their own device). A file is such code when a folder of its path,
-  or a part of its stem split on `-_.`, is a word of rules/scopes.toml [platforms.words] (a whole
-  part: `amd` in `command` is not one), when it imports a module only that vendor ships at module
+  (the project picks them for their own device). A file is such code when a folder of its path
+  is a word of rules/scopes.toml [platforms.words] (`hpu/`; never `rocm_like/`), or a part of its
+  stem split on `-_.` is one (a whole part: `amd` in `command` is not one), when it imports a module only that vendor ships at module
   level (`import habana_frameworks.torch`: the file cannot even be imported elsewhere), or when
   the first sentence of its module docstring says it is for that platform ("... on ROCm."). A
   name that also names CUDA, the GPU in general or the NPU is not one.
@@ -37,7 +37,7 @@ import dataclasses
 import functools
 import os
 import re
-from typing import Optional
+from typing import Callable, Optional
 
 from . import catalogue
 from .findings import Finding
@@ -84,8 +84,9 @@ def path_platform(relpath: str) -> Optional[str]:
     npu = _table()[6]
     if any(part.startswith(npu) for part in _parts("_".join(parts))):
         return None
-    for folder in folders:
-        platform = _named_platform(folder)
+    words = _table()[0]
+    for folder in folders:  # a whole folder name (`rocm_like/` is not ROCm's)
+        platform = words.get(folder.lower())
         if platform:
             return f"({platform}): in a folder named `{folder}`"
     stem = name.rsplit(".", 1)[0] if "." in name else name
@@ -151,12 +152,26 @@ def _report_only(finding: Finding) -> bool:
     return not finding.fixable and finding.cell is None and finding.code[3:4] not in ("0", "")
 
 
-def _lower(result: FileResult, reason: str) -> FileResult:
+_COPIES = re.compile(r"\(byte-identical cop(?:y|ies): ([^()]*)\)")
+
+
+def _copies_also(finding: Finding, covered: Callable[[str], bool]) -> bool:
+    """A finding that stands for byte-identical copies (textfiles._group_identical_sources) may
+    go only when every copy it names is covered too (`and N more`: not all named, so it stays)."""
+    for match in _COPIES.finditer(finding.message):
+        if re.search(r" and \d+ more$", match.group(1)):
+            return False
+        if not all(covered(name) for name in re.findall(r"`([^`]+)`", match.group(1))):
+            return False
+    return True
+
+
+def _lower(result: FileResult, reason: str, covered: Callable[[str], bool]) -> FileResult:
     from .moot import is_moot
 
     changed, findings = False, []
     for finding in result.findings:
-        if _report_only(finding) and not is_moot(finding):
+        if _report_only(finding) and not is_moot(finding) and _copies_also(finding, covered):
             finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
             changed = True
         findings.append(finding)
@@ -190,14 +205,15 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             data = _text(result, paths)
             why = content_platform(data) if data else None
         if why is not None:
-            out[i] = _lower(result, f"{OTHER_PLATFORM} {why}")
+            out[i] = _lower(result, f"{OTHER_PLATFORM} {why}", lambda rel: path_platform(rel) is not None)
             continue
         if variants is None:
             variants = _variant_folders([r.relpath for r in results])
         folder = next((f for f in variants if result.relpath.startswith(f + "/")), None)
         if folder is not None:
             out[i] = _lower(result, f"{CUDA_VARIANT} `{variants[folder]}/`: `{folder}/` is the project's CUDA "
-                                    "variant, an NPU host uses the other")
+                                    "variant, an NPU host uses the other",
+                            lambda rel, folder=folder: rel.startswith(folder + "/"))
     return fold_config_devices(out, paths)
 
 
