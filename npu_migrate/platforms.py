@@ -6,10 +6,11 @@ whole project shares: findings the whole run shows to be moot or redundant (issu
   `models/*/xpu/model.py`, torchao's FlyDSL kernels "for AMD GPUs": an NPU host never loads them
   (the project picks them for their own device). A file is such code when a folder of its path
   is a word of rules/scopes.toml [platforms.words] (`hpu/`; never `rocm_like/`), or a part of its
-  stem split on `-_.` is one (a whole part: `amd` in `command` is not one), when it imports a module only that vendor ships at module
-  level (`import habana_frameworks.torch`: the file cannot even be imported elsewhere), or when
-  the first sentence of its module docstring says it is for that platform ("... on ROCm."). A
-  name that also names CUDA, the GPU in general or the NPU is not one.
+  stem split on `-_.` is one (a whole part: `amd` in `command` is not one), when it imports at
+  module level a module only that vendor ships (`import habana_frameworks.torch`: the file cannot
+  even be imported elsewhere), or when the first sentence of its module docstring says it is for
+  that platform ("... on ROCm."). A name that also names CUDA, the GPU in general or the NPU is
+  not one.
 * **CUDA variants beside an NPU variant.** LLaMA-Factory ships `docker/docker-cuda/` and
   `docker/docker-npu/`: the first is the CUDA variant by design, the second is what an NPU host
   uses. A folder naming cuda/gpu/nvidia whose sibling, with that word replaced by npu/ascend, is a
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 from typing import Callable, Optional
 
@@ -92,7 +92,7 @@ def path_platform(relpath: str) -> Optional[str]:
     stem = name.rsplit(".", 1)[0] if "." in name else name
     platform = _named_platform(stem)
     if platform:
-        return f"({platform}): a module named `{name}`"
+        return f"({platform}): a {'module' if name.endswith('.py') else 'file'} named `{name}`"
     return None
 
 
@@ -233,9 +233,43 @@ def _key_of(finding: Finding) -> str:
     return match.group(1).rsplit(".", 1)[-1] if match else ""
 
 
-_RESOLVER_DEF = re.compile(rb"^[ \t]*def[ \t]+(\w*device\w*)[ \t]*\(", re.MULTILINE | re.IGNORECASE)
+_RESOLVER_DEF = re.compile(rb"^([ \t]*)def[ \t]+(\w*device\w*)[ \t]*\(", re.MULTILINE | re.IGNORECASE)
 _NPU_STRING = re.compile(rb"""["']npu["']""")
 _CUDA_STRING = re.compile(rb"""["']cuda["']""")
+_CONFIG = rb"\b(?:cfg|config|conf|args|opts?|hparams|params|settings)\w*(?:\.|\.get\(\s*[\"']|\[[\"'])"
+
+
+def _body(data: bytes, match: re.Match) -> bytes:
+    """The text of the function whose `def` line `match` is (its extent by indentation: up to
+    the next line as little indented that is not a signature's closing bracket or a comment)."""
+    indent = len(match.group(1))
+    at = data.find(b"\n", match.end())
+    while at != -1:
+        end = data.find(b"\n", at + 1)
+        line = data[at + 1:end if end != -1 else len(data)]
+        stripped = line.lstrip(b" \t")
+        if stripped and not stripped.startswith((b")", b"#")) and len(line) - len(stripped) <= indent:
+            return data[match.start():at]
+        at = end
+    return data[match.start():]
+
+
+def _resolvers(texts: dict[str, bytes]) -> dict[str, tuple[str, int]]:
+    """{name: (file, line)} of the public functions named for the device that know the NPU: in a
+    file that imports torch_npu, or whose own body names "npu" beside "cuda"."""
+    found: dict[str, tuple[str, int]] = {}
+    for rel, data in sorted(texts.items()):
+        if b"def " not in data or b"npu" not in data:
+            continue
+        imports_npu = re.search(rb"^[ \t]*(?:import|from)[ \t]+torch_npu\b", data, re.M) is not None
+        for match in _RESOLVER_DEF.finditer(data):
+            name = match.group(2).decode("ascii", "replace")
+            if name.startswith("_") or name.lower() in ("to_device", "set_device"):
+                continue
+            body = _body(data, match)
+            if imports_npu or (_NPU_STRING.search(body) and _CUDA_STRING.search(body)):
+                found.setdefault(name, (rel, data.count(b"\n", 0, match.start()) + 1))
+    return found
 
 
 def device_resolver(texts: dict[str, bytes], key: str) -> Optional[str]:
@@ -244,21 +278,11 @@ def device_resolver(texts: dict[str, bytes], key: str) -> Optional[str]:
     in recipes/x.py:109; None when no such pair is found."""
     if not key:
         return None
-    resolvers: dict[str, tuple[str, int]] = {}
-    for rel, data in texts.items():
-        if b"def " not in data or not (b"torch_npu" in data or (_NPU_STRING.search(data) and _CUDA_STRING.search(data))):
-            continue
-        for match in _RESOLVER_DEF.finditer(data):
-            name = match.group(1).decode("ascii", "replace")
-            if name.startswith("_") or name.lower() in ("to_device", "set_device"):
-                continue
-            resolvers.setdefault(name, (rel, data.count(b"\n", 0, match.start()) + 1))
-    if not resolvers:
-        return None
-    config = rb"\b(?:cfg|config|conf|args|opts?|hparams|params|settings)\w*(?:\.|\.get\(\s*[\"']|\[[\"'])" + re.escape(key.encode()) + rb"\b"
+    resolvers = _resolvers(texts)
+    word = re.escape(key.encode())
     for name, (where, line) in sorted(resolvers.items()):
-        call = re.compile(rb"\b" + re.escape(name.encode()) + rb"\((?:[^()]*?\b" + re.escape(key.encode())
-                          + rb"[ \t]*=[ \t]*)?[ \t]*" + config)
+        call = re.compile(rb"\b" + re.escape(name.encode()) + rb"\((?:[^()]*?\b" + word + rb"[ \t]*=[ \t]*)?[ \t]*"
+                          + _CONFIG + word + rb"\b")
         for rel, data in sorted(texts.items()):
             found = call.search(data)
             if found:

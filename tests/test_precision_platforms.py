@@ -116,7 +116,7 @@ def test_rewrites_in_another_platforms_module_stay(tmp_path: Path) -> None:
 def test_vendor_import_or_docstring_marks_another_platforms_module(tmp_path: Path) -> None:
     root = write_project(tmp_path, {
         "kernels/fastquant.py": "import torch\nimport habana_frameworks.torch.core as htcore\n\n" + FP8_KERNEL,
-        "kernels/fused_decode.py": '"""Microbenchmark for the fused decode kernel on ROCm.\n\nMore text."""\n' + FP8_KERNEL,
+        "kernels/fused_decode.py": '"""Microbenchmark for a fused decode kernel on ROCm.\n\nMore."""\n' + FP8_KERNEL,
         # a guarded probe does not make a module another platform's; nor does a docstring naming two
         "kernels/probe.py": "try:\n    import habana_frameworks\nexcept ImportError:\n    pass\n" + FP8_KERNEL,
         "kernels/both.py": '"""FP8 kernels for CUDA and ROCm."""\n' + FP8_KERNEL,
@@ -126,7 +126,8 @@ def test_vendor_import_or_docstring_marks_another_platforms_module(tmp_path: Pat
     assert not _findings(report, "NPU913", "kernels/fused_decode.py")
     assert "imports `habana_frameworks` at module level" in " ".join(
         moot_lines(report["skipped"], "NPU913", "kernels/fastquant.py").values())
-    assert "(ROCm): its docstring says" in " ".join(moot_lines(report["skipped"], "NPU913", "kernels/fused_decode.py").values())
+    reasons = moot_lines(report["skipped"], "NPU913", "kernels/fused_decode.py")
+    assert "(ROCm): its docstring says" in " ".join(reasons.values())
     assert [f["severity"] for f in _findings(report, "NPU913", "kernels/probe.py")] == ["error"]
     assert [f["severity"] for f in _findings(report, "NPU913", "kernels/both.py")] == ["error"]
 
@@ -222,7 +223,8 @@ def test_config_device_without_npu_aware_resolver_stays_an_error(tmp_path: Path)
     files = {f"recipes/configs/model_{n}.yaml": RECIPE.format(n=n) for n in range(2)}
     # a resolver that knows only CUDA: "cuda" fails on an NPU host as written
     files.update({"pkg/__init__.py": "",
-                  "pkg/utils.py": "import torch\n\n\ndef get_device(device):\n    return torch.device(device or 'cuda')\n",
+                  "pkg/utils.py": ("import torch\n\n\ndef get_device(device):\n"
+                                   "    return torch.device(device or 'cuda')\n\n\ndef other():\n    return 'npu'\n"),
                   "recipes/train.py": TRAIN})
     report = migrate_json(write_project(tmp_path, files))
     [finding] = _findings(report, "NPU706")
