@@ -9,7 +9,7 @@ whole project shares: findings the whole run shows to be moot or redundant (issu
   stem split on `-_.` is one (a whole part: `amd` in `command` is not one), when it imports at
   module level a module only that vendor ships (`import habana_frameworks.torch`: the file cannot
   even be imported elsewhere), or when the first sentence of its module docstring says it is for
-  that platform ("... on ROCm."). A name that also names CUDA, the GPU in general or the NPU is
+  that platform ("... on ROCm."). A name that also names CUDA, the CPU or the NPU is
   not one.
 * **CUDA variants beside an NPU variant.** LLaMA-Factory ships `docker/docker-cuda/` and
   `docker/docker-npu/`: the first is the CUDA variant by design, the second is what an NPU host
