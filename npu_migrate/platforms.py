@@ -259,8 +259,8 @@ def _resolvers(texts: dict[str, bytes]) -> dict[str, tuple[str, int]]:
     file that imports torch_npu, or whose own body names "npu" beside "cuda"."""
     found: dict[str, tuple[str, int]] = {}
     for rel, data in sorted(texts.items()):
-        if b"def " not in data or b"npu" not in data:
-            continue
+        if not (b"torch_npu" in data or b"'npu'" in data or b'"npu"' in data) or b"def " not in data:
+            continue  # (substring tests first: this runs over every Python file of the run)
         imports_npu = re.search(rb"^[ \t]*(?:import|from)[ \t]+torch_npu\b", data, re.M) is not None
         for match in _RESOLVER_DEF.finditer(data):
             name = match.group(2).decode("ascii", "replace")
@@ -272,23 +272,25 @@ def _resolvers(texts: dict[str, bytes]) -> dict[str, tuple[str, int]]:
     return found
 
 
-def device_resolver(texts: dict[str, bytes], key: str) -> Optional[str]:
+def device_resolver(texts: dict[str, bytes], key: str,
+                    resolvers: Optional[dict[str, tuple[str, int]]] = None) -> Optional[str]:
     """Where the project's own code reads config key `key` through a device resolver that knows
     the NPU: `get_device` (pkg/utils/_device.py:151), called as `get_device(device=cfg.device)`
     in recipes/x.py:109; None when no such pair is found."""
     if not key:
         return None
-    resolvers = _resolvers(texts)
+    resolvers = _resolvers(texts) if resolvers is None else resolvers
     word = re.escape(key.encode())
     for name, (where, line) in sorted(resolvers.items()):
         call = re.compile(rb"\b" + re.escape(name.encode()) + rb"\((?:[^()]*?\b" + word + rb"[ \t]*=[ \t]*)?[ \t]*"
                           + _CONFIG + word + rb"\b")
+        needle = name.encode() + b"("
         for rel, data in sorted(texts.items()):
-            found = call.search(data)
+            found = call.search(data) if needle in data else None
             if found:
                 at = data.count(b"\n", 0, found.start()) + 1
                 return (f"the project reads `{key}` through its device resolver `{name}` ({where}:{line}), "
-                        f"which knows \"npu\": `{name}(...{key})` in {rel}:{at}")
+                        f"which knows \"npu\": `{' '.join(found.group(0).decode('utf-8', 'replace').split())})` in {rel}:{at}")
     return None
 
 
@@ -301,7 +303,7 @@ def fold_config_devices(results: list[FileResult], paths: dict[str, str]) -> lis
                 groups.setdefault((finding.message, _key_of(finding)), []).append((i, finding))
     if not groups:
         return results
-    texts = None
+    texts, resolvers = None, None
     out = list(results)
     for (_message, key), members in groups.items():
         members.sort(key=lambda m: (results[m[0]].relpath, m[1].line))
@@ -309,7 +311,8 @@ def fold_config_devices(results: list[FileResult], paths: dict[str, str]) -> lis
         if texts is None:
             texts = {r.relpath: t for r in results if r.relpath.endswith(".py")
                      for t in [_text(r, paths)] if t and b"device" in t}
-        resolver = device_resolver(texts, key)
+            resolvers = _resolvers(texts)
+        resolver = device_resolver(texts, key, resolvers)
         if len(files) < 2 and resolver is None:
             continue
         first_index, first = members[0]

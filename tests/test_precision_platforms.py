@@ -216,7 +216,7 @@ def test_config_device_read_through_a_resolver_that_knows_npu_is_info(tmp_path: 
     [finding] = _findings(report, "NPU706")
     assert finding["severity"] == "info"
     assert "device resolver `get_device` (pkg/utils.py:4), which knows \"npu\"" in finding["message"]
-    assert "recipes/train.py:5" in finding["message"]
+    assert "`get_device(device=cfg.device)` in recipes/train.py:5" in finding["message"]
 
 
 def test_config_device_without_npu_aware_resolver_stays_an_error(tmp_path: Path) -> None:
