@@ -289,8 +289,9 @@ def device_resolver(texts: dict[str, bytes], key: str,
             found = call.search(data) if needle in data else None
             if found:
                 at = data.count(b"\n", 0, found.start()) + 1
+                call_text = " ".join(found.group(0).decode("utf-8", "replace").split())
                 return (f"the project reads `{key}` through its device resolver `{name}` ({where}:{line}), "
-                        f"which knows \"npu\": `{' '.join(found.group(0).decode('utf-8', 'replace').split())})` in {rel}:{at}")
+                        f"which knows \"npu\": `{call_text})` in {rel}:{at}")
     return None
 
 
@@ -300,12 +301,15 @@ def fold_config_devices(results: list[FileResult], paths: dict[str, str]) -> lis
     for i, result in enumerate(results):
         for finding in result.findings:
             if _config_device(finding, result.relpath):
-                groups.setdefault((finding.message, _key_of(finding)), []).append((i, finding))
+                # (by value and key: a file's own "(also at line N)" does not split its group)
+                value = re.match(r"[^`]*`([^`]*)`", finding.message)
+                group = (value.group(1) if value else finding.message, _key_of(finding))
+                groups.setdefault(group, []).append((i, finding))
     if not groups:
         return results
     texts, resolvers = None, None
     out = list(results)
-    for (_message, key), members in groups.items():
+    for (_value, key), members in groups.items():
         members.sort(key=lambda m: (results[m[0]].relpath, m[1].line))
         files = sorted({results[i].relpath for i, _f in members})
         if texts is None:

@@ -197,6 +197,7 @@ def setup(cfg):
 
 def test_config_device_folds_into_one_finding(tmp_path: Path) -> None:
     files = {f"recipes/configs/model_{n}.yaml": RECIPE.format(n=n) for n in range(5)}
+    files["recipes/configs/model_4.yaml"] += "eval:\n  device: cuda\n"  # twice in one file: still one group
     files["recipes/configs/other.yaml"] = "device: cuda:1\n"  # another value: a finding of its own
     root = write_project(tmp_path, files)
     report = migrate_json(root)
