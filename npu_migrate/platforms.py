@@ -14,7 +14,8 @@ whole project shares: findings the whole run shows to be moot or redundant (issu
 * **CUDA variants beside an NPU variant.** LLaMA-Factory ships `docker/docker-cuda/` and
   `docker/docker-npu/`: the first is the CUDA variant by design, the second is what an NPU host
   uses. A folder naming cuda/gpu/nvidia whose sibling, with that word replaced by npu/ascend, is a
-  folder of the run.
+  folder of the run; so is a file other than a Python module (`tests_cuda.yml` beside
+  `tests_npu.yml`, `Dockerfile.cuda` beside `Dockerfile.npu`).
 
 Their report-only findings go to info with the reason (`another platform's code (XPU): ...`,
 `the CUDA variant beside ...`), which moot.py turns into named skipped scopes: nothing is
@@ -120,32 +121,52 @@ def content_platform(data: bytes) -> Optional[str]:
     return None
 
 
-def _variant_folders(relpaths: list[str]) -> dict[str, str]:
-    """CUDA variant folder (its path) -> its NPU sibling's path, among the folders of the run."""
+def _npu_sibling(path: str, existing: set) -> Optional[str]:
+    """`path` with its last name's cuda/gpu/nvidia replaced by npu/ascend (same case), when that
+    path is in `existing`; else None."""
+    parent, _, name = path.rpartition("/")
+    lower = name.lower()
+    variant_words, npu_variants = _table()[5:7]
+    for word in variant_words:
+        at = lower.find(word)
+        if at < 0:
+            continue
+        original = name[at:at + len(word)]
+        for npu in npu_variants:
+            replaced = npu.upper() if original.isupper() else npu.capitalize() if original[:1].isupper() else npu
+            sibling = name[:at] + replaced + name[at + len(word):]
+            sibling = f"{parent}/{sibling}" if parent else sibling
+            if sibling in existing:
+                return sibling
+    return None
+
+
+def _variants(relpaths: list[str]) -> dict[str, str]:
+    """CUDA variant (a folder's path with a trailing `/`, or a file's path) -> its NPU sibling,
+    among the folders and files of the run. Files only when not Python modules: a CI workflow, a
+    Dockerfile, a script (`tests_cuda.yml` beside `tests_npu.yml`); a Python module beside an NPU
+    one may still be imported on an NPU host."""
     folders = set()
     for rel in relpaths:
         parts = rel.split("/")[:-1]
         folders.update("/".join(parts[:k]) for k in range(1, len(parts) + 1))
-    variant_words, npu_variants = _table()[5:7]
     out = {}
     for folder in folders:
-        parent, _, name = folder.rpartition("/")
-        lower = name.lower()
-        for word in variant_words:
-            at = lower.find(word)
-            if at < 0:
-                continue
-            for npu in npu_variants:
-                original = name[at:at + len(word)]
-                replaced = npu.upper() if original.isupper() else npu.capitalize() if original[:1].isupper() else npu
-                sibling = name[:at] + replaced + name[at + len(word):]
-                path = f"{parent}/{sibling}" if parent else sibling
-                if path in folders:
-                    out[folder] = path
-                    break
-            if folder in out:
-                break
+        sibling = _npu_sibling(folder, folders)
+        if sibling is not None:
+            out[folder + "/"] = sibling + "/"
+    files = set(relpaths)
+    for rel in relpaths:
+        if not rel.endswith((".py", ".pyw", ".ipynb")):
+            sibling = _npu_sibling(rel, files)
+            if sibling is not None:
+                out[rel] = sibling
     return out
+
+
+def _under(relpath: str, variant: str) -> bool:
+    """The file is the variant (a file) or lies in it (a folder, with its trailing `/`)."""
+    return relpath == variant or (variant.endswith("/") and relpath.startswith(variant))
 
 
 def _report_only(finding: Finding) -> bool:
@@ -208,12 +229,12 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             out[i] = _lower(result, f"{OTHER_PLATFORM} {why}", lambda rel: path_platform(rel) is not None)
             continue
         if variants is None:
-            variants = _variant_folders([r.relpath for r in results])
-        folder = next((f for f in variants if result.relpath.startswith(f + "/")), None)
-        if folder is not None:
-            out[i] = _lower(result, f"{CUDA_VARIANT} `{variants[folder]}/`: `{folder}/` is the project's CUDA "
+            variants = _variants([r.relpath for r in results])
+        variant = next((v for v in variants if _under(result.relpath, v)), None)
+        if variant is not None:
+            out[i] = _lower(result, f"{CUDA_VARIANT} `{variants[variant]}`: `{variant}` is the project's CUDA "
                                     "variant, an NPU host uses the other",
-                            lambda rel, folder=folder: rel.startswith(folder + "/"))
+                            lambda rel, v=variant: _under(rel, v))
     return fold_config_devices(out, paths)
 
 

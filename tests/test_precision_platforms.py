@@ -230,3 +230,30 @@ def test_config_device_without_npu_aware_resolver_stays_an_error(tmp_path: Path)
     report = migrate_json(write_project(tmp_path, files))
     [finding] = _findings(report, "NPU706")
     assert finding["severity"] == "error" and "device resolver" not in finding["message"]
+
+
+WORKFLOW_CUDA = """\
+jobs:
+  tests:
+    runs-on: ubuntu-latest
+    steps:
+      - run: nvidia-smi
+"""
+
+
+def test_cuda_variant_file_beside_an_npu_variant(tmp_path: Path) -> None:
+    root = write_project(tmp_path, {
+        ".github/workflows/tests_cuda.yml": WORKFLOW_CUDA,
+        ".github/workflows/tests_npu.yml": "jobs:\n  tests:\n    runs-on: linux-aarch64-a2\n",
+        # no NPU sibling: still reported
+        ".github/workflows/nightly_cuda.yml": "# nightly\n" + WORKFLOW_CUDA,
+        # a Python module beside an NPU one may be imported on an NPU host: not a variant
+        "pkg/cuda_utils.py": "# ours\n" + FP8_KERNEL,
+        "pkg/npu_utils.py": "import torch\n",
+    })
+    report = migrate_json(root)
+    assert not [f for f in report["findings"] if f["path"] == ".github/workflows/tests_cuda.yml"]
+    reasons = moot_lines(report["skipped"], path=".github/workflows/tests_cuda.yml")
+    assert reasons and "the CUDA variant beside `.github/workflows/tests_npu.yml`" in " ".join(reasons.values())
+    assert [f["code"] for f in report["findings"] if f["path"] == ".github/workflows/nightly_cuda.yml"]
+    assert [f["severity"] for f in _findings(report, "NPU913", "pkg/cuda_utils.py")] == ["error"]
