@@ -4,8 +4,10 @@ The run lowers to info what it can show an NPU host never executes: a test skipp
 the helpers only such tests call), a branch whose condition is false there, a compiled object a
 test never calls, a skip decorator left as written, a module only other platforms' branches
 import, a method an NPU subclass overrides, a `.cu` file the NPU build does without, a
-documentation example in a YAML block. Each is true of the code and moot for the port: the
-reviewers of the precision audits (issue #16) read them as noise, one after another.
+documentation example in a YAML block, another vendor's platform code (`hpu/`,
+`mps_accelerator.py`), a CUDA variant folder beside the project's NPU one (`docker-cuda/` beside
+`docker-npu/`). Each is true of the code and moot for the port: the reviewers of the precision
+audits (issue #16) read them as noise, one after another.
 
 So, as the last step of a run, such a finding leaves the findings and is named as a skipped scope
 instead: its file, line range (the finding's lines and the places merged into it) and a reason
@@ -39,6 +41,8 @@ PHRASES = (
     "overridden for NPU by",
     "the project builds `",
     "documentation example in the Markdown",
+    "another platform's code",  # platforms.py: another vendor's platform code (XPU, HPU, MPS, ROCm)
+    "the CUDA variant beside",  # platforms.py: docker/docker-cuda beside docker/docker-npu
 )
 
 

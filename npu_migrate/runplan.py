@@ -278,10 +278,13 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     from .wholeprogram import review
 
     from .moot import to_scopes
+    from .platforms import review as review_platforms
 
-    # modules imported only on other platforms, methods an NPU subclass overrides: info; then
-    # every finding about code an NPU host never runs becomes a named skipped scope
-    return to_scopes(review(results, {rel: path for path, rel in items}))
+    # modules imported only on other platforms, methods an NPU subclass overrides, other vendors'
+    # platform code and CUDA variant folders: info; then every finding about code an NPU host
+    # never runs becomes a named skipped scope
+    paths = {rel: path for path, rel in items}
+    return to_scopes(review_platforms(review(results, paths), paths))
 
 
 # ------------------------------------------------------------------ what both commands print
