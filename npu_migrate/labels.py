@@ -1,0 +1,271 @@
+"""Labels, not devices: strings and names the leftover sweep (NPU990) meets that only name something.
+
+The sweep reports every string that spells a CUDA device, backend or variable (`"cuda"`,
+`"nccl"`, `"CUDA_HOME"`, `"enable_flash_attention"`) and every attribute named like a CUDA API.
+The precision audits of real projects (issue #16) found many of them to be names, not uses:
+
+- a key of a dict that is not the process environment (`metadata["version"]["cuda"]`,
+  `env_info["CUDA_HOME"] = ...`, `total_mem["cuda"]`): a label of a table entry;
+- the attribute name given to `getattr` / `hasattr` / `setattr` / `delattr`
+  (`getattr(module, "CUDA_IMPL", True)`), unless `getattr` / `setattr` reach into torch or a
+  CUDA-only module (`getattr(torch, "cuda")` gets the CUDA module);
+- the value of a member of an Enum or choices class (`NCCL = "nccl"`): an option's value;
+- the argument names of `parametrize` / `parameterize` and the arguments of other pytest markers
+  (`@parameterize("enable_flash_attention", [True, False])`): the parameter values stay swept;
+- the `choices=` of a command-line option (`choices=["cuda", "cpu"]`); its `default=` stays swept;
+- the name of an option or flag (`"--nccl-port"`, `"enable_flash_attention"` as a config key);
+- CUDA path variables among other variables of a list of optional search-path candidates
+  (`_env_paths("CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH")`): unset on an NPU host, skipped;
+- a method of an object that is neither torch's nor a CUDA-only module's, named like a CUDA API
+  (`_memory_saver.cuda_graph(...)`), and the project's own modules named like one
+  (`deepspeed.utils.nvtx.enable_nvtx`): their code is swept where it is defined.
+
+A capability guard (`if not device.startswith("cuda"): raise ValueError(...)`) rejects an NPU
+device with an explicit error: its string is listed as information, with that reason.
+
+The sweep calls `mark` for each node it enters (Sweep.on_visit); the strings and attributes
+found here go into its gates (not reported) or its information reasons (`label_info`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import catalogue
+from .families.context import dotted_name, literal_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sweep import Sweep
+
+
+@functools.lru_cache(maxsize=None)
+def _table() -> dict:
+    return catalogue.read_table("sweep.toml")["labels"].get("names", {})
+
+
+@functools.lru_cache(maxsize=None)
+def _option_name() -> re.Pattern:
+    return re.compile(_table()["option_name"])
+
+
+@functools.lru_cache(maxsize=None)
+def _path_variable() -> re.Pattern:
+    return re.compile(_table()["path_variable"])
+
+
+_ENV_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
+_WORD = re.compile(r"\w+")
+_ATTRIBUTE_CALLS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
+_PARAMETRIZE = frozenset({"parametrize", "parameterize"})
+GUARD_REASON = "a capability guard: an NPU device is rejected with an explicit error"
+OWN_METHOD_REASON = ("the device of the class's own `cuda()` method, reached only by `.cuda()` calls, which "
+                     "the migration rewrites to `.to(...)` or reports (NPU107)")
+
+
+def _string(node: cst.CSTNode):
+    if isinstance(node, cst.SimpleString):
+        value = literal_value(node.value)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _strings(node: cst.CSTNode):
+    """The string literals in `node` (itself, or the elements of nested tuples, lists, sets)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.SimpleString):
+            yield current
+        elif isinstance(current, (cst.Tuple, cst.List, cst.Set)):
+            stack.extend(e.value for e in current.elements)
+        elif isinstance(current, cst.ConcatenatedString):
+            stack.extend((current.left, current.right))
+
+
+def environment_like(node: cst.CSTNode, sweep: "Sweep") -> bool:
+    """Whether an expression may be the process environment or a dict built for one: `os.environ`,
+    `env`, `self.child_env`, `os.environ.copy()`, `kwargs["env"]`. Read from its words, so an
+    unknown shape counts as an environment (its keys stay reported)."""
+    text = sweep.m.source_map.original_text_of(node)
+    words = {w.lower() for w in _WORD.findall(text)}
+    if not words:
+        return True
+    return any(w in ("env", "envs", "environment", "environments") or "environ" in w
+               or w.endswith("_env") or w.startswith("env_var") for w in words)
+
+
+def _cuda_module(node: cst.CSTNode, sweep: "Sweep") -> bool:
+    """`node` names torch, one of its modules, or a CUDA-only module (through the imports)."""
+    qual = sweep.m.qualname(node) or ""
+    head = qual.split(".", 1)[0]
+    return head == "torch" or any(qual == m or qual.startswith(m + ".") for m in sweep.modules)
+
+
+def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
+    """Gate (or list as information) the labels under `node`, before the sweep visits them."""
+    kind = type(node)
+    if kind is cst.SimpleString:
+        value = _string(node)
+        if value is not None and _option_name().fullmatch(value):
+            sweep.gates.add(id(node))  # `"--nccl-port"`, `"enable_flash_attention"`: an option's name
+    elif kind is cst.Subscript:
+        _subscript(sweep, node)
+    elif kind is cst.Call:
+        _call(sweep, node)
+    elif kind is cst.ClassDef:
+        _class(sweep, node)
+    elif kind is cst.Decorator:
+        _decorator(sweep, node)
+    elif kind is cst.If:
+        _capability_guard(sweep, node)
+    elif kind is cst.Attribute:
+        _attribute(sweep, node)
+    elif kind in (cst.Tuple, cst.List):
+        _path_candidates(sweep, [e.value for e in node.elements])
+
+
+def _subscript(sweep: "Sweep", node: cst.Subscript) -> None:
+    """`metadata["version"]["cuda"]`, `env_info["CUDA_HOME"]`: a key of a dict that is not the
+    environment is a label (`os.environ["CUDA_HOME"]` stays reported, when no rule claimed it)."""
+    keys = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+    keys = [k for k in keys if _string(k) is not None]
+    if keys and not environment_like(node.value, sweep):
+        sweep.gates.update(id(k) for k in keys)
+
+
+def _call(sweep: "Sweep", node: cst.Call) -> None:
+    name = dotted_name(node.func) or ""
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    if name in _ATTRIBUTE_CALLS and len(positional) >= 2 and _string(positional[1].value) is not None:
+        # `getattr(module, "CUDA_IMPL", True)`: an attribute's name; `getattr(torch, "cuda")` gets
+        # the CUDA module itself (`hasattr` only asks)
+        if name in ("hasattr", "delattr") or not _cuda_module(positional[0].value, sweep):
+            sweep.gates.add(id(positional[1].value))
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "choices":
+            # `add_argument("--device", choices=["cuda", "cpu"], default="cuda")`: the values an
+            # option accepts are labels; its default is what runs (still swept)
+            sweep.gates.update(id(s) for s in _strings(arg.value))
+    _path_candidates(sweep, [a.value for a in positional])
+
+
+def _path_candidates(sweep: "Sweep", values: list[cst.CSTNode]) -> None:
+    """`_env_paths("CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH")`, `["CUDA_HOME", "ROCM_PATH",
+    "CONDA_PREFIX"]`: CUDA path variables among other variables, candidates of a search path that
+    an NPU host, where they are unset, skips. Only CUDA itself (`("CUDA_HOME", "CUDA_PATH")`, the
+    CUDA toolkit looked for) stays reported."""
+    if len(values) < 2 or not all(_string(v) is not None for v in values):
+        return
+    names = [_string(v) for v in values]
+    if not all(_ENV_VARIABLE.fullmatch(n) for n in names):
+        return
+    cuda = [v for v, n in zip(values, names) if sweep.strings.fullmatch(n)]
+    others = [n for n in names if not sweep.strings.fullmatch(n)]
+    if cuda and others and all(_path_variable().fullmatch(_string(v)) for v in cuda):
+        sweep.gates.update(id(v) for v in cuda)
+
+
+def _class(sweep: "Sweep", node: cst.ClassDef) -> None:
+    _enum_class(sweep, node)
+    _own_cuda_method(sweep, node)
+
+
+def _own_cuda_method(sweep: "Sweep", node: cst.ClassDef) -> None:
+    """`def cuda(self, device=None): return self.to(device or "cuda")` in a class: the device its own
+    `cuda()` method stands for. Only a `.cuda()` call reaches it, and the migration rewrites those
+    to `.to(...)` (or reports them, NPU107, in a file that defines the method): information."""
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    for method in body:
+        if isinstance(method, cst.FunctionDef) and method.name.value == "cuda":
+            stack = [method.body]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, cst.SimpleString) and re.fullmatch(r"cuda(:\d+)?", _string(current) or ""):
+                    sweep.label_info.setdefault(id(current), OWN_METHOD_REASON)
+                stack.extend(current.children)
+
+
+def _enum_class(sweep: "Sweep", node: cst.ClassDef) -> None:
+    """`class Backend(str, enum.Enum): NCCL = "nccl"`: a member's value is an option's value (what
+    the user may choose), not a backend argument; where it is passed on, that call is swept."""
+    bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases}
+    if not any(re.search(_table()["enum_base"], b) for b in bases if b):
+        return
+    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    for line in body:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets) \
+                    and _string(small.value) is not None:
+                sweep.gates.add(id(small.value))
+
+
+def _decorator(sweep: "Sweep", node: cst.Decorator) -> None:
+    """`@parameterize("enable_flash_attention", [True, False])`, `@pytest.mark.parametrize("device",
+    ["cuda"])`: the argument names are labels (the values stay swept); the arguments of another
+    pytest marker (`@pytest.mark.runs_on(["cuda"])`) label the test."""
+    call = node.decorator
+    if not isinstance(call, cst.Call):
+        return
+    name = dotted_name(call.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if last in _PARAMETRIZE:
+        names = [a for a in call.args if a.keyword is not None and a.keyword.value == "argnames"] \
+            or [a for a in call.args[:1] if a.keyword is None]
+        for arg in names:
+            sweep.gates.update(id(s) for s in _strings(arg.value))
+    elif ".mark." in f".{name}" and last not in ("skipif", "xfail"):
+        # (skipif/xfail conditions are tests, swept as usual; their `reason=` is prose)
+        for arg in call.args:
+            sweep.gates.update(id(s) for s in _strings(arg.value))
+
+
+def _capability_guard(sweep: "Sweep", node: cst.If) -> None:
+    """`if not device.startswith("cuda"): raise ValueError("... only supports CUDA")`, `if device
+    != "cuda": raise ...`: the code declares CUDA the only device it supports, and an NPU host
+    gets an explicit error. Listed as information: the feature needs porting by hand, or stays
+    unavailable there."""
+    first = node.body.body[0] if node.body.body else None
+    if isinstance(first, cst.SimpleStatementLine):
+        first = first.body[0] if first.body else None
+    if not isinstance(first, cst.Raise):
+        return
+    test = node.test
+    strings: list[cst.SimpleString] = []
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) \
+                and inner.func.attr.value == "startswith" and inner.args:
+            strings = list(_strings(inner.args[0].value))
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, (cst.NotEqual, cst.NotIn)):
+        strings = [o for o in (test.left, test.comparisons[0].comparator) if _string(o) is not None]
+    for string in strings:
+        if _string(string) in ("cuda", "nccl"):
+            sweep.label_info.setdefault(id(string), GUARD_REASON)
+
+
+def _attribute(sweep: "Sweep", node: cst.Attribute) -> None:
+    """`_memory_saver.cuda_graph(...)`: a method named like a CUDA API of an object that is neither
+    torch's nor a CUDA-only module's; `deepspeed.utils.nvtx.enable_nvtx` in DeepSpeed: the
+    project's own module. Names, not CUDA APIs (their code is swept where it is defined)."""
+    chain = dotted_name(node)
+    if chain is None:
+        return
+    parts = chain.split(".")
+    if _cuda_module(node, sweep) and not sweep._own(sweep.m.qualname(node) or ""):
+        return
+    qual = sweep.m.qualname(node)
+    if qual is None and parts[0] in sweep.m.first_party \
+            and re.search(rf"(?m)^[ \t]*(import|from)[ \t]+{re.escape(parts[0])}\b", sweep.m.file_text()):
+        qual = chain  # `import deepspeed` in DeepSpeed (the rules resolve only torch's names)
+    if qual is not None and sweep._own(qual) and not {"cuda", "is_cuda"} & set(parts[1:]) \
+            and qual.split(".", 1)[0] not in ("torch",):
+        sweep.gates.add(id(node))  # the project's own module (`deepspeed.utils.nvtx`)
+        return
+    if len(parts) >= 2 and parts[-1] in _table()["object_methods"] \
+            and not any(p in sweep.attributes for p in parts[:-1]) and not _cuda_module(node.value, sweep):
+        sweep.gates.add(id(node))
