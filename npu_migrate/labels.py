@@ -20,8 +20,13 @@ The precision audits of real projects (issue #16) found many of them to be names
   (`_memory_saver.cuda_graph(...)`), and the project's own modules named like one
   (`deepspeed.utils.nvtx.enable_nvtx`): their code is swept where it is defined.
 
+- a declared list of supported devices (`_supported_devices = ["cpu", "cuda"]`, `def
+  supported_devices(self): return ["cuda"]`), as a class's SUPPORTED_DEVICES already is.
+
 A capability guard (`if not device.startswith("cuda"): raise ValueError(...)`) rejects an NPU
-device with an explicit error: its string is listed as information, with that reason.
+device with an explicit error, and the device of a class's own `cuda()` method is reached only by
+`.cuda()` calls (rewritten, or reported as NPU107): their strings are listed as information, with
+the reason.
 
 The sweep calls `mark` for each node it enters (Sweep.on_visit); the strings and attributes
 found here go into its gates (not reported) or its information reasons (`label_info`).
@@ -88,14 +93,15 @@ def _strings(node: cst.CSTNode):
 
 def environment_like(node: cst.CSTNode, sweep: "Sweep") -> bool:
     """Whether an expression may be the process environment or a dict built for one: `os.environ`,
-    `env`, `self.child_env`, `os.environ.copy()`, `kwargs["env"]`. Read from its words, so an
-    unknown shape counts as an environment (its keys stay reported)."""
+    `env`, `self.child_env`, `env_dict`, `os.environ.copy()`, `kwargs["env"]`. Read from its words
+    (any word that begins or ends with "env", or holds "environ"; not `env_info`, a report's
+    table), so an unknown shape counts as an environment and its keys stay reported."""
     text = sweep.m.source_map.original_text_of(node)
     words = {w.lower() for w in _WORD.findall(text)}
     if not words:
         return True
-    return any(w in ("env", "envs", "environment", "environments") or "environ" in w
-               or w.endswith("_env") or w.startswith("env_var") for w in words)
+    return any((w.startswith("env") or w.endswith(("env", "envs")) or "environ" in w)
+               and not w.endswith(("info", "infos")) for w in words)  # (`env_info`: a report's table)
 
 
 def _cuda_module(node: cst.CSTNode, sweep: "Sweep") -> bool:
@@ -126,6 +132,10 @@ def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
         _attribute(sweep, node)
     elif kind in (cst.Tuple, cst.List):
         _path_candidates(sweep, [e.value for e in node.elements])
+    elif kind is cst.Assign:
+        _capability_list(sweep, [t.target for t in node.targets], node.value)
+    elif kind is cst.FunctionDef:
+        _capability_method(sweep, node)
 
 
 def _subscript(sweep: "Sweep", node: cst.Subscript) -> None:
@@ -167,6 +177,41 @@ def _path_candidates(sweep: "Sweep", values: list[cst.CSTNode]) -> None:
     others = [n for n in names if not sweep.strings.fullmatch(n)]
     if cuda and others and all(_path_variable().fullmatch(_string(v)) for v in cuda):
         sweep.gates.update(id(v) for v in cuda)
+
+
+def _capability_name(name: str) -> bool:
+    """`SUPPORTED_DEVICES`, `_supported_devices`, `supported_device_types` (sweep.toml's
+    capability_names, in any case, with leading underscores)."""
+    return name.lstrip("_").lower() in _capability_names()
+
+
+@functools.lru_cache(maxsize=None)
+def _capability_names() -> frozenset:
+    return frozenset(n.lower() for n in catalogue.read_table("sweep.toml")["labels"].get("capability_names", ()))
+
+
+def _capability_list(sweep: "Sweep", targets: list[cst.CSTNode], value: cst.CSTNode) -> None:
+    """`_supported_devices = ["cpu", "cuda"]` at any level: the devices a component declares it
+    supports (as a class's SUPPORTED_DEVICES, sweep.visit_ClassDef): "npu" added there would claim
+    support it does not have; its checks reject an NPU device explicitly."""
+    if isinstance(value, (cst.Tuple, cst.List, cst.Set)) and any(
+            isinstance(t, (cst.Name, cst.Attribute)) and _capability_name(t.attr.value if isinstance(t, cst.Attribute)
+                                                                          else t.value) for t in targets):
+        sweep.gates.update(id(s) for s in _strings(value))
+
+
+def _capability_method(sweep: "Sweep", node: cst.FunctionDef) -> None:
+    """`def supported_devices(self): return ["cuda"]`: the same declaration, as a method."""
+    if not _capability_name(node.name.value):
+        return
+    stack = [node.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Return) and current.value is not None \
+                and isinstance(current.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
+            sweep.gates.update(id(s) for s in _strings(current.value))
+        elif not isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            stack.extend(current.children)
 
 
 def _class(sweep: "Sweep", node: cst.ClassDef) -> None:

@@ -50,7 +50,7 @@ class BuildInfo:
         env_info["CUDA_HOME"] = home
         self.used = self.total_mem["cuda"]
         self.home = os.environ["CUDA_HOME"]
-        self.child_env["CUDA_PATH"] = home
+        self.env_dict["CUDA_PATH"] = home
 '''
     lines = _lines(_findings(source, "NPU990"), "warning")
     assert not lines & {8, 9, 10}
@@ -228,3 +228,25 @@ def test_a_cuda_method_with_no_call_in_its_file_is_not_reported():
     # a "cuda" outside the method is swept as usual
     found = _findings(LAZY + "\n\ndef mesh(shape):\n    return init_device_mesh(\"cuda\", shape)\n", "NPU990")
     assert _lines(found, "warning") == {11}
+
+
+# ----------------------------------------------------------------------------- capability lists
+def test_a_declared_list_of_supported_devices_is_a_label():
+    source = '''\
+_supported_devices = [
+    "cpu",
+    "cuda",
+]
+
+
+class Plugin:
+    def supported_devices(self):
+        return ["cuda"]
+
+
+def mesh(shape):
+    return init_device_mesh("cuda", shape)
+'''
+    lines = _lines(_findings(source, "NPU990"))
+    assert not lines & {3, 9}
+    assert 13 in lines
