@@ -13,6 +13,7 @@ The precision audits of real projects (issue #16) found many of them to be names
 - the argument names of `parametrize` / `parameterize` and the arguments of other pytest markers
   (`@parameterize("enable_flash_attention", [True, False])`): the parameter values stay swept;
 - the `choices=` of a command-line option (`choices=["cuda", "cpu"]`); its `default=` stays swept;
+  a name looked up in a collection that is not the environment (`"CUDA_PROFILER" in activities`);
 - the name of an option or flag (`"--nccl-port"`, `"enable_flash_attention"` as a config key);
 - CUDA path variables among other variables of a list of optional search-path candidates
   (`_env_paths("CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH")`): unset on an NPU host, skipped;
@@ -132,6 +133,8 @@ def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
         _attribute(sweep, node)
     elif kind in (cst.Tuple, cst.List):
         _path_candidates(sweep, [e.value for e in node.elements])
+    elif kind is cst.Comparison:
+        _membership(sweep, node)
     elif kind is cst.Assign:
         _capability_list(sweep, [t.target for t in node.targets], node.value)
     elif kind is cst.FunctionDef:
@@ -145,6 +148,17 @@ def _subscript(sweep: "Sweep", node: cst.Subscript) -> None:
     keys = [k for k in keys if _string(k) is not None]
     if keys and not environment_like(node.value, sweep):
         sweep.gates.update(id(k) for k in keys)
+
+
+def _membership(sweep: "Sweep", node: cst.Comparison) -> None:
+    """`"CUDA_PROFILER" in profile_activities`: a name looked up in a collection that is not the
+    environment (an option's chosen values); `"CUDA_HOME" in os.environ` stays reported."""
+    if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
+        return
+    value = _string(node.left)
+    if value is not None and _ENV_VARIABLE.fullmatch(value) \
+            and not environment_like(node.comparisons[0].comparator, sweep):
+        sweep.gates.add(id(node.left))
 
 
 def _call(sweep: "Sweep", node: cst.Call) -> None:
