@@ -21,6 +21,7 @@ The precision audits of real projects (issue #16) found many of them to be names
   (`_memory_saver.cuda_graph(...)`), and the project's own modules named like one
   (`deepspeed.utils.nvtx.enable_nvtx`): their code is swept where it is defined.
 
+- one of two platform labels chosen by platform (`"rocm" if is_hip else "cuda"`);
 - a declared list of supported devices (`_supported_devices = ["cpu", "cuda"]`, `def
   supported_devices(self): return ["cuda"]`), as a class's SUPPORTED_DEVICES already is.
 
@@ -133,6 +134,8 @@ def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
         _attribute(sweep, node)
     elif kind in (cst.Tuple, cst.List):
         _path_candidates(sweep, [e.value for e in node.elements])
+    elif kind is cst.IfExp:
+        _platform_choice(sweep, node)
     elif kind is cst.Comparison:
         _membership(sweep, node)
     elif kind is cst.Assign:
@@ -148,6 +151,20 @@ def _subscript(sweep: "Sweep", node: cst.Subscript) -> None:
     keys = [k for k in keys if _string(k) is not None]
     if keys and not environment_like(node.value, sweep):
         sweep.gates.update(id(k) for k in keys)
+
+
+def _platform_choice(sweep: "Sweep", node: cst.IfExp) -> None:
+    """`prefix = "rocm" if is_hip else "cuda"`: one of two platform labels chosen by platform (a
+    library's file prefix, a build's name; ROCm's torch device is "cuda" too), not a device."""
+    sides = (node.body, node.orelse)
+    values = [_string(side) for side in sides]
+    if "cuda" in values and any(v in sweep_platform_labels() for v in values if v != "cuda"):
+        sweep.gates.update(id(side) for side, value in zip(sides, values) if value == "cuda")
+
+
+@functools.lru_cache(maxsize=None)
+def sweep_platform_labels() -> frozenset:
+    return frozenset(catalogue.read_table("sweep.toml")["labels"]["platform_labels"]) & {"hip", "rocm"}
 
 
 def _membership(sweep: "Sweep", node: cst.Comparison) -> None:

@@ -256,3 +256,24 @@ def mesh(shape):
     lines = _lines(_findings(source, "NPU990"))
     assert not lines & {3, 9}
     assert 13 in lines
+
+
+# ----------------------------------------------------------------------------- op names, platform labels
+def test_attention_op_names_and_platform_label_choices_are_labels():
+    source = '''\
+import torch
+
+RANDOM_OPS = ("_scaled_dot_product_flash_attention", "_flash_attention_forward")
+
+
+def library_name(is_hip):
+    prefix = "rocm" if is_hip else "cuda"
+    return prefix, dict(attn_implementation="flash_attention_3")
+
+
+def device(is_cpu):
+    return torch.device("cpu" if is_cpu else "cuda")
+'''
+    lines = _lines(_findings(source, "NPU990"))
+    assert not lines & {3, 7}
+    assert 8 in lines
