@@ -228,7 +228,13 @@ def _capability_list(sweep: "Sweep", targets: list[cst.CSTNode], value: cst.CSTN
     if isinstance(value, (cst.Tuple, cst.List, cst.Set)) and any(
             isinstance(t, (cst.Name, cst.Attribute)) and _capability_name(t.attr.value if isinstance(t, cst.Attribute)
                                                                           else t.value) for t in targets):
-        sweep.gates.update(id(s) for s in _strings(value))
+        _gate_capabilities(sweep, list(_strings(value)))
+
+
+def _gate_capabilities(sweep: "Sweep", strings: list[cst.SimpleString]) -> None:
+    """(a list that names "npu" too is platform-aware: its "cuda" stays listed, as NPU991)"""
+    if not any(_string(s) == "npu" for s in strings):
+        sweep.gates.update(id(s) for s in strings)
 
 
 def _capability_method(sweep: "Sweep", node: cst.FunctionDef) -> None:
@@ -240,7 +246,7 @@ def _capability_method(sweep: "Sweep", node: cst.FunctionDef) -> None:
         current = stack.pop()
         if isinstance(current, cst.Return) and current.value is not None \
                 and isinstance(current.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
-            sweep.gates.update(id(s) for s in _strings(current.value))
+            _gate_capabilities(sweep, list(_strings(current.value)))
         elif not isinstance(current, (cst.FunctionDef, cst.ClassDef)):
             stack.extend(current.children)
 
