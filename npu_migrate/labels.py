@@ -36,17 +36,17 @@ found here go into its gates (not reported) or its information reasons (`label_i
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 import libcst as cst
 
 from . import catalogue
 from .families.context import dotted_name, literal_value
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .sweep import Sweep
+Sweep = Any  # sweep.Sweep, which imports this module: its gates, label_info, m (the context), strings
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,7 +93,7 @@ def _strings(node: cst.CSTNode):
             stack.extend((current.left, current.right))
 
 
-def environment_like(node: cst.CSTNode, sweep: "Sweep") -> bool:
+def environment_like(node: cst.CSTNode, sweep: Sweep) -> bool:
     """Whether an expression may be the process environment or a dict built for one: `os.environ`,
     `env`, `self.child_env`, `env_dict`, `os.environ.copy()`, `kwargs["env"]`. Read from its words
     (any word that begins or ends with "env", or holds "environ"; not `env_info`, a report's
@@ -106,14 +106,14 @@ def environment_like(node: cst.CSTNode, sweep: "Sweep") -> bool:
                and not w.endswith(("info", "infos")) for w in words)  # (`env_info`: a report's table)
 
 
-def _cuda_module(node: cst.CSTNode, sweep: "Sweep") -> bool:
+def _cuda_module(node: cst.CSTNode, sweep: Sweep) -> bool:
     """`node` names torch, one of its modules, or a CUDA-only module (through the imports)."""
     qual = sweep.m.qualname(node) or ""
     head = qual.split(".", 1)[0]
     return head == "torch" or any(qual == m or qual.startswith(m + ".") for m in sweep.modules)
 
 
-def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
+def mark(sweep: Sweep, node: cst.CSTNode) -> None:
     """Gate (or list as information) the labels under `node`, before the sweep visits them."""
     kind = type(node)
     if kind is cst.SimpleString:
@@ -144,16 +144,34 @@ def mark(sweep: "Sweep", node: cst.CSTNode) -> None:
         _capability_method(sweep, node)
 
 
-def _subscript(sweep: "Sweep", node: cst.Subscript) -> None:
+def _subscript(sweep: Sweep, node: cst.Subscript) -> None:
     """`metadata["version"]["cuda"]`, `env_info["CUDA_HOME"]`: a key of a dict that is not the
     environment is a label (`os.environ["CUDA_HOME"]` stays reported, when no rule claimed it)."""
     keys = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
     keys = [k for k in keys if _string(k) is not None]
-    if keys and not environment_like(node.value, sweep):
-        sweep.gates.update(id(k) for k in keys)
+    if not keys or environment_like(node.value, sweep):
+        return
+    if isinstance(node.value, cst.Name) and node.value.value in _module_dicts(sweep):
+        return  # a table this file defines: its keys decide (sweep.visit_Subscript, _label_keys)
+    sweep.gates.update(id(k) for k in keys)
 
 
-def _platform_choice(sweep: "Sweep", node: cst.IfExp) -> None:
+def _module_dicts(sweep: Sweep) -> frozenset:
+    """Names bound at module level to a dict display (`OTHER = {"cpu": 1}`), once per file."""
+    names = getattr(sweep, "_labels_module_dicts", None)
+    if names is None:
+        tree = sweep.m._ast()
+        found = set()
+        for statement in getattr(tree, "body", ()):
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+            if isinstance(getattr(statement, "value", None), ast.Dict):
+                found.update(t.id for t in targets if isinstance(t, ast.Name))
+        names = sweep._labels_module_dicts = frozenset(found)
+    return names
+
+
+def _platform_choice(sweep: Sweep, node: cst.IfExp) -> None:
     """`prefix = "rocm" if is_hip else "cuda"`: one of two platform labels chosen by platform (a
     library's file prefix, a build's name; ROCm's torch device is "cuda" too), not a device."""
     sides = (node.body, node.orelse)
@@ -167,7 +185,7 @@ def sweep_platform_labels() -> frozenset:
     return frozenset(catalogue.read_table("sweep.toml")["labels"]["platform_labels"]) & {"hip", "rocm"}
 
 
-def _membership(sweep: "Sweep", node: cst.Comparison) -> None:
+def _membership(sweep: Sweep, node: cst.Comparison) -> None:
     """`"CUDA_PROFILER" in profile_activities`: a name looked up in a collection that is not the
     environment (an option's chosen values); `"CUDA_HOME" in os.environ` stays reported."""
     if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
@@ -178,7 +196,7 @@ def _membership(sweep: "Sweep", node: cst.Comparison) -> None:
         sweep.gates.add(id(node.left))
 
 
-def _call(sweep: "Sweep", node: cst.Call) -> None:
+def _call(sweep: Sweep, node: cst.Call) -> None:
     name = dotted_name(node.func) or ""
     positional = [a for a in node.args if a.keyword is None and not a.star]
     if name in _ATTRIBUTE_CALLS and len(positional) >= 2 and _string(positional[1].value) is not None:
@@ -194,7 +212,7 @@ def _call(sweep: "Sweep", node: cst.Call) -> None:
     _path_candidates(sweep, [a.value for a in positional])
 
 
-def _path_candidates(sweep: "Sweep", values: list[cst.CSTNode]) -> None:
+def _path_candidates(sweep: Sweep, values: list[cst.CSTNode]) -> None:
     """`_env_paths("CONDA_PREFIX", "CUDA_HOME", "CUDA_PATH")`, `["CUDA_HOME", "ROCM_PATH",
     "CONDA_PREFIX"]`: CUDA path variables among other variables, candidates of a search path that
     an NPU host, where they are unset, skips. Only CUDA itself (`("CUDA_HOME", "CUDA_PATH")`, the
@@ -221,7 +239,7 @@ def _capability_names() -> frozenset:
     return frozenset(n.lower() for n in catalogue.read_table("sweep.toml")["labels"].get("capability_names", ()))
 
 
-def _capability_list(sweep: "Sweep", targets: list[cst.CSTNode], value: cst.CSTNode) -> None:
+def _capability_list(sweep: Sweep, targets: list[cst.CSTNode], value: cst.CSTNode) -> None:
     """`_supported_devices = ["cpu", "cuda"]` at any level: the devices a component declares it
     supports (as a class's SUPPORTED_DEVICES, sweep.visit_ClassDef): "npu" added there would claim
     support it does not have; its checks reject an NPU device explicitly."""
@@ -231,13 +249,13 @@ def _capability_list(sweep: "Sweep", targets: list[cst.CSTNode], value: cst.CSTN
         _gate_capabilities(sweep, list(_strings(value)))
 
 
-def _gate_capabilities(sweep: "Sweep", strings: list[cst.SimpleString]) -> None:
+def _gate_capabilities(sweep: Sweep, strings: list[cst.SimpleString]) -> None:
     """(a list that names "npu" too is platform-aware: its "cuda" stays listed, as NPU991)"""
     if not any(_string(s) == "npu" for s in strings):
         sweep.gates.update(id(s) for s in strings)
 
 
-def _capability_method(sweep: "Sweep", node: cst.FunctionDef) -> None:
+def _capability_method(sweep: Sweep, node: cst.FunctionDef) -> None:
     """`def supported_devices(self): return ["cuda"]`: the same declaration, as a method."""
     if not _capability_name(node.name.value):
         return
@@ -251,12 +269,12 @@ def _capability_method(sweep: "Sweep", node: cst.FunctionDef) -> None:
             stack.extend(current.children)
 
 
-def _class(sweep: "Sweep", node: cst.ClassDef) -> None:
+def _class(sweep: Sweep, node: cst.ClassDef) -> None:
     _enum_class(sweep, node)
     _own_cuda_method(sweep, node)
 
 
-def _own_cuda_method(sweep: "Sweep", node: cst.ClassDef) -> None:
+def _own_cuda_method(sweep: Sweep, node: cst.ClassDef) -> None:
     """`def cuda(self, device=None): return self.to(device or "cuda")` in a class: the device its own
     `cuda()` method stands for. Only a `.cuda()` call reaches it, and the migration rewrites those
     to `.to(...)` (or reports them, NPU107, in a file that defines the method): information."""
@@ -271,7 +289,7 @@ def _own_cuda_method(sweep: "Sweep", node: cst.ClassDef) -> None:
                 stack.extend(current.children)
 
 
-def _enum_class(sweep: "Sweep", node: cst.ClassDef) -> None:
+def _enum_class(sweep: Sweep, node: cst.ClassDef) -> None:
     """`class Backend(str, enum.Enum): NCCL = "nccl"`: a member's value is an option's value (what
     the user may choose), not a backend argument; where it is passed on, that call is swept."""
     bases = {(dotted_name(b.value) or "").rsplit(".", 1)[-1] for b in node.bases}
@@ -285,7 +303,7 @@ def _enum_class(sweep: "Sweep", node: cst.ClassDef) -> None:
                 sweep.gates.add(id(small.value))
 
 
-def _decorator(sweep: "Sweep", node: cst.Decorator) -> None:
+def _decorator(sweep: Sweep, node: cst.Decorator) -> None:
     """`@parameterize("enable_flash_attention", [True, False])`, `@pytest.mark.parametrize("device",
     ["cuda"])`: the argument names are labels (the values stay swept); the arguments of another
     pytest marker (`@pytest.mark.runs_on(["cuda"])`) label the test."""
@@ -305,7 +323,7 @@ def _decorator(sweep: "Sweep", node: cst.Decorator) -> None:
             sweep.gates.update(id(s) for s in _strings(arg.value))
 
 
-def _capability_guard(sweep: "Sweep", node: cst.If) -> None:
+def _capability_guard(sweep: Sweep, node: cst.If) -> None:
     """`if not device.startswith("cuda"): raise ValueError("... only supports CUDA")`, `if device
     != "cuda": raise ...`: the code declares CUDA the only device it supports, and an NPU host
     gets an explicit error. Listed as information: the feature needs porting by hand, or stays
@@ -330,7 +348,7 @@ def _capability_guard(sweep: "Sweep", node: cst.If) -> None:
             sweep.label_info.setdefault(id(string), GUARD_REASON)
 
 
-def _attribute(sweep: "Sweep", node: cst.Attribute) -> None:
+def _attribute(sweep: Sweep, node: cst.Attribute) -> None:
     """`_memory_saver.cuda_graph(...)`: a method named like a CUDA API of an object that is neither
     torch's nor a CUDA-only module's; `deepspeed.utils.nvtx.enable_nvtx` in DeepSpeed: the
     project's own module. Names, not CUDA APIs (their code is swept where it is defined)."""

@@ -259,11 +259,11 @@ def mesh(shape):
 
 
 # ----------------------------------------------------------------------------- op names, platform labels
-def test_attention_op_names_and_platform_label_choices_are_labels():
+def test_platform_label_choices_are_labels():
     source = '''\
 import torch
 
-RANDOM_OPS = ("_scaled_dot_product_flash_attention", "_flash_attention_forward")
+RANDOM_OPS = ("_scaled_dot_product_efficient_attention", "_efficient_attention_forward")
 
 
 def library_name(is_hip):
