@@ -6,8 +6,8 @@ The precision audits of real projects (issue #16) found many of them to be names
 
 - a key of a dict that is not the process environment (`metadata["version"]["cuda"]`,
   `env_info["CUDA_HOME"] = ...`, `total_mem["cuda"]`): a label of a table entry;
-- the attribute name given to `getattr` / `hasattr` / `setattr` / `delattr`
-  (`getattr(module, "CUDA_IMPL", True)`), unless `getattr` / `setattr` reach into torch or a
+- the attribute name given to `getattr` / `hasattr` / `setattr` / `delattr` (and to pytest's
+  `monkeypatch.setattr`) (`getattr(module, "CUDA_IMPL", True)`), unless `getattr` / `setattr` reach into torch or a
   CUDA-only module (`getattr(torch, "cuda")` gets the CUDA module);
 - the value of a member of an Enum or choices class (`NCCL = "nccl"`): an option's value;
 - the argument names of `parametrize` / `parameterize` and the arguments of other pytest markers
@@ -21,6 +21,8 @@ The precision audits of real projects (issue #16) found many of them to be names
   (`_memory_saver.cuda_graph(...)`), and the project's own modules named like one
   (`deepspeed.utils.nvtx.enable_nvtx`): their code is swept where it is defined.
 
+- a field's name in a record (`{"torch": torch.__version__, "cuda": torch.version.cuda}`), a
+  mock's method named like a CUDA API (`mock_platform.is_cuda.return_value = False`);
 - one of two platform labels chosen by platform (`"rocm" if is_hip else "cuda"`);
 - a declared list of supported devices (`_supported_devices = ["cpu", "cuda"]`, `def
   supported_devices(self): return ["cuda"]`), as a class's SUPPORTED_DEVICES already is.
@@ -68,6 +70,8 @@ _ENV_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*")
 _WORD = re.compile(r"\w+")
 _ATTRIBUTE_CALLS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
 _PARAMETRIZE = frozenset({"parametrize", "parameterize"})
+_MOCK_ATTRIBUTES = frozenset({"return_value", "side_effect", "call_count", "call_args", "call_args_list",
+                              "called", "mock_calls"})
 GUARD_REASON = "a capability guard: an NPU device is rejected with an explicit error"
 OWN_METHOD_REASON = ("the device of the class's own `cuda()` method, reached only by `.cuda()` calls, which "
                      "the migration rewrites to `.to(...)` or reports (NPU107)")
@@ -134,6 +138,8 @@ def mark(sweep: Sweep, node: cst.CSTNode) -> None:
         _attribute(sweep, node)
     elif kind in (cst.Tuple, cst.List):
         _path_candidates(sweep, [e.value for e in node.elements])
+    elif kind is cst.Dict:
+        _record_keys(sweep, node)
     elif kind is cst.IfExp:
         _platform_choice(sweep, node)
     elif kind is cst.Comparison:
@@ -171,6 +177,21 @@ def _module_dicts(sweep: Sweep) -> frozenset:
     return names
 
 
+def _record_keys(sweep: Sweep, node: cst.Dict) -> None:
+    """`{"torch": torch.__version__, "cuda": torch.version.cuda, "warmup_ms": 10}`: a record of named
+    fields, where "cuda" is a field's name. Not a table of per-device or per-platform values (a
+    sibling key that is a device type or a platform label: sweep._label_keys decides those)."""
+    keys = [e.key for e in node.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
+    values = [_string(k) for k in keys]
+    others = {v for v in values if v is not None and v != "cuda"}
+    if "cuda" not in values or not others:
+        return
+    devices = {"cpu", "xpu", "mps", "npu", "hpu", "meta", "xla", "gpu", "auto", "tpu", "hip", "rocm", "musa", "mlu"}
+    if others & devices or any(o.startswith("cuda:") for o in others):
+        return
+    sweep.gates.update(id(k) for k, v in zip(keys, values) if v == "cuda")
+
+
 def _platform_choice(sweep: Sweep, node: cst.IfExp) -> None:
     """`prefix = "rocm" if is_hip else "cuda"`: one of two platform labels chosen by platform (a
     library's file prefix, a build's name; ROCm's torch device is "cuda" too), not a device."""
@@ -198,11 +219,14 @@ def _membership(sweep: Sweep, node: cst.Comparison) -> None:
 
 def _call(sweep: Sweep, node: cst.Call) -> None:
     name = dotted_name(node.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if last in _ATTRIBUTE_CALLS and name not in _ATTRIBUTE_CALLS and not name.startswith("monkeypatch."):
+        last = ""  # (`obj.setattr(...)` of another API; `monkeypatch.setattr(obj, "cuda", ...)` is a test's)
     positional = [a for a in node.args if a.keyword is None and not a.star]
-    if name in _ATTRIBUTE_CALLS and len(positional) >= 2 and _string(positional[1].value) is not None:
+    if last in _ATTRIBUTE_CALLS and len(positional) >= 2 and _string(positional[1].value) is not None:
         # `getattr(module, "CUDA_IMPL", True)`: an attribute's name; `getattr(torch, "cuda")` gets
         # the CUDA module itself (`hasattr` only asks)
-        if name in ("hasattr", "delattr") or not _cuda_module(positional[0].value, sweep):
+        if last in ("hasattr", "delattr") or not _cuda_module(positional[0].value, sweep):
             sweep.gates.add(id(positional[1].value))
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "choices":
@@ -365,6 +389,10 @@ def _attribute(sweep: Sweep, node: cst.Attribute) -> None:
     if qual is not None and sweep._own(qual) and not {"cuda", "is_cuda"} & set(parts[1:]) \
             and qual.split(".", 1)[0] not in ("torch",):
         sweep.gates.add(id(node))  # the project's own module (`deepspeed.utils.nvtx`)
+        return
+    mocked = next((i for i, p in enumerate(parts) if p in _MOCK_ATTRIBUTES or p.startswith("assert_called")), None)
+    if mocked is not None and any(p in sweep.attributes for p in parts[1:mocked]):
+        sweep.gates.add(id(node))  # `mock_platform.is_cuda.return_value`: a mock's method, by name
         return
     if len(parts) >= 2 and parts[-1] in _table()["object_methods"] \
             and not any(p in sweep.attributes for p in parts[:-1]) and not _cuda_module(node.value, sweep):

@@ -277,3 +277,29 @@ def device(is_cpu):
     lines = _lines(_findings(source, "NPU990"))
     assert not lines & {3, 7}
     assert 8 in lines
+
+
+# ----------------------------------------------------------------------------- records, tests' mocks
+def test_record_fields_and_mocked_methods_are_names():
+    source = '''\
+import torch
+
+
+def meta(args):
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "warmup_ms": args.warmup}
+
+
+TABLE = {"cpu": 1, "cuda": 2}
+
+
+def test_fake(monkeypatch, fi, comm):
+    monkeypatch.setattr(fi.torch.version, "cuda", "12.8")
+    assert comm.nccl.ncclCommSuspend.call_count == 1
+    comm.nccl.ncclCommSuspend()
+'''
+    found = _findings(source, "NPU990")
+    strings = _lines([f for f in found if "string" in f.message])
+    assert not strings & {5, 12}
+    assert 8 in strings  # a table of per-device values, with no "npu" entry
+    names = _lines([f for f in found if "ncclCommSuspend" in f.message])
+    assert 13 not in names and 14 in names  # a mock's counter, then a real call
