@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import catalogue, hotslice
+from . import catalogue, hotslice, labels
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -477,7 +477,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 self._mark_fp8_named(arg.value)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:
+        if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold:
+            return False
+        labels.mark(self, node)  # labels, not devices: gated, or listed as information (labels.py)
+        if id(node) in self.gates:
             return False
         return super().on_visit(node)
 

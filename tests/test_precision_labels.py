@@ -257,9 +257,9 @@ class Element:
 def test_a_cuda_method_next_to_an_npu_method_is_not_reported():
     assert _findings(ELEMENT, "NPU107") == []
     assert _findings(ELEMENT, "NPU990") == []
-    # a `.cuda()` call outside the class may reach the custom method: still an error
+    # a `.cuda()` call outside the class may reach the custom method: still reported (a warning)
     found = _findings(ELEMENT + "\n\ndef move(e):\n    return e.cuda()\n", "NPU107")
-    assert [(f.line, f.severity) for f in found] == [(20, "error")]
+    assert [(f.line, f.severity) for f in found] == [(20, "warning")]
 
 
 def test_a_cuda_method_that_only_delegates_is_information():
@@ -267,7 +267,7 @@ def test_a_cuda_method_that_only_delegates_is_information():
     found = _findings(source, "NPU107")
     assert len(found) == 1 and found[0].severity == "info" and "delegating" in found[0].message
     found = _findings(source + "\n\ndef move(e):\n    return e.cuda()\n", "NPU107")
-    assert {f.severity for f in found} == {"error"}
+    assert {f.severity for f in found} == {"warning"}
 
 
 # ----------------------------------------------------------------------------- NPU602

@@ -446,17 +446,22 @@ if current_platform.is_cuda():
         return self._cuda_defs
 
     def _custom_cuda(self, node: cst.CSTNode, line: int) -> None:
-        """NPU107 for a `def cuda` or a `.cuda()` call in a file that defines one. A class that also
-        defines `npu()` serves the NPU itself: its `def cuda` and the calls inside it (delegation
-        to its members' `cuda()`) are left alone, not reported. When the only `.cuda()` calls are
-        inside the classes' own `def cuda`, nothing else may reach the method: information."""
+        """NPU107 for a `def cuda` or a `.cuda()` call in a file that defines one, when the file has
+        `.cuda()` calls (left unchanged because of the method). A class that also defines `npu()`
+        serves the NPU itself: its `def cuda` and the calls inside it (delegation to its members'
+        `cuda()`) are left alone, not reported. When the only `.cuda()` calls are inside the
+        classes' own `def cuda`, nothing else may reach the method: information."""
         ctx = self.ctx
         defs, calls = self._cuda_methods()
         inside = next((d for d in defs if d[0] <= line <= d[1]), None)
         if inside is not None and inside[2]:
             ctx.claim(node)  # (not a leftover for the sweep either)
             return
-        # (a `def cuda` with no call here at all stays an error: other files' calls may reach it)
+        if isinstance(node, cst.Name) and not calls:
+            # a `def cuda` with no `.cuda()` call in the file: no call was left unchanged because
+            # of it (other files' `.cuda()` calls are rewritten to `.to(...)`); its body is swept
+            ctx.claim(node)
+            return
         delegating = bool(defs) and bool(calls) and all(any(d[0] <= c <= d[1] for d in defs) for c in calls)
         count = len(ctx.findings)
         ctx.report("NPU107", node)
