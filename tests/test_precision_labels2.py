@@ -303,3 +303,22 @@ def test_fake(monkeypatch, fi, comm):
     assert 8 in strings  # a table of per-device values, with no "npu" entry
     names = _lines([f for f in found if "ncclCommSuspend" in f.message])
     assert 13 not in names and 14 in names  # a mock's counter, then a real call
+
+
+def test_an_attribute_of_a_mocks_is_cuda_is_not_rewritten():
+    """`platform.is_cuda.return_value = False` sets a mock's child: rewritten to
+    `npu_compat.on_accelerator(platform).return_value` it would break the test; a real
+    `x.is_cuda` read beside it is still rewritten (NPU106)."""
+    source = '''\
+import torch
+
+
+def test_fake(mock_platform, x):
+    mock_platform.is_cuda.return_value = False
+    return x.is_cuda
+'''
+    result = migrate_file(source.encode(), "tests/test_fake.py", OPTIONS)
+    new = result.new.decode()
+    assert "mock_platform.is_cuda.return_value = False" in new
+    assert "on_accelerator(x)" in new
+    assert [f.line for f in result.findings if f.code == "NPU106"] == [6]

@@ -480,6 +480,11 @@ if current_platform.is_cuda():
                 # or reported where it is defined
                 self.ctx.claim(original)
                 return updated
+            if isinstance(parent, cst.Attribute) and parent.value is original:
+                # `mock_tensor.is_cuda.return_value = False`: an attribute of `is_cuda` (a mock's
+                # child), not torch's bool property; the call would break the test
+                self.ctx.claim(original)
+                return updated
             if self._guards_cuda_only_code(original):
                 return updated
             new = self.ctx.shim_call("on_accelerator", [updated.value])
