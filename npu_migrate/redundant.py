@@ -253,6 +253,21 @@ def _units(tree: ast.Module) -> list[tuple[int, int]]:
     return spans
 
 
+SMALL_BLOCK = 3  # statements: an `if` block this short, of simple statements, reads as one probe
+
+
+def _small_blocks(tree: ast.Module) -> list[tuple[int, int]]:
+    """Line spans of the short `if` (and `else`) blocks of simple statements: `default =
+    torch.version.cuda` then `version = os.environ.get("CUDA_VERSION", default)` is one probe."""
+    spans = []
+    for stmt in _walk_statements(tree):
+        if isinstance(stmt, ast.If):
+            for block in (stmt.body, stmt.orelse):
+                if 1 < len(block) <= SMALL_BLOCK and not any(hasattr(s, "body") for s in block):
+                    spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
+    return spans
+
+
 def _joins(anchor: Finding, other: Finding) -> bool:
     """Whether `other` restates `anchor` when both sit in one statement: the same code (one
     construct's parts: the NCCL keys of one dict), a leftover reference (NPU990 says no more than
@@ -260,10 +275,12 @@ def _joins(anchor: Finding, other: Finding) -> bool:
     return other.code == anchor.code or other.code == LEFTOVER or anchor.code in GUARDS
 
 
-def fold_statements(findings: list[Finding], tree: ast.Module) -> list[Finding]:
-    """Findings in one statement (one line span of `_units`) folded into one: the first of the
-    highest severity stands for the places that restate it (`_joins`) at its severity or lower."""
-    spans = _units(tree)
+def fold_statements(findings: list[Finding], spans: list[tuple[int, int]], where: str = "in the same statement",
+                    joins=None) -> list[Finding]:
+    """Findings in one statement (one line span of `_units`; or of `_small_blocks`) folded into
+    one: the first of the highest severity stands for the places that restate it (`joins`,
+    `_joins` by default) at its severity or lower."""
+    joins = joins or _joins
     if not spans:
         return findings
     groups: dict[tuple[int, int], list[tuple[Finding, Place]]] = {}
@@ -282,10 +299,10 @@ def fold_statements(findings: list[Finding], tree: ast.Module) -> list[Finding]:
             anchor = max(owners, key=lambda f: RANK[f.severity])  # (the first of the highest)
             fold.targets.add(id(anchor))
             for finding in owners:
-                if finding is not anchor and _joins(anchor, finding) and fold.movable(finding, anchor):
+                if finding is not anchor and joins(anchor, finding) and fold.movable(finding, anchor):
                     fold.move(finding, [p for f, p in pieces if f is finding], anchor)
             owners = [f for f in owners if f is not anchor and id(f) not in fold.taken]
-    return fold.result(name_them="in the same statement")
+    return fold.result(name_them=where)
 
 
 # ----------------------------------------------------------------------------- a backend parameter and its callers
@@ -402,7 +419,10 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
         findings = fold_guarded_branches(findings, tree)
     if any(f.code == UNSEEN_BACKEND for f in findings):
         findings = fold_backend_callers(findings, tree)
-    return fold_statements(findings, tree)
+    findings = fold_statements(findings, _units(tree))
+    # (a short `if` block: only leftover references join; other codes there are distinct constructs)
+    return fold_statements(findings, _small_blocks(tree), "in the same `if` block",
+                           lambda anchor, other: other.code == LEFTOVER)
 
 
 # ----------------------------------------------------------------------------- a Dockerfile's CUDA base image

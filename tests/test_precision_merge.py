@@ -263,3 +263,29 @@ def test_base_image_fold_keeps_other_codes():
     image = Finding("Dockerfile", 1, 1, "NPU707", "CUDA container image `nvidia/cuda:12`: ...", False, "nvidia/cuda:12")
     env = Finding("Dockerfile", 2, 5, "NPU703", "Environment variable `NCCL_DEBUG` ...", False, "NCCL_DEBUG")
     assert fold_into_base_image([image, env]) == [image, env]
+
+
+# ----------------------------------------------------------------------------- 3b. one short `if` block
+PROBE_BLOCK = '''\
+import os
+
+import torch
+
+ROCM_VERSION = os.environ.get("ROCM_VERSION", None)
+if not ROCM_VERSION:
+    default_cuda_version = torch.version.cuda
+    CUDA_VERSION = "".join(os.environ.get("CUDA_VERSION", default_cuda_version).split("."))
+
+NVCC = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+'''
+
+
+def test_one_short_if_block_probing_the_cuda_version_is_one_finding(tmp_path):
+    findings = _report(tmp_path, {"setup.py": PROBE_BLOCK})
+    (probe,) = _at(findings, "setup.py", 7)
+    assert "torch.version.cuda" in probe["message"] and '`"CUDA_VERSION"`' in probe["message"]
+    assert "in the same `if` block" in probe["message"] and _also_lines(probe) == [8]
+    assert not _at(findings, "setup.py", 8)
+    # a reference after the block stays its own finding
+    (home,) = _at(findings, "setup.py", 10, "NPU990")
+    assert "CUDA_HOME" in home["message"]
