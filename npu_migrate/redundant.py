@@ -24,9 +24,8 @@ import ast
 import re
 from dataclasses import replace
 
-from . import moot
+from . import astcache, moot
 from .findings import MAX_LISTED, Finding, split_merged
-from .probes import _parse, _walk_statements
 
 RANK = {"info": 0, "warning": 1, "error": 2}
 GUARDS = ("NPU110", "NPU108")
@@ -35,6 +34,25 @@ _ALSO = re.compile(r" \(also at [^()]*\)$")
 _WITH = re.compile(r" \(with `[^()]*\)")
 _NAMED = re.compile(r"`([^`]+)`")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def _parse(text: str) -> ast.Module | None:
+    """The file's tree, from the parse the other passes share (astcache)."""
+    body = text.encode("utf-8", "surrogatepass")
+    return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
+
+
+def _walk_statements(tree: ast.Module):
+    """Every statement of the file, nested blocks included, without walking expressions."""
+    stack: list = [tree]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.stmt):
+            yield current
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(current, field, None)
+            if isinstance(block, list):
+                stack.extend(c for c in block if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
 
 
 def _ours(finding: Finding) -> bool:
