@@ -439,8 +439,45 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
         findings = fold_backend_callers(findings, tree)
     findings = fold_statements(findings, _units(tree))
     # (a short `if` block: only leftover references join; other codes there are distinct constructs)
-    return fold_statements(findings, _small_blocks(tree), "in the same `if` block",
-                           lambda anchor, other: other.code == LEFTOVER)
+    findings = fold_statements(findings, _small_blocks(tree), "in the same `if` block",
+                               lambda anchor, other: other.code == LEFTOVER)
+    return sorted(name_determinism(findings))
+
+
+# ----------------------------------------------------------------------------- NCCL variables
+NCCL_CODES = ("NPU602", "NPU703")
+DETERMINISM = re.compile(r"`(NCCL_ALGO|NCCL_PROTO)`")
+DETERMINISM_HINT = "set for reproducible reductions? on an NPU host: HCCL_DETERMINISTIC=true"
+
+
+def name_determinism(findings: list[Finding]) -> list[Finding]:
+    """NPU602/NPU703 naming NCCL_ALGO or NCCL_PROTO (what a determinism block sets): the message
+    names HCCL's switch for it."""
+    return [replace(f, message=_with_hint(f.message))
+            if f.code in NCCL_CODES and DETERMINISM.search(f.message) and DETERMINISM_HINT not in f.message else f
+            for f in findings]
+
+
+def _with_hint(message: str) -> str:
+    also = _ALSO.search(message)
+    head = message[:also.start()] if also else message
+    return f"{head} ({DETERMINISM_HINT}){also.group(0) if also else ''}"
+
+
+def fold_same_line(findings: list[Finding]) -> list[Finding]:
+    """A script's NCCL variables set on one line (`export NCCL_ALGO=Ring NCCL_PROTO=Simple`,
+    `NCCL_DEBUG=INFO NCCL_IB_DISABLE=1 torchrun ...`): one finding that names the others."""
+    fold = _Fold(findings)
+    first: dict[tuple, Finding] = {}
+    for finding in sorted(findings):
+        if finding.code not in NCCL_CODES or not _ours(finding):
+            continue
+        for place in _places(finding):
+            anchor = first.setdefault((finding.code, place[0]), finding)
+            if anchor is not finding and fold.movable(finding, anchor):
+                fold.targets.add(id(anchor))
+                fold.move(finding, [place], anchor)
+    return name_determinism(fold.result(name_them="on the same line"))
 
 
 # ----------------------------------------------------------------------------- a Dockerfile's CUDA base image
