@@ -289,3 +289,31 @@ def test_one_short_if_block_probing_the_cuda_version_is_one_finding(tmp_path):
     # a reference after the block stays its own finding
     (home,) = _at(findings, "setup.py", 10, "NPU990")
     assert "CUDA_HOME" in home["message"]
+
+
+# ----------------------------------------------------------------------------- 3c. one line of a script
+SCRIPT = '''\
+#!/bin/bash
+export NCCL_ALGO=Ring NCCL_PROTO=Simple
+export NCCL_DEBUG=INFO
+torchrun train.py
+'''
+
+
+def test_nccl_variables_on_one_script_line_are_one_finding(tmp_path):
+    findings = _report(tmp_path, {"run.sh": SCRIPT})
+    (line2,) = _at(findings, "run.sh", 2)
+    assert line2["code"] == "NPU703" and "`NCCL_PROTO` on the same line" in line2["message"]
+    assert len(line2["also"]) == 1
+    assert "HCCL_DETERMINISTIC=true" in line2["message"]
+    # the next line's variable is its own finding, without the determinism hint
+    (line3,) = _at(findings, "run.sh", 3, "NPU703")
+    assert "`NCCL_DEBUG`" in line3["message"] and "HCCL_DETERMINISTIC" not in line3["message"]
+
+
+def test_a_determinism_key_names_hccl_deterministic(tmp_path):
+    findings = _report(tmp_path, {"tune.py": NCCL_KEYS})
+    (keys,) = _at(findings, "tune.py", 5)
+    assert "HCCL_DETERMINISTIC=true" in keys["message"]
+    (other,) = _at(findings, "tune.py", 6)
+    assert "HCCL_DETERMINISTIC" not in other["message"]
