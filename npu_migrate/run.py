@@ -29,6 +29,7 @@ from .cache import digest, options_key
 # functions that run it: a one-file `check` of a file with no CUDA word, a cached run, the text-file
 # engine and `--help` never need it.
 from .findings import merge_per_file
+from .redundant import fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
 from .probes import (
     drop_python_extensions,
@@ -153,11 +154,17 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
                 fold_repeated_imports(merge_per_file(result.findings, secondary), text))
+            # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
+            result.findings = fold_redundant(result.findings, text)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):
         secondary = in_annotation(source.decode("utf-8", "replace"))
     result.findings = merge_per_file(result.findings, secondary)
+    if kind == "dockerfile":
+        result.findings = fold_into_base_image(result.findings)
+    if kind != "python" and result.findings:  # (one line of a script: one finding for its NCCL variables)
+        result.findings = fold_same_line(result.findings)
     return _with_facts(result, kind)
 
 

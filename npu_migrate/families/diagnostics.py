@@ -185,11 +185,11 @@ from apex.optimizers import FusedAdam
         ),
         Example(
             note='an unguarded CUDA-only package without an ecosystem code of its own: NPU934 says '
-                 'to guard it, NPU990 lists the import',
+                 'to guard it (the leftover NPU990 on the same import folds into it: one statement, one finding)',
             before="""\
 import nvidia.dali.fn as fn
 """,
-            codes=('NPU934', 'NPU990'),
+            codes=('NPU934',),
         ),
         Example(
             note='bitsandbytes behind a guard',
