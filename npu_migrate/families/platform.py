@@ -507,6 +507,8 @@ def _cuda_only_module(name: str) -> bool:
     parts = [p for p in name.split(".") if p]
     if parts and parts[0] in ("torch", "torchvision", "torchaudio", "torch_npu", "functorch"):
         return False
+    if name.startswith(".") and "cuda" in parts:
+        return True  # the project's own CUDA backend (`from .backends.cuda import ops`): rewrite_gates
     # compiled extensions (`pkg._C`, `_CUDA`, `*_cuda`, as the sweep names them) and Triton modules
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") or "triton" in p.lower() for p in parts)
 
