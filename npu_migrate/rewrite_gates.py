@@ -38,7 +38,7 @@ _CUDA_LABEL = re.compile(r"cuda(:\d+)?")
 # A name in a predicate that chooses a Triton or CUDA-kernel path
 _KERNEL_PREDICATE = re.compile(r"triton|cuda_?kernel|cuda_?ext", re.IGNORECASE)
 # What builds or loads a CUDA extension (names, attributes, string values)
-_EXTENSION_NAMES = re.compile(r"CUDA_HOME|CUDAExtension|\w*nvcc\w*")
+_EXTENSION_NAMES = re.compile(r"CUDA_HOME|CUDAExtension|nvcc(_\w+)?")
 _EXTENSION_STRINGS = re.compile(r"\bnvcc\b|\.cu$|\.cuh$")
 # Messages that say the check is about CUDA (kernels)
 _CUDA_MESSAGE = re.compile(r"\bcuda\b|\bkernels?\b|\btriton\b", re.IGNORECASE)
@@ -53,13 +53,19 @@ def _dotted(node: ast.AST) -> Optional[str]:
     return astcache.dotted(node, strict=True)
 
 
-def _spans(node: ast.AST, line: int) -> bool:
-    start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-    return start is not None and end is not None and start <= line <= end
-
-
 def _label(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_CUDA_LABEL.fullmatch(node.value))
+
+
+def guarded_nodes(blocks: list) -> list[tuple[ast.AST, Optional[ast.AST]]]:
+    """(node, parent) for every node under the guarded blocks."""
+    out: list[tuple[ast.AST, Optional[ast.AST]]] = []
+    stack: list[tuple[ast.AST, Optional[ast.AST]]] = [(b, None) for b in blocks]
+    while stack:
+        node, parent = stack.pop()
+        out.append((node, parent))
+        stack.extend((child, node) for child in ast.iter_child_nodes(node))
+    return out
 
 
 def _polarity(test: ast.AST) -> tuple[bool, bool]:
@@ -89,6 +95,9 @@ class RewriteGates:
     def _contains(self, node: ast.AST, position: tuple[int, int]) -> bool:
         if getattr(node, "lineno", None) is None or getattr(node, "end_lineno", None) is None:
             return False
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:  # a definition starts at its first decorator
+            return self.lines.scope(decorators[0], "", node).contains(position)
         return self.lines.scope(node, "").contains(position)
 
     def _path(self, position: tuple[int, int]) -> list[ast.AST]:
@@ -97,8 +106,7 @@ class RewriteGates:
         node: Optional[ast.AST] = self.tree
         while node is not None:
             path.append(node)
-            node = next((c for c in ast.iter_child_nodes(node) if _spans(c, position[0])
-                         and self._contains(c, position)), None)
+            node = next((c for c in ast.iter_child_nodes(node) if self._contains(c, position)), None)
         return path
 
     def at(self, position: tuple[int, int], kind: str) -> Optional[str]:
@@ -151,6 +159,12 @@ class RewriteGates:
 
     # ------------------------------------------------------------------ "cuda" labels
     def _labelled(self, path: list[ast.AST], position: tuple[int, int]) -> Optional[str]:
+        guard = self._guard(path, position)
+        if guard is not None:
+            for block in guarded_nodes(guard[1]):
+                if self._kept_label(*block):
+                    return ('it guards adding the label "cuda", which stays: rewriting the check alone '
+                            'would make "cuda" a device on an NPU host')
         for node in reversed(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for decorator in node.decorator_list:
@@ -160,14 +174,6 @@ class RewriteGates:
                     if name in _PARAMETRIZERS and any(_label(n) for n in ast.walk(decorator)):
                         return ('the test is parametrized with the label "cuda", which stays: on an NPU host '
                                 "the CUDA case must still skip")
-        guard = self._guard(path, position)
-        if guard is not None:
-            test, guarded = guard
-            for block in guarded:
-                for sub in ast.walk(block):
-                    if self._kept_label(sub):
-                        return ('it guards adding the label "cuda", which stays: rewriting the check alone '
-                                'would make "cuda" a device on an NPU host')
         return None
 
     def _guard(self, path: list[ast.AST], position: tuple[int, int]):
@@ -183,11 +189,21 @@ class RewriteGates:
                 return None
         return None
 
-    def _kept_label(self, node: ast.AST) -> bool:
-        """A "cuda" literal no rule rewrites: an element of a list, tuple or set, or the value
-        added by `.append("cuda")` and the like."""
+    @staticmethod
+    def _kept_label(node: ast.AST, parent: Optional[ast.AST]) -> bool:
+        """A "cuda" literal no rule rewrites: an element of a list, tuple or set (not a device
+        list the rules add "npu" to: `choices=`, `click.Choice(...)`, the right of `in`), or the
+        value added by `.append("cuda")` and the like."""
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            return any(_label(e) for e in node.elts)
+            if not any(_label(e) for e in node.elts):
+                return False
+            if isinstance(parent, ast.keyword) and parent.arg == "choices":
+                return False
+            if isinstance(parent, ast.Call) and (_dotted(parent.func) or "").rsplit(".", 1)[-1] == "Choice":
+                return False
+            if isinstance(parent, ast.Compare) and node in parent.comparators:
+                return False
+            return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ADDERS:
             return any(_label(a) for a in node.args)
         return False
@@ -201,7 +217,10 @@ class RewriteGates:
             scope = next((n for n in path if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         if scope is None:
             return None
+        docstrings = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Expr)}
         for sub in ast.walk(scope):
+            if id(sub) in docstrings:
+                continue
             if isinstance(sub, ast.Name) and _EXTENSION_NAMES.fullmatch(sub.id):
                 found = sub.id
             elif isinstance(sub, ast.Attribute) and _EXTENSION_NAMES.fullmatch(sub.attr):

@@ -285,3 +285,29 @@ def test_availability_check_importing_the_projects_cuda_backend_stays():
     assert "NPU201" not in _codes(findings, 3) and "imports `.backends.cuda.ops`" in _codes(findings, 3)["NPU110"]
     assert "NPU201" in _codes(findings, 6)
     assert new.count("torch.cuda.is_available()") == 1
+
+
+PARAMETRIZE_VALUES = '''\
+import pytest
+import torch
+
+
+@pytest.mark.parametrize(
+    "device_bs",
+    [("cpu", 512)] + ([("cuda", 4096), ("cuda", 1)] if torch.cuda.is_available() else []),
+)
+def test_overhead(device_bs):
+    assert device_bs
+
+
+@pytest.mark.parametrize("n", [1, 2] if torch.cuda.is_available() else [1])
+def test_sizes(n):
+    assert n
+'''
+
+
+def test_parametrize_values_with_cuda_labels_keep_their_availability_check():
+    findings, new = _run(PARAMETRIZE_VALUES, "tests/test_mod.py")
+    assert "NPU201" not in _codes(findings, 7) and 'adding the label "cuda"' in _codes(findings, 7)["NPU110"]
+    assert '[("cuda", 4096), ("cuda", 1)] if torch.cuda.is_available() else []' in new
+    assert "NPU201" in _codes(findings, 13)
