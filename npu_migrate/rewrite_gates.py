@@ -72,7 +72,7 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
     """(a check that holds on CUDA, a check that holds off CUDA) in `test` (platform's notion)."""
     from .families import platform  # (families import this module)
 
-    return platform._polarity(test)
+    return platform.polarity(test)
 
 
 def _strings(node: ast.AST) -> str:

@@ -468,6 +468,9 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
     return positive, negative
 
 
+polarity = _polarity  # (for rewrite_gates.py)
+
+
 # `torch.cuda.is_available()` holds on CUDA only until npu-migrate widens it: a gate like `x.is_cuda`.
 _AVAILABLE = ("torch.cuda.is_available", "cuda.is_available")
 
