@@ -373,9 +373,10 @@ class Context:
     def cuda_only_gate(self, node: cst.CSTNode, kind: str = "check") -> Optional[str]:
         """What CUDA-only code the `if` (or conditional expression) whose test holds `node`
         guards, e.g. "imports `triton`"; None when it guards none. `kind`: what `node` is: a
-        device check ("check"), `torch.cuda.is_available()` ("available"), a device list a
-        rule would add "npu" to ("list") or a device value ("value"); the shapes one step away
-        from the CUDA-only code are `rewrite_gates`'."""
+        device check ("check"; "gate" asks only the gates of its own `if`, "widened" only the
+        shapes one step away), `torch.cuda.is_available()` ("available"), a device list a rule
+        would add "npu" to ("list") or a device value ("value"); the shapes one step away from
+        the CUDA-only code are `rewrite_gates`'."""
         if self._gates is None:
             tree = self._ast()
             if tree is None:
@@ -389,11 +390,11 @@ class Context:
         if not position[0]:
             return None
         gates, widened = self._gates
-        if kind in ("check", "available"):
+        if kind in ("check", "available", "gate"):
             why = gates.at(position)
-            if why:
+            if why or kind == "gate":
                 return why
-        return widened.at(position, kind)
+        return widened.at(position, "check" if kind == "widened" else kind)
 
     # ------------------------------------------------------------------ the shim's expressions
     def shim_attr(self, name: str) -> cst.Attribute:

@@ -526,12 +526,12 @@ if current_platform.is_cuda():
     def _kept_as_cuda_gate(self, original: cst.CSTNode) -> bool:
         """The check guards CUDA-only code (NPU110) or a CUDA-only feature (NPU108): reported, and
         left meaning CUDA rather than widened to the NPU."""
-        if self._guards_cuda_only_code(original):
+        if self._guards_cuda_only_code(original, "gate"):
             return True
         if self.ctx.guards_cuda_only_feature():
             self.ctx.report("NPU108", original)
             return True
-        return False
+        return self._guards_cuda_only_code(original, "widened")
 
     def _guards_cuda_only_code(self, original: cst.CSTNode, kind: str = "check") -> bool:
         """NPU110: the check is the test of an `if` (or conditional expression) whose guarded
