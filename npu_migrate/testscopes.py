@@ -180,17 +180,18 @@ def _skip_decorator_text() -> re.Pattern:
 
 
 def _skip_decorator_lines(text: str) -> set[int]:
-    """The lines of `skipif`/`skipIf`/`skipUnless` decorators."""
+    """The lines of `skipif`/`skipIf`/`skipUnless` decorators and marks (`pytest.param(...,
+    marks=pytest.mark.skipif(...))` too), and the tests of `if`s whose body only skips the test
+    (`if device == "cuda" and not torch.cuda.is_available(): pytest.skip(...)`)."""
     tree = _parse(text)
     lines: set[int] = set()
     if tree is None:
         return lines
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for decorator in node.decorator_list:
-                if (isinstance(decorator, ast.Call) and _dotted(decorator.func).rpartition(".")[2].lower()
-                        in ("skipif", "skipunless")):
-                    lines.update(range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1))
+        if isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2].lower() in ("skipif", "skipunless"):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, ast.If) and len(node.body) == 1 and not node.orelse and _skips(node.body[0]):
+            lines.update(range(node.test.lineno, (node.test.end_lineno or node.test.lineno) + 1))
     return lines
 
 

@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from .. import catalogue
+from .. import catalogue, rewrite_gates
 from ..findings import Finding
 from ..sourcemap import TRIVIA
 from . import platform
@@ -249,7 +249,7 @@ class Context:
         self._file_text: Optional[str] = None
         self._tree = None  # the file's ast (False: it does not parse)
         self._scopes: Optional[list[platform.Scope]] = None
-        self._gates = None  # platform.CudaOnlyGates (False: the file does not parse)
+        self._gates = None  # (platform.CudaOnlyGates, rewrite_gates.RewriteGates); False: no parse
         self.used_scopes: dict[platform.Scope, None] = {}  # scopes that held something (in order)
         self.sweeping = False  # the leftover sweep is running: a report in a scope is NPU991
         self._swept_in_scope: set[int] = set()
@@ -370,16 +370,31 @@ class Context:
         """(first line, last line, reason) of each platform-aware scope a rule left alone."""
         return sorted((*scope.lines, scope.reason) for scope in self.used_scopes)
 
-    def cuda_only_gate(self, node: cst.CSTNode) -> Optional[str]:
+    def cuda_only_gate(self, node: cst.CSTNode, kind: str = "check") -> Optional[str]:
         """What CUDA-only code the `if` (or conditional expression) whose test holds `node`
-        guards, e.g. "imports `triton`"; None when it guards none."""
+        guards, e.g. "imports `triton`"; None when it guards none. `kind`: what `node` is: a
+        device check ("check"; "gate" asks only the gates of its own `if`, "widened" only the
+        shapes one step away), `torch.cuda.is_available()` ("available"), a device list a rule
+        would add "npu" to ("list") or a device value ("value"); the shapes one step away from
+        the CUDA-only code are `rewrite_gates`'."""
         if self._gates is None:
             tree = self._ast()
-            self._gates = platform.CudaOnlyGates(self.file_text(), tree) if tree is not None else False
+            if tree is None:
+                self._gates = False
+            else:
+                gates = platform.CudaOnlyGates(self.file_text(), tree)
+                self._gates = (gates, rewrite_gates.RewriteGates(tree, gates.lines, gates.bound, gates.at))
         if not self._gates:
             return None
         position = self.position(node)
-        return self._gates.at(position) if position[0] else None
+        if not position[0]:
+            return None
+        gates, widened = self._gates
+        if kind in ("check", "available", "gate"):
+            why = gates.at(position)
+            if why or kind == "gate":
+                return why
+        return widened.at(position, "check" if kind == "widened" else kind)
 
     # ------------------------------------------------------------------ the shim's expressions
     def shim_attr(self, name: str) -> cst.Attribute:

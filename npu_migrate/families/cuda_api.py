@@ -353,7 +353,7 @@ def train(model, loader, cuda=True):
         `assert`, an early return, a `skipif` decorator) guards CUDA-only code: widened to the
         accelerator it would send an NPU host into code that fails there (None versions, no nvcc,
         CUDA-only packages), so it keeps meaning CUDA and is reported (NPU110)."""
-        why = self.ctx.cuda_only_gate(original)
+        why = self.ctx.cuda_only_gate(original, kind="available")
         if why is None:
             return False
         self.ctx.report("NPU110", original, why=why)

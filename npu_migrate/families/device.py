@@ -418,6 +418,9 @@ if current_platform.is_cuda():
             code = "NPU103"
         else:
             return updated
+        if self._guards_cuda_only_code(original, "value"):
+            ctx.claim(type_o)
+            return updated
         new = ctx.shim_call("device", [] if index_expr is None else [index_expr])
         new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         ctx.claim(type_o)
@@ -504,6 +507,8 @@ if current_platform.is_cuda():
             return updated
         if role != "device":
             return updated
+        if self._guards_cuda_only_code(original, "value"):
+            return updated
         index = literal[1]
         if index is None:
             new = ctx.shim_call("device_type")
@@ -521,6 +526,8 @@ if current_platform.is_cuda():
             if role == "report":
                 ctx.report("NPU109", original)
             return updated
+        if self._guards_cuda_only_code(original, "value"):
+            return updated
         new = ctx.shim_call("device_str", [cuda_fstring_expr(updated)])
         new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return ctx.rewrite("NPU103", original, new) or updated
@@ -529,17 +536,19 @@ if current_platform.is_cuda():
     def _kept_as_cuda_gate(self, original: cst.CSTNode) -> bool:
         """The check guards CUDA-only code (NPU110) or a CUDA-only feature (NPU108): reported, and
         left meaning CUDA rather than widened to the NPU."""
-        if self._guards_cuda_only_code(original):
+        if self._guards_cuda_only_code(original, "gate"):
             return True
         if self.ctx.guards_cuda_only_feature():
             self.ctx.report("NPU108", original)
             return True
-        return False
+        return self._guards_cuda_only_code(original, "widened")
 
-    def _guards_cuda_only_code(self, original: cst.CSTNode) -> bool:
+    def _guards_cuda_only_code(self, original: cst.CSTNode, kind: str = "check") -> bool:
         """NPU110: the check is the test of an `if` (or conditional expression) whose guarded
-        branch runs CUDA-only code; widened, it would send NPU tensors there."""
-        why = self.ctx.cuda_only_gate(original)
+        branch runs CUDA-only code; widened, it would send NPU tensors there. `kind` "list": a
+        device list in a predicate choosing a Triton path; "value": a device default of a
+        function that raises unless the device is CUDA (rewrite_gates)."""
+        why = self.ctx.cuda_only_gate(original, kind)
         if why is None:
             return False
         self.ctx.report("NPU110", original, why=why)
@@ -614,6 +623,10 @@ if current_platform.is_cuda():
             return None
         if not self._device_list_context():
             return None
+        if "npu" not in values and self._guards_cuda_only_code(original, "list"):
+            for element in original.elements:
+                ctx.claim(element.value)
+            return updated
         if "npu" in values:  # already lists the NPU: nothing to do, nothing to report
             for element in original.elements:
                 ctx.claim(element.value)

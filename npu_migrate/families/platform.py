@@ -468,6 +468,9 @@ def _polarity(test: ast.AST) -> tuple[bool, bool]:
     return positive, negative
 
 
+polarity = _polarity  # (for rewrite_gates.py)
+
+
 # `torch.cuda.is_available()` holds on CUDA only until npu-migrate widens it: a gate like `x.is_cuda`.
 _AVAILABLE = ("torch.cuda.is_available", "cuda.is_available")
 
@@ -507,6 +510,8 @@ def _cuda_only_module(name: str) -> bool:
     parts = [p for p in name.split(".") if p]
     if parts and parts[0] in ("torch", "torchvision", "torchaudio", "torch_npu", "functorch"):
         return False
+    if name.startswith(".") and "cuda" in parts:
+        return True  # the project's own CUDA backend (`from .backends.cuda import ops`): rewrite_gates
     # compiled extensions (`pkg._C`, `_CUDA`, `*_cuda`, as the sweep names them) and Triton modules
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") or "triton" in p.lower() for p in parts)
 
