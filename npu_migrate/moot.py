@@ -36,7 +36,7 @@ PHRASES = (
     "in a helper ",
     "in a branch an NPU host does not take",
     "in a test that never calls the compiled object",
-    "the test keeps being skipped on an NPU host",
+    "a test skip: the test keeps being skipped on an NPU host",
     "imported only where an NPU host does not go",
     "overridden for NPU by",
     "the project builds `",

@@ -408,8 +408,9 @@ def test_plain():
 '''
     findings = _findings(tmp_path, {"tests/test_bnb.py": text})
     gates = [f for f in findings if f["code"] == "NPU110"]
-    skip = [f for f in gates if f["line"] == 8]
-    assert skip and skip[0]["severity"] == "info" and "keeps being skipped" in skip[0]["message"]
+    # the kept skip is about a test an NPU host never runs: a named skipped scope (moot.py)
+    assert not [f for f in gates if f["line"] == 8]
+    assert "keeps being skipped" in moot_lines(_LAST_SKIPPED, "NPU110", "tests/test_bnb.py")[8]
     # the same availability check in front of bitsandbytes inside a test body stays a warning
     body = [f for f in gates if f["line"] == 15]
     assert body and body[0]["severity"] == "warning", gates
