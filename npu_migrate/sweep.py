@@ -315,10 +315,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 self.fp8_named.add(id(item))
 
     def visit_Dict(self, node: cst.Dict) -> bool:
-        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes."""
+        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes; so do the
+        values of a table keyed by literals (`{24: torch.float8_e4m3fn}`: an enum's dtypes)."""
+        literal_keys = all(isinstance(e, cst.DictElement) and isinstance(e.key, (cst.Integer, cst.SimpleString))
+                           for e in node.elements)
         for element in node.elements:
             if isinstance(element, cst.DictElement):
                 self._mark_fp8_named(element.key)
+                if literal_keys:
+                    self._mark_fp8_named(element.value)
         self._label_keys(node)
         return True
 
@@ -377,6 +382,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 if any(isinstance(t, cst.Name) and t.value in names for t in targets) \
                         and isinstance(small.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
                     self._gate_strings(small.value)
+                if not self.functions:
+                    # `e4m3_dtype = torch.float8_e4m3fn` in a (config) class body: a default
+                    self._mark_fp8_named(small.value)
         return True
 
     def visit_Subscript(self, node: cst.Subscript) -> bool:
@@ -475,6 +483,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if qual in ("torch.finfo", "torch.iinfo") or descriptor:
             for arg in node.args:
                 self._mark_fp8_named(arg.value)
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "view" and len(node.args) == 1:
+            # `uint8_data.view(torch.float8_e4m3fn)`: bytes read as FP8 (weight loading), no cast
+            self._mark_fp8_named(node.args[0].value)
+        elif not self.functions and not re.search(r"tensor|float8|fp8|quantiz|^(to|empty|zeros|ones|full|rand\w*)$",
+                                                  last, re.IGNORECASE):
+            # `qfloat8_e4m3fn = qfloat(torch.float8_e4m3fn)` at module level: a descriptor constant
+            for arg in node.args:
+                if arg.keyword is None:
+                    self._mark_fp8_named(arg.value)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:

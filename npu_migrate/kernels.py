@@ -1,0 +1,221 @@
+"""Triton and FP8 findings (NPU910, NPU913) weighed by what the file does with them (issue #16).
+
+Runs once per Python file on the findings of the rules and the sweep, before they are merged one
+per file (run.py), and reads the file's own ast:
+
+* **Triton host helpers.** A file that defines no kernel (`@triton.jit`, `@triton.autotune`,
+  `@triton.heuristics`, any decorator from triton) and uses Triton only through its host helpers
+  (`triton.cdiv`, `triton.next_power_of_2`, `triton.__version__`, `triton.language` dtype
+  constants, the `triton.testing` harness `do_bench` / `perf_report` / `Benchmark`) runs on an NPU
+  host: Triton-Ascend installs as `triton` and provides them. Its NPU910 is information, with the
+  helpers named; the kernels it launches are reported where they are defined.
+* **`triton.testing.do_bench_cudagraph`** times by replaying a CUDA graph: the one harness call
+  that is CUDA-specific. The file's NPU910 anchors on it and names it (an error), instead of the
+  "only `triton.testing`, a benchmark harness" information.
+* **FP8 severity follows real FP8 operations.** A file whose FP8 finding is information only
+  (it names FP8 dtypes: a parameter's default, an allow-list, a byte view) but which casts to FP8
+  through a helper (`hp_tensor_to_float8_dynamic(...)`, `to_mx(...)`, `quantize_fp8(...)`) or
+  builds an FP8 training/inference config (`Float8LinearConfig(...)`) computes in FP8: its NPU913
+  becomes an error anchored on that call, the names listed with it.
+* **FP8 anchor.** A file's NPU913 anchors on its strongest FP8 operation: a scaled matmul
+  (`torch._scaled_mm`, `torch._scaled_grouped_mm`) first, then a cast (`.to(...)`, a cast
+  helper), then any other place; the others are listed in `also`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+from typing import Optional
+
+from . import catalogue
+from .findings import Finding, merge_per_file
+
+# Triton's host-side names that Triton-Ascend provides as well (qualified through the imports)
+_HOST = frozenset({
+    "triton.cdiv", "triton.next_power_of_2", "triton.__version__",
+    "triton.testing.do_bench", "triton.testing.perf_report", "triton.testing.Benchmark",
+    "triton.testing.assert_close",
+})
+_MODULES = frozenset({"triton", "triton.language", "triton.testing"})
+_TL_CONSTANT = re.compile(r"triton\.language\.(u?int(8|16|32|64)|float(16|32|64)|bfloat16|int1|float8\w*)")
+_CUDAGRAPH = "triton.testing.do_bench_cudagraph"
+_HARNESS = "(only `triton.testing`, a benchmark harness)"
+
+# calls that cast to FP8 through a helper, and FP8 configs that turn FP8 compute on
+_FP8_CAST = re.compile(r"(?i)(^|_)to_(float8|fp8|mx)(_|$)|^to_mx$|quantiz\w*_(fp8|float8|mx)|(fp8|float8)\w*_quantiz")
+_FP8_CONFIG = re.compile(r"(?i)^(float8|fp8|mxfp8)\w*(weight|activation|linear|training|inference)\w*config$")
+_SCALED_MM = re.compile(r"_scaled_(grouped_)?mm")
+_NAMES_ONLY = " (names FP8 dtypes only; no FP8 compute found in this file)"
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """The file's NPU910 and NPU913 findings weighed by what it does (see the module's doc)."""
+    codes = {f.code for f in findings if not f.fixable}
+    if not codes & {"NPU910", "NPU913"}:
+        return findings
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return findings
+    if "NPU910" in codes:
+        findings = _triton(findings, tree, text)
+    if "NPU913" in codes:
+        findings = _fp8(findings, tree, text)
+    return findings
+
+
+# ---------------------------------------------------------------------------------- Triton
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _is_triton(module: str) -> bool:
+    return module == "triton" or module.startswith("triton.")
+
+
+def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
+    """(the host helpers used, the `do_bench_cudagraph` uses) of a file that defines no Triton
+    kernel and uses Triton only through host helpers; None otherwise (a kernel, a driver query,
+    `triton.runtime`, a name passed around, ...)."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if not _is_triton(alias.name):
+                    continue
+                if alias.name not in _MODULES:
+                    return None
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    bound[alias.name.split(".")[0]] = "triton"
+        elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                if full not in _HOST and full not in _MODULES and full != _CUDAGRAPH:
+                    return None
+                bound[alias.asname or alias.name] = full
+    if not bound:
+        return None
+    helpers: list[str] = []
+    cudagraph: list[ast.AST] = []
+
+    def visit(node: ast.AST) -> bool:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                name = _dotted(target) or ""
+                if name.split(".")[0] in bound:
+                    return False  # a kernel (or a decorator of Triton's)
+        if isinstance(node, (ast.Attribute, ast.Name)):
+            name = _dotted(node)
+            if name is not None and name.split(".")[0] in bound:
+                head, _, rest = name.partition(".")
+                qual = bound[head] + ("." + rest if rest else "")
+                if qual == _CUDAGRAPH:
+                    cudagraph.append(node)
+                elif qual in _HOST or _TL_CONSTANT.fullmatch(qual):
+                    helpers.append(qual)
+                else:
+                    return False  # a module used whole, or a name that is not a host helper
+                return True  # (the chain's inner nodes are the same name)
+        return all(visit(child) for child in ast.iter_child_nodes(node))
+
+    if not visit(tree):
+        return None
+    return list(dict.fromkeys(helpers)), cudagraph
+
+
+def _triton(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
+    use = triton_host_use(tree)
+    if use is None:
+        return findings
+    helpers, cudagraph = use
+    if cudagraph:
+        return _cudagraph(findings, cudagraph[0], text)
+    shown = ", ".join(f"`{h}`" for h in helpers[:4]) or "none"
+    reason = (f" (uses only Triton's host helpers ({shown}), which Triton-Ascend provides on an NPU host; "
+              "the kernels it launches are reported where they are defined)")
+    return [replace(f, severity="info", message=f.message + reason)
+            if f.code == "NPU910" and not f.fixable and f.severity != "info" else f for f in findings]
+
+
+def _cudagraph(findings: list[Finding], node: ast.AST, text: str) -> list[Finding]:
+    """The file's NPU910 anchored on `do_bench_cudagraph` (an error), the other places listed."""
+    triton = [f for f in findings if f.code == "NPU910" and not f.fixable]
+    if any(f.severity == "info" and _HARNESS not in f.message for f in triton):
+        return findings  # information for another reason (a test an NPU host skips): kept so
+    rule = catalogue.rule("NPU910")
+    path = triton[0].path if triton else ""
+    what = (f"`{_CUDAGRAPH}` times a kernel by replaying a CUDA graph, which an NPU host does not "
+            "capture this way (`do_bench` is portable)")
+    line = text.splitlines()[node.lineno - 1] if node.lineno <= len(text.splitlines()) else ""
+    anchor = Finding(path, node.lineno, node.col_offset + 1, "NPU910", rule.message.format(what=what), False,
+                     " ".join(line.split()), cell=triton[0].cell if triton else None)
+    others = [replace(f, severity=anchor.severity, message=f.message.replace(" " + _HARNESS, ""))
+              for f in triton]
+    merged = merge_per_file([anchor, *others], secondary=lambda f: f is not anchor)
+    return [f for f in findings if f not in triton] + merged
+
+
+# ---------------------------------------------------------------------------------- FP8
+def _called(node: ast.Call) -> str:
+    return (_dotted(node.func) or "").rsplit(".", 1)[-1]
+
+
+def _fp8_calls(tree: ast.AST) -> list[ast.Call]:
+    """Calls that compute in FP8 through a helper or turn FP8 on with a config, in file order."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = _called(node)
+            if name and (_FP8_CAST.search(name) or _FP8_CONFIG.match(name)):
+                found.append(node)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _rank(finding: Finding, lines: list[str]) -> int:
+    """0 a scaled matmul, 1 a cast (`.to(`, a cast helper on its line), 2 anything else."""
+    if _SCALED_MM.search(finding.source):
+        return 0
+    line = lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""
+    if ".to(" in line or _FP8_CAST.search(line):
+        return 1
+    return 2
+
+
+def _fp8(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
+    fp8 = [f for f in findings if f.code == "NPU913" and not f.fixable]
+    lines = text.splitlines()
+    errors = [f for f in fp8 if f.severity != "info"]
+    names_only = [f for f in fp8 if f.severity == "info" and f.message.endswith(_NAMES_ONLY)]
+    if not errors and names_only:
+        calls = _fp8_calls(tree)
+        if calls:
+            call = calls[0]
+            shown = " ".join(ast.get_source_segment(text, call).split()) if ast.get_source_segment(text, call) else _called(call)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            kind = "a cast to FP8" if _FP8_CAST.search(_called(call)) else "an FP8 configuration"
+            rule = catalogue.rule("NPU913")
+            anchor = Finding(names_only[0].path, call.lineno, call.col_offset + 1, "NPU913",
+                             rule.message.format(what=f"`{shown}` ({kind})"), False, shown, cell=names_only[0].cell)
+            others = [replace(f, severity=anchor.severity, message=f.message[: -len(_NAMES_ONLY)]) for f in names_only]
+            merged = merge_per_file([anchor, *others], secondary=lambda f: f is not anchor)
+            return [f for f in findings if f not in names_only] + merged
+        return findings
+    if len(errors) < 2:
+        return findings
+    best = min(errors, key=lambda f: (_rank(f, lines), f.line, f.column))
+    if best is min(errors):
+        return findings  # the first in file order is the strongest: the merge anchors it
+    merged = merge_per_file(errors, secondary=lambda f: f is not best)
+    return [f for f in findings if f not in errors] + merged

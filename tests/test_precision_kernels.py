@@ -1,0 +1,236 @@
+"""Issue #16, precision on real projects: Triton and FP8 findings (NPU910, NPU913).
+
+Shapes found false or redundant by the audit of the ecosystem check, each reproduced with a small
+fixture next to a true case that must still be reported (npu_migrate/kernels.py, sweep.py):
+- a module that imports triton for its host helpers only (`triton.cdiv`, `triton.next_power_of_2`,
+  `triton.__version__`, `tl.float32`) and defines no kernel: information, the helpers named
+  (Triton-Ascend provides them); a module with a `@triton.jit` kernel stays an error;
+- `triton.testing.do_bench_cudagraph`: the finding anchors on it and names it (an error), where
+  `do_bench` alone stays information;
+- FP8 dtypes only named (a config class's dtype defaults, a table keyed by an enum's numbers, a
+  byte view while loading weights, a module-level descriptor `qfloat(torch.float8_e4m3fn)`): info;
+- a file that casts through a helper (`hp_tensor_to_float8_dynamic(...)`) computes in FP8: error,
+  anchored on the call; a cast `.to(torch.float8_e4m3fn)` stays an error;
+- the file's FP8 finding anchors on its scaled matmul (`torch._scaled_grouped_mm`), the earlier
+  quantisation listed in `also`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .precision_helpers import migrate_json, write_project
+
+
+def _migrate(tmp_path: Path, files: dict[str, str]) -> list[dict]:
+    return migrate_json(write_project(tmp_path, files, dedent=True))["findings"]
+
+
+def _one(findings: list[dict], path: str, code: str) -> dict:
+    found = [f for f in findings if f["path"] == path and f["code"] == code]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _none(findings: list[dict], path: str, code: str) -> None:
+    assert not [f for f in findings if f["path"] == path and f["code"] == code]
+
+
+# ---------------------------------------------------------------------------- Triton (NPU910)
+
+HOST_HELPERS = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+def chunk_count(lens, size):
+    return triton.cdiv(lens, size)
+
+
+def block_and_type(n):
+    return triton.next_power_of_2(n), tl.float32
+
+
+OLD_TRITON = triton.__version__ < "3.0"
+'''
+
+KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+def copy(src, dst):
+    copy_kernel[(triton.cdiv(src.numel(), 128),)](src, dst, src.numel(), BLOCK=128)
+'''
+
+DRIVER_QUERY = '''\
+import triton
+
+
+def cores():
+    return triton.runtime.driver.active.utils.get_device_properties(0)["multiprocessor_count"]
+'''
+
+
+def test_triton_host_helpers_only_is_info_a_kernel_stays_an_error(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/index.py": HOST_HELPERS, "pkg/kernel.py": KERNEL,
+                                   "pkg/driver.py": DRIVER_QUERY})
+    helpers = _one(findings, "pkg/index.py", "NPU910")
+    assert helpers["severity"] == "info"
+    assert "host helpers" in helpers["message"] and "`triton.cdiv`" in helpers["message"]
+    kernel = _one(findings, "pkg/kernel.py", "NPU910")
+    assert kernel["severity"] == "error"
+    assert any(a[0] == 6 for a in kernel["also"])  # the `@triton.jit` kernel
+    # a driver query is not a host helper Triton-Ascend answers the same way
+    assert _one(findings, "pkg/driver.py", "NPU910")["severity"] == "error"
+
+
+BENCH_CUDAGRAPH = '''\
+import torch
+import triton.testing
+
+
+def bench(fn):
+    return triton.testing.do_bench_cudagraph(fn)
+'''
+
+BENCH = '''\
+import torch
+from triton.testing import do_bench
+
+
+def bench(fn):
+    return do_bench(fn)
+'''
+
+
+def test_do_bench_cudagraph_is_named_do_bench_is_not_an_error(tmp_path):
+    findings = _migrate(tmp_path, {"bench/graphs.py": BENCH_CUDAGRAPH, "bench/plain.py": BENCH})
+    graphs = _one(findings, "bench/graphs.py", "NPU910")
+    assert graphs["severity"] == "error" and graphs["line"] == 6
+    assert "do_bench_cudagraph" in graphs["message"]
+    assert [a[0] for a in graphs["also"]] == [2]
+    assert _one(findings, "bench/plain.py", "NPU910")["severity"] == "info"
+
+
+# ---------------------------------------------------------------------------- FP8 (NPU913)
+
+CONFIG = '''\
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class TypeConfig:
+    e4m3_dtype = torch.float8_e4m3fn
+    e5m2_dtype: torch.dtype = torch.float8_e5m2
+
+
+SCALAR_TYPES = {24: torch.float8_e4m3fn, 23: torch.float8_e5m2}
+'''
+
+CAST = '''\
+import torch
+
+
+def quantize(x, scale):
+    return (x / scale).to(torch.float8_e4m3fn)
+'''
+
+
+def test_fp8_config_defaults_are_info_a_cast_stays_an_error(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/config.py": CONFIG, "pkg/cast.py": CAST})
+    config = _one(findings, "pkg/config.py", "NPU913")
+    assert config["severity"] == "info" and "names FP8 dtypes only" in config["message"]
+    assert _one(findings, "pkg/cast.py", "NPU913")["severity"] == "error"
+
+
+LOADER = '''\
+import torch
+
+
+def unpack(packed):
+    return packed.to(torch.uint8).view(torch.float8_e4m3fn)
+'''
+
+QTYPES = '''\
+import torch
+
+
+def qfloat(dtype):
+    return dtype, torch.finfo(dtype).max
+
+
+qfloat8_e4m3fn = qfloat(torch.float8_e4m3fn)
+'''
+
+
+def test_fp8_byte_view_and_descriptor_are_info(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/loader.py": LOADER, "pkg/qtype.py": QTYPES, "pkg/cast.py": CAST})
+    assert _one(findings, "pkg/loader.py", "NPU913")["severity"] == "info"
+    assert _one(findings, "pkg/qtype.py", "NPU913")["severity"] == "info"
+    assert _one(findings, "pkg/cast.py", "NPU913")["severity"] == "error"
+
+
+TENSOR_PARALLEL = '''\
+import torch
+
+from pkg.utils import hp_tensor_to_float8_dynamic
+
+
+class PrepareInput:
+    def __init__(self, float8_dtype=torch.float8_e4m3fn):
+        self.float8_dtype = float8_dtype
+
+    def prepare(self, x, config):
+        return hp_tensor_to_float8_dynamic(x, self.float8_dtype, config)
+'''
+
+DEFAULT_ONLY = '''\
+import torch
+
+
+class Options:
+    def __init__(self, float8_dtype=torch.float8_e4m3fn):
+        self.float8_dtype = float8_dtype
+'''
+
+
+def test_fp8_cast_through_a_helper_is_an_error_anchored_on_the_call(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/tp.py": TENSOR_PARALLEL, "pkg/options.py": DEFAULT_ONLY})
+    tp = _one(findings, "pkg/tp.py", "NPU913")
+    assert tp["severity"] == "error" and tp["line"] == 11
+    assert "hp_tensor_to_float8_dynamic" in tp["message"] and "names FP8 dtypes only" not in tp["message"]
+    assert [a[0] for a in tp["also"]] == [7]
+    assert _one(findings, "pkg/options.py", "NPU913")["severity"] == "info"
+
+
+GROUPED = '''\
+import torch
+
+
+def quantize(x, block):
+    return to_mx(x, elem_dtype=torch.float8_e4m3fn, block_size=block)
+
+
+def grouped(a, b, sa, sb, offs):
+    return torch._scaled_grouped_mm(a, b, sa, sb, offs=offs)
+'''
+
+
+def test_fp8_anchors_on_the_scaled_matmul(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/mm.py": GROUPED, "pkg/cast.py": CAST})
+    mm = _one(findings, "pkg/mm.py", "NPU913")
+    assert mm["severity"] == "error" and mm["line"] == 9 and "_scaled_grouped_mm" in mm["message"]
+    assert [a[0] for a in mm["also"]] == [5]
+    cast = _one(findings, "pkg/cast.py", "NPU913")
+    assert cast["line"] == 5 and cast["severity"] == "error"
