@@ -475,7 +475,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             keyword = arg.keyword.value if arg.keyword is not None else None
             cast = keyword == "dtype" or (keyword is None and last in ("to", "view") and isinstance(node.func, cst.Attribute))
             held = dotted_name(arg.value) if cast and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]):
+            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]) and self._name_code(arg.value) != "NPU913":
                 self.fp8["variable"].append((arg.value, f"`{_short(self.m.source_map.original_text_of(node))}`"))
         qual = self.m.qualname(node.func) or name
         descriptor = (not self.functions and last[:1].isupper() and any(c.islower() for c in last)
@@ -483,6 +483,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if qual in ("torch.finfo", "torch.iinfo") or descriptor:
             for arg in node.args:
                 self._mark_fp8_named(arg.value)
+        elif last in _FACTORIES and any(a.keyword is not None and a.keyword.value == "dtype"
+                                        and "float8_" in (dotted_name(a.value) or "") for a in node.args) \
+                and self._cpu_test_tensor(node):
+            # `torch.empty((n, k), dtype=torch.float8_e4m3fn)` in a test, no device: a CPU tensor
+            # (the kernel under test mocked, a loader's shapes), no accelerator FP8 compute
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "dtype":
+                    self._mark_fp8_named(arg.value)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "view" and len(node.args) == 1:
             # `uint8_data.view(torch.float8_e4m3fn)`: bytes read as FP8 (weight loading), no cast
             self._mark_fp8_named(node.args[0].value)
@@ -492,6 +500,23 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             for arg in node.args:
                 if arg.keyword is None:
                     self._mark_fp8_named(arg.value)
+
+    def _cpu_test_tensor(self, node: cst.Call) -> bool:
+        """A tensor factory call in a test file with no device (no `device=`, no `**kwargs`, not
+        followed by `.cuda()`/`.to(` on its line), in a file that sets no default device."""
+        if not _TEST_PATH.search(self.m.relpath):
+            return False
+        if any(a.star == "**" or (a.keyword is not None and a.keyword.value == "device") for a in node.args):
+            return False
+        text = self.m.file_text()
+        if re.search(r"set_default_device|with\s+torch\.device\(|torch\.cuda\.set_device", text):
+            return False
+        end = self.m.position(node)[0]
+        lines = text.splitlines()
+        code = self.m.source_map.original_text_of(node)
+        last_line = lines[end - 1 + code.count("\n")] if end - 1 + code.count("\n") < len(lines) else ""
+        after = last_line[last_line.rfind(code.splitlines()[-1]) + len(code.splitlines()[-1]):] if code else last_line
+        return not re.match(r"\s*\.(cuda|to|npu)\(", after)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold or id(node) in self.gates:
@@ -916,6 +941,11 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         elif keyword in renamed or self.strings.fullmatch(keyword):
             self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
 
+
+# tensor factories, and the test files whose FP8 tensors built without a device are CPU tensors
+_FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empty_like", "zeros_like",
+                        "ones_like", "full_like", "tensor"})
+_TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 
 _DEVICE_QUERIES = frozenset({"get_device_capability", "get_device_properties", "get_device_name"})
 

@@ -234,3 +234,31 @@ def test_fp8_anchors_on_the_scaled_matmul(tmp_path):
     assert [a[0] for a in mm["also"]] == [5]
     cast = _one(findings, "pkg/cast.py", "NPU913")
     assert cast["line"] == 5 and cast["severity"] == "error"
+
+
+WARMUP_TEST = '''\
+import torch
+from unittest import mock
+
+
+def test_warmup():
+    weight = torch.empty((256, 128), dtype=torch.float8_e4m3fn)
+    with mock.patch("pkg.kernels.fp8_gemm") as gemm:
+        run(weight)
+    assert gemm.called
+'''
+
+GEMM_TEST = '''\
+import torch
+
+
+def test_gemm():
+    weight = torch.empty((256, 128), dtype=torch.float8_e4m3fn, device="cuda")
+    assert weight.shape
+'''
+
+
+def test_fp8_cpu_tensor_in_a_test_is_info_on_the_device_stays_an_error(tmp_path):
+    findings = _migrate(tmp_path, {"tests/test_warmup.py": WARMUP_TEST, "tests/test_gemm.py": GEMM_TEST})
+    assert _one(findings, "tests/test_warmup.py", "NPU913")["severity"] == "info"
+    assert _one(findings, "tests/test_gemm.py", "NPU913")["severity"] == "error"
