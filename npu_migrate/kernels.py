@@ -169,7 +169,9 @@ def _triton(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
     helpers, cudagraph = use
     if cudagraph:
         return _cudagraph(findings, cudagraph[0], text)
-    shown = ", ".join(f"`{h}`" for h in helpers[:4]) or "none"
+    if not helpers:
+        return findings  # imported and never used here: nothing says what for (a re-export?)
+    shown = ", ".join(f"`{h}`" for h in helpers[:4])
     reason = (f" (uses only Triton's host helpers ({shown}), which Triton-Ascend provides on an NPU host; "
               "the kernels it launches are reported where they are defined)")
     return [replace(f, severity="info", message=f.message + reason)
