@@ -7,8 +7,9 @@ per file (run.py), and reads the file's own ast:
   `@triton.heuristics`, any decorator from triton) and uses Triton only through its host helpers
   (`triton.cdiv`, `triton.next_power_of_2`, `triton.__version__`, `triton.language` dtype
   constants, the `triton.testing` harness `do_bench` / `perf_report` / `Benchmark`) runs on an NPU
-  host: Triton-Ascend installs as `triton` and provides them. Its NPU910 is information, with the
-  helpers named; the kernels it launches are reported where they are defined.
+  host as written: Triton-Ascend installs as `triton` and provides them. Its NPU910 is no finding
+  but a skipped scope of the file that names the helpers (JSON `skipped`, `--show-skipped`); the
+  kernels it launches are reported where they are defined.
 * **`triton.testing.do_bench_cudagraph`** times by replaying a CUDA graph: the one harness call
   that is CUDA-specific. The file's NPU910 anchors on it and names it (an error), instead of the
   "only `triton.testing`, a benchmark harness" information.
@@ -42,6 +43,7 @@ _MODULES = frozenset({"triton", "triton.language", "triton.testing"})
 _TL_CONSTANT = re.compile(r"triton\.language\.(u?int(8|16|32|64)|float(16|32|64)|bfloat16|int1|float8\w*)")
 _CUDAGRAPH = "triton.testing.do_bench_cudagraph"
 _HARNESS = "(only `triton.testing`, a benchmark harness)"
+_HOST_ONLY = "uses only Triton's host helpers"
 
 # calls that cast to FP8 through a helper, and FP8 configs that turn FP8 compute on
 _FP8_CAST_WORD = re.compile(r"(?i)(^|_)to_(float8|fp8|mx)(_|$)|quant\w*_(fp8|float8|mx)(_|$)|(fp8|float8)\w*_quant")
@@ -58,8 +60,10 @@ _SCALED_MM = re.compile(r"_scaled_(grouped_)?mm")
 _NAMES_ONLY = " (names FP8 dtypes only; no FP8 compute found in this file)"
 
 
-def review(findings: list[Finding], text: str) -> list[Finding]:
-    """The file's NPU910 and NPU913 findings weighed by what it does (see the module's doc)."""
+def review(findings: list[Finding], text: str, result=None) -> list[Finding]:
+    """The file's NPU910 and NPU913 findings weighed by what it does (see the module's doc).
+    Findings about Triton's host helpers leave the findings as skipped scopes of `result` (a
+    FileResult: JSON `skipped`, `--show-skipped`), with the helpers named."""
     codes = {f.code for f in findings if not f.fixable}
     if not codes & {"NPU910", "NPU913"}:
         return findings
@@ -69,6 +73,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     if "NPU910" in codes:
         findings = _triton(findings, tree, text)
+        if result is not None:
+            findings = _host_scopes(findings, result)
     if "NPU913" in codes:
         findings = _in_skipped_tests(_fp8(findings, tree, text), text)
     return findings
@@ -172,10 +178,28 @@ def _triton(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
     if not helpers:
         return findings  # imported and never used here: nothing says what for (a re-export?)
     shown = ", ".join(f"`{h}`" for h in helpers[:4])
-    reason = (f" (uses only Triton's host helpers ({shown}), which Triton-Ascend provides on an NPU host; "
+    reason = (f" ({_HOST_ONLY} ({shown}), which Triton-Ascend provides on an NPU host; "
               "the kernels it launches are reported where they are defined)")
-    return [replace(f, severity="info", message=f.message + reason)
-            if f.code == "NPU910" and not f.fixable and f.severity != "info" else f for f in findings]
+    return [replace(f, severity="info", message=f.message.replace(" " + _HARNESS, "") + reason)
+            if f.code == "NPU910" and not f.fixable and (f.severity != "info" or _HARNESS in f.message) else f
+            for f in findings]
+
+
+def _host_scopes(findings: list[Finding], result) -> list[Finding]:
+    """The NPU910 about host helpers only, as a skipped scope of the file instead of a finding:
+    the code runs on an NPU host as written (Triton-Ascend), so it is left as written."""
+    kept, lines, why = [], [], ""
+    for finding in findings:
+        at = finding.message.find(f"({_HOST_ONLY} (")
+        if finding.code != "NPU910" or finding.severity != "info" or at < 0 or finding.cell is not None:
+            kept.append(finding)
+            continue
+        lines += [finding.line, *(line for line, _column, _source in finding.also)]
+        why = finding.message[at + 1:].rsplit(")", 1)[0]
+    if lines:  # one scope for the file's Triton lines (its imports, merged places)
+        scope = (min(lines), max(lines), f"runs on an NPU host as written (NPU910): {why}")
+        result.skipped_scopes = sorted([*result.skipped_scopes, scope])
+    return kept
 
 
 def _cudagraph(findings: list[Finding], node: ast.AST, text: str) -> list[Finding]:

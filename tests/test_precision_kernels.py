@@ -3,10 +3,10 @@
 Shapes found false or redundant by the audit of the ecosystem check, each reproduced with a small
 fixture next to a true case that must still be reported (npu_migrate/kernels.py, sweep.py):
 - a module that imports triton for its host helpers only (`triton.cdiv`, `triton.next_power_of_2`,
-  `triton.__version__`, `tl.float32`) and defines no kernel: information, the helpers named
-  (Triton-Ascend provides them); a module with a `@triton.jit` kernel stays an error;
-- `triton.testing.do_bench_cudagraph`: the finding anchors on it and names it (an error), where
-  `do_bench` alone stays information;
+  `triton.__version__`, `tl.float32`, `triton.testing.do_bench`) and defines no kernel: no finding,
+  a skipped scope that names the helpers (Triton-Ascend provides them); a module with a
+  `@triton.jit` kernel, or one that queries Triton's driver, stays an error;
+- `triton.testing.do_bench_cudagraph`: the finding anchors on it and names it (an error);
 - FP8 dtypes only named (a config class's dtype defaults, a table keyed by an enum's numbers, a
   byte view while loading weights, a module-level descriptor `qfloat(torch.float8_e4m3fn)`): info;
 - a file that casts through a helper (`hp_tensor_to_float8_dynamic(...)`) computes in FP8: error,
@@ -23,7 +23,17 @@ from .precision_helpers import migrate_json, write_project
 
 
 def _migrate(tmp_path: Path, files: dict[str, str]) -> list[dict]:
-    return migrate_json(write_project(tmp_path, files, dedent=True))["findings"]
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    _LAST_SKIPPED[:] = report["skipped"]
+    return report["findings"]
+
+
+_LAST_SKIPPED: list[dict] = []  # the `skipped` list of the last _migrate run
+
+
+def _scopes(path: str) -> list[dict]:
+    """The last run's skipped scopes in `path`."""
+    return [s for s in _LAST_SKIPPED if s["path"] == path and "start_line" in s]
 
 
 def _one(findings: list[dict], path: str, code: str) -> dict:
@@ -83,9 +93,11 @@ def cores():
 def test_triton_host_helpers_only_is_info_a_kernel_stays_an_error(tmp_path):
     findings = _migrate(tmp_path, {"pkg/index.py": HOST_HELPERS, "pkg/kernel.py": KERNEL,
                                    "pkg/driver.py": DRIVER_QUERY})
-    helpers = _one(findings, "pkg/index.py", "NPU910")
-    assert helpers["severity"] == "info"
-    assert "host helpers" in helpers["message"] and "`triton.cdiv`" in helpers["message"]
+    _none(findings, "pkg/index.py", "NPU910")  # left as written, named as a skipped scope:
+    (scope,) = _scopes("pkg/index.py")
+    assert (scope["start_line"], scope["end_line"]) == (2, 3)
+    assert scope["reason"].startswith("runs on an NPU host as written (NPU910): uses only Triton's host helpers")
+    assert "`triton.cdiv`" in scope["reason"] and "`triton.next_power_of_2`" in scope["reason"]
     kernel = _one(findings, "pkg/kernel.py", "NPU910")
     assert kernel["severity"] == "error"
     assert any(a[0] == 6 for a in kernel["also"])  # the `@triton.jit` kernel
@@ -118,7 +130,8 @@ def test_do_bench_cudagraph_is_named_do_bench_is_not_an_error(tmp_path):
     assert graphs["severity"] == "error" and graphs["line"] == 6
     assert "do_bench_cudagraph" in graphs["message"]
     assert [a[0] for a in graphs["also"]] == [2]
-    assert _one(findings, "bench/plain.py", "NPU910")["severity"] == "info"
+    _none(findings, "bench/plain.py", "NPU910")
+    assert "`triton.testing.do_bench`" in _scopes("bench/plain.py")[0]["reason"]
 
 
 # ---------------------------------------------------------------------------- FP8 (NPU913)
