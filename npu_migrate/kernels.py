@@ -77,7 +77,33 @@ def review(findings: list[Finding], text: str, result=None) -> list[Finding]:
             findings = _host_scopes(findings, result)
     if "NPU913" in codes:
         findings = _in_skipped_tests(_fp8(findings, tree, text), text)
+        if "NPU911" in codes and result is not None:
+            findings = _views_for_extensions(findings, tree, text, result)
     return findings
+
+
+def _views_for_extensions(findings: list[Finding], tree: ast.AST, text: str, result) -> list[Finding]:
+    """`w.view(torch.float8_e4m3fn)` listed as information inside a function that calls a compiled
+    extension reported there (NPU911): the bytes are handed to that kernel, whose finding already
+    says the function does not run on an NPU host. Named as a skipped scope, not a second finding."""
+    extension_lines = sorted({f.line for f in findings if f.code == "NPU911" and not f.fixable and f.cell is None})
+    functions = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    lines = text.splitlines()
+    kept, scopes = [], []
+    for finding in findings:
+        if finding.code == "NPU913" and finding.severity == "info" and finding.message.endswith(_NAMES_ONLY) \
+                and finding.cell is None and ".view(" in "".join(lines[max(finding.line - 3, 0):finding.line]):
+            inner = min((f for f in functions if f[0] <= finding.line <= f[1]), key=lambda f: f[1] - f[0], default=None)
+            extension = next((n for n in extension_lines if inner and inner[0] <= n <= inner[1]), None)
+            if extension is not None:
+                scopes.append((finding.line, finding.line, f"bytes viewed as FP8 for the compiled extension this "
+                               f"function calls (NPU913, with the NPU911 at line {extension})"))
+                continue
+        kept.append(finding)
+    if scopes:
+        result.skipped_scopes = sorted({*result.skipped_scopes, *scopes})
+    return kept
 
 
 def _in_skipped_tests(findings: list[Finding], text: str) -> list[Finding]:

@@ -275,3 +275,28 @@ def test_fp8_cpu_tensor_in_a_test_is_info_on_the_device_stays_an_error(tmp_path)
     findings = _migrate(tmp_path, {"tests/test_warmup.py": WARMUP_TEST, "tests/test_gemm.py": GEMM_TEST})
     assert _one(findings, "tests/test_warmup.py", "NPU913")["severity"] == "info"
     assert _one(findings, "tests/test_gemm.py", "NPU913")["severity"] == "error"
+
+
+VIEW_FOR_EXTENSION = '''\
+import torch
+
+
+def run(x, scales):
+    from flashinfer import fp4_moe
+
+    sf = scales.view(torch.float8_e4m3fn)
+    return fp4_moe(x, sf)
+
+
+def other(w):
+    return w.view(torch.float8_e4m3fn)
+'''
+
+
+def test_fp8_view_in_a_function_with_a_compiled_extension_is_folded_into_it(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/moe.py": VIEW_FOR_EXTENSION})
+    assert _one(findings, "pkg/moe.py", "NPU911")["line"] == 5
+    fp8 = _one(findings, "pkg/moe.py", "NPU913")  # the view in a function with no extension stays listed
+    assert fp8["line"] == 12 and fp8["severity"] == "info" and not fp8.get("also")
+    (scope,) = [s for s in _scopes("pkg/moe.py") if "NPU913" in s["reason"]]
+    assert scope["start_line"] == 7 and "NPU911 at line 5" in scope["reason"]
