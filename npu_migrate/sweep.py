@@ -382,8 +382,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 if any(isinstance(t, cst.Name) and t.value in names for t in targets) \
                         and isinstance(small.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
                     self._gate_strings(small.value)
-                if not self.functions:
-                    # `e4m3_dtype = torch.float8_e4m3fn` in a (config) class body: a default
+                if not self.functions and _config_class(node):
+                    # `e4m3_dtype = torch.float8_e4m3fn` in a config class body: a default
                     self._mark_fp8_named(small.value)
         return True
 
@@ -940,6 +940,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             self.m.report("NPU602", node, name=keyword)
         elif keyword in renamed or self.strings.fullmatch(keyword):
             self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
+
+
+def _config_class(node: cst.ClassDef) -> bool:
+    """A dataclass or a class named for configuration (`Float8TypeConfig`, `QuantArgs`): its
+    class-level values are defaults a user may override, not what the class computes with."""
+    if re.search(r"(Config|Args|Arguments|Options|Settings|Params|Recipe)$", node.name.value):
+        return True
+    return any((dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "")
+               .rsplit(".", 1)[-1] == "dataclass" for d in node.decorators)
 
 
 # tensor factories, and the test files whose FP8 tensors built without a device are CPU tensors

@@ -160,11 +160,25 @@ def quantize(x, scale):
 '''
 
 
+MODULE_ATTRIBUTE = '''\
+import torch
+
+
+class Fp8Linear(torch.nn.Module):
+    fp8_dtype = torch.float8_e4m3fn
+
+    def forward(self, x):
+        return x.to(self.fp8_dtype)
+'''
+
+
 def test_fp8_config_defaults_are_info_a_cast_stays_an_error(tmp_path):
-    findings = _migrate(tmp_path, {"pkg/config.py": CONFIG, "pkg/cast.py": CAST})
+    findings = _migrate(tmp_path, {"pkg/config.py": CONFIG, "pkg/cast.py": CAST, "pkg/linear.py": MODULE_ATTRIBUTE})
     config = _one(findings, "pkg/config.py", "NPU913")
     assert config["severity"] == "info" and "names FP8 dtypes only" in config["message"]
     assert _one(findings, "pkg/cast.py", "NPU913")["severity"] == "error"
+    # a module's class attribute (not a config class's default) is what it casts to: still an error
+    assert _one(findings, "pkg/linear.py", "NPU913")["severity"] == "error"
 
 
 LOADER = '''\
