@@ -47,7 +47,9 @@ _HOST_ONLY = "uses only Triton's host helpers"
 
 # calls that cast to FP8 through a helper, and FP8 configs that turn FP8 compute on
 _FP8_CAST_WORD = re.compile(r"(?i)(^|_)to_(float8|fp8|mx)(_|$)|quant\w*_(fp8|float8|mx)(_|$)|(fp8|float8)\w*_quant")
-_PACKING = re.compile(r"(?i)_*(un)?pack")  # `unpack_int32_to_fp8`: bytes read as FP8, no cast
+# not casts: packing helpers (`unpack_int32_to_fp8`: bytes read as FP8) and predicates
+# (`tensor_already_casted_to_fp8`, `is_fp8_quantized`)
+_PACKING = re.compile(r"(?i)_*((un)?pack|is_|has_|can_|should_|check|supports?_|use_|\w*already)")
 _CALLED = re.compile(r"(\w+)\s*\(")
 
 
