@@ -30,7 +30,7 @@ import re
 from dataclasses import replace
 from typing import Optional
 
-from . import catalogue
+from . import astcache, catalogue
 from .findings import Finding, merge_per_file
 
 # Triton's host-side names that Triton-Ascend provides as well (qualified through the imports)
@@ -69,9 +69,9 @@ def review(findings: list[Finding], text: str, result=None) -> list[Finding]:
     codes = {f.code for f in findings if not f.fixable}
     if not codes & {"NPU910", "NPU913"}:
         return findings
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    body = text.encode("utf-8", "surrogatepass")
+    tree = astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)  # (the one parse, shared)
+    if tree is None:
         return findings
     if "NPU910" in codes:
         findings = _triton(findings, tree, text)
