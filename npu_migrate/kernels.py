@@ -55,8 +55,10 @@ _CALLED = re.compile(r"(\w+)\s*\(")
 
 def _casts(name: str) -> bool:
     """Whether a function of this name casts to FP8 (`hp_tensor_to_float8_dynamic`, `to_mx`,
-    `per_token_group_quant_fp8`, `mxfp8_quantize`)."""
-    return bool(name) and not _PACKING.match(name) and bool(_FP8_CAST_WORD.search(name))
+    `per_token_group_quant_fp8`, `mxfp8_quantize`); not a config's factory
+    (`make_fp8_moe_quant_config`: plumbing, no tensor cast)."""
+    return (bool(name) and not _PACKING.match(name) and not name.lower().endswith("config")
+            and bool(_FP8_CAST_WORD.search(name)))
 _FP8_CONFIG = re.compile(r"(?i)^(float8|fp8|mxfp8)\w*(weight|activation|linear|training|inference)\w*config$")
 _SCALED_MM = re.compile(r"_scaled_(grouped_)?mm")
 _NAMES_ONLY = " (names FP8 dtypes only; no FP8 compute found in this file)"
@@ -109,18 +111,23 @@ def _views_for_extensions(findings: list[Finding], tree: ast.AST, text: str, res
 
 
 def _in_skipped_tests(findings: list[Finding], text: str) -> list[Finding]:
-    """The FP8 names listed as information inside a test an NPU host skips take the test's
-    reason (a named skipped scope then, moot.py), as an error there does: no finding of their own."""
+    """The FP8 names listed as information inside a test an NPU host skips, or a branch it never
+    takes, take that reason (a named skipped scope then, moot.py), as an error there does: no
+    finding of their own."""
     names = [f for f in findings if f.code == "NPU913" and f.severity == "info" and f.message.endswith(_NAMES_ONLY)]
     if not names:
         return findings
-    from .testscopes import lower_in_cuda_only_tests
+    from .testscopes import lower_in_cuda_only_tests, review_untaken_branches
 
     probes = [replace(f, severity="warning") for f in names]
-    lowered = dict(zip(map(id, names), lower_in_cuda_only_tests(probes, text)))
+    lowered = lower_in_cuda_only_tests(probes, text)
+    branches, _typing = review_untaken_branches(lowered, text)
+    if len(branches) == len(lowered):  # (one for one: none went into an `if TYPE_CHECKING:` scope)
+        lowered = branches
+    by_id = dict(zip(map(id, names), lowered))
     out = []
     for finding in findings:
-        probe = lowered.get(id(finding))
+        probe = by_id.get(id(finding))
         if probe is not None and probe.severity == "info":
             finding = replace(finding, message=probe.message)
         out.append(finding)
@@ -245,7 +252,15 @@ def _cudagraph(findings: list[Finding], node: ast.AST, text: str) -> list[Findin
     others = [replace(f, severity=anchor.severity, message=f.message.replace(" " + _HARNESS, ""))
               for f in triton]
     merged = merge_per_file([anchor, *others], secondary=lambda f: f is not anchor)
-    return [f for f in findings if f not in triton] + merged
+    return [f for f in findings if f not in triton] + _in_tests(merged, text)
+
+
+def _in_tests(created: list[Finding], text: str) -> list[Finding]:
+    """The errors this module anchored anew, lowered as the run lowers the others inside a test an
+    NPU host skips (testscopes; it ran before this module)."""
+    from .testscopes import lower_in_cuda_only_tests
+
+    return lower_in_cuda_only_tests(created, text)
 
 
 # ---------------------------------------------------------------------------------- FP8
@@ -254,12 +269,15 @@ def _called(node: ast.Call) -> str:
 
 
 def _fp8_calls(tree: ast.AST) -> list[ast.Call]:
-    """Calls that compute in FP8 through a helper or turn FP8 on with a config, in file order."""
+    """Calls that compute in FP8 through a helper or turn FP8 on with a config, in file order.
+    A helper the file defines itself is not one: the sweep read its body (a byte view there is
+    no cast), so only helpers from elsewhere are judged by their names."""
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             name = _called(node)
-            if name and (_casts(name) or _FP8_CONFIG.match(name)):
+            if name and name not in own and (_casts(name) or _FP8_CONFIG.match(name)):
                 found.append(node)
     return sorted(found, key=lambda n: (n.lineno, n.col_offset))
 
@@ -291,7 +309,7 @@ def _fp8(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
                              rule.message.format(what=f"`{shown}` ({kind})"), False, shown, cell=names_only[0].cell)
             others = [replace(f, severity=anchor.severity, message=f.message[: -len(_NAMES_ONLY)]) for f in names_only]
             merged = merge_per_file([anchor, *others], secondary=lambda f: f is not anchor)
-            return [f for f in findings if f not in names_only] + merged
+            return [f for f in findings if f not in names_only] + _in_tests(merged, text)
         return findings
     if len(errors) < 2:
         return findings

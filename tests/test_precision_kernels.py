@@ -314,3 +314,39 @@ def test_fp8_view_in_a_function_with_a_compiled_extension_is_folded_into_it(tmp_
     assert fp8["line"] == 12 and fp8["severity"] == "info" and not fp8.get("also")
     (scope,) = [s for s in _scopes("pkg/moe.py") if "NPU913" in s["reason"]]
     assert scope["start_line"] == 7 and "NPU911 at line 5" in scope["reason"]
+
+
+OWN_HELPER = '''\
+import torch
+
+from pkg.oracle import make_fp8_moe_quant_config
+
+
+def _dequantize_fp8_entry(raw):
+    return raw.view(torch.float8_e4m3fn)
+
+
+def reference(cache):
+    config = make_fp8_moe_quant_config(scale=1.0)
+    return _dequantize_fp8_entry(cache), config
+'''
+
+BRANCH = '''\
+import torch
+
+
+def scales(raw):
+    if torch.version.hip:
+        return raw.view(torch.float8_e4m3fnuz)
+    return raw
+'''
+
+
+def test_fp8_own_helpers_config_factories_and_untaken_branches_do_not_make_errors(tmp_path):
+    findings = _migrate(tmp_path, {"pkg/ref.py": OWN_HELPER, "pkg/branch.py": BRANCH, "pkg/tp.py": TENSOR_PARALLEL})
+    # the helper's body is a byte view, read by the sweep; a config's factory casts nothing
+    assert _one(findings, "pkg/ref.py", "NPU913")["severity"] == "info"
+    # a name listed in a branch an NPU host never takes is named as a skipped scope, not listed
+    _none(findings, "pkg/branch.py", "NPU913")
+    assert any("NPU913" in s["reason"] for s in _scopes("pkg/branch.py"))
+    assert _one(findings, "pkg/tp.py", "NPU913")["severity"] == "error"  # an imported cast helper
