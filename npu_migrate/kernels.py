@@ -94,18 +94,19 @@ def _views_for_extensions(findings: list[Finding], tree: ast.AST, text: str, res
     functions = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     lines = text.splitlines()
-    kept, scopes = [], []
+    kept, folded = [], {}  # (the NPU911's line: the lines of the views folded into it)
     for finding in findings:
         if finding.code == "NPU913" and finding.severity == "info" and finding.message.endswith(_NAMES_ONLY) \
                 and finding.cell is None and ".view(" in "".join(lines[max(finding.line - 3, 0):finding.line]):
             inner = min((f for f in functions if f[0] <= finding.line <= f[1]), key=lambda f: f[1] - f[0], default=None)
             extension = next((n for n in extension_lines if inner and inner[0] <= n <= inner[1]), None)
             if extension is not None:
-                scopes.append((finding.line, finding.line, f"bytes viewed as FP8 for the compiled extension this "
-                               f"function calls (NPU913, with the NPU911 at line {extension})"))
+                folded.setdefault(extension, []).append(finding.line)
                 continue
         kept.append(finding)
-    if scopes:
+    if folded:
+        scopes = [(min(at), max(at), f"bytes viewed as FP8 for the compiled extension this function calls "
+                   f"(NPU913, with the NPU911 at line {extension})") for extension, at in folded.items()]
         result.skipped_scopes = sorted({*result.skipped_scopes, *scopes})
     return kept
 
