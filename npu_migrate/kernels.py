@@ -17,10 +17,19 @@ per file (run.py), and reads the file's own ast:
   (it names FP8 dtypes: a parameter's default, an allow-list, a byte view) but which casts to FP8
   through a helper (`hp_tensor_to_float8_dynamic(...)`, `to_mx(...)`, `quantize_fp8(...)`) or
   builds an FP8 training/inference config (`Float8LinearConfig(...)`) computes in FP8: its NPU913
-  becomes an error anchored on that call, the names listed with it.
+  becomes an error anchored on that call, the names listed with it. A helper the file defines
+  itself is judged by its body (the sweep read it), a config's factory is not a cast.
 * **FP8 anchor.** A file's NPU913 anchors on its strongest FP8 operation: a scaled matmul
   (`torch._scaled_mm`, `torch._scaled_grouped_mm`) first, then a cast (`.to(...)`, a cast
   helper), then any other place; the others are listed in `also`.
+* **FP8 names in code an NPU host never runs** (a test it skips, a branch it never takes) take
+  that reason, as an error there does (moot.py then names them as a skipped scope); **byte views**
+  (`scales.view(torch.float8_e4m3fn)`) inside a function that carries an NPU911 (the compiled
+  kernel the bytes are handed to) are a skipped scope that points at that finding.
+
+What the sweep decides itself (sweep.py): FP8 dtypes that are a config class's defaults, values of
+a table keyed by literals, a byte view's target, a module-level descriptor's argument, or a CPU
+tensor's dtype in a test (no device) only name FP8 dtypes.
 """
 
 from __future__ import annotations
