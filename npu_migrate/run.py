@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from . import catalogue, placement
+from . import catalogue, kernels, placement
 from .cache import digest, options_key
 
 # The Python engine (libcst and the rule families, about 0.3 s to import) is imported by the
@@ -142,6 +142,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         if result.findings:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
+            findings = kernels.review(findings, text, result)  # NPU910/NPU913 by what the file does with them
             findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             findings, typing_only = review_untaken_branches(findings, text)
             findings = drop_untaken_gates(findings, text)

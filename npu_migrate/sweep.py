@@ -315,10 +315,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 self.fp8_named.add(id(item))
 
     def visit_Dict(self, node: cst.Dict) -> bool:
-        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes."""
+        """`{torch.float8_e4m3fn: tl.float8e4nv}`: a dtype map's keys name dtypes; so do the
+        values of a table keyed by literals (`{24: torch.float8_e4m3fn}`: an enum's dtypes)."""
+        literal_keys = all(isinstance(e, cst.DictElement) and isinstance(e.key, (cst.Integer, cst.SimpleString))
+                           for e in node.elements)
         for element in node.elements:
             if isinstance(element, cst.DictElement):
                 self._mark_fp8_named(element.key)
+                if literal_keys:
+                    self._mark_fp8_named(element.value)
         self._label_keys(node)
         return True
 
@@ -377,6 +382,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 if any(isinstance(t, cst.Name) and t.value in names for t in targets) \
                         and isinstance(small.value, (cst.Tuple, cst.List, cst.Set, cst.SimpleString)):
                     self._gate_strings(small.value)
+                if not self.functions and _config_class(node):
+                    # `e4m3_dtype = torch.float8_e4m3fn` in a config class body: a default
+                    self._mark_fp8_named(small.value)
         return True
 
     def visit_Subscript(self, node: cst.Subscript) -> bool:
@@ -467,7 +475,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             keyword = arg.keyword.value if arg.keyword is not None else None
             cast = keyword == "dtype" or (keyword is None and last in ("to", "view") and isinstance(node.func, cst.Attribute))
             held = dotted_name(arg.value) if cast and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]):
+            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]) and self._name_code(arg.value) != "NPU913":
                 self.fp8["variable"].append((arg.value, f"`{_short(self.m.source_map.original_text_of(node))}`"))
         qual = self.m.qualname(node.func) or name
         descriptor = (not self.functions and last[:1].isupper() and any(c.islower() for c in last)
@@ -475,6 +483,40 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if qual in ("torch.finfo", "torch.iinfo") or descriptor:
             for arg in node.args:
                 self._mark_fp8_named(arg.value)
+        elif last in _FACTORIES and any(a.keyword is not None and a.keyword.value == "dtype"
+                                        and "float8_" in (dotted_name(a.value) or "") for a in node.args) \
+                and self._cpu_test_tensor(node):
+            # `torch.empty((n, k), dtype=torch.float8_e4m3fn)` in a test, no device: a CPU tensor
+            # (the kernel under test mocked, a loader's shapes), no accelerator FP8 compute
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "dtype":
+                    self._mark_fp8_named(arg.value)
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "view" and len(node.args) == 1:
+            # `uint8_data.view(torch.float8_e4m3fn)`: bytes read as FP8 (weight loading), no cast
+            self._mark_fp8_named(node.args[0].value)
+        elif not self.functions and not re.search(r"tensor|float8|fp8|quantiz|^(to|empty|zeros|ones|full|rand\w*)$",
+                                                  last, re.IGNORECASE):
+            # `qfloat8_e4m3fn = qfloat(torch.float8_e4m3fn)` at module level: a descriptor constant
+            for arg in node.args:
+                if arg.keyword is None:
+                    self._mark_fp8_named(arg.value)
+
+    def _cpu_test_tensor(self, node: cst.Call) -> bool:
+        """A tensor factory call in a test file with no device (no `device=`, no `**kwargs`, not
+        followed by `.cuda()`/`.to(` on its line), in a file that sets no default device."""
+        if not _TEST_PATH.search(self.m.relpath):
+            return False
+        if any(a.star == "**" or (a.keyword is not None and a.keyword.value == "device") for a in node.args):
+            return False
+        text = self.m.file_text()
+        if re.search(r"set_default_device|with\s+torch\.device\(|torch\.cuda\.set_device", text):
+            return False
+        end = self.m.position(node)[0]
+        lines = text.splitlines()
+        code = self.m.source_map.original_text_of(node)
+        last_line = lines[end - 1 + code.count("\n")] if end - 1 + code.count("\n") < len(lines) else ""
+        after = last_line[last_line.rfind(code.splitlines()[-1]) + len(code.splitlines()[-1]):] if code else last_line
+        return not re.match(r"\s*\.(cuda|to|npu)\(", after)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold:
@@ -902,6 +944,20 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         elif keyword in renamed or self.strings.fullmatch(keyword):
             self.m.report("NPU990", node, what=f"keyword `{keyword}=`, an environment variable of CUDA")
 
+
+def _config_class(node: cst.ClassDef) -> bool:
+    """A dataclass or a class named for configuration (`Float8TypeConfig`, `QuantArgs`): its
+    class-level values are defaults a user may override, not what the class computes with."""
+    if re.search(r"(Config|Args|Arguments|Options|Settings|Params|Recipe)$", node.name.value):
+        return True
+    return any((dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or "")
+               .rsplit(".", 1)[-1] == "dataclass" for d in node.decorators)
+
+
+# tensor factories, and the test files whose FP8 tensors built without a device are CPU tensors
+_FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empty_like", "zeros_like",
+                        "ones_like", "full_like", "tensor"})
+_TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 
 _DEVICE_QUERIES = frozenset({"get_device_capability", "get_device_properties", "get_device_name"})
 
