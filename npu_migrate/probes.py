@@ -357,6 +357,24 @@ _GATE_USES = re.compile(r"\((?:uses `[^`]+` \(`([\w.]+)`\)|imports `([\w.]+)`|us
 _IMPORTED = re.compile(r"\bimport (?:of|from) `([\w.]+)`")
 
 
+# NPU110 shapes of rewrite_gates.py: a check that fails unless CUDA in a kernel module, and a check
+# that adds the label "cuda" to a test's device list
+_KERNEL_MODULE_GATE = "it fails unless the device is CUDA, in a module that runs CUDA kernels"
+_LABEL_GATE = 'it guards adding the label "cuda"'
+_KERNEL_CODES = ("NPU910", "NPU911", "NPU912", "NPU913", "NPU902", "NPU915")
+
+
+def _label_gate(gate: Finding) -> Finding:
+    """A check that adds "cuda" to a list of devices to test, kept as written: on an NPU host the
+    tests run on the other entries (the CPU), as they do on a machine without CUDA. Nothing
+    fails: information, a place to add an "npu" entry."""
+    if _LABEL_GATE not in gate.message or gate.severity == "info":
+        return gate
+    return replace(gate, severity="info", message=gate.message + (
+        " (information: on an NPU host the list keeps its other devices, as on any machine "
+        "without CUDA; add an NPU entry to test there)"))
+
+
 def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
     """NPU110 on a device check whose guarded code is Triton (`if not x.is_cuda: raise ...` in
     front of a Triton kernel) in a file that reports Triton already (NPU910: `import triton`, a
@@ -366,6 +384,10 @@ def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
     gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
     if not gates:
         return findings
+    findings = [_label_gate(f) if f in gates else f for f in findings]
+    gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None]
+    kernel_errors = [f for f in findings if f.code in _KERNEL_CODES and f.severity == "error"
+                     and not f.fixable and f.cell is None]
     imports: dict[str, Finding] = {}
     for finding in findings:
         if finding.fixable or finding.cell is not None or finding.code == "NPU110":
@@ -378,6 +400,12 @@ def fold_gates_into_imports(findings: list[Finding]) -> list[Finding]:
     folded: dict[int, list[Finding]] = {}
     gone: set[int] = set()
     for gate in gates:
+        if _KERNEL_MODULE_GATE in gate.message and kernel_errors:
+            # `assert x.is_cuda, "must be CUDA"` in front of the file's Triton/CuTe kernels: the
+            # kernel finding already says they do not run on an NPU
+            folded.setdefault(id(kernel_errors[0]), []).append(gate)
+            gone.add(id(gate))
+            continue
         match = _GATE_USES.search(gate.message)
         if not match:
             continue

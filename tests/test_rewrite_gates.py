@@ -325,3 +325,24 @@ def test_kept_skip_of_a_cuda_labelled_test_is_information(tmp_path):
     assert not [f for f in findings if f["code"] == "NPU110" and f["severity"] != "info"]
     # the plain test is still migrated
     assert [f for f in findings if f["line"] == 21 and f["code"] == "NPU201" and f["fixable"]]
+
+
+def test_kept_label_guards_are_information_and_kernel_module_checks_fold_into_the_kernel():
+    """As the run reports them (run.migrate_file, after the per-file folds): a kept guard adding
+    "cuda" to a list of devices to test is information (on an NPU host the other entries run, as
+    on any machine without CUDA), and a check that fails unless CUDA in a Triton module is one
+    of the places of the module's Triton finding, not a warning of its own."""
+    from npu_migrate.run import migrate_file
+
+    labels = migrate_file(LABEL_GUARDS.encode(), "tests/test_mod.py", Options(enabled=ENABLED)).findings
+    kept = [f for f in labels if f.code == "NPU110"]
+    assert kept and {f.severity for f in kept} == {"info"}
+    assert all("add an NPU entry" in f.message for f in kept)
+    kernel = migrate_file(KERNEL_CHECKS.encode(), "pkg/mod.py", Options(enabled=ENABLED)).findings
+    assert not [f for f in kernel if f.code == "NPU110"]
+    triton = [f for f in kernel if f.code == "NPU910"]
+    assert triton and triton[0].severity == "error"
+    assert {12, 19} <= {line for line, _column, _source in triton[0].also}
+    # in a module without kernels the checks are still rewritten (nothing to fold into)
+    plain = migrate_file(PLAIN_CHECKS.encode(), "pkg/plain.py", Options(enabled=ENABLED)).findings
+    assert {"NPU104", "NPU106"} <= {f.code for f in plain}
