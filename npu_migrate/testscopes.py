@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, catalogue
+from . import astcache, catalogue, reach
 from .findings import Finding
 
 
@@ -49,6 +49,9 @@ _dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 
 def _value(node: ast.AST):
     """The value of `node` on an NPU host: True, False, _NONE or _UNKNOWN."""
+    known = reach.known_value(node)  # (a CUDA build's custom ops, Windows and macOS checks)
+    if known is not None:
+        return known
     if isinstance(node, ast.Constant):
         return _NONE if node.value is None else bool(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -228,7 +231,8 @@ def _may_decide_re() -> re.Pattern:
     return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|\b({calls})\."
                       rf"|find_spec\(\s*[\"']({absent})\b"
                       rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)"
-                      rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
+                      rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b"
+                      rf"|{reach.decide_words()}", re.IGNORECASE)
 
 
 def _may_decide(text: str) -> bool:
@@ -271,6 +275,7 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     tree = _parse(text)
     if tree is None:
         return []
+    tree = reach.with_file_facts(tree)  # (`skipif(not _op_available())`: the file's own functions)
     scopes: list[tuple[int, int, str]] = []
 
     def show(node: ast.AST) -> str:
@@ -557,7 +562,7 @@ def _is_type_checking(test: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
+def untaken_branches(text: str, relpath: str = "") -> list[tuple[int, int, str, bool]]:
     """(first line, last line, the condition's source, type-checking only) of the blocks an NPU
     host never runs: the body of `if TYPE_CHECKING:` (no host runs it), of an `if` whose test is
     false there (`if _is_hip:`, `if current_platform.is_rocm():`, `if torch.version.cuda:`), and
@@ -588,6 +593,10 @@ def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
         shown = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
         out.append((first, last, _segment(lines, shown) if shown is not None else f"not ({_segment(lines, test)})",
                     False))
+    try:  # what the file's own flags, functions and exits show (reach.py)
+        out += reach.untaken(tree, text, relpath, out)
+    except RecursionError:
+        pass
     return out
 
 
@@ -637,14 +646,15 @@ def _segment(lines: list[str], node: ast.AST) -> str:
     return text if len(text) <= 70 else text[:67] + "..."
 
 
-def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+def review_untaken_branches(findings: list[Finding], text: str,
+                            relpath: str = "") -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """(findings, skipped scopes): report-only findings under `if TYPE_CHECKING:` go (the block
     is named as a skipped scope: type checkers read it, no host runs it); those in a branch an
     NPU host never takes are lowered to info, with the condition."""
     reported = {f.line for f in findings if not f.fixable and f.cell is None}
     if not reported or not (_may_decide(text) or _in_type_checking_block(text, reported)):
         return findings, []
-    branches = untaken_branches(text)
+    branches = untaken_branches(text, relpath)
     if not branches:
         return findings, []
     out, scopes = [], []
@@ -658,8 +668,9 @@ def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Fi
                     scopes.append(scope)
                 continue
             if branch is not None and finding.severity != "info":
+                why = branch[2] if "`" in branch[2] else f"`{branch[2]}`"  # (reach.py's reasons quote their code)
                 finding = replace(finding, severity="info",
-                                  message=f"{finding.message} (in a branch an NPU host does not take: `{branch[2]}`)")
+                                  message=f"{finding.message} (in a branch an NPU host does not take: {why})")
         out.append(finding)
     return out, scopes
 
