@@ -17,7 +17,7 @@ CUDA-only code it guards, in the same file (issue #16 audits):
 - an autouse fixture that skips every test of the module (`if not current_platform.is_cuda():
   pytest.skip(...)`).
 
-`untaken(tree, text, relpath)` gives the extra blocks, in testscopes.untaken_branches' shape: the
+`untaken(tree, text, relpath, ...)` gives the extra blocks, in testscopes.untaken_branches' shape: the
 findings inside become info with the usual "in a branch an NPU host does not take" reason (a named
 skipped scope, moot.py). `known_value(node)` answers the conditions false on an NPU host with no
 context at all (the custom ops namespace of a CUDA build, Windows and macOS checks); testscopes'
@@ -137,21 +137,23 @@ def _callee(call: ast.Call) -> str | None:
     return None
 
 
-def _truth(node: ast.AST, names: frozenset, functions: frozenset):
-    from .testscopes import _truth as plain
+# The evaluation of one condition on an NPU host (True, False or another value for unknown) and
+# the one-line source of a node: testscopes' own, handed to the entry points (untaken,
+# with_file_facts) by their caller, so that this module does not import testscopes back.
+_PLAIN: list = [lambda node: None, lambda lines, node: ""]
 
+
+def _truth(node: ast.AST, names: frozenset, functions: frozenset):
     if names or functions:
         node = _Known(names, functions).visit(copy.deepcopy(node))
-    return plain(node)
+    return _PLAIN[0](node)
+
+
+def _segment(lines: list, node: ast.AST) -> str:
+    return _PLAIN[1](lines, node)
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _unknown():
-    from .testscopes import _UNKNOWN
-
-    return _UNKNOWN
 
 
 def _own_nodes(function: ast.AST):
@@ -221,13 +223,13 @@ def _module_nodes(tree: ast.Module):
 
 def _false_names(bindings: dict[str, list], inherited: frozenset, functions: frozenset) -> frozenset:
     """The names of a scope bound once, to a value false on an NPU host (or inherited from the
-    module and not bound here)."""
+    module and not bound here). A constant (`DEBUG = False`) is a setting a user edits, not one."""
     out = {name for name in inherited if name not in bindings}
     changed = True
     while changed:
         changed = False
         for name, values in bindings.items():
-            if name in out or len(values) != 1 or values[0] is None:
+            if name in out or len(values) != 1 or values[0] is None or isinstance(values[0], ast.Constant):
                 continue
             if _truth(values[0], frozenset(out), functions) is False:
                 out.add(name)
@@ -264,14 +266,16 @@ def _returns_false(function: ast.AST, module_names: frozenset, functions: frozen
     names = _false_names(_bindings(function), module_names, functions)
     guard = body[0]
     if (isinstance(guard, ast.If) and not guard.orelse and isinstance(guard.body[-1], ast.Return)
-            and guard.body[-1].value is not None and _truth(guard.test, names, functions) is True
+            and guard.body[-1].value is not None
+            and _truth(guard.test, names, functions) is True
             and _truth(guard.body[-1].value, names, functions) is False):
         return True
     if not isinstance(body[-1], (ast.Return, ast.Raise)):
         return False
     returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
-    return bool(returns) and all(r.value is not None and _truth(r.value, names, functions) is False
-                                 for r in returns)
+    # (a stub that returns a constant is not an NPU fact: a subclass elsewhere may answer otherwise)
+    return bool(returns) and any(not isinstance(r.value, ast.Constant) for r in returns) and all(
+        r.value is not None and _truth(r.value, names, functions) is False for r in returns)
 
 
 def _without_docstring(body: list) -> list:
@@ -308,13 +312,13 @@ def _is_exit_call(stmt: ast.stmt, skip_only: bool = False) -> bool:
 _TEST_PATH = re.compile(r"(^|/)(tests?|benchmarks?|examples?|scripts?)/|(^|/)(test_[^/]*|[^/]*_test|conftest|bench[^/]*)\.py$")
 
 
-def untaken(tree: ast.Module, text: str, relpath: str = "",
-            known: list | tuple = ()) -> list[tuple[int, int, str, bool]]:
+def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
+            truth, segment) -> list[tuple[int, int, str, bool]]:
     """The blocks of the file an NPU host never runs, found through the file's own names, calls
     and exits: (first line, last line, the reason, False), testscopes.untaken_branches' shape.
-    `known`: the blocks testscopes found on its own (functions reached only from them count)."""
-    from .testscopes import _segment
-
+    `known`: the blocks testscopes found on its own (functions reached only from them count);
+    `truth(node)`: a condition's value on an NPU host; `segment(lines, node)`: its source."""
+    _PLAIN[:] = [truth, segment]
     _RECEIVERS.clear()
     _RECEIVERS.update(s.name for s in ast.walk(tree) if isinstance(s, ast.ClassDef))
     lines = text.splitlines(keepends=True)
@@ -333,7 +337,7 @@ def untaken(tree: ast.Module, text: str, relpath: str = "",
     def shown(test: ast.AST, negated: bool) -> str:
         segment = _segment(lines, test)
         segment = f"`not ({segment})`" if negated else f"`{segment}`"
-        if _truth(test, frozenset(), frozenset()) is _unknown():
+        if _truth(test, frozenset(), frozenset()) not in (True, False):
             segment += " (false on an NPU host through this file's own flags and functions)" if not negated else \
                 " (true on an NPU host through this file's own flags and functions)"
         return segment
@@ -379,7 +383,7 @@ def untaken(tree: ast.Module, text: str, relpath: str = "",
     visit(tree.body, module_names)
     out += _skipping_fixture(tree, module_names, functions, lines)
     known = [(b[0], b[1], b[2] if "`" in b[2] else f"`{b[2]}`", b[3]) for b in known if not b[3]]
-    out += _reached_only_from(tree, [*known, *out])
+    out += _reached_only_from(tree, [*known, *out], relpath)
     return out
 
 
@@ -461,8 +465,6 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
 def _skipping_fixture(tree: ast.Module, names: frozenset, functions: frozenset, lines: list) -> list:
     """The tests of a module with an autouse fixture that skips on an NPU host (its body starts
     with `if <true there>: pytest.skip(...)`): every test function and class of the module."""
-    from .testscopes import _segment
-
     for stmt in tree.body:
         if not isinstance(stmt, _FUNCTIONS) or not any(
                 isinstance(d, ast.Call) and _dotted(d.func).rpartition(".")[2] == "fixture"
@@ -480,12 +482,15 @@ def _skipping_fixture(tree: ast.Module, names: frozenset, functions: frozenset, 
     return []
 
 
-def _reached_only_from(tree: ast.Module, blocks: list) -> list:
+def _reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
     """Module-level functions every reference of which sits in a block an NPU host never runs
-    (or in another such function): not tests, never named in a string, referenced at least once."""
+    (or in another such function): not tests, never named in a string, referenced at least once,
+    and private or in a file of tests, benchmarks or examples (no other module should import it)."""
     if not blocks:
         return []
+    public = bool(_TEST_PATH.search(relpath))
     defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.name.startswith("test")
+            and (public or s.name.startswith("_"))
             and all(re.search(r"(^|\.)(cache|lru_cache|cached|wraps)$", _dotted(d.func if isinstance(d, ast.Call) else d))
                     for d in s.decorator_list)}
     refs: dict[str, list[int]] = {name: [] for name in defs}
@@ -527,12 +532,13 @@ def _reached_only_from(tree: ast.Module, blocks: list) -> list:
     return [(*span[name], why, False) for name, why in found.items()]
 
 
-def with_file_facts(tree: ast.Module) -> ast.Module:
+def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     """The tree (a copy, when anything changes) with the file's facts written in, for the skip
     conditions testscopes reads at module level and in decorators (`pytestmark = pytest.mark.
     skipif(not _op_available(), ...)` where `_op_available` returns `hasattr(torch.ops._C, ...)`):
     calls of the file's functions false on an NPU host, and, at module level and in decorators,
-    module names bound once to such a value, become `False`."""
+    module names bound once to such a value, become `False`. `truth`: as for `untaken`."""
+    _PLAIN[0] = truth
     _RECEIVERS.clear()
     _RECEIVERS.update(s.name for s in ast.walk(tree) if isinstance(s, ast.ClassDef))
     functions = _false_functions(tree, frozenset())

@@ -275,7 +275,7 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     tree = _parse(text)
     if tree is None:
         return []
-    tree = reach.with_file_facts(tree)  # (`skipif(not _op_available())`: the file's own functions)
+    tree = reach.with_file_facts(tree, _truth)  # (`skipif(not _op_available())`: the file's own functions)
     scopes: list[tuple[int, int, str]] = []
 
     def show(node: ast.AST) -> str:
@@ -594,7 +594,7 @@ def untaken_branches(text: str, relpath: str = "") -> list[tuple[int, int, str, 
         out.append((first, last, _segment(lines, shown) if shown is not None else f"not ({_segment(lines, test)})",
                     False))
     try:  # what the file's own flags, functions and exits show (reach.py)
-        out += reach.untaken(tree, text, relpath, out)
+        out += reach.untaken(tree, text, relpath, out, _truth, _segment)
     except RecursionError:
         pass
     return out
