@@ -48,6 +48,12 @@ def decide_words() -> str:
     return _table().get("decide_words", "(?!)")
 
 
+@functools.lru_cache(maxsize=None)
+def none_calls() -> frozenset:
+    """Calls whose value is None on an NPU host (rules/scopes.toml [reach] none_calls)."""
+    return frozenset(_table().get("none_calls", ()))
+
+
 def _str(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -106,6 +112,9 @@ def _foreign_os(host: str, value: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- evaluation with the file's facts
+_NONE_MARK = "\0"  # (a name bound to a value None on an NPU host is kept as "\0name" among the names)
+
+
 class _Known(ast.NodeTransformer):
     """A condition with what the file tells about its names: a name bound once to a value false
     on an NPU host, and a call of a function of the file that returns only such values, become
@@ -115,7 +124,11 @@ class _Known(ast.NodeTransformer):
         self.names, self.functions = names, functions
 
     def visit_Name(self, node: ast.Name):
-        return ast.copy_location(ast.Constant(False), node) if node.id in self.names else node
+        if node.id in self.names:
+            return ast.copy_location(ast.Constant(False), node)
+        if _NONE_MARK + node.id in self.names:
+            return ast.copy_location(ast.Constant(None), node)
+        return node
 
     def visit_Call(self, node: ast.Call):
         if _callee(node) in self.functions:
@@ -223,15 +236,22 @@ def _module_nodes(tree: ast.Module):
 
 def _false_names(bindings: dict[str, list], inherited: frozenset, functions: frozenset) -> frozenset:
     """The names of a scope bound once, to a value false on an NPU host (or inherited from the
-    module and not bound here). A constant (`DEBUG = False`) is a setting a user edits, not one."""
-    out = {name for name in inherited if name not in bindings}
+    module and not bound here). A constant (`DEBUG = False`) is a setting a user edits, not one.
+    A name whose value is None there (`cap = current_platform.get_device_capability()`) is kept
+    as `_NONE_MARK + name` (`cap is None` is true there)."""
+    out = {name for name in inherited if name.lstrip(_NONE_MARK) not in bindings}
     changed = True
     while changed:
         changed = False
         for name, values in bindings.items():
-            if name in out or len(values) != 1 or values[0] is None or isinstance(values[0], ast.Constant):
+            if name in out or _NONE_MARK + name in out or len(values) != 1 or values[0] is None \
+                    or isinstance(values[0], ast.Constant):
                 continue
-            if _truth(values[0], frozenset(out), functions) is False:
+            is_none = ast.Compare(left=values[0], ops=[ast.Is()], comparators=[ast.Constant(None)])
+            if _truth(is_none, frozenset(out), functions) is True:
+                out.add(_NONE_MARK + name)
+                changed = True
+            elif _truth(values[0], frozenset(out), functions) is False:
                 out.add(name)
                 changed = True
     return frozenset(out)

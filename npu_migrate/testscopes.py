@@ -88,6 +88,8 @@ def _value(node: ast.AST):
             return False  # torch.xpu.is_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
+        if _dotted(func) in reach.none_calls():
+            return _NONE  # `current_platform.get_device_capability()`: no capability on an NPU host
         absent = _absent_package(name, node)
         if absent is not None:
             return absent

@@ -259,3 +259,29 @@ def test_host_checks_are_decided_as_a_linux_host_answers():
                              'sys.platform == "freebsd"', 'hasattr(torch.ops._C_ascend, "op")',
                              'hasattr(torch.ops._C, name)'):
         assert not false_on_npu(taken_or_unknown), taken_or_unknown
+
+
+def test_module_skip_on_a_capability_read_once(tmp_path):
+    # vLLM's platform object has no capability on an NPU host (None): the module skips there
+    text = '''\
+import pytest
+import torch
+from vllm.platforms import current_platform
+
+device_capability = current_platform.get_device_capability()
+if device_capability is None or device_capability < (9, 0):
+    pytest.skip("needs SM90", allow_module_level=True)
+
+
+def test_graph():
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        torch.relu(torch.ones(2))
+'''
+    findings, skipped = _run(tmp_path, {"tests/test_fp8.py": text})
+    assert not _reported(findings, "tests/test_fp8.py", "NPU202")
+    assert 11 in moot_lines(skipped, "NPU202", "tests/test_fp8.py")
+    # a skip that asks only for an old capability (`< (9, 0)`, unknown with None) still runs the test
+    other = text.replace("device_capability is None or ", "")
+    findings, _skipped = _run(tmp_path / "other", {"tests/test_fp8.py": other})
+    assert _reported(findings, "tests/test_fp8.py", "NPU202").get(11) == "error"
