@@ -440,7 +440,11 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
             if isinstance(node.ctx, ast.Load) and isinstance(parent, ast.Call) and parent.func is node:
                 calls[node.id].append(parent)
             else:
-                escaped.add(node.id)
+                through = _partial_calls(node, parents, enclosing)
+                if through is None:
+                    escaped.add(node.id)
+                else:
+                    calls[node.id] += through
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in defs:
             escaped.add(node.value)
     if sum(len(_bindings(tree).get(name, ())) for name in defs) != len(defs):
@@ -479,6 +483,38 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
                     break
             if ok:
                 out.setdefault(id(function), set()).add(arg.arg)
+    return out
+
+
+def _partial_calls(node: ast.Name, parents: dict, enclosing: dict) -> list | None:
+    """The calls of `f` through `runner = functools.partial(f, a=1)` and `runner(b=2)` in one
+    function (each as one call with the partial's arguments first), or None when the partial
+    goes anywhere else (returned, stored, handed on, bound twice)."""
+    partial = parents.get(id(node))
+    if not (isinstance(partial, ast.Call) and _dotted(partial.func) in ("functools.partial", "partial")
+            and partial.args and partial.args[0] is node):
+        return None
+    assign = parents.get(id(partial))
+    holder = enclosing.get(id(partial))
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)
+            and isinstance(holder, _FUNCTIONS)):
+        return None
+    alias = assign.targets[0].id
+    if len(_bindings(holder).get(alias, ())) != 1:
+        return None
+    out = []
+    for use in _own_nodes(holder):
+        if isinstance(use, ast.Name) and use.id == alias and use is not assign.targets[0]:
+            call = parents.get(id(use))
+            if not (isinstance(use.ctx, ast.Load) and isinstance(call, ast.Call) and call.func is use):
+                return None
+            merged = ast.Call(func=use, args=[*partial.args[1:], *call.args],
+                              keywords=[*partial.keywords, *call.keywords])
+            enclosing[id(merged)] = holder
+            out.append(merged)
+    everywhere = sum(1 for use in ast.walk(holder) if isinstance(use, ast.Name) and use.id == alias)
+    if everywhere != len(out) + 1:
+        return None  # (used in a function or lambda inside: not followed)
     return out
 
 

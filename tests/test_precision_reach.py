@@ -285,3 +285,39 @@ def test_graph():
     other = text.replace("device_capability is None or ", "")
     findings, _skipped = _run(tmp_path / "other", {"tests/test_fp8.py": other})
     assert _reported(findings, "tests/test_fp8.py", "NPU202").get(11) == "error"
+
+
+def test_flag_through_functools_partial(tmp_path):
+    text = '''\
+import functools
+import torch
+from vllm.platforms import current_platform
+
+
+def run_case(fn, a, use_cudagraph=False):
+    if use_cudagraph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(a)
+
+
+def test_case(n):
+    use_cudagraph = current_platform.is_cuda()
+    runner = functools.partial(run_case, a=torch.ones(n))
+    runner(torch.relu, use_cudagraph=use_cudagraph)
+
+
+def run_other(fn, a, capture=False):
+    if capture:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(a)
+
+
+def test_other(n):
+    runner = functools.partial(run_other, a=torch.ones(n))
+    runner(torch.relu, capture=True)
+'''
+    findings, skipped = _run(tmp_path, {"tests/test_partial.py": text})
+    assert 8 in moot_lines(skipped, "NPU202", "tests/test_partial.py")
+    assert _reported(findings, "tests/test_partial.py", "NPU202").get(21) == "error"
