@@ -157,8 +157,10 @@ _PLAIN: list = [lambda node: None, lambda lines, node: ""]
 
 
 def _truth(node: ast.AST, names: frozenset, functions: frozenset):
-    if names or functions:
-        node = _Known(names, functions).visit(copy.deepcopy(node))
+    if (names or functions) and any(
+            (isinstance(n, ast.Name) and (n.id in names or _NONE_MARK + n.id in names))
+            or (isinstance(n, ast.Call) and _callee(n) in functions) for n in ast.walk(node)):
+        node = _Known(names, functions).visit(copy.deepcopy(node))  # (copied only when it matters)
     return _PLAIN[0](node)
 
 
@@ -179,12 +181,72 @@ def _own_nodes(function: ast.AST):
             stack.extend(ast.iter_child_nodes(node))
 
 
+def _own_statements(scope: ast.AST):
+    """The statements (and `except` handlers, `with` items) of a function's or the module's body,
+    nested blocks included, without the bodies of functions and classes inside."""
+    stack = list(scope.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            continue
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            yield from node.items
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend(block)
+
+
+_CACHE: dict = {"bindings": {}, "walrus": True}  # per file (cleared by the entry points)
+
+
+def _start(tree: ast.Module, text: str | None) -> None:
+    """Read the file once: each node's parent, the function holding each call, the names, the
+    string constants, the functions and the classes (one walk: the tree of a large file costs
+    a tenth of a second per walk)."""
+    _CACHE["bindings"] = {}
+    _CACHE["walrus"] = text is None or ":=" in text
+    parents: dict[int, ast.AST] = {}
+    enclosing: dict[int, ast.AST] = {}
+    names: list[ast.Name] = []
+    strings: set[str] = set()
+    defs: dict[str, list] = {}
+    classes: set[str] = set()
+    stack: list = [(tree, tree)]
+    while stack:
+        node, holder = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            if isinstance(child, ast.Name):
+                names.append(child)
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+                strings.add(child.value)
+            elif isinstance(child, ast.Call):
+                enclosing[id(child)] = holder
+            elif isinstance(child, _FUNCTIONS):
+                defs.setdefault(child.name, []).append(child)
+            elif isinstance(child, ast.ClassDef):
+                classes.add(child.name)
+            stack.append((child, child if isinstance(child, _FUNCTIONS) else holder))
+    _CACHE.update(parents=parents, enclosing=enclosing, names=names, strings=strings, defs=defs)
+    _RECEIVERS.clear()
+    _RECEIVERS.update(classes)
+
+
 def _bindings(scope: ast.AST) -> dict[str, list]:
     """{name: the values bound to it} in a scope (a function's body or the module): an
     assignment's value, or None where the binding is of another kind (augmented, a loop or `with`
     target, an import, a `global`, a parameter, a nested def)."""
+    cached = _CACHE["bindings"].get(id(scope))
+    if cached is not None and cached[0] is scope:
+        return cached[1]
     out: dict[str, list] = {}
-    nodes = list(_own_nodes(scope)) if isinstance(scope, (*_FUNCTIONS,)) else list(_module_nodes(scope))
+    if _CACHE["walrus"]:  # (`:=` binds from inside an expression: every node is read)
+        nodes = list(_own_nodes(scope)) if isinstance(scope, _FUNCTIONS) else list(_module_nodes(scope))
+    else:
+        nodes = list(_own_statements(scope))
+    _CACHE["bindings"][id(scope)] = (scope, out)
     for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -262,10 +324,7 @@ def _false_functions(tree: ast.Module, module_names: frozenset) -> frozenset:
     values false on an NPU host: each `return` has a value, false there, and the body ends with a
     `return` or `raise` (no implicit None: `f() is None` would be misread), or the body starts
     with an exit an NPU host takes that returns such a value."""
-    defs: dict[str, list] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, _FUNCTIONS):
-            defs.setdefault(node.name, []).append(node)
+    defs: dict[str, list] = _CACHE["defs"]
     found: set[str] = set()
     for _ in range(3):
         before = len(found)
@@ -279,23 +338,24 @@ def _false_functions(tree: ast.Module, module_names: frozenset) -> frozenset:
 
 def _returns_false(function: ast.AST, module_names: frozenset, functions: frozenset) -> bool:
     body = _without_docstring(function.body)
-    if not body or any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function)):
+    if not body or any(isinstance(d, ast.Name) and d.id == "property" for d in function.decorator_list):
         return False
-    if any(isinstance(d, ast.Name) and d.id == "property" for d in function.decorator_list):
+    guard = body[0]
+    guarded = (isinstance(guard, ast.If) and not guard.orelse and isinstance(guard.body[-1], ast.Return)
+               and guard.body[-1].value is not None)
+    returns = [n for n in _own_statements(function) if isinstance(n, ast.Return)]
+    # (a stub that returns a constant is not an NPU fact: a subclass elsewhere may answer otherwise)
+    plain = (isinstance(body[-1], (ast.Return, ast.Raise)) and any(not isinstance(r.value, ast.Constant) for r in returns)
+             and all(r.value is not None for r in returns))
+    if not guarded and not plain:
+        return False
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function)):
         return False
     names = _false_names(_bindings(function), module_names, functions)
-    guard = body[0]
-    if (isinstance(guard, ast.If) and not guard.orelse and isinstance(guard.body[-1], ast.Return)
-            and guard.body[-1].value is not None
-            and _truth(guard.test, names, functions) is True
-            and _truth(guard.body[-1].value, names, functions) is False):
+    if guarded and _truth(guard.test, names, functions) is True \
+            and _truth(guard.body[-1].value, names, functions) is False:
         return True
-    if not isinstance(body[-1], (ast.Return, ast.Raise)):
-        return False
-    returns = [n for n in _own_nodes(function) if isinstance(n, ast.Return)]
-    # (a stub that returns a constant is not an NPU fact: a subclass elsewhere may answer otherwise)
-    return bool(returns) and any(not isinstance(r.value, ast.Constant) for r in returns) and all(
-        r.value is not None and _truth(r.value, names, functions) is False for r in returns)
+    return plain and all(_truth(r.value, names, functions) is False for r in returns)
 
 
 def _without_docstring(body: list) -> list:
@@ -339,8 +399,7 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     `known`: the blocks testscopes found on its own (functions reached only from them count);
     `truth(node)`: a condition's value on an NPU host; `segment(lines, node)`: its source."""
     _PLAIN[:] = [truth, segment]
-    _RECEIVERS.clear()
-    _RECEIVERS.update(s.name for s in ast.walk(tree) if isinstance(s, ast.ClassDef))
+    _start(tree, text)
     lines = text.splitlines(keepends=True)
     module_bindings = _bindings(tree)
     functions = _false_functions(tree, frozenset())
@@ -422,20 +481,11 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
     if not defs:
         return {}
     calls: dict[str, list] = {name: [] for name in defs}
-    escaped: set[str] = set()
-    parents: dict[int, ast.AST] = {}
-    enclosing: dict[int, ast.AST] = {}  # id(call) -> the function holding it (or the module)
-
-    def walk(node: ast.AST, holder: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-            if isinstance(child, ast.Call):
-                enclosing[id(child)] = holder
-            walk(child, child if isinstance(child, _FUNCTIONS) else holder)
-
-    walk(tree, tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in defs:
+    escaped: set[str] = set(defs) & _CACHE["strings"]
+    parents: dict[int, ast.AST] = _CACHE["parents"]
+    enclosing: dict[int, ast.AST] = dict(_CACHE["enclosing"])  # id(call) -> the function holding it (or the module)
+    for node in _CACHE["names"]:
+        if node.id in defs:
             parent = parents.get(id(node))
             if isinstance(node.ctx, ast.Load) and isinstance(parent, ast.Call) and parent.func is node:
                 calls[node.id].append(parent)
@@ -445,8 +495,6 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
                     escaped.add(node.id)
                 else:
                     calls[node.id] += through
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in defs:
-            escaped.add(node.value)
     if sum(len(_bindings(tree).get(name, ())) for name in defs) != len(defs):
         escaped |= {name for name in defs if len(_bindings(tree).get(name, ())) != 1}
     out: dict[int, set[str]] = {}
@@ -550,14 +598,11 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
             and all(re.search(r"(^|\.)(cache|lru_cache|cached|wraps)$", _dotted(d.func if isinstance(d, ast.Call) else d))
                     for d in s.decorator_list)}
     refs: dict[str, list[int]] = {name: [] for name in defs}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in refs:
-            if isinstance(node.ctx, ast.Load):
-                refs[node.id].append(node.lineno)
-            else:
-                refs[node.id].append(0)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in refs:
-            refs[node.value].append(0)
+    for node in _CACHE["names"]:
+        if node.id in refs:
+            refs[node.id].append(node.lineno if isinstance(node.ctx, ast.Load) else 0)
+    for name in set(refs) & _CACHE["strings"]:
+        refs[name].append(0)
     span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
             for name, d in defs.items()}
     found: dict[str, str] = {}
@@ -595,8 +640,7 @@ def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     calls of the file's functions false on an NPU host, and, at module level and in decorators,
     module names bound once to such a value, become `False`. `truth`: as for `untaken`."""
     _PLAIN[0] = truth
-    _RECEIVERS.clear()
-    _RECEIVERS.update(s.name for s in ast.walk(tree) if isinstance(s, ast.ClassDef))
+    _start(tree, None)
     functions = _false_functions(tree, frozenset())
     names = _false_names(_bindings(tree), frozenset(), functions)
     functions = _false_functions(tree, names) | functions
