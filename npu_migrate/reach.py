@@ -27,6 +27,7 @@ evaluation asks it first. Nothing here changes what is rewritten.
 from __future__ import annotations
 
 import ast
+import bisect
 import copy
 import functools
 import re
@@ -202,17 +203,40 @@ _CACHE: dict = {"bindings": {}, "walrus": True}  # per file (cleared by the entr
 
 
 def _start(tree: ast.Module, text: str | None) -> None:
-    """Read the file once: each node's parent, the function holding each call, the names, the
-    string constants, the functions and the classes (one walk: the tree of a large file costs
-    a tenth of a second per walk)."""
+    """Start on a file: its functions and classes, from its statements (the expressions are
+    read once, later, and only when needed: `_index`)."""
     _CACHE["bindings"] = {}
     _CACHE["walrus"] = text is None or ":=" in text
+    _CACHE["tree"], _CACHE["indexed"] = tree, False
+    defs: dict[str, list] = {}
+    classes: set[str] = set()
+    stack: list = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCTIONS):
+            defs.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.ClassDef):
+            classes.add(node.name)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend(block)
+    _CACHE["defs"] = defs
+    _RECEIVERS.clear()
+    _RECEIVERS.update(classes)
+
+
+def _index() -> dict:
+    """The file read once, expressions included: each node's parent, the function holding each
+    call, the names and the string constants (one walk: a large file's tree costs a tenth of a
+    second per walk)."""
+    if _CACHE["indexed"]:
+        return _CACHE
+    tree = _CACHE["tree"]
     parents: dict[int, ast.AST] = {}
     enclosing: dict[int, ast.AST] = {}
     names: list[ast.Name] = []
     strings: set[str] = set()
-    defs: dict[str, list] = {}
-    classes: set[str] = set()
     stack: list = [(tree, tree)]
     while stack:
         node, holder = stack.pop()
@@ -224,14 +248,9 @@ def _start(tree: ast.Module, text: str | None) -> None:
                 strings.add(child.value)
             elif isinstance(child, ast.Call):
                 enclosing[id(child)] = holder
-            elif isinstance(child, _FUNCTIONS):
-                defs.setdefault(child.name, []).append(child)
-            elif isinstance(child, ast.ClassDef):
-                classes.add(child.name)
             stack.append((child, child if isinstance(child, _FUNCTIONS) else holder))
-    _CACHE.update(parents=parents, enclosing=enclosing, names=names, strings=strings, defs=defs)
-    _RECEIVERS.clear()
-    _RECEIVERS.update(classes)
+    _CACHE.update(parents=parents, enclosing=enclosing, names=names, strings=strings, indexed=True)
+    return _CACHE
 
 
 def _bindings(scope: ast.AST) -> dict[str, list]:
@@ -349,13 +368,14 @@ def _returns_false(function: ast.AST, module_names: frozenset, functions: frozen
              and all(r.value is not None for r in returns))
     if not guarded and not plain:
         return False
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function)):
-        return False
     names = _false_names(_bindings(function), module_names, functions)
     if guarded and _truth(guard.test, names, functions) is True \
             and _truth(guard.body[-1].value, names, functions) is False:
-        return True
-    return plain and all(_truth(r.value, names, functions) is False for r in returns)
+        pass
+    elif not (plain and all(_truth(r.value, names, functions) is False for r in returns)):
+        return False
+    # (a generator or coroutine function returns an object, not its `return` value)
+    return not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function))
 
 
 def _without_docstring(body: list) -> list:
@@ -393,19 +413,28 @@ _TEST_PATH = re.compile(r"(^|/)(tests?|benchmarks?|examples?|scripts?)/|(^|/)(te
 
 
 def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
-            truth, segment) -> list[tuple[int, int, str, bool]]:
+            truth, segment, interest: set | None = None) -> list[tuple[int, int, str, bool]]:
     """The blocks of the file an NPU host never runs, found through the file's own names, calls
     and exits: (first line, last line, the reason, False), testscopes.untaken_branches' shape.
     `known`: the blocks testscopes found on its own (functions reached only from them count);
-    `truth(node)`: a condition's value on an NPU host; `segment(lines, node)`: its source."""
+    `truth(node)`: a condition's value on an NPU host; `segment(lines, node)`: its source;
+    `interest`: the lines of the findings the blocks are for (None: every line). Only the code
+    that holds one, or calls a function that does, is read (a large file has hundreds of
+    functions: evaluating every binding of each costs seconds)."""
     _PLAIN[:] = [truth, segment]
     _start(tree, text)
     lines = text.splitlines(keepends=True)
+    wanted = None if interest is None else _interest(tree, text, set(interest))
+
+    def holds(first: int, last: int) -> bool:
+        return wanted is None or any(first <= line <= last for line in wanted)
+
     module_bindings = _bindings(tree)
     functions = _false_functions(tree, frozenset())
     module_names = _false_names(module_bindings, frozenset(), functions)
-    functions = _false_functions(tree, module_names) | functions
-    flags = _false_parameters(tree, relpath, module_names, functions)
+    if module_names:
+        functions = _false_functions(tree, module_names) | functions
+    flags = _false_parameters(tree, relpath, module_names, functions, holds)
     out: list[tuple[int, int, str, bool]] = []
 
     def scope_names(function) -> frozenset:
@@ -421,10 +450,15 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
                 " (true on an NPU host through this file's own flags and functions)"
         return segment
 
-    def blocks(body: list, names: frozenset) -> None:
-        """`if` statements whose test is decided, and exits an NPU host takes, in one block."""
+    def blocks(body: list, names) -> None:
+        """`if` statements whose test is decided, and exits an NPU host takes, in one block.
+        `names`: the scope's false names, or a function that computes them (once, when needed)."""
         for index, stmt in enumerate(body):
+            if not holds(stmt.lineno, _end(body)):
+                return  # (nothing of interest from here on in this block)
             if isinstance(stmt, ast.If):
+                if callable(names):
+                    names = names()
                 truth = _truth(stmt.test, names, functions)
                 if truth is False:
                     out.append((stmt.body[0].lineno, _end(stmt.body), shown(stmt.test, False), False))
@@ -445,7 +479,9 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     def visit(body: list, names: frozenset) -> None:
         for stmt in body:
             if isinstance(stmt, _FUNCTIONS):
-                own = scope_names(stmt)
+                if not holds(stmt.lineno, stmt.end_lineno or stmt.lineno):
+                    continue
+                own = functools.lru_cache(maxsize=1)(functools.partial(scope_names, stmt))
                 blocks(stmt.body, own)
                 visit(stmt.body, own)
             elif isinstance(stmt, ast.ClassDef):
@@ -462,8 +498,27 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     visit(tree.body, module_names)
     out += _skipping_fixture(tree, module_names, functions, lines)
     known = [(b[0], b[1], b[2] if "`" in b[2] else f"`{b[2]}`", b[3]) for b in known if not b[3]]
-    out += _reached_only_from(tree, [*known, *out], relpath)
+    out += _reached_only_from(tree, [*known, *out], relpath, holds)
     return out
+
+
+def _interest(tree: ast.Module, text: str, lines: set[int]) -> set[int]:
+    """The lines worth reading: `lines`, and the lines that name a module-level function that
+    holds one of them (and the functions that call those: a few rounds; a text search)."""
+    spans = [(s.name, s.lineno, s.end_lineno or s.lineno) for s in tree.body if isinstance(s, _FUNCTIONS)]
+    taken: set[str] = set()
+    starts = None
+    for _ in range(4):
+        names = {name for name, first, last in spans if name not in taken
+                 and any(first <= line <= last for line in lines)}
+        if not names:
+            break
+        taken |= names
+        if starts is None:
+            starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        for match in re.finditer(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", text):
+            lines.add(bisect.bisect_right(starts, match.start()))
+    return lines
 
 
 def _end(body: list) -> int:
@@ -471,20 +526,21 @@ def _end(body: list) -> int:
 
 
 def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
-                      functions: frozenset) -> dict[int, set[str]]:
+                      functions: frozenset, holds=lambda first, last: True) -> dict[int, set[str]]:
     """{id(function): its parameters false on an NPU host at every call}: a module-level function
     (not a test, not decorated) whose name is only ever called in the file, never handed on, and
     every call leaves the parameter at a false default or passes a value false there. Only where
     no other file should call it: a private name, or a file of tests, benchmarks or examples."""
     defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.decorator_list
-            and not s.name.startswith("test") and (s.name.startswith("_") or _TEST_PATH.search(relpath))}
+            and not s.name.startswith("test") and (s.name.startswith("_") or _TEST_PATH.search(relpath))
+            and holds(s.lineno, s.end_lineno or s.lineno) and _tests_a_parameter(s)}
     if not defs:
         return {}
     calls: dict[str, list] = {name: [] for name in defs}
-    escaped: set[str] = set(defs) & _CACHE["strings"]
-    parents: dict[int, ast.AST] = _CACHE["parents"]
-    enclosing: dict[int, ast.AST] = dict(_CACHE["enclosing"])  # id(call) -> the function holding it (or the module)
-    for node in _CACHE["names"]:
+    escaped: set[str] = set(defs) & _index()["strings"]
+    parents: dict[int, ast.AST] = _index()["parents"]
+    enclosing: dict[int, ast.AST] = dict(_index()["enclosing"])  # id(call) -> the function holding it (or the module)
+    for node in _index()["names"]:
         if node.id in defs:
             parent = parents.get(id(node))
             if isinstance(node.ctx, ast.Load) and isinstance(parent, ast.Call) and parent.func is node:
@@ -532,6 +588,14 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
             if ok:
                 out.setdefault(id(function), set()).add(arg.arg)
     return out
+
+
+def _tests_a_parameter(function: ast.AST) -> bool:
+    """Whether an `if` of the function (its own) names one of its parameters in its test."""
+    args = function.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    return any(isinstance(stmt, ast.If) and any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(stmt.test))
+               for stmt in _own_statements(function))
 
 
 def _partial_calls(node: ast.Name, parents: dict, enclosing: dict) -> list | None:
@@ -586,7 +650,7 @@ def _skipping_fixture(tree: ast.Module, names: frozenset, functions: frozenset, 
     return []
 
 
-def _reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
+def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambda first, last: True) -> list:
     """Module-level functions every reference of which sits in a block an NPU host never runs
     (or in another such function): not tests, never named in a string, referenced at least once,
     and private or in a file of tests, benchmarks or examples (no other module should import it)."""
@@ -594,14 +658,16 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
         return []
     public = bool(_TEST_PATH.search(relpath))
     defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.name.startswith("test")
-            and (public or s.name.startswith("_"))
+            and (public or s.name.startswith("_")) and holds(s.lineno, s.end_lineno or s.lineno)
             and all(re.search(r"(^|\.)(cache|lru_cache|cached|wraps)$", _dotted(d.func if isinstance(d, ast.Call) else d))
                     for d in s.decorator_list)}
+    if not defs:
+        return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
-    for node in _CACHE["names"]:
+    for node in _index()["names"]:
         if node.id in refs:
             refs[node.id].append(node.lineno if isinstance(node.ctx, ast.Load) else 0)
-    for name in set(refs) & _CACHE["strings"]:
+    for name in set(refs) & _index()["strings"]:
         refs[name].append(0)
     span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
             for name, d in defs.items()}

@@ -564,11 +564,12 @@ def _is_type_checking(test: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def untaken_branches(text: str, relpath: str = "") -> list[tuple[int, int, str, bool]]:
+def untaken_branches(text: str, relpath: str = "", interest: set | None = None) -> list[tuple[int, int, str, bool]]:
     """(first line, last line, the condition's source, type-checking only) of the blocks an NPU
     host never runs: the body of `if TYPE_CHECKING:` (no host runs it), of an `if` whose test is
     false there (`if _is_hip:`, `if current_platform.is_rocm():`, `if torch.version.cuda:`), and
-    the `else` of one whose test is true there. Tests the migration rewrites
+    the `else` of one whose test is true there (and what reach.py shows from the file's own
+    flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
     if "if " not in text:
         return []
@@ -596,7 +597,7 @@ def untaken_branches(text: str, relpath: str = "") -> list[tuple[int, int, str, 
         out.append((first, last, _segment(lines, shown) if shown is not None else f"not ({_segment(lines, test)})",
                     False))
     try:  # what the file's own flags, functions and exits show (reach.py)
-        out += reach.untaken(tree, text, relpath, out, _truth, _segment)
+        out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
     except RecursionError:
         pass
     return out
@@ -656,7 +657,7 @@ def review_untaken_branches(findings: list[Finding], text: str,
     reported = {f.line for f in findings if not f.fixable and f.cell is None}
     if not reported or not (_may_decide(text) or _in_type_checking_block(text, reported)):
         return findings, []
-    branches = untaken_branches(text, relpath)
+    branches = untaken_branches(text, relpath, reported)
     if not branches:
         return findings, []
     out, scopes = [], []
