@@ -562,7 +562,10 @@ def _false_parameters(tree: ast.Module, relpath: str, module_names: frozenset,
         positional = [*args.posonlyargs, *args.args]
         defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
         defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        own = _bindings(function)
         for index, arg in enumerate([*positional, *args.kwonlyargs]):
+            if len(own.get(arg.arg, ())) != 1:
+                continue  # (rebound in the function: `flag = flag or force`)
             default = defaults.get(arg.arg)
             false_default = default is not None and isinstance(default, ast.Constant) and not default.value
             ok = True

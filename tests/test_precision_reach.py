@@ -93,6 +93,12 @@ def serve(fn):
     findings, skipped = _run(tmp_path, {"pkg/serve.py": text})
     assert not moot_lines(skipped, "NPU202", "pkg/serve.py")
     assert _reported(findings, "pkg/serve.py", "NPU202").get(7) == "error"
+    # a flag false at every call but rebound in the function is not followed
+    rebound = text.replace("    if use_graph:\n", "    use_graph = use_graph or fn.force\n    if use_graph:\n").replace(
+        "    _run(fn, use_graph=True)\n", "")
+    findings, skipped = _run(tmp_path / "rebound", {"pkg/serve.py": rebound})
+    assert not moot_lines(skipped, "NPU202", "pkg/serve.py")
+    assert _reported(findings, "pkg/serve.py", "NPU202").get(8) == "error"
 
 
 def test_early_exit_and_the_helpers_only_it_reaches(tmp_path):
