@@ -144,7 +144,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
             findings = kernels.review(findings, text, result)  # NPU910/NPU913 by what the file does with them
             findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
-            findings, typing_only = review_untaken_branches(findings, text)
+            findings, typing_only = review_untaken_branches(findings, text, relpath)
             findings = drop_untaken_gates(findings, text)
             findings = drop_python_extensions(findings, text, relpath, options.python_modules,
                                               options.first_party)

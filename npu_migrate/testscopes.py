@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, catalogue
+from . import astcache, catalogue, reach
 from .findings import Finding
 
 
@@ -49,6 +49,9 @@ _dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 
 def _value(node: ast.AST):
     """The value of `node` on an NPU host: True, False, _NONE or _UNKNOWN."""
+    known = reach.known_value(node)  # (a CUDA build's custom ops, Windows and macOS checks)
+    if known is not None:
+        return known
     if isinstance(node, ast.Constant):
         return _NONE if node.value is None else bool(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -85,6 +88,8 @@ def _value(node: ast.AST):
             return False  # torch.xpu.is_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
+        if _dotted(func) in reach.none_calls():
+            return _NONE  # `current_platform.get_device_capability()`: no capability on an NPU host
         absent = _absent_package(name, node)
         if absent is not None:
             return absent
@@ -229,7 +234,8 @@ def _may_decide_re() -> re.Pattern:
     return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|\b({calls})\."
                       rf"|find_spec\(\s*[\"']({absent})\b"
                       rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)"
-                      rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b", re.IGNORECASE)
+                      rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b"
+                      rf"|{reach.decide_words()}", re.IGNORECASE)
 
 
 def _may_decide(text: str) -> bool:
@@ -272,6 +278,7 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     tree = _parse(text)
     if tree is None:
         return []
+    tree = reach.with_file_facts(tree, _truth)  # (`skipif(not _op_available())`: the file's own functions)
     scopes: list[tuple[int, int, str]] = []
 
     def show(node: ast.AST) -> str:
@@ -558,11 +565,12 @@ def _is_type_checking(test: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
+def untaken_branches(text: str, relpath: str = "", interest: set | None = None) -> list[tuple[int, int, str, bool]]:
     """(first line, last line, the condition's source, type-checking only) of the blocks an NPU
     host never runs: the body of `if TYPE_CHECKING:` (no host runs it), of an `if` whose test is
     false there (`if _is_hip:`, `if current_platform.is_rocm():`, `if torch.version.cuda:`), and
-    the `else` of one whose test is true there. Tests the migration rewrites
+    the `else` of one whose test is true there (and what reach.py shows from the file's own
+    flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
     if "if " not in text:
         return []
@@ -589,6 +597,10 @@ def untaken_branches(text: str) -> list[tuple[int, int, str, bool]]:
         shown = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
         out.append((first, last, _segment(lines, shown) if shown is not None else f"not ({_segment(lines, test)})",
                     False))
+    try:  # what the file's own flags, functions and exits show (reach.py)
+        out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
+    except RecursionError:
+        pass
     return out
 
 
@@ -638,14 +650,15 @@ def _segment(lines: list[str], node: ast.AST) -> str:
     return text if len(text) <= 70 else text[:67] + "..."
 
 
-def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Finding], list[tuple[int, int, str]]]:
+def review_untaken_branches(findings: list[Finding], text: str,
+                            relpath: str = "") -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """(findings, skipped scopes): report-only findings under `if TYPE_CHECKING:` go (the block
     is named as a skipped scope: type checkers read it, no host runs it); those in a branch an
     NPU host never takes are lowered to info, with the condition."""
     reported = {f.line for f in findings if not f.fixable and f.cell is None}
     if not reported or not (_may_decide(text) or _in_type_checking_block(text, reported)):
         return findings, []
-    branches = untaken_branches(text)
+    branches = untaken_branches(text, relpath, reported)
     if not branches:
         return findings, []
     out, scopes = [], []
@@ -659,8 +672,9 @@ def review_untaken_branches(findings: list[Finding], text: str) -> tuple[list[Fi
                     scopes.append(scope)
                 continue
             if branch is not None and finding.severity != "info":
+                why = branch[2] if "`" in branch[2] else f"`{branch[2]}`"  # (reach.py's reasons quote their code)
                 finding = replace(finding, severity="info",
-                                  message=f"{finding.message} (in a branch an NPU host does not take: `{branch[2]}`)")
+                                  message=f"{finding.message} (in a branch an NPU host does not take: {why})")
         out.append(finding)
     return out, scopes
 
