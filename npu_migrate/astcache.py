@@ -30,3 +30,21 @@ def dotted(node: ast.AST, strict: bool = False) -> Optional[str]:
     elif strict:
         return None
     return ".".join(reversed(parts))
+
+
+def walk_statements(tree: ast.Module, blocks: dict | None = None):
+    """Every statement of the file, nested blocks included, without walking expressions;
+    `blocks`, when given, gets id(statement) -> id(the list of statements that holds it)."""
+    stack: list = [tree]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.stmt):
+            yield current
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(current, field, None)
+            if isinstance(block, list):
+                children = [child for child in block if isinstance(child, (ast.stmt, ast.excepthandler,
+                                                                            ast.match_case))]
+                if blocks is not None:
+                    blocks.update((id(child), id(block)) for child in children)
+                stack.extend(children)

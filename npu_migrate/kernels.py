@@ -145,17 +145,6 @@ def _in_skipped_tests(findings: list[Finding], text: str) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------- Triton
-def _dotted(node: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 def _is_triton(module: str) -> bool:
     return module == "triton" or module.startswith("triton.")
 
@@ -191,11 +180,11 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                name = _dotted(target) or ""
+                name = astcache.dotted(target, strict=True) or ""
                 if name.split(".")[0] in bound:
                     return False  # a kernel (or a decorator of Triton's)
         if isinstance(node, (ast.Attribute, ast.Name)):
-            name = _dotted(node)
+            name = astcache.dotted(node, strict=True)
             if name is not None and name.split(".")[0] in bound:
                 head, _, rest = name.partition(".")
                 qual = bound[head] + ("." + rest if rest else "")
@@ -275,7 +264,7 @@ def _in_tests(created: list[Finding], text: str) -> list[Finding]:
 
 # ---------------------------------------------------------------------------------- FP8
 def _called(node: ast.Call) -> str:
-    return (_dotted(node.func) or "").rsplit(".", 1)[-1]
+    return (astcache.dotted(node.func, strict=True) or "").rsplit(".", 1)[-1]
 
 
 def _fp8_calls(tree: ast.AST) -> list[ast.Call]:

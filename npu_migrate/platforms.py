@@ -43,6 +43,7 @@ from typing import Callable, Optional
 from . import catalogue
 from .findings import Finding
 from .model import FileResult
+from .wholeprogram import result_bytes
 
 OTHER_PLATFORM = "another platform's code"
 CUDA_VARIANT = "the CUDA variant beside"
@@ -199,19 +200,6 @@ def _lower(result: FileResult, reason: str, covered: Callable[[str], bool]) -> F
     return dataclasses.replace(result, findings=findings) if changed else result
 
 
-def _text(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
-    if result.original is not None:
-        return result.original
-    path = paths.get(result.relpath)
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) -> list[FileResult]:
     """Lower the report-only findings of other platforms' code and of CUDA variant folders to
     info with their reason; fold the NPU706 findings of config files (see the module docstring)."""
@@ -223,7 +211,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             continue
         why = path_platform(result.relpath)
         if why is None and result.relpath.endswith(".py"):
-            data = _text(result, paths)
+            data = result_bytes(result, paths)
             why = content_platform(data) if data else None
         if why is not None:
             out[i] = _lower(result, f"{OTHER_PLATFORM} {why}", lambda rel: path_platform(rel) is not None)
@@ -335,7 +323,7 @@ def fold_config_devices(results: list[FileResult], paths: dict[str, str]) -> lis
         files = sorted({results[i].relpath for i, _f in members})
         if texts is None:
             texts = {r.relpath: t for r in results if r.relpath.endswith(".py")
-                     for t in [_text(r, paths)] if t and b"device" in t}
+                     for t in [result_bytes(r, paths)] if t and b"device" in t}
             resolvers = _resolvers(texts)
         resolver = device_resolver(texts, key, resolvers)
         if len(files) < 2 and resolver is None:

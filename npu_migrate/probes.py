@@ -101,30 +101,12 @@ def _probe_statement(stmt: ast.stmt) -> bool:
     return False
 
 
-def _walk_statements(tree: ast.Module, blocks: dict | None = None):
-    """Every statement of the file, nested blocks included, without walking expressions;
-    `blocks`, when given, gets id(statement) -> id(the list of statements that holds it)."""
-    stack: list = [tree]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, ast.stmt):
-            yield current
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(current, field, None)
-            if isinstance(block, list):
-                children = [child for child in block if isinstance(child, (ast.stmt, ast.excepthandler,
-                                                                            ast.match_case))]
-                if blocks is not None:
-                    blocks.update((id(child), id(block)) for child in children)
-                stack.extend(children)
-
-
 def probe_tries(tree: ast.Module) -> list[tuple[ast.Try, list]]:
     """Every guarded probe, with its import statements: a `try` that catches ImportError (or
     ModuleNotFoundError, Exception, a bare `except`) whose body only imports, sets flags, returns
     what it read, logs or registers."""
     found = []
-    for stmt in _walk_statements(tree):
+    for stmt in astcache.walk_statements(tree):
         if not isinstance(stmt, ast.Try) or not any(map(_catches_import_error, stmt.handlers)):
             continue
         if all(map(_probe_statement, stmt.body + stmt.orelse)):  # (`else:` runs when it imported)
@@ -253,7 +235,7 @@ def drop_python_extensions(findings: list[Finding], text: str, relpath: str, mod
     if tree is None:
         return findings
     imports = {}
-    for stmt in _walk_statements(tree):
+    for stmt in astcache.walk_statements(tree):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             imports.setdefault(stmt.lineno, stmt)
     out = []
@@ -310,7 +292,7 @@ def fold_repeated_imports(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     statements = {}
     blocks: dict[int, int] = {}
-    for stmt in _walk_statements(tree, blocks):
+    for stmt in astcache.walk_statements(tree, blocks):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             statements.setdefault(stmt.lineno, stmt)
     names: dict[str, Finding] = {}  # local name -> the import finding that binds it

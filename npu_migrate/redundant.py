@@ -42,19 +42,6 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
-def _walk_statements(tree: ast.Module):
-    """Every statement of the file, nested blocks included, without walking expressions."""
-    stack: list = [tree]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, ast.stmt):
-            yield current
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            block = getattr(current, field, None)
-            if isinstance(block, list):
-                stack.extend(c for c in block if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
-
-
 def _ours(finding: Finding) -> bool:
     return not finding.fixable and finding.cell is None
 
@@ -215,7 +202,7 @@ def _guarded_spans(tree: ast.Module, line: int, column: int) -> list[tuple[int, 
     """Line spans of the branch the CUDA check at (line, column) guards: the body of the `if`
     whose test is true only with the check, or the `else` of one true only without it."""
     spans = []
-    for stmt in _walk_statements(tree):
+    for stmt in astcache.walk_statements(tree):
         if not isinstance(stmt, ast.If) or not _within(stmt.test, line, column):
             continue
         polarity = _polarity(stmt.test, line, column)
@@ -251,7 +238,7 @@ def _units(tree: ast.Module) -> list[tuple[int, int]]:
     compound one its header (an `if`'s test, a `for`'s target and iterable, a `with`'s items) and
     each decorator."""
     spans = []
-    for stmt in _walk_statements(tree):
+    for stmt in astcache.walk_statements(tree):
         parts: list[ast.AST] = []
         if isinstance(stmt, (ast.If, ast.While)):
             parts = [stmt.test]
@@ -278,7 +265,7 @@ def _small_blocks(tree: ast.Module) -> list[tuple[int, int]]:
     """Line spans of the short `if` (and `else`) blocks of simple statements: `default =
     torch.version.cuda` then `version = os.environ.get("CUDA_VERSION", default)` is one probe."""
     spans = []
-    for stmt in _walk_statements(tree):
+    for stmt in astcache.walk_statements(tree):
         if isinstance(stmt, ast.If):
             for block in (stmt.body, stmt.orelse):
                 if 1 < len(block) <= SMALL_BLOCK and not any(hasattr(s, "body") for s in block):

@@ -208,7 +208,8 @@ def _false_blocks(data: bytes) -> list[tuple[int, int, str]]:
     return found
 
 
-def _text(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
+def result_bytes(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
+    """The file's bytes: from the result, or read again from its path (None when unreadable)."""
     if result.original is not None:
         return result.original
     path = paths.get(result.relpath)
@@ -244,7 +245,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     targets = [i for i in python if any(_lowerable(f) for f in results[i].findings)]
     if not targets and not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
-    texts = {i: _text(results[i], paths) for i in python}
+    texts = {i: result_bytes(results[i], paths) for i in python}
     facts: dict[int, dict] = {}
 
     def facts_of(i: int) -> dict:
