@@ -34,12 +34,22 @@ PHRASES = (
     "overridden for NPU by",
     "the project builds `",
     "documentation example in the Markdown",
+    # guarded optional imports (probes.py, fallbacks.py): the import fails on an NPU host
+    "optional import used for type checks",
+    "guarded import read only by type checks and registrations",
+    "in a test skipped where the package is missing",
+)
+
+# Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
+# for no work (a CUDA host still reads it). Named scopes too, with their own prefix.
+NO_EFFECT = (
+    "a CUDA runtime switch with no effect on an NPU host",
 )
 
 
 def _reason(message: str) -> str | None:
     """The parenthesised reason of a moot finding's message, without the parentheses, or None."""
-    for phrase in PHRASES:
+    for phrase in (*PHRASES, *NO_EFFECT):
         at = message.find(phrase)
         if at <= 0 or message[at - 1] != "(":
             continue
@@ -71,7 +81,8 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
                 kept.append(finding)
                 continue
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
-            scope = (min(lines), max(lines), f"not run on an NPU host ({finding.code}): {reason}")
+            what = "no effect on an NPU host" if reason.startswith(NO_EFFECT) else "not run on an NPU host"
+            scope = (min(lines), max(lines), f"{what} ({finding.code}): {reason}")
             if scope not in scopes:
                 scopes.append(scope)
         if scopes:
