@@ -29,7 +29,18 @@ import ast
 from dataclasses import replace
 
 from .findings import Finding
-from .probes import GUARDED, TYPE_CHECKS, _bound, _catches_import_error, _dotted, _parse, _walk_statements
+from .probes import (
+    GUARDED,
+    TYPE_CHECKS,
+    _IMPORT_MESSAGE,
+    _bound,
+    _catches_import_error,
+    _dotted,
+    _parse,
+    _per_file,
+    _probe_statement,
+    _walk_statements,
+)
 
 FALLBACK = ("guarded import with a fallback: where the package is missing, as on an NPU host, "
             "the `except` branch runs instead; review that fallback")
@@ -37,13 +48,24 @@ TYPE_ONLY = ("guarded import read only by type checks and registrations: "
              "nothing of the package runs on an NPU host, where the import fails")
 SKIPPED_TEST = "in a test skipped where the package is missing, as on an NPU host"
 
-# codes of a CUDA-only package's import or use (flash-attn, apex, Triton, extensions, bitsandbytes,
-# xformers, leftovers naming the package): the ones a fallback `try` body can hold
-PACKAGE_CODES = frozenset({"NPU502", "NPU503", "NPU902", "NPU910", "NPU911", "NPU914", "NPU915", "NPU990"})
+# codes of the uses of a package an NPU host lacks (flash-attn, apex, compiled extensions,
+# bitsandbytes, xformers): inside a fallback `try` body they run only where the import worked.
+# Not Triton: triton-ascend installs `triton` on an NPU host, so its `try` body runs there.
+PACKAGE_CODES = frozenset({"NPU502", "NPU503", "NPU902", "NPU911", "NPU914", "NPU915"})
+# packages an NPU host may have under the same name: their `except` branch may not run there
+PRESENT_ON_NPU = frozenset({"triton"})
 
 _SKIPS = frozenset({"skip", "SkipTest", "skipTest"})
 _EXITS = frozenset({"exit", "_exit", "quit", "abort"})
 _QUIET_HANDLER = frozenset({"print", "warn", "warning", "info", "debug", "error", "exception", "log"})
+
+
+def _top(stmt: ast.stmt) -> str:
+    """The top-level package an import statement reads (`flash_attn` of `from flash_attn.cute
+    import f`); "" for a relative import."""
+    if isinstance(stmt, ast.ImportFrom):
+        return "" if stmt.level else (stmt.module or "").split(".")[0]
+    return stmt.names[0].name.split(".")[0] if stmt.names else ""
 
 
 def _calls(stmt: ast.stmt) -> list[str]:
@@ -158,9 +180,10 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if not handlers or not imports:
             continue
         lines = {s.lineno for s in imports}
+        present = any(_top(s) in PRESENT_ON_NPU for s in imports)
         body = range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1)
         names = set().union(*map(_bound, imports))
-        if any(map(_skips, handlers)):
+        if any(map(_skips, handlers)) and not present:
             owner = owner or _function_of(tree)
             scope = owner.get(id(stmt), tree)
             end = getattr(scope, "end_lineno", None) or max(s.end_lineno or s.lineno for s in tree.body)
@@ -171,6 +194,8 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if names and _type_only_uses(tree, names, imports):
             out.append((TYPE_ONLY, lines, body))
             continue
+        if present or not all(map(_probe_statement, stmt.orelse)):
+            continue  # (an `else:` that defines what uses the package: not defined where it is missing)
         block = by_id.get(blocks.get(id(stmt), -1), [])
         if all(_falls_back(h) or (h.body and all(isinstance(s, ast.Pass) for s in h.body)
                                   and _prebound(names, block, stmt)) for h in handlers):
@@ -183,34 +208,53 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     behind a test skip lowered to info with the reason (classify)."""
     if "try" not in text or "except" not in text:
         return findings
-    if not any(not f.fixable and f.severity != "info" and f.cell is None for f in findings) \
-            and not any(not f.fixable and f.cell is None and f.code in PACKAGE_CODES for f in findings):
+    if not any(not f.fixable and f.cell is None for f in findings):
         return findings
     tree = _parse(text)
     if tree is None:
         return findings
-    shapes = classify(tree)
+    # an import the run rewrites (`from flash_attn import flash_attn_func` -> npu_compat) works on
+    # an NPU host once migrated: its `try` body runs there, the `except` branch does not
+    rewritten = {f.line for f in findings if f.fixable and f.cell is None}
+    # and only a package the run reports as CUDA-only is missing there (`from torch.distributed.
+    # tensor.parallel import ...` behind a skip is no such import)
+    missing = {f.line for f in findings if not f.fixable and f.cell is None and _IMPORT_MESSAGE.search(f.message)}
+    shapes = [shape for shape in classify(tree) if not shape[1] & rewritten and shape[1] & missing]
     if not shapes:
         return findings
+    hits = {id(f): reason for f in findings for reason in [_shape_of(f, shapes)] if reason}
+    # a finding of a per-file code that stays at its severity elsewhere in the file absorbs the
+    # fallback's (findings.merge_per_file lists its line): left to be merged, as probes.py does
+    real = {(f.code, f.severity) for f in findings
+            if not f.fixable and f.cell is None and f.severity != "info" and id(f) not in hits}
     out = []
     for finding in findings:
-        if not finding.fixable and finding.cell is None:
-            for reason, lines, covered in shapes:
-                if finding.severity == "info" and not (reason != FALLBACK and _probe_info(finding)):
-                    continue
-                if reason == SKIPPED_TEST:
-                    hit = finding.line in covered
-                else:
-                    hit = finding.line in lines or (finding.line in covered and finding.code in PACKAGE_CODES
-                                                    and finding.code != "NPU990")
-                if hit:
-                    message = finding.message
-                    for old in (GUARDED, TYPE_CHECKS):
-                        message = message.replace(f" ({old})", "")
-                    finding = replace(finding, severity="info", message=f"{message} ({reason})")
-                    break
+        reason = hits.get(id(finding))
+        if reason == FALLBACK and _per_file(finding.code) and (finding.code, finding.severity) in real:
+            reason = None
+        if reason is not None:
+            message = finding.message
+            for old in (GUARDED, TYPE_CHECKS):
+                message = message.replace(f" ({old})", "")
+            finding = replace(finding, severity="info", message=f"{message} ({reason})")
         out.append(finding)
     return out
+
+
+def _shape_of(finding: Finding, shapes: list) -> str | None:
+    """The reason of the first shape that covers the finding, or None."""
+    if finding.fixable or finding.cell is not None:
+        return None
+    for reason, lines, covered in shapes:
+        if finding.severity == "info" and not (reason != FALLBACK and _probe_info(finding)):
+            continue
+        if reason == SKIPPED_TEST:
+            hit = finding.line in covered
+        else:
+            hit = finding.line in lines or (finding.line in covered and finding.code in PACKAGE_CODES)
+        if hit:
+            return reason
+    return None
 
 
 def _probe_info(finding: Finding) -> bool:

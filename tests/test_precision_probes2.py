@@ -223,14 +223,40 @@ def test_import_skip_in_a_test_is_a_skipped_scope(tmp_path):
             import pytest
 
             try:
-                from flash_attn import flash_attn_func
+                from flash_attn.bert_padding import pad_input
             except ImportError:
                 pytest.skip("flash-attn is not installed", allow_module_level=True)
 
 
-            def test_fa(q, k, v):
-                assert flash_attn_func(q, k, v) is not None
+            def test_pad(x):
+                assert pad_input(x, x, 1, 1) is not None
             """,
+        "tests/test_xf.py": """\
+            import unittest
+
+
+            class XTest(unittest.TestCase):
+                def test_attention(self):
+                    try:
+                        import xformers.ops as xops
+                    except ImportError:
+                        raise unittest.SkipTest("xformers is not installed")
+                    self.assertIsNotNone(xops.memory_efficient_attention(1, 2, 3))
+            """,
+        # a package an NPU host has: the skip is not taken there
+        "tests/test_tp.py": """\
+            import pytest
+            import torch
+
+            try:
+                from torch.distributed.tensor.parallel import parallelize_module
+            except ImportError:
+                pytest.skip("needs a newer torch", allow_module_level=True)
+
+            MESH = ("cuda", parallelize_module)
+            """,
+        # true cases: the same import unguarded, and one the tool rewrites (flash_attn_func has a
+        # drop-in): the migrated import works on an NPU host, so the test runs there
         "tests/test_plain.py": """\
             from flash_attn.bert_padding import pad_input
 
@@ -238,12 +264,29 @@ def test_import_skip_in_a_test_is_a_skipped_scope(tmp_path):
             def test_pad(x):
                 assert pad_input(x, x, 1, 1) is not None
             """,
+        "tests/test_rewritten.py": """\
+            import pytest
+
+            try:
+                from flash_attn import flash_attn_func
+            except ImportError:
+                pytest.skip("flash-attn is not installed", allow_module_level=True)
+            from flash_attn.bert_padding import pad_input
+
+
+            def test_fa(q, k, v):
+                assert pad_input(flash_attn_func(q, k, v), q, 1, 1) is not None
+            """,
     })
-    assert not [f for f in findings if f["path"] == "tests/test_fa.py" and f["severity"] != "info"], findings
-    assert not [f for f in findings if f["path"] == "tests/test_fa.py"] or \
-        any(SKIPPED_TEST in s["reason"] for s in _scopes(skipped, "tests/test_fa.py")), skipped
+    for path in ("tests/test_fa.py", "tests/test_xf.py"):
+        assert not [f for f in findings if f["path"] == path], findings
+        assert any(SKIPPED_TEST in s["reason"] for s in _scopes(skipped, path)), skipped
     plain = _at(findings, "tests/test_plain.py", 1)
     assert plain and plain[0]["severity"] == "error", plain
+    kept = _at(findings, "tests/test_tp.py", 9)
+    assert kept and kept[0]["severity"] != "info", findings
+    rewritten = _at(findings, "tests/test_rewritten.py", 7)
+    assert rewritten and rewritten[0]["severity"] == "error", findings
 
 
 def test_cuda_runtime_switch_is_a_no_effect_scope_and_device_env_stays(tmp_path):
