@@ -20,7 +20,12 @@ file's `ast` (astcache):
   the test (the module, with `allow_module_level=True`) does not run on an NPU host, where the
   package is missing: its findings after the import, in the same function (or module), are info
   with the reason `SKIPPED_TEST` (a moot.py phrase).
-Each lowering keeps the finding, its code and its lines: nothing is dropped here.
+Only imports the run reports as a CUDA-only package count (a `torch.distributed` import behind a
+skip is none), not one it rewrites (`from flash_attn import flash_attn_func` works on an NPU host
+once migrated), and not Triton (triton-ascend installs `triton` there: the `try` body runs). A
+per-file finding of the same code that stays at its severity elsewhere in the file absorbs a
+fallback's import (findings.merge_per_file lists its line), as in probes.py. Each lowering keeps
+the finding, its code and its lines: nothing is dropped here.
 """
 
 from __future__ import annotations
@@ -28,18 +33,18 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from .astcache import dotted as _dotted
 from .findings import Finding
 from .probes import (
     GUARDED,
+    IMPORT_MESSAGE,
     TYPE_CHECKS,
-    _IMPORT_MESSAGE,
-    _bound,
-    _catches_import_error,
-    _dotted,
-    _parse,
-    _per_file,
-    _probe_statement,
-    _walk_statements,
+    bound_names,
+    catches_import_error,
+    parse_text,
+    per_file_code,
+    probe_statement,
+    walk_statements,
 )
 
 FALLBACK = ("guarded import with a fallback: where the package is missing, as on an NPU host, "
@@ -162,7 +167,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
     """(reason, import lines, lines it covers) for each guarded import of the shapes above:
     FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module."""
     blocks: dict[int, int] = {}
-    statements = list(_walk_statements(tree, blocks))
+    statements = list(walk_statements(tree, blocks))
     by_id = {}
     for stmt in statements:
         for field in ("body", "orelse", "finalbody"):
@@ -175,14 +180,14 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
     for stmt in statements:
         if not isinstance(stmt, ast.Try):
             continue
-        handlers = [h for h in stmt.handlers if _catches_import_error(h)]
+        handlers = [h for h in stmt.handlers if catches_import_error(h)]
         imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
         if not handlers or not imports:
             continue
         lines = {s.lineno for s in imports}
         present = any(_top(s) in PRESENT_ON_NPU for s in imports)
         body = range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1)
-        names = set().union(*map(_bound, imports))
+        names = set().union(*map(bound_names, imports))
         if any(map(_skips, handlers)) and not present:
             owner = owner or _function_of(tree)
             scope = owner.get(id(stmt), tree)
@@ -194,7 +199,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if names and _type_only_uses(tree, names, imports):
             out.append((TYPE_ONLY, lines, body))
             continue
-        if present or not all(map(_probe_statement, stmt.orelse)):
+        if present or not all(map(probe_statement, stmt.orelse)):
             continue  # (an `else:` that defines what uses the package: not defined where it is missing)
         block = by_id.get(blocks.get(id(stmt), -1), [])
         if all(_falls_back(h) or (h.body and all(isinstance(s, ast.Pass) for s in h.body)
@@ -210,7 +215,7 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     if not any(not f.fixable and f.cell is None for f in findings):
         return findings
-    tree = _parse(text)
+    tree = parse_text(text)
     if tree is None:
         return findings
     # an import the run rewrites (`from flash_attn import flash_attn_func` -> npu_compat) works on
@@ -218,7 +223,7 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     rewritten = {f.line for f in findings if f.fixable and f.cell is None}
     # and only a package the run reports as CUDA-only is missing there (`from torch.distributed.
     # tensor.parallel import ...` behind a skip is no such import)
-    missing = {f.line for f in findings if not f.fixable and f.cell is None and _IMPORT_MESSAGE.search(f.message)}
+    missing = {f.line for f in findings if not f.fixable and f.cell is None and IMPORT_MESSAGE.search(f.message)}
     shapes = [shape for shape in classify(tree) if not shape[1] & rewritten and shape[1] & missing]
     if not shapes:
         return findings
@@ -230,7 +235,7 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     out = []
     for finding in findings:
         reason = hits.get(id(finding))
-        if reason == FALLBACK and _per_file(finding.code) and (finding.code, finding.severity) in real:
+        if reason == FALLBACK and per_file_code(finding.code) and (finding.code, finding.severity) in real:
             reason = None
         if reason is not None:
             message = finding.message

@@ -468,3 +468,14 @@ def review_type_check_imports(findings: list[Finding], text: str) -> list[Findin
             if (not f.fixable and f.cell is None and f.line in lines and f.severity != "info"
                 and _IMPORT_MESSAGE.search(f.message)) else f
             for f in findings]
+
+
+# ----------------------------------------------------------------------------- shared with fallbacks.py
+# (the guarded imports with a fallback read the same shapes: public names for the helpers above)
+IMPORT_MESSAGE = _IMPORT_MESSAGE
+parse_text = _parse
+catches_import_error = _catches_import_error
+probe_statement = _probe_statement
+walk_statements = _walk_statements
+bound_names = _bound
+per_file_code = _per_file
