@@ -57,8 +57,9 @@ SKIPPED_TEST = "in a test skipped where the package is missing, as on an NPU hos
 # bitsandbytes, xformers): inside a fallback `try` body they run only where the import worked.
 # Not Triton: triton-ascend installs `triton` on an NPU host, so its `try` body runs there.
 PACKAGE_CODES = frozenset({"NPU502", "NPU503", "NPU902", "NPU911", "NPU914", "NPU915"})
-# packages an NPU host may have under the same name: their `except` branch may not run there
-PRESENT_ON_NPU = frozenset({"triton"})
+# packages an NPU host has under the same name (torch itself: `from torch.utils.cpp_extension
+# import CUDA_HOME` imports there, as None): their `except` branch may not run there
+PRESENT_ON_NPU = frozenset({"triton", "torch"})
 
 _SKIPS = frozenset({"skip", "SkipTest", "skipTest"})
 _EXITS = frozenset({"exit", "_exit", "quit", "abort"})
@@ -93,8 +94,15 @@ def _skips(handler: ast.ExceptHandler) -> bool:
 def _falls_back(handler: ast.ExceptHandler) -> bool:
     """A handler that goes on without the package: it does not raise, exit or skip at its top
     level, and does more than pass or log (binds a name, sets a flag, returns, imports another)."""
-    useful = False
-    for stmt in handler.body:
+    return _goes_on(handler.body) is True
+
+
+def _goes_on(block: list) -> bool | None:
+    """True: the statements bind or return something and never raise, exit or skip; False: they
+    may stop (a `raise`, `pytest.skip`, `sys.exit`, an `if` one of whose branches stops); None:
+    they only pass or log."""
+    useful = None
+    for stmt in block:
         if isinstance(stmt, ast.Raise):
             return False
         if isinstance(stmt, ast.Expr):
@@ -104,6 +112,11 @@ def _falls_back(handler: ast.ExceptHandler) -> bool:
             if isinstance(stmt.value, ast.Constant) or all(name in _QUIET_HANDLER for name in names):
                 continue  # (a docstring, a log line)
             useful = True
+        elif isinstance(stmt, ast.If):  # (`if is_rocm(): pytest.skip(...)`: may stop, binds nothing)
+            branches = [_goes_on(stmt.body), _goes_on(stmt.orelse)]
+            if False in branches:
+                return False
+            useful = True if True in branches else useful
         elif not isinstance(stmt, ast.Pass):
             useful = True
     return useful

@@ -308,3 +308,73 @@ def test_cuda_runtime_switch_is_a_no_effect_scope_and_device_env_stays(tmp_path)
     assert any(s["start_line"] == 3 and s["end_line"] == 4 for s in scopes), scopes  # (both switches)
     backend = _at(env, "pkg/env.py", 5)
     assert backend and backend[0]["code"] == "NPU990" and backend[0]["severity"] == "warning", env
+
+
+def test_handler_that_may_stop_is_no_fallback(tmp_path):
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        # on an NPU host neither branch binds the name: the later use fails
+        "pkg/maybe.py": """\
+            import sys
+
+            try:
+                import xformers.ops as xops
+            except ImportError:
+                if sys.platform == "win32":
+                    raise SystemExit("xformers is required")
+
+
+            def attend(q, k, v):
+                return xops.memory_efficient_attention(q, k, v)
+            """,
+        # the same with a branch that binds a fallback
+        "pkg/either.py": """\
+            import sys
+
+            try:
+                import xformers.ops as xops
+            except ImportError:
+                if sys.platform == "win32":
+                    xops = None
+                else:
+                    xops = None
+
+
+            def attend(q, k, v):
+                return q if xops is None else xops.memory_efficient_attention(q, k, v)
+            """,
+    })
+    stays = _at(findings, "pkg/maybe.py", 4)
+    assert stays and stays[0]["severity"] == "error", findings
+    fallback = _at(findings, "pkg/either.py", 4)
+    assert fallback and fallback[0]["severity"] == "info" and FALLBACK in fallback[0]["message"], findings
+
+
+def test_torch_import_behind_try_is_no_fallback(tmp_path):
+    findings, _ = _run(tmp_path, {
+        "tools/presets.py": """\
+            import os
+
+            try:
+                from torch.utils.cpp_extension import CUDA_HOME
+            except ImportError:
+                CUDA_HOME = os.environ.get("CUDA_HOME")
+
+            NVCC = os.path.join(CUDA_HOME, "bin", "nvcc")
+            """,
+        "tools/optional.py": """\
+            try:
+                from apex.normalization import FusedRMSNorm
+            except ImportError:
+                FusedRMSNorm = None
+
+
+            def norm(n):
+                return FusedRMSNorm(n) if FusedRMSNorm is not None else None
+            """,
+    })
+    # torch imports on an NPU host: CUDA_HOME is None there, the `except` branch does not run
+    kept = [f for f in findings if f["path"] == "tools/presets.py" and f["line"] == 4]
+    assert all(FALLBACK not in f["message"] for f in kept), kept
+    optional = _at(findings, "tools/optional.py", 2)
+    assert optional and optional[0]["severity"] == "info" and FALLBACK in optional[0]["message"], findings
