@@ -31,13 +31,13 @@ the finding, its code and its lines: nothing is dropped here.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 
 from .astcache import dotted as _dotted
 from .findings import Finding
 from .probes import (
     GUARDED,
-    IMPORT_MESSAGE,
     TYPE_CHECKS,
     bound_names,
     catches_import_error,
@@ -60,6 +60,10 @@ PACKAGE_CODES = frozenset({"NPU502", "NPU503", "NPU902", "NPU911", "NPU914", "NP
 # packages an NPU host has under the same name (torch itself: `from torch.utils.cpp_extension
 # import CUDA_HOME` imports there, as None): their `except` branch may not run there
 PRESENT_ON_NPU = frozenset({"triton", "torch"})
+
+# an import finding of a package (`import of `flashinfer``), a compiled extension module included
+# (`import of compiled extension module `colossalai._C``)
+_REPORTED_IMPORT = re.compile(r"\bimport (of|from) (compiled extension module )?`")
 
 _SKIPS = frozenset({"skip", "SkipTest", "skipTest"})
 _EXITS = frozenset({"exit", "_exit", "quit", "abort"})
@@ -236,7 +240,7 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     rewritten = {f.line for f in findings if f.fixable and f.cell is None}
     # and only a package the run reports as CUDA-only is missing there (`from torch.distributed.
     # tensor.parallel import ...` behind a skip is no such import)
-    missing = {f.line for f in findings if not f.fixable and f.cell is None and IMPORT_MESSAGE.search(f.message)}
+    missing = {f.line for f in findings if not f.fixable and f.cell is None and _REPORTED_IMPORT.search(f.message)}
     shapes = [shape for shape in classify(tree) if not shape[1] & rewritten and shape[1] & missing]
     if not shapes:
         return findings

@@ -472,7 +472,6 @@ def review_type_check_imports(findings: list[Finding], text: str) -> list[Findin
 
 # ----------------------------------------------------------------------------- shared with fallbacks.py
 # (the guarded imports with a fallback read the same shapes: public names for the helpers above)
-IMPORT_MESSAGE = _IMPORT_MESSAGE
 parse_text = _parse
 catches_import_error = _catches_import_error
 probe_statement = _probe_statement

@@ -378,3 +378,33 @@ def test_torch_import_behind_try_is_no_fallback(tmp_path):
     assert all(FALLBACK not in f["message"] for f in kept), kept
     optional = _at(findings, "tools/optional.py", 2)
     assert optional and optional[0]["severity"] == "info" and FALLBACK in optional[0]["message"], findings
+
+
+def test_compiled_extension_with_fallback_is_info(tmp_path):
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/optim.py": """\
+            try:
+                import fused_adam_cuda
+            except ImportError:
+                fused_adam_cuda = None
+
+
+            def step(params):
+                if fused_adam_cuda is None:
+                    return [p * 0.9 for p in params]
+                return fused_adam_cuda.step(params)
+            """,
+        "pkg/plain.py": """\
+            import fused_adam_cuda
+
+
+            def step(params):
+                return fused_adam_cuda.step(params)
+            """,
+    })
+    fallback = _at(findings, "pkg/optim.py", 2)
+    assert fallback and fallback[0]["code"] == "NPU911" and fallback[0]["severity"] == "info", findings
+    assert FALLBACK in fallback[0]["message"], fallback
+    plain = _at(findings, "pkg/plain.py", 1)
+    assert plain and plain[0]["severity"] == "error", findings
