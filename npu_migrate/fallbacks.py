@@ -166,20 +166,6 @@ def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) 
     return used
 
 
-def _function_of(tree: ast.Module) -> dict[int, ast.AST]:
-    """id(statement) -> the innermost function that holds it (the module for module level)."""
-    owner: dict[int, ast.AST] = {}
-    stack: list[tuple[ast.AST, ast.AST]] = [(tree, tree)]
-    while stack:
-        node, scope = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope
-            if isinstance(child, ast.stmt):
-                owner[id(child)] = scope
-            stack.append((child, inner))
-    return owner
-
-
 def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
     """(reason, import lines, lines it covers) for each guarded import of the shapes above:
     FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module."""
@@ -192,7 +178,6 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
             if isinstance(block, list):
                 by_id[id(block)] = block
     by_id[id(tree.body)] = tree.body
-    owner = None
     out = []
     for stmt in statements:
         if not isinstance(stmt, ast.Try):
@@ -205,10 +190,11 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         present = any(_top(s) in PRESENT_ON_NPU for s in imports)
         body = range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1)
         names = set().union(*map(bound_names, imports))
+        block = by_id.get(blocks.get(id(stmt), -1), [])
         if any(map(_skips, handlers)) and not present:
-            owner = owner or _function_of(tree)
-            scope = owner.get(id(stmt), tree)
-            end = getattr(scope, "end_lineno", None) or max(s.end_lineno or s.lineno for s in tree.body)
+            # the rest of the block that holds the `try` (the test's body, or the module's): under
+            # `if backend == "flashinfer":` the skip ends that branch only
+            end = max((s.end_lineno or s.lineno for s in block), default=stmt.end_lineno or stmt.lineno)
             out.append((SKIPPED_TEST, lines, range(stmt.lineno, end + 1)))
             continue
         if any(isinstance(s, ast.Raise) for h in handlers for s in h.body):
@@ -218,7 +204,6 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
             continue
         if present or not all(map(probe_statement, stmt.orelse)):
             continue  # (an `else:` that defines what uses the package: not defined where it is missing)
-        block = by_id.get(blocks.get(id(stmt), -1), [])
         if all(_falls_back(h) or (h.body and all(isinstance(s, ast.Pass) for s in h.body)
                                   and _prebound(names, block, stmt)) for h in handlers):
             out.append((FALLBACK, lines, body))
