@@ -11,7 +11,9 @@ So, as the last step of a run, such a finding leaves the findings and is named a
 instead: its file, line range (the finding's lines and the places merged into it) and a reason
 that keeps the code and the why (`not run on an NPU host (NPU913): in a branch an NPU host does
 not take: `_is_hip``). Nothing is silent: the JSON `skipped` list and `--show-skipped` name every
-one, and the text summary counts them. What an NPU host may run stays a finding at its severity,
+one, and the text summary counts them. A CUDA runtime switch (`CUDA_DEVICE_MAX_CONNECTIONS`) is
+named the same way, as `no effect on an NPU host (NPU990): ...`: the host runs it and ignores it, and
+it asks for no work (NO_EFFECT). What an NPU host may run stays a finding at its severity,
 and so do the NPU991 findings inside platform-aware scopes (the issue asks for those at info).
 """
 
