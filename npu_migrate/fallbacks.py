@@ -220,13 +220,13 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     tree = parse_text(text)
     if tree is None:
         return findings
-    # an import the run rewrites (`from flash_attn import flash_attn_func` -> npu_compat) works on
-    # an NPU host once migrated: its `try` body runs there, the `except` branch does not
-    rewritten = {f.line for f in findings if f.fixable and f.cell is None}
-    # and only a package the run reports as CUDA-only is missing there (`from torch.distributed.
-    # tensor.parallel import ...` behind a skip is no such import)
+    # only an import the run reports as a package missing on an NPU host makes the `except` branch
+    # run there: not one it rewrites (`from flash_attn import flash_attn_func` -> npu_compat works
+    # once migrated), not `from torch.distributed.tensor.parallel import ...` behind a skip; one
+    # such import in the `try` is enough (`from flash_attn.flash_attn_interface import
+    # _flash_attn_varlen_forward` beside a rewritten one still fails)
     missing = {f.line for f in findings if not f.fixable and f.cell is None and _REPORTED_IMPORT.search(f.message)}
-    shapes = [shape for shape in classify(tree) if not shape[1] & rewritten and shape[1] & missing]
+    shapes = [shape for shape in classify(tree) if shape[1] & missing]
     if not shapes:
         return findings
     hits = {id(f): reason for f in findings for reason in [_shape_of(f, shapes)] if reason}

@@ -435,3 +435,35 @@ def test_skip_in_one_branch_covers_that_branch_only(tmp_path):
     # the sdpa case runs on an NPU host: the CUDA graph after the branch stays a finding
     graph = _at(findings, "tests/test_backends.py", 13)
     assert graph and graph[0]["severity"] == "error", findings
+
+
+def test_fallback_beside_a_rewritten_import_is_info(tmp_path):
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        # the first import is rewritten (a drop-in exists), the second has none: on an NPU host
+        # it fails, and the stubs of the `except` branch are used
+        "pkg/moba.py": """\
+            try:
+                from flash_attn import flash_attn_varlen_func
+                from flash_attn.flash_attn_interface import _flash_attn_varlen_forward
+            except ImportError:
+
+                def _flash_attn_varlen_forward(*args, **kwargs):
+                    raise ImportError("flash-attn is required")
+
+
+            def forward(q, k, v):
+                return _flash_attn_varlen_forward(q, k, v), flash_attn_varlen_func
+            """,
+        "pkg/plain.py": """\
+            from flash_attn.flash_attn_interface import _flash_attn_varlen_forward
+
+
+            def forward(q, k, v):
+                return _flash_attn_varlen_forward(q, k, v)
+            """,
+    })
+    fallback = _at(findings, "pkg/moba.py", 3)
+    assert fallback and fallback[0]["severity"] == "info" and FALLBACK in fallback[0]["message"], findings
+    plain = _at(findings, "pkg/plain.py", 1)
+    assert plain and plain[0]["severity"] == "error", findings
