@@ -170,7 +170,7 @@ def test_registration_only_import_is_a_skipped_scope(tmp_path):
     assert used and used[0]["severity"] == "error", used
 
 
-def test_isinstance_only_guarded_import_is_a_skipped_scope(tmp_path):
+def test_none_check_beside_isinstance_is_a_fallback_not_a_type_check(tmp_path):
     findings, skipped = _run(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/check.py": """\
