@@ -13,7 +13,9 @@ So, as the last step of a run, such a finding leaves the findings and is named a
 instead: its file, line range (the finding's lines and the places merged into it) and a reason
 that keeps the code and the why (`not run on an NPU host (NPU913): in a branch an NPU host does
 not take: `_is_hip``). Nothing is silent: the JSON `skipped` list and `--show-skipped` name every
-one, and the text summary counts them. What an NPU host may run stays a finding at its severity.
+one, and the text summary counts them. A CUDA runtime switch (`CUDA_DEVICE_MAX_CONNECTIONS`) is
+named the same way, as `no effect on an NPU host (NPU990): ...`: the host runs it and ignores it, and
+it asks for no work (NO_EFFECT). What an NPU host may run stays a finding at its severity.
 
 NPU991 (a CUDA reference left as written inside a platform-aware scope) asks for no work: its scope
 already handles the NPU, and the scope is named as skipped already. Every reviewer of the audits
@@ -43,12 +45,22 @@ PHRASES = (
     "documentation example in the Markdown",
     "another platform's code",  # platforms.py: another vendor's platform code (XPU, HPU, MPS, ROCm)
     "the CUDA variant beside",  # platforms.py: docker/docker-cuda beside docker/docker-npu
+    # guarded optional imports (probes.py, fallbacks.py): the import fails on an NPU host
+    "optional import used for type checks",
+    "guarded import read only by type checks and registrations",
+    "in a test skipped where the package is missing",
+)
+
+# Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
+# for no work (a CUDA host still reads it). Named scopes too, with their own prefix.
+NO_EFFECT = (
+    "a CUDA runtime switch with no effect on an NPU host",
 )
 
 
 def _reason(message: str) -> str | None:
     """The parenthesised reason of a moot finding's message, without the parentheses, or None."""
-    for phrase in PHRASES:
+    for phrase in (*PHRASES, *NO_EFFECT):
         at = message.find(phrase)
         if at <= 0 or message[at - 1] != "(":
             continue
@@ -113,7 +125,8 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
                 kept.append(finding)
                 continue
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
-            scope = (min(lines), max(lines), f"not run on an NPU host ({finding.code}): {reason}")
+            what = "no effect on an NPU host" if reason.startswith(NO_EFFECT) else "not run on an NPU host"
+            scope = (min(lines), max(lines), f"{what} ({finding.code}): {reason}")
             if scope not in scopes:
                 scopes.append(scope)
         if scopes or leftovers:

@@ -478,3 +478,12 @@ def review_type_check_imports(findings: list[Finding], text: str) -> list[Findin
             if (not f.fixable and f.cell is None and f.line in lines and f.severity != "info"
                 and _IMPORT_MESSAGE.search(f.message)) else f
             for f in findings]
+
+
+# ----------------------------------------------------------------------------- shared with fallbacks.py
+# (the guarded imports with a fallback read the same shapes: public names for the helpers above)
+parse_text = _parse
+catches_import_error = _catches_import_error
+probe_statement = _probe_statement
+bound_names = _bound
+per_file_code = _per_file

@@ -93,7 +93,7 @@ def skipped_summary(entries: list[dict], listed: bool) -> str:
     scopes = len(entries) - files
     text = (f"left as written: {files} skipped file{'s' if files != 1 else ''} and {scopes} "
             f"skipped scope{'s' if scopes != 1 else ''} "
-            "(platform-aware code, type-checking blocks, code an NPU host never runs)")
+            "(platform-aware code, type-checking blocks, code an NPU host never runs or runs as written)")
     return text if listed else text + " (--show-skipped lists them)"
 
 

@@ -135,11 +135,13 @@ def test_guarded_probes_are_info_and_uses_stay_errors(tmp_path):
             """,
     })
     findings = _findings(root)
-    for path, line, code in (("pkg/flags.py", 2, "NPU910"), ("pkg/probe.py", 3, "NPU502"),
-                             ("pkg/register.py", 9, "NPU902")):
+    for path, line, code in (("pkg/flags.py", 2, "NPU910"), ("pkg/probe.py", 3, "NPU502")):
         [found] = [f for f in _at(findings, path, line) if f["code"] == code]
         assert found["severity"] == "info" and GUARDED in found["message"], found
-    assert not [f for f in findings if f["path"] == "pkg/register.py" and f["severity"] != "info"]
+    # read only by a registration: nothing of apex runs on an NPU host, a named skipped scope
+    # (fallbacks.py, tests/test_precision_probes2.py)
+    assert not [f for f in findings if f["path"] == "pkg/register.py"]
+    assert _moot("pkg/register.py", "NPU902")
     deps = [f for f in findings if f["path"] == "pkg/deps.py"]
     assert {(f["line"], f["code"]) for f in deps} == {(16, "NPU910"), (24, "NPU914")}, deps
     assert all(f["severity"] == "info" and GUARDED in f["message"] for f in deps), deps
