@@ -29,6 +29,13 @@ dropped, `--show-skipped` and the JSON `skipped` list name each one. Rewrites st
   torch_npu or names "npu" beside "cuda", called with `cfg.device`), the value works on an NPU
   host as written: the finding is info, and says why (it stays a finding: the code runs there).
 
+* **A project that runs Triton on its NPU.** sglang's own NPU backend
+  (`hardware_backend/npu/attention/ascend_backend.py`) calls Triton kernels, and its Mamba and
+  speculative-decoding Triton kernels run on Ascend through Triton-Ascend. In a project whose NPU
+  backend (a path part `npu`/`ascend`) uses Triton, NPU910 is info ("verify this file's kernels on
+  Triton-Ascend"), except in files using what Triton-Ascend does not compile (inline PTX, TMA
+  descriptors, CUDA's libdevice, `do_bench_cudagraph`).
+
 Runs over the whole run's results after wholeprogram.review and before moot.to_scopes
 (runplan.run_engine); `results` is not changed, a new list is returned.
 """
@@ -223,7 +230,61 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             out[i] = _lower(result, f"{CUDA_VARIANT} `{variants[variant]}`: `{variant}` is the project's CUDA "
                                     "variant, an NPU host uses the other",
                             lambda rel, v=variant: _under(rel, v))
-    return fold_config_devices(out, paths)
+    return triton_on_npu(fold_config_devices(out, paths), paths)
+
+
+# ------------------------------------------------------------------ a project that runs Triton on its NPU
+
+# What Triton-Ascend does not compile: inline PTX, TMA descriptors, CUDA's libdevice, CUDA-graph
+# benchmarking. A file holding one keeps its NPU910 error.
+_NOT_PORTABLE = (b"inline_asm", b"asm volatile", b"make_tensor_descriptor", b"_experimental_descriptor",
+                 b"TensorDescriptor", b"tl.extra.cuda", b"do_bench_cudagraph", b"cp.async")
+_UNGUARDED = re.compile(r"; imported unguarded at module level, so the module fails to import where it is "
+                        r"not installed")
+TRITON_ON_NPU = "the project runs Triton on its own NPU backend"
+
+
+def _npu_part(relpath: str) -> bool:
+    parts = [p for folder in relpath.split("/") for p in re.split(r"[-_.]", folder.lower())]
+    return "npu" in parts or "ascend" in parts
+
+
+def _triton_backend(results: list[FileResult], paths: dict[str, str]) -> Optional[str]:
+    """A Python file of the project's own NPU backend (a path part `npu`/`ascend`) that uses Triton
+    (sglang's `hardware_backend/npu/attention/ascend_backend.py` calls Triton kernels): the project
+    runs Triton on an NPU host through Triton-Ascend."""
+    for result in results:
+        if result.relpath.endswith(".py") and _npu_part(result.relpath):
+            data = result_bytes(result, paths)
+            if data and b"triton" in data:
+                return result.relpath
+    return None
+
+
+def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
+    """In a project whose own NPU backend runs Triton, its Triton kernels elsewhere are the ones
+    that backend shares (sglang runs its Mamba and speculative-decoding kernels on Ascend through
+    Triton-Ascend): NPU910 says "verify on Triton-Ascend" at info, not "does not run" at error. A
+    file using what Triton-Ascend lacks (inline PTX, TMA descriptors, CUDA's libdevice) keeps it."""
+    if not any(f.code == "NPU910" and f.severity != "info" and _report_only(f)
+               for r in results for f in r.findings):
+        return results
+    backend = _triton_backend(results, paths)
+    if backend is None:
+        return results
+    reason = (f"{TRITON_ON_NPU} (`{backend}`): Triton-Ascend compiles its kernels on an NPU host; verify "
+              "this file's kernels there")
+    out = []
+    for result in results:
+        targets = [f for f in result.findings if f.code == "NPU910" and f.severity != "info" and _report_only(f)]
+        data = result_bytes(result, paths) if targets else None
+        if not targets or data is None or any(marker in data for marker in _NOT_PORTABLE):
+            out.append(result)
+            continue
+        findings = [dataclasses.replace(f, severity="info", message=f"{_UNGUARDED.sub('', f.message)} ({reason})")
+                    if f in targets else f for f in result.findings]
+        out.append(dataclasses.replace(result, findings=findings))
+    return out
 
 
 # ------------------------------------------------------------------ one device value in every config

@@ -261,3 +261,63 @@ def test_cuda_variant_file_beside_an_npu_variant(tmp_path: Path) -> None:
     assert reasons and "the CUDA variant beside `.github/workflows/tests_npu.yml`" in " ".join(reasons.values())
     assert [f["code"] for f in report["findings"] if f["path"] == ".github/workflows/nightly_cuda.yml"]
     assert [f["severity"] for f in _findings(report, "NPU913", "pkg/cuda_utils.py")] == ["error"]
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. A project that runs Triton on its own NPU backend
+
+TRITON_KERNEL = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    _copy[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+    return y
+"""
+
+PTX_KERNEL = TRITON_KERNEL.replace(
+    "    tl.store(dst + i, tl.load(src + i, mask=i < n), mask=i < n)",
+    '    v = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [tl.load(src + i)], dtype=tl.int32,'
+    ' is_pure=True, pack=1)\n    tl.store(dst + i, v)')
+
+NPU_BACKEND = """\
+import torch_npu
+from kernels_npu.attention import attention_sinks_triton
+
+
+def forward(q, k, v):
+    return attention_sinks_triton(q, k, v)
+"""
+
+
+def test_triton_kernels_of_a_project_that_runs_triton_on_its_npu_backend_are_info(tmp_path: Path) -> None:
+    root = write_project(tmp_path, {
+        "pkg/ops/copy.py": TRITON_KERNEL,
+        "pkg/ops/ptx.py": PTX_KERNEL,
+        "pkg/backend/npu/attention.py": NPU_BACKEND,
+    })
+    report = migrate_json(root)
+    kept = _findings(report, "NPU910", "pkg/ops/copy.py")
+    assert [f["severity"] for f in kept] == ["info"]
+    assert "the project runs Triton on its own NPU backend (`pkg/backend/npu/attention.py`)" in kept[0]["message"]
+    assert "fails to import" not in kept[0]["message"]
+    # inline PTX: Triton-Ascend does not compile it, the error stays
+    assert [f["severity"] for f in _findings(report, "NPU910", "pkg/ops/ptx.py")] == ["error"]
+
+
+def test_without_an_npu_backend_using_triton_the_kernels_stay_errors(tmp_path: Path) -> None:
+    root = write_project(tmp_path, {
+        "pkg/ops/copy.py": TRITON_KERNEL,
+        "pkg/backend/npu/attention.py": NPU_BACKEND.replace("triton", "fused"),
+    })
+    report = migrate_json(root)
+    assert [f["severity"] for f in _findings(report, "NPU910", "pkg/ops/copy.py")] == ["error"]
