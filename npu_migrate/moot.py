@@ -15,7 +15,9 @@ that keeps the code and the why (`not run on an NPU host (NPU913): in a branch a
 not take: `_is_hip``). Nothing is silent: the JSON `skipped` list and `--show-skipped` name every
 one, and the text summary counts them. A CUDA runtime switch (`CUDA_DEVICE_MAX_CONNECTIONS`) is
 named the same way, as `no effect on an NPU host (NPU990): ...`: the host runs it and ignores it, and
-it asks for no work (NO_EFFECT). What an NPU host may run stays a finding at its severity.
+it asks for no work (NO_EFFECT), and so is a guarded import whose `except` branch an NPU host
+runs (`runs as written on an NPU host (NPU910): guarded import ...`, AS_WRITTEN): the uses of the
+package elsewhere stay findings. What an NPU host may run stays a finding at its severity.
 
 NPU991 (a CUDA reference left as written inside a platform-aware scope) asks for no work: its scope
 already handles the NPU, and the scope is named as skipped already. Every reviewer of the audits
@@ -57,10 +59,18 @@ NO_EFFECT = (
     "a CUDA runtime switch with no effect on an NPU host",
 )
 
+# Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
+# fallbacks.FALLBACK): the `except` branch is the code's own answer to a missing package, and the
+# uses of the package elsewhere stay findings. The audits read these info findings as noise.
+AS_WRITTEN = (
+    "guarded import: the fallback runs on NPU",
+    "guarded import with a fallback",
+)
+
 
 def _reason(message: str) -> str | None:
     """The parenthesised reason of a moot finding's message, without the parentheses, or None."""
-    for phrase in (*PHRASES, *NO_EFFECT):
+    for phrase in (*PHRASES, *NO_EFFECT, *AS_WRITTEN):
         at = message.find(phrase)
         if at <= 0 or message[at - 1] != "(":
             continue
@@ -125,7 +135,8 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
                 kept.append(finding)
                 continue
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
-            what = "no effect on an NPU host" if reason.startswith(NO_EFFECT) else "not run on an NPU host"
+            what = ("no effect on an NPU host" if reason.startswith(NO_EFFECT) else
+                    "runs as written on an NPU host" if reason.startswith(AS_WRITTEN) else "not run on an NPU host")
             scope = (min(lines), max(lines), f"{what} ({finding.code}): {reason}")
             if scope not in scopes:
                 scopes.append(scope)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from npu_migrate.fallbacks import FALLBACK, SKIPPED_TEST, TYPE_ONLY
 
-from .precision_helpers import migrate_json, write_project
+from .precision_helpers import migrate_json, with_as_written, write_project
 
 
 def _run(tmp_path: Path, files: dict[str, str]) -> tuple[list[dict], list[dict]]:
     report = migrate_json(write_project(tmp_path, files, dedent=True))
-    return [f for f in report["findings"] if not f["fixable"]], report["skipped"]
+    return with_as_written(report), report["skipped"]  # (fallbacks: named scopes, read back)
 
 
 def _at(findings: list[dict], path: str, line: int) -> list[dict]:
@@ -63,7 +63,10 @@ def test_fallback_binding_is_info_and_raising_handler_stays_error(tmp_path):
     })
     fallback = _at(findings, "pkg/norm.py", 4)
     assert fallback and fallback[0]["severity"] == "info" and FALLBACK in fallback[0]["message"], fallback
+    # not a finding of the run: a scope named "runs as written on an NPU host (NPU902): ..."
+    assert fallback[0].get("scope") and fallback[0]["message"].startswith("runs as written on an NPU host (NPU902)")
     required = _at(findings, "pkg/attn.py", 3)
+    assert not required[0].get("scope")
     assert required and required[0]["severity"] == "error" and FALLBACK not in required[0]["message"], required
 
 
