@@ -136,19 +136,40 @@ class RewriteGates:
     def _kernel_predicate(self, path: list[ast.AST]) -> Optional[str]:
         """The check is an operand of an `and` chain with a Triton name (`_TRITON_AVAILABLE and
         device.type in (...)`), or returned by a function named for a Triton or CUDA-kernel path."""
+        assigned: Optional[str] = None  # `on_cuda = x.device.type == "cuda"`: the name the check is kept in
         for node in reversed(path):
             if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-                for operand in node.values:
-                    for sub in ast.walk(operand):
-                        name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else None
-                        if name and _KERNEL_PREDICATE.search(name):
-                            return f"it chooses a Triton path with `{name}`; the NPU takes the other path"
+                name = self._kernel_operand(node)
+                if name:
+                    return f"it chooses a Triton path with `{name}`; the NPU takes the other path"
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                assigned = node.targets[0].id
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and assigned:
+                # the name is an operand of an `and` with a Triton name in the same function
+                for chain in ast.walk(node):
+                    if (isinstance(chain, ast.BoolOp) and isinstance(chain.op, ast.And)
+                            and any(isinstance(v, ast.Name) and v.id == assigned for v in chain.values)):
+                        name = self._kernel_operand(chain)
+                        if name:
+                            return (f"it is kept in `{assigned}`, which chooses a Triton path with "
+                                    f"`{name}`; the NPU takes the other path")
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if _KERNEL_PREDICATE.search(node.name) and self._returns_check(node, path):
                     return f"`{node.name}()` chooses a Triton or CUDA-kernel path; the NPU takes the other path"
                 return None
             if isinstance(node, (ast.ClassDef, ast.Lambda)):
                 return None
+        return None
+
+    @staticmethod
+    def _kernel_operand(chain: ast.BoolOp) -> Optional[str]:
+        """The Triton name among the operands of an `and` chain, if any."""
+        for operand in chain.values:
+            for sub in ast.walk(operand):
+                name = sub.id if isinstance(sub, ast.Name) else sub.attr if isinstance(sub, ast.Attribute) else None
+                if name and _KERNEL_PREDICATE.search(name):
+                    return name
         return None
 
     @staticmethod

@@ -346,3 +346,71 @@ def test_kept_label_guards_are_information_and_kernel_module_checks_fold_into_th
     # in a module without kernels the checks are still rewritten (nothing to fold into)
     plain = migrate_file(PLAIN_CHECKS.encode(), "pkg/plain.py", Options(enabled=ENABLED)).findings
     assert {"NPU104", "NPU106"} <= {f.code for f in plain}
+
+
+KEPT_IN_A_NAME = '''\
+import torch
+
+try:
+    import triton
+    _TRITON_AVAILABLE = True
+except ImportError:
+    _TRITON_AVAILABLE = False
+
+
+def triton_backend_available() -> bool:
+    return _TRITON_AVAILABLE
+
+
+def resolve(backend: str, logits: torch.Tensor) -> str:
+    on_cuda = logits.device.type == "cuda"
+    if backend == "auto":
+        return "triton" if on_cuda and triton_backend_available() else "torch"
+    return backend
+
+
+def place(x: torch.Tensor) -> bool:
+    on_cuda = x.device.type == "cuda"
+    return on_cuda and x.numel() > 0
+'''
+
+
+def test_a_check_kept_in_a_name_that_chooses_triton_stays():
+    """DeepSpeed's chunked cross-entropy: `on_cuda = logits.device.type == "cuda"`, then
+    `"triton" if on_cuda and triton_backend_available() else "torch"`. Widened, an NPU host with
+    Triton-Ascend took the CUDA Triton kernels where the original took plain torch."""
+    findings, new = _run(KEPT_IN_A_NAME)
+    assert "NPU104" not in _codes(findings, 15) and "kept in `on_cuda`" in _codes(findings, 15)["NPU110"]
+    assert 'on_cuda = logits.device.type == "cuda"' in new
+    # the same name used for anything else still means the accelerator
+    assert "NPU104" in _codes(findings, 22)
+
+
+PRIVATE_CUDA_API = '''\
+import torch
+
+
+class Recipe:
+    def setup(self, cfg):
+        if self._device.type == "cuda" and cfg.profile_memory:
+            torch.cuda.memory._record_memory_history(max_entries=100000)
+        if self._device.type == "cuda":
+            torch.cuda.empty_cache()
+'''
+
+
+def test_a_check_in_front_of_a_private_cuda_api_the_tool_leaves_stays():
+    """torchtune's recipes: `if self._device.type == "cuda" ...: torch.cuda.memory.
+    _record_memory_history(...)`. Widened, an NPU host called the CUDA allocator API the tool
+    leaves as written (NPU202); kept, the branch is CUDA's and its finding folds into the check.
+    The check in front of a call the shim forwards (`empty_cache`) is still widened."""
+    from npu_migrate.run import migrate_file
+
+    result = migrate_file(PRIVATE_CUDA_API.encode(), "recipes/r.py", Options(enabled=ENABLED))
+    new = result.new.decode()
+    assert 'if self._device.type == "cuda" and cfg.profile_memory:' in new
+    kept = [f for f in result.findings if f.code == "NPU110"]
+    assert kept and kept[0].line == 6 and "_record_memory_history" in kept[0].message
+    assert 7 in {line for line, _column, _source in kept[0].also}  # the NPU202, folded into it
+    assert not [f for f in result.findings if f.code == "NPU202"]
+    assert "npu_compat.is_accelerator_type(self._device.type)" in new and "npu_compat.empty_cache()" in new

@@ -155,7 +155,8 @@ def add_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
             codes=('NPU910',),
         ),
         Example(
-            note='a guarded Triton import: NPU910 once, and no NPU934 (the module still imports on NPU)',
+            note=('a guarded Triton import whose fallback an NPU host runs: NPU910 once, named as a scope that '
+                  'runs as written, and no NPU934 (the module still imports on NPU)'),
             before="""\
 try:
     import triton
@@ -192,7 +193,7 @@ import nvidia.dali.fn as fn
             codes=('NPU934',),
         ),
         Example(
-            note='bitsandbytes behind a guard',
+            note='bitsandbytes behind a guard with a fallback: NPU914, named as a scope that runs as written',
             before="""\
 try:
     import bitsandbytes as bnb
