@@ -379,9 +379,18 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list
 _ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
 
 
+def _lowerable(finding: Finding) -> bool:
+    """A report-only finding not yet about code an NPU host never runs: an error or a warning, or
+    an info finding (an NCCL tuning variable, a vLLM import) that a skipped test or an untaken
+    branch makes moot just the same."""
+    from .moot import is_moot
+
+    return not finding.fixable and finding.cell is None and not is_moot(finding)
+
+
 def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding]:
     """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
-    if not any(not f.fixable and f.severity != "info" for f in findings):
+    if not any(_lowerable(f) for f in findings):
         return findings
     # availability skips left as written because the test uses CUDA-only code (NPU110)
     kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
@@ -394,7 +403,7 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
         return findings
     out = []
     for finding in findings:
-        if not finding.fixable and finding.severity != "info" and finding.cell is None:
+        if _lowerable(finding):
             scope = next((s for s in scopes if s[0] <= finding.line <= s[1]), None)
             if scope is None and finding.line in kept and finding.line in skips:
                 # a skip left as written: all it changes is that the test keeps skipping off CUDA
@@ -671,7 +680,7 @@ def review_untaken_branches(findings: list[Finding], text: str,
                 if scope not in scopes:
                     scopes.append(scope)
                 continue
-            if branch is not None and finding.severity != "info":
+            if branch is not None and _lowerable(finding):
                 why = branch[2] if "`" in branch[2] else f"`{branch[2]}`"  # (reach.py's reasons quote their code)
                 finding = replace(finding, severity="info",
                                   message=f"{finding.message} (in a branch an NPU host does not take: {why})")

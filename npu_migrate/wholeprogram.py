@@ -223,7 +223,9 @@ def result_bytes(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
 
 
 def _lowerable(finding: Finding) -> bool:
-    return not finding.fixable and finding.severity != "info" and finding.cell is None
+    from .moot import is_moot
+
+    return not finding.fixable and finding.cell is None and not is_moot(finding)
 
 
 def _lower(result: FileResult, why: Callable[[Finding], Optional[str]]) -> FileResult:

@@ -327,3 +327,28 @@ def test_other(n):
     findings, skipped = _run(tmp_path, {"tests/test_partial.py": text})
     assert 8 in moot_lines(skipped, "NPU202", "tests/test_partial.py")
     assert _reported(findings, "tests/test_partial.py", "NPU202").get(21) == "error"
+
+
+def test_info_findings_in_a_test_skipped_off_cuda_are_named_scopes(tmp_path):
+    """An NCCL tuning variable (NPU602, info) set inside a test skipped off CUDA is as moot as an
+    error there: a named scope, not an info finding; the same variable in a test that runs on an
+    NPU host stays a finding."""
+    from .precision_helpers import migrate_json, moot_lines, write_project
+
+    text = '''\
+import pytest
+from vllm.platforms import current_platform
+
+
+@pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA only")
+def test_symm_mem(monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+
+
+def test_everywhere(monkeypatch):
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+'''
+    report = migrate_json(write_project(tmp_path, {"tests/test_env.py": text}))
+    kept = [f for f in report["findings"] if f["code"] == "NPU602"]
+    assert [f["line"] for f in kept] == [11] and not kept[0].get("also")
+    assert "current_platform.is_cuda()" in moot_lines(report["skipped"], "NPU602", "tests/test_env.py")[7]
