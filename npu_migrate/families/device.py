@@ -284,7 +284,7 @@ class NpuPlatform:
             codes=('NPU991',),
         ),
         Example(
-            note='a device check in front of CUDA-only code (a Triton kernel, `torch._C._cuda*`) is reported',
+            note='a device check in front of CUDA-only code (a Triton kernel, `torch._C._cuda*`) is reported, once per file (the other checks listed)',
             before="""\
 import torch
 
@@ -302,7 +302,7 @@ def device_count(device):
         return torch._C._cuda_getDeviceCount()
     return 0
 """,
-            codes=('NPU110', 'NPU110'),
+            codes=('NPU110',),
         ),
         Example(
             note='a device check in front of plain torch code still means the accelerator',
