@@ -256,9 +256,29 @@ def _triton_backend(results: list[FileResult], paths: dict[str, str]) -> Optiona
     for result in results:
         if result.relpath.endswith(".py") and _npu_part(result.relpath):
             data = result_bytes(result, paths)
-            if data and b"triton" in data:
+            if data and b"triton" in data and _imports_triton(data):
                 return result.relpath
     return None
+
+
+def _imports_triton(data: bytes) -> bool:
+    """The file imports Triton or a Triton kernel by name (`from sgl_kernel_npu.attention import
+    attention_sinks_triton`); a mention (DeepSpeed's `def is_triton_supported(self): return False`)
+    is not one."""
+    import ast
+
+    from . import astcache
+
+    tree = astcache.parse(data)
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any("triton" in a.name for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and ("triton" in (node.module or "")
+                                                 or any("triton" in a.name for a in node.names)):
+            return True
+    return False
 
 
 def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:

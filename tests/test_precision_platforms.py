@@ -321,3 +321,12 @@ def test_without_an_npu_backend_using_triton_the_kernels_stay_errors(tmp_path: P
     })
     report = migrate_json(root)
     assert [f["severity"] for f in _findings(report, "NPU910", "pkg/ops/copy.py")] == ["error"]
+
+
+def test_an_npu_backend_that_only_names_triton_does_not_run_it(tmp_path: Path) -> None:
+    """DeepSpeed's NPU accelerator says `def is_triton_supported(self): return False`: a mention,
+    not a use; the Triton kernels elsewhere stay errors."""
+    backend = "class NPU_Accelerator:\n    def is_triton_supported(self):\n        return False\n"
+    root = write_project(tmp_path, {"pkg/ops/copy.py": TRITON_KERNEL, "pkg/accelerator/npu_accelerator.py": backend})
+    report = migrate_json(root)
+    assert [f["severity"] for f in _findings(report, "NPU910", "pkg/ops/copy.py")] == ["error"]
