@@ -101,6 +101,9 @@ def _falls_back(handler: ast.ExceptHandler) -> bool:
     return _goes_on(handler.body) is True
 
 
+falls_back = _falls_back  # (versionprobes.py: a CUDA version read in a `try` with a fallback)
+
+
 def _goes_on(block: list) -> bool | None:
     """True: the statements bind or return something and never raise, exit or skip; False: they
     may stop (a `raise`, `pytest.skip`, `sys.exit`, an `if` one of whose branches stops); None:

@@ -8,7 +8,7 @@ there as written: the CUDA version references in the `try` body are info with th
 
 Only a handler that catches what the read raises there (a bare `except`, `Exception`,
 `BaseException`, `AttributeError`, `TypeError`) and goes on without raising, exiting or skipping
-(fallbacks._falls_back: binds a name, returns, sets a flag) counts; a handler that raises
+(fallbacks.falls_back: binds a name, returns, sets a flag) counts; a handler that raises
 (`except AttributeError: raise RuntimeError("CUDA required")`) or only passes keeps the findings.
 Only findings whose source reads the CUDA version (`torch.version.cuda`, `CUDA_HOME`... not a
 `torch.cuda` call, which an NPU host may run without raising) are lowered, and each keeps its code
@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from .astcache import dotted as _dotted
 from .astcache import walk_statements
-from .fallbacks import _falls_back
+from .fallbacks import falls_back
 from .findings import Finding
 from .probes import parse_text
 
@@ -74,7 +74,7 @@ def fallback_bodies(tree: ast.Module) -> list[range]:
         handlers = [h for h in stmt.handlers if _catches_none_read(h)]
         if not handlers or not any(map(_reads_version, stmt.body)):
             continue
-        if all(_falls_back(h) for h in handlers):
+        if all(falls_back(h) for h in handlers):
             out.append(range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1))
     return out
 
