@@ -169,6 +169,18 @@ def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) 
     return used
 
 
+def _imports_in(block: list) -> list[ast.stmt]:
+    """The imports of a `try` body, those under an `if` in it included (`try: if sm120(): from
+    flashinfer import f else: from sgl_kernel import f`): each fails where the package is missing."""
+    out = []
+    for stmt in block:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.append(stmt)
+        elif isinstance(stmt, ast.If):
+            out += _imports_in(stmt.body) + _imports_in(stmt.orelse)
+    return out
+
+
 def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
     """(reason, import lines, lines it covers) for each guarded import of the shapes above:
     FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module."""
@@ -186,7 +198,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if not isinstance(stmt, ast.Try):
             continue
         handlers = [h for h in stmt.handlers if catches_import_error(h)]
-        imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        imports = _imports_in(stmt.body)
         if not handlers or not imports:
             continue
         lines = {s.lineno for s in imports}

@@ -224,3 +224,60 @@ def test_fp8_conditional_default_cast_in_the_file_stays_error(tmp_path):
     })
     quant = [f for f in findings if f["path"] == "pkg/quant.py" and f["code"] == "NPU913"]
     assert quant and any(f["severity"] == "error" for f in quant), quant
+
+
+def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_stays(tmp_path):
+    """`try: if sm120(): from flashinfer import f else: from sgl_kernel import f except
+    ImportError: f = None`: the import under the `if` fails on an NPU host, the fallback runs."""
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/disp.py": """\
+            import torch
+
+
+            def sm120():
+                return False
+
+
+            try:
+                if sm120():
+                    from flashinfer import fp4_quantize
+                else:
+                    from sgl_kernel import scaled_fp4_quant as fp4_quantize
+            except ImportError:
+                fp4_quantize = None
+
+
+            def quant(x):
+                if fp4_quantize is None:
+                    return x.half()
+                return fp4_quantize(x)
+
+
+            def sync():
+                torch.cuda.synchronize()
+            """,
+        "pkg/strict.py": """\
+            import torch
+
+
+            def sm120():
+                return False
+
+
+            try:
+                if sm120():
+                    from flashinfer import fp4_quantize
+            except ImportError:
+                raise RuntimeError("install flashinfer")
+
+
+            def quant(x):
+                torch.cuda.synchronize()
+                return fp4_quantize(x)
+            """,
+    })
+    guarded = _at(findings, "pkg/disp.py", 10, "NPU911")
+    assert guarded and all(f.get("scope") and f["severity"] == "info" for f in guarded), guarded
+    strict = _at(findings, "pkg/strict.py", 10, "NPU911")
+    assert strict and strict[0]["severity"] == "error" and not strict[0].get("scope"), strict
