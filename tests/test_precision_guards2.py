@@ -15,6 +15,7 @@ Each fixture is written here, with a nearby true case that stays reported.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from npu_migrate.versionprobes import VERSION_FALLBACK
@@ -281,3 +282,36 @@ def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_sta
     assert guarded and all(f.get("scope") and f["severity"] == "info" for f in guarded), guarded
     strict = _at(findings, "pkg/strict.py", 10, "NPU911")
     assert strict and strict[0]["severity"] == "error" and not strict[0].get("scope"), strict
+
+
+def test_alias_bound_before_try_with_pass_handler_is_a_scope_direct_use_stays(tmp_path):
+    """`Fast_LN = None; try: from apex... import FastLayerNorm; Fast_LN = FastLayerNorm except
+    ImportError: pass`: the file reads `Fast_LN`, None on an NPU host. The same shape whose file
+    also reads the imported name itself (a NameError there) stays an error."""
+    source = """\
+        import torch
+
+        Fast_LN = None
+        try:
+            from apex.contrib.layer_norm.layer_norm import FastLayerNorm
+
+            Fast_LN = FastLayerNorm
+        except ImportError:
+            pass
+
+
+        def norm(n):
+            torch.cuda.synchronize()
+            if Fast_LN is not None:
+                return Fast_LN(n)
+            return torch.nn.LayerNorm(n)
+        """
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/alias.py": source,
+        "pkg/direct.py": textwrap.dedent(source) + "\n\ndef fast(n):\n    return FastLayerNorm(n)\n",
+    })
+    alias = [f for f in findings if f["path"] == "pkg/alias.py" and f["line"] == 5]
+    assert alias and all(f.get("scope") and f["severity"] == "info" for f in alias), alias
+    direct = [f for f in findings if f["path"] == "pkg/direct.py" and f["line"] == 5]
+    assert direct and any(f["severity"] == "error" and not f.get("scope") for f in direct), direct
