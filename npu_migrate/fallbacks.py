@@ -101,6 +101,9 @@ def _falls_back(handler: ast.ExceptHandler) -> bool:
     return _goes_on(handler.body) is True
 
 
+falls_back = _falls_back  # (versionprobes.py: a CUDA version read in a `try` with a fallback)
+
+
 def _goes_on(block: list) -> bool | None:
     """True: the statements bind or return something and never raise, exit or skip; False: they
     may stop (a `raise`, `pytest.skip`, `sys.exit`, an `if` one of whose branches stops); None:
@@ -139,6 +142,18 @@ def _prebound(names: set[str], block: list, try_stmt: ast.Try) -> bool:
     return bool(names) and names <= seen
 
 
+def _prebound_alias(tree: ast.Module, names: set[str], block: list, try_stmt: ast.Try) -> bool:
+    """`Fast_LN = None` in front of `try: from apex... import FastLayerNorm; Fast_LN =
+    FastLayerNorm except ImportError: pass`: the names the `try` body assigns are bound before it,
+    and the imported names are read nowhere outside the `try` body (the file uses the alias)."""
+    assigned = {t.id for s in try_stmt.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+    if not assigned or not _prebound(assigned, block, try_stmt):
+        return False
+    first, last = try_stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in try_stmt.body)
+    return not any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
+                   and not first <= n.lineno <= last for n in ast.walk(tree))
+
+
 def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) -> bool:
     """Whether every read of `names` in the file is inside the class argument of an isinstance/
     issubclass check, an annotation, or the arguments of a `register*` call."""
@@ -166,6 +181,18 @@ def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) 
     return used
 
 
+def _imports_in(block: list) -> list[ast.stmt]:
+    """The imports of a `try` body, those under an `if` in it included (`try: if sm120(): from
+    flashinfer import f else: from sgl_kernel import f`): each fails where the package is missing."""
+    out = []
+    for stmt in block:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.append(stmt)
+        elif isinstance(stmt, ast.If):
+            out += _imports_in(stmt.body) + _imports_in(stmt.orelse)
+    return out
+
+
 def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
     """(reason, import lines, lines it covers) for each guarded import of the shapes above:
     FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module."""
@@ -183,7 +210,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if not isinstance(stmt, ast.Try):
             continue
         handlers = [h for h in stmt.handlers if catches_import_error(h)]
-        imports = [s for s in stmt.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        imports = _imports_in(stmt.body)
         if not handlers or not imports:
             continue
         lines = {s.lineno for s in imports}
@@ -205,7 +232,8 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if present or not all(map(probe_statement, stmt.orelse)):
             continue  # (an `else:` that defines what uses the package: not defined where it is missing)
         if all(_falls_back(h) or (h.body and all(isinstance(s, ast.Pass) for s in h.body)
-                                  and _prebound(names, block, stmt)) for h in handlers):
+                                  and (_prebound(names, block, stmt) or _prebound_alias(tree, names, block, stmt)))
+               for h in handlers):
             out.append((FALLBACK, lines, body))
     return out
 

@@ -65,6 +65,7 @@ NO_EFFECT = (
 AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
+    "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
 )
 
 

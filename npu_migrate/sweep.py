@@ -269,7 +269,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 arguments = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
                 defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1], fn.args.defaults[::-1]))
                 defaults.update((a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None)
-                named = {name: d for name, d in defaults.items() if isinstance(d, ast.Attribute) and d.attr.startswith("float8_")}
+                named = {name: [b for b in ([d.body, d.orelse] if isinstance(d, ast.IfExp) else [d])
+                                if isinstance(b, ast.Attribute) and b.attr.startswith("float8_")]
+                         for name, d in defaults.items()}
+                named = {name: branches for name, branches in named.items() if branches}
                 if not named or not arguments:
                     continue
                 for call in ast.walk(fn):
@@ -280,7 +283,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                         held += call.args[:1]
                     for value in held:
                         if isinstance(value, ast.Name) and value.id in named:
-                            self.default_casts.add((named[value.id].lineno, value.id))
+                            self.default_casts.update((b.lineno, value.id) for b in named[value.id])
         return (self.m.position(node)[0], param) in self.default_casts
 
     def _report_fp8(self) -> None:
@@ -305,8 +308,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                     message=self.m.findings[-1].message + " (names FP8 dtypes only; no FP8 compute found in this file)")
 
     def _mark_fp8_named(self, node: Optional[cst.CSTNode]) -> None:
-        """`node` (or each element of a tuple, list or set `node`) only names an FP8 dtype."""
+        """`node` (or each element of a tuple, list or set `node`, or each branch of a conditional
+        `node`) only names an FP8 dtype."""
         if node is None:
+            return
+        if isinstance(node, cst.IfExp):
+            # `torch.float8_e4m3fnuz if is_MI300() else torch.float8_e4m3fn` as a default or a
+            # table's value: each branch names a dtype, as the plain name would
+            self._mark_fp8_named(node.body)
+            self._mark_fp8_named(node.orelse)
             return
         items = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
         for item in items:
@@ -914,8 +924,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
     # Parameter names, keywords and definitions are the user's identifiers, not references.
     def visit_Param(self, node: cst.Param) -> bool:
         self._mark_fp8_named(node.default)  # `dtype=torch.float8_e4m3fn`: a default names a dtype
-        if node.default is not None and id(node.default) in self.fp8_named:
-            self.fp8_defaults[id(node.default)] = node.name.value
+        # (each branch of `torch.float8_e4m3fnuz if is_mi300() else torch.float8_e4m3fn`)
+        for default in [node.default.body, node.default.orelse] if isinstance(node.default, cst.IfExp) else [node.default]:
+            if default is not None and id(default) in self.fp8_named:
+                self.fp8_defaults[id(default)] = node.name.value
         if node.default is not None:
             node.default.visit(self)
         if node.annotation is not None:
