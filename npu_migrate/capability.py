@@ -1,0 +1,164 @@
+"""Classes an NPU host never builds: a capability gate in the class itself keeps its methods off it.
+
+Real projects keep Blackwell- and Hopper-only code in classes that refuse to exist elsewhere
+(issue #16, round-7 audits of SGLang and vLLM):
+
+- an `__init__` that raises unless a predicate false on an NPU host holds (`if not
+  is_blackwell_supported(): raise ValueError("Current platform does not support NVFP4")`): no
+  instance exists there, so no instance method runs;
+- a selection classmethod or staticmethod (`is_supported`, `can_implement`, `is_available`: the
+  names are data, rules/scopes.toml [capability] gate_methods) whose first decision returns False,
+  or a falsy tuple `(False, reason)`, on such a predicate (`if not current_platform.
+  is_device_capability_family(100): return False, "requires sm_10x"`): the project's kernel
+  framework builds only the classes whose check answers true.
+
+`gated_methods(tree, lines, truth, segment)` gives the instance methods of such classes (and the
+rest of a raising `__init__`) as blocks in testscopes.untaken_branches' shape; the findings inside
+become info with the usual "in a branch an NPU host does not take" reason, naming the gate (a
+named skipped scope, moot.py). Classmethods and staticmethods are left alone (they run without an
+instance), as is a class that another class of the same file derives from (a subclass may build
+without the gate). Nothing here changes what is rewritten.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+from . import catalogue
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@functools.lru_cache(maxsize=None)
+def gate_methods() -> frozenset:
+    """rules/scopes.toml [capability] gate_methods: the names of selection checks."""
+    table = catalogue.read_table("scopes.toml").get("capability", {})
+    return frozenset(table.get("gate_methods", ()))
+
+
+def _decorators(function: ast.AST) -> set[str]:
+    out = set()
+    for d in function.decorator_list:
+        node = d.func if isinstance(d, ast.Call) else d
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
+
+
+def _body(function: ast.AST) -> list:
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _returns(stmt: ast.stmt) -> bool:
+    """Whether a statement may return from the function it is in (nested functions aside)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if isinstance(node, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _falsy(node: ast.AST | None, truth) -> bool:
+    """`False`, `None`, `0`, a value false on an NPU host, or a tuple whose first item is one."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Tuple) and node.elts:
+        return _falsy(node.elts[0], truth)
+    if isinstance(node, ast.Constant):
+        return node.value in (False, None, 0) and not isinstance(node.value, str)
+    return truth(node) is False
+
+
+def _raising_gate(init: ast.AST, truth) -> ast.stmt | None:
+    """The `if <true on an NPU host>: raise ...` of `__init__` that runs before any return, or None."""
+    for stmt in _body(init):
+        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Raise) \
+                and not any(_returns(s) for s in stmt.body) and truth(stmt.test) is True:
+            return stmt
+        if _returns(stmt):
+            return None
+    return None
+
+
+def _false_gate(check: ast.AST, truth) -> ast.stmt | None:
+    """The first decision of a selection check, when it returns a falsy value on an NPU host:
+    `if <true there>: return False[, reason]`, before any other return."""
+    for stmt in _body(check):
+        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return) \
+                and truth(stmt.test) is True:
+            inner = [s for s in stmt.body[:-1] if _returns(s)]
+            return stmt if not inner and _falsy(stmt.body[-1].value, truth) else None
+        if isinstance(stmt, ast.Return):
+            return stmt if _falsy(stmt.value, truth) and not isinstance(stmt.value, ast.Constant) \
+                and not (isinstance(stmt.value, ast.Tuple) and isinstance(stmt.value.elts[0], ast.Constant)) \
+                else None
+        if _returns(stmt):
+            return None
+    return None
+
+
+def _derived(tree: ast.Module) -> set[str]:
+    """Names of the file's classes that another class of the file derives from."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if isinstance(base, ast.Name):
+                    out.add(base.id)
+                elif isinstance(base, ast.Attribute):
+                    out.add(base.attr)
+    return out
+
+
+def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[int, int, str, bool]]:
+    """(first line, last line, the reason, False) of the code of classes an NPU host never builds."""
+    out: list[tuple[int, int, str, bool]] = []
+    derived = None
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        methods = [s for s in cls.body if isinstance(s, _FUNCTIONS)]
+        gate = why = None
+        init = next((m for m in methods if m.name == "__init__"), None)
+        if init is not None:
+            gate = _raising_gate(init, truth)
+            if gate is not None:
+                why = (f"`{cls.name}.__init__` raises on an NPU host (`{segment(lines, gate.test)}`): "
+                       f"no instance exists there")
+        if gate is None:
+            for check in methods:
+                if check.name in gate_methods() and _decorators(check) & {"classmethod", "staticmethod"}:
+                    found = _false_gate(check, truth)
+                    if found is not None:
+                        shown = segment(lines, found.test if isinstance(found, ast.If) else found.value)
+                        gate, why = check, (f"`{cls.name}.{check.name}` answers False on an NPU host "
+                                            f"(`{shown}`): the class is never selected there")
+                        break
+        if gate is None:
+            continue
+        if derived is None:
+            derived = _derived(tree)
+        if cls.name in derived:
+            continue  # (a subclass of the file may build without the gate)
+        from_init = init is not None and isinstance(gate, ast.If) and gate in init.body
+        if from_init:
+            rest = init.body[init.body.index(gate) + 1:]
+            if rest:
+                out.append((rest[0].lineno, rest[-1].end_lineno or rest[-1].lineno, why, False))
+        for method in methods:
+            if method is gate or (from_init and method is init) or _decorators(method) & {"classmethod", "staticmethod"}:
+                continue
+            first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
+            out.append((first, method.end_lineno or method.lineno, why, False))
+    return out
