@@ -93,19 +93,28 @@ def _raising_gate(init: ast.AST, truth) -> ast.stmt | None:
 
 def _false_gate(check: ast.AST, truth) -> ast.stmt | None:
     """The first decision of a selection check, when it returns a falsy value on an NPU host:
-    `if <true there>: return False[, reason]`, before any other return."""
+    `if <true there>: return False[, reason]`, before any other return. (A check that is one
+    `return <false there>` is left alone: a class may call it as a run-time test.)"""
     for stmt in _body(check):
         if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return) \
                 and truth(stmt.test) is True:
             inner = [s for s in stmt.body[:-1] if _returns(s)]
             return stmt if not inner and _falsy(stmt.body[-1].value, truth) else None
-        if isinstance(stmt, ast.Return):
-            return stmt if _falsy(stmt.value, truth) and not isinstance(stmt.value, ast.Constant) \
-                and not (isinstance(stmt.value, ast.Tuple) and isinstance(stmt.value.elts[0], ast.Constant)) \
-                else None
         if _returns(stmt):
             return None
     return None
+
+
+def _called_inside(cls: ast.ClassDef, check: ast.AST) -> bool:
+    """Whether the class's other methods ask the check themselves (`if self.is_supported():`): then
+    it is a run-time test inside a class that is built anyway, not the framework's selection."""
+    for method in cls.body:
+        if method is check or not isinstance(method, _FUNCTIONS):
+            continue
+        for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and node.attr == check.name:
+                return True
+    return False
 
 
 def _derived(tree: ast.Module) -> set[str]:
@@ -138,7 +147,8 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[i
                        f"no instance exists there")
         if gate is None:
             for check in methods:
-                if check.name in gate_methods() and _decorators(check) & {"classmethod", "staticmethod"}:
+                if check.name in gate_methods() and _decorators(check) & {"classmethod", "staticmethod"} \
+                        and not _called_inside(cls, check):
                     found = _false_gate(check, truth)
                     if found is not None:
                         shown = segment(lines, found.test if isinstance(found, ast.If) else found.value)

@@ -139,3 +139,12 @@ class TunedKernel(TorchNvFp4Kernel):
     found, moot = _run(tmp_path, text)
     gated = _line(text, "scale_a=sa, scale_b=sb")
     assert found.get(gated) == "error" and gated not in moot
+
+
+def test_a_check_the_class_calls_itself_is_not_a_selection_gate(tmp_path):
+    # (`if self.is_supported():` inside the class: the class is built anyway, the other methods run)
+    text = SELECTED.replace("    def apply_weights(self, x, w, sa, sb):\n",
+                            "    def apply_weights(self, x, w, sa, sb):\n"
+                            "        if not self.is_supported()[0]:\n            return x @ w\n")
+    found, moot = _run(tmp_path, text)
+    assert found.get(_line(text, "scale_a=sa, scale_b=sb")) == "error"
