@@ -12,6 +12,9 @@ Real projects keep Blackwell- and Hopper-only code in classes that refuse to exi
   is_device_capability_family(100): return False, "requires sm_10x"`): the project's kernel
   framework builds only the classes whose check answers true.
 
+A flag of such a class helps the same way: `if self.use_trtllm:` where every assignment of the
+attribute in the file is `self.use_trtllm = <false on an NPU host>` (in the class itself).
+
 `gated_methods(tree, lines, truth, segment)` gives the instance methods of such classes (and the
 rest of a raising `__init__`) as blocks in testscopes.untaken_branches' shape; the findings inside
 become info with the usual "in a branch an NPU host does not take" reason, naming the gate (a
@@ -23,6 +26,7 @@ without the gate). Nothing here changes what is rewritten.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 
 from . import catalogue
@@ -45,6 +49,73 @@ def _decorators(function: ast.AST) -> set[str]:
             out.add(node.id)
         elif isinstance(node, ast.Attribute):
             out.add(node.attr)
+    return out
+
+
+class _Substitute(ast.NodeTransformer):
+    """`self.<name>` as an NPU host sees it: False (names: the class's flags false there)."""
+
+    def __init__(self, names: set):
+        self.names = names
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.names:
+            return ast.copy_location(ast.Constant(False), node)
+        return self.generic_visit(node)
+
+
+def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, derived: set) -> list:
+    """The bodies of `if self.use_x:` in a class whose every assignment of `self.use_x` is a value
+    false on an NPU host (`self.use_x = is_sm100_supported() and has_x`), the attribute being
+    assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the class derived by none
+    of the file's classes."""
+    assigned_elsewhere: set[str] = set()
+    per_class: dict[int, dict[str, list]] = {}
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    owner: dict[int, ast.ClassDef] = {}
+    for cls in classes:
+        for method in cls.body:
+            if isinstance(method, _FUNCTIONS):
+                for node in ast.walk(method):
+                    owner.setdefault(id(node), cls)
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if not isinstance(element, ast.Attribute):
+                    continue
+                cls = owner.get(id(node))
+                if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
+                        and isinstance(element.value, ast.Name) and element.value.id == "self"):
+                    per_class.setdefault(id(cls), {}).setdefault(element.attr, []).append(node.value)
+                else:
+                    assigned_elsewhere.add(element.attr)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            assigned_elsewhere.add("*")
+    if "*" in assigned_elsewhere:
+        return []
+    out = []
+    for cls in classes:
+        attrs = per_class.get(id(cls), {})
+        false = {name for name, values in attrs.items() if name not in assigned_elsewhere
+                 and all(truth(v) is False for v in values)}
+        if not false or cls.name in derived:
+            continue
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS):
+                continue
+            for node in ast.walk(method):
+                if not isinstance(node, ast.If) or not node.body:
+                    continue
+                shown = _Substitute(false).visit(copy.deepcopy(node.test))
+                if truth(shown) is False and truth(node.test) is not False:
+                    flag = next(n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                                and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in false)
+                    source = next(segment(lines, v) for v in attrs[flag])
+                    why = (f"`{segment(lines, node.test)}`: `self.{flag}` is only ever `{source}`, "
+                           f"false on an NPU host")
+                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, why, False))
     return out
 
 
@@ -130,6 +201,73 @@ def _derived(tree: ast.Module) -> set[str]:
     return out
 
 
+class _Substitute(ast.NodeTransformer):
+    """`self.<name>` as an NPU host sees it: False (names: the class's flags false there)."""
+
+    def __init__(self, names: set):
+        self.names = names
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.names:
+            return ast.copy_location(ast.Constant(False), node)
+        return self.generic_visit(node)
+
+
+def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, derived: set) -> list:
+    """The bodies of `if self.use_x:` in a class whose every assignment of `self.use_x` is a value
+    false on an NPU host (`self.use_x = is_sm100_supported() and has_x`), the attribute being
+    assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the class derived by none
+    of the file's classes."""
+    assigned_elsewhere: set[str] = set()
+    per_class: dict[int, dict[str, list]] = {}
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    owner: dict[int, ast.ClassDef] = {}
+    for cls in classes:
+        for method in cls.body:
+            if isinstance(method, _FUNCTIONS):
+                for node in ast.walk(method):
+                    owner.setdefault(id(node), cls)
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if not isinstance(element, ast.Attribute):
+                    continue
+                cls = owner.get(id(node))
+                if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
+                        and isinstance(element.value, ast.Name) and element.value.id == "self"):
+                    per_class.setdefault(id(cls), {}).setdefault(element.attr, []).append(node.value)
+                else:
+                    assigned_elsewhere.add(element.attr)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            assigned_elsewhere.add("*")
+    if "*" in assigned_elsewhere:
+        return []
+    out = []
+    for cls in classes:
+        attrs = per_class.get(id(cls), {})
+        false = {name for name, values in attrs.items() if name not in assigned_elsewhere
+                 and all(truth(v) is False for v in values)}
+        if not false or cls.name in derived:
+            continue
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS):
+                continue
+            for node in ast.walk(method):
+                if not isinstance(node, ast.If) or not node.body:
+                    continue
+                shown = _Substitute(false).visit(copy.deepcopy(node.test))
+                if truth(shown) is False and truth(node.test) is not False:
+                    flag = next(n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                                and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in false)
+                    source = next(segment(lines, v) for v in attrs[flag])
+                    why = (f"`{segment(lines, node.test)}`: `self.{flag}` is only ever `{source}`, "
+                           f"false on an NPU host")
+                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, why, False))
+    return out
+
+
 def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[int, int, str, bool]]:
     """(first line, last line, the reason, False) of the code of classes an NPU host never builds."""
     out: list[tuple[int, int, str, bool]] = []
@@ -171,4 +309,72 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[i
                 continue
             first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
             out.append((first, method.end_lineno or method.lineno, why, False))
+    out += _false_attribute_branches(tree, lines, truth, segment, derived if derived is not None else _derived(tree))
+    return out
+
+
+class _Substitute(ast.NodeTransformer):
+    """`self.<name>` as an NPU host sees it: False (names: the class's flags false there)."""
+
+    def __init__(self, names: set):
+        self.names = names
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.names:
+            return ast.copy_location(ast.Constant(False), node)
+        return self.generic_visit(node)
+
+
+def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, derived: set) -> list:
+    """The bodies of `if self.use_x:` in a class whose every assignment of `self.use_x` is a value
+    false on an NPU host (`self.use_x = is_sm100_supported() and has_x`), the attribute being
+    assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the class derived by none
+    of the file's classes."""
+    assigned_elsewhere: set[str] = set()
+    per_class: dict[int, dict[str, list]] = {}
+    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    owner: dict[int, ast.ClassDef] = {}
+    for cls in classes:
+        for method in cls.body:
+            if isinstance(method, _FUNCTIONS):
+                for node in ast.walk(method):
+                    owner.setdefault(id(node), cls)
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if not isinstance(element, ast.Attribute):
+                    continue
+                cls = owner.get(id(node))
+                if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
+                        and isinstance(element.value, ast.Name) and element.value.id == "self"):
+                    per_class.setdefault(id(cls), {}).setdefault(element.attr, []).append(node.value)
+                else:
+                    assigned_elsewhere.add(element.attr)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            assigned_elsewhere.add("*")
+    if "*" in assigned_elsewhere:
+        return []
+    out = []
+    for cls in classes:
+        attrs = per_class.get(id(cls), {})
+        false = {name for name, values in attrs.items() if name not in assigned_elsewhere
+                 and all(truth(v) is False for v in values)}
+        if not false or cls.name in derived:
+            continue
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS):
+                continue
+            for node in ast.walk(method):
+                if not isinstance(node, ast.If) or not node.body:
+                    continue
+                shown = _Substitute(false).visit(copy.deepcopy(node.test))
+                if truth(shown) is False and truth(node.test) is not False:
+                    flag = next(n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                                and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in false)
+                    source = next(segment(lines, v) for v in attrs[flag])
+                    why = (f"`{segment(lines, node.test)}`: `self.{flag}` is only ever `{source}`, "
+                           f"false on an NPU host")
+                    out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, why, False))
     return out

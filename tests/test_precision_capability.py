@@ -15,16 +15,16 @@ from .precision_helpers import migrate_json, moot_lines, write_project
 
 
 def _run(tmp_path: Path, text: str, path: str = "pkg/mod.py",
-         others: dict | None = None) -> tuple[dict[int, str], dict[int, str]]:
-    """({line: severity} of NPU913 findings, {line: reason} of NPU913 named scopes) of `path`."""
+         others: dict | None = None, code: str = "NPU913") -> tuple[dict[int, str], dict[int, str]]:
+    """({line: severity} of `code`'s findings, {line: reason} of its named scopes) of `path`."""
     report = migrate_json(write_project(tmp_path, {"pkg/mod.py": text, **(others or {})}))
     found = {}
     for f in report["findings"]:
-        if f["path"] == path and f["code"] == "NPU913":
+        if f["path"] == path and f["code"] == code:
             found[f["line"]] = f["severity"]
             for line, _column, _source in f.get("also", ()):
                 found[line] = f["severity"]
-    return found, moot_lines(report["skipped"], "NPU913", path)
+    return found, moot_lines(report["skipped"], code, path)
 
 
 def _line(text: str, needle: str, nth: int = 0) -> int:
@@ -148,3 +148,47 @@ def test_a_check_the_class_calls_itself_is_not_a_selection_gate(tmp_path):
                             "        if not self.is_supported()[0]:\n            return x @ w\n")
     found, moot = _run(tmp_path, text)
     assert found.get(_line(text, "scale_a=sa, scale_b=sb")) == "error"
+
+
+FLAGGED = '''\
+import torch
+
+from .utils import is_sm100_supported
+
+
+class Mxfp4MoE:
+    def __init__(self, backend):
+        self.use_trtllm = is_sm100_supported() and backend == "trtllm"
+        self.use_triton = backend == "triton"
+
+    def apply(self, x, scale):
+        if self.use_trtllm:
+            from flashinfer import trtllm_moe
+
+            x = trtllm_moe(x)
+        if self.use_triton:
+            from flashinfer import triton_moe
+
+            x = triton_moe(x)
+        return x
+'''
+
+
+def test_a_flag_assigned_only_from_a_blackwell_check_makes_its_branch_a_named_scope(tmp_path):
+    found, moot = _run(tmp_path, FLAGGED, code="NPU911")
+    gated = _line(FLAGGED, "import trtllm_moe")
+    assert gated in moot and gated not in found
+    assert "self.use_trtllm" in moot[gated] and "is_sm100_supported()" in moot[gated]
+    # a flag the NPU host may set keeps its finding
+    assert found.get(_line(FLAGGED, "import triton_moe")) == "error"
+
+
+def test_a_flag_also_assigned_elsewhere_keeps_its_branch(tmp_path):
+    text = FLAGGED + '''
+
+def enable(method):
+    method.use_trtllm = True
+'''
+    found, moot = _run(tmp_path, text, code="NPU911")
+    gated = _line(text, "import trtllm_moe")
+    assert gated not in moot and found.get(gated) == "error"
