@@ -99,7 +99,8 @@ def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, der
     for cls in classes:
         attrs = per_class.get(id(cls), {})
         false = {name for name, values in attrs.items() if name not in assigned_elsewhere
-                 and all(truth(v) is False for v in values)}
+                 and all(truth(v) is False for v in values)
+                 and any(not isinstance(v, ast.Constant) for v in values)}  # (a constant is no NPU fact)
         if not false or cls.name in derived:
             continue
         for method in cls.body:
@@ -248,7 +249,8 @@ def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, der
     for cls in classes:
         attrs = per_class.get(id(cls), {})
         false = {name for name, values in attrs.items() if name not in assigned_elsewhere
-                 and all(truth(v) is False for v in values)}
+                 and all(truth(v) is False for v in values)
+                 and any(not isinstance(v, ast.Constant) for v in values)}  # (a constant is no NPU fact)
         if not false or cls.name in derived:
             continue
         for method in cls.body:
@@ -360,7 +362,8 @@ def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, der
     for cls in classes:
         attrs = per_class.get(id(cls), {})
         false = {name for name, values in attrs.items() if name not in assigned_elsewhere
-                 and all(truth(v) is False for v in values)}
+                 and all(truth(v) is False for v in values)
+                 and any(not isinstance(v, ast.Constant) for v in values)}  # (a constant is no NPU fact)
         if not false or cls.name in derived:
             continue
         for method in cls.body:

@@ -192,3 +192,12 @@ def enable(method):
     found, moot = _run(tmp_path, text, code="NPU911")
     gated = _line(text, "import trtllm_moe")
     assert gated not in moot and found.get(gated) == "error"
+
+
+def test_a_flag_only_ever_a_constant_is_no_npu_fact(tmp_path):
+    # (`self._capturing = False` in `__init__` only: the code may set it from outside; not an NPU fact)
+    text = FLAGGED.replace('self.use_trtllm = is_sm100_supported() and backend == "trtllm"',
+                           "self.use_trtllm = False")
+    found, moot = _run(tmp_path, text, code="NPU911")
+    gated = _line(text, "import trtllm_moe")
+    assert gated not in moot and found.get(gated) == "error"
