@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, catalogue, reach
+from . import astcache, capability, catalogue, reach
 from .findings import Finding
 
 
@@ -608,6 +608,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
                     False))
     try:  # what the file's own flags, functions and exits show (reach.py)
         out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
+        out += capability.gated_methods(tree, lines, _truth, _segment)  # (classes an NPU host never builds)
     except RecursionError:
         pass
     return out
@@ -680,7 +681,9 @@ def review_untaken_branches(findings: list[Finding], text: str,
                 if scope not in scopes:
                     scopes.append(scope)
                 continue
-            if branch is not None and _lowerable(finding):
+            if branch is not None and _lowerable(finding) and not any(
+                    not any(b[0] <= place[0] <= b[1] for b in branches) for place in finding.also or ()):
+                # (a finding that stands for places outside every such branch keeps its severity)
                 why = branch[2] if "`" in branch[2] else f"`{branch[2]}`"  # (reach.py's reasons quote their code)
                 finding = replace(finding, severity="info",
                                   message=f"{finding.message} (in a branch an NPU host does not take: {why})")
