@@ -95,6 +95,33 @@ def _skips(handler: ast.ExceptHandler) -> bool:
     return False
 
 
+def _none_used_unchecked(tree: ast.Module, stmt: ast.Try, handlers: list) -> bool:
+    """A handler that binds the imported names to None, where the file uses one of them and never
+    tests it (`if svdq_gemm is None`, `if svdq_gemm:`): the "fallback" is a None that is then
+    called (sglang's Nunchaku ops), which fails on an NPU host as the import would have."""
+    nones = {t.id for h in handlers for s in h.body if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Constant) and s.value.value is None
+             for t in s.targets if isinstance(t, ast.Name)}
+    if not nones:
+        return False
+    inside = range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
+    used, tested = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in nones and isinstance(node.ctx, ast.Load) \
+                and node.lineno not in inside:
+            used.add(node.id)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id in nones \
+                and any(isinstance(c, ast.Constant) and c.value is None for c in node.comparators):
+            tested.add(node.left.id)
+        elif isinstance(node, (ast.If, ast.IfExp, ast.While, ast.Assert)):
+            test = node.test.operand if isinstance(node.test, ast.UnaryOp) else node.test
+            for operand in (test.values if isinstance(test, ast.BoolOp) else [test]):
+                operand = operand.operand if isinstance(operand, ast.UnaryOp) else operand
+                if isinstance(operand, ast.Name) and operand.id in nones:
+                    tested.add(operand.id)
+    return bool(used - tested)
+
+
 def _falls_back(handler: ast.ExceptHandler) -> bool:
     """A handler that goes on without the package: it does not raise, exit or skip at its top
     level, and does more than pass or log (binds a name, sets a flag, returns, imports another)."""
@@ -233,7 +260,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
             continue  # (an `else:` that defines what uses the package: not defined where it is missing)
         if all(_falls_back(h) or (h.body and all(isinstance(s, ast.Pass) for s in h.body)
                                   and (_prebound(names, block, stmt) or _prebound_alias(tree, names, block, stmt)))
-               for h in handlers):
+               for h in handlers) and not _none_used_unchecked(tree, stmt, handlers):
             out.append((FALLBACK, lines, body))
     return out
 

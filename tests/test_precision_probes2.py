@@ -470,3 +470,38 @@ def test_fallback_beside_a_rewritten_import_is_info(tmp_path):
     assert fallback and fallback[0]["severity"] == "info" and FALLBACK in fallback[0]["message"], findings
     plain = _at(findings, "pkg/plain.py", 1)
     assert plain and plain[0]["severity"] == "error", findings
+
+
+def test_a_none_fallback_called_without_a_check_stays_an_error(tmp_path):
+    """sglang's Nunchaku layer: `except ImportError: svdq_gemm_w4a4_cuda = None`, then `svdq_gemm_w4a4_cuda(...)`
+    called with no None check: on an NPU host the call fails, so the import stays a finding.
+    The same None fallback tested before the call is a fallback (a named scope)."""
+    findings, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/unchecked.py": """\
+            try:
+                from nunchaku.ops.gemm import svdq_gemm_w4a4_cuda
+            except ImportError:
+                svdq_gemm_w4a4_cuda = None
+
+
+            def forward(x):
+                return svdq_gemm_w4a4_cuda(x)
+            """,
+        "pkg/checked.py": """\
+            try:
+                from nunchaku.ops.gemm import svdq_gemm_w4a4_cuda
+            except ImportError:
+                svdq_gemm_w4a4_cuda = None
+
+
+            def forward(x):
+                if svdq_gemm_w4a4_cuda is None:
+                    return x
+                return svdq_gemm_w4a4_cuda(x)
+            """,
+    })
+    unchecked = _at(findings, "pkg/unchecked.py", 2)
+    assert unchecked and unchecked[0]["severity"] == "error" and not unchecked[0].get("scope"), unchecked
+    checked = _at(findings, "pkg/checked.py", 2)
+    assert checked and checked[0].get("scope") and FALLBACK in checked[0]["message"], checked
