@@ -48,3 +48,21 @@ def commit_all(root: Path, env: dict | None = None) -> None:
                  ("config", "user.name", "t"), ("config", "commit.gpgsign", "false"),
                  ("add", "-A"), ("commit", "-q", "-m", "base", "--no-verify")):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, env=env)
+
+
+# gloo can abort a rank at interpreter exit on a loaded machine, after the run completed
+# ("terminate called without an active exception", exit -6): a torch teardown race, not ours;
+# and the port probed free may be taken before torchrun binds it.
+TEARDOWN_ABORT = "terminate called without an active exception"
+PORT_CLASH_SIGNS = ("EADDRINUSE", "Address already in use", "DistNetworkError")
+
+
+def torchrun_should_retry(proc, steps: int) -> bool:
+    """True when a failed torchrun should be run again: the port was taken between probe and
+    bind, or gloo aborted at exit after all `steps` step lines were printed. Any other failure
+    (a step missing, a traceback of the run) is a failure."""
+    if proc.returncode == 0:
+        return False
+    if TEARDOWN_ABORT in proc.stderr and proc.stdout.count("step ") >= steps:
+        return True
+    return any(sign in proc.stderr for sign in PORT_CLASH_SIGNS)

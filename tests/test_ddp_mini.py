@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.project_runs import run_migration, step_losses
+from tests.project_runs import run_migration, step_losses, torchrun_should_retry
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "ddp_mini"
@@ -105,22 +105,9 @@ def _check(proc, project_dir, what):
     return proc.stdout
 
 
-_PORT_CLASH_SIGNS = ("EADDRINUSE", "Address already in use", "DistNetworkError")
-
-
-# gloo can abort a rank at interpreter exit on a loaded machine, after the run completed
-# ("terminate called without an active exception", exit -6): a torch teardown race, not ours.
-_TEARDOWN_ABORT = "terminate called without an active exception"
-
-
 def _port_clash(proc):
-    """True when the run should be retried: the port probed free was taken before torchrun bound
-    it, or gloo aborted at exit after every step was printed."""
-    if proc.returncode == 0:
-        return False
-    if _TEARDOWN_ABORT in proc.stderr and proc.stdout.count("step ") >= NUM_STEPS:
-        return True
-    return any(sign in proc.stderr for sign in _PORT_CLASH_SIGNS)
+    """True when the run should be retried (project_runs.torchrun_should_retry)."""
+    return torchrun_should_retry(proc, NUM_STEPS)
 
 
 def _run_torchrun(project_dir):

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.vnpu import SITE_DIR
-from tests.project_runs import run_migration, step_losses
+from tests.project_runs import run_migration, step_losses, torchrun_should_retry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = REPO_ROOT / "fixtures" / "projects"
@@ -130,9 +130,13 @@ def _free_port() -> int:
 
 
 def _torchrun(cwd: Path, vnpu: bool, **extra: str) -> subprocess.CompletedProcess:
-    args = ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-            "127.0.0.1", "--master-port", str(_free_port()), "-m", "ddp_mini.train"]
-    return _run(cwd, args, vnpu, NPU_MIGRATE_VNPU_COUNT="2", **extra)
+    for _ in range(3):  # a port taken before torchrun binds it, or gloo's teardown abort: again
+        args = ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
+                "127.0.0.1", "--master-port", str(_free_port()), "-m", "ddp_mini.train"]
+        proc = _run(cwd, args, vnpu, NPU_MIGRATE_VNPU_COUNT="2", **extra)
+        if not torchrun_should_retry(proc, NUM_STEPS):
+            break
+    return proc
 
 
 def test_ddp_on_hccl_fp32_bit_identical(migrated):
