@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .versionprobes import review_version_fallbacks
 from .findings import merge_per_file
-from .redundant import fold_into_base_image, fold_redundant, fold_same_line
+from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
 from .probes import (
     drop_python_extensions,
@@ -168,8 +168,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     result.findings = merge_per_file(result.findings, secondary)
     if kind == "dockerfile":
         result.findings = fold_into_base_image(result.findings)
-    if kind != "python" and result.findings:  # (one line of a script: one finding for its NCCL variables)
-        result.findings = fold_same_line(result.findings)
+    if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
+        result.findings = fold_adjacent_lines(fold_same_line(result.findings))
     return _with_facts(result, kind)
 
 
