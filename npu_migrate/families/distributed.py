@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from .. import catalogue
 from .base import Example, Family
@@ -359,6 +360,10 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
                 continue  # literals: NPU301 or, if no backend at all, left alone
             if isinstance(value, cst.Name) and value.value in self.backend_variables:
                 continue
+            if isinstance(value, (cst.Name, cst.Attribute)) and self._device_picks(value):
+                continue
+            if _literal_choice(value):
+                continue  # `"gloo" if cfg.device == "cpu" else "nccl"`: each literal seen (NPU301)
             if isinstance(value, cst.Call) and ctx.is_own_literal_call(value):
                 continue
             if isinstance(value, (cst.IfExp, cst.Call)) and id(value) in ctx.claimed:
@@ -369,6 +374,44 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
                 continue
             ctx.report("NPU304", value)
         return None
+
+
+    def _device_picks(self, value: cst.Name | cst.Attribute) -> bool:
+        """`self.backend = get_distributed_backend(device_type)` before `init_process_group(
+        self.backend)`: the variable holds what the device or the platform layer picks, HCCL on
+        an NPU host. Looked up in the enclosing function (the class, for `self.x`) when the call
+        is about to be reported: the assignment may sit in a statement the traversal skipped as
+        cold (no CUDA word in it)."""
+        name = get_full_name_for_node(value)
+        if not name:
+            return False
+        want = cst.ClassDef if name.startswith("self.") else cst.FunctionDef
+        scope = next((p for p in reversed(self.ctx.parents) if isinstance(p, want)), None)
+        if scope is None:
+            return False
+        finder = _AssignedFrom(name)
+        scope.visit(finder)
+        return finder.found
+
+
+class _AssignedFrom(cst.CSTVisitor):
+    """Whether `name` is assigned a call that names the device or asks the platform layer."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.found = name, False
+
+    def visit_Assign(self, node: cst.Assign) -> Optional[bool]:
+        value = node.value
+        if isinstance(value, cst.Call) and (asks_platform_layer(value) or _names_the_device(value)):
+            self.found = self.found or any(get_full_name_for_node(t.target) == self.name for t in node.targets)
+        return None
+
+
+def _literal_choice(value: cst.CSTNode) -> bool:
+    """A conditional expression whose every branch is a string literal."""
+    if isinstance(value, cst.IfExp):
+        return _literal_choice(value.body) and _literal_choice(value.orelse)
+    return isinstance(value, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _names_the_device(value: cst.CSTNode) -> bool:
