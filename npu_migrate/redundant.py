@@ -478,20 +478,24 @@ def fold_same_line(findings: list[Finding]) -> list[Finding]:
 BLOCK_GAP = 2  # lines between two settings of one block (a comment line between them)
 
 
-def fold_adjacent_lines(findings: list[Finding]) -> list[Finding]:
+def fold_adjacent_lines(findings: list[Finding], lines: list[str]) -> list[Finding]:
     """A block of NCCL variables (NPU703) set on consecutive lines of a script or config (a
     recipe's `env:` block of NCCL fabric switches, an `export NCCL_IB_*` run): one finding that
     names the others. The block is one decision on an NPU host (which HCCL settings, if any,
     replace it); the round-7 reviewers read a finding per line as redundant. A variable's later
-    uses come along (its `also` places); a variable set apart from the block, and the CUDA build
-    variables (a wheel index beside CUDA_HOME: two decisions), keep their own findings."""
+    uses come along (its `also` places); a variable set apart from the block (another line
+    between them that is not blank or a comment: `env:` of another section), and the CUDA build
+    variables (a wheel index beside CUDA_HOME: two decisions), keep their own findings. `lines`:
+    the file's lines."""
     ours = sorted(f for f in findings if f.code == "NPU703" and _ours(f) and _named(f).startswith("NCCL_"))
     if len(ours) < 2:
         return findings
     fold = _Fold(findings)
     anchor = previous = None
     for finding in ours:
-        if anchor is not None and finding.line - previous.line <= BLOCK_GAP and fold.movable(finding, anchor):
+        if (anchor is not None and finding.line - previous.line <= BLOCK_GAP and fold.movable(finding, anchor)
+                and all(not text.strip() or text.lstrip().startswith("#")
+                        for text in lines[previous.line:finding.line - 1])):
             fold.targets.add(id(anchor))
             fold.move(finding, _places(finding), anchor)
         else:

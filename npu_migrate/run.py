@@ -169,7 +169,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if kind == "dockerfile":
         result.findings = fold_into_base_image(result.findings)
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
-        result.findings = fold_adjacent_lines(fold_same_line(result.findings))
+        lines = source.decode("utf-8", "replace").splitlines()
+        result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)
     return _with_facts(result, kind)
 
 

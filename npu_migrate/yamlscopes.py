@@ -1,6 +1,6 @@
 """Scopes of a YAML file that change what a text-file finding means (textfiles.py calls this).
 
-The detectors of textfiles.py read a YAML file line by line. Three shapes need its structure:
+The detectors of textfiles.py read a YAML file line by line. Four shapes need its structure:
 
 - Markdown documentation in a block scalar (`guide: |` with `###` headings and code fences): a
   snippet under a heading that names another accelerator (`### Docker (NVIDIA)`, `### 4xA100`,
@@ -13,6 +13,9 @@ The detectors of textfiles.py read a YAML file line by line. Three shapes need i
 - A sequence or mapping that already names the NPU next to CUDA (`matrix: include: [{device:
   cuda}, {device: npu-a2}]`, `cuda: ...` beside `npu: ...`): platform-aware, like the Python
   scopes of families/platform.py; its findings become NPU991 (info).
+- An entry of a per-hardware mapping (a parent key naming hardware, overrides or platforms) for
+  another vendor's hardware (`hardware_overrides: amd:`, `gb200:`): a deployment picks its own
+  hardware's entry, an NPU host one naming the NPU or the defaults; a named skipped scope.
 
 The knowledge (vendor words, runner words) is rules/scopes.toml [yaml]. The structure is read from
 indentation only (no YAML parser): block scalars, `key:` lines and `- ` items; flow collections
@@ -284,6 +287,30 @@ def _platform_aware(doc: _Doc, index: int, key: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# Another vendor's section of a per-hardware mapping
+
+_PER_HARDWARE = re.compile(r"(?i)hardware|override|platform|vendor|accelerator")
+
+
+def _vendor_section(doc: _Doc, index: int) -> Optional[tuple[int, int, str]]:
+    """The scope of a per-hardware mapping's entry for another vendor's hardware that holds the
+    node at `index` (`hardware_overrides: {amd: {extra_env: ...}, gb200: ...}` in a vLLM recipe),
+    or None: the deployment picks the entry of its own hardware, an NPU host one naming the NPU
+    (`ascend_910c:`) or the defaults, never this one."""
+    vendor, npu, _ = _patterns()
+    for node_index in _ancestors(doc, index):
+        node = doc.nodes[node_index]
+        if node.item or not node.key or node.parent is None:
+            continue
+        parent = doc.nodes[node.parent]
+        if (_PER_HARDWARE.search(parent.key) and vendor.search(re.sub(r"\d+x", " ", node.key.replace("_", " ")))
+                and not npu.search(node.key)):
+            return (node.line, node.end, f"another platform's configuration (the `{parent.key}.{node.key}` "
+                                         f"section of a per-hardware mapping)")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
 # Entry point
 
 
@@ -315,6 +342,16 @@ def refine(text: str, code: str, relpath: str, findings: list[Finding], enabled)
                 message=f"{finding.message} (documentation example in the Markdown of `{key}: |`, not "
                         f"configuration)")
         out.append(finding)
+
+    # another vendor's entry of a per-hardware mapping: a named scope
+    findings, out = out, []
+    for finding in findings:
+        index = doc.node_of_line.get(finding.line)
+        section = _vendor_section(doc, index) if index is not None else None
+        if section is None:
+            out.append(finding)
+        elif section not in scopes:
+            scopes.append(section)
 
     # platform-aware sequences and mappings: NPU991
     findings, out = out, []

@@ -59,3 +59,37 @@ def test_a_recipes_env_block_is_one_finding_per_block(tmp_path: Path) -> None:
     assert [f["line"] for f in found] == [5, 13]
     assert "`NCCL_MNNVL_ENABLE`, `NCCL_NVLS_ENABLE` in the same block" in found[0]["message"]
     assert "`NCCL_MIN_NCHANNELS`" in found[1]["message"]
+
+
+PER_HARDWARE = """\
+model: some/model
+variants:
+  default:
+    args: --tp 8
+    hardware_overrides:
+      amd:
+        extra_env:
+          NCCL_MIN_NCHANNELS: "16"
+      gb200:
+        extra_env:
+          NCCL_CUMEM_ENABLE: "1"
+          NCCL_MNNVL_ENABLE: "1"
+      ascend_910c:
+        extra_env:
+          NCCL_DEBUG: INFO
+env:
+  NCCL_P2P_LEVEL: NVL
+"""
+
+
+def test_another_vendors_entry_of_a_per_hardware_mapping_is_a_named_scope(tmp_path: Path) -> None:
+    """A vLLM recipe's `hardware_overrides.amd` / `.gb200` entries: the deployment picks its own
+    hardware's entry, an NPU host the `ascend_*` one or the defaults (round-8 audit)."""
+    report = migrate_json(write_project(tmp_path, {"recipe.yaml": PER_HARDWARE}))
+    assert [f["line"] for f in _npu703(report, "recipe.yaml")] == [15, 17]  # the NPU's entry, the defaults
+    scopes = {(s["start_line"], s["end_line"]): s["reason"] for s in report["skipped"]
+              if s.get("path") == "recipe.yaml" and "start_line" in s}
+    assert scopes == {
+        (6, 8): "another platform's configuration (the `hardware_overrides.amd` section of a per-hardware mapping)",
+        (9, 12): "another platform's configuration (the `hardware_overrides.gb200` section of a per-hardware mapping)",
+    }
