@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import replace
 
 import libcst as cst
 
@@ -306,6 +307,13 @@ with torch.cuda.graph(graph):
                 # `isinstance(m, DataParallel)`, `-> DataParallel`: names the class without making
                 # one; only a construction (or a subclass) runs DataParallel
                 self.ctx.claim(original)
+            elif self.report_qualnames[qual] == "NPU901" and self._registered_only():
+                ctx, count = self.ctx, len(self.ctx.findings)
+                ctx.report("NPU901", original)
+                if len(ctx.findings) > count and ctx.findings[-1].code == "NPU901":
+                    found = ctx.findings[-1]
+                    ctx.findings[-1] = replace(found, severity="info", message=found.message + (
+                        " (information: registered here, not built; a configuration that selects it builds it)"))
             else:
                 self.ctx.report(self.report_qualnames[qual], original)
             return updated
@@ -340,7 +348,23 @@ with torch.cuda.graph(graph):
             return (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
                     and call.func.value in ("isinstance", "issubclass")
                     and len(call.args) == 2 and call.args[1] is parent)
+        if (isinstance(parent, cst.Assign) and isinstance(node, cst.Tuple) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            # `options = (DistributedDataParallel, DataParallel)` read only by `isinstance(m, options)`
+            return _only_type_checked(ctx.file_text(), parent.targets[0].target.value)
         return False
+
+    def _registered_only(self) -> bool:
+        """Whether the name being left is an argument of a registration call (`MODEL_WRAPPERS.
+        register_module(module=DataParallel)`): the class goes into a registry, not built here."""
+        ctx = self.ctx
+        parent = ctx.parent(1)
+        call = ctx.parent(2)
+        if not (isinstance(parent, cst.Arg) and parent.value is ctx.parents[-1] and isinstance(call, cst.Call)):
+            return False
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return "register" in name.lower()
 
     def visit_With(self, node: cst.With) -> None:
         """`with torch.cuda.graph(g):` around backward or an optimizer step captures training."""
@@ -505,6 +529,15 @@ with torch.cuda.graph(graph):
                     return True
         return False
 
+
+
+def _only_type_checked(text: str, name: str) -> bool:
+    """Whether every other use of `name` in the file's text is the class argument of
+    `isinstance` / `issubclass` (a tuple of wrapper classes kept to unwrap a model, never called).
+    Read from the text: the traversal may see only the file's hot statements."""
+    uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", text))
+    checks = len(re.findall(rf"\b(?:isinstance|issubclass)\([^()]*,\s*{re.escape(name)}\s*\)", text))
+    return checks > 0 and uses == checks + 1
 
 def _strings_in(node: cst.CSTNode) -> list[cst.SimpleString]:
     """The string literals anywhere in `node` (a list of sources, a glob pattern, a join)."""
