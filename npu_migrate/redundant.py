@@ -509,14 +509,26 @@ IMAGE = "NPU707"
 IMAGE_PARTS = ("NPU708",)  # what a CUDA image's Dockerfile installs on it: CUDA wheels, CUDA-only packages
 
 
+# the CUDA image's own build variables (`ARG CUDA_VERSION`, `ENV CUDA_HOME`, TORCH_CUDA_ARCH_LIST,
+# the cuXXX wheel index): they parametrise the CUDA image, which its NPU707 finding replaces as a whole
+IMAGE_VARIABLE = re.compile(r"CUDA|CUDNN|NCCL_(VERSION|ROOT|HOME)\b")
+
+
+def _image_build_variable(finding: Finding) -> bool:
+    return finding.code == "NPU703" and bool(IMAGE_VARIABLE.search(_named(finding)))
+
+
 def fold_into_base_image(findings: list[Finding]) -> list[Finding]:
     """A Dockerfile built on a CUDA base image (NPU707): its CUDA wheel index and CUDA-only
-    package installs (NPU708) are part of that image's port, one finding whose message names them
-    ("with `flash-attn`, ..."); a Dockerfile without a CUDA image keeps them."""
+    package installs (NPU708), and the image's CUDA build variables (NPU703 `CUDA_VERSION`,
+    `TORCH_CUDA_ARCH_LIST`, `NCCL_VERSION`), are part of that image's port, one finding whose
+    message names them ("with `flash-attn`, ..."); a Dockerfile without a CUDA image keeps them,
+    and NCCL runtime settings (`ENV NCCL_NET_PLUGIN=ofi`) stay findings of their own."""
     image = next((f for f in sorted(findings) if f.code == IMAGE and _ours(f)), None)
     if image is None:
         return findings
-    parts = [f for f in findings if f.code in IMAGE_PARTS and _ours(f) and _may_absorb(image, f)]
+    parts = [f for f in findings if (f.code in IMAGE_PARTS or _image_build_variable(f)) and _ours(f)
+             and _may_absorb(image, f)]
     if not parts:
         return findings
     kept = absorb(image, parts, name_them="in the same Dockerfile")
