@@ -66,6 +66,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
+    "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path
     # platforms.triton_on_npu: the project's own NPU backend runs Triton (Triton-Ascend), so its
     # portable kernels run there as the project ships them; inline PTX, TMA and libdevice stay errors
     "the project runs Triton on its own NPU backend",

@@ -29,7 +29,7 @@ from .cache import digest, options_key
 # functions that run it: a one-file `check` of a file with no CUDA word, a cached run, the text-file
 # engine and `--help` never need it.
 from .fallbacks import review_fallbacks
-from .versionprobes import review_version_fallbacks
+from .versionprobes import review_toolkit_path, review_version_fallbacks
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -152,7 +152,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
                                               options.first_party)
             result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             result.findings = review_fallbacks(result.findings, text)  # (fallbacks.py)
-            result.findings = review_version_fallbacks(result.findings, text)  # (versionprobes.py)
+            # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
+            result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

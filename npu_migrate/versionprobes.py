@@ -13,6 +13,15 @@ Only a handler that catches what the read raises there (a bare `except`, `Except
 Only findings whose source reads the CUDA version (`torch.version.cuda`, `CUDA_HOME`... not a
 `torch.cuda` call, which an NPU host may run without raising) are lowered, and each keeps its code
 and lines: nothing is dropped here.
+
+The same holds for the CUDA toolkit's path (review_toolkit_path): `torch.utils.cpp_extension.
+CUDA_HOME` is None where no CUDA toolkit is installed, an NPU host among them. In a file that
+builds no extension (no `CUDAExtension`, `BuildExtension`, `load(...)`/`load_inline`) and reads
+it only where None is handled (in a test, under `if CUDA_HOME is not None:`/`if CUDA_HOME:`, in the
+`else` of `if CUDA_HOME is None:`, or passed on as it is), an environment report or a build-preset
+tool, the code's own no-toolkit path runs there: its NPU911 findings (and NPU990 on the uses) are info with the reason
+`TOOLKIT_HANDLED`, a scope that runs as written. A file that joins the path unchecked
+(`os.path.join(CUDA_HOME, "include")` at import) keeps its error.
 """
 
 from __future__ import annotations
@@ -96,4 +105,91 @@ def review_version_fallbacks(findings: list[Finding], text: str) -> list[Finding
         return findings
     hits = {id(f) for f in candidates if any(f.line in body for body in bodies)}
     return [replace(f, severity="info", message=f"{f.message} ({VERSION_FALLBACK})") if id(f) in hits else f
+            for f in findings]
+
+
+TOOLKIT_HANDLED = ("a CUDA toolkit path whose absence the file handles: `CUDA_HOME` is None on an NPU host "
+                   "without the CUDA toolkit, the file reads it only where it tests it for None and builds "
+                   "no extension")
+_BUILDS = re.compile(r"\b(?:CUDAExtension|BuildExtension|load_inline)\b|cpp_extension\.load\(|"
+                     r"from\s+torch\.utils\.cpp_extension\s+import\s[^\n]*\bload\b")
+LEFTOVER = "NPU990"  # the uses of CUDA_HOME the sweep reports beside the import's NPU911
+_PASSES_ON = frozenset({"print", "str", "repr", "bool", "info", "debug", "warning", "warn", "echo"})
+
+
+def _is_home(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "CUDA_HOME") or (
+        isinstance(node, ast.Attribute) and node.attr == "CUDA_HOME")
+
+
+def _tests_home(test: ast.AST) -> int:
+    """1 where `test` true means CUDA_HOME is set (`CUDA_HOME`, `CUDA_HOME is not None and ...`),
+    -1 where it means unset (`CUDA_HOME is None`, `not CUDA_HOME`), 0 otherwise."""
+    if _is_home(test):
+        return 1
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return -_tests_home(test.operand)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return 1 if any(_tests_home(v) == 1 for v in test.values) else 0
+    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and _is_home(test.left)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+        return 1 if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) else -1 if isinstance(
+            test.ops[0], (ast.Is, ast.Eq)) else 0
+    return 0
+
+
+def _home_uses_checked(tree: ast.Module) -> bool:
+    """Whether the file reads CUDA_HOME (at least once in a test) only where None is handled: in a
+    test of an `if`/conditional expression, under a test that it is set (or in the `else` of one
+    that it is not), passed on as it is (assigned, returned, printed)."""
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    tested = False
+    for node in ast.walk(tree):
+        if not _is_home(node) or not isinstance(getattr(node, "ctx", None), ast.Load):
+            continue
+        if isinstance(node, ast.Attribute) and _is_home(parents.get(id(node))):
+            continue
+        child, parent, safe = node, parents.get(id(node)), False
+        if isinstance(parent, (ast.Assign, ast.Return, ast.FormattedValue)) or (
+                isinstance(parent, ast.Call) and child in parent.args
+                and (_dotted(parent.func) or "").rsplit(".", 1)[-1] in _PASSES_ON):
+            safe = True
+        while parent is not None and not safe:
+            if isinstance(parent, (ast.If, ast.IfExp, ast.While)):
+                if child is parent.test:
+                    safe = tested = True
+                    break
+                sign = _tests_home(parent.test)
+                in_body = child in parent.body if isinstance(parent.body, list) else child is parent.body
+                if (sign == 1 and in_body) or (sign == -1 and not in_body):
+                    safe = True
+                    break
+            if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+                before = parent.values[:parent.values.index(child)] if child in parent.values else []
+                if any(_tests_home(v) == 1 for v in before):
+                    safe = True
+                    break
+            child, parent = parent, parents.get(id(parent))
+        if not safe:
+            return False
+    return tested
+
+
+def review_toolkit_path(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU911 findings on `CUDA_HOME` (and the NPU990 ones on its uses) in a file that reads it
+    only where None is handled and builds no extension, lowered to info with the reason (see the
+    module's doc)."""
+    if "CUDA_HOME" not in text or _BUILDS.search(text):
+        return findings
+    targets = [f for f in findings if f.code in ("NPU911", LEFTOVER) and not f.fixable and f.cell is None
+               and f.severity != "info" and "CUDA_HOME" in f.message]
+    if not targets:
+        return findings
+    tree = parse_text(text)
+    if tree is None or not _home_uses_checked(tree):
+        return findings
+    return [replace(f, severity="info", message=f"{f.message} ({TOOLKIT_HANDLED})") if f in targets else f
             for f in findings]

@@ -73,3 +73,42 @@ def test_without_a_cuda_image_the_build_variables_stay(tmp_path: Path) -> None:
         "nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04", "python:3.11")}))
     names = sorted(f["message"].split("`")[1] for f in report["findings"] if f["code"] == "NPU703")
     assert names == ["CUDA_VERSION", "NCCL_NET_PLUGIN", "NCCL_VERSION", "TORCH_CUDA_ARCH_LIST"]
+
+
+ENV_REPORT = """\
+import os
+import subprocess
+
+import torch
+from torch.utils.cpp_extension import CUDA_HOME
+
+
+def collect_env():
+    info = {"torch": torch.__version__}
+    if CUDA_HOME is not None and os.path.isdir(CUDA_HOME):
+        info["nvcc"] = subprocess.check_output([os.path.join(CUDA_HOME, "bin", "nvcc"), "-V"]).decode()
+    return info
+"""
+
+JOINED = """\
+import os
+
+import torch.utils.cpp_extension
+
+cuda_include_path = os.path.join(torch.utils.cpp_extension.CUDA_HOME, "include")
+"""
+
+
+def test_a_cuda_home_tested_for_none_outside_a_build_runs_as_written(tmp_path: Path) -> None:
+    """mmengine's collect_env, colossalai's check_installation, vLLM's CMake preset tool: CUDA_HOME is
+    None on an NPU host and the file tests for it; a file joining it unchecked keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"envinfo.py": ENV_REPORT, "client.py": JOINED,
+                                                   "build.py": ENV_REPORT + "from torch.utils.cpp_extension import "
+                                                                            "CUDAExtension\n"}))
+    codes = {(f["path"], f["severity"]) for f in report["findings"] if f["code"] == "NPU911"}
+    assert ("client.py", "error") in codes and ("build.py", "error") in codes
+    assert not any(path == "envinfo.py" for path, _ in codes)
+    assert not [f for f in report["findings"] if f["path"] == "envinfo.py" and not f["fixable"]]  # uses too
+    reasons = [s["reason"] for s in report["skipped"] if s.get("path") == "envinfo.py"]
+    assert reasons and reasons[0].startswith("runs as written on an NPU host (NPU911): ")
+    assert "a CUDA toolkit path whose absence the file handles" in reasons[0]
