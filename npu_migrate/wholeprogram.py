@@ -264,10 +264,14 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts, facts_of)
     for i, spans in overridden.items():
         def why(finding: Finding, spans=spans) -> Optional[str]:
-            # every place of a merged finding must lie in the overridden method, or it stays
+            # every place of a merged finding must lie in an overridden method (one finding may
+            # stand for the same private API in two of them), or it stays
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
-            span = next((sp for sp in spans if sp[0] <= finding.line <= sp[1]), None)
-            return span[2] if span is not None and all(span[0] <= n <= span[1] for n in lines) else None
+            found = [next((sp for sp in spans if sp[0] <= n <= sp[1]), None) for n in lines]
+            if any(sp is None for sp in found):
+                return None
+            named = list(dict.fromkeys(sp[2] for sp in found))
+            return named[0] if len(named) == 1 else f"{named[0]}; and {'; '.join(named[1:])}"
         out[i] = _lower(out[i], why)
     return out
 

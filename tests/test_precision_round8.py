@@ -112,3 +112,45 @@ def test_a_cuda_home_tested_for_none_outside_a_build_runs_as_written(tmp_path: P
     reasons = [s["reason"] for s in report["skipped"] if s.get("path") == "envinfo.py"]
     assert reasons and reasons[0].startswith("runs as written on an NPU host (NPU911): ")
     assert "a CUDA toolkit path whose absence the file handles" in reasons[0]
+
+
+PARENT = """\
+import torch
+
+
+class CudaGraphRunner:
+    def start_profile(self):
+        torch.cuda.memory._record_memory_history()
+
+    def stop_profile(self):
+        torch.cuda.memory._dump_snapshot("memory.pickle")
+        torch.cuda.memory._record_memory_history(enabled=None)
+"""
+
+NPU_RUNNER = """\
+import torch_npu
+
+from .cuda_graph_runner import CudaGraphRunner
+
+
+class NPUGraphRunner(CudaGraphRunner):
+    def start_profile(self):
+        torch_npu.npu.memory._record_memory_history()
+
+    def stop_profile(self):
+        torch_npu.npu.memory._record_memory_history(enabled=None)
+"""
+
+
+def test_a_finding_merged_over_two_overridden_methods_is_a_scope(tmp_path: Path) -> None:
+    """sglang's CudaGraphRunner: one NPU202 stands for the allocator-history calls of two methods,
+    and NPUGraphRunner overrides both (round-8 audit); with one method not overridden it stays."""
+    files = {"runner/__init__.py": "", "runner/cuda_graph_runner.py": PARENT, "runner/npu_graph_runner.py": NPU_RUNNER}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not [f for f in report["findings"] if f["path"] == "runner/cuda_graph_runner.py" and not f["fixable"]]
+    reasons = " ".join(s["reason"] for s in report["skipped"] if s.get("path") == "runner/cuda_graph_runner.py")
+    assert "`NPUGraphRunner.start_profile`" in reasons and "`NPUGraphRunner.stop_profile`" in reasons
+    files["runner/npu_graph_runner.py"] = NPU_RUNNER.split("    def stop_profile")[0]
+    report = migrate_json(write_project(tmp_path / "again", files))
+    kept = [f for f in report["findings"] if f["path"] == "runner/cuda_graph_runner.py" and f["code"] == "NPU202"]
+    assert kept and kept[0]["severity"] == "error"
