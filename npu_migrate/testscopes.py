@@ -539,9 +539,13 @@ def _uncalled_compile(tree: ast.Module, line: int) -> bool:
     return True
 
 
+_TYPE_ALIASES = frozenset({"Union", "Optional", "Type", "type"})
+
+
 def in_annotation(text: str):
     """A predicate: whether a finding sits in a type annotation (of a variable, a parameter, a
-    return): a merged finding should stand on a use instead (`findings.merge_per_file`)."""
+    return) or a type alias (`X = Union[...]`): a merged finding should stand on a use instead
+    (`findings.merge_per_file`)."""
     tree = _parse(text)
     spans = []
     if tree is not None:
@@ -553,6 +557,9 @@ def in_annotation(text: str):
                 notes.append(node.annotation)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
                 notes.append(node.returns)
+            elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript)
+                  and (astcache.dotted(node.value.value) or "").rsplit(".", 1)[-1] in _TYPE_ALIASES):
+                notes.append(node.value)  # `_PROFILER = Union[profile, emit_nvtx]`: a type alias
             spans += [((n.lineno, n.col_offset + 1), (n.end_lineno or n.lineno, n.end_col_offset or 0))
                       for n in notes]
 

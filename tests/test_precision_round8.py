@@ -154,3 +154,26 @@ def test_a_finding_merged_over_two_overridden_methods_is_a_scope(tmp_path: Path)
     report = migrate_json(write_project(tmp_path / "again", files))
     kept = [f for f in report["findings"] if f["path"] == "runner/cuda_graph_runner.py" and f["code"] == "NPU202"]
     assert kept and kept[0]["severity"] == "error"
+
+
+PROFILER = """\
+from typing import Union
+
+import torch
+
+_PROFILER = Union[torch.profiler.profile, torch.autograd.profiler.emit_nvtx]
+
+
+def start(emit_nvtx):
+    if emit_nvtx:
+        return torch.autograd.profiler.emit_nvtx()
+    return torch.profiler.profile()
+"""
+
+
+def test_a_merged_finding_stands_on_a_use_not_on_a_type_alias(tmp_path: Path) -> None:
+    """Lightning's `_PROFILER = Union[..., emit_nvtx]`: the alias names the class, the call uses it;
+    the finding stands on the call and lists the alias (round-8 audit: a poor anchor)."""
+    report = migrate_json(write_project(tmp_path, {"prof.py": PROFILER}))
+    (found,) = [f for f in report["findings"] if "emit_nvtx" in f["message"] and not f["fixable"]]
+    assert found["line"] == 10 and [a[0] for a in found["also"]] == [5]
