@@ -678,24 +678,35 @@ class _References(cst.CSTVisitor):
             self.names.update(_IDENTIFIER.findall(value))
 
 
-def referenced_names(module: cst.Module) -> set[str]:
-    """The names `module` refers to outside import statements (see _References)."""
+def referenced_names(module: cst.CSTNode | Iterable[cst.CSTNode]) -> set[str]:
+    """The names `module` (or each of a list of statements) refers to outside import statements
+    (see _References)."""
     visitor = _References()
-    module.visit(visitor)
+    for node in [module] if isinstance(module, cst.CSTNode) else module:
+        node.visit(visitor)
     return visitor.names
 
 
 def newly_unused(before: cst.Module, after: cst.Module) -> set[str]:
     """Module-level import bindings that `before` refers to and `after` does not: the imports the
     rewrite left unused. Never a name that was unused before (side-effect imports, re-exports),
-    never a `from __future__` import or an `x as x` re-export."""
+    never a `from __future__` import or an `x as x` re-export.
+
+    The rewrite hands back the statements it did not change as the same objects (the dispatcher
+    returns untouched nodes themselves), so only the changed statements are read first: a name
+    that they refer to before and not after is then looked for in the unchanged ones. Reading
+    both whole modules cost a sixth of a cold run of the torch tree."""
     candidates = module_import_bindings(before) & module_import_bindings(after)
     if not candidates:
         return set()
-    used_before = referenced_names(before) & candidates
-    if not used_before:
+    kept = {id(stmt) for stmt in before.body} & {id(stmt) for stmt in after.body}
+    lost = referenced_names([s for s in before.body if id(s) not in kept]) & candidates
+    if not lost:
         return set()
-    return used_before - referenced_names(after)
+    lost -= referenced_names([s for s in after.body if id(s) not in kept])
+    if not lost:
+        return set()
+    return lost - referenced_names([s for s in before.body if id(s) in kept])
 
 
 def names_used_in_text(text: str, names: Iterable[str]) -> set[str]:
