@@ -29,7 +29,7 @@ import ast
 import copy
 import functools
 
-from . import catalogue
+from . import astcache, catalogue
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -134,13 +134,27 @@ def _derived(tree: ast.Module) -> set[str]:
     return out
 
 
-def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[int, int, str, bool]]:
-    """(first line, last line, the reason, False) of the code of classes an NPU host never builds."""
+def _classes(tree: ast.Module, interest: set | None) -> list[ast.ClassDef]:
+    """The file's classes, outer ones first (as `ast.walk` gives them), found through statements
+    only; with `interest` (lines), only those holding one of them."""
+    found = [node for node in astcache.walk_statements(tree) if isinstance(node, ast.ClassDef)]
+    if interest is not None:
+        found = [c for c in found if any(c.lineno <= line <= (c.end_lineno or c.lineno) for line in interest)]
+    return sorted(found, key=lambda c: (c.col_offset, c.lineno))
+
+
+def gated_methods(tree: ast.Module, lines: list, truth, segment,
+                  interest: set | None = None) -> list[tuple[int, int, str, bool]]:
+    """(first line, last line, the reason, False) of the code of classes an NPU host never builds;
+    with `interest` (the lines of reported findings), only of the classes holding one of them
+    (the others' blocks would lower nothing: a cold run of the torch tree spent a tenth of its
+    time on them)."""
     out: list[tuple[int, int, str, bool]] = []
     derived = None
-    for cls in ast.walk(tree):
-        if not isinstance(cls, ast.ClassDef):
-            continue
+    classes = _classes(tree, interest)
+    if not classes:
+        return out
+    for cls in classes:
         methods = [s for s in cls.body if isinstance(s, _FUNCTIONS)]
         gate = why = None
         init = next((m for m in methods if m.name == "__init__"), None)
@@ -175,7 +189,8 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment) -> list[tuple[i
                 continue
             first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
             out.append((first, method.end_lineno or method.lineno, why, False))
-    out += _false_attribute_branches(tree, lines, truth, segment, derived if derived is not None else _derived(tree))
+    out += _false_attribute_branches(tree, classes, lines, truth, segment,
+                                     (lambda: derived) if derived is not None else (lambda: _derived(tree)))
     return out
 
 
@@ -191,16 +206,31 @@ class _Substitute(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, derived: set) -> list:
-    """The bodies of `if self.use_x:` in a class whose every assignment of `self.use_x` is a value
-    false on an NPU host (`self.use_x = is_sm100_supported() and has_x`), the attribute being
-    assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the class derived by none
-    of the file's classes."""
+def _tested_flags(classes: list) -> set[str]:
+    """The names of `self.<name>` read in the tests of `if` statements of the classes' methods."""
+    out = set()
+    for cls in classes:
+        for method in cls.body:
+            if isinstance(method, _FUNCTIONS):
+                for node in astcache.walk_statements(method):
+                    if isinstance(node, ast.If):
+                        out.update(n.attr for n in ast.walk(node.test) if isinstance(n, ast.Attribute)
+                                   and isinstance(n.value, ast.Name) and n.value.id == "self")
+    return out
+
+
+def _false_attribute_branches(tree: ast.Module, classes: list, lines: list, truth, segment, derived) -> list:
+    """The bodies of `if self.use_x:` in a class (of `classes`) whose every assignment of
+    `self.use_x` is a value false on an NPU host (`self.use_x = is_sm100_supported() and has_x`),
+    the attribute being assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the
+    class derived by none of the file's classes (`derived()`: their names)."""
+    flags = _tested_flags(classes)
+    if not flags:
+        return []
     assigned_elsewhere: set[str] = set()
     per_class: dict[int, dict[str, list]] = {}
-    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
     owner: dict[int, ast.ClassDef] = {}
-    for cls in classes:
+    for cls in (c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)):
         for method in cls.body:
             if isinstance(method, _FUNCTIONS):
                 for node in ast.walk(method):
@@ -210,7 +240,7 @@ def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, der
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                if not isinstance(element, ast.Attribute):
+                if not isinstance(element, ast.Attribute) or element.attr not in flags:
                     continue
                 cls = owner.get(id(node))
                 if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
@@ -223,12 +253,17 @@ def _false_attribute_branches(tree: ast.Module, lines: list, truth, segment, der
     if "*" in assigned_elsewhere:
         return []
     out = []
+    derived_names = None
     for cls in classes:
         attrs = per_class.get(id(cls), {})
         false = {name for name, values in attrs.items() if name not in assigned_elsewhere
                  and all(truth(v) is False for v in values)
                  and any(not isinstance(v, ast.Constant) for v in values)}  # (a constant is no NPU fact)
-        if not false or cls.name in derived:
+        if not false:
+            continue
+        if derived_names is None:
+            derived_names = derived()
+        if cls.name in derived_names:
             continue
         for method in cls.body:
             if not isinstance(method, _FUNCTIONS):

@@ -615,7 +615,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
                     False))
     try:  # what the file's own flags, functions and exits show (reach.py)
         out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
-        out += capability.gated_methods(tree, lines, _truth, _segment)  # (classes an NPU host never builds)
+        out += capability.gated_methods(tree, lines, _truth, _segment, interest)  # (classes an NPU host never builds)
     except RecursionError:
         pass
     return out
