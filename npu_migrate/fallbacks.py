@@ -181,9 +181,23 @@ def _prebound_alias(tree: ast.Module, names: set[str], block: list, try_stmt: as
                    and not first <= n.lineno <= last for n in ast.walk(tree))
 
 
-def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) -> bool:
+def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt], allowed: set[int] | None = None) -> bool:
     """Whether every read of `names` in the file is inside the class argument of an isinstance/
-    issubclass check, an annotation, or the arguments of a `register*` call."""
+    issubclass check, an annotation, or the arguments of a `register*` call (`allowed`: the ids
+    of those nodes, from _type_check_nodes, when the caller has them)."""
+    allowed = _type_check_nodes(tree) if allowed is None else allowed
+    used = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+            if id(node) not in allowed:
+                return False
+            used = True
+    return used
+
+
+def _type_check_nodes(tree: ast.Module) -> set[int]:
+    """The ids of the nodes inside isinstance/issubclass class arguments, annotations and the
+    arguments of `register*` calls."""
     allowed: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -199,13 +213,7 @@ def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt]) 
             allowed.update(id(n) for n in ast.walk(node.returns))
         elif isinstance(node, ast.AnnAssign):
             allowed.update(id(n) for n in ast.walk(node.annotation))
-    used = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
-            if id(node) not in allowed:
-                return False
-            used = True
-    return used
+    return allowed
 
 
 def _imports_in(block: list) -> list[ast.stmt]:
@@ -220,9 +228,10 @@ def _imports_in(block: list) -> list[ast.stmt]:
     return out
 
 
-def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
+def classify(tree: ast.Module, interest: set[int] | None = None) -> list[tuple[str, set[int], range]]:
     """(reason, import lines, lines it covers) for each guarded import of the shapes above:
-    FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module."""
+    FALLBACK/TYPE_ONLY cover the `try` body, SKIPPED_TEST the rest of the function or module.
+    With `interest` (lines of reported imports), only the `try` statements importing on one."""
     blocks: dict[int, int] = {}
     statements = list(walk_statements(tree, blocks))
     by_id = {}
@@ -233,6 +242,7 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
                 by_id[id(block)] = block
     by_id[id(tree.body)] = tree.body
     out = []
+    type_checks: set[int] | None = None
     for stmt in statements:
         if not isinstance(stmt, ast.Try):
             continue
@@ -241,6 +251,8 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
         if not handlers or not imports:
             continue
         lines = {s.lineno for s in imports}
+        if interest is not None and not lines & interest:
+            continue
         present = any(_top(s) in PRESENT_ON_NPU for s in imports)
         body = range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1)
         names = set().union(*map(bound_names, imports))
@@ -253,7 +265,9 @@ def classify(tree: ast.Module) -> list[tuple[str, set[int], range]]:
             continue
         if any(isinstance(s, ast.Raise) for h in handlers for s in h.body):
             continue
-        if names and _type_only_uses(tree, names, imports):
+        if names and type_checks is None:
+            type_checks = _type_check_nodes(tree)
+        if names and _type_only_uses(tree, names, imports, type_checks):
             out.append((TYPE_ONLY, lines, body))
             continue
         if present or not all(map(probe_statement, stmt.orelse)):
@@ -281,7 +295,9 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     # such import in the `try` is enough (`from flash_attn.flash_attn_interface import
     # _flash_attn_varlen_forward` beside a rewritten one still fails)
     missing = {f.line for f in findings if not f.fixable and f.cell is None and _REPORTED_IMPORT.search(f.message)}
-    shapes = [shape for shape in classify(tree) if shape[1] & missing]
+    if not missing:
+        return findings
+    shapes = [shape for shape in classify(tree, missing) if shape[1] & missing]
     if not shapes:
         return findings
     hits = {id(f): reason for f in findings for reason in [_shape_of(f, shapes)] if reason}
