@@ -16,6 +16,8 @@ role, read from the names around them, is a label and not a device (issue #16, r
   (information, with the reason);
 - a CUDA variable read from the environment with an empty fallback (`os.environ.get(
   "CUDA_VERSION", "")`): unset on an NPU host, the read yields the fallback (information);
+- a device named inside a list that only ends in a message (`unsupported.append(f"cuda:{i}
+  (SM{major}{minor})")`, then `raise ValueError(f"... {', '.join(unsupported)}")`): prose (gated);
 - a per-device table's "cuda" key in a file whose device list gets "cuda" only behind a device
   check kept meaning CUDA (NPU110 "it guards adding the label"): on an NPU host the key is never
   looked up; information, folded into that check's finding (`fold_kept_label_keys`).
@@ -103,6 +105,8 @@ def mark(sweep: Sweep, node: cst.CSTNode) -> None:
         _category_key(sweep, node)
     elif kind is cst.Attribute:
         _version_display(sweep, node)
+    elif kind is cst.FormattedString:
+        _message_part(sweep, node)
 
 
 def _gate_cuda(sweep: Sweep, value: cst.CSTNode) -> None:
@@ -122,8 +126,8 @@ def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
 
 
 def _env_fallback(sweep: Sweep, node: cst.Call) -> None:
-    """`os.environ.get("CUDA_VERSION", "")`, `os.getenv("CUDA_VERSION")`: a read that yields the
-    fallback on an NPU host. Not a variable with an Ascend counterpart (env.toml `rename`:
+    """`os.environ.get("CUDA_VERSION", "")`: a read that yields its empty fallback on an NPU host
+    (a version or a name shown, an empty path part). Not a variable with an Ascend counterpart (env.toml `rename`:
     `CUDA_VISIBLE_DEVICES`), nor a path a build looks for (`CUDA_HOME`: its fallback is a path)."""
     qual = sweep.m.qualname(node.func) or dotted_name(node.func) or ""
     if qual not in ("os.environ.get", "os.getenv", "environ.get", "getenv"):
@@ -136,10 +140,8 @@ def _env_fallback(sweep: Sweep, node: cst.Call) -> None:
         return
     if name in catalogue.env_table()["rename"] or re.fullmatch(_re_path(), name):
         return
-    fallback = node.args[1].value if len(node.args) == 2 else None
-    if fallback is not None and not (_string(fallback) == "" or (isinstance(fallback, cst.Name)
-                                                                  and fallback.value == "None")):
-        return
+    if len(node.args) != 2 or _string(node.args[1].value) != "":
+        return  # (no fallback given: a flag read, None when unset, stays reported)
     sweep.label_info.setdefault(id(positional[0].value), FALLBACK_REASON)
 
 
@@ -255,6 +257,70 @@ def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         parts.append(node.id)
     return ".".join(reversed(parts))
+
+
+# ----------------------------------------------------------------------------- parts of a message
+_COLLECT = frozenset({"append", "extend", "insert", "add"})
+
+
+def _message_part(sweep: Sweep, node: cst.FormattedString) -> None:
+    """`unsupported.append(f"cuda:{i} (SM{major}{minor})")` where `unsupported` is only tested,
+    counted, and joined into an exception, log or print message: a device named for people."""
+    first = node.parts[0] if node.parts else None
+    if not (isinstance(first, cst.FormattedStringText) and re.match(r"cuda(:|$)", first.value)):
+        return
+    line, column = sweep.m.position(node)
+    parents = _parents(sweep)
+    found = next((c for c in parents if isinstance(c, ast.JoinedStr) and c.lineno == line
+                  and c.col_offset + 1 == column), None)
+    call = parents.get(found) if found is not None else None
+    if not (isinstance(call, ast.Call) and found in call.args and isinstance(call.func, ast.Attribute)
+            and call.func.attr in _COLLECT and isinstance(call.func.value, ast.Name)):
+        return
+    name = call.func.value.id
+    scope = parents.get(call)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        scope = parents.get(scope)
+    if scope is None:
+        return
+    uses = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
+    if all(_message_use(parents, n) for n in uses if isinstance(n.ctx, ast.Load)) \
+            and any(_message_use(parents, n) == "message" for n in uses):
+        sweep.gates.add(id(node))
+
+
+def _message_use(parents: dict, node: ast.Name):
+    """"message" where the list's text ends in a message for people, "neutral" where the list is
+    only filled, tested or counted (and the binding itself), None otherwise."""
+    parent = parents.get(node)
+    if isinstance(node.ctx, ast.Store):
+        assign = parent
+        return "neutral" if isinstance(assign, (ast.Assign, ast.AnnAssign)) and isinstance(
+            assign.value, (ast.List, ast.Tuple)) and not getattr(assign.value, "elts", None) else None
+    if isinstance(parent, ast.Attribute) and parent.attr in _COLLECT and isinstance(parents.get(parent), ast.Call):
+        return "neutral"
+    if isinstance(parent, (ast.If, ast.While)) and parent.test is node:
+        return "neutral"
+    if isinstance(parent, ast.UnaryOp) and isinstance(parents.get(parent), (ast.If, ast.While)):
+        return "neutral"
+    if isinstance(parent, ast.Call) and _dotted(parent.func) == "len":
+        return "neutral"
+    current = node
+    while True:
+        parent = parents.get(current)
+        if isinstance(parent, (ast.FormattedValue, ast.JoinedStr, ast.keyword)) or (
+                isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Mod))):
+            current = parent
+            continue
+        if isinstance(parent, ast.Call):
+            called = _dotted(parent.func).rsplit(".", 1)[-1]
+            if current is not parent.func and called in ("join", "format", "str", "repr"):
+                current = parent
+                continue
+            if current is not parent.func and (called in _DISPLAY_CALLS
+                                               or called.endswith(("Error", "Exception", "Warning"))):
+                return "message"
+        return None
 
 
 # ----------------------------------------------------------------------------- a table behind a kept label

@@ -205,3 +205,75 @@ def run(x):
     found = _findings(source)
     hinted = [f for f in found if f.line == 4]
     assert hinted and hinted[0].severity == "warning" and "per-device values" in hinted[0].message
+
+
+# ----------------------------------------------------------------------------- a device named in a message
+def test_devices_named_in_a_list_that_ends_in_an_error_message_are_prose():
+    source = '''\
+import torch
+from vllm.platforms import current_platform
+
+
+class QuantConfig:
+    def validate(self) -> None:
+        if not current_platform.is_cuda():
+            raise ValueError("Only supported on NVIDIA CUDA GPUs")
+        unsupported = []
+        for i in range(torch.cuda.device_count()):
+            major, minor = torch.cuda.get_device_capability(i)
+            if major == 9:
+                unsupported.append(f"cuda:{i} (SM{major}{minor}, Hopper)")
+            elif major not in (8, 12):
+                unsupported.append(f"cuda:{i} (SM{major}{minor})")
+        if unsupported:
+            raise ValueError(f"Unsupported devices: {', '.join(unsupported)}")
+
+    def devices(self):
+        found = []
+        for i in range(torch.cuda.device_count()):
+            found.append(f"cuda:{i}")
+        print(f"devices: {found}")
+        return [torch.device(d) for d in found]
+'''
+    found = _findings(source)
+    assert not _lines(found) & {13, 15}
+    # a list of devices that is also used as devices stays reported
+    assert 22 in _reported(found)
+
+
+# ----------------------------------------------------------------------------- a setUp that skips on an NPU host
+def test_a_class_whose_setup_skips_below_a_capability_does_not_run_on_an_npu_host():
+    source = '''\
+import unittest
+
+import torch
+
+
+@unittest.skipIf(not torch.cuda.is_available(), "Test requires CUDA")
+class TestMLABackend(unittest.TestCase):
+    def setUp(self):
+        if torch.cuda.is_available():
+            compute_capability = torch.cuda.get_device_capability()
+            if compute_capability[0] < 9:
+                self.skipTest("requires Hopper")
+        self.device = "cuda"
+
+    def test_output(self):
+        out = torch.zeros(2, device=self.device)
+        self.assertEqual(out.device.type, "cuda")
+
+
+class TestOther(unittest.TestCase):
+    def setUp(self):
+        if torch.cuda.get_device_capability()[0] < 0:
+            self.skipTest("never")
+
+    def test_output(self):
+        out = torch.zeros(2, device="cuda")
+        self.assertEqual(out.device.type, "cuda")
+'''
+    found = _findings(source, path="tests/test_mla.py")
+    skipped = [f for f in found if f.line == 17]
+    assert skipped and skipped[0].severity == "info" and "in a test that does not run on an NPU host" in skipped[0].message
+    # a setUp whose skip an NPU host does not take keeps its class's findings
+    assert 27 in _reported(found)
