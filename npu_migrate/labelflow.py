@@ -82,6 +82,13 @@ def _kind_constant(name: Optional[str]) -> bool:
     return bool(name) and bool(_re("kind_constant").fullmatch(name)) and not _re("device_word").search(name)
 
 
+def _used_as_device(sweep: Sweep, name: str) -> bool:
+    """The file hands the constant to a device sink (`torch.device(DEFAULT_BACKEND)`, `device=X`,
+    `.to(X)`): then it holds a device after all, and its string stays reported."""
+    pattern = rf"(\bdevice\s*[=(]\s*|\.to\(\s*)([\w.]+\.)?{re.escape(name)}\b"
+    return re.search(pattern, sweep.m.file_text()) is not None
+
+
 def _label_variable(node: cst.CSTNode) -> bool:
     """`policy_name`, `self.mode`, `kernel_kind`; not `device_type`, `x.device.type`, `dev_name`."""
     name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
@@ -93,10 +100,11 @@ def _label_variable(node: cst.CSTNode) -> bool:
 def mark(sweep: Sweep, node: cst.CSTNode) -> None:
     kind = type(node)
     if kind is cst.Assign:
-        if any(_kind_constant(_last(t.target)) for t in node.targets):
+        if any(_kind_constant(_last(t.target)) and not _used_as_device(sweep, _last(t.target)) for t in node.targets):
             _gate_cuda(sweep, node.value)
     elif kind is cst.AnnAssign:
-        if node.value is not None and _kind_constant(_last(node.target)):
+        if node.value is not None and _kind_constant(_last(node.target)) \
+                and not _used_as_device(sweep, _last(node.target)):
             _gate_cuda(sweep, node.value)
     elif kind is cst.Comparison:
         _comparison(sweep, node)
@@ -138,8 +146,9 @@ def _env_fallback(sweep: Sweep, node: cst.Call) -> None:
     name = _string(positional[0].value)
     if name is None or not re.fullmatch(r"[A-Z][A-Z0-9_]*", name) or not sweep.strings.fullmatch(name):
         return
-    if name in catalogue.env_table()["rename"] or re.fullmatch(_re_path(), name):
-        return
+    env = catalogue.env_table()
+    if name in env["rename"] or re.fullmatch(_re_path(), name) or re.fullmatch(env["switches"]["pattern"], name):
+        return  # (a runtime switch has its own reason: no effect on an NPU host)
     if len(node.args) != 2 or _string(node.args[1].value) != "":
         return  # (no fallback given: a flag read, None when unset, stays reported)
     sweep.label_info.setdefault(id(positional[0].value), FALLBACK_REASON)

@@ -56,6 +56,17 @@ class QuantLinear(torch.nn.Module):
     found = _findings(source)
     lines = _lines(found)
     assert not lines & {5, 9}
+    # a variant's constant handed to a device sink holds a device: stays reported
+    used = _findings('''\
+import torch
+
+DEFAULT_BACKEND = "cuda"
+
+
+def make():
+    return torch.zeros(2, device=DEFAULT_BACKEND)
+''')
+    assert 3 in _reported(used)
     # a constant named for a device is a device: rewritten
     result = migrate_file(source.encode(), "pkg/mod.py", OPTIONS)
     assert any(f.line == 6 and f.fixable for f in result.findings)
@@ -155,6 +166,13 @@ def toolkit():
     assert info and info[0].severity == "info" and "empty fallback" in info[0].message
     # a read without a fallback, and a toolkit path with one, stay reported
     assert {7, 11} <= _reported(found)
+    # a runtime switch read with one keeps its own reason
+    switch = _findings('''\
+import os
+
+LOADING = os.environ.get("CUDA_MODULE_LOADING", "")
+''')
+    assert switch and all("runtime switch" in f.message for f in switch)
 
 
 # ----------------------------------------------------------------------------- a table behind a kept label
