@@ -198,16 +198,23 @@ def _parents(sweep: Sweep) -> dict:
     return parents
 
 
-def _ast_at(sweep: Sweep, node: cst.CSTNode) -> Optional[ast.AST]:
-    """The ast Attribute at the libcst node's position (line, 1-based column)."""
+def _at(sweep: Sweep, node: cst.CSTNode, kind: type) -> list:
+    """The ast nodes of `kind` that start at the libcst node's position (line, 1-based column;
+    an index built once per file)."""
+    index = getattr(sweep, "_labelflow_index", None)
+    if index is None:
+        index = {}
+        for candidate in _parents(sweep):
+            if isinstance(candidate, (ast.Attribute, ast.JoinedStr)):
+                index.setdefault((candidate.lineno, candidate.col_offset + 1), []).append(candidate)
+        sweep._labelflow_index = index
     line, column = sweep.m.position(node)
-    if not line:
-        return None
-    for candidate in _parents(sweep):
-        if isinstance(candidate, ast.Attribute) and candidate.lineno == line \
-                and candidate.col_offset + 1 == column and candidate.attr == "cuda":
-            return candidate
-    return None
+    return [c for c in index.get((line, column), ()) if isinstance(c, kind)]
+
+
+def _ast_at(sweep: Sweep, node: cst.CSTNode) -> Optional[ast.AST]:
+    """The ast Attribute `....cuda` at the libcst node's position."""
+    return next((c for c in _at(sweep, node, ast.Attribute) if c.attr == "cuda"), None)
 
 
 _DISPLAY_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical",
@@ -278,10 +285,8 @@ def _message_part(sweep: Sweep, node: cst.FormattedString) -> None:
     first = node.parts[0] if node.parts else None
     if not (isinstance(first, cst.FormattedStringText) and re.match(r"cuda(:|$)", first.value)):
         return
-    line, column = sweep.m.position(node)
     parents = _parents(sweep)
-    found = next((c for c in parents if isinstance(c, ast.JoinedStr) and c.lineno == line
-                  and c.col_offset + 1 == column), None)
+    found = next(iter(_at(sweep, node, ast.JoinedStr)), None)
     call = parents.get(found) if found is not None else None
     if not (isinstance(call, ast.Call) and found in call.args and isinstance(call.func, ast.Attribute)
             and call.func.attr in _COLLECT and isinstance(call.func.value, ast.Name)):
