@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import replace
 
-from . import astcache, moot
+from . import astcache, labelflow, moot
 from .findings import MAX_LISTED, Finding, split_merged
 
 RANK = {"info": 0, "warning": 1, "error": 2}
@@ -425,6 +425,7 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
     if not any(_ours(f) for f in findings):
         return findings
     findings = fold_object_uses(findings)
+    findings = labelflow.fold_kept_label_keys(findings, absorb)  # (a per-device table behind a kept label)
     tree = _parse(text)
     if tree is None:
         return findings

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import catalogue, hotslice, labels
+from . import catalogue, hotslice, labelflow, labels
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -357,6 +357,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         elif cuda and values & device_types:
             if "npu" in values or re.search(r"""["']npu["']""", self.m.file_text()):
                 self.gates.update(id(k) for k in cuda)
+            elif labelflow.kept_label_line(self) is not None:
+                # the device list gets "cuda" only behind a check kept meaning CUDA (labelflow.py)
+                for key in cuda:
+                    self.label_info[id(key)] = labelflow.KEPT_LABEL_KEY.format(line=labelflow.kept_label_line(self))
             else:
                 for key in cuda:  # (a warning still: looked up by an NPU tensor's type, it finds nothing)
                     self.label_hint[id(key)] = ("a key of a table of per-device values: add an \"npu\" "
@@ -532,6 +536,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if type(node) in INERT or id(node) in self.m.claimed or id(node) in self.m.cold:
             return False
         labels.mark(self, node)  # labels, not devices: gated, or listed as information (labels.py)
+        labelflow.mark(self, node)  # labels by where they flow (labelflow.py)
         if id(node) in self.gates:
             return False
         return super().on_visit(node)
@@ -769,6 +774,9 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         while isinstance(current, cst.Attribute):
             if current.attr.value in self.attributes:
                 code = self.m.source_map.original_text_of(node)
+                if id(node) in self.label_info:  # (`torch.version.cuda` only shown: labelflow.py)
+                    self._flag_info(node, f"`{_short(code)}`", self.label_info[id(node)])
+                    return False
                 return self._flag(node, f"`{_short(code)}`")
             current = current.value
         if isinstance(current, cst.Name) and self._cuda_name(current):

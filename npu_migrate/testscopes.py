@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, reach
+from . import astcache, capability, catalogue, reach, setupskips
 from .findings import Finding
 
 
@@ -311,6 +311,12 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
                     first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
                     scopes.append((first, stmt.end_lineno or stmt.lineno, show(found)))
                     continue
+                if isinstance(stmt, ast.ClassDef):
+                    setup = setupskips.skipping_setup(stmt, kept, _truth)  # (`setUp` skips on an NPU host)
+                    if setup is not None:
+                        first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+                        scopes.append((first, stmt.end_lineno or stmt.lineno, f"{show(setup[0])}` in `{setup[1]}"))
+                        continue
                 if not isinstance(stmt, ast.ClassDef):
                     for inner in stmt.body:
                         condition = _skipping_if(inner)
@@ -395,7 +401,8 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
     # availability skips left as written because the test uses CUDA-only code (NPU110)
     kept = frozenset(f.line for f in findings if f.code == "NPU110" and f.source.endswith("is_available"))
     if not _skip_decorator_text().search(text) and (
-            ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text))):
+            ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)
+                                                                or setupskips.may_skip(text))):
         return findings
     scopes = cuda_only_test_scopes(text, kept)
     skips = _skip_decorator_lines(text) if kept else set()
