@@ -537,7 +537,8 @@ def _only_type_checked(text: str, name: str) -> bool:
     Read from the text: the traversal may see only the file's hot statements."""
     uses = len(re.findall(rf"(?<![\w.]){re.escape(name)}\b", text))
     checks = len(re.findall(rf"\b(?:isinstance|issubclass)\([^()]*,\s*{re.escape(name)}\s*\)", text))
-    return checks > 0 and uses == checks + 1
+    grown = len(re.findall(rf"(?<![\w.]){re.escape(name)}\s*\+=\s*\(", text))  # `options += (FSDP,)`
+    return checks > 0 and uses == checks + grown + 1
 
 def _strings_in(node: cst.CSTNode) -> list[cst.SimpleString]:
     """The string literals anywhere in `node` (a list of sources, a glob pattern, a join)."""
