@@ -1,0 +1,217 @@
+"""Tests that an NPU host never runs, seen one step further than testscopes.py and reach.py see them
+(issue #16, round 7: FP8 findings in tests that are not port work).
+
+* **A fixture that skips.** `def test_x(cuda_capture_stream):` where the file's own
+  `@pytest.fixture def cuda_capture_stream():` starts with `if not HAS_DEVICE_GRAPH:
+  pytest.skip(...)` and `HAS_DEVICE_GRAPH` is false on an NPU host (`current_platform.
+  is_cuda_alike() or current_platform.is_xpu()`): pytest runs the fixture before the test's body,
+  so the test is skipped there. The same for `@pytest.mark.usefixtures("name")` and for a fixture
+  that requests such a fixture. (reach.py names an *autouse* fixture that skips: every test of the
+  module.) `skipping_fixture_tests` gives the tests, in reach.untaken's shape; the findings inside
+  take the usual "in a branch an NPU host does not take" reason (a named skipped scope, moot.py).
+* **A compute-capability variable.** `compute_capability = (0, 0)` then, under `if
+  torch.cuda.is_available():`, `compute_capability = torch.cuda.get_device_capability("cuda")`:
+  on an NPU host it is (0, 0) either way (the shim's capability query answers (0, 0) there), so
+  `pytest.mark.skipif(compute_capability < (9, 0))` skips there. `capability_names` gives the
+  module's names bound only to such values; testscopes evaluates a comparison of one with a
+  literal version tuple as it does `get_device_capability() >= (9, 0)`.
+* **A test module whose import fails on an NPU host.** An FP8 finding (NPU913) in a test module
+  that imports, unguarded at module level, a module of the project that itself imports a CUDA-only
+  compiled package unguarded at module level (`sgl_kernel`: reported there as an error) is about a
+  pure-torch reference of a kernel test that cannot even be collected on an NPU host: the port item
+  is the kernel, reported where it is imported. `fold_into_failing_imports` (whole-program, after
+  wholeprogram.review) lowers such a finding to info with the reason and the place (a named skipped
+  scope, moot.py); an FP8 finding in a test module that imports nothing of the kind stays.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Callable, Optional
+
+from . import astcache
+
+_dotted = astcache.dotted
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+# ----------------------------------------------------------------------------- fixtures that skip
+
+def _fixture_decorator(function: ast.AST) -> Optional[ast.AST]:
+    """The `@pytest.fixture` / `@pytest.fixture(...)` / `@fixture` decorator, or None."""
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if _dotted(target).rpartition(".")[2] == "fixture":
+            return decorator
+    return None
+
+
+def _fixture_name(function: ast.AST, decorator: ast.AST) -> str:
+    if isinstance(decorator, ast.Call):
+        for keyword in decorator.keywords:
+            if keyword.arg == "name" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
+                return keyword.value.value
+    return function.name
+
+
+def _requested(function: ast.AST) -> list[str]:
+    """The fixtures a function requests: its parameters and `@pytest.mark.usefixtures("a", ...)`."""
+    args = function.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and _dotted(decorator.func).rpartition(".")[2] == "usefixtures":
+            names += [a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    return names
+
+
+def skipping_fixture_tests(tree: ast.Module, skips_first: Callable[[list], Optional[str]]
+                           ) -> list[tuple[int, int, str, bool]]:
+    """(first line, last line, reason, False) of the test functions (module level, or methods of a
+    `Test...` class) that request a fixture of the file that skips on an NPU host.
+    `skips_first(body)`: the source of the condition when the body (its docstring left out)
+    starts with `if <true on an NPU host>: pytest.skip(...)`, else None (reach.py decides it)."""
+    fixtures: dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCTIONS):
+            decorator = _fixture_decorator(stmt)
+            if decorator is not None:
+                fixtures.setdefault(_fixture_name(stmt, decorator), stmt)
+    if not fixtures:
+        return []
+    skipping: dict[str, str] = {}
+    for name, function in fixtures.items():
+        condition = skips_first(function.body)
+        if condition is not None:
+            skipping[name] = f"the fixture `{name}` it requests skips on `{condition}`"
+    changed = bool(skipping)
+    while changed:  # a fixture that requests one that skips skips too
+        changed = False
+        for name, function in fixtures.items():
+            if name in skipping:
+                continue
+            inner = next((r for r in _requested(function) if r in skipping and r != name), None)
+            if inner is not None:
+                skipping[name] = f"the fixture `{name}` requests `{inner}`, which skips: {skipping[inner]}"
+                changed = True
+    if not skipping:
+        return []
+    tests = [s for s in tree.body if isinstance(s, _FUNCTIONS) and s.name.startswith("test")]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and cls.name.startswith("Test"):
+            tests += [s for s in cls.body if isinstance(s, _FUNCTIONS) and s.name.startswith("test")]
+    out = []
+    for test in tests:
+        if _fixture_decorator(test) is not None:
+            continue
+        inner = next((r for r in _requested(test) if r in skipping), None)
+        if inner is not None:
+            first = min([test.lineno, *(d.lineno for d in test.decorator_list)])
+            out.append((first, test.end_lineno or test.lineno, skipping[inner], False))
+    return out
+
+
+# ----------------------------------------------------------------------------- capability variables
+
+_CAPABILITY = "get_device_capability"
+
+
+def _capability_value(node: ast.AST) -> Optional[bool]:
+    """True for `...get_device_capability(...)`, False for a literal all-zero tuple (`(0, 0)`, the
+    default before the query), None for anything else."""
+    if isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2] == _CAPABILITY:
+        return True
+    if isinstance(node, ast.Tuple) and node.elts and all(
+            isinstance(e, ast.Constant) and type(e.value) is int and e.value == 0 for e in node.elts):
+        return False
+    return None
+
+
+def capability_names(tree: ast.Module) -> frozenset:
+    """Module names every binding of which is the device capability query or `(0, 0)`, at least
+    one the query (`compute_capability = (0, 0)`; `if torch.cuda.is_available(): compute_capability
+    = torch.cuda.get_device_capability()`): (0, 0) on an NPU host. A name bound any other way
+    (a loop, `global` in a function, another value) is not one."""
+    values: dict[str, list] = {}
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Lambda)):
+            values.setdefault(getattr(node, "name", ""), []).append(None)
+            continue
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    values.setdefault(target.id, []).append(
+                        _capability_value(node.value) if len(node.targets) == 1 else None)
+                else:
+                    for inner in ast.walk(target):
+                        if isinstance(inner, ast.Name):
+                            values.setdefault(inner.id, []).append(None)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and isinstance(node.target, ast.Name):
+            values.setdefault(node.target.id, []).append(
+                _capability_value(node.value) if isinstance(node, ast.AnnAssign) and node.value is not None else None)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            for inner in ast.walk(node.target):
+                if isinstance(inner, ast.Name):
+                    values.setdefault(inner.id, []).append(None)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            for inner in ast.walk(node.optional_vars):
+                if isinstance(inner, ast.Name):
+                    values.setdefault(inner.id, []).append(None)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                values.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            values.setdefault(node.name, []).append(None)
+        stack.extend(ast.iter_child_nodes(node))
+    found = {name for name, bound in values.items() if True in bound and all(v is not None for v in bound)}
+    if found:  # (rebound from inside a function: `global compute_capability`)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                found -= set(node.names)
+    return frozenset(found)
+
+
+class _AsQuery(ast.NodeTransformer):
+    """A capability name read as the query itself (`compute_capability < (9, 0)` as
+    `torch.cuda.get_device_capability() < (9, 0)`), which testscopes evaluates."""
+
+    def __init__(self, names: frozenset):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in self.names and isinstance(node.ctx, ast.Load):
+            query = ast.Call(func=ast.Attribute(value=ast.Attribute(value=ast.Name("torch", ast.Load()), attr="cuda",
+                                                                   ctx=ast.Load()),
+                                                attr=_CAPABILITY, ctx=ast.Load()), args=[], keywords=[])
+            return ast.copy_location(query, node)
+        return node
+
+
+def with_capability_names(tree: ast.Module, text: str) -> ast.Module:
+    """The tree (a copy, when anything changes) with the module's capability names
+    (capability_names) read as the capability query in module-level statements and decorators:
+    where testscopes reads skip conditions (`sm90_or_better_only = pytest.mark.skipif(
+    compute_capability < (9, 0))`)."""
+    if _CAPABILITY not in text:
+        return tree
+    names = capability_names(tree)
+    if not names:
+        return tree
+    import copy
+
+    tree = copy.deepcopy(tree)
+    transform = _AsQuery(names)
+
+    def fix(body: list) -> None:
+        for index, stmt in enumerate(body):
+            if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+                stmt.decorator_list = [transform.visit(d) for d in stmt.decorator_list]
+                fix(stmt.body)
+            elif body is tree.body:
+                body[index] = transform.visit(stmt)
+
+    fix(tree.body)
+    return tree
