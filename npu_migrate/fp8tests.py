@@ -215,3 +215,122 @@ def with_capability_names(tree: ast.Module, text: str) -> ast.Module:
 
     fix(tree.body)
     return tree
+
+
+# ----------------------------------------------------------------------------- test modules that fail to import
+
+FAILS_TO_IMPORT = "in a test module whose import fails on an NPU host"
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$)")
+_MAX_MODULES = 400  # modules parsed for one run (the chains from the test modules with an FP8 finding)
+
+
+def _compiled_packages() -> tuple[frozenset, tuple]:
+    """(top-level packages, dotted modules) with no NPU build: the sweep's [guard] modules but
+    those an NPU host may have (testscopes.absent_packages), scopes.toml's
+    `compiled_without_npu_build`, and the compiled `_C` modules among the sweep's NPU911 modules
+    (`vllm._C`; not `vllm._custom_ops`, a Python module that imports on any host)."""
+    from . import catalogue
+    from .testscopes import absent_packages
+
+    tops = set(absent_packages())
+    tops.update(catalogue.read_table("scopes.toml")["platform"].get("compiled_without_npu_build", ()))
+    dotted = tuple(module for module, code in catalogue.read_table("sweep.toml")["module_codes"].items()
+                   if code == "NPU911" and "." in module and not module.startswith("torch.")
+                   and module.rpartition(".")[2].endswith("_C"))
+    return frozenset(tops), dotted
+
+
+def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, int]]:
+    """(dotted module, line, relative dots) of the import statements directly in the module's body
+    (not in a `try`, an `if`, a function): those run, unguarded, whenever the module is imported.
+    `from a.b import c` gives `a.b` and `a.b.c` (c may be a module)."""
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            out += [(alias.name, stmt.lineno, 0) for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            base = stmt.module or ""
+            out.append((base, stmt.lineno, stmt.level))
+            out += [(f"{base}.{alias.name}" if base else alias.name, stmt.lineno, stmt.level)
+                    for alias in stmt.names if alias.name != "*"]
+    return out
+
+
+def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> list:
+    """The FP8 findings (NPU913) of test modules that cannot be imported on an NPU host lowered to
+    info with the import that fails there (see the module's doc); `results` is not changed."""
+    from .moot import is_moot
+    from .wholeprogram import _module_names, _resolve_relative, result_bytes
+
+    def candidate(finding) -> bool:
+        return finding.code == "NPU913" and not finding.fixable and finding.cell is None and not is_moot(finding)
+
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and _TEST_FILE.search(r.relpath)
+               and any(candidate(f) for f in r.findings)]
+    if not targets:
+        return results
+    paths = paths or {}
+    tops, dotted = _compiled_packages()
+    by_dotted: dict[str, int] = {}
+    by_stem: dict[str, int] = {}
+    for i, result in enumerate(results):
+        if result.relpath.endswith(".py"):
+            by_stem[result.relpath[:-3]] = i
+            for name in _module_names(result.relpath):
+                by_dotted.setdefault(name, i)
+    imports_of: dict[int, Optional[list]] = {}
+
+    def imports(i: int) -> list:
+        if i not in imports_of:
+            imports_of[i] = []
+            if len(imports_of) <= _MAX_MODULES:
+                data = result_bytes(results[i], paths)
+                tree = astcache.parse(data[3:] if data and data.startswith(b"\xef\xbb\xbf") else data) if data else None
+                if tree is not None:
+                    imports_of[i] = _top_level_imports(tree)
+        return imports_of[i]
+
+    def compiled(name: str) -> bool:
+        return name.split(".")[0] in tops or any(name == d or name.startswith(d + ".") for d in dotted)
+
+    def project_file(importer: int, name: str, level: int) -> Optional[int]:
+        if level:
+            stem = _resolve_relative(results[importer].relpath, level, name)
+            return by_stem.get(stem, by_stem.get(f"{stem}/__init__"))
+        return by_dotted.get(name)
+
+    failing: dict[int, Optional[str]] = {}
+
+    def fails(i: int, depth: int = 0) -> Optional[str]:
+        """Why importing file i fails on an NPU host (the unguarded import of a compiled package,
+        through the project's modules), or None."""
+        if i in failing:
+            return failing[i]
+        failing[i] = None  # (an import cycle: not shown to fail)
+        why = None
+        for name, line, level in imports(i):
+            # (a module of the project is read, not judged by its name: `vllm._custom_ops` imports)
+            if not level and compiled(name) and project_file(i, name, level) is None:
+                why = f"`{name}` imported unguarded at {results[i].relpath}:{line}, a CUDA-only compiled package"
+                break
+        if why is None and depth < 6:
+            for name, line, level in imports(i):
+                j = project_file(i, name, level)
+                if j is not None and j != i:
+                    inner = fails(j, depth + 1)
+                    if inner is not None:
+                        why = inner
+                        break
+        failing[i] = why
+        return why
+
+    out = list(results)
+    for i in targets:
+        why = fails(i)
+        if why is None:
+            continue
+        findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({FAILS_TO_IMPORT}: {why}; "
+                                        "the port item is that kernel, not the reference's FP8 dtype)")
+                    if candidate(f) else f for f in results[i].findings]
+        out[i] = dataclasses.replace(results[i], findings=findings)
+    return out
