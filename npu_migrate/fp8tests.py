@@ -230,10 +230,12 @@ def _compiled_packages() -> tuple[frozenset, tuple]:
     `compiled_without_npu_build`, and the compiled `_C` modules among the sweep's NPU911 modules
     (`vllm._C`; not `vllm._custom_ops`, a Python module that imports on any host)."""
     from . import catalogue
-    from .testscopes import absent_packages
 
-    tops = set(absent_packages())
-    tops.update(catalogue.read_table("scopes.toml")["platform"].get("compiled_without_npu_build", ()))
+    # (testscopes.absent_packages, read here: testscopes calls this module)
+    guard = catalogue.read_table("sweep.toml")["guard"]["modules"]
+    platform = catalogue.read_table("scopes.toml")["platform"]
+    tops = {m.split(".")[0] for m in guard} - set(platform.get("installed_on_npu", ()))
+    tops.update(platform.get("compiled_without_npu_build", ()))
     dotted = tuple(module for module, code in catalogue.read_table("sweep.toml")["module_codes"].items()
                    if code == "NPU911" and "." in module and not module.startswith("torch.")
                    and module.rpartition(".")[2].endswith("_C"))
@@ -256,11 +258,40 @@ def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, int]]:
     return out
 
 
+def _module_names(relpath: str) -> list[str]:
+    """The dotted names a .py file may be imported by (the package root is not known:
+    `src/pkg/a.py` is `src.pkg.a`, `pkg.a` or `a`), as wholeprogram.py reads them."""
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    names = [".".join(parts[i:]) for i in range(len(parts))]
+    return [n for n in names if "." in n] or names[-1:]
+
+
+def _resolve_relative(importer: str, dots: int, module: str) -> str:
+    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
+    parts = importer.split("/")[:-1]
+    if dots > 1:
+        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
+    return "/".join(parts + (module.split(".") if module else []))
+
+
+def _bytes(result, paths: dict) -> Optional[bytes]:
+    """The file's bytes: from the result, or read again from its path (None when unreadable)."""
+    if result.original is not None:
+        return result.original
+    path = paths.get(result.relpath)
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (OSError, TypeError):
+        return None
+
+
 def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> list:
     """The FP8 findings (NPU913) of test modules that cannot be imported on an NPU host lowered to
     info with the import that fails there (see the module's doc); `results` is not changed."""
     from .moot import is_moot
-    from .wholeprogram import _module_names, _resolve_relative, result_bytes
 
     def candidate(finding) -> bool:
         return finding.code == "NPU913" and not finding.fixable and finding.cell is None and not is_moot(finding)
@@ -284,7 +315,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
         if i not in imports_of:
             imports_of[i] = []
             if len(imports_of) <= _MAX_MODULES:
-                data = result_bytes(results[i], paths)
+                data = _bytes(results[i], paths)
                 tree = astcache.parse(data[3:] if data and data.startswith(b"\xef\xbb\xbf") else data) if data else None
                 if tree is not None:
                     imports_of[i] = _top_level_imports(tree)
