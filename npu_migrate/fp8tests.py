@@ -192,9 +192,10 @@ class _AsQuery(ast.NodeTransformer):
 
 def with_capability_names(tree: ast.Module, text: str) -> ast.Module:
     """The tree (a copy, when anything changes) with the module's capability names
-    (capability_names) read as the capability query in module-level statements and decorators:
-    where testscopes reads skip conditions (`sm90_or_better_only = pytest.mark.skipif(
-    compute_capability < (9, 0))`)."""
+    (capability_names) read as the capability query in module-level statements, decorators and
+    the `if`s of a function's own body: where testscopes reads skip conditions
+    (`sm90_or_better_only = pytest.mark.skipif(compute_capability < (9, 0))`, `if
+    compute_capability < (9, 0): pytest.skip(...)`)."""
     if _CAPABILITY not in text:
         return tree
     names = capability_names(tree)
@@ -209,9 +210,23 @@ def with_capability_names(tree: ast.Module, text: str) -> ast.Module:
         for index, stmt in enumerate(body):
             if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
                 stmt.decorator_list = [transform.visit(d) for d in stmt.decorator_list]
+                if isinstance(stmt, _FUNCTIONS):
+                    _fix_skips(stmt)
                 fix(stmt.body)
             elif body is tree.body:
                 body[index] = transform.visit(stmt)
+
+    def _fix_skips(function) -> None:
+        """`if compute_capability < (9, 0): pytest.skip(...)` in a test's own body, where the
+        function binds no name of that kind itself."""
+        args = function.args
+        local = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+        local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        if names & local:
+            return
+        for stmt in function.body:
+            if isinstance(stmt, ast.If):
+                stmt.test = transform.visit(stmt.test)
 
     fix(tree.body)
     return tree

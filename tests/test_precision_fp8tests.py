@@ -242,3 +242,44 @@ def test_fp8_dtype_names_only_are_a_no_work_scope_a_cast_stays_an_error(tmp_path
         assert scope, (path, skipped)
     cast = _fp8(findings, "pkg/cast.py")
     assert cast and cast[0]["severity"] == "error", cast
+
+
+def test_fp8_after_a_capability_skip_in_the_test_body_is_a_scope_before_it_stays(tmp_path):
+    """`if compute_capability < (9, 0): pytest.skip(...)` ahead of the FP8 line: the rest of the
+    test does not run on an NPU host; an FP8 cast ahead of the skip does run there."""
+    findings, skipped = _run(tmp_path, {
+        "tests/test_body.py": """\
+            import pytest
+            import torch
+
+            compute_capability = (0, 0)
+            if torch.cuda.is_available():
+                compute_capability = torch.cuda.get_device_capability()
+
+
+            def test_fp8_gemm():
+                if compute_capability < (9, 0):
+                    pytest.skip("requires sm90+")
+                a = torch.randn(8, 8, device="cuda").to(torch.float8_e4m3fn)
+                assert a.shape == (8, 8)
+            """,
+        "tests/test_before.py": """\
+            import pytest
+            import torch
+
+            compute_capability = (0, 0)
+            if torch.cuda.is_available():
+                compute_capability = torch.cuda.get_device_capability()
+
+
+            def test_fp8_cast_first():
+                a = torch.randn(8, 8, device="cuda").to(torch.float8_e4m3fn)
+                if compute_capability < (9, 0):
+                    pytest.skip("the rest requires sm90+")
+                assert a.shape == (8, 8)
+            """,
+    })
+    assert not _fp8(findings, "tests/test_body.py"), findings
+    assert _scopes(skipped, "tests/test_body.py", "not run on an NPU host (NPU913)"), skipped
+    before = _fp8(findings, "tests/test_before.py")
+    assert before and before[0]["severity"] == "error" and before[0]["line"] == 10, before
