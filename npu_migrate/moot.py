@@ -17,7 +17,10 @@ one, and the text summary counts them. A CUDA runtime switch (`CUDA_DEVICE_MAX_C
 named the same way, as `no effect on an NPU host (NPU990): ...`: the host runs it and ignores it, and
 it asks for no work (NO_EFFECT), and so is a guarded import whose `except` branch an NPU host
 runs (`runs as written on an NPU host (NPU910): guarded import ...`, AS_WRITTEN): the uses of the
-package elsewhere stay findings. What an NPU host may run stays a finding at its severity.
+package elsewhere stay findings. A file that only names FP8 dtypes (a config default, a dtype
+table) is named `no port work on an NPU host (NPU913): names FP8 dtypes only; ...` (NO_WORK): the
+dtypes exist there, and the FP8 compute sites elsewhere stay findings. What an NPU host may run
+stays a finding at its severity.
 
 NPU991 (a CUDA reference left as written inside a platform-aware scope) asks for no work: its scope
 already handles the NPU, and the scope is named as skipped already. Every reviewer of the audits
@@ -51,6 +54,7 @@ PHRASES = (
     "optional import used for type checks",
     "guarded import read only by type checks and registrations",
     "in a test skipped where the package is missing",
+    "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -72,10 +76,18 @@ AS_WRITTEN = (
     "the project runs Triton on its own NPU backend",
 )
 
+# Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
+# config default, a dtype table, a byte view; kernels.py / sweep.py `_NAMES_ONLY`) computes
+# nothing in FP8, and torch's FP8 dtypes exist on an NPU host. The audits read these info findings
+# as noise; the FP8 compute sites elsewhere stay findings.
+NO_WORK = (
+    "names FP8 dtypes only",
+)
 
-def _reason(message: str) -> str | None:
+
+def _reason(message: str, phrases: tuple = (*PHRASES, *NO_EFFECT, *AS_WRITTEN, *NO_WORK)) -> str | None:
     """The parenthesised reason of a moot finding's message, without the parentheses, or None."""
-    for phrase in (*PHRASES, *NO_EFFECT, *AS_WRITTEN):
+    for phrase in phrases:
         at = message.find(phrase)
         if at <= 0 or message[at - 1] != "(":
             continue
@@ -93,6 +105,15 @@ def _reason(message: str) -> str | None:
 
 
 def is_moot(finding: Finding) -> bool:
+    """About code an NPU host never runs, or runs without effect or as written: the lowering steps
+    leave it alone. A finding that only asks for no work (NO_WORK: FP8 dtype names) is not one to
+    them: a skipped test or another platform's module still names it with that more telling reason."""
+    return not finding.fixable and finding.severity == "info" and _reason(
+        finding.message, (*PHRASES, *NO_EFFECT, *AS_WRITTEN)) is not None
+
+
+def _named(finding: Finding) -> bool:
+    """A finding that becomes a named scope: moot, or asking for no work (NO_WORK)."""
     return not finding.fixable and finding.severity == "info" and _reason(finding.message) is not None
 
 
@@ -135,13 +156,14 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
             if finding.code == "NPU991" and not finding.fixable and finding.cell is None:
                 leftovers.append(finding)
                 continue
-            reason = _reason(finding.message) if is_moot(finding) and finding.cell is None else None
+            reason = _reason(finding.message) if _named(finding) and finding.cell is None else None
             if reason is None:
                 kept.append(finding)
                 continue
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
             what = ("no effect on an NPU host" if reason.startswith(NO_EFFECT) else
-                    "runs as written on an NPU host" if reason.startswith(AS_WRITTEN) else "not run on an NPU host")
+                    "runs as written on an NPU host" if reason.startswith(AS_WRITTEN) else
+                    "no port work on an NPU host" if reason.startswith(NO_WORK) else "not run on an NPU host")
             scope = (min(lines), max(lines), f"{what} ({finding.code}): {reason}")
             if scope not in scopes:
                 scopes.append(scope)

@@ -497,6 +497,7 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     blocks(tree.body, module_names)
     visit(tree.body, module_names)
     out += _skipping_fixture(tree, module_names, functions, lines)
+    out += _requested_skipping_fixtures(tree, module_names, functions, lines)  # (fp8tests.py)
     known = [(b[0], b[1], b[2] if "`" in b[2] else f"`{b[2]}`", b[3]) for b in known if not b[3]]
     out += _reached_only_from(tree, [*known, *out], relpath, holds)
     return out
@@ -651,6 +652,21 @@ def _skipping_fixture(tree: ast.Module, names: frozenset, functions: frozenset, 
                     for t in tree.body if (isinstance(t, _FUNCTIONS) and t.name.startswith("test"))
                     or (isinstance(t, ast.ClassDef) and t.name.startswith("Test"))]
     return []
+
+
+def _requested_skipping_fixtures(tree: ast.Module, names: frozenset, functions: frozenset, lines: list) -> list:
+    """The tests that request a fixture of the file that skips on an NPU host (fp8tests.py)."""
+    from .fp8tests import skipping_fixture_tests
+
+    def skips_first(body: list) -> str | None:
+        body = _without_docstring(body)
+        guard = body[0] if body else None
+        if (isinstance(guard, ast.If) and not guard.orelse and _is_exit_call(guard.body[-1], skip_only=True)
+                and _truth(guard.test, names, functions) is True):
+            return _segment(lines, guard.test)
+        return None
+
+    return skipping_fixture_tests(tree, skips_first)
 
 
 def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambda first, last: True) -> list:

@@ -73,12 +73,12 @@ def _value(node: ast.AST):
         return _NONE
     if (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.left, ast.Call)
             and _dotted(node.left.func).rpartition(".")[2] == "get_device_capability"
-            and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Eq))):
-        # the shim answers (0, 0) on an NPU host: `>= (8, 9)` is false there
+            and isinstance(node.ops[0], (ast.Gt, ast.GtE, ast.Eq, ast.Lt, ast.LtE, ast.NotEq))):
+        # the shim answers (0, 0) on an NPU host: `>= (8, 9)` is false there, `< (9, 0)` true
         bound = node.comparators[0]
         if (isinstance(bound, ast.Tuple) and bound.elts and isinstance(bound.elts[0], ast.Constant)
                 and isinstance(bound.elts[0].value, int) and bound.elts[0].value > 0):
-            return False
+            return isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.NotEq))
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -279,6 +279,9 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     if tree is None:
         return []
     tree = reach.with_file_facts(tree, _truth)  # (`skipif(not _op_available())`: the file's own functions)
+    from .fp8tests import with_capability_names
+
+    tree = with_capability_names(tree, text)  # (`skipif(compute_capability < (9, 0))`: (0, 0) on an NPU host)
     scopes: list[tuple[int, int, str]] = []
 
     def show(node: ast.AST) -> str:

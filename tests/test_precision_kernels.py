@@ -8,7 +8,8 @@ fixture next to a true case that must still be reported (npu_migrate/kernels.py,
   `@triton.jit` kernel, or one that queries Triton's driver, stays an error;
 - `triton.testing.do_bench_cudagraph`: the finding anchors on it and names it (an error);
 - FP8 dtypes only named (a config class's dtype defaults, a table keyed by an enum's numbers, a
-  byte view while loading weights, a module-level descriptor `qfloat(torch.float8_e4m3fn)`): info;
+  byte view while loading weights, a module-level descriptor `qfloat(torch.float8_e4m3fn)`): a
+  named "no port work" scope (moot.NO_WORK), not a finding;
 - a file that casts through a helper (`hp_tensor_to_float8_dynamic(...)`) computes in FP8: error,
   anchored on the call; a cast `.to(torch.float8_e4m3fn)` stays an error;
 - the file's FP8 finding anchors on its scaled matmul (`torch._scaled_grouped_mm`), the earlier
@@ -44,6 +45,15 @@ def _one(findings: list[dict], path: str, code: str) -> dict:
 
 def _none(findings: list[dict], path: str, code: str) -> None:
     assert not [f for f in findings if f["path"] == path and f["code"] == code]
+
+
+def _names_only(findings: list[dict], path: str) -> dict:
+    """A file that only names FP8 dtypes: no NPU913 finding, a named "no port work" scope
+    (moot.NO_WORK); the scope."""
+    _none(findings, path, "NPU913")
+    found = [s for s in _scopes(path) if s["reason"].startswith("no port work on an NPU host (NPU913): names FP8 dtypes only")]
+    assert len(found) == 1, _scopes(path)
+    return found[0]
 
 
 # ---------------------------------------------------------------------------- Triton (NPU910)
@@ -174,8 +184,7 @@ class Fp8Linear(torch.nn.Module):
 
 def test_fp8_config_defaults_are_info_a_cast_stays_an_error(tmp_path):
     findings = _migrate(tmp_path, {"pkg/config.py": CONFIG, "pkg/cast.py": CAST, "pkg/linear.py": MODULE_ATTRIBUTE})
-    config = _one(findings, "pkg/config.py", "NPU913")
-    assert config["severity"] == "info" and "names FP8 dtypes only" in config["message"]
+    _names_only(findings, "pkg/config.py")  # (a named "no port work" scope, not a finding)
     assert _one(findings, "pkg/cast.py", "NPU913")["severity"] == "error"
     # a module's class attribute (not a config class's default) is what it casts to: still an error
     assert _one(findings, "pkg/linear.py", "NPU913")["severity"] == "error"
@@ -203,8 +212,8 @@ qfloat8_e4m3fn = qfloat(torch.float8_e4m3fn)
 
 def test_fp8_byte_view_and_descriptor_are_info(tmp_path):
     findings = _migrate(tmp_path, {"pkg/loader.py": LOADER, "pkg/qtype.py": QTYPES, "pkg/cast.py": CAST})
-    assert _one(findings, "pkg/loader.py", "NPU913")["severity"] == "info"
-    assert _one(findings, "pkg/qtype.py", "NPU913")["severity"] == "info"
+    _names_only(findings, "pkg/loader.py")
+    _names_only(findings, "pkg/qtype.py")
     assert _one(findings, "pkg/cast.py", "NPU913")["severity"] == "error"
 
 
@@ -238,7 +247,7 @@ def test_fp8_cast_through_a_helper_is_an_error_anchored_on_the_call(tmp_path):
     assert tp["severity"] == "error" and tp["line"] == 11
     assert "hp_tensor_to_float8_dynamic" in tp["message"] and "names FP8 dtypes only" not in tp["message"]
     assert [a[0] for a in tp["also"]] == [7]
-    assert _one(findings, "pkg/options.py", "NPU913")["severity"] == "info"
+    _names_only(findings, "pkg/options.py")
 
 
 GROUPED = '''\
@@ -287,7 +296,7 @@ def test_gemm():
 
 def test_fp8_cpu_tensor_in_a_test_is_info_on_the_device_stays_an_error(tmp_path):
     findings = _migrate(tmp_path, {"tests/test_warmup.py": WARMUP_TEST, "tests/test_gemm.py": GEMM_TEST})
-    assert _one(findings, "tests/test_warmup.py", "NPU913")["severity"] == "info"
+    _names_only(findings, "tests/test_warmup.py")
     assert _one(findings, "tests/test_gemm.py", "NPU913")["severity"] == "error"
 
 
@@ -310,9 +319,9 @@ def other(w):
 def test_fp8_view_in_a_function_with_a_compiled_extension_is_folded_into_it(tmp_path):
     findings = _migrate(tmp_path, {"pkg/moe.py": VIEW_FOR_EXTENSION})
     assert _one(findings, "pkg/moe.py", "NPU911")["line"] == 5
-    fp8 = _one(findings, "pkg/moe.py", "NPU913")  # the view in a function with no extension stays listed
-    assert fp8["line"] == 12 and fp8["severity"] == "info" and not fp8.get("also")
-    (scope,) = [s for s in _scopes("pkg/moe.py") if "NPU913" in s["reason"]]
+    # the view in a function with no extension stays listed: a "no port work" scope (names only)
+    assert _names_only(findings, "pkg/moe.py")["start_line"] == 12
+    (scope,) = [s for s in _scopes("pkg/moe.py") if "NPU913" in s["reason"] and "NPU911" in s["reason"]]
     assert scope["start_line"] == 7 and "NPU911 at line 5" in scope["reason"]
 
 
@@ -345,7 +354,7 @@ def scales(raw):
 def test_fp8_own_helpers_config_factories_and_untaken_branches_do_not_make_errors(tmp_path):
     findings = _migrate(tmp_path, {"pkg/ref.py": OWN_HELPER, "pkg/branch.py": BRANCH, "pkg/tp.py": TENSOR_PARALLEL})
     # the helper's body is a byte view, read by the sweep; a config's factory casts nothing
-    assert _one(findings, "pkg/ref.py", "NPU913")["severity"] == "info"
+    _names_only(findings, "pkg/ref.py")
     # a name listed in a branch an NPU host never takes is named as a skipped scope, not listed
     _none(findings, "pkg/branch.py", "NPU913")
     assert any("NPU913" in s["reason"] for s in _scopes("pkg/branch.py"))
