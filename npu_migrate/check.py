@@ -403,7 +403,7 @@ def _import_line(results, rel: str, options) -> int:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--show-skipped", is_flag=True,
               help="List (on stderr) every file and platform-aware scope left as its authors wrote it, "
-                   "and every scope an NPU host never runs or runs as written.")
+                   "and every scope an NPU host never runs, runs as written or needs no port work for.")
 def check_command(quiet, **params):
     """Report CUDA-only code under PATHS (default: .) without changing it; exit 1 on new findings.
 

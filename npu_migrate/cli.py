@@ -235,8 +235,9 @@ def _progress_runner(console: Console, show: bool, total: int):
               help="List every file and platform-aware scope left as its authors wrote it (code that "
                    "imports torch_npu, or a branch, expression, dict or class family that already "
                    "handles the NPU next to CUDA), and every scope an NPU host never runs (a test "
-                   "skipped off CUDA, a ROCm-only branch, another vendor's code) or runs as written "
-                   "(Triton host helpers, a switch without effect). The JSON output always lists them.")
+                   "skipped off CUDA, a ROCm-only branch, another vendor's code), runs as written "
+                   "(Triton host helpers, a guarded import's fallback, a switch without effect) or "
+                   "needs no port work for (FP8 dtype names only). The JSON output always lists them.")
 @click.option("--rewrite-scripts", is_flag=True,
               help="Also rewrite shell launch scripts so they work on both kinds of host (set "
                    "ASCEND_RT_VISIBLE_DEVICES next to CUDA_VISIBLE_DEVICES, npu-smi where nvidia-smi "

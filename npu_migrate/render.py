@@ -93,7 +93,8 @@ def skipped_summary(entries: list[dict], listed: bool) -> str:
     scopes = len(entries) - files
     text = (f"left as written: {files} skipped file{'s' if files != 1 else ''} and {scopes} "
             f"skipped scope{'s' if scopes != 1 else ''} "
-            "(platform-aware code, type-checking blocks, code an NPU host never runs or runs as written)")
+            "(platform-aware code, type-checking blocks, code an NPU host never runs, runs as written "
+            "or needs no port work for)")
     return text if listed else text + " (--show-skipped lists them)"
 
 

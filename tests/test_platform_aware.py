@@ -193,13 +193,13 @@ def test_text_output_counts_and_show_skipped_lists(tmp_path):
     root = _project(tmp_path)
     base = ("migrate", str(root), "--dry-run", "--no-cache", "--isolated", "-j", "1", "--no-color")
     plain = _invoke(*base)
-    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs or runs as written) (--show-skipped lists them)" in plain.stdout
+    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs, runs as written or needs no port work for) (--show-skipped lists them)" in plain.stdout
     assert "skipped chain.py:5-8" not in plain.stdout
     shown = _invoke(*base, "--show-skipped")
     assert "skipped acc/npu.py: " + NPU_AWARE_REASON in shown.stdout
     assert "skipped acc/platform.py:4-9: class family: sibling class NpuPlatform handles NPU; CUDA references left as written: lines 5, 6, 9 (3)" in shown.stdout
     assert "skipped chain.py:5-8: branch chain handles NPU; CUDA references left as written: lines 5, 6 (2)" in shown.stdout
-    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs or runs as written)\n" in shown.stdout
+    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs, runs as written or needs no port work for)\n" in shown.stdout
 
 
 def test_check_shows_skipped_on_stderr(tmp_path):
@@ -207,7 +207,7 @@ def test_check_shows_skipped_on_stderr(tmp_path):
     runner = CliRunner()
     base = ["check", str(root), "--no-cache", "--isolated", "-j", "1"]
     plain = runner.invoke(main, base, catch_exceptions=False)
-    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs or runs as written) (--show-skipped lists them)" in plain.stderr
+    assert "left as written: 1 skipped file and 2 skipped scopes (platform-aware code, type-checking blocks, code an NPU host never runs, runs as written or needs no port work for) (--show-skipped lists them)" in plain.stderr
     shown = runner.invoke(main, [*base, "--show-skipped"], catch_exceptions=False)
     assert "skipped chain.py:5-8: branch chain handles NPU" in shown.stderr
     assert "skipped chain.py" not in shown.stdout  # the report itself keeps its format
