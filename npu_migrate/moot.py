@@ -66,6 +66,10 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
+    # tritonguards.py: Triton that the code keeps off an NPU host itself
+    "Triton kernels launched only on CUDA tensors",
+    "guarded import of Triton's benchmark harness",
+    "imported only behind a Triton-availability test",
 )
 
 

@@ -284,7 +284,9 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # platform code and CUDA variant folders: info; then every finding about code an NPU host
     # never runs becomes a named skipped scope
     paths = {rel: path for path, rel in items}
-    return to_scopes(review_platforms(review(results, paths), paths))
+    from .tritonguards import review_importers
+
+    return to_scopes(review_platforms(review_importers(review(results, paths), paths), paths))
 
 
 # ------------------------------------------------------------------ what both commands print

@@ -567,6 +567,10 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
                     head = head.value
                 if isinstance(head, ast.Name) and (head.id == "triton" or "triton" in bound.get(head.id, "")):
                     bound[node.name] = "a Triton kernel"
+    if any(what == "a Triton kernel" for what in bound.values()):
+        from ..tritonguards import launchers  # (the functions and classes that launch them)
+
+        bound.update(launchers(tree, bound))
     return bound
 
 
