@@ -51,9 +51,10 @@ _UNGUARDED = "; imported unguarded at module level, so the module fails to impor
 _HARNESS = " (only `triton.testing`, a benchmark harness)"
 # a decorator that makes a Triton kernel: `triton.jit`, `triton.autotune(...)`, `triton.heuristics(...)`
 _KERNEL_DECORATOR = re.compile(r"(^|\.)(jit|autotune|heuristics)$")
-# a name that tests whether Triton is there: `has_triton()`, `HAS_TRITON`, `_TRITON_AVAILABLE`,
-# `is_triton_available()`
-_TRITON_AVAILABILITY = re.compile(r"(?i)triton")
+# a name that tests whether Triton is there (and usable): `has_triton()`, `HAS_TRITON`,
+# `_TRITON_AVAILABLE`, `is_triton_available()`, `is_triton_supported()`, `_should_use_triton(...)`
+_TRITON_AVAILABILITY = re.compile(
+    r"(?i)(^|_)(has|is|use|should_use|can_use|enable)_?triton|triton_?(is_)?(available|supported|enabled|installed)")
 _IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "Exception", "BaseException"))
 _MAX_HOPS = 3
 
@@ -245,6 +246,32 @@ class _Module:
                 return None
         return self.guards
 
+    def definitions_import_safely(self) -> bool:
+        """Every kernel is defined under a Triton-availability test (`if _TRITON_AVAILABLE:`) or
+        with a decorator from the project's own module (a placeholder where Triton is missing:
+        `from vllm.triton_utils import triton`); not with `triton` imported in a `try` of this
+        file, whose `except` leaves no `triton.jit` to call."""
+        own = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                own.update((a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name))
+            elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
+                own.update(a.asname or a.name for a in node.names)
+        for kernel in self.kernels().values():
+            current = self.parent.get(id(kernel))
+            gated = False
+            while current is not None and not isinstance(current, ast.Module):
+                if isinstance(current, ast.If) and _tests_triton(current.test):
+                    gated = True
+                current = self.parent.get(id(current))
+            if gated:
+                continue
+            for decorator in kernel.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if (astcache.dotted(target) or "").split(".")[0] in own:
+                    return False
+        return True
+
     def unguarded_triton_import(self) -> bool:
         """`import triton` (or `from triton... import`) at module level, outside `try` and `if`."""
         for statement in self.tree.body:
@@ -333,7 +360,7 @@ def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]
     if not targets or any(_UNGUARDED in f.message for f in targets):
         return findings
     module = _Module(tree, findings)
-    if module.unguarded_triton_import():
+    if module.unguarded_triton_import() or not module.definitions_import_safely():
         return findings
     guards = module.gated()
     if not guards:
@@ -380,7 +407,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         from .redundant import absorb
 
         target = min(blockers)
-        merged = absorb(target, harness)
+        merged = absorb(target, harness, name_them="imported for its benchmark harness")
         return [merged if f is target else f for f in findings if f not in harness]
     parent = _parents(tree)
     imports = [n for n in ast.walk(tree) if (isinstance(n, ast.Import) and any(_is_triton(a.name) for a in n.names))
@@ -411,17 +438,26 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, 
                 return ("try", "")
         if isinstance(current, ast.If) and child in current.body:
             test = " ".join(_source(current.test).split())
-            names = [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(current.test)
-                     if isinstance(n, (ast.Name, ast.Attribute))]
-            negated = [n for sub in ast.walk(current.test) if isinstance(sub, ast.UnaryOp)
-                       and isinstance(sub.op, ast.Not) for n in ast.walk(sub.operand)]
-            if any(_TRITON_AVAILABILITY.search(name) for name in names) and not any(
-                    isinstance(n, (ast.Name, ast.Attribute)) and _TRITON_AVAILABILITY.search(
-                        n.id if isinstance(n, ast.Name) else n.attr) for n in negated):
+            if _tests_triton(current.test):
                 return ("triton", test)
             found = found or ("if", test)
         child, current = current, parent.get(id(current))
     return found
+
+
+def _availability(node: ast.AST) -> bool:
+    """`has_triton()`, `HAS_TRITON`, `mod.is_triton_available()`, `_should_use_triton(x)`."""
+    target = node.func if isinstance(node, ast.Call) else node
+    name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+    return bool(_TRITON_AVAILABILITY.search(name))
+
+
+def _tests_triton(test: ast.AST) -> bool:
+    """The test holds only where Triton is there: each of its disjuncts (but `TYPE_CHECKING`,
+    false at run time) has a conjunct that tests Triton's availability, not negated."""
+    disjuncts = [d for d in _operands(test, ast.Or)
+                 if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
+    return bool(disjuncts) and all(any(_availability(c) for c in _operands(d, ast.And)) for d in disjuncts)
 
 
 # ------------------------------------------------------------------ whole program
@@ -429,7 +465,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU910 "imported unguarded at module level" on a module that every importer of the run
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
-    from .wholeprogram import _imports, _module_names, file_facts, result_bytes
+    from .wholeprogram import _module_names, file_facts, result_bytes
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and _UNGUARDED in f.message
@@ -491,11 +527,13 @@ def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
 
 
 def _named_in_a_string(results, i: int, text_of, python) -> bool:
-    """The module's last name in a string of another file (a dynamic import by name)."""
-    import os
-
-    stem = os.path.basename(results[i].relpath[:-3]).encode()
-    quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(stem) + rb"\b[\w./:-]*[\"']")
+    """The module's folder and name in a string of another file (a dynamic import by name)."""
+    # (its folder and name: `triton.attention`, `triton/attention`; a bare last name such as
+    # "attention" is in many strings that name no module)
+    parts = results[i].relpath[:-3].split("/")
+    stem = parts[-1].encode()
+    tail = re.escape(parts[-2].encode()) + rb"[./]" if len(parts) > 1 else b""
+    quoted = re.compile(rb"[\"'][\w./:-]*\b" + tail + re.escape(stem) + rb"\b[\w./:-]*[\"']")
     for j in python:
         if j == i:
             continue

@@ -27,8 +27,15 @@ try:
     import triton
     import triton.language as tl
 except ImportError:
-    triton = None
-    tl = None
+
+    class _Placeholder:
+        constexpr = None
+
+        @staticmethod
+        def jit(fn=None, **kwargs):
+            return fn if fn is not None else (lambda f: f)
+
+    triton = tl = _Placeholder()
 '''
 
 KERNEL = '''\
@@ -159,6 +166,20 @@ def test_kernel_launched_only_on_cuda_tensors_is_a_named_scope(tmp_path):
         assert not _as_written(report, path)
 
 
+def test_kernel_decorated_with_a_triton_the_file_may_lack_stays(tmp_path):
+    """`triton` imported in a `try` of the file itself, `None` where it is missing: the module-level
+    `@triton.jit` fails at import on an NPU host, guard or not."""
+    own = EARLY_RETURN.replace("from pkg.triton_utils import tl, triton\n", """try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = tl = None
+""")
+    report = _run(tmp_path, {"pkg/__init__.py": "", "pkg/early.py": own})
+    (finding,) = _findings(report, "pkg/early.py", "NPU910")
+    assert finding["severity"] == "error"
+
+
 def test_device_check_in_front_of_a_kernel_launcher_stays_cuda(tmp_path):
     report = _run(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": PLACEHOLDER,
                              "pkg/launcher.py": LAUNCHER})
@@ -186,7 +207,7 @@ def describe(x):
 
 
 def test_kernel_chosen_by_a_selector_with_a_kept_check(tmp_path):
-    placeholder = PLACEHOLDER.replace("    tl = None\n", "    tl = None\nHAS_TRITON = triton is not None\n")
+    placeholder = PLACEHOLDER + "HAS_TRITON = not isinstance(triton, _Placeholder)\n"
     report = _run(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": placeholder,
                              "pkg/select.py": SELECTOR})
     assert not _findings(report, "pkg/select.py", "NPU910")
@@ -325,4 +346,5 @@ def test_harness_folds_into_the_files_unguarded_cuda_only_import(tmp_path):
     assert not _findings(report, "bench/rms.py", "NPU910")
     (blocker,) = _findings(report, "bench/rms.py", "NPU911")
     assert blocker["severity"] == "error" and "flashinfer" in blocker["message"]
+    assert "`triton` imported for its benchmark harness" in blocker["message"]
     assert {2, 3} <= {line for line, _column, _source in blocker.get("also", [])}
