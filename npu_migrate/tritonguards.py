@@ -291,51 +291,6 @@ def _span(node: ast.AST) -> tuple[int, int]:
     return first, node.end_lineno or node.lineno
 
 
-# ------------------------------------------------------------------ launchers (rewrite gates)
-_LAUNCHER = "launches the Triton kernel "
-
-
-def launchers(tree: ast.Module, bound: dict[str, str]) -> dict[str, str]:
-    """The module's own functions and classes that launch a Triton kernel of the file (`_launch`
-    calling `_kernel[grid](...)`, an autograd Function whose `forward` does), directly or through
-    another such name, and module-level names bound to one (`_impl = _launch`): name -> what.
-    A device check in front of one guards CUDA-only code (platform._cuda_only_bindings), so it
-    stays CUDA: widened, it would send an NPU tensor into the kernel the original kept from it."""
-    kernels = {name for name, what in bound.items() if what == "a Triton kernel"}
-    found: dict[str, str] = {}
-    definitions = []
-    stack = list(tree.body)
-    while stack:  # module level, and under module-level `if`/`try` (`if _TRITON_AVAILABLE:`)
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            definitions.append(node)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            definitions.append(node)
-        elif isinstance(node, (ast.If, ast.Try)):
-            stack.extend([*node.body, *node.orelse, *getattr(node, "finalbody", []),
-                          *(s for h in getattr(node, "handlers", []) for s in h.body)])
-    used = {}
-    for node in definitions:
-        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        target = node.targets[0].id if isinstance(node, ast.Assign) else node.name
-        used[id(node)] = (target, names)
-    for _round in range(_MAX_HOPS):
-        grew = False
-        for node in definitions:
-            target, names = used[id(node)]
-            if target in kernels or target in found:
-                continue
-            if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):
-                continue  # (an alias only: `_impl = _launch`)
-            via = next((n for n in sorted(names) if n in kernels or n in found), None)
-            if via is not None:
-                found[target] = _LAUNCHER + (f"`{via}`" if via in kernels else found[via][len(_LAUNCHER):])
-                grew = True
-        if not grew:
-            break
-    return found
-
-
 # ------------------------------------------------------------------ per file
 def review(findings: list[Finding], text: str) -> list[Finding]:
     """The file's NPU910 about kernels launched only on CUDA tensors, or about a guarded
@@ -465,7 +420,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU910 "imported unguarded at module level" on a module that every importer of the run
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
-    from .wholeprogram import _module_names, file_facts, result_bytes
+    from .wholeprogram import file_facts, module_names, result_bytes
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and _UNGUARDED in f.message
@@ -492,7 +447,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     out = list(results)
     for i in candidates:
         relpath = results[i].relpath
-        names = set(_module_names(relpath))
+        names = set(module_names(relpath))
         stem = relpath[:-3]
         sites = [(j, line) for j in python if j != i for name, line, relative in imports[j]
                  if (name == stem or name == stem.removesuffix("/__init__")) if relative] + [
