@@ -74,6 +74,10 @@ AS_WRITTEN = (
     # platforms.triton_on_npu: the project's own NPU backend runs Triton (Triton-Ascend), so its
     # portable kernels run there as the project ships them; inline PTX, TMA and libdevice stay errors
     "the project runs Triton on its own NPU backend",
+    # tritonguards.py: Triton that the code keeps off an NPU host itself
+    "Triton kernels launched only on CUDA tensors",
+    "guarded import of Triton's benchmark harness",
+    "imported only behind a Triton-availability test",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from . import catalogue, kernels, placement
+from . import catalogue, kernels, placement, tritonguards
 from .cache import digest, options_key
 
 # The Python engine (libcst and the rule families, about 0.3 s to import) is imported by the
@@ -162,6 +162,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
                 fold_repeated_imports(merge_per_file(result.findings, secondary), text))
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
             result.findings = fold_redundant(result.findings, text)
+            # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
+            result.findings = tritonguards.review(result.findings, text)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -285,9 +285,12 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # never runs becomes a named skipped scope
     paths = {rel: path for path, rel in items}
     from .fp8tests import fold_into_failing_imports
+    from .tritonguards import review_importers
 
-    # (FP8 findings of test modules an NPU host cannot import: fp8tests.py)
-    return to_scopes(review_platforms(fold_into_failing_imports(review(results, paths), paths), paths))
+    # (FP8 findings of test modules an NPU host cannot import: fp8tests.py; Triton modules imported
+    # only behind a Triton-availability test: tritonguards.py)
+    results = fold_into_failing_imports(review_importers(review(results, paths), paths), paths)
+    return to_scopes(review_platforms(results, paths))
 
 
 # ------------------------------------------------------------------ what both commands print

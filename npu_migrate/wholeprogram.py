@@ -97,6 +97,9 @@ def _module_names(relpath: str) -> list[str]:
     return [n for n in names if "." in n] or names[-1:]
 
 
+module_names = _module_names  # (for tritonguards.py: the importers of a module)
+
+
 def _last_name(relpath: str) -> str:
     """The last part of the module name of a .py file (its package's name for an __init__.py)."""
     stem = os.path.basename(relpath[:-3])

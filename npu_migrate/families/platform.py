@@ -567,6 +567,8 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
                     head = head.value
                 if isinstance(head, ast.Name) and (head.id == "triton" or "triton" in bound.get(head.id, "")):
                     bound[node.name] = "a Triton kernel"
+    if any(what == "a Triton kernel" for what in bound.values()):
+        bound.update(launchers(tree, bound))  # (the functions and classes that launch them)
     return bound
 
 
@@ -802,3 +804,48 @@ def version_references() -> re.Pattern:
 def version_uses(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]]:
     """(quiet, used) of `node`: see `_quiet`."""
     return _quiet(node, refs_re)
+
+
+# ------------------------------------------------------------------ Triton kernel launchers
+_LAUNCHER = "launches the Triton kernel "
+
+
+def launchers(tree: ast.Module, bound: dict[str, str]) -> dict[str, str]:
+    """The module's own functions and classes that launch a Triton kernel of the file (`_launch`
+    calling `_kernel[grid](...)`, an autograd Function whose `forward` does), directly or through
+    another such name, and module-level names bound to one (`_impl = _launch`): name -> what.
+    A device check in front of one guards CUDA-only code (platform._cuda_only_bindings; tritonguards.py then reads the kept check as the kernels' guard), so it
+    stays CUDA: widened, it would send an NPU tensor into the kernel the original kept from it."""
+    kernels = {name for name, what in bound.items() if what == "a Triton kernel"}
+    found: dict[str, str] = {}
+    definitions = []
+    stack = list(tree.body)
+    while stack:  # module level, and under module-level `if`/`try` (`if _TRITON_AVAILABLE:`)
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            definitions.append(node)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            definitions.append(node)
+        elif isinstance(node, (ast.If, ast.Try)):
+            stack.extend([*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                          *(s for h in getattr(node, "handlers", []) for s in h.body)])
+    used = {}
+    for node in definitions:
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        target = node.targets[0].id if isinstance(node, ast.Assign) else node.name
+        used[id(node)] = (target, names)
+    for _round in range(3):  # (a launcher of a launcher of a launcher)
+        grew = False
+        for node in definitions:
+            target, names = used[id(node)]
+            if target in kernels or target in found:
+                continue
+            if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Name):
+                continue  # (an alias only: `_impl = _launch`)
+            via = next((n for n in sorted(names) if n in kernels or n in found), None)
+            if via is not None:
+                found[target] = _LAUNCHER + (f"`{via}`" if via in kernels else found[via][len(_LAUNCHER):])
+                grew = True
+        if not grew:
+            break
+    return found
