@@ -66,6 +66,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
+    "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
 )
 
 

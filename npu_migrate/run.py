@@ -30,6 +30,7 @@ from .cache import digest, options_key
 # engine and `--help` never need it.
 from .fallbacks import review_fallbacks
 from .versionprobes import review_version_fallbacks
+from .keptgates import lower_fallback_gates
 from .findings import merge_per_file
 from .redundant import fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -153,6 +154,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             result.findings = review_fallbacks(result.findings, text)  # (fallbacks.py)
             result.findings = review_version_fallbacks(result.findings, text)  # (versionprobes.py)
+            result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
