@@ -18,7 +18,8 @@ NPU host's path is not a fallback:
 
 - it raises, asserts, exits or skips (`if not x.is_cuda: raise ...`, `assert x.is_cuda`,
   `raise unittest.SkipTest`), or the CUDA branch holds a test's skips (the NPU host runs the test
-  without the checks a CUDA device gets);
+  without the checks a CUDA device gets), or the check is in a test function's body (skipping its
+  CUDA branch leaves a test that checks nothing on an NPU host);
 - the branch an NPU host takes returns a "cuda" label, or falls through into the CUDA-only code
   (`if not torch.cuda.is_available(): log(...)` then the CUDA code);
 - the guarded branch binds a name the code reads after the `if` and nothing else binds it
@@ -77,7 +78,8 @@ class _File:
     def check_at(self, line: int, column: int) -> Optional[ast.AST]:
         """The check a finding points at: the innermost expression starting at (line, column)
         and the calls, attributes and comparison it heads (`torch.cuda.is_available()` at
-        `torch`, `x.device.type != "cuda"` at `x`), not the `and`/`or` chain around it."""
+        `torch`, `x.device.type != "cuda"` at `x`, `x.type in ("cuda", "xpu")` at the list), not
+        the `and`/`or` chain around it."""
         best: Optional[ast.AST] = None
         for node in ast.walk(self.tree):
             if isinstance(node, ast.expr) and node.lineno == line and self.column(node) == column:
@@ -91,7 +93,8 @@ class _File:
             if ((isinstance(parent, ast.Attribute) and parent.value is node)
                     or (isinstance(parent, ast.Call) and parent.func is node)
                     or (isinstance(parent, ast.Subscript) and parent.value is node)
-                    or (isinstance(parent, ast.Compare) and parent.left is node)):
+                    or (isinstance(parent, ast.Compare) and len(parent.ops) == 1)):
+                # (a device list is the check with its comparison: `device.type in ("cuda", "xpu")`)
                 node = parent
                 continue
             return node
@@ -130,14 +133,24 @@ def _polarity(test: ast.AST, check: ast.AST) -> Optional[bool]:
             if inner is None:
                 return None
             node = inner
-        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and _holds(node.left, check):
-            # `check != "cuda"`: a comparison as the check is `check` itself
-            return positive
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and _holds(node, check):
+            # `check != "cuda"`: the comparison is the check
+            flip = isinstance(node.ops[0], (ast.NotEq, ast.IsNot, ast.NotIn))
+            return positive != flip
         else:
             return None
     if isinstance(check, ast.Compare) and len(check.ops) == 1 and isinstance(check.ops[0], (ast.NotEq, ast.IsNot, ast.NotIn)):
         positive = not positive
     return positive
+
+
+def _is_check(node: ast.AST) -> bool:
+    """A device check: a comparison (`x.device.type == "cuda"`), an availability call, `.is_cuda`."""
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.Call):
+        return _call_name(node) in ("is_available", "is_cuda")
+    return isinstance(node, ast.Attribute) and node.attr == "is_cuda"
 
 
 def _holds(node: ast.AST, check: ast.AST) -> bool:
@@ -208,8 +221,8 @@ class _Judge:
         if _REACHES_RAISE.search(gate.message) or _LABELLED.search(gate.message):
             return None
         check = self.file.check_at(gate.line, gate.column)
-        if check is None:
-            return None
+        if check is None or not _is_check(check):
+            return None  # (a device value kept CUDA, a call's argument: not a check with two paths)
         for child, parent in self.file.up(check):
             if isinstance(parent, ast.If) and child is parent.test:
                 return self._if(parent, check)
@@ -229,7 +242,7 @@ class _Judge:
         if polarity is None:
             return None
         if polarity:  # the body is the CUDA path: the NPU host takes the `else` or falls through
-            if _exits(statement.orelse) or _skips(statement.body):
+            if _exits(statement.orelse) or _skips(statement.body) or self._in_test(statement):
                 return None
             if not self._falls_through_cleanly(statement):
                 return None
@@ -249,6 +262,12 @@ class _Judge:
         if statement.orelse and self._falls_through_cleanly(statement, body=statement.orelse):
             return "it runs the branch for hosts without CUDA"
         return None
+
+    def _in_test(self, statement: ast.stmt) -> bool:
+        """The check is in a test function: skipping its CUDA branch leaves a test that passes
+        without checking anything on an NPU host (runs, but differs)."""
+        scope = self.file.scope_of(statement)
+        return getattr(scope, "name", "").startswith("test")
 
     def _falls_through_cleanly(self, statement: ast.stmt, body: Optional[list] = None) -> bool:
         """Nothing after `statement` in its function needs what the CUDA branch set up, and no
