@@ -20,8 +20,9 @@ NPU host's path is not a fallback:
   `raise unittest.SkipTest`), or the CUDA branch holds a test's skips (the NPU host runs the test
   without the checks a CUDA device gets), or the check is in a test function's body (skipping its
   CUDA branch leaves a test that checks nothing on an NPU host);
-- the branch an NPU host takes returns a "cuda" label, or falls through into the CUDA-only code
-  (`if not torch.cuda.is_available(): log(...)` then the CUDA code);
+- the branch an NPU host takes returns a "cuda" label, holds a CUDA-only reference the run
+  reports, is followed by a `raise` (`if torch.cuda.is_available(): ...` then `raise`), or falls
+  through into the CUDA-only code (`if not torch.cuda.is_available(): log(...)` then the CUDA code);
 - the guarded branch binds a name the code reads after the `if` and nothing else binds it
   before (`if torch.cuda.is_available(): device = "cuda"` then `model.to(device)`);
 - a CUDA-only call the run reports (a non-rewritable error or warning) follows the `if`
@@ -244,6 +245,8 @@ class _Judge:
         if polarity:  # the body is the CUDA path: the NPU host takes the `else` or falls through
             if _exits(statement.orelse) or _skips(statement.body) or self._in_test(statement):
                 return None
+            if self._reported_in(statement.orelse) or self._next_exits(statement):
+                return None
             if not self._falls_through_cleanly(statement):
                 return None
             if statement.orelse:
@@ -259,9 +262,30 @@ class _Judge:
             return "it returns the fallback of the branch for hosts without CUDA"
         if isinstance(last, (ast.Continue, ast.Break)):
             return "it leaves the loop step for hosts without CUDA"
+        if self._reported_in(statement.body):
+            return None
         if statement.orelse and self._falls_through_cleanly(statement, body=statement.orelse):
             return "it runs the branch for hosts without CUDA"
         return None
+
+    def _reported_in(self, block: list) -> bool:
+        """The branch an NPU host takes holds a CUDA-only reference the run reports."""
+        spans = [(b.lineno, b.end_lineno or b.lineno) for b in block]
+        return any(a <= line <= b for line in self.reported for a, b in spans)
+
+    def _next_exits(self, statement: ast.stmt) -> bool:
+        """The statements after the `if` in its block raise or exit (`raise RuntimeError("needs
+        CUDA")`): falling through is not a fallback."""
+        parent = self.file.parents.get(id(statement))
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and statement in block:
+                after = block[block.index(statement) + 1:]
+                return any(isinstance(s, ast.Raise) or (isinstance(s, ast.Assert) and isinstance(s.test, ast.Constant)
+                                                        and not s.test.value)
+                           or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                               and _call_name(s.value) in _EXITS) for s in after)
+        return False
 
     def _in_test(self, statement: ast.stmt) -> bool:
         """The check is in a test function: skipping its CUDA branch leaves a test that passes

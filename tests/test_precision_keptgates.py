@@ -287,3 +287,55 @@ def test_memory_history_gate_folds_its_branch_unless_cuda_code_follows_unguarded
     assert kept and kept[0]["severity"] == "warning"
     assert any(f["path"] == "unguarded.py" and f["line"] == _line(PROFILER_UNGUARDED, "_dump_snapshot")
                and not f["fixable"] for f in report["findings"])
+
+
+
+ELSE_FALLBACK = '''\
+import torch
+
+
+def kernel_version(x):
+    if x.device.type == "cuda":
+        version = int(torch.version.cuda.split(".")[0])
+    else:
+        version = 0
+    return version
+'''
+
+NPU_PATH_NOT_A_FALLBACK = '''\
+import torch
+
+
+def toolkit(x):
+    if x.device.type == "cuda":
+        version = int(torch.version.cuda.split(".")[0])
+    else:
+        version = torch.version.cuda.split(".")
+    return version
+
+
+def probe():
+    if torch.cuda.is_available():
+        major = int(torch.version.cuda.split(".")[0])
+        return major
+    raise RuntimeError("the CUDA toolchain is required")
+
+
+def test_toolkit():
+    if torch.cuda.is_available():
+        assert int(torch.version.cuda.split(".")[0]) >= 11
+'''
+
+
+def test_else_fallback_runs_as_written_but_a_cuda_else_a_raise_after_or_a_test_body_stay(tmp_path):
+    found, scopes = _run(tmp_path, {"pkg/fallback.py": ELSE_FALLBACK, "pkg/strict.py": NPU_PATH_NOT_A_FALLBACK})
+    gate = _line(ELSE_FALLBACK, 'x.device.type == "cuda"')
+    assert ("pkg/fallback.py", gate) not in found
+    assert "the `else` branch runs there" in scopes[("pkg/fallback.py", gate)]
+    # the `else` reaches CUDA-only code, a `raise` follows the check, a test would check nothing
+    lines = [i for i, text in enumerate(NPU_PATH_NOT_A_FALLBACK.splitlines(), 1)
+             if 'x.device.type == "cuda"' in text or "torch.cuda.is_available()" in text]
+    assert len(lines) == 3
+    for line in lines:
+        assert found[("pkg/strict.py", line)]["severity"] == "warning", (line, found)
+        assert ("pkg/strict.py", line) not in scopes
