@@ -67,9 +67,12 @@ class _File:
         self.tree = tree
         self.lines = text.splitlines()
         self.parents: dict[int, ast.AST] = {}
+        self.starting: dict[int, list[ast.expr]] = {}  # line -> the expressions starting there
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
+            if isinstance(node, ast.expr):
+                self.starting.setdefault(node.lineno, []).append(node)
 
     def column(self, node: ast.AST) -> int:
         """The 1-based character column of a node (ast gives UTF-8 byte offsets)."""
@@ -82,8 +85,8 @@ class _File:
         `torch`, `x.device.type != "cuda"` at `x`, `x.type in ("cuda", "xpu")` at the list), not
         the `and`/`or` chain around it."""
         best: Optional[ast.AST] = None
-        for node in ast.walk(self.tree):
-            if isinstance(node, ast.expr) and node.lineno == line and self.column(node) == column:
+        for node in self.starting.get(line, ()):
+            if self.column(node) == column:
                 if best is None or _size(node) < _size(best):
                     best = node
         if best is None:
@@ -253,7 +256,7 @@ class _Judge:
                 return "the `else` branch runs there, as on any machine without CUDA"
             return "it skips the CUDA branch and goes on, as any machine without CUDA does"
         # the body is the NPU host's path: a fallback that returns, or the CUDA code is the `else`
-        if _exits(statement.body):
+        if _exits(statement.body) or self._reported_in(statement.body):
             return None
         last = statement.body[-1] if statement.body else None
         if isinstance(last, ast.Return):
@@ -262,8 +265,6 @@ class _Judge:
             return "it returns the fallback of the branch for hosts without CUDA"
         if isinstance(last, (ast.Continue, ast.Break)):
             return "it leaves the loop step for hosts without CUDA"
-        if self._reported_in(statement.body):
-            return None
         if statement.orelse and self._falls_through_cleanly(statement, body=statement.orelse):
             return "it runs the branch for hosts without CUDA"
         return None
@@ -286,6 +287,12 @@ class _Judge:
                            or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
                                and _call_name(s.value) in _EXITS) for s in after)
         return False
+
+    def _reads(self, scope: ast.AST) -> list[ast.Name]:
+        """The names a scope reads: a function's own body; at module level the whole file (its
+        functions read the module's names whenever they are called)."""
+        nodes = ast.walk(scope) if isinstance(scope, ast.Module) else _walk_here(scope.body)
+        return [n for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
 
     def _in_test(self, statement: ast.stmt) -> bool:
         """The check is in a test function: skipping its CUDA branch leaves a test that passes
@@ -310,9 +317,10 @@ class _Judge:
                 arguments = scope.args
                 before |= {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                                            arguments.vararg, arguments.kwarg) if a is not None}
-            for node in _walk_here(scope.body):
-                if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in needed
-                        and node.id not in before and node.lineno > end):
+            for node in self._reads(scope):
+                # (at module level a function defined before the check reads it when called)
+                if node.id in needed and node.id not in before and (
+                        node.lineno > end or (isinstance(scope, ast.Module) and node.lineno < statement.lineno)):
                     return False
         return not self._reported_after(scope, statement, end)
 
@@ -321,11 +329,13 @@ class _Judge:
         lines = [line for line in self.reported if line > end and (last is None or line <= last)]
         if not lines:
             return False
-        # a line inside a later compound statement (another check, a `try`) is guarded there;
-        # at module level only the simple statements count
+        # a line inside a later `if` (another check) or `try` is guarded there, one in a function
+        # defined later is not run by falling through
         guarded: list[tuple[int, int]] = []
-        for node in _walk_here(scope.body):
-            if isinstance(node, (ast.If, ast.Try, ast.While, ast.With, *_SCOPES)) and node.lineno > end:
+        for node in ast.walk(scope):
+            if node is scope:
+                continue
+            if isinstance(node, (ast.If, ast.Try, *_SCOPES)) and node.lineno > end:
                 guarded.append((node.lineno, node.end_lineno or node.lineno))
         return any(not any(a <= line <= b for a, b in guarded) for line in lines)
 
@@ -335,7 +345,7 @@ class _Judge:
         if polarity is None:
             return None
         other = expression.orelse if polarity else expression.body
-        if _labels(other):
+        if _labels(other) or self._reported_in([other]):
             return None
         return "the other arm of the conditional expression runs there"
 
@@ -359,8 +369,7 @@ class _Judge:
             return None
         name = statement.targets[0].id
         scope = self.file.scope_of(statement)
-        uses = [n for n in _walk_here(scope.body) if isinstance(n, ast.Name) and n.id == name
-                and isinstance(n.ctx, ast.Load) and n.lineno >= statement.lineno]
+        uses = [n for n in self._reads(scope) if n.id == name and n.lineno >= statement.lineno]
         if not uses:
             return None
         whys = []

@@ -58,11 +58,24 @@ if torch.cuda.is_available():
 ops.register_all()
 '''
 
+BACKEND_IMPORT_READ_BY_A_FUNCTION = '''\
+import torch
+
+
+def register():
+    ops.register_all()
+
+
+if torch.cuda.is_available():
+    from .backends.cuda import ops
+'''
+
 
 def test_backend_import_under_a_cuda_check_runs_as_written(tmp_path):
     found, scopes = _run(tmp_path, {"pkg/__init__.py": BACKEND_IMPORT,
                                     "pkg/backends/cuda/ops.py": "def register_all():\n    pass\n",
-                                    "other/__init__.py": BACKEND_IMPORT_USED})
+                                    "other/__init__.py": BACKEND_IMPORT_USED,
+                                    "third/__init__.py": BACKEND_IMPORT_READ_BY_A_FUNCTION})
     gate = _line(BACKEND_IMPORT, "torch.cuda.is_available()")
     assert ("pkg/__init__.py", gate) not in found
     assert "whose fallback an NPU host runs" in scopes[("pkg/__init__.py", gate)]
@@ -71,6 +84,9 @@ def test_backend_import_under_a_cuda_check_runs_as_written(tmp_path):
     used = _line(BACKEND_IMPORT_USED, "torch.cuda.is_available()")
     assert found[("other/__init__.py", used)]["severity"] == "warning"
     assert ("other/__init__.py", used) not in scopes
+    # ... or a function of the module reads it when called, wherever it is defined
+    read = _line(BACKEND_IMPORT_READ_BY_A_FUNCTION, "torch.cuda.is_available()")
+    assert found[("third/__init__.py", read)]["severity"] == "warning"
 
 
 TOOLCHAIN_PROBE = '''\
