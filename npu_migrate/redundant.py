@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import replace
 
-from . import astcache, labelflow, moot
+from . import astcache, keptgates, labelflow, moot
 from .findings import MAX_LISTED, Finding, split_merged
 
 RANK = {"info": 0, "warning": 1, "error": 2}
@@ -235,9 +235,12 @@ def fold_guarded_branches(findings: list[Finding], tree: ast.Module) -> list[Fin
 def _kept_gate_absorbs(guard: Finding, finding: Finding, fold: "_Fold") -> bool:
     """A check left meaning CUDA (NPU110) keeps an NPU host out of its branch, so what fails in
     the branch (an error: `torch.cuda.memory._record_memory_history()`) does not fail there: it
-    folds into the check, whatever its severity."""
+    folds into the check, whatever its severity. A check lowered because an NPU host runs its
+    fallback (keptgates.py) takes its branch along into its named scope: an NPU host does not
+    take that branch either."""
     return (guard.code == "NPU110" and finding is not guard and id(finding) not in fold.targets
-            and _ours(finding) and moot.is_moot(finding) == moot.is_moot(guard))
+            and _ours(finding) and (moot.is_moot(finding) == moot.is_moot(guard)
+                                    or (moot.is_moot(guard) and keptgates.FALLBACK in guard.message)))
 
 
 # ----------------------------------------------------------------------------- one statement

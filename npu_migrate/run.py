@@ -29,6 +29,7 @@ from .cache import digest, options_key
 # functions that run it: a one-file `check` of a file with no CUDA word, a cached run, the text-file
 # engine and `--help` never need it.
 from .fallbacks import review_fallbacks
+from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
@@ -154,6 +155,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = review_fallbacks(result.findings, text)  # (fallbacks.py)
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
+            result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -115,10 +115,17 @@ def test_availability_gate_in_front_of_cuda_toolchain_is_not_widened(tmp_path):
     findings = _findings(tmp_path, {"pkg/gates.py": GATES})
     gates = [f for f in findings if f["code"] == "NPU110"]
     lines = {f["line"] for f in gates} | {int(n) for f in gates for n in _also(f["message"])}
-    # (8: the `torch.version.cuda` that line 7's check guards, folded into it: npu_migrate/redundant.py)
-    assert lines == {7, 8, 14, 18, 24, 29}, gates
-    assert any("torch.version.cuda" in f["message"] for f in gates)
+    # the `assert` fails on an NPU host: it stays a warning
+    assert lines == {24}, gates
     assert all(f["severity"] == "warning" for f in gates)
+    # the others fall back on an NPU host as on any machine without CUDA (`ok` stays True, the
+    # predicate answers False, `return None`, `return 0`): named scopes that run as written
+    # (npu_migrate/keptgates.py); 8, the `torch.version.cuda` that line 7's check guards, goes
+    # into line 7's scope (npu_migrate/redundant.py)
+    written = {line for e in _LAST_SKIPPED if "start_line" in e
+               and e["reason"].startswith("runs as written on an NPU host (NPU110)")
+               for line in range(e["start_line"], e["end_line"] + 1)}
+    assert {7, 8, 14, 18, 29} <= written, _LAST_SKIPPED
     assert not [f for f in findings if f["code"] == "NPU990" and "is_available" in f["source"]]
 
 

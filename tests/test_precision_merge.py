@@ -93,7 +93,7 @@ def compatible():
         sys_major, _ = installed_cuda_version()
         torch_major = int(torch.version.cuda.split(".")[0])
         return sys_major == torch_major
-    return False
+    raise RuntimeError("the CUDA toolchain is required")
 
 
 def later():
@@ -114,7 +114,8 @@ def test_findings_in_a_reported_checks_branch_fold_into_the_check(tmp_path):
 
 
 def test_the_else_branch_of_a_positive_check_is_not_folded(tmp_path):
-    text = GUARDED.replace("    return False\n", "    else:\n        return torch.version.cuda.split('.')\n", 1)
+    text = GUARDED.replace('    raise RuntimeError("the CUDA toolchain is required")\n',
+                           "    else:\n        return torch.version.cuda.split('.')\n", 1)
     findings = _report(tmp_path, {"probe.py": text})
     (gate,) = _at(findings, "probe.py", 8, "NPU110")
     assert 13 not in _also_lines(gate)
