@@ -31,6 +31,10 @@ NPU host's path is not a fallback:
   the test of an `if`, a conditional expression, a `return` or a name assigned and then only
   tested (an `assert`, a device default, an attribute: left as findings).
 
+NPU108 (a comparison with "cuda" kept because its branch uses a CUDA-only feature: FP8, Triton,
+CUDA graphs) is judged the same way: optimum-quanto's `device.type == "cuda" and torch.version.cuda`
+in front of its FP8 Marlin path, else a torch path, runs as written on an NPU host.
+
 Run on one file's findings before merge_per_file (each check is judged at its own place), from
 run.migrate_file.
 """
@@ -393,11 +397,16 @@ class _Judge:
         return f"it is kept in `{name}`, and {whys[0]}"
 
 
+# a comparison with "cuda" kept because its branch uses a CUDA-only feature (info already): the
+# same judgement names it as a scope when the other path is the code's own fallback
+FEATURE_GATE = "NPU108"
+
+
 def lower_fallback_gates(findings: list[Finding], text: str) -> list[Finding]:
-    """NPU110 findings whose check's other path is the code's own fallback, lowered to info with
-    the reason FALLBACK (see the module docstring)."""
-    gates = [f for f in findings if f.code == "NPU110" and not f.fixable and f.cell is None
-             and f.severity != "info"]
+    """NPU110 (and NPU108) findings whose check's other path is the code's own fallback, lowered
+    to info with the reason FALLBACK (see the module docstring)."""
+    gates = [f for f in findings if not f.fixable and f.cell is None and (
+        (f.code == "NPU110" and f.severity != "info") or f.code == FEATURE_GATE)]
     if not gates:
         return findings
     tree = _parse(text)

@@ -179,3 +179,32 @@ def test_a_merged_finding_stands_on_a_use_not_on_a_type_alias(tmp_path: Path) ->
     report = migrate_json(write_project(tmp_path, {"prof.py": PROFILER}))
     (found,) = [f for f in report["findings"] if "emit_nvtx" in f["message"] and not f["fixable"]]
     assert found["line"] == 10 and [a[0] for a in found["also"]] == [5]
+
+
+SELECT = """\
+import torch
+
+
+def pick(data, weights):
+    if data.device.type == "cuda" and torch.version.cuda and weights.dtype == torch.int8:
+        return torch._scaled_mm(data.to(torch.float8_e4m3fn), weights, out_dtype=torch.bfloat16)
+    return data @ weights.float()
+
+
+def must(data):
+    if data.device.type != "cuda":
+        raise ValueError("this kernel needs a CUDA tensor")
+    return torch._scaled_mm(data.to(torch.float8_e4m3fn), data.t(), out_dtype=torch.bfloat16)
+"""
+
+
+def test_a_kept_feature_comparison_with_a_fallback_runs_as_written(tmp_path: Path) -> None:
+    """optimum-quanto's qbytes.py: `device.type == "cuda" and torch.version.cuda` selects a CUDA
+    feature (FP8), else a torch path (NPU108, round-8 audit): a scope that runs as written."""
+    report = migrate_json(write_project(tmp_path, {"select.py": SELECT}))
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "select.py"}
+    assert scopes[5].startswith("runs as written on an NPU host (NPU108): "), scopes
+    assert not [f for f in report["findings"] if f["code"] == "NPU108"]
+    # the check whose other path raises is widened (NPU104), and the FP8 compute it leads to stays
+    assert {(f["line"], f["code"], f["severity"]) for f in report["findings"] if f["line"] >= 11} >= {
+        (11, "NPU104", "warning"), (13, "NPU913", "error")}
