@@ -256,7 +256,10 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
         return facts[i]
 
     out = list(results)
-    unreachable = _never_imported(results, python, targets, texts, facts_of)
+    from .dispatch import gates
+
+    unreachable = _never_imported(results, python, targets, texts, facts_of,
+                                  gates(results, python, texts) if targets else {})
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
     for i, why in _sources_built_for_npu(results, python, facts_of).items():
@@ -274,7 +277,9 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 
 # ------------------------------------------------------------------ modules never imported on NPU
 
-def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]:
+def _never_imported(results, python, targets, texts, facts_of, extra=None) -> dict[int, str]:
+    # extra: {file: [(first, last, why)]}, more spans an NPU host never enters (dispatch.gates)
+    extra = extra or {}
     by_stem = {results[i].relpath[:-3]: i for i in python}
     by_dotted: dict[str, set[int]] = defaultdict(set)
     for i in python:
@@ -318,6 +323,9 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
         for first, last, condition in blocks(importer):
             if first <= line <= last:
                 return f"`{' '.join(condition.split())[:70]}`"
+        for first, last, why in extra.get(importer, ()):
+            if first <= line <= last:
+                return why
         return None
 
     strings: dict[int, bool] = {}
@@ -334,7 +342,7 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
     candidates: set[int] = set()
     for i in python:
         # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
-        if not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
+        if not extra.get(i) and not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
             continue
         for j, line in imports(i):
             if j not in candidates and gated(i, line) not in (None, _TYPING):

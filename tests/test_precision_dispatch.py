@@ -1,0 +1,215 @@
+"""Issue #16: backends and kernels the project itself never selects on an NPU host (cross-file
+dispatch, npu_migrate/dispatch.py, read by wholeprogram._never_imported).
+
+Shapes found by the round-7 audits of SGLang, each reproduced with a small fixture of our own:
+- a registry of backends (`@register_attention_backend("fa3")` on a factory importing the
+  backend's module) and a project default that forces the NPU backend on an NPU host
+  (`args.attention_backend = "ascend"` in a function of an NPU module): the modules only the other
+  factories import (and what only they import) become named skipped scopes; so do those a dict
+  keyed by the same names reaches only under another name; a backend module also imported from
+  shared code, the NPU backend, and a registry whose NPU default is only conditional keep theirs;
+- a module imported only under `if not _is_npu:` (`_is_npu = is_npu()`): a skipped scope; one
+  imported under `if _is_npu:` keeps its findings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .precision_helpers import migrate_json, moot_lines, write_project
+
+
+def _findings(report: dict, code: str, path: str | None = None) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code and (path is None or f["path"] == path)]
+
+
+FP8_KERNEL = """\
+import torch
+
+
+def quantize(x):
+    return x.to(torch.float8_e4m3fn)
+"""
+
+REGISTRY = """\
+BACKENDS = {}
+
+
+def register_attention_backend(name):
+    def decorator(fn):
+        BACKENDS[name] = fn
+        return fn
+
+    return decorator
+
+
+@register_attention_backend("fastmha")
+def create_fastmha(runner):
+    from proj.attention.fastmha_backend import FastBackend
+
+    return FastBackend(runner)
+
+
+@register_attention_backend("shared")
+def create_shared(runner):
+    from proj.attention.shared_backend import SharedBackend
+
+    return SharedBackend(runner)
+
+
+@register_attention_backend("ascend")
+def create_ascend(runner):
+    from proj.npu.ascend_backend import AscendBackend
+
+    return AscendBackend(runner)
+"""
+
+NPU_DEFAULTS = """\
+def set_default_server_args(args):
+    # NPU only works with the ascend backend
+    args.attention_backend = "ascend"
+    if args.page_size is None:
+        args.page_size = 128
+"""
+
+DRAFT = """\
+class DraftBackendFactory:
+    def create_decode_backend(self, name):
+        backend_map = {
+            "fastmha": self._create_fastmha_decode_backend,
+            "shared": self._create_shared_decode_backend,
+            "ascend": self._create_ascend_decode_backend,
+        }
+        return backend_map[name]()
+
+    def _create_fastmha_decode_backend(self):
+        from proj.attention.draft_only_backend import DraftBackend
+
+        return DraftBackend()
+
+    def _create_shared_decode_backend(self):
+        from proj.attention.shared_backend import SharedBackend
+
+        return SharedBackend()
+
+    def _create_ascend_decode_backend(self):
+        from proj.npu.ascend_backend import AscendBackend
+
+        return AscendBackend()
+
+    def warmup(self):
+        from proj.attention.warm_backend import WarmBackend
+
+        return self._create_warm_decode_backend(WarmBackend)
+
+    def _create_warm_decode_backend(self, cls):
+        return cls()
+"""
+
+
+def _registry_project(tmp_path: Path, defaults: str = NPU_DEFAULTS) -> Path:
+    return write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/attention/__init__.py": "",
+        "proj/attention/registry.py": REGISTRY,
+        "proj/attention/fastmha_backend.py": "import torch\n\nfrom proj.attention.fp8_kv import quantize\n\n\nclass FastBackend:\n"
+                                             "    def cast(self, x):\n        return x.to(torch.float8_e4m3fn)\n",
+        "proj/attention/fp8_kv.py": "# only the fast backend imports it\n" + FP8_KERNEL,
+        "proj/attention/shared_backend.py": "# shared\n" + FP8_KERNEL + "\n\nclass SharedBackend:\n    pass\n",
+        "proj/attention/draft_only_backend.py": "# draft\n" + FP8_KERNEL + "\n\nclass DraftBackend:\n    pass\n",
+        "proj/attention/warm_backend.py": "# warm\n" + FP8_KERNEL + "\n\nclass WarmBackend:\n    pass\n",
+        "proj/npu/__init__.py": "",
+        "proj/npu/ascend_backend.py": "# npu\n" + FP8_KERNEL + "\n\nclass AscendBackend:\n    pass\n",
+        "proj/npu/utils.py": defaults,
+        "proj/speculative/draft_utils.py": DRAFT,
+        # shared code imports the shared backend unconditionally
+        "proj/layers/common.py": "from proj.attention.shared_backend import SharedBackend\n",
+    })
+
+
+def test_backend_registered_under_a_name_the_npu_default_never_selects_is_a_skipped_scope(tmp_path: Path) -> None:
+    report = migrate_json(_registry_project(tmp_path))
+    assert not _findings(report, "NPU913", "proj/attention/fastmha_backend.py")
+    backend = moot_lines(report["skipped"], "NPU913", "proj/attention/fastmha_backend.py")
+    assert backend and ('proj/attention/registry.py:14 under `@register_attention_backend("fastmha")`, while an NPU '
+                        'host selects "ascend" (proj/npu/utils.py:3)') in next(iter(backend.values()))
+    fast = moot_lines(report["skipped"], "NPU913", "proj/attention/fp8_kv.py")
+    assert fast, report["findings"]
+    assert "a module an NPU host never imports" in next(iter(fast.values()))
+    assert not _findings(report, "NPU913", "proj/attention/fp8_kv.py")
+    # a method a dict reaches only under another backend's name
+    draft = moot_lines(report["skipped"], "NPU913", "proj/attention/draft_only_backend.py")
+    assert draft and ('the "fastmha" entry of a dict keyed by `@register_attention_backend` names, while an NPU host '
+                     'selects "ascend" (proj/npu/utils.py:3)') in next(iter(draft.values()))
+    # still reported: the NPU backend itself, a backend shared code imports, one a method called
+    # outside the dict imports
+    for path in ("proj/npu/ascend_backend.py", "proj/attention/shared_backend.py", "proj/attention/warm_backend.py"):
+        assert [f["severity"] for f in _findings(report, "NPU913", path)] == ["error"], path
+
+
+def test_registry_without_a_forced_npu_default_keeps_its_findings(tmp_path: Path) -> None:
+    # only a default where the user gave none: another backend may still be chosen on an NPU host
+    conditional = NPU_DEFAULTS.replace('    args.attention_backend = "ascend"',
+                                       '    if args.attention_backend is None:\n        args.attention_backend = "ascend"')
+    report = migrate_json(_registry_project(tmp_path, conditional))
+    for path in ("proj/attention/fp8_kv.py", "proj/attention/fastmha_backend.py", "proj/attention/draft_only_backend.py"):
+        assert [f["severity"] for f in _findings(report, "NPU913", path)] == ["error"], path
+    assert not moot_lines(report["skipped"], "NPU913", "proj/attention/fp8_kv.py")
+
+
+def test_registry_default_forced_under_an_npu_check_counts(tmp_path: Path) -> None:
+    # the same default in shared code, directly under `if is_npu():`
+    forced = ("from proj.platform import is_npu\n\n\nclass ServerArgs:\n    def resolve(self):\n"
+              "        if is_npu():\n            self.attention_backend = \"ascend\"\n")
+    root = _registry_project(tmp_path, "")
+    (root / "proj/server_args.py").write_text(forced)
+    report = migrate_json(root)
+    fast = moot_lines(report["skipped"], "NPU913", "proj/attention/fastmha_backend.py")
+    assert fast and '"ascend" (proj/server_args.py:7)' in next(iter(fast.values()))
+    assert not _findings(report, "NPU913", "proj/attention/fp8_kv.py")
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/npu/ascend_backend.py")] == ["error"]
+
+
+def test_module_imported_only_off_npu_by_the_project_flag_is_a_skipped_scope(tmp_path: Path) -> None:
+    indexer = """\
+from proj.platform import is_npu
+
+_is_npu = is_npu()
+
+
+def forward(x):
+    if not _is_npu:
+        from proj.kernels.tile_kernel import quantize
+
+        return quantize(x)
+    if _is_npu:
+        from proj.kernels.npu_kernel import quantize
+
+        return quantize(x)
+    return x
+"""
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/platform.py": "def is_npu():\n    return False\n",
+        "proj/indexer.py": indexer,
+        "proj/kernels/__init__.py": "",
+        "proj/kernels/tile_kernel.py": "# tile\n" + FP8_KERNEL,
+        "proj/kernels/npu_kernel.py": "# npu\n" + FP8_KERNEL,
+    })
+    report = migrate_json(root)
+    tile = moot_lines(report["skipped"], "NPU913", "proj/kernels/tile_kernel.py")
+    assert tile and "proj/indexer.py:8 under `not _is_npu`" in next(iter(tile.values()))
+    assert not _findings(report, "NPU913", "proj/kernels/tile_kernel.py")
+    # the module imported where an NPU host goes keeps its finding
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/kernels/npu_kernel.py")] == ["error"]
+
+
+def test_a_flag_not_bound_to_is_npu_decides_nothing(tmp_path: Path) -> None:
+    indexer = "_is_npu = False\n\n\ndef forward(x):\n    if not _is_npu:\n        from proj.tile_kernel import quantize\n\n        return quantize(x)\n"
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/indexer.py": indexer,
+        "proj/tile_kernel.py": FP8_KERNEL,
+    })
+    report = migrate_json(root)
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/tile_kernel.py")] == ["error"]
