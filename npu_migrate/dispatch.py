@@ -33,7 +33,11 @@ _NPU_NAME = re.compile(r"(^|_)(npu|ascend)($|_)", re.IGNORECASE)
 _NPU_WORD = re.compile(r"npu|ascend", re.IGNORECASE)
 _REGISTER = re.compile(rb"@[\w.]*register\w*\(\s*[\"']\w+[\"']\s*\)")
 _FLAG = re.compile(r"^_?(is|use|on)_(npu|ascend)$")
-_FLAG_TEXT = re.compile(rb"if[ \t]+[^\n]*\b_?(?:is|use|on)_(?:npu|ascend)\b")
+# an `if`/`elif` line with a negated NPU flag (the only branches the flag makes untaken)
+_FLAG_TEXT = re.compile(rb"^[ \t]*(?:el)?if[ \t][^\n]*\bnot[ \t]+(?:_?(?:is|use|on)_(?:npu|ascend)\b|[\w.]*is_npu\(\))",
+                        re.MULTILINE)
+# an NPU backend name assigned to an attribute (`args.attention_backend = "ascend"`)
+_NPU_DEFAULT = re.compile(rb"\.(\w+)[ \t]*=[ \t]*[\"'][^\"'\n]*(?:npu|ascend)", re.IGNORECASE)
 _ASSIGNED_FLAG = re.compile(r"^\s*(\w+)\s*=\s*[\w.]*is_npu\(\)\s*$", re.MULTILINE)
 
 
@@ -90,14 +94,37 @@ def _flags(text: str) -> set[str]:
     return {m.group(1) for m in _ASSIGNED_FLAG.finditer(text) if _FLAG.match(m.group(1))}
 
 
-def _flag_branches(tree: ast.Module, flags: set[str]) -> list[tuple[int, int, str]]:
-    """(first, last, why) of the bodies of `if`s false on an NPU host by its NPU flag."""
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and node.body and _npu_true(node.test, flags) is False:
-            first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
-            condition = " ".join(ast.unparse(node.test).split())[:70]
-            out.append((first, last, f"`{condition}`"))
+_IF_LINE = re.compile(rb"^([ \t]*)(?:el)?if[ \t]+(.+?):[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+
+
+def _flag_branches(data: bytes, flags: set[str]) -> list[tuple[int, int, str]]:
+    """(first, last, why) of the bodies of the one-line `if`/`elif`s false on an NPU host by its
+    NPU flag, their extent by indentation (as wholeprogram._false_blocks: no parse of the file)."""
+    out, lines, line, at = [], None, 1, 0
+    for match in _IF_LINE.finditer(data):
+        line += data.count(b"\n", at, match.start())
+        at = match.start()
+        if not _FLAG_TEXT.match(data, match.start()):
+            continue
+        text = match.group(2).decode("utf-8", "replace")
+        try:
+            test = ast.parse(text.strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if _npu_true(test, flags) is not False:
+            continue
+        if lines is None:
+            lines = data.splitlines()
+        indent, last = len(match.group(1)), line
+        for k in range(line, len(lines)):  # (lines[line] is the line after the header)
+            stripped = lines[k].strip()
+            if not stripped or stripped.startswith(b"#"):
+                continue
+            if len(lines[k]) - len(lines[k].lstrip(b" \t")) <= indent:
+                break
+            last = k + 1
+        if last > line:
+            out.append((line + 1, last, f"`{' '.join(text.split())[:70]}`"))
     return out
 
 
@@ -161,9 +188,11 @@ def _keyed_methods(tree: ast.Module, names: set[str], npu: set[str]) -> list[tup
     return out
 
 
-def gates(results, python: list[int], texts: dict[int, Optional[bytes]]) -> dict[int, list[tuple[int, int, str]]]:
-    """{file index: [(first line, last line, why)]}: spans of the run's Python files whose import
-    statements an NPU host never runs (see the module docstring); `why` is ready to quote."""
+def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
+          facts_of=None) -> dict[int, list[tuple[int, int, str]]]:
+    """{file index: [(first line, last line, why)]}: spans of the run's Python files an NPU host
+    never enters (see the module docstring); `why` is ready to quote. `facts_of(i)["blocks"]`: the
+    file's `if` blocks false on an NPU host (wholeprogram.file_facts), for the enum dispatch."""
     out: dict[int, list[tuple[int, int, str]]] = {}
     trees: dict[int, Optional[ast.Module]] = {}
 
@@ -175,13 +204,12 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]]) -> dict
     flags_of: dict[int, set[str]] = {}
     for i in python:
         data = texts.get(i) or b""
-        if b"npu" not in data or not (_FLAG_TEXT.search(data) or b"is_npu()" in data):
+        if b"npu" not in data or not _FLAG_TEXT.search(data):
             continue
         flags_of[i] = _flags(data.decode("utf-8", "replace"))
-        if tree(i) is not None:
-            spans = _flag_branches(tree(i), flags_of[i])
-            if spans:
-                out.setdefault(i, []).extend(spans)
+        spans = _flag_branches(data, flags_of[i])
+        if spans:
+            out.setdefault(i, []).extend(spans)
 
     # registries: @register_x("name") functions, by decorator
     registered: dict[str, set[str]] = {}
@@ -193,18 +221,22 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]]) -> dict
         for decorator, name, node in _registrations(tree(i)):
             registered.setdefault(decorator, set()).add(name)
             factories.append((i, decorator, name, node))
+    if facts_of is not None:
+        for i, spans in _enum_dispatch(results, python, texts, tree, facts_of, out).items():
+            out.setdefault(i, []).extend(spans)
     registered = {d: names for d, names in registered.items()
                   if len(names) >= 2 and any(_NPU_WORD.search(n) for n in names)}
     if not registered:
         return out
     forced: dict[str, tuple[str, str]] = {}  # decorator -> (NPU name, "path:line")
+    kinds = {d[len("register_"):].encode() for d in registered}
     for i in python:
         data = texts.get(i) or b""
-        if b"_backend" not in data and not any(d[len("register_"):].encode() in data for d in registered):
+        if not any(kind in data for kind in kinds) or not any(
+                m.group(1) in kinds for m in _NPU_DEFAULT.finditer(data)) or tree(i) is None:
             continue
-        if not re.search(rb"\.\w+[ \t]*=[ \t]*[\"'][^\"'\n]*(?:npu|ascend)", data, re.IGNORECASE) or tree(i) is None:
-            continue
-        for decorator, name, line in _forced_defaults(results[i].relpath, tree(i), registered, flags_of.get(i, set())):
+        flags = flags_of[i] if i in flags_of else _flags(data.decode("utf-8", "replace"))
+        for decorator, name, line in _forced_defaults(results[i].relpath, tree(i), registered, flags):
             forced.setdefault(decorator, (name, f"{results[i].relpath}:{line}"))
     if not forced:
         return out
@@ -229,3 +261,170 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]]) -> dict
                     (first, last, f"the {keys} entry of a dict keyed by `@{decorator}` names, while an NPU "
                                   f'host selects "{npu_name}" ({where})'))
     return out
+
+
+# ------------------------------------------------------------------ enum values produced only off NPU
+
+_RETURN_MEMBER = re.compile(rb"^[ \t]*return[ \t]+(?:[\w.]*\.)?([A-Z]\w*)\.([A-Z][A-Z0-9_]*)[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_MAX_ROUNDS = 3
+
+
+def _line_of(data: bytes, at: int) -> int:
+    return data.count(b"\n", 0, at) + 1
+
+
+def _consumed(node: ast.AST, parents: dict) -> bool:
+    """An `Enum.MEMBER` read only to compare with (`x == E.M`, `x in (E.M, E.N)`)."""
+    parent = parents.get(id(node))
+    if isinstance(parent, (ast.Tuple, ast.List, ast.Set)):
+        parent = parents.get(id(parent))
+        return isinstance(parent, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops)
+    return isinstance(parent, ast.Compare)
+
+
+def _enum_dispatch(results, python, texts, tree, facts_of, flag_spans) -> dict[int, list[tuple[int, int, str]]]:
+    """SGLang's `_dispatch_mla_subtype` returns `AttnForwardMethod.MLA_FUSED_ROPE` only under `if
+    _is_hip:`: where every place of the project that produces an enum member (anything but a
+    comparison with it) lies in a block false on an NPU host, the branches `if x == E.MEMBER:` are
+    never taken there, nor the methods called only from them (a method named nowhere else in the
+    project). The member's name in a string, or the enum built from a value or a name
+    (`E(value)`, `E[name]`) or iterated, keeps everything."""
+    def false_spans(i: int) -> list[tuple[int, int, str]]:
+        return [(a, b, f"`{' '.join(c.split())[:70]}`") for a, b, c in facts_of(i)["blocks"] if c != "TYPE_CHECKING"] \
+            + list(flag_spans.get(i, ()))
+
+    candidates: dict[tuple[str, str], tuple[int, int, str]] = {}  # (enum, member) -> (file, line, why)
+    for i in python:
+        data = texts.get(i) or b""
+        if b"return" not in data:
+            continue
+        spans = false_spans(i)
+        if not spans:
+            continue
+        for match in _RETURN_MEMBER.finditer(data):
+            line = _line_of(data, match.start())
+            span = next((sp for sp in spans if sp[0] <= line <= sp[1]), None)
+            if span is not None:
+                key = (match.group(1).decode(), match.group(2).decode())
+                candidates.setdefault(key, (i, line, span[2]))
+    out: dict[int, list[tuple[int, int, str]]] = {}
+    for (enum, member), (home, home_line, condition) in sorted(candidates.items()):
+        dotted = f"{enum}.{member}".encode()
+        holders = [i for i in python if dotted in (texts.get(i) or b"")]
+        quoted = re.compile(rb"[\"']" + member.encode() + rb"[\"']")
+        built = re.compile(rb"(?<!class )\b" + re.escape(enum).encode() + rb"\s*[\[(]|\bin\s+" + re.escape(enum).encode() + rb"\s*:")
+        if any(member.encode() in (texts.get(i) or b"") and quoted.search(texts.get(i) or b"") for i in python) or any(
+                enum.encode() in (texts.get(i) or b"") and built.search(texts.get(i) or b"") for i in python):
+            continue
+        if not any(re.search(rb"(?:==|\bis)[ \t]*" + re.escape(dotted) + rb"\b", texts.get(i) or b"") for i in holders):
+            continue  # (no branch on it)
+        if not all(_produced_only_in(texts.get(i) or b"", dotted, false_spans(i)) for i in holders):
+            continue  # (a first look at the text, before any parse)
+        branches: dict[int, list[tuple[int, int, str]]] = {}
+        produced_elsewhere = False
+        for i in holders:
+            module = tree(i)
+            if module is None:
+                produced_elsewhere = True
+                break
+            parents = {id(child): node for node in ast.walk(module) for child in ast.iter_child_nodes(node)}
+            spans = false_spans(i)
+            for node in ast.walk(module):
+                if not (isinstance(node, ast.Attribute) and node.attr == member and astcache_dotted(node.value).rpartition(".")[2] == enum):
+                    continue
+                if _consumed(node, parents):
+                    compare = parents[id(node)]
+                    holder = parents.get(id(compare))
+                    if (isinstance(holder, ast.If) and holder.test is compare and len(compare.ops) == 1
+                            and isinstance(compare.ops[0], (ast.Eq, ast.Is)) and compare.comparators[0] is node):
+                        first, last = holder.body[0].lineno, holder.body[-1].end_lineno or holder.body[-1].lineno
+                        test = " ".join(ast.unparse(compare).split())[:70]
+                        branches.setdefault(i, []).append(
+                            (first, last, f"`{test}`, a value produced only under {condition} "
+                                          f"({results[home].relpath}:{home_line})"))
+                    continue
+                if not any(a <= node.lineno <= b for a, b, _why in spans):
+                    produced_elsewhere = True
+                    break
+            if produced_elsewhere:
+                break
+        if produced_elsewhere or not branches:
+            continue
+        for i, spans in branches.items():
+            out.setdefault(i, []).extend(spans)
+            out[i].extend(_called_only_from(tree(i), spans, texts, i, python))
+    return out
+
+
+def _produced_only_in(data: bytes, dotted: bytes, spans: list) -> bool:
+    """Every `E.M` of the text that follows no comparison (`==`, `!=`, `is`, `in (`, `, `) lies
+    in one of `spans` (a first look: the parse decides after)."""
+    for match in re.finditer(rb"(?<![\w.])" + re.escape(dotted) + rb"\b", data):
+        before = data[max(0, match.start() - 12):match.start()].rstrip()
+        if before.endswith((b"==", b"!=", b" is", b" not", b" in", b",", b"(")):
+            continue
+        line = _line_of(data, match.start())
+        if not any(a <= line <= b for a, b, _why in spans):
+            return False
+    return True
+
+
+def astcache_dotted(node: ast.AST) -> str:
+    from . import astcache
+
+    return astcache.dotted(node)
+
+
+def _called_only_from(module: ast.Module, spans: list[tuple[int, int, str]], texts, home: int,
+                      python: list[int]) -> list[tuple[int, int, str]]:
+    """The functions of `module` every mention of whose name (in the module; the project's other
+    files name it nowhere) lies in one of `spans`, or in such a function: their spans, with why."""
+    functions: dict[str, ast.AST] = {}
+    defined: dict[str, int] = {}
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[node.name] = node
+            defined[node.name] = defined.get(node.name, 0) + 1
+    mentions: dict[str, list[int]] = {}
+    for node in ast.walk(module):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name in functions:
+            mentions.setdefault(name, []).append(node.lineno)
+    found: list[tuple[int, int, str]] = []
+    done: set[str] = set()
+    spans = list(spans)
+    for _round in range(_MAX_ROUNDS):
+        grew = False
+        for name, lines in mentions.items():
+            node = functions[name]
+            if name in done:
+                continue
+            holders = [next((sp for sp in spans if sp[0] <= line <= sp[1]), None) for line in lines]
+            if not lines or None in holders:
+                continue
+            word = re.compile(rb"\b" + re.escape(name).encode() + rb"\b")
+            if defined[name] != 1 or any(name.encode() in (texts.get(j) or b"") and word.search(texts.get(j) or b"")
+                                         for j in python if j != home):
+                continue
+            first, last = _span(node)
+            span = (first, last, f"`{name}`, called only at line {lines[0]} under {holders[0][2]}")
+            found.append(span)
+            spans.append(span)
+            done.add(name)
+            grew = True
+        if not grew:
+            break
+    return found
+
+
+def lower_within(result, spans: list[tuple[int, int, str]], lower):
+    """`result` with its report-only findings inside `spans` lowered by `lower(result, why)` (every
+    place of a merged finding inside one span), as in a branch an NPU host does not take."""
+    def why(finding):
+        lines = [finding.line, *(line for line, _column, _source in finding.also)]
+        if not all(any(first <= n <= last for first, last, _why in spans) for n in lines):
+            return None
+        reason = next(why for first, last, why in spans if first <= finding.line <= last)
+        return f"in a branch an NPU host does not take: {reason}"
+
+    return lower(result, why)

@@ -248,6 +248,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     if not targets and not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
     texts = {i: result_bytes(results[i], paths) for i in python}
+    out = list(results)
     facts: dict[int, dict] = {}
 
     def facts_of(i: int) -> dict:
@@ -255,11 +256,13 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             facts[i] = results[i].facts if results[i].facts is not None else file_facts(results[i].relpath, texts.get(i) or b"")
         return facts[i]
 
-    out = list(results)
-    from .dispatch import gates
+    from .dispatch import gates, lower_within
 
-    unreachable = _never_imported(results, python, targets, texts, facts_of,
-                                  gates(results, python, texts) if targets else {})
+    dispatch = gates(results, python, texts, facts_of) if targets else {}
+    unreachable = _never_imported(results, python, targets, texts, facts_of, dispatch)
+    for i, spans in dispatch.items():  # (the branches' own findings)
+        if i not in unreachable:
+            out[i] = lower_within(out[i], spans, _lower)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
     for i, why in _sources_built_for_npu(results, python, facts_of).items():

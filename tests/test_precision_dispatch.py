@@ -213,3 +213,80 @@ def test_a_flag_not_bound_to_is_npu_decides_nothing(tmp_path: Path) -> None:
     })
     report = migrate_json(root)
     assert [f["severity"] for f in _findings(report, "NPU913", "proj/tile_kernel.py")] == ["error"]
+
+
+ENUM = """\
+from enum import IntEnum, auto
+
+
+class ForwardMethod(IntEnum):
+    MHA = auto()
+    MLA = auto()
+    MLA_FUSED = auto()
+    MLA_ROCM = auto()
+"""
+
+HANDLER = """\
+from proj.methods import ForwardMethod
+from proj.utils import is_hip
+
+_is_hip = is_hip()
+
+
+def dispatch_subtype(attn, batch):
+    if _is_hip:
+        if attn.fused_decode and batch.is_decode():
+            return ForwardMethod.MLA_FUSED
+        return ForwardMethod.MLA
+    return ForwardMethod.MLA if batch.is_decode() else ForwardMethod.MHA
+"""
+
+MODEL = """\
+import torch
+
+from proj.methods import ForwardMethod
+
+
+class Attention(torch.nn.Module):
+    def forward(self, x, method):
+        if method == ForwardMethod.MHA:
+            state = self.forward_normal(x)
+        elif method == ForwardMethod.MLA_FUSED:
+            state = self.forward_fused_prepare(x)
+        else:
+            state = x
+        return state
+
+    def forward_normal(self, x):
+        return x
+
+    def forward_fused_prepare(self, x):
+        y = x.to(torch.float8_e4m3fn)
+        return self._fused_core(y)
+
+    def _fused_core(self, y):
+        return y.view(torch.float8_e4m3fn)
+"""
+
+# the same shape on a value an NPU host produces
+MODEL_B = MODEL.replace("MLA_FUSED", "MLA").replace("class Attention", "class AttentionB").replace(
+    "forward_fused_prepare", "forward_absorb").replace("_fused_core", "_absorb_core")
+
+
+def test_branch_on_an_enum_value_produced_only_off_npu_is_a_skipped_scope(tmp_path: Path) -> None:
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/utils.py": "def is_hip():\n    return False\n",
+        "proj/methods.py": ENUM,
+        "proj/handler.py": HANDLER,
+        "proj/model.py": MODEL,
+        "proj/model_b.py": MODEL_B,
+    })
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU913", "proj/model.py")
+    assert 20 in moot, (moot, report["findings"])
+    assert ("`forward_fused_prepare`, called only at line 11 under `method == ForwardMethod.MLA_FUSED`, a value "
+            "produced only under `_is_hip` (proj/handler.py:10)") in moot[20]
+    assert not _findings(report, "NPU913", "proj/model.py")
+    # a value an NPU host may produce keeps its methods' findings
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/model_b.py")] == ["error"]
