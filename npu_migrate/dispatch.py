@@ -33,9 +33,10 @@ _NPU_NAME = re.compile(r"(^|_)(npu|ascend)($|_)", re.IGNORECASE)
 _NPU_WORD = re.compile(r"npu|ascend", re.IGNORECASE)
 _REGISTER = re.compile(rb"@[\w.]*register\w*\(\s*[\"']\w+[\"']\s*\)")
 _FLAG = re.compile(r"^_?(is|use|on)_(npu|ascend)$")
-# an `if`/`elif` line with a negated NPU flag (the only branches the flag makes untaken)
-_FLAG_TEXT = re.compile(rb"^[ \t]*(?:el)?if[ \t][^\n]*\bnot[ \t]+(?:_?(?:is|use|on)_(?:npu|ascend)\b|[\w.]*is_npu\(\))",
+# an `if`/`elif` line that reads an NPU flag (`if not _is_npu:`, `if is_npu():`)
+_FLAG_TEXT = re.compile(rb"^[ \t]*(?:el)?if[ \t][^\n]*(?:\b_?(?:is|use|on)_(?:npu|ascend)\b|\bis_npu\(\))",
                         re.MULTILINE)
+_ELSE_LINE = re.compile(rb"^([ \t]*)(elif[ \t]+.+?|else[ \t]*):[ \t]*(?:#[^\n]*)?$")
 # an NPU backend name assigned to an attribute (`args.attention_backend = "ascend"`)
 _NPU_DEFAULT = re.compile(rb"\.(\w+)[ \t]*=[ \t]*[\"'][^\"'\n]*(?:npu|ascend)", re.IGNORECASE)
 _ASSIGNED_FLAG = re.compile(r"^\s*(\w+)\s*=\s*[\w.]*is_npu\(\)\s*$", re.MULTILINE)
@@ -97,9 +98,24 @@ def _flags(text: str) -> set[str]:
 _IF_LINE = re.compile(rb"^([ \t]*)(?:el)?if[ \t]+(.+?):[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 
 
+def _body_end(lines: list[bytes], header: int, indent: int) -> int:
+    """The last line (1-based) of the block whose header is line `header` (1-based), by indentation."""
+    last = header
+    for k in range(header, len(lines)):  # (lines[header] is the line after the header)
+        stripped = lines[k].strip()
+        if not stripped or stripped.startswith(b"#"):
+            continue
+        if len(lines[k]) - len(lines[k].lstrip(b" \t")) <= indent:
+            break
+        last = k + 1
+    return last
+
+
 def _flag_branches(data: bytes, flags: set[str]) -> list[tuple[int, int, str]]:
     """(first, last, why) of the bodies of the one-line `if`/`elif`s false on an NPU host by its
-    NPU flag, their extent by indentation (as wholeprogram._false_blocks: no parse of the file)."""
+    NPU flag (`if not _is_npu:`), and of the `elif`s and `else` after one true there (`if
+    _is_npu: ... else: ...`), their extent by indentation (as wholeprogram._false_blocks: no parse
+    of the file)."""
     out, lines, line, at = [], None, 1, 0
     for match in _IF_LINE.finditer(data):
         line += data.count(b"\n", at, match.start())
@@ -111,20 +127,32 @@ def _flag_branches(data: bytes, flags: set[str]) -> list[tuple[int, int, str]]:
             test = ast.parse(text.strip(), mode="eval").body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        if _npu_true(test, flags) is not False:
+        value = _npu_true(test, flags)
+        if value is None:
             continue
         if lines is None:
             lines = data.splitlines()
-        indent, last = len(match.group(1)), line
-        for k in range(line, len(lines)):  # (lines[line] is the line after the header)
-            stripped = lines[k].strip()
-            if not stripped or stripped.startswith(b"#"):
+        indent = len(match.group(1))
+        last = _body_end(lines, line, indent)
+        shown = " ".join(text.split())[:70]
+        if value is False:
+            if last > line:
+                out.append((line + 1, last, f"`{shown}`"))
+            continue
+        # true on an NPU host: the rest of the chain is never entered there
+        header = last + 1
+        while header <= len(lines):
+            current = lines[header - 1]
+            if not current.strip() or current.strip().startswith(b"#"):
+                header += 1
                 continue
-            if len(lines[k]) - len(lines[k].lstrip(b" \t")) <= indent:
+            other = _ELSE_LINE.match(current)
+            if other is None or len(other.group(1)) != indent:
                 break
-            last = k + 1
-        if last > line:
-            out.append((line + 1, last, f"`{' '.join(text.split())[:70]}`"))
+            end = _body_end(lines, header, indent)
+            if end > header:
+                out.append((header + 1, end, f"not `{shown}`"))
+            header = end + 1
     return out
 
 

@@ -290,3 +290,44 @@ def test_branch_on_an_enum_value_produced_only_off_npu_is_a_skipped_scope(tmp_pa
     assert not _findings(report, "NPU913", "proj/model.py")
     # a value an NPU host may produce keeps its methods' findings
     assert [f["severity"] for f in _findings(report, "NPU913", "proj/model_b.py")] == ["error"]
+
+
+def test_branches_after_one_true_on_npu_are_skipped_scopes(tmp_path: Path) -> None:
+    ops = """\
+import torch
+
+from proj.platform import is_npu
+
+_is_npu = is_npu()
+
+
+def quantize(x):
+    if _is_npu:
+        return x.to(torch.int8)
+    elif x.is_floating_point():
+        return x.to(torch.float8_e4m3fn)
+    else:
+        return x.to(torch.float8_e5m2)
+"""
+    other = """\
+import torch
+
+
+def maybe_cast(x, use_fp8):
+    if use_fp8:
+        return x.to(torch.float8_e4m3fn)
+    else:
+        return x
+"""
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/platform.py": "def is_npu():\n    return False\n",
+        "proj/ops.py": ops,
+        "proj/other.py": other,
+    })
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU913", "proj/ops.py")
+    assert 12 in moot and "in a branch an NPU host does not take: not `_is_npu`" in moot[12], (moot, report["findings"])
+    assert not _findings(report, "NPU913", "proj/ops.py")
+    # an `else` after a branch an NPU host may or may not take keeps its finding
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/other.py")] == ["error"]
