@@ -111,6 +111,40 @@ def _body_end(lines: list[bytes], header: int, indent: int) -> int:
     return last
 
 
+_ANY_FLAG_ASSIGN = re.compile(rb"^[ \t]*(_?(?:is|use|on)_(?:npu|ascend))[ \t]*=(?!=)[ \t]*([^\n]*)$", re.MULTILINE)
+_FROM_IMPORT = re.compile(rb"^[ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+
+
+def _shared_flags(python: list[int], texts) -> set[str]:
+    """The NPU flag names every assignment of which, in the whole project, is `= is_npu()`
+    (`_is_npu = is_npu()` in sglang's utils, imported by its models)."""
+    good: set[str] = set()
+    bad: set[str] = set()
+    for i in python:
+        data = texts.get(i) or b""
+        if b"npu" not in data:
+            continue
+        for match in _ANY_FLAG_ASSIGN.finditer(data):
+            name = match.group(1).decode()
+            if re.fullmatch(rb"[\w.]*is_npu\(\)[ \t]*(?:#[^\n]*)?", match.group(2).strip()):
+                good.add(name)
+            else:
+                bad.add(name)
+    return good - bad
+
+
+def _imported(data: bytes, shared: set[str]) -> set[str]:
+    """The shared NPU flags the file imports by name (`from .utils import _is_hip, _is_npu`) and
+    does not bind otherwise."""
+    if not shared:
+        return set()
+    out = set()
+    for match in _FROM_IMPORT.finditer(data):
+        names = {n.strip().split(" as ")[0].strip() for n in match.group(1).decode("utf-8", "replace").strip("()").split(",")}
+        out |= {n for n in names if n in shared and " as " not in match.group(1).decode("utf-8", "replace")}
+    return out
+
+
 def _flag_branches(data: bytes, flags: set[str]) -> list[tuple[int, int, str]]:
     """(first, last, why) of the bodies of the one-line `if`/`elif`s false on an NPU host by its
     NPU flag (`if not _is_npu:`), and of the `elif`s and `else` after one true there (`if
@@ -230,11 +264,11 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
         return trees[i]
 
     flags_of: dict[int, set[str]] = {}
-    for i in python:
+    readers = [i for i in python if b"npu" in (texts.get(i) or b"") and _FLAG_TEXT.search(texts.get(i) or b"")]
+    shared = _shared_flags(python, texts)
+    for i in readers:
         data = texts.get(i) or b""
-        if b"npu" not in data or not _FLAG_TEXT.search(data):
-            continue
-        flags_of[i] = _flags(data.decode("utf-8", "replace"))
+        flags_of[i] = _flags(data.decode("utf-8", "replace")) | _imported(data, shared)
         spans = _flag_branches(data, flags_of[i])
         if spans:
             out.setdefault(i, []).extend(spans)

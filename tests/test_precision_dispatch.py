@@ -331,3 +331,31 @@ def maybe_cast(x, use_fp8):
     assert not _findings(report, "NPU913", "proj/ops.py")
     # an `else` after a branch an NPU host may or may not take keeps its finding
     assert [f["severity"] for f in _findings(report, "NPU913", "proj/other.py")] == ["error"]
+
+
+def test_flag_imported_from_the_project_utils_counts_and_a_rebound_one_does_not(tmp_path: Path) -> None:
+    user = """\
+import torch
+
+from proj.utils import _is_npu
+
+
+def cast(x):
+    if not _is_npu:
+        return x.to(torch.float8_e4m3fn)
+    return x
+"""
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/platform.py": "def is_npu():\n    return False\n",
+        "proj/utils.py": "from proj.platform import is_npu\n\n_is_npu = is_npu()\n",
+        "proj/user.py": user,
+        # `_use_npu` is bound to something else somewhere in the project: not a flag
+        "proj/other_utils.py": "from proj.platform import is_npu\n\n_use_npu = is_npu()\n",
+        "proj/cfg.py": "_use_npu = False\n",
+        "proj/user2.py": user.replace("_is_npu", "_use_npu").replace("proj.utils", "proj.other_utils"),
+    })
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU913", "proj/user.py")
+    assert 8 in moot and "does not take: `not _is_npu`" in moot[8], (moot, report["findings"])
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/user2.py")] == ["error"]
