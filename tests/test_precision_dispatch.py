@@ -359,3 +359,38 @@ def cast(x):
     moot = moot_lines(report["skipped"], "NPU913", "proj/user.py")
     assert 8 in moot and "does not take: `not _is_npu`" in moot[8], (moot, report["findings"])
     assert [f["severity"] for f in _findings(report, "NPU913", "proj/user2.py")] == ["error"]
+
+
+def test_bare_backend_name_in_a_string_is_no_dynamic_import(tmp_path: Path) -> None:
+    # sglang: `moe_runner_backend = "triton_kernel"` is a value, not the module nsa/triton_kernel.py
+    indexer = """\
+from proj.platform import is_npu
+
+_is_npu = is_npu()
+
+
+def quant(x):
+    if not _is_npu:
+        from proj.nsa.triton_kernel import act_quant
+
+        return act_quant(x)
+    return x
+"""
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/platform.py": "def is_npu():\n    return False\n",
+        "proj/indexer.py": indexer,
+        "proj/nsa/__init__.py": "",
+        "proj/nsa/triton_kernel.py": FP8_KERNEL,
+        "proj/nsa/tile_kernel.py": "# tile\n" + FP8_KERNEL,
+        "proj/indexer2.py": indexer.replace("triton_kernel", "tile_kernel"),
+        "proj/args.py": 'MOE_BACKEND = "triton_kernel"\n',
+        # a bare name in a file that imports by name may be a dynamic import: the module stays
+        "proj/loader.py": 'import importlib\n\nNAMES = ["tile_kernel"]\nMODS = [importlib.import_module(n) for n in NAMES]\n',
+        # (`importlib.util.find_spec` loads nothing: a bare name beside it is a value)
+        "proj/probe.py": 'import importlib.util\n\nHAS = importlib.util.find_spec("mooncake")\nB = "triton_kernel"\n',
+    })
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU913", "proj/nsa/triton_kernel.py")
+    assert moot and "proj/indexer.py:8 under `not _is_npu`" in next(iter(moot.values())), report["findings"]
+    assert [f["severity"] for f in _findings(report, "NPU913", "proj/nsa/tile_kernel.py")] == ["error"]
