@@ -2,7 +2,7 @@
 never selects there (issue #16, round 7).
 
 `wholeprogram._never_imported` lowers the findings of a module every import site of which lies in
-a branch an NPU host never takes. Three kinds of site it cannot see from one `if` line are found
+a branch an NPU host never takes. The kinds of span it cannot see from one `if` line are found
 here, from the whole project, and handed to it as more such spans (first line, last line, why):
 
 * **A backend registry with an NPU default the project forces.** SGLang registers each attention
@@ -16,11 +16,21 @@ here, from the whole project, and handed to it as more such spans (first line, l
   named for (`register_attention_backend` -> `.attention_backend`), at the top level of a function
   in an NPU module (a path naming the NPU) or directly under an `if` true on an NPU host.
 * **A branch on the project's own NPU flag.** `if not _is_npu:` (with `_is_npu = is_npu()` in the
-  file) or `if not is_npu():` is never entered on an NPU host.
+  file, or imported by name where every assignment of the name in the project is `= is_npu()`) or
+  `if not is_npu():` is never entered on an NPU host, nor are the `elif`s and `else` after a
+  branch true there (`if _is_npu: ... else: <the CUDA path>`).
+* **An enum value produced only off NPU.** SGLang's `_dispatch_mla_subtype` returns
+  `AttnForwardMethod.MLA_FUSED_ROPE` only under `if _is_hip:`; where every place of the project
+  that produces the member (anything but a comparison with it) lies in a block false on an NPU
+  host, the branches `if x == E.MEMBER:` are never taken there, nor the methods called only from
+  them (named nowhere else in the project). The member's name in a string, or the enum built
+  from a value or a name (`E(value)`, `E[name]`) or iterated, keeps everything. (An `IntEnum`
+  compared with a bare integer elsewhere is not seen: the audits found no such use.)
 
-Only import sites are handed over (wholeprogram still requires every site of a module to be one,
-and a module named in a string stays); the findings lowered keep their place, at info, with the
-reason (invariant 2: nothing silently missed).
+wholeprogram still requires every import site of a module to be such a span (and a module named
+in a string stays); the findings inside the spans themselves are lowered too, as in a branch an
+NPU host does not take (`lower_within`). They keep their place, at info, with the reason
+(invariant 2: nothing silently missed); moot.py names them as skipped scopes.
 """
 
 from __future__ import annotations
