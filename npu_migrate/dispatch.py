@@ -132,8 +132,8 @@ def _shared_flags(python: list[int], texts) -> set[str]:
     bad: set[str] = set()
     for i in python:
         data = texts.get(i) or b""
-        if b"npu" not in data:
-            continue
+        if not any(word in data for word in (b"_npu =", b"_npu=", b"_ascend =", b"_ascend=")):
+            continue  # (a cheap look first: the pattern below scans every line)
         for match in _ANY_FLAG_ASSIGN.finditer(data):
             name = match.group(1).decode()
             if re.fullmatch(rb"[\w.]*is_npu\(\)[ \t]*(?:#[^\n]*)?", match.group(2).strip()):
@@ -274,7 +274,8 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
         return trees[i]
 
     flags_of: dict[int, set[str]] = {}
-    readers = [i for i in python if b"npu" in (texts.get(i) or b"") and _FLAG_TEXT.search(texts.get(i) or b"")]
+    readers = [i for i in python if (b"_npu" in (texts.get(i) or b"") or b"_ascend" in (texts.get(i) or b""))
+               and _FLAG_TEXT.search(texts.get(i) or b"")]
     shared = _shared_flags(python, texts)
     for i in readers:
         data = texts.get(i) or b""
