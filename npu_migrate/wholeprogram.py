@@ -251,6 +251,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     if not targets and not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
     texts = {i: result_bytes(results[i], paths) for i in python}
+    out = list(results)
     facts: dict[int, dict] = {}
 
     def facts_of(i: int) -> dict:
@@ -258,8 +259,13 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             facts[i] = results[i].facts if results[i].facts is not None else file_facts(results[i].relpath, texts.get(i) or b"")
         return facts[i]
 
-    out = list(results)
-    unreachable = _never_imported(results, python, targets, texts, facts_of)
+    from .dispatch import gates, lower_within
+
+    dispatch = gates(results, python, texts, facts_of) if targets else {}
+    unreachable = _never_imported(results, python, targets, texts, facts_of, dispatch)
+    for i, spans in dispatch.items():  # (the branches' own findings)
+        if i not in unreachable:
+            out[i] = lower_within(out[i], spans, _lower)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
     for i, why in _sources_built_for_npu(results, python, facts_of).items():
@@ -281,7 +287,9 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 
 # ------------------------------------------------------------------ modules never imported on NPU
 
-def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]:
+def _never_imported(results, python, targets, texts, facts_of, extra=None) -> dict[int, str]:
+    # extra: {file: [(first, last, why)]}, more spans an NPU host never enters (dispatch.gates)
+    extra = extra or {}
     by_stem = {results[i].relpath[:-3]: i for i in python}
     by_dotted: dict[str, set[int]] = defaultdict(set)
     for i in python:
@@ -325,6 +333,9 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
         for first, last, condition in blocks(importer):
             if first <= line <= last:
                 return f"`{' '.join(condition.split())[:70]}`"
+        for first, last, why in extra.get(importer, ()):
+            if first <= line <= last:
+                return why
         return None
 
     strings: dict[int, bool] = {}
@@ -333,7 +344,7 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
         if i not in strings:
             word = _last_name(results[i].relpath).encode()
             quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(word) + rb"\b[\w./:-]*[\"']")
-            strings[i] = any(word in data and quoted.search(data) for j, data in texts.items() if j != i and data)
+            strings[i] = any(word in data and _names_module(quoted, word, data) for j, data in texts.items() if j != i and data)
         return strings[i]
 
     # Start from the import sites an NPU host never reaches: indented imports under an if/elif
@@ -341,7 +352,7 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
     candidates: set[int] = set()
     for i in python:
         # (not from `if TYPE_CHECKING:` alone: such a module is imported at run time elsewhere)
-        if not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
+        if not extra.get(i) and not any(condition != "TYPE_CHECKING" for _f, _l, condition in blocks(i)):
             continue
         for j, line in imports(i):
             if j not in candidates and gated(i, line) not in (None, _TYPING):
@@ -373,6 +384,21 @@ def _never_imported(results, python, targets, texts, facts_of) -> dict[int, str]
         if not grew:
             break
     return {i: why for i, why in found.items() if i in set(targets)}
+
+
+_BY_NAME = (b"import_module(", b"__import__(", b"load_source(", b"spec_from_")  # (not find_spec: it loads nothing)
+
+
+def _names_module(quoted: re.Pattern, word: bytes, data: bytes) -> bool:
+    """A string of `data` may name the module (a dynamic import by name): one that holds a path or
+    a dotted name with the word (`"pkg.nsa.triton_kernel"`), or the bare word (`"triton_kernel"`)
+    in a file that imports by name at all. A bare word elsewhere is a value (sglang's MoE runner
+    backend `"triton_kernel"`), not a module's name."""
+    bare = b'"' + word + b'"', b"'" + word + b"'"
+    for match in quoted.finditer(data):
+        if match.group(0) not in bare or any(call in data for call in _BY_NAME):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------ methods an NPU subclass overrides
