@@ -77,7 +77,6 @@ AS_WRITTEN = (
     # tritonguards.py: Triton that the code keeps off an NPU host itself
     "Triton kernels launched only on CUDA tensors",
     "guarded import of Triton's benchmark harness",
-    "imported only behind a Triton-availability test",
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
 )
 
