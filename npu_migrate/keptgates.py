@@ -20,6 +20,9 @@ NPU host's path is not a fallback:
   `raise unittest.SkipTest`), or the CUDA branch holds a test's skips (the NPU host runs the test
   without the checks a CUDA device gets), or the check is in a test function's body (skipping its
   CUDA branch leaves a test that checks nothing on an NPU host);
+- the CUDA branch calls what torch_npu has under another name (the run's finding names the
+  `torch.npu` counterpart: torchtune's `torch.cuda.memory._record_memory_history` gate): the NPU
+  host would silently skip a feature it has (round-8 audit);
 - the branch an NPU host takes returns a "cuda" label, holds a CUDA-only reference the run
   reports, is followed by a `raise` (`if torch.cuda.is_available(): ...` then `raise`), or falls
   through into the CUDA-only code (`if not torch.cuda.is_available(): log(...)` then the CUDA code);
@@ -218,12 +221,20 @@ def _bound(block: list) -> set[str]:
     return names
 
 
+_NPU_COUNTERPART = re.compile(r"\btorch\.npu\.|\btorch_npu\.")
+
+
 class _Judge:
     def __init__(self, file: _File, findings: list[Finding]) -> None:
         self.file = file
         # CUDA-only code the run reports (not rewritten): what a fall-through must not reach
         self.reported = sorted({f.line for f in findings if not f.fixable and f.cell is None
                                 and f.severity in ("error", "warning") and f.code not in ("NPU110", "NPU108")})
+        # CUDA-only calls the run reports with an NPU counterpart named in the message (`torch.cuda.
+        # memory._record_memory_history` -> torch.npu.memory._record_memory_history): a branch
+        # holding one is a feature the NPU host has and silently skips, not a fallback
+        self.npu_has = sorted({f.line for f in findings if not f.fixable and f.cell is None
+                               and _NPU_COUNTERPART.search(f.message)})
 
     def why(self, gate: Finding) -> Optional[str]:
         if _REACHES_RAISE.search(gate.message) or _LABELLED.search(gate.message):
@@ -252,6 +263,8 @@ class _Judge:
         if polarity:  # the body is the CUDA path: the NPU host takes the `else` or falls through
             if _exits(statement.orelse) or _skips(statement.body) or self._in_test(statement):
                 return None
+            if self._npu_has_it(statement.body):
+                return None
             if self._reported_in(statement.orelse) or self._next_exits(statement):
                 return None
             if not self._falls_through_cleanly(statement):
@@ -272,6 +285,12 @@ class _Judge:
         if statement.orelse and self._falls_through_cleanly(statement, body=statement.orelse):
             return "it runs the branch for hosts without CUDA"
         return None
+
+    def _npu_has_it(self, block: list) -> bool:
+        """The CUDA branch calls what torch_npu has under another name: the NPU host skips a
+        feature it could run (torchtune's memory-history recording): port it, not a fallback."""
+        spans = [(b.lineno, b.end_lineno or b.lineno) for b in block]
+        return any(a <= line <= b for line in self.npu_has for a, b in spans)
 
     def _reported_in(self, block: list) -> bool:
         """The branch an NPU host takes holds a CUDA-only reference the run reports."""

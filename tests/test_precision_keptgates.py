@@ -290,14 +290,24 @@ class Recipe:
 
 
 def test_memory_history_gate_folds_its_branch_unless_cuda_code_follows_unguarded(tmp_path):
-    report = migrate_json(write_project(tmp_path, {"recipe.py": PROFILER, "unguarded.py": PROFILER_UNGUARDED}))
-    gate = _line(PROFILER, 'self._device.type == "cuda"')
-    call = _line(PROFILER, "_record_memory_history")
+    """A gate around a CUDA-only call without an NPU counterpart (`torch.cuda._sleep`) runs as
+    written; torchtune's memory-history gate stays a warning: torch_npu has
+    torch.npu.memory._record_memory_history, and the NPU host would silently skip it (round 8)."""
+    sleeper = PROFILER.replace("self.profile_memory and idx == 0", "self.delay").replace(
+        "torch.cuda.memory._record_memory_history()", "torch.cuda._sleep(1000)")
+    report = migrate_json(write_project(tmp_path, {"recipe.py": PROFILER, "sleeper.py": sleeper,
+                                                   "unguarded.py": PROFILER_UNGUARDED}))
+    gate = _line(sleeper, 'self._device.type == "cuda"')
+    call = _line(sleeper, "_sleep")
     # neither the check nor the CUDA-only call it guards is a finding: both in the named scope
-    assert not [f for f in report["findings"] if f["path"] == "recipe.py" and not f["fixable"]]
-    scope = next(e for e in report["skipped"] if e["path"] == "recipe.py" and "start_line" in e)
+    assert not [f for f in report["findings"] if f["path"] == "sleeper.py" and not f["fixable"]]
+    scope = next(e for e in report["skipped"] if e["path"] == "sleeper.py" and "start_line" in e)
     assert scope["start_line"] == gate and scope["end_line"] == call
     assert scope["reason"].startswith(AS_WRITTEN_PREFIX + "NPU110)")
+    # the NPU has the guarded feature: the kept check stays a warning, with the call folded in
+    (history,) = [f for f in report["findings"] if f["path"] == "recipe.py" and not f["fixable"]]
+    assert history["code"] == "NPU110" and history["severity"] == "warning"
+    assert [a[0] for a in history["also"]] == [_line(PROFILER, "_record_memory_history")]
     # an unguarded CUDA-only call after the check: the NPU host reaches it, the check stays
     kept = [f for f in report["findings"] if f["path"] == "unguarded.py" and f["code"] == "NPU110"]
     assert kept and kept[0]["severity"] == "warning"
