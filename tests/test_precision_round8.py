@@ -208,3 +208,24 @@ def test_a_kept_feature_comparison_with_a_fallback_runs_as_written(tmp_path: Pat
     # the check whose other path raises is widened (NPU104), and the FP8 compute it leads to stays
     assert {(f["line"], f["code"], f["severity"]) for f in report["findings"] if f["line"] >= 11} >= {
         (11, "NPU104", "warning"), (13, "NPU913", "error")}
+
+
+ATEN_FP8 = """\
+import torch
+
+
+def mm(a, b, sa, sb):
+    return torch.ops.aten._scaled_mm_v2(a, b, sa, sb, out_dtype=torch.bfloat16)
+
+
+FP8 = torch.float8_e4m3fn
+"""
+
+
+def test_the_aten_scaled_mm_ops_are_fp8_compute(tmp_path: Path) -> None:
+    """torchao's blockwise FP8 kernels call `torch.ops.aten._scaled_mm_v2`: FP8 compute, so the
+    file's FP8 names are not "names only" (round-8 audit: an error read as a no-work scope)."""
+    report = migrate_json(write_project(tmp_path, {"mm.py": ATEN_FP8}))
+    (found,) = [f for f in report["findings"] if f["code"] == "NPU913"]
+    assert found["severity"] == "error" and found["line"] == 5 and "_scaled_mm_v2" in found["message"]
+    assert not [s for s in report["skipped"] if s.get("path") == "mm.py"]
