@@ -329,10 +329,15 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         values of a table keyed by literals (`{24: torch.float8_e4m3fn}`: an enum's dtypes)."""
         literal_keys = all(isinstance(e, cst.DictElement) and isinstance(e.key, (cst.Integer, cst.SimpleString))
                            for e in node.elements)
+        # a dtype -> dtype map (`{torch.qint8: torch.int8, torch.float8_e4m3fn: torch.float8_e4m3fn}`,
+        # torchao's to_underlying_dtype): its values name dtypes as its keys do
+        dtype_map = bool(node.elements) and all(
+            isinstance(e, cst.DictElement) and _DTYPE_NAME.match(dotted_name(e.key) or "")
+            and _DTYPE_NAME.match(dotted_name(e.value) or "") for e in node.elements)
         for element in node.elements:
             if isinstance(element, cst.DictElement):
                 self._mark_fp8_named(element.key)
-                if literal_keys:
+                if literal_keys or dtype_map:
                     self._mark_fp8_named(element.value)
         self._label_keys(node)
         return True
@@ -980,6 +985,9 @@ _FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "empt
 _TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 
 _DEVICE_QUERIES = frozenset({"get_device_capability", "get_device_properties", "get_device_name"})
+
+
+_DTYPE_NAME = re.compile(r"^(torch|tl|triton\.language)\.[a-z]\w*$")  # `torch.int8`, `tl.float8e4nv`
 
 
 def _is_cuda_version(node: cst.CSTNode) -> bool:

@@ -229,3 +229,28 @@ def test_the_aten_scaled_mm_ops_are_fp8_compute(tmp_path: Path) -> None:
     (found,) = [f for f in report["findings"] if f["code"] == "NPU913"]
     assert found["severity"] == "error" and found["line"] == 5 and "_scaled_mm_v2" in found["message"]
     assert not [s for s in report["skipped"] if s.get("path") == "mm.py"]
+
+
+DTYPE_MAP = """\
+import torch
+
+
+def to_underlying_dtype(qdtype):
+    mapping = {
+        torch.qint8: torch.int8,
+        torch.float8_e5m2: torch.float8_e5m2,
+        torch.float8_e4m3fn: torch.float8_e4m3fn,
+    }
+    return mapping[qdtype]
+"""
+
+
+def test_a_dtype_to_dtype_map_names_fp8_dtypes_only(tmp_path: Path) -> None:
+    """torchao's to_underlying_dtype maps each quantized dtype to its storage dtype, FP8 ones to
+    themselves: no FP8 compute (round 8: an error read as false); a cast in the file still is."""
+    cast = DTYPE_MAP + "\n\ndef quantize(x):\n    return x.to(torch.float8_e4m3fn)\n"
+    report = migrate_json(write_project(tmp_path, {"names.py": DTYPE_MAP, "cast.py": cast}))
+    assert not [f for f in report["findings"] if f["path"] == "names.py" and not f["fixable"]]
+    assert any(s["reason"].startswith("no port work on an NPU host (NPU913)") for s in report["skipped"]
+               if s.get("path") == "names.py")
+    assert [(f["code"], f["severity"]) for f in report["findings"] if f["path"] == "cast.py"] == [("NPU913", "error")]
