@@ -79,6 +79,7 @@ AS_WRITTEN = (
     "guarded import of Triton's benchmark harness",
     "imported only behind a Triton-availability test",
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
+    "an opt-in backend: selecting it on an NPU host raises the project's error",  # optin.py
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

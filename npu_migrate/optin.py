@@ -1,0 +1,259 @@
+"""Opt-in CUDA backends whose selection on an NPU host ends in the project's own error (issue #16).
+
+SGLang's Mamba selective-state-update dispatch (round 8, read as false) keeps its FlashInfer
+backend behind a server option: the class imports `flashinfer.mamba` lazily, in its `__init__`,
+and the only place that builds it does so inside
+
+    try:
+        _mamba_ssu_backend = backend_cls()      # backend_cls = _BACKEND_REGISTRY.get(requested)
+    except ImportError:
+        raise ValueError("Mamba backend ... requested but its dependencies are not available ... "
+                         "use a different --mamba-backend value.")
+
+An NPU host never imports the package unless a user selects the backend, and then the project
+answers with its own error naming the option: the lazy import is the project's answer, not port
+work. `review` lowers such an NPU911 error (a CUDA-only compiled package imported inside a
+function) to info with the AS_WRITTEN reason OPT_IN (moot.py names it as a skipped scope), where
+all of this holds:
+
+* the import lies inside a module-level function, or the `__init__` of a module-level class (the
+  entry: its name);
+* the file has a `try` whose `except ImportError` / `except ModuleNotFoundError` handler ends in
+  `raise <ProjectError>(...)` (not an import error again, not a bare `raise`): the opt-in `try`;
+* every other mention of the entry in the file is a call inside the body of such a `try`, or an
+  item of a module-level dict (a registry) whose every use is `R.get(...)` / `R[...]` assigned to
+  a local name called only inside such a `try` of the same function (or `R.keys()`, `name in R`,
+  the registry shown in a message);
+* no other Python file of the project names the entry (a subclass, a test or a caller elsewhere
+  could build it without the `try`: the error stays).
+
+A module-level import, an import whose function is called anywhere else, or a handler that falls
+back or re-raises the ImportError keeps the error. Nothing is dropped and no rewrite changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+
+# the reason (moot.AS_WRITTEN holds its first words)
+OPT_IN = "an opt-in backend: selecting it on an NPU host raises the project's error"
+
+_IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError"))
+_CODES = frozenset(("NPU911",))
+_UNGUARDED = "imported unguarded at module level"
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _opt_in_tries(tree: ast.Module) -> list[tuple[ast.Try, ast.Raise]]:
+    """The `try` statements whose ImportError handler ends in raising the project's own error."""
+    out = []
+    for node in astcache.walk_statements(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        for handler in node.handlers:
+            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            if not kinds or not all(k is not None and _name(k) in _IMPORT_ERRORS for k in kinds):
+                continue
+            last = handler.body[-1] if handler.body else None
+            if (isinstance(last, ast.Raise) and isinstance(last.exc, ast.Call)
+                    and _name(last.exc.func) and _name(last.exc.func) not in _IMPORT_ERRORS):
+                out.append((node, last))
+                break
+    return out
+
+
+def _inside(node: ast.AST, tries: list) -> Optional[ast.Raise]:
+    """The handler's raise of the opt-in `try` whose body holds `node`, or None."""
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return None
+    for statement, raised in tries:
+        first, last = statement.body[0].lineno, statement.body[-1].end_lineno or statement.body[-1].lineno
+        if first <= line <= last:
+            return raised
+    return None
+
+
+def _entry(tree: ast.Module, line: int) -> Optional[tuple[str, ast.AST]]:
+    """(name, definition) of the module-level function, or class whose `__init__`, holds `line`."""
+    for node in tree.body:
+        if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        if isinstance(node, _FUNCTIONS):
+            return node.name, node
+        if isinstance(node, ast.ClassDef):
+            init = next((m for m in node.body if isinstance(m, _FUNCTIONS) and m.name == "__init__"), None)
+            if init is not None and init.lineno <= line <= (init.end_lineno or init.lineno):
+                return node.name, node
+    return None
+
+
+def _parents(tree: ast.Module) -> dict[int, ast.AST]:
+    out = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            out[id(child)] = node
+    return out
+
+
+def _function_of(node: ast.AST, parents: dict) -> Optional[ast.AST]:
+    current = parents.get(id(node))
+    while current is not None and not isinstance(current, _FUNCTIONS):
+        current = parents.get(id(current))
+    return current
+
+
+def _registry_ok(tree: ast.Module, registry: str, tries: list, parents: dict) -> Optional[ast.Raise]:
+    """Whether every use of the module-level dict `registry` picks a value called only inside an
+    opt-in `try`: the raise of that `try`, or None."""
+    raised = None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id == registry and isinstance(node.ctx, ast.Load)):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.attr in ("keys", "items", "values"):
+            if parent.attr == "keys":
+                continue
+            return None
+        if isinstance(parent, ast.Compare) and node is not parent.left:
+            continue  # (`name in R`)
+        if isinstance(parent, ast.FormattedValue) or (
+                isinstance(parent, ast.Call) and _name(parent.func) in ("list", "sorted", "str", "repr")
+                and isinstance(parents.get(id(parent)), ast.FormattedValue)):
+            continue
+        picked = parents.get(id(parent)) if isinstance(parent, ast.Attribute) and parent.attr == "get" else parent
+        if isinstance(parent, ast.Attribute) and parent.attr == "get":
+            if not (isinstance(picked, ast.Call) and picked.func is parent):
+                return None
+        elif not isinstance(parent, ast.Subscript):
+            return None
+        assign = parents.get(id(picked))
+        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            return None
+        local, function = assign.targets[0].id, _function_of(assign, parents)
+        if function is None:
+            return None
+        for use in ast.walk(function):
+            if isinstance(use, ast.Name) and use.id == local and isinstance(use.ctx, ast.Load):
+                call = parents.get(id(use))
+                if isinstance(call, ast.Compare):  # (`if backend_cls is None: raise ...`)
+                    continue
+                if not (isinstance(call, ast.Call) and call.func is use):
+                    return None
+                found = _inside(call, tries)
+                if found is None:
+                    return None
+                raised = raised or found
+    return raised
+
+
+def _registries(tree: ast.Module, entry: str) -> dict[int, str]:
+    """{id(Name node): registry name} of the entry's mentions as values of a module-level dict."""
+    out = {}
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            target, value = node.target.id, node.value
+        if target and isinstance(value, ast.Dict):
+            for item in value.values:
+                if isinstance(item, ast.Name) and item.id == entry:
+                    out[id(item)] = target
+    return out
+
+
+def _selected_only_in_try(tree: ast.Module, entry: str, definition: ast.AST, tries: list) -> Optional[ast.Raise]:
+    """The raise answering a failed import where every mention of `entry` in the file is reached
+    only inside an opt-in `try` (see the module docstring); None otherwise."""
+    parents = _parents(tree)
+    registries = _registries(tree, entry)
+    raised = None
+    first, last = definition.lineno, definition.end_lineno or definition.lineno
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id == entry):
+            continue
+        if first <= node.lineno <= last:
+            return None  # (recursion or a mention inside itself: not the simple shape)
+        if id(node) in registries:
+            found = _registry_ok(tree, registries[id(node)], tries, parents)
+        elif isinstance(node.ctx, ast.Load) and isinstance(parents.get(id(node)), ast.Call) \
+                and parents[id(node)].func is node:
+            found = _inside(node, tries)
+        else:
+            found = None
+        if found is None:
+            return None
+        raised = raised or found
+    for node in ast.walk(tree):  # (a string naming it: a lookup by name, `getattr(module, "X")`)
+        if isinstance(node, ast.Constant) and node.value == entry:
+            return None
+    return raised
+
+
+def candidates(finding: Finding) -> bool:
+    return (finding.code in _CODES and finding.severity == "error" and not finding.fixable
+            and _UNGUARDED not in finding.message)
+
+
+def review(findings: list[Finding], text: str, others=None) -> list[Finding]:
+    """Lower the lazy CUDA-only imports of opt-in backends (see the module docstring).
+    `others(name) -> bool`: whether another Python file of the project names `name` (None: no
+    file does)."""
+    if not any(candidates(f) for f in findings) or "ImportError" not in text and "ModuleNotFoundError" not in text:
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "replace"))
+    if tree is None:
+        return findings
+    tries = _opt_in_tries(tree)
+    if not tries:
+        return findings
+    lines = text.splitlines()
+    out = []
+    for finding in findings:
+        if candidates(finding):
+            places = [finding.line, *(line for line, _column, _source in finding.also)]
+            entries = {_entry(tree, line) for line in places} if all(_entry(tree, n) for n in places) else set()
+            entries = {(name, node) for name, node in entries} if entries else set()
+            if len(entries) == 1 and not any(_within_try(tree, n) for n in places):
+                name, definition = next(iter(entries))
+                raised = _selected_only_in_try(tree, name, definition, tries)
+                if raised is not None and not (others is not None and others(name)):
+                    shown = lines[raised.lineno - 1].strip() if raised.lineno <= len(lines) else "raise"
+                    reason = (f"{OPT_IN}: `{name}` is built only inside the `try` whose `except ImportError` "
+                              f"raises at line {raised.lineno} (`{shown}`)")
+                    finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
+        out.append(finding)
+    return out
+
+
+def _within_try(tree: ast.Module, line: int) -> bool:
+    """Whether the import at `line` has its own `try` (the guarded-import steps judge it)."""
+    for node in astcache.walk_statements(tree):
+        if isinstance(node, ast.Try) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
+            if any(h.type is None or any(_name(k) in _IMPORT_ERRORS | {"Exception"} for k in
+                   (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])) for h in node.handlers):
+                return True
+    return False
+
+
+def names_elsewhere(texts: dict, own: int):
+    """`others` for `review`: whether a file of `texts` ({index: bytes}) but `own` names `name`."""
+    def others(name: str) -> bool:
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        return any(i != own and data and name.encode() in data and word.search(data) for i, data in texts.items())
+    return others
