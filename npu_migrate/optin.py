@@ -257,3 +257,241 @@ def names_elsewhere(texts: dict, own: int):
         word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
         return any(i != own and data and name.encode() in data and word.search(data) for i, data in texts.items())
     return others
+
+
+# ------------------------------------------------------------- kernels behind a raising device check
+
+DEVICE_RAISE = ("CUDA kernels behind the project's own device check: it raises unless the tensor is on CUDA, "
+                "so they never launch on an NPU host")
+_KERNEL_DECORATOR = re.compile(r"(^|\.)(jit|autotune|heuristics)$")
+_KERNEL_CODES = frozenset(("NPU910",))
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _not_cuda(test: ast.AST) -> bool:
+    """`x.device.type != "cuda"` or `not x.is_cuda`."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
+        sides = [test.left, *test.comparators]
+        return (any(isinstance(s, ast.Constant) and s.value == "cuda" for s in sides)
+                and any(isinstance(s, ast.Attribute) and s.attr == "type" and isinstance(s.value, ast.Attribute)
+                        and s.value.attr == "device" for s in sides))
+    return (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Attribute)
+            and test.operand.attr == "is_cuda")
+
+
+def _device_guard(function: ast.AST) -> bool:
+    """Whether the function's leading statements are `if ...: raise` checks, one of them raising
+    unless a tensor is on CUDA (nothing before them returns)."""
+    for stmt in _body(function):
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise)):
+            return False
+        if _not_cuda(stmt.test):
+            return True
+    return False
+
+
+def _body(function: ast.AST) -> list:
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _launchers(tree: ast.Module) -> set[str]:
+    """The module-level functions and classes that launch (or reach, within the file) a kernel."""
+    kernels = {n.name for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)
+               and any(_KERNEL_DECORATOR.search(_dotted(d)) for d in n.decorator_list)}
+    tops = {n.name: n for n in astcache.walk_statements(tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
+            and n.name not in kernels and any(n is s for s in _top_level(tree))}
+    names = {name: {m.id for m in ast.walk(node) if isinstance(m, ast.Name)} for name, node in tops.items()}
+    out = {name for name, used in names.items() if used & kernels}
+    changed = True
+    while changed:
+        changed = False
+        for name, used in names.items():
+            if name not in out and used & out:
+                out.add(name)
+                changed = True
+    return out
+
+
+def _top_level(tree: ast.Module) -> list:
+    """Module-level statements, those of module-level `if`/`try` blocks included."""
+    out, stack = [], list(tree.body)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, ast.If):
+            stack.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend(node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body])
+    return out
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _guarded_use(function: ast.AST, use: ast.AST, alias: str, guards: set, parents: dict) -> Optional[str]:
+    """Where `use` (`alias.entry(...)`) lies in a branch `if C:` (or `elif C:`) of `function` and an
+    earlier top-level statement of it is `if C [and not self.flag]: alias.guard(...)`, the flag set
+    True only right after that call: the guard's name. Otherwise None."""
+    branch = parents.get(id(use))
+    while branch is not None and branch is not function and not (
+            isinstance(branch, ast.If) and any(use is n for s in branch.body for n in ast.walk(s))):
+        branch = parents.get(id(branch))
+    if not isinstance(branch, ast.If):
+        return None
+    condition = branch.test
+    for stmt in _body(function):
+        if stmt.lineno >= use.lineno:
+            return None
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body):
+            continue
+        call = stmt.body[0]
+        if not (isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+                and isinstance(call.value.func, ast.Attribute) and call.value.func.attr in guards
+                and _dotted(call.value.func.value) == alias):
+            continue
+        test = stmt.test
+        flag = None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and len(test.values) == 2 \
+                and isinstance(test.values[1], ast.UnaryOp) and isinstance(test.values[1].op, ast.Not) \
+                and isinstance(test.values[1].operand, ast.Attribute):
+            test, flag = test.values[0], test.values[1].operand
+        if not _same(test, condition):
+            continue
+        if flag is not None and not _flag_set_only_after(function, stmt, flag, parents):
+            continue
+        return call.value.func.attr
+    return None
+
+
+def _flag_set_only_after(function: ast.AST, stmt: ast.If, flag: ast.Attribute, parents: dict) -> bool:
+    """Whether `self.flag` is set truthy only by the statement right after the guard call, in the
+    whole class (False elsewhere)."""
+    cls = parents.get(id(function))
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and any(_same(t, flag) for t in node.targets):
+            if isinstance(node.value, ast.Constant) and node.value.value is False:
+                continue
+            if not (len(stmt.body) >= 2 and node is stmt.body[1]):
+                return False
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and _same(node.target, flag):
+            return False
+    return True
+
+
+def kernels_behind_device_check(relpath: str, data: bytes, importers) -> Optional[str]:
+    """The reason, where every kernel of the Triton module `data` launches only after a device
+    check that raises unless the tensor is on CUDA: each module-level public function that reaches
+    a kernel calls such a check first, or is used only by other modules (`importers`: [(relpath,
+    bytes)] naming the module) in a branch `if C:` after `if C: module.check(...)` in the same
+    function; nothing else reaches a kernel (the file's private launchers are used only by these)."""
+    if b".device.type" not in data and b"is_cuda" not in data:
+        return None
+    tree = astcache.parse(data)
+    if tree is None:
+        return None
+    top = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
+    guards = {name for name, node in top.items() if _device_guard(node)}
+    launchers = _launchers(tree)
+    if not guards or not launchers:
+        return None
+    public = {name for name in launchers if not name.startswith("_")}
+    for name in launchers - public:  # a private launcher must be used only inside the file's launchers
+        for node in tree.body:
+            if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) or node.name not in launchers:
+                if any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(node)):
+                    return None
+    if any(isinstance(n, ast.Name) and n.id in public for n in ast.walk(tree)):
+        return None  # (a public launcher named inside the file: not the simple shape)
+    unchecked = set()
+    for name in public:
+        node = top.get(name)
+        if node is None:
+            return None  # (a public class: anything may build it)
+        first = _body(node)[:1]
+        if first and isinstance(first[0], ast.Expr) and isinstance(first[0].value, ast.Call) \
+                and _dotted(first[0].value.func) in guards:
+            continue
+        unchecked.add(name)
+    stem = relpath[:-3].replace("/", ".")
+    used = set()
+    for other, text in importers:
+        other_tree = astcache.parse(text)
+        if other_tree is None:
+            return None
+        aliases = set()
+        for node in ast.walk(other_tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if _names(stem, full):
+                        aliases.add(alias.asname or alias.name)
+                    elif _names(stem, node.module) and alias.name in public:
+                        return None  # (an entry imported by name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _names(stem, alias.name) and alias.asname:
+                        aliases.add(alias.asname)
+        parents = _parents(other_tree)
+        for node in ast.walk(other_tree):
+            if isinstance(node, ast.Attribute) and node.attr in public:
+                if _dotted(node.value) not in aliases:
+                    if node.attr in unchecked:
+                        return None
+                    continue
+                if node.attr not in unchecked:
+                    continue
+                function = _function_of(node, parents)
+                if function is None or _guarded_use(function, node, _dotted(node.value), guards, parents) is None:
+                    return None
+                used.add(node.attr)
+            elif isinstance(node, ast.Name) and node.id in unchecked:
+                return None
+    if unchecked - used:
+        return None  # (an entry no module of the project calls: anyone may)
+    shown = ", ".join(f"`{g}`" for g in sorted(guards))
+    return (f"{DEVICE_RAISE}: every entry calls {shown} first, which raises the project's error there"
+            if not used else f"{DEVICE_RAISE}: {shown} raises the project's error there before any kernel "
+            f"launch (its callers check it first)")
+
+
+def _names(stem: str, dotted: str) -> bool:
+    """Whether the dotted module name `dotted` is the file `stem` (dotted path, maybe under `src.`)."""
+    return stem == dotted or stem.endswith("." + dotted)
+
+
+def kernel_candidates(finding: Finding) -> bool:
+    return (finding.code in _KERNEL_CODES and finding.severity == "error" and not finding.fixable
+            and "imported unguarded" not in finding.message)
+
+
+def review_kernels(result, data: bytes, texts: dict, own: int):
+    """Lower a Triton module's kernel findings where `kernels_behind_device_check` holds; `texts`:
+    {index: bytes} of the project's Python files (the importers are those naming the module)."""
+    if b"triton" not in data or not any(kernel_candidates(f) for f in result.findings):
+        return result
+    last = result.relpath[:-3].rsplit("/", 1)[-1].encode()
+    importers = [(str(i), text) for i, text in texts.items() if i != own and text and last in text]
+    why = kernels_behind_device_check(result.relpath, data, importers)
+    if why is None:
+        return result
+    findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})") if kernel_candidates(f) else f
+                for f in result.findings]
+    return dataclasses.replace(result, findings=findings)

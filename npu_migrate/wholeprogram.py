@@ -290,6 +290,8 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             findings = optin.review(out[i].findings, text, optin.names_elsewhere(texts, i))
             if findings != out[i].findings:
                 out[i] = dataclasses.replace(out[i], findings=findings)
+        if any(optin.kernel_candidates(f) for f in out[i].findings):  # (kernels behind a raising device check)
+            out[i] = optin.review_kernels(out[i], texts.get(i) or b"", texts, i)
     return out
 
 

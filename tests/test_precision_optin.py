@@ -95,3 +95,106 @@ def test_handler_that_falls_back_is_not_an_opt_in_error(tmp_path):
     report = migrate_json(root)
     assert not _as_written(report, "pkg/dispatch.py")
     assert _findings(report, "pkg/dispatch.py"), report["findings"]
+
+
+TRITON = '''\
+try:
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:
+    triton = tl = None
+    HAS_TRITON = False
+'''
+
+KERNELS = '''\
+"""Fused restore kernels."""
+import torch
+
+from pkg.ops._triton import HAS_TRITON, tl, triton
+
+if HAS_TRITON:
+
+    @triton.jit
+    def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def assert_supported(rows):
+    """Reject what the kernels cannot run before any collective starts."""
+    if rows.dtype not in (torch.float16, torch.bfloat16):
+        raise RuntimeError('impl="fused" needs half rows; leave impl unset')
+    if rows.device.type != "cuda":
+        raise RuntimeError('impl="fused" runs CUDA kernels; leave impl unset to run here')
+
+
+def _launch(rows):
+    _scale_kernel[(triton.cdiv(rows.numel(), 256),)](rows, rows.numel(), BLOCK=256)
+    return rows
+
+
+def fused_scale(rows):
+    assert_supported(rows)
+    return _launch(rows)
+
+
+def fused_restore(rows):
+    return _launch(rows)
+'''
+
+LAYER = '''\
+import torch
+
+from pkg.ops import fused as fused_ops
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, impl):
+        super().__init__()
+        self.impl = impl
+        self._checked = False
+
+    def forward(self, x):
+        if self.impl == "fused" and not self._checked:
+            fused_ops.assert_supported(x)
+            self._checked = True
+        y = x * 3
+        if self.impl == "fused":
+            y = fused_ops.fused_restore(y)
+        else:
+            y = y * 2
+        return fused_ops.fused_scale(y)
+'''
+
+
+def _kernel_errors(report: dict, path: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU910" and f["severity"] == "error"]
+
+
+def test_kernels_behind_the_projects_raising_device_check_are_a_named_scope(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/__init__.py": "",
+                                    "pkg/ops/_triton.py": TRITON, "pkg/ops/fused.py": KERNELS, "pkg/layer.py": LAYER})
+    report = migrate_json(root)
+    assert not _kernel_errors(report, "pkg/ops/fused.py"), report["findings"]
+    assert [s for s in report["skipped"] if s.get("path") == "pkg/ops/fused.py"
+            and "CUDA kernels behind the project's own device check" in s["reason"]], report["skipped"]
+
+
+def test_kernels_reached_without_the_device_check_keep_their_error(tmp_path):
+    # the caller launches the unchecked entry outside the branch its check guards
+    layer = LAYER.replace('        if self.impl == "fused":\n            y = fused_ops.fused_restore(y)',
+                          '        if self.impl != "eager":\n            y = fused_ops.fused_restore(y)')
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/__init__.py": "",
+                                    "pkg/ops/_triton.py": TRITON, "pkg/ops/fused.py": KERNELS, "pkg/layer.py": layer})
+    report = migrate_json(root)
+    assert _kernel_errors(report, "pkg/ops/fused.py"), report["findings"]
+
+
+def test_kernels_whose_check_does_not_test_the_device_keep_their_error(tmp_path):
+    kernels = KERNELS.replace('    if rows.device.type != "cuda":\n        raise RuntimeError(\'impl="fused" runs CUDA kernels; leave impl unset to run here\')\n', "")
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/__init__.py": "",
+                                    "pkg/ops/_triton.py": TRITON, "pkg/ops/fused.py": kernels, "pkg/layer.py": LAYER})
+    report = migrate_json(root)
+    assert _kernel_errors(report, "pkg/ops/fused.py"), report["findings"]
