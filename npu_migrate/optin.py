@@ -36,7 +36,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Optional
 
 from . import astcache
 from .findings import Finding
@@ -76,7 +75,7 @@ def _opt_in_tries(tree: ast.Module) -> list[tuple[ast.Try, ast.Raise]]:
     return out
 
 
-def _inside(node: ast.AST, tries: list) -> Optional[ast.Raise]:
+def _inside(node: ast.AST, tries: list) -> ast.Raise | None:
     """The handler's raise of the opt-in `try` whose body holds `node`, or None."""
     line = getattr(node, "lineno", None)
     if line is None:
@@ -88,7 +87,7 @@ def _inside(node: ast.AST, tries: list) -> Optional[ast.Raise]:
     return None
 
 
-def _entry(tree: ast.Module, line: int) -> Optional[tuple[str, ast.AST]]:
+def _entry(tree: ast.Module, line: int) -> tuple[str, ast.AST] | None:
     """(name, definition) of the module-level function, or class whose `__init__`, holds `line`."""
     for node in tree.body:
         if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
@@ -110,14 +109,14 @@ def _parents(tree: ast.Module) -> dict[int, ast.AST]:
     return out
 
 
-def _function_of(node: ast.AST, parents: dict) -> Optional[ast.AST]:
+def _function_of(node: ast.AST, parents: dict) -> ast.AST | None:
     current = parents.get(id(node))
     while current is not None and not isinstance(current, _FUNCTIONS):
         current = parents.get(id(current))
     return current
 
 
-def _registry_ok(tree: ast.Module, registry: str, tries: list, parents: dict) -> Optional[ast.Raise]:
+def _registry_ok(tree: ast.Module, registry: str, tries: list, parents: dict) -> ast.Raise | None:
     """Whether every use of the module-level dict `registry` picks a value called only inside an
     opt-in `try`: the raise of that `try`, or None."""
     raised = None
@@ -177,7 +176,7 @@ def _registries(tree: ast.Module, entry: str) -> dict[int, str]:
     return out
 
 
-def _selected_only_in_try(tree: ast.Module, entry: str, definition: ast.AST, tries: list) -> Optional[ast.Raise]:
+def _selected_only_in_try(tree: ast.Module, entry: str, definition: ast.AST, tries: list) -> ast.Raise | None:
     """The raise answering a failed import where every mention of `entry` in the file is reached
     only inside an opt-in `try` (see the module docstring); None otherwise."""
     parents = _parents(tree)
@@ -222,7 +221,6 @@ def review(findings: list[Finding], text: str, others=None) -> list[Finding]:
     tries = _opt_in_tries(tree)
     if not tries:
         return findings
-    lines = text.splitlines()
     out = []
     for finding in findings:
         if candidates(finding):
@@ -233,7 +231,7 @@ def review(findings: list[Finding], text: str, others=None) -> list[Finding]:
                 name, definition = next(iter(entries))
                 raised = _selected_only_in_try(tree, name, definition, tries)
                 if raised is not None and not (others is not None and others(name)):
-                    shown = lines[raised.lineno - 1].strip() if raised.lineno <= len(lines) else "raise"
+                    shown = f"raise {_name(raised.exc.func)}(...)"
                     reason = (f"{OPT_IN}: `{name}` is built only inside the `try` whose `except ImportError` "
                               f"raises at line {raised.lineno} (`{shown}`)")
                     finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
@@ -244,10 +242,10 @@ def review(findings: list[Finding], text: str, others=None) -> list[Finding]:
 def _within_try(tree: ast.Module, line: int) -> bool:
     """Whether the import at `line` has its own `try` (the guarded-import steps judge it)."""
     for node in astcache.walk_statements(tree):
-        if isinstance(node, ast.Try) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
-            if any(h.type is None or any(_name(k) in _IMPORT_ERRORS | {"Exception"} for k in
-                   (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])) for h in node.handlers):
-                return True
+        if isinstance(node, ast.Try) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) \
+                and any(h.type is None or any(_name(k) in _IMPORT_ERRORS | {"Exception"} for k in
+                        (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])) for h in node.handlers):
+            return True
     return False
 
 
@@ -344,7 +342,7 @@ def _same(a: ast.AST, b: ast.AST) -> bool:
     return ast.dump(a) == ast.dump(b)
 
 
-def _guarded_use(function: ast.AST, use: ast.AST, alias: str, guards: set, parents: dict) -> Optional[str]:
+def _guarded_use(function: ast.AST, use: ast.AST, alias: str, guards: set, parents: dict) -> str | None:
     """Where `use` (`alias.entry(...)`) lies in a branch `if C:` (or `elif C:`) of `function` and an
     earlier top-level statement of it is `if C [and not self.flag]: alias.guard(...)`, the flag set
     True only right after that call: the guard's name. Otherwise None."""
@@ -396,7 +394,7 @@ def _flag_set_only_after(function: ast.AST, stmt: ast.If, flag: ast.Attribute, p
     return True
 
 
-def kernels_behind_device_check(relpath: str, data: bytes, importers) -> Optional[str]:
+def kernels_behind_device_check(relpath: str, data: bytes, importers) -> str | None:
     """The reason, where every kernel of the Triton module `data` launches only after a device
     check that raises unless the tensor is on CUDA: each module-level public function that reaches
     a kernel calls such a check first, or is used only by other modules (`importers`: [(relpath,
@@ -415,9 +413,9 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers) -> Optiona
     public = {name for name in launchers if not name.startswith("_")}
     for name in launchers - public:  # a private launcher must be used only inside the file's launchers
         for node in tree.body:
-            if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) or node.name not in launchers:
-                if any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(node)):
-                    return None
+            if (not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) or node.name not in launchers) \
+                    and any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(node)):
+                return None
     if any(isinstance(n, ast.Name) and n.id in public for n in ast.walk(tree)):
         return None  # (a public launcher named inside the file: not the simple shape)
     unchecked = set()
@@ -466,10 +464,10 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers) -> Optiona
                 return None
     if unchecked - used:
         return None  # (an entry no module of the project calls: anyone may)
-    shown = ", ".join(f"`{g}`" for g in sorted(guards))
-    return (f"{DEVICE_RAISE}: every entry calls {shown} first, which raises the project's error there"
-            if not used else f"{DEVICE_RAISE}: {shown} raises the project's error there before any kernel "
-            f"launch (its callers check it first)")
+    shown = " or ".join(f"`{g}`" for g in sorted(guards))
+    return (f"{DEVICE_RAISE}: every entry calls {shown} first, and the raise is the project's answer there"
+            if not used else f"{DEVICE_RAISE}: every entry calls {shown} first, or its callers do under the "
+            f"same condition; the raise is the project's answer there")
 
 
 def _names(stem: str, dotted: str) -> bool:
