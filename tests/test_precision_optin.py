@@ -198,3 +198,37 @@ def test_kernels_whose_check_does_not_test_the_device_keep_their_error(tmp_path)
                                     "pkg/ops/_triton.py": TRITON, "pkg/ops/fused.py": kernels, "pkg/layer.py": LAYER})
     report = migrate_json(root)
     assert _kernel_errors(report, "pkg/ops/fused.py"), report["findings"]
+
+
+LOADER = '''\
+"""Optional fused CUDA kernels for the sampler."""
+
+
+def _load_fused():
+    from flashinfer.sampling import top_k_top_p_sampling
+
+    return top_k_top_p_sampling
+
+
+def select_sampler(name):
+    if name != "fused":
+        return None
+    try:
+        return _load_fused()
+    except ImportError as error:
+        raise RuntimeError("sampler='fused' needs flashinfer; leave --sampler unset") from error
+'''
+
+
+def test_loader_called_only_inside_the_projects_try_is_a_named_scope(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/sampler.py": LOADER})
+    report = migrate_json(root)
+    assert not [f for f in _findings(report, "pkg/sampler.py") if f["severity"] == "error"], report["findings"]
+    assert _as_written(report, "pkg/sampler.py"), report["skipped"]
+
+
+def test_loader_also_called_outside_the_try_keeps_its_error(tmp_path):
+    text = LOADER + "\n\ndef warm():\n    return _load_fused()\n"
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/sampler.py": text})
+    report = migrate_json(root)
+    assert [f for f in _findings(report, "pkg/sampler.py") if f["severity"] == "error"], report["findings"]
