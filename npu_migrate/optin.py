@@ -288,14 +288,15 @@ def _not_cuda(test: ast.AST) -> bool:
             and test.operand.attr == "is_cuda")
 
 
-def _device_guard(function: ast.AST) -> bool:
+def _device_guard(function: ast.AST, rewritten: frozenset = frozenset()) -> bool:
     """Whether the function's leading statements are `if ...: raise` checks, one of them raising
-    unless a tensor is on CUDA (nothing before them returns)."""
+    unless a tensor is on CUDA (nothing before them returns), a test the migration left as written
+    (`rewritten`: the lines of its rewrites; one rewritten to the accelerator lets an NPU through)."""
     for stmt in _body(function):
         if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise)):
             return False
         if _not_cuda(stmt.test):
-            return True
+            return not any(stmt.test.lineno <= n <= (stmt.test.end_lineno or stmt.test.lineno) for n in rewritten)
     return False
 
 
@@ -394,7 +395,8 @@ def _flag_set_only_after(function: ast.AST, stmt: ast.If, flag: ast.Attribute, p
     return True
 
 
-def kernels_behind_device_check(relpath: str, data: bytes, importers) -> str | None:
+def kernels_behind_device_check(relpath: str, data: bytes, importers,
+                                rewritten: frozenset = frozenset()) -> str | None:
     """The reason, where every kernel of the Triton module `data` launches only after a device
     check that raises unless the tensor is on CUDA: each module-level public function that reaches
     a kernel calls such a check first, or is used only by other modules (`importers`: [(relpath,
@@ -406,7 +408,7 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers) -> str | N
     if tree is None:
         return None
     top = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
-    guards = {name for name, node in top.items() if _device_guard(node)}
+    guards = {name for name, node in top.items() if _device_guard(node, rewritten)}
     launchers = _launchers(tree)
     if not guards or not launchers:
         return None
@@ -487,7 +489,8 @@ def review_kernels(result, data: bytes, texts: dict, own: int):
         return result
     last = result.relpath[:-3].rsplit("/", 1)[-1].encode()
     importers = [(str(i), text) for i, text in texts.items() if i != own and text and last in text]
-    why = kernels_behind_device_check(result.relpath, data, importers)
+    rewritten = frozenset(f.line for f in result.findings if f.fixable)
+    why = kernels_behind_device_check(result.relpath, data, importers, rewritten)
     if why is None:
         return result
     findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})") if kernel_candidates(f) else f

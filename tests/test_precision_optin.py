@@ -232,3 +232,14 @@ def test_loader_also_called_outside_the_try_keeps_its_error(tmp_path):
     root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/sampler.py": text})
     report = migrate_json(root)
     assert [f for f in _findings(report, "pkg/sampler.py") if f["severity"] == "error"], report["findings"]
+
+
+
+def test_kernels_whose_device_check_the_migration_rewrites_keep_their_error():
+    # a device test rewritten to the accelerator would let an NPU tensor through: no guard then
+    from npu_migrate.optin import kernels_behind_device_check
+
+    line = KERNELS.splitlines().index('    if rows.device.type != "cuda":') + 1
+    importers = [("pkg/layer.py", LAYER.encode())]
+    assert kernels_behind_device_check("pkg/ops/fused.py", KERNELS.encode(), importers)
+    assert kernels_behind_device_check("pkg/ops/fused.py", KERNELS.encode(), importers, frozenset({line})) is None
