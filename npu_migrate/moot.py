@@ -78,6 +78,8 @@ AS_WRITTEN = (
     "Triton kernels launched only on CUDA tensors",
     "guarded import of Triton's benchmark harness",
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
+    "an opt-in backend: selecting it on an NPU host raises the project's error",  # optin.py
+    "CUDA kernels behind the project's own device check",  # optin.py (NPU910)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

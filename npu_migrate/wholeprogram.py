@@ -282,6 +282,16 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             named = list(dict.fromkeys(sp[2] for sp in found))
             return named[0] if len(named) == 1 else f"{named[0]}; and {'; '.join(named[1:])}"
         out[i] = _lower(out[i], why)
+    from . import optin  # (lazy CUDA-only imports of opt-in backends the project answers itself)
+
+    for i in targets:
+        if any(optin.candidates(f) for f in out[i].findings):
+            text = (texts.get(i) or b"").decode("utf-8", "replace")
+            findings = optin.review(out[i].findings, text, optin.names_elsewhere(texts, i))
+            if findings != out[i].findings:
+                out[i] = dataclasses.replace(out[i], findings=findings)
+        if any(optin.kernel_candidates(f) for f in out[i].findings):  # (kernels behind a raising device check)
+            out[i] = optin.review_kernels(out[i], texts.get(i) or b"", texts, i)
     return out
 
 
