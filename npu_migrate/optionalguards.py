@@ -27,6 +27,15 @@ xformers (NPU915) and flash-attn helpers without a drop-in mapping (NPU502).
   as failing to import and uses no such optimizer runs on the default kernels: a warning (slower,
   review), with that reason.
 
+* **Guarded imports only dead code uses** (`review_unused_users`, whole program). A per-file
+  finding (NPU911, NPU914, NPU915, NPU502) whose every place is an import inside `try`/`except
+  ImportError` where either the `except` is a fallback (fallbacks.classify: a flag, a slower
+  path) or the names it binds are read only inside module-level classes and functions that
+  nothing in the run names (not the file outside their own body, not any other file): the
+  CUDA-only code never runs in the project (colossalai's `FusedLayerNormAffineFunction1D`
+  beside `fused_weight_gradient_mlp_cuda`'s matmul fallback). Info naming those units: a
+  library's user may still call them, so a review, not a scope.
+
 Nothing is dropped: each shape ends as info or a warning with its reason.
 """
 
@@ -234,6 +243,120 @@ def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -
     return out
 
 
+# ------------------------------------------------------------------ guarded imports dead code uses
+UNUSED_USERS = "guarded import read only by code nothing in the project uses"
+
+
+def _units(tree: ast.Module) -> list[ast.AST]:
+    """Module-level classes and functions (also under a module-level `if`/`try`)."""
+    out, stack = [], list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(node)
+        elif isinstance(node, (ast.If, ast.Try)):
+            stack.extend(node.body + node.orelse + getattr(node, "finalbody", []))
+            stack.extend(s for h in getattr(node, "handlers", []) for s in h.body)
+    return out
+
+
+def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[list[str]]:
+    """The names of the units that alone read what the guarded import at `line` binds, when
+    nothing names them outside their own body (in this file or any other); None otherwise."""
+    from .probes import bound_names, catches_import_error
+
+    parent = _parents(tree)
+    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    if len(statements) != 1:
+        return None
+    statement = statements[0]
+    holder = parent.get(id(statement))
+    if not (isinstance(holder, ast.Try) and statement in holder.body and any(map(catches_import_error, holder.handlers))):
+        return None
+    names = bound_names(statement)
+    inside = range(holder.lineno, (holder.end_lineno or holder.lineno) + 1)
+    units = _units(tree)
+
+    def unit_of(node: ast.AST) -> Optional[ast.AST]:
+        for unit in units:
+            if unit.lineno <= node.lineno <= (unit.end_lineno or unit.lineno):
+                return unit
+        return None
+
+    users = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load) \
+                and node.lineno not in inside:
+            unit = unit_of(node)
+            if unit is None:
+                return None
+            users[unit.name] = unit
+    if not users:
+        return None
+    for name, unit in users.items():
+        first, last = min([unit.lineno, *(d.lineno for d in unit.decorator_list)]), unit.end_lineno or unit.lineno
+        for node in ast.walk(tree):
+            if ((isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
+                    or (isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value)) \
+                    and not first <= getattr(node, "lineno", first) <= last:
+                return None
+        # (another file's own definition of a unit of the same name is no use of this one)
+        word = re.compile(rb"(?<!class )(?<!def )\b" + re.escape(name.encode()) + rb"\b")
+        if any(name.encode() in data and word.search(data) for data in others):
+            return None
+    return sorted(users)
+
+
+def review_unused_users(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """Per-file NPU911/NPU914/NPU915/NPU502 whose places are guarded imports with a fallback or
+    read only by code nothing uses: info naming that code (module doc)."""
+    from .fallbacks import FALLBACK, classify
+    from .wholeprogram import result_bytes
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
+        f.code in CODES and not f.fixable and f.cell is None and f.severity != "info" and _UNGUARDED not in f.message
+        for f in r.findings)]
+    if not candidates:
+        return results
+    paths = paths or {}
+    others: Optional[list[tuple[int, bytes]]] = None
+    out = list(results)
+    for i in candidates:
+        data = result_bytes(results[i], paths)
+        tree = astcache.parse(data) if data is not None else None
+        if tree is None:
+            continue
+        fallback_lines: Optional[set[int]] = None
+        findings = []
+        for finding in results[i].findings:
+            if (finding.code in CODES and not finding.fixable and finding.cell is None
+                    and finding.severity != "info" and _UNGUARDED not in finding.message):
+                if others is None:
+                    others = [(j, result_bytes(r, paths) or b"") for j, r in enumerate(results) if r.relpath.endswith(".py")]
+                rest = [text for j, text in others if j != i]
+                dead: list[str] = []
+                for line in (finding.line, *(a[0] for a in finding.also)):
+                    users = _dead_users(tree, line, rest)
+                    if users is not None:
+                        dead.extend(users)
+                        continue
+                    if fallback_lines is None:
+                        fallback_lines = {n for reason, lines, _r in classify(tree) if reason == FALLBACK for n in lines}
+                    if line not in fallback_lines:
+                        break
+                else:
+                    if dead:
+                        shown = ", ".join(f"`{name}`" for name in dict.fromkeys(dead))
+                        rest_fall_back = fallback_lines is not None and any(
+                            line in fallback_lines for line in (finding.line, *(a[0] for a in finding.also)))
+                        tail = "; the other places are guarded imports with a fallback" if rest_fall_back else ""
+                        finding = dataclasses.replace(
+                            finding, severity="info", message=f"{finding.message} ({UNUSED_USERS}: {shown}{tail})")
+            findings.append(finding)
+        out[i] = dataclasses.replace(results[i], findings=findings)
+    return out
+
+
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
-    """Both passes, in order (runplan.py, after tritonguards.review_importers)."""
-    return review_bitsandbytes(review_importers(results, paths), paths)
+    """The passes, in order (runplan.py, after tritonguards.review_importers)."""
+    return review_bitsandbytes(review_unused_users(review_importers(results, paths), paths), paths)

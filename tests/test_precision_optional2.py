@@ -192,3 +192,52 @@ def test_bnb_default_kernels_warning(tmp_path):
     assert warned["severity"] == "warning" and optionalguards.BNB_DEFAULT in warned["message"]
     kept = _one(findings, "train.py", "NPU914")
     assert kept["severity"] == "error" and "`Adam8bit` at line 4" in kept["message"]
+
+
+LAYER_OPS = '''\
+import torch
+
+try:
+    import fused_layer_norm_cuda
+except:
+    fused_layer_norm_cuda = None
+
+try:
+    import fused_wgrad_cuda
+
+    _wgrad_fusion = True
+except ImportError:
+    _wgrad_fusion = False
+
+
+class FusedNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        return fused_layer_norm_cuda.forward(x, w)
+
+
+def matmul_backward(x, grad, weight):
+    if _wgrad_fusion:
+        fused_wgrad_cuda.accumulate(x, grad, weight.grad)
+        return None
+    return grad.t() @ x
+'''
+
+
+def test_guarded_extension_read_only_by_unused_code_is_info(tmp_path):
+    """colossalai's shape: one guarded extension falls back on a flag, the other is read only by
+    a class nothing uses: info naming it. The same class used by another module: the error stays."""
+    findings = _findings(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/ops.py": LAYER_OPS,
+        "pkg/layer.py": "from .ops import matmul_backward\n",
+        # true case: the class is used elsewhere
+        "lib/__init__.py": "",
+        "lib/ops.py": LAYER_OPS.replace("_wgrad_fusion", "_fusion_ok").replace("FusedNormFunction", "NormFn"),
+        "lib/norm.py": "from .ops import NormFn\n\n\ndef norm(x, w):\n    return NormFn.apply(x, w)\n",
+    })
+    lowered = _one(findings, "pkg/ops.py", "NPU911")
+    assert lowered["severity"] == "info"
+    assert optionalguards.UNUSED_USERS in lowered["message"] and "`FusedNormFunction`" in lowered["message"]
+    kept = _one(findings, "lib/ops.py", "NPU911")
+    assert kept["severity"] == "error", kept
