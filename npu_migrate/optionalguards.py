@@ -30,8 +30,8 @@ xformers (NPU915) and flash-attn helpers without a drop-in mapping (NPU502).
 * **Guarded imports only dead code uses** (`review_unused_users`, whole program). A per-file
   finding (NPU911, NPU914, NPU915, NPU502) whose every place is an import inside `try`/`except
   ImportError` where either the `except` is a fallback (fallbacks.classify: a flag, a slower
-  path) or the names it binds are read only inside module-level classes and functions that
-  nothing in the run names (not the file outside their own body, not any other file): the
+  path) or the names it binds are read only inside module-level classes (or private functions)
+  that nothing in the run names (not the file outside their own body, not any other file): the
   CUDA-only code never runs in the project (colossalai's `FusedLayerNormAffineFunction1D`
   beside `fused_weight_gradient_mlp_cuda`'s matmul fallback). Info naming those units: a
   library's user may still call them, so a review, not a scope.
@@ -65,8 +65,7 @@ IMPORTERS_GUARDED = "imported only behind an availability test of the package, s
 _TRY_IMPORTERS = "imported only inside `try`/`except ImportError`, whose fallback runs where the package is missing"
 
 # bitsandbytes on an NPU host (see the module's doc)
-BNB_DEFAULT = ("no 8-bit or paged optimizer in this file: it runs on bitsandbytes' pure-torch default kernels "
-               "or an Ascend plugin backend, slower than CUDA; review")
+BNB_DEFAULT = "no 8-bit or paged optimizer in this file: runs on those kernels, slower than on CUDA; review"
 BNB_OPTIMIZER = "uses an 8-bit or paged optimizer, which has no NPU kernel"
 # 8-bit and paged optimizers: `AdamW8bit`, `PagedAdamW`, `PagedLion8bit`, `bnb.functional.get_paged`
 _FAILING = re.compile(
@@ -271,7 +270,12 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
         return None
     statement = statements[0]
     holder = parent.get(id(statement))
-    if not (isinstance(holder, ast.Try) and statement in holder.body and any(map(catches_import_error, holder.handlers))):
+    # a module-level `try` whose `except ImportError` does not raise (a function's own import is
+    # no guard of the module, and a handler that raises fails as the import would)
+    if not (isinstance(holder, ast.Try) and statement in holder.body and isinstance(parent.get(id(holder)), ast.Module)
+            and any(map(catches_import_error, holder.handlers))):
+        return None
+    if any(isinstance(n, ast.Raise) for h in holder.handlers for n in ast.walk(h)):
         return None
     names = bound_names(statement)
     inside = range(holder.lineno, (holder.end_lineno or holder.lineno) + 1)
@@ -288,7 +292,9 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
         if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load) \
                 and node.lineno not in inside:
             unit = unit_of(node)
-            if unit is None:
+            # (a public module-level function is an entry point a caller outside the run, a hook or
+            # a lookup by name may reach, `forward`, `run`: only classes and private functions)
+            if unit is None or (not isinstance(unit, ast.ClassDef) and not unit.name.startswith("_")):
                 return None
             users[unit.name] = unit
     if not users:

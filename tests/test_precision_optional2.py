@@ -216,7 +216,7 @@ class FusedNormFunction(torch.autograd.Function):
         return fused_layer_norm_cuda.forward(x, w)
 
 
-def matmul_backward(x, grad, weight):
+def _matmul_backward(x, grad, weight):
     if _wgrad_fusion:
         fused_wgrad_cuda.accumulate(x, grad, weight.grad)
         return None
@@ -230,7 +230,7 @@ def test_guarded_extension_read_only_by_unused_code_is_info(tmp_path):
     findings = _findings(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/ops.py": LAYER_OPS,
-        "pkg/layer.py": "from .ops import matmul_backward\n",
+        "pkg/layer.py": "from .ops import _matmul_backward\n",
         # true case: the class is used elsewhere
         "lib/__init__.py": "",
         "lib/ops.py": LAYER_OPS.replace("_wgrad_fusion", "_fusion_ok").replace("FusedNormFunction", "NormFn"),
