@@ -214,7 +214,7 @@ def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -
 
     out = list(results)
     for i, result in enumerate(results):
-        if not any(f.code == "NPU914" and not f.fixable and f.cell is None and f.severity == "error"
+        if not result.relpath.endswith(".py") or not any(f.code == "NPU914" and not f.fixable and f.cell is None and f.severity == "error"
                    for f in result.findings):
             continue
         data = result_bytes(result, paths or {})

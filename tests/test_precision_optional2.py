@@ -241,3 +241,30 @@ def test_guarded_extension_read_only_by_unused_code_is_info(tmp_path):
     assert optionalguards.UNUSED_USERS in lowered["message"] and "`FusedNormFunction`" in lowered["message"]
     kept = _one(findings, "lib/ops.py", "NPU911")
     assert kept["severity"] == "error", kept
+
+
+XFORMERS_ATTENTION = '''\
+import xformers.ops as xops
+
+
+def attend(q, k, v):
+    return xops.memory_efficient_attention(q, k, v)
+'''
+
+
+def test_xformers_module_only_loaded_behind_its_availability_flag_is_info(tmp_path):
+    findings = _findings(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/env.py": "import importlib.util\n\nXFORMERS_AVAILABLE = importlib.util.find_spec('xformers') is not None\n",
+        "pkg/xattn.py": XFORMERS_ATTENTION,
+        "pkg/model.py": ("from .env import XFORMERS_AVAILABLE\n\nif XFORMERS_AVAILABLE:\n"
+                         "    from .xattn import attend\nelse:\n    attend = None\n"),
+        # true case: imported by shared code without a test
+        "pkg/xattn2.py": XFORMERS_ATTENTION.replace("q, k, v)\n", "q, k, v, attn_bias=None)\n"),
+        "pkg/block.py": "from .xattn2 import attend\n",
+    })
+    lowered = _one(findings, "pkg/xattn.py", "NPU915")
+    assert lowered["severity"] == "info" and UNGUARDED not in lowered["message"]
+    assert "under `XFORMERS_AVAILABLE`" in lowered["message"]
+    kept = _one(findings, "pkg/xattn2.py", "NPU915")
+    assert kept["severity"] == "error" and UNGUARDED in kept["message"]
