@@ -207,6 +207,35 @@ def _lower_importers(result, lowered: dict[str, list]):
 
 
 # ------------------------------------------------------------------ bitsandbytes on an NPU host
+def _failing_optimizer(data: bytes) -> Optional[tuple[str, int]]:
+    """The first 8-bit or paged optimizer the code names (a name, an attribute, an imported name;
+    not a docstring or a comment), with its line; None when there is none or the file does not parse."""
+    if not _FAILING.search(data.decode("utf-8", "replace")):
+        return None
+    tree = astcache.parse(data)
+    if tree is None:
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            name, line = node.id, node.lineno
+        elif isinstance(node, ast.Attribute):
+            name, line = node.attr, node.end_lineno or node.lineno
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if _FAILING.fullmatch(alias.name.rsplit(".", 1)[-1]):
+                    found.append((node.lineno, alias.name.rsplit(".", 1)[-1]))
+            continue
+        else:
+            continue
+        if _FAILING.fullmatch(name):
+            found.append((line, name))
+    if not found:
+        return None
+    line, name = min(found)
+    return name, line
+
+
 def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """NPU914 errors: kept where the file uses an 8-bit or paged optimizer (named in the message)
     or its import is reported as failing; a warning with BNB_DEFAULT otherwise (module doc)."""
@@ -218,16 +247,9 @@ def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -
                    for f in result.findings):
             continue
         data = result_bytes(result, paths or {})
-        if data is None:
-            continue
-        text = data.decode("utf-8", "replace")
-        failing = None
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            match = _FAILING.search(code)
-            if match:
-                failing = (match.group(0), number)
-                break
+        if data is None or astcache.parse(data) is None:
+            continue  # (not read: left as reported)
+        failing = _failing_optimizer(data)
         findings = []
         for finding in result.findings:
             if finding.code == "NPU914" and not finding.fixable and finding.cell is None and finding.severity == "error":

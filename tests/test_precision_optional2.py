@@ -183,7 +183,8 @@ def test_bnb_severity_says_what_fails_on_npu(tmp_path):
 def test_bnb_default_kernels_warning(tmp_path):
     """A bitsandbytes use in a function (the module imports without it), no 8-bit or paged
     optimizer: a warning with the reason; the same with an 8-bit optimizer stays an error."""
-    layer = ("def quantize(layer):\n    import bitsandbytes as bnb\n\n"
+    layer = ('"""Weights only: the optimizer is not replaced with `bitsandbytes.optim.Adam8bit`."""\n\n\n'
+             "def quantize(layer):\n    import bitsandbytes as bnb\n\n"
              "    return bnb.nn.Linear4bit(layer.in_features, layer.out_features)\n")
     optimizer = ("def build(model):\n    import bitsandbytes as bnb\n\n"
                  "    return bnb.optim.Adam8bit(model.parameters())\n")
