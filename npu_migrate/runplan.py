@@ -289,7 +289,12 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
 
     # (FP8 findings of test modules an NPU host cannot import: fp8tests.py; Triton modules imported
     # only behind a Triton-availability test: tritonguards.py)
-    results = fold_into_failing_imports(review_importers(review(results, paths), paths), paths)
+    from .optionalguards import review as review_optional
+
+    # (bitsandbytes, compiled extensions, xformers, flash-attn helpers: the same for modules only
+    # guarded importers load, and what bitsandbytes does on an NPU host: optionalguards.py)
+    results = review_optional(review_importers(review(results, paths), paths), paths)
+    results = fold_into_failing_imports(results, paths)
     return to_scopes(review_platforms(results, paths))
 
 

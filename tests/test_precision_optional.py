@@ -223,8 +223,9 @@ def test_optional_import_used_for_type_checks_is_a_skipped_scope(tmp_path):
         found = [f for f in _at(findings, "pkg/tuner.py", line, "NPU914") if f["line"] == line]
         assert not found, (line, findings)
         assert "type checks" in _moot("pkg/tuner.py")[line], _LAST_SKIPPED
-    # constructing a bitsandbytes class still fails on an NPU host: the import stays an error
-    kept = [f for f in _at(findings, "pkg/tuner.py", 16, "NPU914") if f["severity"] == "error"]
+    # constructing a bitsandbytes class runs on its pure-torch default kernels there (no 8-bit
+    # optimizer in the file): still reported, a warning (optionalguards.review_bitsandbytes)
+    kept = [f for f in _at(findings, "pkg/tuner.py", 16, "NPU914") if f["severity"] == "warning"]
     assert kept, findings
 
 
@@ -299,5 +300,6 @@ def test_test_class_decorated_to_skip_off_cuda_is_info(tmp_path):
     findings = _migrate(tmp_path, {"tests/test_quant.py": QUANT_TEST})
     assert not [f for f in findings if f["path"] == "tests/test_quant.py" and f["line"] == 10], findings
     assert "require_cuda_or_xpu" in _moot("tests/test_quant.py")[10], _LAST_SKIPPED
-    # a test that runs on any accelerator (the NPU included) keeps its error
-    assert [f for f in _at(findings, "tests/test_quant.py", 18) if f["severity"] == "error"], findings
+    # a test that runs on any accelerator (the NPU included) stays reported (a warning: Int8Params
+    # runs on bitsandbytes' pure-torch default kernels there, optionalguards.review_bitsandbytes)
+    assert [f for f in _at(findings, "tests/test_quant.py", 18) if f["severity"] in ("error", "warning")], findings
