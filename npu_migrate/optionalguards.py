@@ -48,7 +48,7 @@ from typing import Optional
 
 from . import astcache
 from .findings import Finding
-from .tritonguards import _IMPORT_ERRORS, _UNGUARDED, _named_in_a_string, _operands, _parents, _source
+from .tritonguards import IMPORT_ERRORS, UNGUARDED, named_in_a_string, operands, parents, source_text
 
 CODES = ("NPU914", "NPU911", "NPU915", "NPU502")
 
@@ -88,9 +88,9 @@ def _names_package(node: ast.AST, regex) -> bool:
 def _tests_package(test: ast.AST, regex) -> bool:
     """Each disjunct of `test` (but `TYPE_CHECKING`) has a conjunct, not negated, that tests the
     package's availability."""
-    disjuncts = [d for d in _operands(test, ast.Or)
+    disjuncts = [d for d in operands(test, ast.Or)
                  if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
-    return bool(disjuncts) and all(any(_names_package(c, regex) for c in _operands(d, ast.And)) for d in disjuncts)
+    return bool(disjuncts) and all(any(_names_package(c, regex) for c in operands(d, ast.And)) for d in disjuncts)
 
 
 def _guard_of(node: ast.AST, parent: dict[int, ast.AST], regex) -> Optional[tuple[str, str]]:
@@ -106,12 +106,12 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST], regex) -> Optional[tupl
                 for sub in ([handler.type] if handler.type is not None else []):
                     for element in (sub.elts if isinstance(sub, ast.Tuple) else [sub]):
                         caught.add((astcache.dotted(element) or "").rsplit(".", 1)[-1])
-            if caught & _IMPORT_ERRORS:
+            if caught & IMPORT_ERRORS:
                 return ("try", "")
         if (regex is not None and isinstance(current, (ast.If, ast.IfExp)) and child is not current.test
                 and child in (current.body if isinstance(current.body, list) else [current.body])
                 and _tests_package(current.test, regex)):
-            return ("test", " ".join(_source(current.test).split()))
+            return ("test", " ".join(source_text(current.test).split()))
         child, current = current, parent.get(id(current))
     return None
 
@@ -120,7 +120,7 @@ def _import_guard(tree: ast.Module, line: int, regex) -> Optional[tuple[str, str
     statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
-    parent = _parents(tree)
+    parent = parents(tree)
     guards = [_guard_of(n, parent, regex) for n in statements]
     if any(g is None for g in guards):
         return None
@@ -129,7 +129,7 @@ def _import_guard(tree: ast.Module, line: int, regex) -> Optional[tuple[str, str
 
 def _target(finding: Finding) -> bool:
     return (finding.code in CODES and not finding.fixable and finding.cell is None
-            and finding.severity != "info" and _UNGUARDED in finding.message)
+            and finding.severity != "info" and UNGUARDED in finding.message)
 
 
 # ------------------------------------------------------------------ whole program
@@ -168,7 +168,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
         stem = relpath[:-3]
         sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
                         if (relative and name == stem) or (not relative and name in names)})
-        if not sites or _named_in_a_string(results, i, text_of, python):
+        if not sites or named_in_a_string(results, i, text_of, python):
             continue
         codes = {f.code for f in results[i].findings if _target(f)}
         lowered = {}
@@ -201,7 +201,7 @@ def _lower_importers(result, lowered: dict[str, list]):
             listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
             why = IMPORTERS_GUARDED if all(g[0] == "test" for _p, _l, g in guards) else _TRY_IMPORTERS
             finding = dataclasses.replace(
-                finding, severity="info", message=f"{finding.message.replace(_UNGUARDED, '')} ({why}: {listed})")
+                finding, severity="info", message=f"{finding.message.replace(UNGUARDED, '')} ({why}: {listed})")
         findings.append(finding)
     return dataclasses.replace(result, findings=findings)
 
@@ -256,7 +256,7 @@ def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -
                 if failing is not None:
                     finding = dataclasses.replace(
                         finding, message=f"{finding.message} ({BNB_OPTIMIZER}: `{failing[0]}` at line {failing[1]})")
-                elif _UNGUARDED not in finding.message:
+                elif UNGUARDED not in finding.message:
                     finding = dataclasses.replace(finding, severity="warning",
                                                   message=f"{finding.message} ({BNB_DEFAULT})")
             findings.append(finding)
@@ -286,7 +286,7 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
     nothing names them outside their own body (in this file or any other); None otherwise."""
     from .probes import bound_names, catches_import_error
 
-    parent = _parents(tree)
+    parent = parents(tree)
     statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if len(statements) != 1:
         return None
@@ -342,7 +342,7 @@ def review_unused_users(results: list, paths: Optional[dict[str, str]] = None) -
     from .wholeprogram import result_bytes
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
-        f.code in CODES and not f.fixable and f.cell is None and f.severity != "info" and _UNGUARDED not in f.message
+        f.code in CODES and not f.fixable and f.cell is None and f.severity != "info" and UNGUARDED not in f.message
         for f in r.findings)]
     if not candidates:
         return results
@@ -358,7 +358,7 @@ def review_unused_users(results: list, paths: Optional[dict[str, str]] = None) -
         findings = []
         for finding in results[i].findings:
             if (finding.code in CODES and not finding.fixable and finding.cell is None
-                    and finding.severity != "info" and _UNGUARDED not in finding.message):
+                    and finding.severity != "info" and UNGUARDED not in finding.message):
                 if others is None:
                     others = [(j, result_bytes(r, paths) or b"") for j, r in enumerate(results) if r.relpath.endswith(".py")]
                 rest = [text for j, text in others if j != i]

@@ -52,7 +52,7 @@ TRITON_GATED_IMPORTERS = ("imported only behind a Triton-availability test: an N
                           "fallback; with Triton-Ascend installed these kernels run there: verify them")
 _TRY_IMPORTERS = "imported only inside `try`/`except ImportError`, whose fallback runs where Triton is missing"
 
-_UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"
+UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"
 _HARNESS = " (only `triton.testing`, a benchmark harness)"
 # a decorator that makes a Triton kernel: `triton.jit`, `triton.autotune(...)`, `triton.heuristics(...)`
 _KERNEL_DECORATOR = re.compile(r"(^|\.)(jit|autotune|heuristics)$")
@@ -60,7 +60,7 @@ _KERNEL_DECORATOR = re.compile(r"(^|\.)(jit|autotune|heuristics)$")
 # `_TRITON_AVAILABLE`, `is_triton_available()`, `is_triton_supported()`, `_should_use_triton(...)`
 _TRITON_AVAILABILITY = re.compile(
     r"(?i)(^|_)(has|is|use|should_use|can_use|enable)_?triton|triton_?(is_)?(available|supported|enabled|installed)")
-_IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "Exception", "BaseException"))
+IMPORT_ERRORS = frozenset(("ImportError", "ModuleNotFoundError", "Exception", "BaseException"))
 _MAX_HOPS = 3
 
 
@@ -68,7 +68,7 @@ def _is_triton(module: str) -> bool:
     return module == "triton" or module.startswith("triton.")
 
 
-def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+def parents(tree: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
@@ -95,9 +95,9 @@ def _device_check(node: ast.AST) -> Optional[bool]:
     return None
 
 
-def _operands(test: ast.AST, op: type) -> list[ast.AST]:
+def operands(test: ast.AST, op: type) -> list[ast.AST]:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, op):
-        return [v for value in test.values for v in _operands(value, op)]
+        return [v for value in test.values for v in operands(value, op)]
     return [test]
 
 
@@ -106,7 +106,7 @@ class _Module:
 
     def __init__(self, tree: ast.Module, findings: list[Finding]) -> None:
         self.tree = tree
-        self.parent = _parents(tree)
+        self.parent = parents(tree)
         # places the migration rewrites (a test holding one is widened to the NPU)
         self.fixed = [(f.line, f.column) for f in findings if f.fixable and f.cell is None]
         # places of the device checks the migration kept for a Triton or CUDA-only path (NPU110)
@@ -152,7 +152,7 @@ class _Module:
         (`positive`, the body of an `if`), or a disjunct that holds off CUDA (the `else` of an
         `if`, or the code after an `if ...: return`); None when there is none, or the migration
         rewrites it."""
-        for operand in _operands(test, ast.And if positive else ast.Or):
+        for operand in operands(test, ast.And if positive else ast.Or):
             check = _device_check(operand)
             if check is None and positive and self._selector(operand):
                 return operand
@@ -288,7 +288,7 @@ class _Module:
 
 
 def _places(finding: Finding) -> list[int]:
-    return [finding.line, *(line for line, _column, _source in finding.also)]
+    return [finding.line, *(line for line, _column, source_text in finding.also)]
 
 
 def _span(node: ast.AST) -> tuple[int, int]:
@@ -317,7 +317,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
 
 def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]:
     targets = [f for f in findings if f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info"]
-    if not targets or any(_UNGUARDED in f.message for f in targets):
+    if not targets or any(UNGUARDED in f.message for f in targets):
         return findings
     module = _Module(tree, findings)
     if module.unguarded_triton_import() or not module.definitions_import_safely():
@@ -333,7 +333,7 @@ def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]
                 or (isinstance(n, ast.ImportFrom) and not n.level and _is_triton(n.module or ""))]
     if not all(any(a <= line <= b for a, b in allowed) for f in targets for line in _places(f)):
         return findings
-    shown = ", ".join(dict.fromkeys(f"line {g.lineno}: `{_source(g)}`" for g in guards))
+    shown = ", ".join(dict.fromkeys(f"line {g.lineno}: `{source_text(g)}`" for g in guards))
     reason = f" ({KERNELS_ON_CUDA}; the device test stays CUDA: {shown})"
     guard_lines = {line for g in guards for line in range(g.lineno, (g.end_lineno or g.lineno) + 1)}
     out = []
@@ -348,7 +348,7 @@ def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]
     return out
 
 
-def _source(node: ast.AST) -> str:
+def source_text(node: ast.AST) -> str:
     try:
         text = " ".join(ast.unparse(node).split())
     except (ValueError, RecursionError):  # pragma: no cover - unparse of a parsed tree
@@ -362,7 +362,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
     if not harness:
         return findings
     blockers = [f for f in findings if f.severity == "error" and not f.fixable and f.cell is None
-                and f.code != "NPU910" and _UNGUARDED in f.message]
+                and f.code != "NPU910" and UNGUARDED in f.message]
     if blockers:
         from .moot import is_moot
         from .redundant import absorb
@@ -372,7 +372,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
             return findings
         merged = absorb(target, harness, name_them="imported for its benchmark harness")
         return [merged if f is target else f for f in findings if f not in harness]
-    parent = _parents(tree)
+    parent = parents(tree)
     imports = [n for n in ast.walk(tree) if (isinstance(n, ast.Import) and any(_is_triton(a.name) for a in n.names))
                or (isinstance(n, ast.ImportFrom) and not n.level and _is_triton(n.module or ""))]
     if not imports or not all(_guard_of(n, parent) for n in imports):
@@ -397,10 +397,10 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, 
                 for sub in ([handler.type] if handler.type is not None else []):
                     for element in (sub.elts if isinstance(sub, ast.Tuple) else [sub]):
                         caught.add((astcache.dotted(element) or "").rsplit(".", 1)[-1])
-            if caught & _IMPORT_ERRORS:
+            if caught & IMPORT_ERRORS:
                 return ("try", "")
         if isinstance(current, ast.If) and child in current.body:
-            test = " ".join(_source(current.test).split())
+            test = " ".join(source_text(current.test).split())
             if _tests_triton(current.test):
                 return ("triton", test)
             found = found or ("if", test)
@@ -418,9 +418,9 @@ def _availability(node: ast.AST) -> bool:
 def _tests_triton(test: ast.AST) -> bool:
     """The test holds only where Triton is there: each of its disjuncts (but `TYPE_CHECKING`,
     false at run time) has a conjunct that tests Triton's availability, not negated."""
-    disjuncts = [d for d in _operands(test, ast.Or)
+    disjuncts = [d for d in operands(test, ast.Or)
                  if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
-    return bool(disjuncts) and all(any(_availability(c) for c in _operands(d, ast.And)) for d in disjuncts)
+    return bool(disjuncts) and all(any(_availability(c) for c in operands(d, ast.And)) for d in disjuncts)
 
 
 # ------------------------------------------------------------------ whole program
@@ -431,7 +431,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     from .wholeprogram import file_facts, module_names, result_bytes
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
-        f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and _UNGUARDED in f.message
+        f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and UNGUARDED in f.message
         for f in r.findings)]
     if not candidates:
         return results
@@ -461,7 +461,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
                  if (name == stem or name == stem.removesuffix("/__init__")) if relative] + [
             (j, line) for j in python if j != i for name, line, relative in imports[j]
             if not relative and name in names]
-        if not sites or relpath.endswith("__init__.py") or _named_in_a_string(results, i, text_of, python):
+        if not sites or relpath.endswith("__init__.py") or named_in_a_string(results, i, text_of, python):
             continue
         guards = []
         for j, line in sorted(set(sites)):
@@ -482,14 +482,14 @@ def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
     statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
-    parent = _parents(tree)
+    parent = parents(tree)
     guards = [_guard_of(n, parent) for n in statements]
     if any(g is None or g[0] == "if" for g in guards):
         return None
     return guards[0]
 
 
-def _named_in_a_string(results, i: int, text_of, python) -> bool:
+def named_in_a_string(results, i: int, text_of, python) -> bool:
     """The module's folder and name in a string of another file (a dynamic import by name)."""
     # (its folder and name: `triton.attention`, `triton/attention`; a bare last name such as
     # "attention" is in many strings that name no module)
@@ -514,8 +514,8 @@ def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
     findings = []
     for finding in result.findings:
         if (finding.code == "NPU910" and not finding.fixable and finding.cell is None
-                and finding.severity != "info" and _UNGUARDED in finding.message):
+                and finding.severity != "info" and UNGUARDED in finding.message):
             finding = dataclasses.replace(finding, severity="info",
-                                          message=f"{finding.message.replace(_UNGUARDED, '')} ({why}: {listed})")
+                                          message=f"{finding.message.replace(UNGUARDED, '')} ({why}: {listed})")
         findings.append(finding)
     return dataclasses.replace(result, findings=findings)
