@@ -168,7 +168,7 @@ def _skip_condition(decorator: ast.AST, marks: dict[str, ast.AST], kept: frozens
     if name and _table()[1].search(name) and re.match(r"(requires|needs|only|skip)", name, re.IGNORECASE):
         return decorator
     if name and _skip_decorators().match(name):
-        return decorator  # `@require_cuda_or_xpu`, `@require_bnb`: skips on an NPU host
+        return decorator  # `@require_cuda_or_xpu`: skips on an NPU host
     return None
 
 

@@ -13,7 +13,7 @@ fixture next to a true case that must still be reported:
 - an optional import under an availability test read only by `isinstance` checks: info;
 - code after an early return an NPU host always takes (`if not has_flashinfer(): return False`):
   info;
-- tests decorated `@require_cuda_or_xpu` / `@require_bnb` (skipped on an NPU host): info.
+- tests decorated `@require_cuda_or_xpu` (skipped on an NPU host): info.
 """
 
 from __future__ import annotations
