@@ -79,6 +79,10 @@ AS_WRITTEN = (
     "guarded import of Triton's benchmark harness",
     "imported only behind a Triton-availability test",
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
+    # disabled.py: a CUDA library the code switches off where it fails to load; a CUDA test inside
+    # a condition false on an NPU host whatever it reads
+    "a CUDA library loaded in a `try` whose `except` disables the feature",
+    "a CUDA test inside a condition false on an NPU host",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
