@@ -295,3 +295,115 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [replace(f, severity="info", message=f"{f.message} ({reasons[id(f)]})") if id(f) in reasons else f
             for f in findings]
+
+
+# ----------------------------------------------------------------------------- (d) a CUDA op builder beside an NPU one
+# DeepSpeed's op builders: `CUDAOpBuilder(OpBuilder)` builds the CUDA extensions, and a project
+# whose accelerator builds its ops for NPU has `op_builder/npu/` with an `NPUOpBuilder(OpBuilder)`
+# of its own: an NPU host never instantiates the CUDA one (its accelerator's op builders are the
+# NPU ones), so `CUDAOpBuilder`'s methods, and the module functions only they call (named in no
+# other file), never run there. Whole-program (runplan.py, after wholeprogram.review).
+CUDA_BUILDERS = ("CUDAOpBuilder",)
+_ALSO_ANYWHERE = re.compile(r" \(also at lines? [^()]*\)")
+_NPU_BUILDER = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*\([ \t]*OpBuilder[ \t]*\)", re.MULTILINE)
+
+
+def _npu_builder(results, texts) -> tuple[str, str] | None:
+    """(class, path) of an op builder for NPU: a class deriving from OpBuilder in `op_builder/npu/`."""
+    for i, result in enumerate(results):
+        rel = result.relpath
+        if rel.endswith(".py") and "op_builder/npu/" in rel:
+            data = texts(i) or b""
+            match = _NPU_BUILDER.search(data)
+            if match:
+                return match.group(1).decode(), rel
+    return None
+
+
+def _builder_spans(tree: ast.Module, name_free) -> list[tuple[int, int, str]]:
+    """(first, last, what) of the CUDA builder's methods and of the module functions only they call."""
+    spans = []
+    classes = [c for c in tree.body if isinstance(c, ast.ClassDef) and c.name in CUDA_BUILDERS]
+    if not classes:
+        return spans
+    inside: set[int] = set()
+    for cls in classes:
+        for method in (m for m in cls.body if isinstance(m, _FUNCTIONS)):
+            first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
+            spans.append((first, method.end_lineno or method.lineno, f"`{cls.name}.{method.name}`"))
+            inside.update(id(n) for n in ast.walk(method))
+    for function in (f for f in tree.body if isinstance(f, _FUNCTIONS)):
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == function.name]
+        if uses and all(id(n) in inside for n in uses) and name_free(function.name):
+            callers = sorted({f"`{c.name}`" for c in classes})
+            spans.append((function.lineno, function.end_lineno or function.lineno,
+                          f"`{function.name}`, called only by {', '.join(callers)}"))
+    return spans
+
+
+def review_builders(results: list, paths: dict | None = None) -> list:
+    """The report-only findings in a CUDA op builder's methods (and the functions only they call)
+    of a project that builds its ops for NPU with a builder of its own, lowered to info with the
+    reason: a named scope (moot.PHRASES). A merged finding with places outside is split: those stay."""
+    from .findings import merge_per_file, split_merged
+    from .wholeprogram import _lowerable, result_bytes
+
+    paths = paths or {}
+    holders = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
+               and any(_lowerable(f) and f.severity != "info" for f in r.findings)]
+    if not holders:
+        return results
+    cache: dict[int, bytes | None] = {}
+
+    def texts(i: int) -> bytes | None:
+        if i not in cache:
+            cache[i] = result_bytes(results[i], paths)
+        return cache[i]
+
+    candidates = [i for i in holders if b"class CUDAOpBuilder" in (texts(i) or b"")]
+    if not candidates:
+        return results
+    twin = _npu_builder(results, texts)
+    if twin is None:
+        return results
+    npu_class, npu_path = twin
+    out = list(results)
+    for i in candidates:
+        data = texts(i) or b""
+        tree = parse_text(data.decode("utf-8", "replace"))
+        if tree is None:
+            continue
+
+        def name_free(name: str, i=i, data=data) -> bool:
+            word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+            return not any(j != i and results[j].relpath.endswith(".py") and (texts(j) or b"") != data
+                           and word.search(texts(j) or b"") for j in range(len(results)))
+
+        spans = _builder_spans(tree, name_free)
+        if not spans:
+            continue
+        findings, changed = [], False
+        for finding in results[i].findings:
+            if not (_lowerable(finding) and finding.severity != "info"):
+                findings.append(finding)
+                continue
+            pieces = [replace(p, message=_ALSO_ANYWHERE.sub("", p.message)) for p in split_merged(finding)]
+            lowered, kept = [], []
+            for piece in pieces:
+                span = next((s for s in spans if s[0] <= piece.line <= s[1]), None)
+                if span is None:
+                    kept.append(piece)
+                    continue
+                why = (f"in a CUDA op builder the project does not build for NPU: {span[2]}; "
+                       f"the project builds its ops for NPU with `{npu_class}` in {npu_path}")
+                lowered.append(replace(piece, severity="info", message=f"{piece.message} ({why})"))
+            if not lowered:
+                findings.append(finding)
+                continue
+            changed = True
+            findings += lowered
+            if kept:
+                findings += [finding] if len(kept) == len(pieces) else merge_per_file(kept)
+        if changed:
+            out[i] = replace(results[i], findings=sorted(findings))
+    return out

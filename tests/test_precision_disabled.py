@@ -182,3 +182,51 @@ def test_cuda_test_in_a_false_condition_is_a_scope_and_a_deciding_one_stays(tmp_
     assert 13 not in {line for line, _ in kept}
     # the same test deciding alone keeps its finding
     assert 19 in {line for line, _ in kept} and 13 in {line for line, _ in _kept(before, "pack.py")}
+
+
+BUILDER = """\
+import torch
+
+
+def assert_no_mismatch(name):
+    return ".".join(torch.version.cuda.split(".")[:2])
+
+
+class OpBuilder:
+    def __init__(self, name):
+        self.name = name
+
+    def validate(self):
+        return ".".join(torch.version.cuda.split(".")[:2])
+
+
+class CUDAOpBuilder(OpBuilder):
+    def builder(self):
+        assert_no_mismatch(self.name)
+        return torch.version.cuda.split(".")
+"""
+
+NPU_BUILDER = """\
+from ..builder import OpBuilder
+
+
+class NPUOpBuilder(OpBuilder):
+    def builder(self):
+        return None
+"""
+
+
+def test_cuda_op_builder_beside_an_npu_builder_is_a_scope_and_the_base_stays(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"op_builder/builder.py": BUILDER,
+                                                   "op_builder/npu/builder.py": NPU_BUILDER,
+                                                   "op_builder/__init__.py": "", "op_builder/npu/__init__.py": ""}))
+    kept = _kept(report, "op_builder/builder.py")
+    scopes = _scopes(report, "op_builder/builder.py")
+    named = {line for first, last, r in scopes if "CUDA op builder" in r for line in range(first, last + 1)}
+    assert {5, 19} <= named, scopes
+    assert not {5, 19} & {line for line, _ in kept}
+    # the base class's method runs on an NPU host: it stays
+    assert 13 in {line for line, _ in kept}, report["findings"]
+    # without the NPU builder, the CUDA one stays
+    alone = migrate_json(write_project(tmp_path / "alone", {"op_builder/builder.py": BUILDER}))
+    assert {5, 13, 19} <= {line for line, _ in _kept(alone, "op_builder/builder.py")}, alone["findings"]
