@@ -157,8 +157,18 @@ def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
     out: dict[int, str] = {}
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
+        bound: dict[str, int] = {}
+        for method in methods:
+            for node in ast.walk(method):
+                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                        name = _self_attr(target)
+                        if name is not None:
+                            bound[name] = bound.get(name, 0) + 1
         for method in methods:
             for stmt, attr, flags, returns in _library_tries(method):
+                if bound.get(attr, 0) != 1:
+                    continue  # (bound elsewhere too: its uses may meet another value on an NPU host)
                 body_end = max(s.end_lineno or s.lineno for s in stmt.body)
                 for line in range(stmt.body[0].lineno, body_end + 1):
                     out[line] = attr
@@ -242,11 +252,23 @@ def true_flag_branches(tree: ast.Module, lines: list, truth, segment) -> list[tu
 
 
 # ----------------------------------------------------------------------------- (4) a CUDA test in a false condition
-def _false_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, ast.If]]:
+def _conjuncts(test: ast.AST) -> list[ast.AST]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [part for value in test.values for part in _conjuncts(value)]
+    return [test]
+
+
+def _false_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, list]]:
+    """(test, its parts false on an NPU host) of each `if` whose test is an `and` with such a part:
+    a CUDA reference in another part does not decide the test there (one that decides it, like
+    `torch.is_autocast_enabled("cuda")` alone, stays: on an NPU host its answer is the question)."""
     out = []
     for node in walk_statements(tree):
         if isinstance(node, ast.If) and truth(node.test) is False:
-            out.append((node.test, node))
+            parts = _conjuncts(node.test)
+            false = [part for part in parts if truth(part) is False]
+            if false and len(parts) > 1:
+                out.append((node.test, false))
     return out
 
 
@@ -287,8 +309,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     for f in candidates:
         if id(f) in reasons:
             continue
-        for test, stmt in tests:
-            if _within(f, test):
+        for test, false in tests:
+            if _within(f, test) and any(not _within(f, part) for part in false):
                 reasons[id(f)] = f"{FALSE_TEST}: `{_segment(lines, test)}`"
                 break
     if not reasons:

@@ -230,3 +230,26 @@ def test_cuda_op_builder_beside_an_npu_builder_is_a_scope_and_the_base_stays(tmp
     # without the NPU builder, the CUDA one stays
     alone = migrate_json(write_project(tmp_path / "alone", {"op_builder/builder.py": BUILDER}))
     assert {5, 13, 19} <= {line for line, _ in _kept(alone, "op_builder/builder.py")}, alone["findings"]
+
+
+AUTOCAST = """\
+import torch
+
+
+def forward(x, weight, scale):
+    if torch.is_autocast_enabled("cuda"):
+        x = x.to(torch.get_autocast_dtype("cuda"))
+    if scale > 0 and torch.is_autocast_enabled("cuda") and torch.version.cuda is not None:
+        x = x * scale
+    return x @ weight
+"""
+
+
+def test_a_cuda_test_that_decides_the_condition_stays(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"fwd.py": AUTOCAST}))
+    scopes = _scopes(report, "fwd.py")
+    # line 5: the CUDA test is the whole condition: its answer on an NPU host is the question
+    assert not any(first <= 5 <= last and "condition false on an NPU host" in r for first, last, r in scopes), scopes
+    assert 5 in {line for line, _ in _kept(report, "fwd.py")}, report["findings"]
+    # line 7: `torch.version.cuda is not None` is false there whatever the autocast test answers
+    assert any(first <= 7 <= last and "condition false on an NPU host" in r for first, last, r in scopes), scopes
