@@ -287,7 +287,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     tree = parse_text(text)
     if tree is None:
         return findings
-    from .testscopes import _segment, _truth  # (testscopes imports the families; lazily, as it does)
+    from .testscopes import npu_truth as _truth  # (lazily, as run.py imports testscopes)
+    from .testscopes import source_segment as _segment
 
     lines = text.splitlines(keepends=True)
     reasons: dict[int, str] = {}
@@ -368,7 +369,11 @@ def review_builders(results: list, paths: dict | None = None) -> list:
     of a project that builds its ops for NPU with a builder of its own, lowered to info with the
     reason: a named scope (moot.PHRASES). A merged finding with places outside is split: those stay."""
     from .findings import merge_per_file, split_merged
-    from .wholeprogram import _lowerable, result_bytes
+    from .moot import is_moot
+    from .wholeprogram import result_bytes
+
+    def _lowerable(finding) -> bool:
+        return not finding.fixable and finding.cell is None and not is_moot(finding)
 
     paths = paths or {}
     holders = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
