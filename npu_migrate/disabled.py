@@ -11,8 +11,8 @@ reason moot.py names as a skipped scope (nothing is dropped: each keeps its code
   the handler sets (`if self.disabled: return` first, `if not self.disabled:`, `if self.nccl is
   None: return`) run only where the CUDA library loaded. Reason `LIBRARY_DISABLED` (AS_WRITTEN:
   the handler, the code's own answer to a missing library, is what an NPU host runs). Only a
-  value whose callee names a CUDA library (`_CUDA_LIBRARY`: NCCL, cuBLAS, NVML, CUDA, cupy,
-  NVSHMEM) counts; a use that no flag test guards stays a finding.
+  value whose callee names a CUDA library (`_CUDA_LIBRARY`: NCCL, cuBLAS, NVML, the CUDA
+  runtime, cupy, NVSHMEM; never `torch.cuda.*`, which the migration rewrites) counts; a use that no flag test guards stays a finding.
 - a flag true on an NPU host (`self.disabled = disabled or not current_platform.is_cuda()`,
   every assignment of it in the class true there, as testscopes' `_truth` reads it) and a
   branch `if self.disabled: ... else: <CUDA code>`: the `else` is a branch an NPU host does not
@@ -44,7 +44,9 @@ LIBRARY_DISABLED = ("a CUDA library loaded in a `try` whose `except` disables th
 FALSE_TEST = ("a CUDA test inside a condition false on an NPU host: the fallback after it runs there as written")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_CUDA_LIBRARY = re.compile(r"(?i)nccl|cublas|nvml|cuda|cupy|nvshmem|cudnn|cufile")
+# a CUDA library's loader (`NCCLLibrary(path)`, `CudaRTLibrary()`, `pynvml.nvmlInit`); not `torch.cuda.*`,
+# which the migration rewrites to torch.npu (it loads there, and the feature stays on)
+_CUDA_LIBRARY = re.compile(r"(?i)nccl|cublas|nvml|cupy|nvshmem|cudnn|cufile|cudart|cudalibrary|libcuda")
 _TRIGGER = re.compile(r"(?i)\btry\b|\bif\b")
 
 
@@ -71,7 +73,8 @@ def _library_tries(method: ast.AST):
             if not (isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.value, ast.Call)):
                 continue
             attr = _self_attr(inner.targets[0])
-            if attr is None or not _CUDA_LIBRARY.search(_dotted(inner.value.func) or ""):
+            callee = _dotted(inner.value.func) or ""
+            if attr is None or callee.startswith("torch.") or not _CUDA_LIBRARY.search(callee):
                 continue
             flags: dict[str, object] = {}
             ok, returns = True, True

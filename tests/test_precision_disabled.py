@@ -253,3 +253,31 @@ def test_a_cuda_test_that_decides_the_condition_stays(tmp_path: Path) -> None:
     assert 5 in {line for line, _ in _kept(report, "fwd.py")}, report["findings"]
     # line 7: `torch.version.cuda is not None` is false there whatever the autocast test answers
     assert any(first <= 7 <= last and "condition false on an NPU host" in r for first, last, r in scopes), scopes
+
+
+STREAMS = """\
+import torch
+
+
+class Overlap:
+    def __init__(self):
+        try:
+            self.stream = torch.cuda.Stream()
+        except Exception:
+            self.disabled = True
+            return
+        self.disabled = False
+
+    def run(self, fn):
+        if self.disabled:
+            return fn()
+        with torch.cuda.stream(self.stream):
+            torch.cuda.nvtx.range_push("overlap")
+            return fn()
+"""
+
+
+def test_a_torch_cuda_object_in_the_try_is_no_library_the_npu_lacks(tmp_path: Path) -> None:
+    # torch.cuda.Stream() is rewritten to torch.npu and loads there: the feature stays on
+    report = migrate_json(write_project(tmp_path, {"overlap.py": STREAMS}))
+    assert not any("disables the feature" in r for _, _, r in _scopes(report, "overlap.py"))
