@@ -18,10 +18,12 @@ reason moot.py names as a skipped scope (nothing is dropped: each keeps its code
   branch `if self.disabled: ... else: <CUDA code>`: the `else` is a branch an NPU host does not
   take (the mirror of capability.py's `_false_attribute_branches` for true flags); reason "in a
   branch an NPU host does not take" (moot.PHRASES).
-- a CUDA reference inside the test of an `if` whose whole test is false on an NPU host
-  (`_is_device("cuda", t.device) and is_sm_at_least_90()`): the test's value there does not
-  depend on the reference, and the code after it (the fallback) runs as written; reason
-  `FALSE_TEST` (AS_WRITTEN).
+- a CUDA reference inside the test of an `if` that is an `and` with another part false on an
+  NPU host (`_is_device("cuda", t.device) and is_sm_at_least_90()`, `current_platform.is_cuda()
+  and torch.cuda.is_current_stream_capturing()`): the test's value there does not depend on the
+  reference, and the code after it (the fallback) runs as written; reason `FALSE_TEST`
+  (AS_WRITTEN). The false part must come first (it short-circuits the reference), unless the
+  reference is a string literal; a reference that is the whole test stays.
 
 The CUDA version probes in a `try` with a fallback (`torch.cuda.nccl.version()`) are
 versionprobes.py's. Nothing here changes what is rewritten.
@@ -314,7 +316,11 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         if id(f) in reasons:
             continue
         for test, false in tests:
-            if _within(f, test) and any(not _within(f, part) for part in false):
+            # a false part before the reference short-circuits it; one after it leaves a call to
+            # run on an NPU host (it may raise there), so only a string literal (`"cuda"`) passes
+            before = any((p.end_lineno or p.lineno, p.end_col_offset or 0) <= (f.line, f.column - 1) for p in false)
+            literal = (f.source or "")[:1] in ("'", '"')
+            if _within(f, test) and any(not _within(f, part) for part in false) and (before or literal):
                 reasons[id(f)] = f"{FALSE_TEST}: `{_segment(lines, test)}`"
                 break
     if not reasons:

@@ -281,3 +281,26 @@ def test_a_torch_cuda_object_in_the_try_is_no_library_the_npu_lacks(tmp_path: Pa
     # torch.cuda.Stream() is rewritten to torch.npu and loads there: the feature stays on
     report = migrate_json(write_project(tmp_path, {"overlap.py": STREAMS}))
     assert not any("disables the feature" in r for _, _, r in _scopes(report, "overlap.py"))
+
+
+ORDER = """\
+import torch
+
+from .platforms import current_platform
+
+
+def capture(x):
+    if current_platform.is_cuda() and torch.cuda.is_current_stream_capturing():
+        return x
+    if torch.cuda.is_current_stream_capturing() and current_platform.is_cuda():
+        return x
+    return x + 1
+"""
+
+
+def test_a_false_part_must_short_circuit_a_cuda_call(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"cap.py": ORDER}))
+    scopes = _scopes(report, "cap.py")
+    assert any(first <= 7 <= last and "condition false on an NPU host" in r for first, last, r in scopes), scopes
+    # line 9: the CUDA call runs before the false part: it stays
+    assert 9 in {line for line, _ in _kept(report, "cap.py")}, report["findings"]
