@@ -55,6 +55,7 @@ PHRASES = (
     "guarded import read only by type checks and registrations",
     "in a test skipped where the package is missing",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
+    "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -80,6 +81,10 @@ AS_WRITTEN = (
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
     "an opt-in backend: selecting it on an NPU host raises the project's error",  # optin.py
     "CUDA kernels behind the project's own device check",  # optin.py (NPU910)
+    # disabled.py: a CUDA library the code switches off where it fails to load; a CUDA test inside
+    # a condition false on an NPU host whatever it reads
+    "a CUDA library loaded in a `try` whose `except` disables the feature",
+    "a CUDA test inside a condition false on an NPU host",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

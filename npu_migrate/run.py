@@ -31,6 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
+from . import disabled
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -156,6 +157,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
+            # (disabled.py: CUDA code behind the code's own switch-off where the library is missing)
+            result.findings = disabled.review(result.findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -284,17 +284,18 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # platform code and CUDA variant folders: info; then every finding about code an NPU host
     # never runs becomes a named skipped scope
     paths = {rel: path for path, rel in items}
+    from .disabled import review_builders
     from .fp8tests import fold_into_failing_imports
+    from .optionalguards import review as review_optional
     from .tritonguards import review_importers
 
-    # (FP8 findings of test modules an NPU host cannot import: fp8tests.py; Triton modules imported
-    # only behind a Triton-availability test: tritonguards.py)
-    from .optionalguards import review as review_optional
-
-    # (bitsandbytes, compiled extensions, xformers, flash-attn helpers: the same for modules only
-    # guarded importers load, and what bitsandbytes does on an NPU host: optionalguards.py)
-    results = review_optional(review_importers(review(results, paths), paths), paths)
-    results = fold_into_failing_imports(results, paths)
+    results = review(results, paths)
+    # modules only guarded importers load: Triton (tritonguards.py), then bitsandbytes, compiled
+    # extensions, xformers and flash-attn helpers, with what bitsandbytes does on an NPU host
+    # (optionalguards.py)
+    results = review_optional(review_importers(results, paths), paths)
+    results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
+    results = review_builders(results, paths)  # (a CUDA op builder beside the project's NPU one: disabled.py)
     return to_scopes(review_platforms(results, paths))
 
 

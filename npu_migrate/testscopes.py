@@ -677,6 +677,10 @@ def _segment(lines: list[str], node: ast.AST) -> str:
     return text if len(text) <= 70 else text[:67] + "..."
 
 
+npu_truth = _truth  # (for disabled.py: a condition's value on an NPU host: True, False or unknown)
+source_segment = _segment  # (for disabled.py)
+
+
 def review_untaken_branches(findings: list[Finding], text: str,
                             relpath: str = "") -> tuple[list[Finding], list[tuple[int, int, str]]]:
     """(findings, skipped scopes): report-only findings under `if TYPE_CHECKING:` go (the block

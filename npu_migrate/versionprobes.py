@@ -11,7 +11,9 @@ Only a handler that catches what the read raises there (a bare `except`, `Except
 (fallbacks.falls_back: binds a name, returns, sets a flag) counts; a handler that raises
 (`except AttributeError: raise RuntimeError("CUDA required")`) or only passes keeps the findings.
 Only findings whose source reads the CUDA version (`torch.version.cuda`, `CUDA_HOME`... not a
-`torch.cuda` call, which an NPU host may run without raising) are lowered, and each keeps its code
+`torch.cuda` call, which an NPU host may run without raising) are lowered, and the probe
+`torch.cuda.nccl.version()` (issue #16, round 8), which raises AttributeError on a torch without
+NCCL (torch_npu runs on torch's CPU build) where `except Exception` returns a fallback, and each keeps its code
 and lines: nothing is dropped here.
 
 The same holds for the CUDA toolkit's path (review_toolkit_path): `torch.utils.cpp_extension.
@@ -38,11 +40,16 @@ from .probes import parse_text
 
 VERSION_FALLBACK = ("a CUDA version read in a `try` whose `except` binds a fallback: "
                     "`torch.version.cuda` is None on an NPU host, so the fallback runs there")
+NCCL_FALLBACK = ("a CUDA version read in a `try` whose `except` binds a fallback: "
+                 "`torch.cuda.nccl.version()` raises on an NPU host (torch without NCCL), so the fallback runs there")
 
 # what reading an attribute of None raises there, and the handlers that catch it
 _CAUGHT = frozenset({"Exception", "BaseException", "AttributeError", "TypeError"})
 # the source of a finding that reads the CUDA version of the torch build
-_VERSION_READ = re.compile(r"\bversion\.cuda\b")
+_VERSION_READ = re.compile(r"\bversion\.cuda\b|\bcuda\.nccl\.version\b")
+# probes of torch's CUDA build that raise where torch has none (an NPU host runs torch's CPU build:
+# `torch.cuda.nccl.version()` reads `torch._C._nccl_version`, missing there: AttributeError)
+_RAISING_PROBES = frozenset({"torch.cuda.nccl.version", "cuda.nccl.version", "nccl.version"})
 
 
 def _catches_none_read(handler: ast.ExceptHandler) -> bool:
@@ -66,6 +73,8 @@ def _reads_version(stmt: ast.stmt) -> bool:
         if isinstance(node, (ast.Attribute, ast.Subscript)) and _is_version(node.value):
             return True
         if isinstance(node, ast.Call) and any(map(_is_version, node.args)):
+            return True
+        if isinstance(node, ast.Call) and (_dotted(node.func) or "") in _RAISING_PROBES:
             return True
         if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops) \
                 and any(map(_is_version, [node.left, *node.comparators])):
@@ -91,7 +100,7 @@ def fallback_bodies(tree: ast.Module) -> list[range]:
 def review_version_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     """Report-only findings that read the CUDA version inside a `try` with a fallback, lowered to
     info with the reason (see the module's doc)."""
-    if "version.cuda" not in text or "try" not in text:
+    if ("version.cuda" not in text and "nccl.version" not in text) or "try" not in text:
         return findings
     candidates = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"
                   and _VERSION_READ.search(f.source or "")]
@@ -104,8 +113,8 @@ def review_version_fallbacks(findings: list[Finding], text: str) -> list[Finding
     if not bodies:
         return findings
     hits = {id(f) for f in candidates if any(f.line in body for body in bodies)}
-    return [replace(f, severity="info", message=f"{f.message} ({VERSION_FALLBACK})") if id(f) in hits else f
-            for f in findings]
+    return [replace(f, severity="info", message=f"{f.message} ({NCCL_FALLBACK if 'nccl' in (f.source or '') else VERSION_FALLBACK})")
+            if id(f) in hits else f for f in findings]
 
 
 TOOLKIT_HANDLED = ("a CUDA toolkit path whose absence the file handles: `CUDA_HOME` is None on an NPU host "
