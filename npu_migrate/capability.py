@@ -52,7 +52,8 @@ def _decorators(function: ast.AST) -> set[str]:
     return out
 
 
-def _body(function: ast.AST) -> list:
+def docless_body(function: ast.AST) -> list:
+    """A function's statements after its docstring."""
     body = function.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
@@ -86,7 +87,7 @@ def _falsy(node: ast.AST | None, truth) -> bool:
 
 def _raising_gate(init: ast.AST, truth) -> ast.stmt | None:
     """The `if <true on an NPU host>: raise ...` of `__init__` that runs before any return, or None."""
-    for stmt in _body(init):
+    for stmt in docless_body(init):
         if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Raise) \
                 and not any(_returns(s) for s in stmt.body) and truth(stmt.test) is True:
             return stmt
@@ -99,7 +100,7 @@ def _false_gate(check: ast.AST, truth) -> ast.stmt | None:
     """The first decision of a selection check, when it returns a falsy value on an NPU host:
     `if <true there>: return False[, reason]`, before any other return. (A check that is one
     `return <false there>` is left alone: a class may call it as a run-time test.)"""
-    for stmt in _body(check):
+    for stmt in docless_body(check):
         if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return) \
                 and truth(stmt.test) is True:
             inner = [s for s in stmt.body[:-1] if _returns(s)]
@@ -219,14 +220,11 @@ def _tested_flags(classes: list) -> set[str]:
     return out
 
 
-def _false_attribute_branches(tree: ast.Module, classes: list, lines: list, truth, segment, derived) -> list:
-    """The bodies of `if self.use_x:` in a class (of `classes`) whose every assignment of
-    `self.use_x` is a value false on an NPU host (`self.use_x = is_sm100_supported() and has_x`),
-    the attribute being assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the
-    class derived by none of the file's classes (`derived()`: their names)."""
-    flags = _tested_flags(classes)
-    if not flags:
-        return []
+def self_assignments(tree: ast.Module, names: set | None = None) -> tuple[dict[int, dict[str, list]], set[str]]:
+    """({id(class): {attribute: [values]}}, names assigned elsewhere) of the file's `self.<name> =
+    <value>` assignments in methods (a nested class's counted in the outermost), for the
+    attributes in `names` (all when None); "elsewhere": `obj.name = ...`, a tuple target, an
+    augmented assignment; "*" in it when the file calls `setattr`."""
     assigned_elsewhere: set[str] = set()
     per_class: dict[int, dict[str, list]] = {}
     owner: dict[int, ast.ClassDef] = {}
@@ -240,7 +238,7 @@ def _false_attribute_branches(tree: ast.Module, classes: list, lines: list, trut
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                if not isinstance(element, ast.Attribute) or element.attr not in flags:
+                if not isinstance(element, ast.Attribute) or (names is not None and element.attr not in names):
                     continue
                 cls = owner.get(id(node))
                 if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
@@ -250,6 +248,18 @@ def _false_attribute_branches(tree: ast.Module, classes: list, lines: list, trut
                     assigned_elsewhere.add(element.attr)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
             assigned_elsewhere.add("*")
+    return per_class, assigned_elsewhere
+
+
+def _false_attribute_branches(tree: ast.Module, classes: list, lines: list, truth, segment, derived) -> list:
+    """The bodies of `if self.use_x:` in a class (of `classes`) whose every assignment of
+    `self.use_x` is a value false on an NPU host (`self.use_x = is_sm100_supported() and has_x`),
+    the attribute being assigned nowhere else in the file (`obj.use_x = ...`, `setattr`) and the
+    class derived by none of the file's classes (`derived()`: their names)."""
+    flags = _tested_flags(classes)
+    if not flags:
+        return []
+    per_class, assigned_elsewhere = self_assignments(tree, flags)
     if "*" in assigned_elsewhere:
         return []
     out = []

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from .astcache import dotted as _dotted
 from .astcache import walk_statements
+from .capability import self_assignments
 from .findings import Finding
 from .probes import parse_text
 
@@ -205,32 +206,16 @@ def true_flag_branches(tree: ast.Module, lines: list, truth, segment) -> list[tu
     classes."""
     if "setattr" in "".join(lines):
         return []
-    assigned: dict[str, list] = {}
-    owners: dict[str, set] = {}
-    elsewhere: set[str] = set()
     derived = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
                for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for b in c.bases}
     classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
-    in_class: dict[int, ast.ClassDef] = {}
-    for cls in classes:
-        for method in cls.body:
-            if isinstance(method, _FUNCTIONS):
-                for node in ast.walk(method):
-                    in_class.setdefault(id(node), cls)
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        for target in targets:
-            for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
-                if not isinstance(element, ast.Attribute):
-                    continue
-                cls = in_class.get(id(node))
-                if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
-                        and _self_attr(element) is not None):
-                    assigned.setdefault(element.attr, []).append(node.value)
-                    owners.setdefault(element.attr, set()).add(id(cls))
-                else:
-                    elsewhere.add(element.attr)
+    per_class, elsewhere = self_assignments(tree)
+    assigned: dict[str, list] = {}
+    owners: dict[str, set] = {}
+    for cls_id, attrs in per_class.items():
+        for name, values in attrs.items():
+            assigned.setdefault(name, []).extend(values)
+            owners.setdefault(name, set()).add(cls_id)
     true = {name for name, values in assigned.items() if name not in elsewhere and len(owners[name]) == 1
             and all(not isinstance(v, ast.Constant) and truth(v) is True for v in values)}
     if not true:

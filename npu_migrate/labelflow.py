@@ -31,12 +31,11 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import replace
 from typing import Any, Optional
 
 import libcst as cst
 
-from . import catalogue
+from . import astcache, catalogue
 from .families.context import dotted_name, literal_value
 
 Sweep = Any  # sweep.Sweep
@@ -266,13 +265,7 @@ def _displayed(sweep: Sweep, node: ast.AST) -> bool:
 
 
 def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+    return astcache.dotted(node) or ""
 
 
 # ----------------------------------------------------------------------------- parts of a message

@@ -38,6 +38,7 @@ import dataclasses
 import re
 
 from . import astcache
+from .capability import docless_body
 from .findings import Finding
 
 # the reason (moot.AS_WRITTEN holds its first words)
@@ -266,15 +267,8 @@ _KERNEL_CODES = frozenset(("NPU910",))
 
 
 def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        node = node.func
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts))
+    """`a.b.c` of an attribute chain, or of a call's function."""
+    return astcache.dotted(node.func if isinstance(node, ast.Call) else node) or ""
 
 
 def _not_cuda(test: ast.AST) -> bool:
@@ -292,20 +286,12 @@ def _device_guard(function: ast.AST, rewritten: frozenset = frozenset()) -> bool
     """Whether the function's leading statements are `if ...: raise` checks, one of them raising
     unless a tensor is on CUDA (nothing before them returns), a test the migration left as written
     (`rewritten`: the lines of its rewrites; one rewritten to the accelerator lets an NPU through)."""
-    for stmt in _body(function):
+    for stmt in docless_body(function):
         if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise)):
             return False
         if _not_cuda(stmt.test):
             return not any(stmt.test.lineno <= n <= (stmt.test.end_lineno or stmt.test.lineno) for n in rewritten)
     return False
-
-
-def _body(function: ast.AST) -> list:
-    body = function.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        return body[1:]
-    return body
 
 
 def _launchers(tree: ast.Module) -> set[str]:
@@ -354,7 +340,7 @@ def _guarded_use(function: ast.AST, use: ast.AST, alias: str, guards: set, paren
     if not isinstance(branch, ast.If):
         return None
     condition = branch.test
-    for stmt in _body(function):
+    for stmt in docless_body(function):
         if stmt.lineno >= use.lineno:
             return None
         if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body):
@@ -425,7 +411,7 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers,
         node = top.get(name)
         if node is None:
             return None  # (a public class: anything may build it)
-        first = _body(node)[:1]
+        first = docless_body(node)[:1]
         if first and isinstance(first[0], ast.Expr) and isinstance(first[0].value, ast.Call) \
                 and _dotted(first[0].value.func) in guards:
             continue

@@ -48,7 +48,7 @@ from typing import Optional
 
 from . import astcache
 from .findings import Finding
-from .tritonguards import IMPORT_ERRORS, UNGUARDED, named_in_a_string, operands, parents, source_text
+from .tritonguards import UNGUARDED, catches_import_errors, named_in_a_string, operands, parents, source_text
 
 CODES = ("NPU914", "NPU911", "NPU915", "NPU502")
 
@@ -98,16 +98,8 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST], regex) -> Optional[tupl
     the body of an `if` on the package's availability; None otherwise."""
     child, current = node, parent.get(id(node))
     while current is not None and not isinstance(current, ast.Module):
-        if isinstance(current, ast.Try) and child in current.body:
-            caught = set()
-            for handler in current.handlers:
-                if handler.type is None:
-                    caught.add("BaseException")
-                for sub in ([handler.type] if handler.type is not None else []):
-                    for element in (sub.elts if isinstance(sub, ast.Tuple) else [sub]):
-                        caught.add((astcache.dotted(element) or "").rsplit(".", 1)[-1])
-            if caught & IMPORT_ERRORS:
-                return ("try", "")
+        if isinstance(current, ast.Try) and child in current.body and catches_import_errors(current):
+            return ("try", "")
         if (regex is not None and isinstance(current, (ast.If, ast.IfExp)) and child is not current.test
                 and child in (current.body if isinstance(current.body, list) else [current.body])
                 and _tests_package(current.test, regex)):

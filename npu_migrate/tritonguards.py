@@ -389,16 +389,8 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, 
     child, current = node, parent.get(id(node))
     found = None
     while current is not None and not isinstance(current, ast.Module):
-        if isinstance(current, ast.Try) and child in current.body:
-            caught = set()
-            for handler in current.handlers:
-                if handler.type is None:
-                    caught.add("BaseException")
-                for sub in ([handler.type] if handler.type is not None else []):
-                    for element in (sub.elts if isinstance(sub, ast.Tuple) else [sub]):
-                        caught.add((astcache.dotted(element) or "").rsplit(".", 1)[-1])
-            if caught & IMPORT_ERRORS:
-                return ("try", "")
+        if isinstance(current, ast.Try) and child in current.body and catches_import_errors(current):
+            return ("try", "")
         if isinstance(current, ast.If) and child in current.body:
             test = " ".join(source_text(current.test).split())
             if _tests_triton(current.test):
@@ -487,6 +479,18 @@ def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
     if any(g is None or g[0] == "if" for g in guards):
         return None
     return guards[0]
+
+
+def catches_import_errors(statement: ast.Try) -> bool:
+    """Whether a `try` has a handler for ImportError (by name, in a tuple, or a bare `except`)."""
+    caught = set()
+    for handler in statement.handlers:
+        if handler.type is None:
+            caught.add("BaseException")
+        for sub in ([handler.type] if handler.type is not None else []):
+            for element in (sub.elts if isinstance(sub, ast.Tuple) else [sub]):
+                caught.add((astcache.dotted(element) or "").rsplit(".", 1)[-1])
+    return bool(caught & IMPORT_ERRORS)
 
 
 def named_in_a_string(results, i: int, text_of, python) -> bool:
