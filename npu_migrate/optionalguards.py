@@ -48,7 +48,7 @@ from typing import Optional
 
 from . import astcache
 from .findings import Finding
-from .tritonguards import UNGUARDED, catches_import_errors, named_in_a_string, operands, parents, source_text
+from .tritonguards import UNGUARDED, catches_import_errors, run_imports, named_in_a_string, operands, parents, source_text
 
 CODES = ("NPU914", "NPU911", "NPU915", "NPU502")
 
@@ -129,27 +129,14 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU914/NPU911/NPU915/NPU502 "imported unguarded at module level" on a module that every
     importer of the run imports behind an availability test of the package or inside
     `try`/`except ImportError`: the clause goes, info with the importers named (module doc)."""
-    from .wholeprogram import file_facts, module_names, result_bytes
+    from .wholeprogram import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(map(_target, r.findings))]
     if not candidates:
         return results
     paths = paths or {}
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
-    texts: dict[int, Optional[bytes]] = {}
-
-    def text_of(i: int) -> Optional[bytes]:
-        if i not in texts:
-            texts[i] = result_bytes(results[i], paths)
-        return texts[i]
-
-    imports: dict[int, list] = {}
-    for i in python:
-        facts = results[i].facts
-        if facts is None:
-            data = text_of(i) or b""
-            facts = file_facts(results[i].relpath, data) if b"import" in data else {"imports": []}
-        imports[i] = facts.get("imports") or []
+    imports, text_of = run_imports(results, python, paths)
     trees: dict[int, Optional[ast.Module]] = {}
     out = list(results)
     for i in candidates:

@@ -420,7 +420,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU910 "imported unguarded at module level" on a module that every importer of the run
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
-    from .wholeprogram import file_facts, module_names, result_bytes
+    from .wholeprogram import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and UNGUARDED in f.message
@@ -429,20 +429,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
         return results
     paths = paths or {}
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
-    imports: dict[int, list] = {}
-    texts: dict[int, Optional[bytes]] = {}
-
-    def text_of(i: int) -> Optional[bytes]:
-        if i not in texts:
-            texts[i] = result_bytes(results[i], paths)
-        return texts[i]
-
-    for i in python:
-        facts = results[i].facts
-        if facts is None:
-            data = text_of(i) or b""
-            facts = file_facts(results[i].relpath, data) if b"import" in data else {"imports": []}
-        imports[i] = facts.get("imports") or []
+    imports, text_of = run_imports(results, python, paths)
     trees: dict[int, Optional[ast.Module]] = {}
     out = list(results)
     for i in candidates:
@@ -479,6 +466,28 @@ def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
     if any(g is None or g[0] == "if" for g in guards):
         return None
     return guards[0]
+
+
+def run_imports(results, python, paths):
+    """({file: its imports, from the whole-program facts}, text_of(file): its bytes, read once)
+    of the run's Python files."""
+    from .wholeprogram import file_facts, result_bytes
+
+    texts: dict[int, Optional[bytes]] = {}
+
+    def text_of(i: int) -> Optional[bytes]:
+        if i not in texts:
+            texts[i] = result_bytes(results[i], paths)
+        return texts[i]
+
+    imports: dict[int, list] = {}
+    for i in python:
+        facts = results[i].facts
+        if facts is None:
+            data = text_of(i) or b""
+            facts = file_facts(results[i].relpath, data) if b"import" in data else {"imports": []}
+        imports[i] = facts.get("imports") or []
+    return imports, text_of
 
 
 def catches_import_errors(statement: ast.Try) -> bool:
