@@ -290,6 +290,9 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # (FP8 findings of test modules an NPU host cannot import: fp8tests.py; Triton modules imported
     # only behind a Triton-availability test: tritonguards.py)
     results = fold_into_failing_imports(review_importers(review(results, paths), paths), paths)
+    from .optests import lower_in_op_tests
+
+    results = lower_in_op_tests(results, paths)  # warnings in tests of a CUDA-only compiled op (optests.py)
     return to_scopes(review_platforms(results, paths))
 
 

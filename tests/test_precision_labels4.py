@@ -150,3 +150,70 @@ def pick(model):
     assert not lines & {4, 11}
     # a tuple never handed to a torch.ops lookup stays reported
     assert 7 in _reported(found)
+
+
+# ----------------------------------------------------------------------------- a test of a CUDA-only compiled op
+_OP_PROJECT = {
+    "csrc/hada/transform.cu": "__global__ void hada_kernel(float* x) { x[0] = 1.0f; }\n",
+    "proj/__init__.py": "",
+    "proj/_custom_ops.py": '''\
+import torch
+
+
+def hada_transform(x, inplace=True):
+    return torch.ops._C.hada_transform(x, inplace)
+
+
+def pure_helper(x):
+    return x * 2
+''',
+    "tests/kernels/test_hada.py": '''\
+import torch
+
+from proj import _custom_ops as ops
+
+
+def test_hada(dim=16, device="cuda"):
+    x = torch.eye(dim, device=device)
+    reference = torch.eye(dim, dtype=torch.float64, device="cuda")
+    y = ops.hada_transform(x.clone())
+    assert torch.allclose(y.double(), reference)
+
+
+def test_helper(dim=16):
+    reference = torch.eye(dim, dtype=torch.float64, device="cuda")
+    assert torch.allclose(ops.pure_helper(reference), reference * 2)
+
+
+def test_direct(dim=16):
+    reference = torch.ones(dim, dtype=torch.float64, device="cuda")
+    torch.ops._C.hada_transform(reference.float(), True)
+''',
+}
+
+
+def test_warnings_in_a_test_of_a_cuda_only_compiled_op_are_information(tmp_path):
+    from tests.precision_helpers import migrate_json, write_project
+
+    report = migrate_json(write_project(tmp_path, _OP_PROJECT))
+    found = [f for f in report["findings"] if f["path"] == "tests/kernels/test_hada.py" and f["code"] == "NPU930"]
+    by_line = {f["line"]: f for f in found}
+    # the fp64 reference beside the op: information, naming the op
+    assert by_line[8]["severity"] == "info"
+    assert "CUDA-only compiled op `ops.hada_transform`" in by_line[8]["message"]
+    assert by_line[19]["severity"] == "info"
+    assert "`torch.ops._C.hada_transform`" in by_line[19]["message"]
+    # a test of a pure-Python helper of the same module: its fp64 reference stays a warning
+    assert by_line[14]["severity"] == "warning"
+    # the op itself stays reported where it is built
+    assert any(f["path"] == "csrc/hada/transform.cu" and f["code"] == "NPU912" and f["severity"] == "error"
+               for f in report["findings"])
+
+
+def test_without_cuda_sources_the_warning_stays(tmp_path):
+    from tests.precision_helpers import migrate_json, write_project
+
+    files = {k: v for k, v in _OP_PROJECT.items() if not k.endswith(".cu")}
+    report = migrate_json(write_project(tmp_path, files))
+    found = [f for f in report["findings"] if f["path"] == "tests/kernels/test_hada.py" and f["code"] == "NPU930"]
+    assert found and all(f["severity"] == "warning" for f in found)
