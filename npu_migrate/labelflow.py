@@ -24,6 +24,7 @@ role, read from the names around them, is a label and not a device (issue #16, r
 - a compound name held by a name (`super().__init__(name="flash_attention_sdpa_cuda")`, an
   extension's `self.kernel_name = "..._cuda"`, `EXT_NAME`): the name of an extension or an op, not
   a device (gated; "cuda" or "nccl" alone, or a name a dispatch reads such as `backend_name`, stays);
+- "cuda" or "nccl" looked for in a name (`"nccl" in op_name.lower()`): a word of a name (gated);
 - a benchmark plot's provider labels (`LINE_VALS = ["native", "cuda"]`, `line_vals=[...]`,
   `providers`, inside `triton.testing.Benchmark(...)`) and `provider == "cuda"`: the name of a
   curve, not a device (gated);
@@ -137,14 +138,28 @@ def _gate_cuda(sweep: Sweep, value: cst.CSTNode) -> None:
 
 
 def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
-    """`QuantLinear.QUANT_TYPE == "cuda"`, `policy_name == "cuda"`: a label compared with a label."""
-    if len(node.comparisons) != 1 or not isinstance(
-            node.comparisons[0].operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+    """`QuantLinear.QUANT_TYPE == "cuda"`, `policy_name == "cuda"`: a label compared with a label;
+    `"nccl" in op_name.lower()`: a word looked for in a name."""
+    if len(node.comparisons) != 1:
         return
     left, right = node.left, node.comparisons[0].comparator
+    if isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
+        if _string(left) in ("cuda", "nccl") and _label_variable(_unwrap_case(right)):
+            sweep.gates.add(id(left))
+        return
+    if not isinstance(node.comparisons[0].operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+        return
     for string, other in ((left, right), (right, left)):
         if _cuda_label(_string(string)) and (_kind_constant(_last(other)) or _label_variable(other)):
             sweep.gates.add(id(string))
+
+
+def _unwrap_case(node: cst.CSTNode) -> cst.CSTNode:
+    """`op_name.lower()` -> `op_name`."""
+    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value in ("lower", "upper", "casefold"):
+        return node.func.value
+    return node
 
 
 def _env_fallback(sweep: Sweep, node: cst.Call) -> None:

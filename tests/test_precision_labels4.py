@@ -217,3 +217,25 @@ def test_without_cuda_sources_the_warning_stays(tmp_path):
     report = migrate_json(write_project(tmp_path, files))
     found = [f for f in report["findings"] if f["path"] == "tests/kernels/test_hada.py" and f["code"] == "NPU930"]
     assert found and all(f["severity"] == "warning" for f in found)
+
+
+# ----------------------------------------------------------------------------- a word looked for in a name
+def test_nccl_looked_for_in_an_op_name_is_a_label():
+    source = '''\
+import torch.distributed as dist
+
+
+def is_nccl_op(op_name):
+    return "nccl" in op_name.lower()
+
+
+def setup(backends):
+    if "nccl" in backends:
+        dist.init_process_group("nccl")
+'''
+    found = _findings(source)
+    assert 5 not in _lines(found)
+    # membership in a list of backends stays reported (the backend itself is rewritten, NPU301)
+    assert 9 in _reported(found)
+    rewritten = migrate_file(source.encode(), "pkg/mod.py", OPTIONS).findings
+    assert any(f.line == 10 and f.code == "NPU301" and f.fixable for f in rewritten)
