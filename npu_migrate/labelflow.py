@@ -21,6 +21,16 @@ role, read from the names around them, is a label and not a device (issue #16, r
 - a per-device table's "cuda" key in a file whose device list gets "cuda" only behind a device
   check kept meaning CUDA (NPU110 "it guards adding the label"): on an NPU host the key is never
   looked up; information, folded into that check's finding (`fold_kept_label_keys`).
+- a compound name held by a name (`super().__init__(name="flash_attention_sdpa_cuda")`, an
+  extension's `self.kernel_name = "..._cuda"`, `EXT_NAME`): the name of an extension or an op, not
+  a device (gated; "cuda" or "nccl" alone, or a name a dispatch reads such as `backend_name`, stays);
+- "cuda" or "nccl" looked for in a name (`"nccl" in op_name.lower()`): a word of a name (gated);
+- a benchmark plot's provider labels (`LINE_VALS = ["native", "cuda"]`, `line_vals=[...]`,
+  `providers`, inside `triton.testing.Benchmark(...)`) and `provider == "cuda"`: the name of a
+  curve, not a device (gated);
+- an op's name looked up in `torch.ops.<ns>` (`getattr(torch.ops.aten, "_scaled_dot_product_
+  flash_attention", None)`, or the strings of a tuple iterated into such a lookup): a name asked
+  for, absent from a build that lacks it (gated).
 
 The sweep calls `mark` for each node it enters (labels.mark); what is found goes into the sweep's
 gates (not reported) or its `label_info` (information, with the reason).
@@ -98,6 +108,9 @@ def _label_variable(node: cst.CSTNode) -> bool:
 
 def mark(sweep: Sweep, node: cst.CSTNode) -> None:
     kind = type(node)
+    if kind in (cst.Assign, cst.AnnAssign) and node.value is not None:
+        targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
+        _names_bound(sweep, targets, node.value)
     if kind is cst.Assign:
         if any(_kind_constant(_last(t.target)) and not _used_as_device(sweep, _last(t.target)) for t in node.targets):
             _gate_cuda(sweep, node.value)
@@ -110,6 +123,8 @@ def mark(sweep: Sweep, node: cst.CSTNode) -> None:
     elif kind is cst.Call:
         _env_fallback(sweep, node)
         _category_key(sweep, node)
+        _name_keywords(sweep, node)
+        _op_lookup(sweep, node)
     elif kind is cst.Attribute:
         _version_display(sweep, node)
     elif kind is cst.FormattedString:
@@ -122,14 +137,28 @@ def _gate_cuda(sweep: Sweep, value: cst.CSTNode) -> None:
 
 
 def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
-    """`QuantLinear.QUANT_TYPE == "cuda"`, `policy_name == "cuda"`: a label compared with a label."""
-    if len(node.comparisons) != 1 or not isinstance(
-            node.comparisons[0].operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+    """`QuantLinear.QUANT_TYPE == "cuda"`, `policy_name == "cuda"`: a label compared with a label;
+    `"nccl" in op_name.lower()`: a word looked for in a name."""
+    if len(node.comparisons) != 1:
         return
     left, right = node.left, node.comparisons[0].comparator
+    if isinstance(node.comparisons[0].operator, (cst.In, cst.NotIn)):
+        if _string(left) in ("cuda", "nccl") and _label_variable(_unwrap_case(right)):
+            sweep.gates.add(id(left))
+        return
+    if not isinstance(node.comparisons[0].operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+        return
     for string, other in ((left, right), (right, left)):
         if _cuda_label(_string(string)) and (_kind_constant(_last(other)) or _label_variable(other)):
             sweep.gates.add(id(string))
+
+
+def _unwrap_case(node: cst.CSTNode) -> cst.CSTNode:
+    """`op_name.lower()` -> `op_name`."""
+    if isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute) \
+            and node.func.attr.value in ("lower", "upper", "casefold"):
+        return node.func.value
+    return node
 
 
 def _env_fallback(sweep: Sweep, node: cst.Call) -> None:
@@ -172,6 +201,98 @@ def _category_key(sweep: Sweep, node: cst.Call) -> None:
     method = node.func.attr.value
     if _re("category_method").search(method) and not _re("device_word").search(method):
         sweep.label_info.setdefault(id(value), CATEGORY_REASON.format(name=method))
+
+
+# ----------------------------------------------------------------------------- names, not devices
+def _compound_name(value: Optional[str]) -> bool:
+    """`"flash_attention_sdpa_cuda"`, `"nccl_allreduce"`: a name built with a CUDA word; not "cuda",
+    "cuda:0" or "nccl" alone (a device or a backend), nor an environment variable's name."""
+    return value is not None and not re.fullmatch(r"cuda(:\d+)?|nccl|[A-Z][A-Z0-9_]*", value)
+
+
+def _name_holder(name: Optional[str]) -> bool:
+    """`name`, `kernel_name`, `EXT_NAME`; not `backend_name`, `device_name`, `dist_name`."""
+    return bool(name) and bool(_re("name_target").search(name)) and not _re("name_excluded").search(name)
+
+
+def _provider_holder(name: Optional[str]) -> bool:
+    return bool(name) and bool(_re("provider_target").search(name))
+
+
+def _gate_elements(sweep: Sweep, value: cst.CSTNode) -> None:
+    """Every string of a tuple, list or set (or the string itself)."""
+    items = value.elements if isinstance(value, (cst.Tuple, cst.List, cst.Set)) else [value]
+    for item in items:
+        element = item.value if isinstance(item, cst.BaseElement) else item
+        if isinstance(element, cst.SimpleString):
+            sweep.gates.add(id(element))
+
+
+def _names_bound(sweep: Sweep, targets: list, value: cst.CSTNode) -> None:
+    """`self.kernel_name = "..._cuda"` (a compound name), `LINE_VALS = ["native", "cuda"]` (a
+    plot's providers), `OP_NAMES = ("_scaled_dot_product_flash_attention", ...)` iterated into a
+    `getattr(torch.ops.<ns>, name)` lookup (op names)."""
+    lasts = [_last(t) for t in targets]
+    if any(_name_holder(n) for n in lasts) and _compound_name(_string(value)):
+        sweep.gates.add(id(value))
+    if any(_provider_holder(n) for n in lasts):
+        _gate_elements(sweep, value)
+    if isinstance(value, (cst.Tuple, cst.List, cst.Set)) and set(filter(None, lasts)) & _op_name_collections(sweep):
+        _gate_elements(sweep, value)
+
+
+def _name_keywords(sweep: Sweep, node: cst.Call) -> None:
+    """`name="flash_attention_sdpa_cuda"` (a compound name), `line_vals=[...]`, `providers=[...]`
+    (a plot's curves; every keyword of `triton.testing.Benchmark(...)` that takes them)."""
+    for arg in node.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if _name_holder(keyword) and _compound_name(_string(arg.value)):
+            sweep.gates.add(id(arg.value))
+        elif _provider_holder(keyword):
+            _gate_elements(sweep, arg.value)
+
+
+def _ops_namespace(node: cst.CSTNode) -> bool:
+    name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    return bool(name) and (name == "torch.ops" or name.startswith("torch.ops."))
+
+
+def _op_lookup(sweep: Sweep, node: cst.Call) -> None:
+    """`getattr(torch.ops.aten, "_scaled_dot_product_flash_attention", None)`: an op's name."""
+    if isinstance(node.func, cst.Name) and node.func.value in ("getattr", "hasattr") and len(node.args) >= 2 \
+            and _ops_namespace(node.args[0].value):
+        if isinstance(node.args[1].value, cst.SimpleString):
+            sweep.gates.add(id(node.args[1].value))
+
+
+def _op_name_collections(sweep: Sweep) -> frozenset:
+    """Names of collections whose items a loop or comprehension of this file hands to
+    `getattr(torch.ops.<ns>, item, ...)` (an index built once per file)."""
+    found = getattr(sweep, "_labelflow_op_names", None)
+    if found is not None:
+        return found
+    names = set()
+    if "torch.ops" in sweep.m.file_text():
+        parents = _parents(sweep)
+        for call in parents:
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                    and call.func.id in ("getattr", "hasattr") and len(call.args) >= 2
+                    and _dotted(call.args[0]).startswith("torch.ops") and isinstance(call.args[1], ast.Name)):
+                continue
+            item = call.args[1].id
+            scope = parents.get(call)
+            while scope is not None:
+                loops = scope.generators if isinstance(scope, (ast.ListComp, ast.SetComp, ast.DictComp,
+                                                               ast.GeneratorExp)) else \
+                    [scope] if isinstance(scope, (ast.For, ast.AsyncFor)) else []
+                for loop in loops:
+                    if isinstance(loop.target, ast.Name) and loop.target.id == item:
+                        collection = _dotted(loop.iter).rsplit(".", 1)[-1]
+                        if collection:
+                            names.add(collection)
+                scope = parents.get(scope)
+    sweep._labelflow_op_names = frozenset(names)
+    return sweep._labelflow_op_names
 
 
 # ----------------------------------------------------------------------------- display only

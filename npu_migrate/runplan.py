@@ -286,6 +286,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     paths = {rel: path for path, rel in items}
     from .disabled import review_builders
     from .fp8tests import fold_into_failing_imports
+    from .optests import lower_in_op_tests
     from .optionalguards import review as review_optional
     from .tritonguards import review_importers
 
@@ -296,6 +297,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     results = review_optional(review_importers(results, paths), paths)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     results = review_builders(results, paths)  # (a CUDA op builder beside the project's NPU one: disabled.py)
+    results = lower_in_op_tests(results, paths)  # (warnings in tests of a CUDA-only compiled op: optests.py)
     return to_scopes(review_platforms(results, paths))
 
 
