@@ -235,7 +235,7 @@ def with_capability_names(tree: ast.Module, text: str) -> ast.Module:
 # ----------------------------------------------------------------------------- test modules that fail to import
 
 FAILS_TO_IMPORT = "in a test module whose import fails on an NPU host"
-_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$)")
+TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$)")
 _MAX_MODULES = 400  # modules parsed for one run (the chains from the test modules with an FP8 finding)
 
 
@@ -311,7 +311,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
     def candidate(finding) -> bool:
         return finding.code == "NPU913" and not finding.fixable and finding.cell is None and not is_moot(finding)
 
-    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and _TEST_FILE.search(r.relpath)
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
                and any(candidate(f) for f in r.findings)]
     if not targets:
         return results

@@ -25,7 +25,8 @@ import dataclasses
 from typing import Optional
 
 from . import astcache
-from .fp8tests import _TEST_FILE, _bytes, _module_names
+from .fp8tests import TEST_FILE
+from .wholeprogram import module_names, result_bytes
 
 _dotted = astcache.dotted
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -84,7 +85,7 @@ def _tests(tree: ast.Module):
 def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
     """Warnings inside test functions that call a CUDA-only compiled op lowered to information
     with that op (see the module's doc)."""
-    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and _TEST_FILE.search(r.relpath)
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
                and any(_candidate(f) for f in r.findings)]
     if not targets or not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
@@ -92,7 +93,7 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
     by_dotted: dict[str, int] = {}
     for i, result in enumerate(results):
         if result.relpath.endswith(f"/{_WRAPPER}.py"):
-            for name in _module_names(result.relpath):
+            for name in module_names(result.relpath):
                 by_dotted.setdefault(name, i)
     wrappers: dict[int, dict] = {}
 
@@ -101,14 +102,14 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
         if i is None:
             return {}
         if i not in wrappers:
-            data = _bytes(results[i], paths) or b""
+            data = result_bytes(results[i], paths) or b""
             tree = astcache.parse(data) if b"PrivateUse1" not in data else None
             wrappers[i] = _wrapped_ops(tree) if tree is not None else {}
         return wrappers[i]
 
     out = list(results)
     for i in targets:
-        data = _bytes(results[i], paths)
+        data = result_bytes(results[i], paths)
         if not data or (b"torch.ops._C." not in data and _WRAPPER.encode() not in data):
             continue
         tree = astcache.parse(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
