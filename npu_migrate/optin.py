@@ -271,6 +271,10 @@ def _dotted(node: ast.AST) -> str:
     return astcache.dotted(node.func if isinstance(node, ast.Call) else node) or ""
 
 
+# the text of a `_not_cuda` test (`x.device.type != "cuda"`, `"cuda" != x.device.type`, `not x.is_cuda`)
+_NOT_CUDA_TEXT = re.compile(rb"""device\.type\s*!=\s*["']cuda["']|["']cuda["']\s*!=|\bnot\s+[\w.()\[\]]+\.is_cuda\b""")
+
+
 def _not_cuda(test: ast.AST) -> bool:
     """`x.device.type != "cuda"` or `not x.is_cuda`."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq):
@@ -387,16 +391,19 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers,
     check that raises unless the tensor is on CUDA: each module-level public function that reaches
     a kernel calls such a check first, or is used only by other modules (`importers`: [(relpath,
     bytes)] naming the module) in a branch `if C:` after `if C: module.check(...)` in the same
-    function; nothing else reaches a kernel (the file's private launchers are used only by these)."""
-    if b".device.type" not in data and b"is_cuda" not in data:
+    function; nothing else reaches a kernel (the file's private launchers are used only by these).
+    `importers` is read once, after the cheaper tests."""
+    if b"raise" not in data or not _NOT_CUDA_TEXT.search(data):
         return None
     tree = astcache.parse(data)
     if tree is None:
         return None
     top = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
     guards = {name for name, node in top.items() if _device_guard(node, rewritten)}
+    if not guards:
+        return None
     launchers = _launchers(tree)
-    if not guards or not launchers:
+    if not launchers:
         return None
     public = {name for name in launchers if not name.startswith("_")}
     for name in launchers - public:  # a private launcher must be used only inside the file's launchers
@@ -474,7 +481,8 @@ def review_kernels(result, data: bytes, texts: dict, own: int):
     if b"triton" not in data or not any(kernel_candidates(f) for f in result.findings):
         return result
     last = result.relpath[:-3].rsplit("/", 1)[-1].encode()
-    importers = [(str(i), text) for i, text in texts.items() if i != own and text and last in text]
+    # (a generator: read only once the module has a device check and launchers, rarely)
+    importers = ((str(i), text) for i, text in texts.items() if i != own and text and last in text)
     rewritten = frozenset(f.line for f in result.findings if f.fixable)
     why = kernels_behind_device_check(result.relpath, data, importers, rewritten)
     if why is None:
