@@ -274,9 +274,10 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
         return trees[i]
 
     flags_of: dict[int, set[str]] = {}
-    readers = [i for i in python if (b"_npu" in (texts.get(i) or b"") or b"_ascend" in (texts.get(i) or b""))
-               and _FLAG_TEXT.search(texts.get(i) or b"")]
-    shared = _shared_flags(python, texts)
+    # (one look at every file for an NPU word: the flags' passes read only those files)
+    npu_files = [i for i in python if b"_npu" in (texts.get(i) or b"") or b"_ascend" in (texts.get(i) or b"")]
+    readers = [i for i in npu_files if _FLAG_TEXT.search(texts.get(i) or b"")]
+    shared = _shared_flags(npu_files, texts)
     for i in readers:
         data = texts.get(i) or b""
         flags_of[i] = _flags(data.decode("utf-8", "replace")) | _imported(data, shared)
