@@ -272,7 +272,10 @@ def _dotted(node: ast.AST) -> str:
 
 
 # the text of a `_not_cuda` test (`x.device.type != "cuda"`, `"cuda" != x.device.type`, `not x.is_cuda`)
-_NOT_CUDA_TEXT = re.compile(rb"""device\.type\s*!=\s*["']cuda["']|["']cuda["']\s*!=|\bnot\s+[\w.()\[\]]+\.is_cuda\b""")
+# on an `if` line whose block raises within its next two lines
+_NOT_CUDA_TEXT = re.compile(
+    rb"""(?:device\.type\s*!=\s*["']cuda["']|["']cuda["']\s*!=|\bnot\s+[\w.()\[\]]+\.is_cuda\b)[^\n]*:[ \t]*(?:#[^\n]*)?"""
+    rb"""\n(?:[^\n]*\n)?[ \t]+raise\b""")
 
 
 def _not_cuda(test: ast.AST) -> bool:
