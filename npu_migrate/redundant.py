@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import replace
 
-from . import astcache, keptgates, labelflow, moot
+from . import astcache, keptgates, moot
 from .findings import MAX_LISTED, Finding, split_merged
 
 RANK = {"info": 0, "warning": 1, "error": 2}
@@ -428,7 +428,10 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
     if not any(_ours(f) for f in findings):
         return findings
     findings = fold_object_uses(findings)
-    findings = labelflow.fold_kept_label_keys(findings, absorb)  # (a per-device table behind a kept label)
+    # (imported here: labelflow.py reads libcst, which a warm `check` never needs to load)
+    from .labelflow import fold_kept_label_keys
+
+    findings = fold_kept_label_keys(findings, absorb)  # (a per-device table behind a kept label)
     tree = _parse(text)
     if tree is None:
         return findings

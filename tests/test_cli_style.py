@@ -71,6 +71,25 @@ def test_help_imports_neither_libcst_nor_rich_nor_the_engine():
     assert "check" in proc.stdout and "doctor" in proc.stdout  # listed without being imported
 
 
+def test_a_warm_check_does_not_load_libcst(tmp_path):
+    """A warm `check` answers from the cache: the whole-run passes read `ast`, never libcst, whose
+    import alone costs a tenth of a warm check of the torch tree (labelflow.py once pulled it in
+    through redundant.py)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "train.py").write_text("import torch\n\nx = torch.zeros(2).cuda()\n")
+    cache = tmp_path / "cache"
+    code = ("import sys\nfrom npu_migrate.cli import main\n"
+            f"args = ['check', {str(project)!r}, '--cache-dir', {str(cache)!r}, '--isolated', '-q']\n"
+            "try:\n    main(args, standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+            "print('LIBCST', sorted(m for m in sys.modules if m.split('.')[0] == 'libcst')[:3])\n")
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert first.returncode == 0, first.stderr
+    warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert warm.returncode == 0, warm.stderr
+    assert "LIBCST []" in warm.stdout, warm.stdout
+
+
 @pytest.mark.parametrize("name", ["check", "doctor"])
 def test_the_help_listed_for_a_lazy_command_is_its_own(name):
     import importlib
