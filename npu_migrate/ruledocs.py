@@ -149,6 +149,18 @@ SEVERITY_MEANING = {
                "ignored, a branch not taken, slower or less precise)",
     "info": "the construct runs on an NPU host; the finding asks for a review",
 }
+# A report-only finding carries its own severity: the catalogue's is the default, lowered where the
+# tool proves the code guarded or optional (a bitsandbytes test helper is a warning, a guarded
+# import info) and raised where it proves more (a "cuda" string that reaches a device).
+OWN_SEVERITY = ("Each finding carries its own severity, shown with it in every output format; it differs "
+                "from this default where the tool knows more about the code around it (lower for "
+                "guarded or optional code).")
+
+
+def _severity_cell(data: dict) -> str:
+    return data["severity"] if data["fixable"] else f"{data['severity']} (default; each finding shows its own)"
+
+
 EFFORT_MEANING = {
     "auto": "npu-migrate rewrites it; review the diff",
     "review": "check the decision the finding describes",
@@ -270,7 +282,10 @@ def _why(data: dict) -> str:
     if family is not None and family.CODES[0][3] == data["code"][3]:
         doc = inspect.cleandoc(family.__dict__.get("__doc__") or "")
         first = " ".join(doc.split("\n\n", 1)[0].split()) if doc else ""
-    parts = [f"Severity {data['severity']}: {data['severity_meaning']}."]
+    if data["fixable"]:
+        parts = [f"Severity {data['severity']}: {data['severity_meaning']}."]
+    else:
+        parts = [f"Severity {data['severity']} by default: {data['severity_meaning']}. {OWN_SEVERITY}"]
     if first:
         parts.append(first)
     return " ".join(parts)
@@ -302,7 +317,7 @@ def rule_page(code: str, families: Optional[Iterable[type[Family]]] = None) -> s
         "| | |",
         "|---|---|",
         f"| Action | {data['action']} |",
-        f"| Severity | {data['severity']} |",
+        f"| Severity | {_severity_cell(data)} |",
         f"| Effort | {data['effort']} ({data['effort_meaning']}) |",
         f"| Family | {family_line} |",
         "",
@@ -364,7 +379,7 @@ def rule_text(code: str) -> str:
     example = _example_lines(data)
     text = "\n".join([
         f"{code} {data['name']}",
-        f"  {data['action']}, severity {data['severity']}, effort {data['effort']} "
+        f"  {data['action']}, severity {_severity_cell(data)}, effort {data['effort']} "
         f"({data['effort_meaning']})",
         "",
         "What it finds:",

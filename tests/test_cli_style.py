@@ -191,6 +191,17 @@ def test_rule_explains_one_rule():
     assert every.exit_code == 0 and all(code in every.output for code in catalogue.rules())
 
 
+def test_rule_says_a_report_only_severity_is_a_default():
+    # NPU914's catalogue severity is error, while most of its findings on real projects are
+    # warnings or info (bitsandbytes' default kernels run on NPU): the headline must not read as
+    # if every finding were an error; a rewrite's severity is not a default
+    report = cli("rule", "NPU914").output
+    assert "severity error (default; each finding shows its own)" in report
+    assert "Severity error by default" in report and "carries its own severity" in report
+    rewrite = cli("rule", "NPU101").output
+    assert "severity error, effort" in rewrite and "by default" not in rewrite
+
+
 def test_rule_pages_are_current():
     from npu_migrate.families import FAMILIES
     from npu_migrate.ruledocs import PAGES_DIR, WRITE_ALL, rule_pages
