@@ -377,7 +377,8 @@ def _disabled(finding: Finding, file: _File) -> Optional[str]:
         if (any(_self_attr(t) == flag for t in tests) and isinstance(last, ast.Return)
                 and isinstance(last.value, ast.Constant) and last.value.value is False):
             return (f"{DISABLED}: `{cls.name}` starts with `self.{flag} = True` and stays so where `{probe}` is "
-                    f"false, as on an NPU host; `{name}()` then answers False, so `{method.name}()` is not used")
+                    f"false, as on an NPU host; `{name}()` then answers False, and `{method.name}()` is meant only for "
+                    f"an enabled one")
     return None
 
 
