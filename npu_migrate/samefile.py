@@ -12,7 +12,7 @@ skipped scopes through moot.py, the others stay info findings to verify):
   project's own error for an explicit request of the fast backend.
 - **A kernel module's input check** (NPU110, `KERNEL_INPUT`, moot): `if x.device.type != "cuda":
   raise ValueError(...)` in a module that runs CUDA kernels; raising there is the right answer on an
-  NPU host, and the kernels are reported where they are imported or launched.
+  NPU host (the callers test the module's availability first).
 - **A Triton availability probe without kernels** (NPU910, `PROBE_ONLY`, moot): `try: import triton
   ... except Exception: triton = None; AVAILABLE = False` in a module that defines no kernel; the
   kernels that read the flag are judged in their own files.
@@ -53,7 +53,7 @@ from .tritonguards import _KERNEL_DECORATOR, _TRITON_AVAILABILITY, _device_check
 # the reasons (the moot ones start with a moot.AS_WRITTEN or moot.PHRASES phrase)
 FAST_PATH = "a fast-path selector kept meaning CUDA: an NPU host takes its torch path"
 KERNEL_INPUT = ("a kernel module's input check kept meaning CUDA: it raises the module's own error for "
-                "tensors that are not CUDA, and the kernels are reported where they run")
+                "tensors that are not CUDA, the right answer on an NPU host, where these kernels do not run")
 PROBE_ONLY = "a Triton availability probe without kernels: the kernels that read it are judged where they are"
 EAGER = "Triton kernels behind a CUDA input check whose error the file catches into its eager path"
 DISPATCH = "selected only by a dispatch table that maps the NPU to another function"

@@ -386,3 +386,39 @@ def test_fast_path_selectors_are_named_scopes_and_name_the_path(tmp_path):
     assert all(g["severity"] == "info" for g in gates)
     # the extension the fast path calls is still reported
     assert _findings(report, "pkg/clip.py", "NPU911") or _scopes(report, "pkg/clip.py", "NPU911")
+
+
+KERNEL_MODULE = '''\
+import torch
+
+_available = None
+
+
+def is_cutedsl_available() -> bool:
+    global _available
+    if _available is None:
+        try:
+            import cutlass.cute  # noqa: F401
+
+            _available = True
+        except ImportError:
+            _available = False
+    return _available
+
+
+def check_inputs(hidden_states, weight):
+    if hidden_states.dim() != 2:
+        raise ValueError("hidden_states must be 2D")
+    if hidden_states.device.type != "cuda" or weight.device.type != "cuda":
+        raise ValueError("hidden_states and weight must be on a CUDA device for the CuTe kernel")
+'''
+
+
+def test_kernel_module_input_check_is_a_named_scope_and_the_kernel_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/router_common.py": KERNEL_MODULE,
+                                                   "pkg/copy.py": UNGUARDED_KERNEL}))
+    assert not _findings(report, "pkg/router_common.py", "NPU110")
+    assert any("input check kept meaning CUDA" in s["reason"] and s["start_line"] == 21
+               for s in _scopes(report, "pkg/router_common.py", "NPU110"))
+    # a kernel launched with no check and no fallback stays an error
+    assert [f["severity"] for f in _findings(report, "pkg/copy.py", "NPU910")] == ["error"]
