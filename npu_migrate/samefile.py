@@ -48,7 +48,7 @@ from typing import Optional
 from .astcache import dotted
 from .findings import Finding
 from .probes import parse_text
-from .tritonguards import _KERNEL_DECORATOR, _TRITON_AVAILABILITY, _device_check, _is_triton
+from .tritonguards import KERNEL_DECORATOR, TRITON_AVAILABILITY, device_check, is_triton
 
 # the reasons (the moot ones start with a moot.AS_WRITTEN or moot.PHRASES phrase)
 FAST_PATH = "a fast-path selector kept meaning CUDA: an NPU host takes its torch path"
@@ -153,7 +153,7 @@ def _defines_kernels(tree: ast.Module) -> bool:
         if isinstance(node, _FUNCTIONS):
             for decorator in node.decorator_list:
                 name = dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
-                if _KERNEL_DECORATOR.search(name):
+                if KERNEL_DECORATOR.search(name):
                     return True
     return False
 
@@ -169,7 +169,7 @@ def _probe_only(finding: Finding, file: _File) -> Optional[str]:
         if statement is None:
             return None
         modules = [a.name for a in statement.names] if isinstance(statement, ast.Import) else [statement.module or ""]
-        if not all(_is_triton(m) for m in modules):
+        if not all(is_triton(m) for m in modules):
             return None
     return PROBE_ONLY
 
@@ -186,7 +186,7 @@ def _raises_off_cuda(function: ast.AST, file: _File) -> list[int]:
             continue
         tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.Or) else [
             node.test]
-        if any(_device_check(t) is False for t in tests):
+        if any(device_check(t) is False for t in tests):
             out.extend(range(node.test.lineno, (node.test.end_lineno or node.test.lineno) + 1))
     return out
 
@@ -211,7 +211,7 @@ def _eager(finding: Finding, file: _File) -> Optional[str]:
     if finding.code != "NPU910":
         return None
     flagged = [s for s in file.tree.body if isinstance(s, ast.If) and isinstance(s.test, ast.Name)
-               and _TRITON_AVAILABILITY.search(s.test.id)]
+               and TRITON_AVAILABILITY.search(s.test.id)]
     check_lines = {name: _raises_off_cuda(f, file) for name, f in file.functions.items()}
     checks = {name for name, lines in check_lines.items() if lines}
     if not checks:
