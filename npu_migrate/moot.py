@@ -56,6 +56,7 @@ PHRASES = (
     "in a test skipped where the package is missing",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders
+    "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -85,6 +86,12 @@ AS_WRITTEN = (
     # a condition false on an NPU host whatever it reads
     "a CUDA library loaded in a `try` whose `except` disables the feature",
     "a CUDA test inside a condition false on an NPU host",
+    # samefile.py: CUDA-only code beside a clean fallback the NPU host takes, in the same file
+    "a fast-path selector kept meaning CUDA",
+    "a kernel module's input check kept meaning CUDA",
+    "a Triton availability probe without kernels",
+    "Triton kernels behind a CUDA input check whose error the file catches",
+    "a method of a class disabled where its CUDA library is missing",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -461,10 +461,10 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
                     names = names()
                 truth = _truth(stmt.test, names, functions)
                 if truth is False:
-                    out.append((stmt.body[0].lineno, _end(stmt.body), shown(stmt.test, False), False))
+                    out.append((_first(stmt.body[0]), _end(stmt.body), shown(stmt.test, False), False))
                 elif truth is True:
                     if stmt.orelse:
-                        out.append((stmt.orelse[0].lineno, _end(stmt.orelse), shown(stmt.test, True), False))
+                        out.append((_first(stmt.orelse[0]), _end(stmt.orelse), shown(stmt.test, True), False))
                     if _exits(stmt.body[-1]) and index + 1 < len(body):
                         out.append((body[index + 1].lineno, _end(body),
                                     f"after the exit on {shown(stmt.test, False)}", False))
@@ -520,6 +520,11 @@ def _interest(tree: ast.Module, text: str, lines: set[int]) -> set[int]:
         for match in re.finditer(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", text):
             lines.add(bisect.bisect_right(starts, match.start()))
     return lines
+
+
+def _first(stmt: ast.stmt) -> int:
+    """A statement's first line, its decorators included (a kernel is reported at `@triton.jit`)."""
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
 
 
 def _end(body: list) -> int:

@@ -37,6 +37,12 @@ from . import astcache
 _CUDA_LABEL = re.compile(r"cuda(:\d+)?")
 # A name in a predicate that chooses a Triton or CUDA-kernel path
 _KERNEL_PREDICATE = re.compile(r"triton|cuda_?kernel|cuda_?ext", re.IGNORECASE)
+
+
+def _fast_path(name: str) -> str:
+    """What a kernel predicate's name selects: a Triton path (`_TRITON_AVAILABLE`), or a CUDA
+    kernel or extension path (ColossalAI's `enable_cuda_kernels` picks its `fused_optim` extension)."""
+    return "Triton path" if re.search(r"(?i)triton", name) else "CUDA-kernel (extension) path"
 # What builds or loads a CUDA extension (names, attributes, string values)
 _EXTENSION_NAMES = re.compile(r"CUDA_HOME|CUDAExtension|nvcc(_\w+)?")
 _EXTENSION_STRINGS = re.compile(r"\bnvcc\b|\.cu$|\.cuh$")
@@ -141,7 +147,7 @@ class RewriteGates:
             if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
                 name = self._kernel_operand(node)
                 if name:
-                    return f"it chooses a Triton path with `{name}`; the NPU takes the other path"
+                    return f"it chooses a {_fast_path(name)} with `{name}`; the NPU takes the other path"
             if (isinstance(node, ast.Assign) and len(node.targets) == 1
                     and isinstance(node.targets[0], ast.Name)):
                 assigned = node.targets[0].id
@@ -152,7 +158,7 @@ class RewriteGates:
                             and any(isinstance(v, ast.Name) and v.id == assigned for v in chain.values)):
                         name = self._kernel_operand(chain)
                         if name:
-                            return (f"it is kept in `{assigned}`, which chooses a Triton path with "
+                            return (f"it is kept in `{assigned}`, which chooses a {_fast_path(name)} with "
                                     f"`{name}`; the NPU takes the other path")
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if _KERNEL_PREDICATE.search(node.name) and self._returns_check(node, path):

@@ -609,15 +609,15 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
         if not node.body:
             continue
         if _is_type_checking(node.test):
-            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
+            out.append((_first_line(node.body[0]), node.body[-1].end_lineno or node.body[-1].lineno,
                         _segment(lines, node.test), True))
             continue
         truth = _truth(node.test)
         if truth is False:
-            out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
+            out.append((_first_line(node.body[0]), node.body[-1].end_lineno or node.body[-1].lineno,
                         _segment(lines, node.test), False))
         elif truth is True and node.orelse:
-            out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
+            out.append((_first_line(node.orelse[0]), node.orelse[-1].end_lineno or node.orelse[-1].lineno,
                         f"not ({_segment(lines, node.test)})", False))
     for first, last, test in _early_returns(tree):
         shown = test.operand if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) else None
@@ -629,6 +629,12 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     except RecursionError:
         pass
     return out
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    """The first line of a statement, its decorators included: a `@triton.jit` kernel defined only
+    under `if current_platform.is_cuda_alike():` is reported at its decorator's line."""
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
 
 
 def _early_returns(tree: ast.Module):

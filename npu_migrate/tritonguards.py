@@ -532,3 +532,10 @@ def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
                                           message=f"{finding.message.replace(UNGUARDED, '')} ({why}: {listed})")
         findings.append(finding)
     return dataclasses.replace(result, findings=findings)
+
+
+# ----------------------------------------------------------------------------- shared with samefile.py
+KERNEL_DECORATOR = _KERNEL_DECORATOR
+TRITON_AVAILABILITY = _TRITON_AVAILABILITY
+device_check = _device_check
+is_triton = _is_triton
