@@ -16,6 +16,11 @@ real projects that only name CUDA (issue #16, round-9 audits).
 - the default of a field annotated `Literal[...]` that lists it among options that are neither
   devices nor backends (`backend: Literal["transfer_engine", "nccl"] = "nccl"`): a choice's label,
   as `choices=[...]` is (labels.py); a device field (`device: Literal["cuda", "cpu"] = "cuda"`) stays;
+- the `device_types="cuda"` of a custom op (`@torch.library.custom_op("ns::op", device_types=["cuda"])`)
+  that the file calls (`torch.ops.ns.op(...)`) only after asserting an availability probe
+  (`assert _has_cusparseLt()`, `if not is_available(): raise`): a CUDA-only library's op, reached on
+  no host where the probe is False; information, with the probe named (an op called without such
+  a probe, or from another file, keeps its warning: NPU tensors would find no kernel);
 - a storage's location tag inside a `torch.load` map_location callback (`def _map(storage,
   location): if location.startswith("cuda") and not cuda_available: return storage.cpu()`): the tag
   a checkpoint was saved with, not a device the code picks.
@@ -56,6 +61,7 @@ def mark(sweep: Sweep, node: cst.CSTNode) -> None:
     if kind is cst.Call:
         _called(sweep, node)
         _version_getter(sweep, node)
+        _probed_op(sweep, node)
     elif kind is cst.Attribute:
         _tensor_member_reference(sweep, node)
     elif kind is cst.BooleanOperation:
@@ -216,3 +222,71 @@ def _map_location(sweep: Sweep, node) -> None:
                 sweep.gates.update(id(s) for s in sides if _string(s) is not None)
         if not isinstance(current, (cst.FunctionDef, cst.ClassDef)) or current is node:
             stack.extend(current.children)
+
+
+# ----------------------------------------------------------------------------- a probed CUDA-only custom op
+_REGISTRATIONS = frozenset({"torch.library.custom_op", "torch.library.register_kernel", "torch.library.triton_op"})
+_PROBE = re.compile(r"(?i)^_?(has|is)_\w+|available|supported")
+PROBED_OP = ("the dispatch key of custom op `{op}`, which this file calls only after the availability probe "
+             "`{probe}` (line {line}): review only if that probe can be true on an NPU host")
+
+
+def _probe_call(test: ast.AST) -> Optional[str]:
+    if isinstance(test, ast.Call):
+        func = test.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if _PROBE.search(name):
+            return ast.unparse(test)
+    return None
+
+
+def _probed_before(function: ast.AST, line: int) -> Optional[tuple[str, int]]:
+    """The availability probe asserted (`assert _has_x()`) or raised on (`if not _has_x(): raise`)
+    at the top level of `function`'s body before `line`: (its text, its line), or None."""
+    for stmt in getattr(function, "body", ()):
+        if stmt.lineno >= line:
+            break
+        if isinstance(stmt, ast.Assert) and _probe_call(stmt.test):
+            return _probe_call(stmt.test), stmt.lineno
+        if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) \
+                and _probe_call(stmt.test.operand) and stmt.body and isinstance(stmt.body[-1], ast.Raise):
+            return _probe_call(stmt.test.operand), stmt.lineno
+    return None
+
+
+def _op_probe(sweep: Sweep, op: str) -> Optional[tuple[str, int]]:
+    """The probe in front of every call of `torch.ops.<ns>.<name>` in this file (at least one)."""
+    namespace, _, name = op.partition("::")
+    tree = sweep.m._ast()
+    if tree is None or not name:
+        return None
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    probes = []
+    for call in ast.walk(tree):
+        if isinstance(call, ast.Call) and ast.unparse(call.func) in (f"torch.ops.{namespace}.{name}",
+                                                                      f"torch.ops.{namespace}.{name}.default"):
+            holding = [f for f in functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]
+            inner = max(holding, key=lambda f: f.lineno) if holding else None
+            probe = _probed_before(inner, call.lineno) if inner is not None else None
+            if probe is None:
+                return None
+            probes.append(probe)
+    return probes[0] if probes else None
+
+
+def _probed_op(sweep: Sweep, node: cst.Call) -> None:
+    if sweep.m.qualname(node.func) not in _REGISTRATIONS or not node.args:
+        return
+    op = _string(node.args[0].value)
+    keys = [a.value for a in node.args if a.keyword is not None and a.keyword.value == "device_types"]
+    if sweep.m.qualname(node.func) == "torch.library.register_kernel":
+        keys += [a.value for a in node.args[1:2] if a.keyword is None]
+    strings = [s for key in keys for s in ([key] if isinstance(key, cst.SimpleString) else
+                                           [e.value for e in getattr(key, "elements", ())])
+               if _string(s) == "cuda"]
+    if op is None or not strings:
+        return
+    probe = _op_probe(sweep, op)
+    if probe is not None:
+        for string in strings:
+            sweep.label_info.setdefault(id(string), PROBED_OP.format(op=op, probe=probe[0], line=probe[1]))
