@@ -15,7 +15,8 @@ real projects that only name CUDA (issue #16, round-9 audits).
   None)`): an attribute's name, as `getattr(obj, "cuda", None)` itself is (labels.py);
 - the default of a field annotated `Literal[...]` that lists it among options that are neither
   devices nor backends (`backend: Literal["transfer_engine", "nccl"] = "nccl"`): a choice's label,
-  as `choices=[...]` is (labels.py); a device field (`device: Literal["cuda", "cpu"] = "cuda"`) stays;
+  as `choices=[...]` is (labels.py); information, since the option may still pick an NCCL transport
+  of the project's; a device field (`device: Literal["cuda", "cpu"] = "cuda"`) stays a warning;
 - the `device_types="cuda"` of a custom op (`@torch.library.custom_op("ns::op", device_types=["cuda"])`)
   that the file calls (`torch.ops.ns.op(...)`) only after asserting an availability probe
   (`assert _has_cusparseLt()`, `if not is_available(): raise`): a CUDA-only library's op, reached on
@@ -176,6 +177,10 @@ def _version_getter(sweep: Sweep, node: cst.Call) -> None:
 
 
 # ----------------------------------------------------------------------------- a Literal choice's default
+LITERAL_CHOICE = ("the default of a choice typed `Literal[{options}]`, an option's label among others that are no "
+                  "backends, not a process-group backend: review only if that option selects an NCCL transport")
+
+
 def _literal_options(annotation: cst.CSTNode) -> set:
     options: set = set()
     stack = [annotation]
@@ -197,7 +202,9 @@ def _literal_choice(sweep: Sweep, node: cst.AnnAssign) -> None:
     options = _literal_options(node.annotation.annotation)
     others = options - {value}
     if value in options and others and not any(o in _DEVICE_OPTIONS or sweep.strings.fullmatch(o) for o in others):
-        sweep.gates.add(id(node.value))
+        # information, not gated: the option may still select an NCCL transport of the project's
+        sweep.label_info.setdefault(id(node.value), LITERAL_CHOICE.format(
+            options=", ".join(f'"{o}"' for o in sorted(options))))
 
 
 # ----------------------------------------------------------------------------- a map_location callback

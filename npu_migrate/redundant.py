@@ -582,7 +582,7 @@ def fold_into_base_image(findings: list[Finding]) -> list[Finding]:
     return [kept if f is image else f for f in findings if id(f) not in gone]
 
 
-NCCL_BUILD = re.compile(r"NCCL_(VERSION|ROOT|HOME)\b")
+NCCL_BUILD = re.compile(r"NCCL_(ROOT|HOME)\b")  # (not NCCL_VERSION: a version pin of its own)
 
 
 def _fold_nccl_build_paths(findings: list[Finding]) -> list[Finding]:

@@ -136,7 +136,8 @@ class ServerArgs:
 group_backend: Literal["nccl", "gloo"] = "nccl"
 '''
     found = migrate_file(source.encode(), "pkg/mod.py", OPTIONS).findings
-    assert 7 not in _lines(found)
+    choice = [f for f in found if f.line == 7]
+    assert [f.severity for f in choice] == ["info"] and "Literal[" in choice[0].message
     # a choice between process-group backends stays (rewritten: NPU301)
     assert 10 in _lines([f for f in found if f.code == "NPU301"])
 
@@ -198,7 +199,7 @@ def forward(a):
 
 
 # ----------------------------------------------------------------------------- SDPA switches and library choices
-def test_sdpa_switches_that_only_enable_and_a_library_reset_are_not_findings():
+def test_sdpa_switches_that_only_enable_are_information_and_a_library_reset_is_no_finding():
     source = '''\
 import torch
 
@@ -210,7 +211,8 @@ torch.backends.cuda.preferred_linalg_library(backend="magma")
 torch.backends.cuda.preferred_linalg_library(backend="default")
 '''
     found = [f for f in _all(source) if f.code == "NPU405"]
-    assert _lines(found) == {5, 7}
+    assert _reported(found) == {5, 7}
+    assert _lines(found, "info") == {3}  # it only enables: information
     choice = next(f for f in found if f.line == 7)
     assert "SDPA" not in choice.message and "linear-algebra library" in choice.message
 
