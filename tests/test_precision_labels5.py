@@ -296,3 +296,27 @@ def test_a_module_imported_only_behind_a_kept_cuda_check_is_not_run(tmp_path):
     # the same registration in a module imported unconditionally stays a finding
     assert any(f["path"] == "pkg/backends/cpu/ops.py" and f["line"] == 4 and f["severity"] == "warning"
                for f in report["findings"])
+
+
+# ----------------------------------------------------------------------------- a version shown
+def test_a_cuda_version_read_only_for_display_runs_as_written(tmp_path):
+    files = {"pkg/diagnostics.py": (
+        "import torch\n"
+        "\n"
+        "HIP = False\n"
+        "\n"
+        "\n"
+        "def show():\n"
+        "    runtime = torch.version.hip if HIP else torch.version.cuda\n"
+        "    print(f\"runtime version: {runtime}\")\n"
+        "\n"
+        "\n"
+        "def flags():\n"
+        "    return torch.version.cuda.split(\".\")\n"
+    )}
+    report = migrate_json(write_project(tmp_path, files))
+    found = {f["line"]: f for f in report["findings"] if not f["fixable"]}
+    assert 7 not in found
+    assert any(s["start_line"] == 7 and s["reason"].startswith("runs as written on an NPU host (NPU990)")
+               for s in report["skipped"])
+    assert found[12]["severity"] == "warning"  # a version used to build something stays
