@@ -233,13 +233,15 @@ def _map_location(sweep: Sweep, node) -> None:
 
 # ----------------------------------------------------------------------------- a probed CUDA-only custom op
 _REGISTRATIONS = frozenset({"torch.library.custom_op", "torch.library.register_kernel", "torch.library.triton_op"})
-_PROBE = re.compile(r"(?i)^_?(has|is)_\w+|available|supported")
+_PROBE = re.compile(r"(?i)^_*has_\w+$|available|supported")  # (`_has_cusparseLt()`, `is_available()`)
 PROBED_OP = ("the dispatch key of custom op `{op}`, which this file calls only after the availability probe "
              "`{probe}` (line {line}): review only if that probe can be true on an NPU host")
 
 
 def _probe_call(test: ast.AST) -> Optional[str]:
-    if isinstance(test, ast.Call):
+    """`_has_cusparseLt()`, `lib.is_available()`: a probe of the environment, asked with no
+    argument (not `x.is_contiguous()`, a check of a tensor)."""
+    if isinstance(test, ast.Call) and not test.args and not test.keywords:
         func = test.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if _PROBE.search(name):

@@ -320,3 +320,20 @@ def test_a_cuda_version_read_only_for_display_runs_as_written(tmp_path):
     assert any(s["start_line"] == 7 and s["reason"].startswith("runs as written on an NPU host (NPU990)")
                for s in report["skipped"])
     assert found[12]["severity"] == "warning"  # a version used to build something stays
+
+
+def test_a_tensor_check_before_a_custom_op_call_is_no_probe():
+    source = '''\
+import torch
+
+
+@torch.library.custom_op("mylib::fused", mutates_args=(), device_types="cuda")
+def fused(a: torch.Tensor) -> torch.Tensor:
+    return a
+
+
+def run(a):
+    assert a.is_contiguous()
+    return torch.ops.mylib.fused(a)
+'''
+    assert 4 in _reported([f for f in _all(source) if f.code == "NPU990"])
