@@ -335,7 +335,8 @@ def fold_nccl_settings(findings: list[Finding], tree: ast.Module) -> list[Findin
     "NCCL_CUMEM_ENABLE"] = ...`, then `os.environ["NCCL_NVLS_ENABLE"] = ...`): one block of
     settings, one decision on an NPU host (which HCCL settings, if any, replace it), so one finding
     that names the others (as fold_adjacent_lines does for a script's block, NPU703). The round-9
-    reviewers read a finding per variable as redundant."""
+    reviewers read a finding per variable as redundant. A determinism setting (NCCL_ALGO,
+    NCCL_PROTO: HCCL_DETERMINISTIC on an NPU host) and a tuning one stay apart: two decisions."""
     ours = sorted(f for f in findings if f.code == "NPU602" and _ours(f))
     if len(ours) < 2:
         return findings
@@ -346,15 +347,17 @@ def fold_nccl_settings(findings: list[Finding], tree: ast.Module) -> list[Findin
         return min(holding, key=lambda s: s[1] - s[0]) if holding else None
 
     fold = _Fold(findings)
-    anchor = previous = None
+    anchors: dict[bool, tuple[Finding, Finding]] = {}  # determinism or not -> (anchor, previous)
     for finding in ours:
+        kind = bool(DETERMINISM.search(finding.message))
+        anchor, previous = anchors.get(kind, (None, None))
         if anchor is not None and finding.line - previous.line <= NCCL_BLOCK \
                 and scope(finding.line) == scope(anchor.line) and fold.movable(finding, anchor):
             fold.targets.add(id(anchor))
             fold.move(finding, _places(finding), anchor)
         else:
             anchor = finding
-        previous = finding
+        anchors[kind] = (anchor, finding)
     return fold.result(name_them="in the same block")
 
 
@@ -476,9 +479,9 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
         findings = fold_guarded_branches(findings, tree)
     if any(f.code == UNSEEN_BACKEND for f in findings):
         findings = fold_backend_callers(findings, tree)
-    if sum(f.code == "NPU602" for f in findings) > 1:
-        findings = fold_nccl_settings(findings, tree)
     findings = fold_statements(findings, _units(tree))
+    if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)
+        findings = fold_nccl_settings(findings, tree)
     # (a short `if` block: only leftover references join; other codes there are distinct constructs)
     findings = fold_statements(findings, _small_blocks(tree), "in the same `if` block",
                                lambda anchor, other: other.code == LEFTOVER)

@@ -337,3 +337,19 @@ def run(a):
     return torch.ops.mylib.fused(a)
 '''
     assert 4 in _reported([f for f in _all(source) if f.code == "NPU990"])
+
+
+def test_a_determinism_setting_stays_apart_from_a_tuning_block():
+    source = '''\
+import os
+
+
+def pin():
+    os.environ["NCCL_CUMEM_ENABLE"] = "0"
+    os.environ["NCCL_ALGO"] = "Ring"
+    os.environ["NCCL_NVLS_ENABLE"] = "0"
+'''
+    found = [f for f in _all(source) if f.code == "NPU602"]
+    assert len(found) == 2
+    assert any("HCCL_DETERMINISTIC" in f.message and f.line == 6 for f in found)
+    assert {5, 7} <= _lines([f for f in found if f.line == 5])
