@@ -27,7 +27,8 @@ real projects that only name CUDA (issue #16, round-9 audits).
   a checkpoint was saved with, not a device the code picks.
 
 The sweep calls `mark` for each node it enters (Sweep.on_visit, after labels.mark and
-labelflow.mark); what is found goes into the sweep's gates.
+labelflow.mark); what is found goes into the sweep's gates (not reported) or its `label_info`
+(information, with the reason).
 """
 
 from __future__ import annotations
