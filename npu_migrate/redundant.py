@@ -321,6 +321,46 @@ def fold_statements(findings: list[Finding], spans: list[tuple[int, int]], where
     return fold.result(name_them=where)
 
 
+# ----------------------------------------------------------------------------- NCCL variables set in Python
+NCCL_BLOCK = 12  # lines: NCCL variables set this close, in one function, are one block of settings
+
+
+def _functions(tree: ast.Module) -> list[tuple[int, int]]:
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def fold_nccl_settings(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    """NCCL tuning variables (NPU602) set a few lines apart in one function (`os.environ[
+    "NCCL_CUMEM_ENABLE"] = ...`, then `os.environ["NCCL_NVLS_ENABLE"] = ...`): one block of
+    settings, one decision on an NPU host (which HCCL settings, if any, replace it), so one finding
+    that names the others (as fold_adjacent_lines does for a script's block, NPU703). The round-9
+    reviewers read a finding per variable as redundant. A determinism setting (NCCL_ALGO,
+    NCCL_PROTO: HCCL_DETERMINISTIC on an NPU host) and a tuning one stay apart: two decisions."""
+    ours = sorted(f for f in findings if f.code == "NPU602" and _ours(f))
+    if len(ours) < 2:
+        return findings
+    functions = _functions(tree)
+
+    def scope(line: int):
+        holding = [s for s in functions if s[0] <= line <= s[1]]
+        return min(holding, key=lambda s: s[1] - s[0]) if holding else None
+
+    fold = _Fold(findings)
+    anchors: dict[bool, tuple[Finding, Finding]] = {}  # determinism or not -> (anchor, previous)
+    for finding in ours:
+        kind = bool(DETERMINISM.search(finding.message))
+        anchor, previous = anchors.get(kind, (None, None))
+        if anchor is not None and finding.line - previous.line <= NCCL_BLOCK \
+                and scope(finding.line) == scope(anchor.line) and fold.movable(finding, anchor):
+            fold.targets.add(id(anchor))
+            fold.move(finding, _places(finding), anchor)
+        else:
+            anchor = finding
+        anchors[kind] = (anchor, finding)
+    return fold.result(name_them="in the same block")
+
+
 # ----------------------------------------------------------------------------- a backend parameter and its callers
 UNSEEN_BACKEND = "NPU304"
 LITERAL_CALLERS = "every call of the function in this file passes a backend literal that npu-migrate rewrites"
@@ -440,6 +480,8 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
     if any(f.code == UNSEEN_BACKEND for f in findings):
         findings = fold_backend_callers(findings, tree)
     findings = fold_statements(findings, _units(tree))
+    if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)
+        findings = fold_nccl_settings(findings, tree)
     # (a short `if` block: only leftover references join; other codes there are distinct constructs)
     findings = fold_statements(findings, _small_blocks(tree), "in the same `if` block",
                                lambda anchor, other: other.code == LEFTOVER)
@@ -533,7 +575,7 @@ def fold_into_base_image(findings: list[Finding]) -> list[Finding]:
     and NCCL runtime settings (`ENV NCCL_NET_PLUGIN=ofi`) stay findings of their own."""
     image = next((f for f in sorted(findings) if f.code == IMAGE and _ours(f)), None)
     if image is None:
-        return findings
+        return _fold_nccl_build_paths(findings)
     parts = [f for f in findings if (f.code in IMAGE_PARTS or _image_build_variable(f)) and _ours(f)
              and _may_absorb(image, f)]
     if not parts:
@@ -541,3 +583,23 @@ def fold_into_base_image(findings: list[Finding]) -> list[Finding]:
     kept = absorb(image, parts, name_them="in the same Dockerfile")
     gone = {id(f) for f in parts}
     return [kept if f is image else f for f in findings if id(f) not in gone]
+
+
+NCCL_BUILD = re.compile(r"NCCL_(ROOT|HOME)\b")  # (not NCCL_VERSION: a version pin of its own)
+
+
+def _fold_nccl_build_paths(findings: list[Finding]) -> list[Finding]:
+    """A Dockerfile without a CUDA base image that builds a CUDA extension (`TORCH_CUDA_ARCH_LIST`,
+    `CUDA_HOME`: an NPU703 of its own) and locates NCCL for that build (`NCCL_ROOT="$(python3 -c
+    'import nvidia.nccl...')"`, `NCCL_HOME`): the NCCL path is a part of that CUDA build, not an NCCL
+    runtime setting, so it joins the build variable's finding ("with `NCCL_ROOT` in the same
+    Dockerfile"). NCCL runtime settings (`ENV NCCL_NET_PLUGIN=ofi`) keep their own findings."""
+    nccl = [f for f in findings if f.code == "NPU703" and _ours(f) and NCCL_BUILD.match(_named(f))]
+    build = next((f for f in sorted(findings) if _image_build_variable(f) and _ours(f)
+                  and not _named(f).startswith("NCCL_")), None)
+    parts = [f for f in nccl if build is not None and _may_absorb(build, f)]
+    if not parts:
+        return findings
+    kept = absorb(build, parts, name_them="in the same Dockerfile")
+    gone = {id(f) for f in parts}
+    return [kept if f is build else f for f in findings if id(f) not in gone]

@@ -262,7 +262,10 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     from .dispatch import gates, lower_within
 
     dispatch = gates(results, python, texts, facts_of) if targets else {}
-    unreachable = _never_imported(results, python, targets, texts, facts_of, dispatch)
+    from .keptimports import spans as kept_gate_spans  # (imports behind a device check kept meaning CUDA)
+
+    extra = {i: [*dispatch.get(i, ()), *kept] for i, kept in kept_gate_spans(results, python, texts).items()}
+    unreachable = _never_imported(results, python, targets, texts, facts_of, {**dispatch, **extra})
     for i, spans in dispatch.items():  # (the branches' own findings)
         if i not in unreachable:
             out[i] = lower_within(out[i], spans, _lower)

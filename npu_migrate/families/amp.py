@@ -14,6 +14,8 @@ from .context import string_value
 
 _GRAD_SCALERS = ("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler")
 # cuDNN autotuning hints: no effect on results, nothing to port (not reported when set)
+# `torch.backends.cuda.preferred_*_library`: which CUDA linear-algebra library torch calls
+_LIBRARY_CHOICES = frozenset({"preferred_linalg_library", "preferred_blas_library"})
 _PERFORMANCE_HINTS = frozenset({"cudnn.benchmark", "cudnn.benchmark_limit"})
 # the file asks torch itself for determinism, which torch_npu honours
 _TORCH_DETERMINISM = re.compile(r"(?<![\w.])(?:torch\.)?(?:use_deterministic_algorithms|set_deterministic_debug_mode)\s*\(")
@@ -198,12 +200,27 @@ scaler = torch.amp.GradScaler("cpu")
             return ctx.rewrite("NPU403", original, new, name=target) or updated
         parts = rest.split(".")
         if parts[0] == "cuda" and len(parts) > 1 and parts[1] in self.api_sdpa:
-            if self._switches_off(original):
+            if self._switches_off(original) or self._library_reset(original):
                 # `enable_cudnn_sdp(False)`: turns a CUDA-only kernel off (often to avoid a crash);
-                # on an NPU host the switch is a stub and nothing depended on that kernel
+                # on an NPU host the switch is a stub and nothing depended on that kernel.
+                # `preferred_linalg_library(backend="default")`: resets the choice, nothing changes
                 ctx.claim(original)
             else:
+                count = len(ctx.findings)
                 ctx.report("NPU405", original, name=f"torch.backends.{rest}")
+                if len(ctx.findings) > count and ctx.findings[-1].code == "NPU405":
+                    found = ctx.findings[-1]
+                    if parts[1] in _LIBRARY_CHOICES:
+                        # a CUDA linear-algebra library choice, not an SDPA backend switch: say so
+                        ctx.findings[-1] = replace(found, message=(
+                            f"`torch.backends.{rest}`: a choice of CUDA linear-algebra library (cuSOLVER, "
+                            f"MAGMA, cuBLAS, cuBLASLt); the NPU has its own and ignores it; left unchanged"))
+                    elif self._only_enables(original):
+                        # `sdp_kernel(enable_flash=True, enable_mem_efficient=True)`: every backend
+                        # is enabled by default (math included), so nothing is restricted
+                        ctx.findings[-1] = replace(found, severity="info", message=(
+                            f"{found.message} (it only enables backends, all enabled by default: "
+                            f"nothing is restricted, nothing differs on an NPU host)"))
         elif parts[0] in ("cuda", "cudnn"):
             if rest in _PERFORMANCE_HINTS and self._sets_a_flag(original, parts[-1]):
                 # `cudnn.benchmark = ...`: an autotuning hint; the NPU has nothing to tune there and
@@ -247,6 +264,29 @@ scaler = torch.amp.GradScaler("cpu")
         arg = call.args[0]
         return (arg.keyword is None or arg.keyword.value == "enabled") and not arg.star and (
             isinstance(arg.value, cst.Name) and arg.value.value == "False")
+
+    def _call_of(self, original: cst.CSTNode) -> cst.Call | None:
+        call = self.ctx.parent()
+        if isinstance(call, cst.Call) and call.func is original and isinstance(original, cst.Attribute):
+            return call
+        return None
+
+    def _library_reset(self, original: cst.CSTNode) -> bool:
+        """`preferred_linalg_library(backend="default")` (or "default" positionally): resets the
+        library choice to torch's default."""
+        call = self._call_of(original)
+        return call is not None and original.attr.value in _LIBRARY_CHOICES and len(call.args) == 1 \
+            and not call.args[0].star and string_value(call.args[0].value) == "default"
+
+    def _only_enables(self, original: cst.CSTNode) -> bool:
+        """`sdp_kernel(enable_flash=True, enable_mem_efficient=True)`, `enable_flash_sdp(True)`:
+        every argument enables a backend (all are enabled by default, the math one included), so
+        nothing is restricted; a backend turned off (`enable_math=False`) stays a warning."""
+        call = self._call_of(original)
+        if call is None or (original.attr.value != "sdp_kernel" and not re.fullmatch(r"enable_\w+_sdp", original.attr.value)):
+            return False
+        return bool(call.args) and all(not a.star and isinstance(a.value, cst.Name) and a.value.value == "True"
+                                       for a in call.args)
 
     _SETTERS = re.compile(r"(flags|set_\w+|enable_\w+|allow_\w+|preferred_\w+)$")
 

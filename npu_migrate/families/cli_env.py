@@ -162,7 +162,7 @@ import os
 os.environ["NCCL_DEBUG"] = "INFO"
 os.environ["NCCL_IB_DISABLE"] = "1"
 """,
-            codes=('NPU602', 'NPU602'),
+            codes=('NPU602',),
         ),
         Example(
             note='an argparse device option',
