@@ -1,0 +1,190 @@
+"""Findings about code that is not device compute (issue #16, round 9): seen here, once a file's
+findings are known, and lowered with the reason in the message.
+
+* **An annotation never evaluated.** `def groups(self) -> tuple[ExternalStream, ExternalStream]:`
+  in a module with `from __future__ import annotations` (or an annotation written as a string):
+  the annotation is text for type checkers, Python never evaluates it, so it touches no CUDA API
+  on any host. A report-only finding every place of which lies in such annotations is lowered to
+  info with ANNOTATION (a named skipped scope, moot.py); the import of the name is reported where
+  it is (a finding of its own), and a use of the class outside annotations keeps the finding.
+* **A branch that only sets a test tolerance.** `if device.type == "cuda" and ...: atol = 1e-2`
+  (the CUDA kernel is less exact): a kept CUDA check (NPU108/NPU110) whose `if` has no `else`
+  and whose body only assigns tolerance names (`atol`, `rtol`, `tol`, `*_tol`, `tolerance`) asks
+  for no port work: on an NPU host the branch is not taken and the default tolerance applies.
+  Lowered with the reason "in a branch an NPU host does not take" (a named scope). A branch that
+  does anything else (skips, calls a kernel) keeps its finding.
+* **A DataParallel built in a test and never called.** `distributed = torch.nn.DataParallel(model)`
+  in a test function (of a test file), then only passed on (`extract_model_from_parallel(
+  distributed)`, `torch.compile(distributed)`), with neither it nor what is derived from it called:
+  no forward runs through DataParallel, the test checks wrapping and unwrapping. The NPU901 error
+  is lowered to information with DP_UNCALLED (not a named scope: the constructor still runs there).
+  A DataParallel that is called (`dp(x)`, `dp.forward(x)`), or built outside a test, stays an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+
+ANNOTATION = "a type annotation, never evaluated"
+TOLERANCE = "in a branch an NPU host does not take"  # (moot.PHRASES)
+DP_UNCALLED = "information: a DataParallel built in a test and never called"
+
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$)")
+_TOLERANCE_NAME = re.compile(r"(?i)^(a|r)?tol(erance)?s?$|^\w*_(a|r)?tol(erance)?s?$|^(atol|rtol)_\w+$")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _parse(text: str) -> Optional[ast.Module]:
+    body = text.encode("utf-8", "surrogatepass")
+    return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
+
+
+def review(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
+    """The file's findings with those about code that is not device compute lowered (module doc)."""
+    candidates = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"]
+    dp = [f for f in candidates if f.code == "NPU901"]
+    gates = [f for f in findings if not f.fixable and f.cell is None and f.code in ("NPU108", "NPU110")
+             and TOLERANCE not in f.message]
+    if not candidates and not gates:
+        return findings
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    lowered: dict[int, Finding] = {}
+    spans = _annotation_spans(tree)
+    if spans:
+        for finding in candidates:
+            places = [(finding.line, finding.column), *((line, column) for line, column, _s in finding.also)]
+            if all(any(start <= place < end for start, end in spans) for place in places):
+                lowered[id(finding)] = dataclasses.replace(
+                    finding, severity="info",
+                    message=f"{finding.message} ({ANNOTATION}: `from __future__ import annotations` "
+                            "or a string; the name's import is reported where it is)")
+    if gates:
+        for finding in gates:
+            names = _tolerance_branch(tree, finding.line)
+            if names:
+                shown = ", ".join(f"`{n}`" for n in names)
+                lowered[id(finding)] = dataclasses.replace(
+                    finding, severity="info",
+                    message=f"{finding.message} ({TOLERANCE}: it only sets the test tolerance {shown} for CUDA; "
+                            "the default applies on an NPU host)")
+    if dp and _TEST_FILE.search(relpath):
+        for finding in dp:
+            if id(finding) not in lowered and _uncalled_data_parallel(tree, finding.line):
+                lowered[id(finding)] = dataclasses.replace(
+                    finding, severity="info",
+                    message=f"{finding.message} ({DP_UNCALLED}: the test wraps and unwraps the model, "
+                            "no forward runs through it)")
+    if not lowered:
+        return findings
+    return [lowered.get(id(f), f) for f in findings]
+
+
+# ----------------------------------------------------------------------------- annotations
+def _annotation_spans(tree: ast.Module) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """((line, column), (end line, end column)) of the annotations Python never evaluates: every
+    annotation of a module with `from __future__ import annotations`, a string annotation in any."""
+    future = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
+                 and any(a.name == "annotations" for a in s.names) for s in tree.body)
+    notes = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        elif isinstance(node, _FUNCTIONS) and node.returns is not None:
+            notes.append(node.returns)
+    if not future:
+        notes = [n for n in notes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [((n.lineno, n.col_offset + 1), (n.end_lineno or n.lineno, (n.end_col_offset or 0) + 1)) for n in notes]
+
+
+# ----------------------------------------------------------------------------- tolerance branches
+def _tolerance_branch(tree: ast.Module, line: int) -> list[str]:
+    """The tolerance names assigned when the `if` whose test holds `line` (no `else`) only assigns
+    tolerances; [] otherwise."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or not (node.test.lineno <= line <= (node.test.end_lineno or node.test.lineno)):
+            continue
+        if node.orelse or not node.body:
+            return []
+        names = []
+        for stmt in node.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+                stmt, (ast.AnnAssign, ast.AugAssign)) else None
+            if targets is None:
+                if isinstance(stmt, ast.Pass):
+                    continue
+                return []
+            for target in targets:
+                items = target.elts if isinstance(target, ast.Tuple) else [target]
+                for item in items:
+                    if not (isinstance(item, ast.Name) and _TOLERANCE_NAME.match(item.id)):
+                        return []
+                    names.append(item.id)
+            value = getattr(stmt, "value", None)
+            if value is not None and any(isinstance(n, ast.Call) for n in ast.walk(value)):
+                return []  # (a value computed by a call: not only a tolerance)
+        return list(dict.fromkeys(names))
+    return []
+
+
+# ----------------------------------------------------------------------------- DataParallel never called
+def _uncalled_data_parallel(tree: ast.Module, line: int) -> bool:
+    """Whether the DataParallel built at `line` is assigned to a name inside a test function, and
+    neither that name nor any name bound from an expression using it is ever called (`x(...)`,
+    `x.forward(...)`) or returned or yielded in that function."""
+    tests = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS) and n.name.startswith("test")
+             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not tests:
+        return False
+    function = min(tests, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    built = None
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and node.value.lineno == line
+                and (astcache.dotted(node.value.func) or "").rsplit(".", 1)[-1] == "DataParallel"):
+            built = node.targets[0].id
+    if built is None:
+        return False
+    names = {built}
+    changed = True
+    while changed:  # names bound from expressions that use one (`compiled = torch.compile(dp)`)
+        changed = False
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+                used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                if used & names:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        for n in ast.walk(target):
+                            if isinstance(n, ast.Name) and n.id not in names:
+                                names.add(n.id)
+                                changed = True
+                        if not isinstance(target, ast.Name):
+                            return False  # (an attribute or subscript: kept somewhere else)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+                sources = [node.iter] if isinstance(node, (ast.For, ast.AsyncFor)) else [i.context_expr for i in node.items]
+                if any(isinstance(n, ast.Name) and n.id in names for s in sources for n in ast.walk(s)):
+                    return False
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            func = node.func
+            while isinstance(func, ast.Attribute):
+                if isinstance(func.value, ast.Name) and func.value.id in names and func.attr in (
+                        "forward", "__call__", "module", "train_step", "generate"):
+                    return False
+                func = func.value
+            if isinstance(node.func, ast.Name) and node.func.id in names:
+                return False
+        elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None:
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.value)):
+                return False
+    return True
