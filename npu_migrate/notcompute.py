@@ -188,3 +188,67 @@ def _uncalled_data_parallel(tree: ast.Module, line: int) -> bool:
             if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node.value)):
                 return False
     return True
+
+
+# ----------------------------------------------------------------------------- FP8 dtypes only compared (sweep.py)
+_ASKING = frozenset({"torch.finfo", "torch.iinfo", "finfo", "iinfo", "str", "repr", "print", "isinstance"})
+
+
+def compared_only_parameters(tree: Optional[ast.AST]) -> dict[str, list[Optional[str]]]:
+    """{function name: [the positional parameters' names, None for one used otherwise]} plus
+    `"<name>:<kw>"` keys for keyword ones, of the module-level functions of the file whose
+    parameter is only compared (`dtype is torch.bfloat16`, `dtype in (torch.float8_e4m3fn, ...)`),
+    shown (an f-string, `str(dtype)`) or asked about (`torch.finfo(dtype)`): an FP8 dtype passed
+    there is a key of an analytic model (a roofline's peak-TOPS table), no tensor is cast to it.
+    A parameter rebound, passed to any other call, returned, stored or used as a keyword value is
+    used otherwise."""
+    out: dict[str, list[Optional[str]]] = {}
+    if tree is None:
+        return out
+    for fn in getattr(tree, "body", ()):
+        if not isinstance(fn, _FUNCTIONS):
+            continue
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        kwonly = [a.arg for a in fn.args.kwonlyargs]
+        compared = {name for name in [*params, *kwonly] if _only_compared(fn, name)}
+        if compared:
+            out[fn.name] = [p if p in compared else None for p in params]
+            out.update({f"{fn.name}:{p}": [p] for p in [*params, *kwonly] if p in compared})
+    # a name defined twice (or rebound at module level) is not known
+    names = [s.name for s in getattr(tree, "body", ()) if isinstance(s, (*_FUNCTIONS, ast.ClassDef))]
+    for name in {n for n in names if names.count(n) > 1}:
+        out.pop(name, None)
+    return out
+
+
+def _only_compared(fn: ast.AST, name: str) -> bool:
+    parent: dict[int, ast.AST] = {}
+    for node in ast.walk(fn):
+        for child in ast.iter_child_nodes(node):
+            parent[id(child)] = node
+    used = False
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Lambda, *_FUNCTIONS)) and node is not fn:
+            args = node.args
+            if name in {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}:
+                return False  # (shadowed: not followed)
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return False
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        if not isinstance(node.ctx, ast.Load):
+            return False
+        used = True
+        up = parent.get(id(node))
+        if isinstance(up, (ast.Tuple, ast.List, ast.Set)):
+            up = parent.get(id(up))
+            if not isinstance(up, ast.Compare):
+                return False
+        if isinstance(up, ast.Compare):
+            continue
+        if isinstance(up, ast.FormattedValue):
+            continue
+        if isinstance(up, ast.Call) and node in up.args and (astcache.dotted(up.func) or "") in _ASKING:
+            continue
+        return False
+    return used
