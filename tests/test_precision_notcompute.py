@@ -250,3 +250,40 @@ def test_bitsandbytes_round_trip_in_a_test(tmp_path):
     assert test and test[0]["severity"] == "info" and "in a test file" in test[0]["message"]
     library = _at(findings, "pkg/quant.py", "NPU914")
     assert library and library[0]["severity"] == "warning"
+
+
+def test_label_guard_folded_into_the_parametrize_list(tmp_path):
+    findings, _skipped = _run(tmp_path, {
+        "tests/test_prof.py": """\
+            import pytest
+            import torch
+
+
+            @pytest.mark.parametrize(
+                "device_bs",
+                [("cpu", 512)]
+                + (
+                    [
+                        ("cuda", 4096),
+                        ("cuda", 1),
+                    ]
+                    if torch.cuda.is_available()
+                    else []
+                ),
+            )
+            def test_overhead(device_bs) -> None:
+                run(device_bs)
+            """,
+        "tests/test_devices.py": """\
+            import torch
+
+            DEVICES = ["cpu"]
+            if torch.cuda.is_available():
+                DEVICES.append("cuda")
+            """,
+    })
+    prof = [f for f in findings if f["path"] == "tests/test_prof.py"]
+    assert [(f["code"], f["line"]) for f in prof] == [("NPU990", 10)]
+    assert "also at lines 11, 13" in prof[0]["message"]
+    # a guard in a statement of its own is still reported
+    assert _at(findings, "tests/test_devices.py", "NPU110")
