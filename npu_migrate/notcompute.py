@@ -53,6 +53,8 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
              and TOLERANCE not in f.message]
     if not candidates and not gates:
         return findings
+    findings = _kernel_anchor(findings, text)
+    candidates = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"]
     tree = _parse(text)
     if tree is None:
         return findings
@@ -85,6 +87,37 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
     if not lowered:
         return findings
     return [lowered.get(id(f), f) for f in findings]
+
+
+# ----------------------------------------------------------------------------- the Triton finding's anchor
+_LAZY_IMPORT = re.compile(r"^\s+(import|from)\s+triton\b")
+_JIT = re.compile(r"^\s*@\s*[\w.]*\b(jit|autotune|heuristics)\b")
+
+
+def _kernel_anchor(findings: list[Finding], text: str) -> list[Finding]:
+    """The file's Triton errors (NPU910, one per file once merged) anchored on its first kernel
+    (`@triton.jit`) rather than on an import inside a function (a tuning helper's lazy `import
+    triton`) that comes first in the file: the kernel is what the port is about. Merged here
+    (findings.merge_per_file), so that the run's merge keeps that anchor."""
+    triton = [f for f in findings if f.code == "NPU910" and not f.fixable and f.cell is None
+              and f.severity == "error" and not f.also]
+    if len(triton) < 2:
+        return findings
+    lines = text.splitlines()
+
+    def line_of(finding: Finding) -> str:
+        return lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""
+
+    first = min(triton)
+    if not _LAZY_IMPORT.match(line_of(first)):
+        return findings
+    kernel = next((f for f in sorted(triton) if _JIT.match(line_of(f))), None)
+    if kernel is None:
+        return findings
+    from .findings import merge_per_file
+
+    merged = merge_per_file(triton, secondary=lambda f: f is not kernel)
+    return [f for f in findings if f not in triton] + merged
 
 
 # ----------------------------------------------------------------------------- annotations

@@ -287,3 +287,27 @@ def test_label_guard_folded_into_the_parametrize_list(tmp_path):
     assert "also at lines 11, 13" in prof[0]["message"]
     # a guard in a statement of its own is still reported
     assert _at(findings, "tests/test_devices.py", "NPU110")
+
+
+def test_triton_finding_anchored_on_the_kernel(tmp_path):
+    kernel = (
+        "def launch(x):\n"
+        "    import triton\n"
+        "    import triton.language as tl\n"
+        "\n"
+        "    @triton.jit\n"
+        "    def _kernel(x_ptr, n: tl.constexpr):\n"
+        "        pid = tl.program_id(0)\n"
+        "\n"
+        "    _kernel[(1,)](x, 4)\n"
+    )
+    tune = ('def tune(x):\n    """Tune the kernel."""\n    import triton\n\n'
+            "    return triton.testing.do_bench(lambda: x)\n\n\n")
+    root = write_project(tmp_path, {"pkg/lazy.py": tune + kernel, "pkg/eager.py": "import triton\n\n\n" + kernel})
+    findings = [f for f in migrate_json(root)["findings"] if not f["fixable"]]
+    lazy = _at(findings, "pkg/lazy.py", "NPU910")
+    assert len(lazy) == 1 and lazy[0]["severity"] == "error" and "`@triton.jit` kernel" in lazy[0]["message"]
+    assert lazy[0]["line"] == 12 and "also at lines 3, 9, 10" in lazy[0]["message"]
+    # a module-level import is the file's own dependency: it keeps the anchor
+    eager = _at(findings, "pkg/eager.py", "NPU910")
+    assert len(eager) == 1 and eager[0]["line"] == 1 and eager[0]["severity"] == "error"
