@@ -114,6 +114,10 @@ def _kernel_anchor(findings: list[Finding], text: str) -> list[Finding]:
     kernel = next((f for f in sorted(triton) if _JIT.match(line_of(f))), None)
     if kernel is None:
         return findings
+    tree = _parse(text)
+    if tree is None or not any(isinstance(n, _FUNCTIONS) and n.lineno < first.line <= (n.end_lineno or n.lineno)
+                               for n in ast.walk(tree)):
+        return findings  # (an import in a module-level `try`: the module's own dependency)
     from .findings import merge_per_file
 
     merged = merge_per_file(triton, secondary=lambda f: f is not kernel)
