@@ -86,6 +86,7 @@ AS_WRITTEN = (
     # a condition false on an NPU host whatever it reads
     "a CUDA library loaded in a `try` whose `except` disables the feature",
     "a CUDA test inside a condition false on an NPU host",
+    "FP8 on CPU tensors in a CPU test",  # notcompute.py: a CPU kernel test's FP8 casts
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

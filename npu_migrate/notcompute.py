@@ -19,6 +19,13 @@ findings are known, and lowered with the reason in the message.
   no forward runs through DataParallel, the test checks wrapping and unwrapping. The NPU901 error
   is lowered to information with DP_UNCALLED (not a named scope: the constructor still runs there).
   A DataParallel that is called (`dp(x)`, `dp.forward(x)`), or built outside a test, stays an error.
+* **FP8 in CPU tests.** An FP8 error (NPU913) every place of which is in a CPU test of a test file
+  (skipped unless the op's CPU kernel is built: `"CPU" not in torch._C._dispatch_dump(op)`, or
+  `device = "cpu"`; its source names no CUDA, GPU or accelerator) or in a helper only such tests
+  call: FP8 casts of CPU tensors run on an NPU host's CPU as written (CPU_TEST, moot.AS_WRITTEN).
+  An FP8 place in any other test keeps the error.
+* **The Triton anchor.** A file's NPU910 anchors on its first `@triton.jit` kernel rather than on a
+  lazy `import triton` inside a function that comes first (a tuning helper).
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
     if not candidates and not gates:
         return findings
     findings = _kernel_anchor(findings, text)
+    if _TEST_FILE.search(relpath) and any(f.code == "NPU913" for f in candidates):
+        findings = _fp8_in_cpu_tests(findings, text)
     candidates = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"]
     tree = _parse(text)
     if tree is None:
@@ -122,6 +131,97 @@ def _kernel_anchor(findings: list[Finding], text: str) -> list[Finding]:
 
     merged = merge_per_file(triton, secondary=lambda f: f is not kernel)
     return [f for f in findings if f not in triton] + merged
+
+
+# ----------------------------------------------------------------------------- FP8 in CPU tests
+CPU_TEST = "FP8 on CPU tensors in a CPU test"  # (moot.AS_WRITTEN)
+_CPU_KERNEL_SKIP = re.compile(r"""["']CPU["']\s+not\s+in\s+torch\._C\._dispatch_dump\(""")
+_CUDA_WORD = re.compile(r"(?i)cuda|gpu|\.to\(\s*device|accelerator")
+
+
+def _cpu_tests(tree: ast.Module, text: str) -> list[tuple[int, int, str, str]]:
+    """(first line, last line, name, why) of the file's CPU tests: a test function (module level
+    or a `Test...` class's method) skipped unless a CPU kernel is registered (`"CPU" not in
+    torch._C._dispatch_dump(op)`), or one that sets `device = "cpu"`, and whose source (its
+    decorators included) names no CUDA, GPU or accelerator and moves nothing to another device."""
+    functions = [s for s in tree.body if isinstance(s, _FUNCTIONS)]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            functions += [s for s in cls.body if isinstance(s, _FUNCTIONS)]
+    out = []
+    for fn in functions:
+        if not fn.name.startswith("test"):
+            continue
+        first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+        source = "\n".join(text.splitlines()[first - 1:fn.end_lineno or fn.lineno])
+        if _CUDA_WORD.search(source):
+            continue
+        decorators = "\n".join(ast.get_source_segment(text, d) or "" for d in fn.decorator_list)
+        if _CPU_KERNEL_SKIP.search(decorators):
+            why = "skipped unless the op's CPU kernel is built"
+        elif any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "device" for t in n.targets)
+                 and isinstance(n.value, ast.Constant) and n.value.value == "cpu" for n in ast.walk(fn)) and not any(
+                isinstance(n, ast.Name) and n.id == "device" and isinstance(n.ctx, ast.Store)
+                and not (isinstance(p := _assign_value(fn, n), ast.Constant) and p.value == "cpu")
+                for n in ast.walk(fn)):
+            why = 'its device is "cpu"'
+        else:
+            continue
+        out.append((first, fn.end_lineno or fn.lineno, fn.name, why))
+    return out
+
+
+def _assign_value(fn: ast.AST, target: ast.Name) -> Optional[ast.AST]:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and target in node.targets:
+            return node.value
+    return None
+
+
+def _helpers_of(tree: ast.Module, text: str, scopes: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """The file's own helper functions (not tests) every reference of which sits in a CPU test
+    (`self._ref(...)`, `_helper(...)`): they run only there."""
+    functions = [s for s in tree.body if isinstance(s, _FUNCTIONS)]
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            functions += [s for s in cls.body if isinstance(s, _FUNCTIONS)]
+    names = [fn.name for fn in functions]
+    out = []
+    for fn in functions:
+        if fn.name.startswith("test") or names.count(fn.name) > 1 or fn.decorator_list:
+            continue
+        uses = [n.lineno for n in ast.walk(tree)
+                if (isinstance(n, ast.Name) and n.id == fn.name) or (isinstance(n, ast.Attribute) and n.attr == fn.name)]
+        if uses and all(any(a <= line <= b for a, b, _n, _w in scopes) for line in uses):
+            users = sorted({name for line in uses for a, b, name, _w in scopes if a <= line <= b})
+            out.append((fn.lineno, fn.end_lineno or fn.lineno, fn.name, f"called only by the CPU tests {', '.join(users[:3])}"))
+    return out
+
+
+def _fp8_in_cpu_tests(findings: list[Finding], text: str) -> list[Finding]:
+    """FP8 errors (NPU913) every place of which is in a CPU test (or a helper only CPU tests
+    call): FP8 casts of CPU tensors, which run on an NPU host's CPU as on any other; lowered
+    with CPU_TEST (a named scope, moot.AS_WRITTEN)."""
+    tree = _parse(text)
+    if tree is None:
+        return findings
+    scopes = _cpu_tests(tree, text)
+    if not scopes:
+        return findings
+    scopes += _helpers_of(tree, text, scopes)
+    out = []
+    for finding in findings:
+        if finding.code == "NPU913" and not finding.fixable and finding.cell is None and finding.severity != "info":
+            lines = [finding.line, *(line for line, _c, _s in finding.also)]
+            holders = [next((s for s in scopes if s[0] <= line <= s[1]), None) for line in lines]
+            if all(holders):
+                first = holders[0]
+                finding = dataclasses.replace(
+                    finding, severity="info",
+                    message=f"{finding.message} ({CPU_TEST}: `{first[2]}` {first[3]}; "
+                            "FP8 casts on CPU run on an NPU host as written)")
+        out.append(finding)
+    return out
 
 
 # ----------------------------------------------------------------------------- annotations

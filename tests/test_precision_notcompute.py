@@ -311,3 +311,50 @@ def test_triton_finding_anchored_on_the_kernel(tmp_path):
     # a module-level import is the file's own dependency: it keeps the anchor
     eager = _at(findings, "pkg/eager.py", "NPU910")
     assert len(eager) == 1 and eager[0]["line"] == 1 and eager[0]["severity"] == "error"
+
+
+def test_fp8_in_cpu_kernel_tests(tmp_path):
+    findings, skipped = _run(tmp_path, {
+        "tests/test_cpu_ops.py": """\
+            import pytest
+            import torch
+
+
+            def _reference(x):
+                return x.to(torch.float8_e4m3fn).to(torch.float)
+
+
+            @pytest.mark.skipif(
+                "CPU" not in torch._C._dispatch_dump("mylib::fp8_linear_cpu"),
+                reason="cpp kernels not built",
+            )
+            @pytest.mark.parametrize("dtype", [torch.float, torch.float8_e4m3fn])
+            def test_fp8_linear_cpu(dtype):
+                x = torch.randn(4, 4)
+                torch.testing.assert_close(torch.ops.mylib.fp8_linear_cpu(x, dtype), _reference(x))
+
+
+            def test_scaled_cpu():
+                device = "cpu"
+                x = torch.randn(4, 4, device=device)
+                assert x.to(torch.float8_e4m3fn).dtype == torch.float8_e4m3fn
+            """,
+        "tests/test_gpu_ops.py": """\
+            import torch
+
+
+            def _reference(x):
+                return x.to(torch.float8_e4m3fn).to(torch.float)
+
+
+            def test_fp8_linear():
+                x = torch.randn(4, 4, device="cuda")
+                torch.testing.assert_close(torch.ops.mylib.fp8_linear(x), _reference(x))
+            """,
+    })
+    assert not _at(findings, "tests/test_cpu_ops.py", "NPU913")
+    scopes = [s for s in skipped if s.get("path") == "tests/test_cpu_ops.py"
+              and s.get("reason", "").startswith("runs as written on an NPU host (NPU913): FP8 on CPU tensors in a CPU test")]
+    assert scopes and scopes[0]["start_line"] == 6 and scopes[0]["end_line"] == 22
+    kept = _at(findings, "tests/test_gpu_ops.py", "NPU913")
+    assert kept and kept[0]["severity"] == "error"
