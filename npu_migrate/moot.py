@@ -57,6 +57,7 @@ PHRASES = (
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
+    "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -95,6 +96,7 @@ AS_WRITTEN = (
     # labelflow.DISPLAY_REASON: a version printed or logged shows None on an NPU build, nothing fails
     # (round-9 audits: "only picks a string to print")
     "`torch.version.cuda` read only for display",
+    "FP8 on CPU tensors in a CPU test",  # notcompute.py: a CPU kernel test's FP8 casts
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

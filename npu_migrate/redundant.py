@@ -288,7 +288,14 @@ def _joins(anchor: Finding, other: Finding) -> bool:
     """Whether `other` restates `anchor` when both sit in one statement: the same code (one
     construct's parts: the NCCL keys of one dict), a leftover reference (NPU990 says no more than
     the finding it sits in), or anything under a reported CUDA check."""
-    return other.code == anchor.code or other.code == LEFTOVER or anchor.code in GUARDS
+    return (other.code == anchor.code or other.code == LEFTOVER or anchor.code in GUARDS
+            or (anchor.code == LEFTOVER and other.code in GUARDS and LABEL_GATE in other.message))
+
+
+# a kept check whose branch only adds the "cuda" label (rewrite_gates.py): in one statement with the
+# leftover label it guards (`[("cpu", ...)] + ([("cuda", ...)] if torch.cuda.is_available() else [])`,
+# a parametrize list), the label's finding says it all (#16 round 9, xformers test_profiler)
+LABEL_GATE = 'it guards adding the label "cuda"'
 
 
 def fold_statements(findings: list[Finding], spans: list[tuple[int, int]], where: str = "in the same statement",

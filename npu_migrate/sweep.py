@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import catalogue, hotslice, labelflow, labels, labels5
+from . import astcache, catalogue, hotslice, labelflow, labels, labels5
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -229,6 +229,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.annotation_strings: set[int] = set()  # ids of the strings inside type annotations
         self.returned: Optional[dict[int, set]] = None  # function's line -> strings it returns
         self.default_casts: Optional[set[tuple[int, str]]] = None  # (line, parameter): see _default_cast
+        self.compared_only: Optional[dict] = None  # the file's functions that only compare a parameter
         self.label_tables: Optional[frozenset] = None  # names of module-level tables keyed by platform
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -265,6 +266,12 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
             tree = self.m._ast()
             for fn in ast.walk(tree) if tree is not None else ():
                 if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if any((astcache.dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1]
+                       in _LOWERINGS for d in fn.decorator_list):
+                    # `@register_lowering(op) def quantize_fp8(..., float8_dtype=torch.float8_e4m3fn)`:
+                    # an Inductor lowering builds IR nodes (`Pointwise.create(dtype=float8_dtype)`),
+                    # it computes nothing itself; the op it lowers is reported where it is computed
                     continue
                 arguments = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
                 defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1], fn.args.defaults[::-1]))
@@ -484,17 +491,49 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         line = self.m.position(node.name)[0]  # (the node's own position counts its leading lines)
         return bool(self.returned.get(line, set()) & _label_table()[0])
 
+    def _in_lowering(self) -> bool:
+        """Inside a function registered as a compiler lowering (`@register_lowering(op)`): IR
+        nodes are built there (`Pointwise.create(dtype=float8_dtype)`), no tensor is computed."""
+        return any((dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or ""
+                    ).rsplit(".", 1)[-1] in _LOWERINGS for f in self.functions for d in f.decorators)
+
+    def _fp8_compared_only(self, node: cst.Call) -> None:
+        """`gemm_time(m, k, torch.float8_e4m3fn)` where the file's own `gemm_time` only compares
+        that parameter (`dtype is torch.bfloat16`, `dtype in (torch.float8_e4m3fn, ...)`): the
+        dtype is a key of an analytic model, no tensor is made in FP8 (notcompute.py)."""
+        if self.compared_only is None:
+            from .notcompute import compared_only_parameters
+
+            self.compared_only = compared_only_parameters(self.m._ast())
+        function = node.func.value
+        positional = self.compared_only.get(function)
+        if positional is None:
+            return
+        index = 0
+        for arg in node.args:
+            if arg.star:
+                return  # (`*args`: the positions are not known past it)
+            if arg.keyword is None:
+                if index < len(positional) and positional[index] is not None:
+                    self._mark_fp8_named(arg.value)
+                index += 1
+            elif f"{function}:{arg.keyword.value}" in self.compared_only:
+                self._mark_fp8_named(arg.value)
+
     def _fp8_naming_call(self, node: cst.Call) -> None:
         """`torch.finfo(torch.float8_e4m3fn)` asks about a dtype; `ScaleDesc(torch.float8_e8m0fnu,
         ...)` at module or class level is a descriptor constant (not a float8 tensor's
         construction: `Float8Tensor(...)`)."""
         name = dotted_name(node.func) or ""
         last = name.rsplit(".", 1)[-1]
+        if isinstance(node.func, cst.Name) and "float8_" in self.m.source_map.original_text_of(node):
+            self._fp8_compared_only(node)
         for arg in node.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
             cast = keyword == "dtype" or (keyword is None and last in ("to", "view") and isinstance(node.func, cst.Attribute))
             held = dotted_name(arg.value) if cast and isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]) and self._name_code(arg.value) != "NPU913":
+            if held and _FP8_VARIABLE.search(held.rsplit(".", 1)[-1]) and self._name_code(arg.value) != "NPU913" \
+                    and not self._in_lowering():
                 self.fp8["variable"].append((arg.value, f"`{_short(self.m.source_map.original_text_of(node))}`"))
         qual = self.m.qualname(node.func) or name
         descriptor = (not self.functions and last[:1].isupper() and any(c.islower() for c in last)
@@ -988,6 +1027,9 @@ _TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 _DEVICE_QUERIES = frozenset({"get_device_capability", "get_device_properties", "get_device_name"})
 
 
+# decorators that register a compiler lowering (torch._inductor.lowering.register_lowering): the
+# function builds IR, it computes no tensor (a default FP8 dtype there is no cast)
+_LOWERINGS = frozenset({"register_lowering"})
 _DTYPE_NAME = re.compile(r"^(torch|tl|triton\.language)\.[a-z]\w*$")  # `torch.int8`, `tl.float8e4nv`
 
 

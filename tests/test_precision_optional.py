@@ -300,6 +300,8 @@ def test_test_class_decorated_to_skip_off_cuda_is_info(tmp_path):
     findings = _migrate(tmp_path, {"tests/test_quant.py": QUANT_TEST})
     assert not [f for f in findings if f["path"] == "tests/test_quant.py" and f["line"] == 10], findings
     assert "require_cuda_or_xpu" in _moot("tests/test_quant.py")[10], _LAST_SKIPPED
-    # a test that runs on any accelerator (the NPU included) stays reported (a warning: Int8Params
-    # runs on bitsandbytes' pure-torch default kernels there, optionalguards.review_bitsandbytes)
-    assert [f for f in _at(findings, "tests/test_quant.py", 18) if f["severity"] in ("error", "warning")], findings
+    # a test that runs on any accelerator (the NPU included) stays reported: information in a test
+    # file (round 9: Int8Params runs on bitsandbytes' pure-torch default kernels there, and a test
+    # asks for no port work; optionalguards.review_bitsandbytes), a warning in library code
+    assert [f for f in _at(findings, "tests/test_quant.py", 18)
+            if f["severity"] == "info" and "in a test file" in f["message"]], findings
