@@ -346,3 +346,53 @@ def test_a_cu_file_without_a_kernel_is_info(tmp_path: Path) -> None:
     # a CUDA runtime call, or a kernel: the error stays
     assert [f["severity"] for f in _findings(report, "csrc/device_info.cu", "NPU912")] == ["error"]
     assert [f["severity"] for f in _findings(report, "csrc/kernel.cu", "NPU912")] == ["error"]
+
+
+FLASH_EXTENSION = """\
+from .base_extension import _Extension
+
+
+class FlashCudaExtension(_Extension):
+    def is_available(self):
+        try:
+            import torch
+            from flash_attn import flash_attn_func  # noqa: F401
+
+            available = torch.cuda.is_available()
+        except ImportError:
+            available = False
+        return available
+
+    def load(self):
+        from flash_attn.bert_padding import pad_input
+
+        return pad_input
+"""
+
+
+def test_a_rewritten_availability_check_keeps_the_extension_reported(tmp_path: Path) -> None:
+    """An `is_available()` the migration rewrites (`npu_compat.is_available()`, with flash-attn
+    mapped to the shim) is true on an NPU host: the extension may be selected there, so its
+    findings stay."""
+    files = {"kernel/__init__.py": "", "kernel/extensions/__init__.py": "",
+             "kernel/extensions/base_extension.py": BASE_EXTENSION,
+             "kernel/extensions/flash_cuda.py": FLASH_EXTENSION,
+             "kernel/extensions/npu_attention.py": NPU_EXTENSION,
+             "kernel/kernel_loader.py": LOADER.replace("from .extensions.layernorm import LayerNormCudaExtension",
+                                                       "from .extensions.flash_cuda import FlashCudaExtension")
+             .replace("LayerNormCudaExtension,", "FlashCudaExtension,")}
+    report = migrate_json(write_project(tmp_path, files))
+    path = "kernel/extensions/flash_cuda.py"
+    assert any(f["path"] == path and f["fixable"] and f["code"] == "NPU201" for f in report["findings"]), report["findings"]
+    assert not moot_lines(report["skipped"], None, path), report["skipped"]
+    assert _findings(report, path, "NPU502"), report["findings"]
+
+
+def test_a_cu_file_including_a_kernel_header_stays_an_error(tmp_path: Path) -> None:
+    dispatcher = '#include "gemm_launcher.cuh"\n\nvoid run_gemm(int m) { launch_gemm(m); }\n'
+    report = migrate_json(write_project(tmp_path, {
+        "csrc/gemm/gemm_entry.cu": dispatcher,
+        "csrc/gemm/gemm_launcher.cuh": "template <int M> __global__ void gemm() {}\nvoid launch_gemm(int m);\n",
+        "csrc/nvcc_version.cu": VERSION_ONLY}))
+    assert [f["severity"] for f in _findings(report, "csrc/gemm/gemm_entry.cu", "NPU912")] == ["error"], report["findings"]
+    assert [f["severity"] for f in _findings(report, "csrc/nvcc_version.cu", "NPU912")] == ["info"]
