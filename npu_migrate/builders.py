@@ -33,6 +33,7 @@ once, from runplan.py, after disabled.review_builders.
 from __future__ import annotations
 
 import ast
+import functools
 import posixpath
 import re
 from dataclasses import replace
@@ -259,6 +260,18 @@ def _matches(relpath: str, literal: str) -> bool:
     return relpath == literal or relpath.endswith("/" + literal)
 
 
+def _why(name: str, route: tuple) -> str:
+    """Why the CUDA builder `name` never runs on an NPU host: the accelerator's NPU folder has its
+    twin, or lacks it (the accelerator returns its not-implemented builder)."""
+    parent, folder, accelerator, npu_base, npu_classes, not_implemented = route
+    if name in npu_classes:
+        return (f"`{name}` of {parent}/; on an NPU host {accelerator} takes the builders from {folder}/, "
+                f"whose `{name}` ({npu_classes[name]}) derives from `{npu_base}`")
+    returns = f"its `{not_implemented}`" if not_implemented else "no builder"
+    return (f"`{name}` of {parent}/; on an NPU host {accelerator} takes the builders from {folder}/, "
+            f"which has no `{name}`: it returns {returns}, the project leaves this op out on NPU")
+
+
 def _builder_folders(results: list, text) -> list:
     from .probes import parse_text
 
@@ -290,13 +303,7 @@ def _builder_folders(results: list, text) -> list:
         not_implemented = next((n for n in npu_classes if _NOT_IMPLEMENTED.search(n)), None)
         all_folders.append((parent, folder, builders))
 
-        def why_of(name: str) -> str:
-            if name in npu_classes:
-                return (f"`{name}` of {parent}/; on an NPU host {accelerator} takes the builders from {folder}/, "
-                        f"whose `{name}` ({npu_classes[name]}) derives from `{npu_base}`")
-            returns = f"its `{not_implemented}`" if not_implemented else "no builder"
-            return (f"`{name}` of {parent}/; on an NPU host {accelerator} takes the builders from {folder}/, "
-                    f"which has no `{name}`: it returns {returns}, the project leaves this op out on NPU")
+        why_of = functools.partial(_why, route=(parent, folder, accelerator, npu_base, npu_classes, not_implemented))
 
         by_file: dict[int, list[str]] = {}
         for name, (i, _bases) in builders.items():
@@ -305,13 +312,12 @@ def _builder_folders(results: list, text) -> list:
             tree = parse_text(text(i).decode("utf-8", "replace"))
             if tree is None:
                 continue
+            claimed.add(results[i].relpath)  # (its other literals are recorded here, owner None)
             for literal, owner in _literal_owners(tree, names):
                 owners.setdefault(literal, []).append((owner, why_of(owner) if owner else ""))
             spans = _class_spans(tree, names)
             if any(_lowerable(f) and f.severity != "info" for f in out[i].findings):
                 out[i] = _lower_in(out[i], spans, why_of)
-        for i in siblings:
-            claimed.add(results[i].relpath)
     if not all_folders:
         return results
     # a literal any other Python file names (setup.py, another builder) keeps its source reported

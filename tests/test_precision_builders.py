@@ -396,3 +396,13 @@ def test_a_cu_file_including_a_kernel_header_stays_an_error(tmp_path: Path) -> N
         "csrc/nvcc_version.cu": VERSION_ONLY}))
     assert [f["severity"] for f in _findings(report, "csrc/gemm/gemm_entry.cu", "NPU912")] == ["error"], report["findings"]
     assert [f["severity"] for f in _findings(report, "csrc/nvcc_version.cu", "NPU912")] == ["info"]
+
+
+def test_a_source_a_kept_builder_also_lists_stays(tmp_path: Path) -> None:
+    """A source that the directly imported builder lists too may be built on an NPU host."""
+    root = _project(tmp_path)
+    direct = root / "mypkg/ops/op_builder/direct.py"
+    direct.write_text(DIRECT.replace('"csrc/direct/direct_kernel.cu"', '"csrc/direct/direct_kernel.cu", "csrc/layers/layer_kernels.cu"'))
+    report = migrate_json(root)
+    assert [f["severity"] for f in _findings(report, "csrc/layers/layer_kernels.cu", "NPU912")] == ["error"], report["findings"]
+    assert not _findings(report, "csrc/layers/softmax_kernels.cu", "NPU912"), report["findings"]
