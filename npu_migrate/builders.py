@@ -105,7 +105,7 @@ _COMMENTS = re.compile(rb"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 _QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
-_HEADER_KERNEL = re.compile(rb"__global__|<<<|\bcutlass\b|\bcute::")
+_HEADER_KERNEL = re.compile(rb"__global__|<<<|cutlass|\bcute::", re.IGNORECASE)  # (`cutlass_scaled_mm` too)
 
 
 def _includes_kernels(data: bytes, path: str | None) -> bool:

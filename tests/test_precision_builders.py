@@ -393,8 +393,12 @@ def test_a_cu_file_including_a_kernel_header_stays_an_error(tmp_path: Path) -> N
     report = migrate_json(write_project(tmp_path, {
         "csrc/gemm/gemm_entry.cu": dispatcher,
         "csrc/gemm/gemm_launcher.cuh": "template <int M> __global__ void gemm() {}\nvoid launch_gemm(int m);\n",
+        "csrc/mm/mm_entry.cu": '#include "mm_kernels.hpp"\n\nvoid mm(int m) { cutlass_mm_sm90(m); }\n',
+        "csrc/mm/mm_kernels.hpp": "void cutlass_mm_sm90(int m);\n",
         "csrc/nvcc_version.cu": VERSION_ONLY}))
     assert [f["severity"] for f in _findings(report, "csrc/gemm/gemm_entry.cu", "NPU912")] == ["error"], report["findings"]
+    # a host dispatcher of CUTLASS kernels declared in a `.hpp` header stays too
+    assert [f["severity"] for f in _findings(report, "csrc/mm/mm_entry.cu", "NPU912")] == ["error"], report["findings"]
     assert [f["severity"] for f in _findings(report, "csrc/nvcc_version.cu", "NPU912")] == ["info"]
 
 
