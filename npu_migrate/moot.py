@@ -55,7 +55,9 @@ PHRASES = (
     "guarded import read only by type checks and registrations",
     "in a test skipped where the package is missing",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
-    "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders
+    "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
+    "built only by CUDA op builders the project's NPU accelerator does not use",  # builders.py (sources)
+    "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
 )

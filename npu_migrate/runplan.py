@@ -284,6 +284,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # platform code and CUDA variant folders: info; then every finding about code an NPU host
     # never runs becomes a named skipped scope
     paths = {rel: path for path, rel in items}
+    from .builders import review as review_cuda_builders
     from .disabled import review_builders
     from .fp8tests import fold_into_failing_imports
     from .optests import lower_in_op_tests
@@ -297,6 +298,8 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     results = review_optional(review_importers(results, paths), paths)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     results = review_builders(results, paths)  # (a CUDA op builder beside the project's NPU one: disabled.py)
+    # (CUDA builders and extensions the project's own NPU route never selects, kernel-less .cu: builders.py)
+    results = review_cuda_builders(results, paths)
     results = lower_in_op_tests(results, paths)  # (warnings in tests of a CUDA-only compiled op: optests.py)
     return to_scopes(review_platforms(results, paths))
 
