@@ -45,6 +45,7 @@ PHRASES = (
     "in a test that never calls the compiled object",
     "a test skip: the test keeps being skipped on an NPU host",
     "imported only where an NPU host does not go",
+    "imported only behind a CUDA/ROCm-only gate",  # importgates.py
     "overridden for NPU by",
     "the project builds `",
     "documentation example in the Markdown",

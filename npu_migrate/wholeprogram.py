@@ -263,6 +263,9 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 
     dispatch = gates(results, python, texts, facts_of) if targets else {}
     unreachable = _never_imported(results, python, targets, texts, facts_of, dispatch)
+    from . import importgates  # (flags bound to the project's CUDA predicate, platform importers, tests)
+
+    unreachable.update(importgates.unreachable(results, python, targets, texts, facts_of, dispatch, unreachable))
     for i, spans in dispatch.items():  # (the branches' own findings)
         if i not in unreachable:
             out[i] = lower_within(out[i], spans, _lower)

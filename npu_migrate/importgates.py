@@ -1,0 +1,352 @@
+"""Modules every in-project importer reaches only behind a CUDA/ROCm-only gate (issue #16, round 9).
+
+`wholeprogram._never_imported` lowers the findings of a module all of whose import sites lie in an
+`if` block whose one-line condition is false on an NPU host. Real projects put one more step
+between the condition and the import, which it cannot see:
+
+* **a flag bound to the project's own CUDA predicate.** SGLang writes `_is_cuda = is_cuda()` at
+  module level, with `def is_cuda(): return torch.cuda.is_available() and torch.version.cuda` in its
+  utils, and imports its JIT kernels under `if _is_cuda:`. A function of the project with no
+  parameters whose one `return` is false on an NPU host (testscopes' evaluation: `torch.version.cuda`
+  is None there) is false wherever it is called by name, and so is a module-level name bound once to
+  such a call; every top-level `def` of that name in the project must say so.
+* **an importer that is another platform's module.** vLLM's `chunked_prefill_paged_decode.py` is
+  imported only by `v1/attention/backends/rocm_attn.py` (a module named for ROCm, which the run
+  leaves alone as ROCm source) and its own tests; a CUDA variant beside the project's NPU one
+  (`cuda_fused_moe.py` beside `npu_fused_moe.py`) is the same for what it imports.
+* **tests.** A test module is no runtime importer: the module's own tests import it unconditionally
+  (`tests/kernels/test_prefix_prefill.py`), and are reported on their own. At least one importer
+  that is not a test must exist and be gated: a module only tests import stays as it is.
+
+The chain is followed across modules (a module imported only by modules never imported on an NPU
+host, with a cycle guard: a fixed point from the gated sites). A module no file of the run imports
+stays reported (an entry point, a public module), as does one named in a string (a dynamic import),
+and one imported anywhere outside such a gate. The findings of such a module become info with the
+reason and the importer's place (`imported only behind a CUDA/ROCm-only gate: pkg/a.py:40 under
+`_is_cuda``), which moot.py names as a skipped scope (invariant 2: nothing silently missed).
+
+Called once, from `wholeprogram.review`, after its own pass: `unreachable(...)` answers the modules
+that pass did not already find.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from typing import Optional
+
+PHRASE = "imported only behind a CUDA/ROCm-only gate"  # (moot.PHRASES)
+_MAX_ROUNDS = 8
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+# a top-level function with no parameters whose body is one `return` (decorators allowed)
+_PREDICATE_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\([ \t]*\)[^:\n]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*|\"\"\"[^\n]*\"\"\")?\n)*"
+                            rb"[ \t]+return[ \t]+([^\n]+)$", re.MULTILINE)
+_FLAG_ASSIGN = re.compile(rb"^(\w+)[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)  # (`_is_cuda = is_cuda()`)
+_ANY_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+
+
+def is_test(relpath: str) -> bool:
+    """A test module (tests/, test_*.py, *_test.py, conftest.py): no runtime importer."""
+    return bool(_TEST_FILE.search(relpath))
+
+
+def _false_predicates(python: list[int], texts) -> frozenset:
+    """Names of the project's top-level functions without parameters whose every definition is one
+    `return` false on an NPU host (`def is_cuda(): return torch.cuda.is_available() and
+    torch.version.cuda`)."""
+    from .testscopes import false_on_npu
+
+    verdicts: dict[str, bool] = {}
+    for i in python:
+        data = texts.get(i) or b""
+        if b"return" not in data or b"def " not in data:
+            continue
+        single = {}
+        for match in _PREDICATE_DEF.finditer(data):
+            single[match.group(1).decode()] = match.group(2).decode("utf-8", "replace").split("#")[0].strip()
+        for match in _ANY_DEF.finditer(data):
+            name = match.group(1).decode()
+            if not re.search(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)", name):
+                continue  # (only predicates named for another platform: cheap and safe)
+            body = single.get(name)
+            verdict = body is not None and false_on_npu(body)
+            verdicts[name] = verdicts.get(name, True) and verdict
+    return frozenset(n for n, v in verdicts.items() if v)
+
+
+class _Resolve(ast.NodeTransformer):
+    """A condition with the importer's module-level flags replaced by their bound value, and the
+    calls of the project's false predicates by False."""
+
+    def __init__(self, bound: dict, predicates: frozenset):
+        self.bound, self.predicates, self.depth = bound, predicates, 0
+
+    def visit_Name(self, node: ast.Name):
+        value = self.bound.get(node.id)
+        if value is not None and self.depth < 3:
+            self.depth += 1
+            try:
+                return self.visit(_copy(value))
+            finally:
+                self.depth -= 1
+        return node
+
+    def visit_Call(self, node: ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id in self.predicates and not node.args and not node.keywords:
+            return ast.copy_location(ast.Constant(False), node)
+        self.generic_visit(node)
+        return node
+
+
+def _copy(node: ast.AST) -> ast.AST:
+    import copy
+
+    return copy.deepcopy(node)
+
+
+def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
+    """Names bound exactly once at module level, outside any block, to an expression."""
+    counts: dict[str, int] = defaultdict(int)
+    values: dict[str, ast.AST] = {}
+    for stmt in ast.walk(tree):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+            stmt, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    counts[name.id] += 1
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            values[stmt.targets[0].id] = stmt.value
+    return {n: v for n, v in values.items() if counts[n] == 1}
+
+
+def _gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tuple[int, int, str]]:
+    """(first, last, condition) of the `if` bodies false on an NPU host once the flags are resolved."""
+    from .testscopes import _truth
+
+    lines_of = []
+    resolver = _Resolve(bound, predicates)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or not node.body:
+            continue
+        names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
+        calls = {n.func.id for n in ast.walk(node.test) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        if not (names & bound.keys()) and not (calls & predicates):
+            continue  # (wholeprogram decided the rest already)
+        test = resolver.visit(_copy(node.test))
+        if _truth(test) is False:
+            first = node.body[0].lineno
+            last = max(getattr(s, "end_lineno", s.lineno) or s.lineno for s in node.body)
+            lines_of.append((first, last, ast.unparse(node.test)))
+    return lines_of
+
+
+def _platform_module(result, existing: set) -> Optional[str]:
+    """Why a module is another platform's (never imported on an NPU host), or None."""
+    from . import platforms
+
+    relpath = result.relpath
+    if result.skipped and result.skipped.startswith("ROCm/HIP source"):
+        return f"a ROCm module ({result.skipped.split('(', 1)[-1].rstrip(')')})"
+    named = platforms.path_platform(relpath)
+    if named:
+        return f"another platform's module {named}"
+    sibling = platforms._npu_sibling(relpath, existing)
+    if sibling:
+        return f"the CUDA variant beside `{sibling}`"
+    return None
+
+
+def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
+                extra: Optional[dict] = None, known: Optional[dict] = None) -> dict[int, str]:
+    """{target file: reason} for the modules an NPU host never imports by the rules above, beyond
+    `known` (wholeprogram's own answers, which count as unreachable importers too)."""
+    from .wholeprogram import _TYPING, _last_name, _module_names, _names_module
+
+    extra, known = extra or {}, known or {}
+    if not targets:
+        return {}
+    by_stem = {results[i].relpath[:-3]: i for i in python}
+    by_dotted: dict[str, set[int]] = defaultdict(set)
+    for i in python:
+        for name in _module_names(results[i].relpath):
+            by_dotted[name].add(i)
+    sites: dict[int, list[tuple[int, int]]] = defaultdict(list)  # imported -> [(importer, line)]
+    imports: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for i in python:
+        for name, line, relative in facts_of(i)["imports"]:
+            if relative:
+                found = {by_stem[name]} if name in by_stem else set()
+                if f"{name}/__init__" in by_stem:
+                    found.add(by_stem[f"{name}/__init__"])
+            else:
+                found = by_dotted.get(name, set())
+            for j in found:
+                if j != i:
+                    sites[j].append((i, line))
+                    imports[i].append((j, line))
+    existing = {results[i].relpath for i in python}
+    platform: dict[int, Optional[str]] = {}
+
+    def platform_of(i: int) -> Optional[str]:
+        if i not in platform:
+            platform[i] = _platform_module(results[i], existing)
+        return platform[i]
+
+    predicates: Optional[frozenset] = None
+    spans_of: dict[int, list] = {}
+
+    def resolved_spans(i: int) -> list:
+        nonlocal predicates
+        if i not in spans_of:
+            from . import astcache
+
+            spans_of[i] = []
+            data = texts.get(i) or b""
+            if predicates is None:
+                predicates = _false_predicates(python, texts)
+            flags = {m.group(1) for m in _FLAG_ASSIGN.finditer(data)} | {p.encode() for p in predicates}
+            if not flags or not re.search(rb"^[ \t]*(?:el)?if\b[^\n]*\b(?:" + b"|".join(
+                    re.escape(f) for f in sorted(flags)) + rb")\b", data, re.MULTILINE):
+                return spans_of[i]
+            tree = astcache.parse(data)
+            if tree is not None:
+                spans_of[i] = _gate_spans(tree, _module_bindings(tree), predicates)
+        return spans_of[i]
+
+    def gated(importer: int, line: int, deep: bool) -> Optional[str]:
+        for first, last, condition in facts_of(importer)["blocks"]:
+            if first <= line <= last:
+                return _TYPING if condition == "TYPE_CHECKING" else f"`{' '.join(condition.split())[:70]}`"
+        for first, last, why in extra.get(importer, ()):
+            if first <= line <= last:
+                return why
+        if deep:
+            data = texts.get(importer) or b""
+            lines = data.splitlines()
+            if 0 < line <= len(lines) and lines[line - 1][:1] in (b" ", b"\t"):
+                for first, last, condition in resolved_spans(importer):
+                    if first <= line <= last:
+                        return f"`{' '.join(condition.split())[:70]}`"
+        return None
+
+    found: dict[int, str] = dict(known)
+    strings: dict[int, bool] = {}
+
+    def named_in_a_string(i: int) -> bool:
+        if i not in strings:
+            word = _last_name(results[i].relpath).encode()
+            # (a whole string that is a dotted name or a path ending in the module, not an option
+            # `"--enable-fused-qk-norm-rope"` that only holds the word)
+            quoted = re.compile(rb"[\"'](?:[\w-]+[./])*" + re.escape(word) + rb"(?:\.py)?(?:[.:]\w+)*[\"']")
+            strings[i] = any(word in data and _names_module(quoted, word, data)
+                             for j, data in texts.items() if j != i and data)
+        return strings[i]
+
+    def verdict(i: int) -> Optional[str]:
+        where = sites.get(i)
+        if not where:
+            return None  # (no importer: an entry point or a public module)
+        reasons, runtime = [], 0
+        for importer, line in where:
+            if is_test(results[importer].relpath) and not is_test(results[i].relpath):
+                continue  # (a test is no runtime importer)
+            why = platform_of(importer)
+            if why is None and importer in found:
+                why = "a module an NPU host never imports"
+            if why is None:
+                why = gated(importer, line, True)
+                if why == _TYPING:
+                    continue
+            if why is None:
+                return None
+            runtime += 1
+            reasons.append(f"{results[importer].relpath}:{line} ({why})" if platform_of(importer) or importer in found
+                           else f"{results[importer].relpath}:{line} under {why}")
+        if not runtime or named_in_a_string(i):
+            return None
+        shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+        return f"{PHRASE}: {shown}"
+
+    # candidates: what a gated site, a platform module or an unreachable module imports
+    candidates: set[int] = set()
+    for i in python:
+        if platform_of(i) or i in found:
+            candidates.update(j for j, _line in imports.get(i, ()))
+    for j, where in sites.items():
+        if any(gated(importer, line, False) not in (None, _TYPING) for importer, line in where):
+            candidates.add(j)
+    for j, where in sites.items():  # (indented import sites under a flag the project binds)
+        if j in candidates or j in found:
+            continue
+        for importer, line in where:
+            data = texts.get(importer) or b""
+            if b"if " in data and gated(importer, line, True) not in (None, _TYPING):
+                candidates.add(j)
+                break
+    for _round in range(_MAX_ROUNDS):
+        grew = False
+        for i in sorted(candidates - set(found)):
+            why = verdict(i)
+            if why is None:
+                continue
+            found[i] = why
+            grew = True
+            candidates.update(j for j, _line in imports.get(i, ()))
+        if not grew:
+            break
+    wanted = set(targets)
+    return {i: why for i, why in found.items() if i in wanted and i not in known}
+
+
+# ------------------------------------------------------------------ a Triton import its importers restate
+
+RESTATED = "imported only where its importer's own unguarded Triton import fails first"
+
+
+def restating_site(results, reported: dict[int, int], importer: int, line: int, tree,
+                   importers: set) -> Optional[int]:
+    """The file whose own finding already reports the failure an import site of a module with an
+    unguarded `import triton` would add (NPU910), or None. `reported`: {file: line of its NPU910
+    unguarded-import finding}; `importers`: the files that import the module. The site restates it
+    when its importer is such a file (the importer fails to import first), or when the function
+    holding a lazy import also imports such a file that imports the module itself (xformers'
+    `merge_attentions_varargs` imports `vararg_kernel` beside `_triton.splitk_kernels`, which
+    imports `vararg_kernel` at module level)."""
+    if importer in reported:
+        return importer
+    if tree is None:
+        return None
+    from .wholeprogram import _module_names, _resolve_relative
+
+    function = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if function is None or node.lineno > function.lineno:
+                function = node
+    if function is None:
+        return None
+    by_name: dict[str, int] = {}
+    for k in reported:
+        for name in _module_names(results[k].relpath):
+            by_name.setdefault(name, k)
+        by_name.setdefault("rel:" + results[k].relpath[:-3], k)
+    relpath = results[importer].relpath
+    for node in ast.walk(function):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _resolve_relative(relpath, node.level, node.module or "")
+                keys = ["rel:" + base, *("rel:" + f"{base}/{a.name}" for a in node.names)]
+            else:
+                keys = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            keys = [a.name for a in node.names]
+        else:
+            continue
+        for key in keys:
+            k = by_name.get(key)
+            if k is not None and k != importer and k in importers and node.lineno != line:
+                return k
+    return None
