@@ -298,7 +298,91 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         if not grew:
             break
     wanted = set(targets)
-    return {i: why for i, why in found.items() if i in wanted and i not in known}
+    out = {i: why for i, why in found.items() if i in wanted and i not in known}
+    # modules imported at module level whose imported names the importer uses only behind a gate
+    for i in wanted - set(found):
+        if results[i].relpath.endswith("__init__.py") or not _defined_only(results[i], texts.get(i)):
+            continue  # (a package's __init__ runs for every import of its modules)
+        reasons = []
+        for importer, line in sites.get(i, ()):
+            if is_test(results[importer].relpath):
+                continue
+            why = platform_of(importer) or ("a module an NPU host never imports" if importer in found else None)
+            if why is None:
+                gate = gated(importer, line, True)
+                if gate == _TYPING:
+                    continue
+                if gate is None:
+                    gate = _used_only_in(texts.get(importer) or b"", line, lambda n, importer=importer: gated(importer, n, True),
+                                         results[importer].relpath, results[i].relpath)
+                    if gate is None:
+                        reasons = []
+                        break
+                    reasons.append(f"{results[importer].relpath}:{line} (its names used only under {gate})")
+                    continue
+                why = f"under {gate}"
+            reasons.append(f"{results[importer].relpath}:{line} ({why})")
+        if reasons and any(USED in r or "its names used" in r for r in reasons) and not named_in_a_string(i):
+            shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+            out[i] = f"{USED}: {shown}"
+    return out
+
+
+USED = "defined for code an NPU host never runs"  # (moot.PHRASES)
+
+
+def _defined_only(result, data: Optional[bytes]) -> bool:
+    """Every report-only finding of the module is inside a function or class (its decorators too)
+    and none says the module fails to import: loading the module on an NPU host only defines it."""
+    from . import astcache
+    from .tritonguards import UNGUARDED
+
+    lowerable = [f for f in result.findings if not f.fixable and f.cell is None and f.severity != "info"]
+    if not lowerable or not data or any(UNGUARDED in f.message for f in lowerable):
+        return False
+    tree = astcache.parse(data)
+    if tree is None:
+        return False
+    spans = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+            spans.append((first, stmt.end_lineno or stmt.lineno))
+    return all(any(a <= n <= b for a, b in spans)
+               for f in lowerable for n in [f.line, *(line for line, _c, _s in f.also)])
+
+
+def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> Optional[str]:
+    """The gate all uses of the names a module-level `from M import a, b` at `line` binds lie under
+    (`gate(line)` answers the condition of a line, or None), or None: a use outside, a star import,
+    a plain `import M`, a name exported (`__all__`) or used nowhere."""
+    from . import astcache
+
+    tree = astcache.parse(data)
+    if tree is None:
+        return None
+    statement = next((s for s in tree.body if isinstance(s, ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+    if statement is None or any(a.name == "*" for a in statement.names):
+        return None
+    from .wholeprogram import _module_names, _resolve_relative
+
+    named = (_resolve_relative(importer, statement.level, statement.module or "") == module[:-3] if statement.level
+             else statement.module in _module_names(module))
+    if not named:
+        return None  # (`from pkg import mod`, or the module's package: not its names)
+    names = {a.asname or a.name for a in statement.names}
+    if any(isinstance(n, ast.Constant) and n.value in names for n in ast.walk(tree)):
+        return None  # (named in a string: `__all__`, getattr)
+    conditions = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            if not isinstance(node.ctx, ast.Load):
+                return None
+            condition = gate(node.lineno)
+            if condition is None or condition.startswith("`TYPE_CHECKING"):
+                return None
+            conditions.add(condition)
+    return sorted(conditions)[0] if conditions else None
 
 
 # ------------------------------------------------------------------ a Triton import its importers restate

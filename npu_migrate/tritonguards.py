@@ -44,6 +44,8 @@ from . import astcache
 from .findings import Finding
 from .importgates import RESTATED
 
+# a kernel the module defines: `@triton.jit`, `@triton.autotune(...)`, `@jit` (decorator lines)
+_KERNEL_DEF = re.compile(rb"^[ \t]*@[ \t]*(?:triton\.)?(?:jit|autotune|heuristics)\b", re.MULTILINE)
 # the reasons (moot.AS_WRITTEN holds their first words)
 KERNELS_ON_CUDA = "Triton kernels launched only on CUDA tensors: the torch fallback runs on NPU"
 HARNESS_GUARDED = "guarded import of Triton's benchmark harness: the fallback runs on NPU"
@@ -458,7 +460,9 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
                 trees[j] = astcache.parse(data) if data is not None else None
             tree = trees[j]
             guard = _import_guard(tree, line) if tree is not None else None
-            if guard is None:  # (or the importer's own unguarded Triton import fails first: redundant)
+            if guard is None and not _KERNEL_DEF.search(text_of(i) or b""):
+                # (a helper without kernels of its own, whose importer's own unguarded Triton import
+                # fails first: redundant; a module with kernels keeps its finding, they are its own)
                 k = restating_site(results, reported, j, line, tree, importers)
                 guard = ("restated", f"{results[k].relpath}:{reported[k]}") if k is not None else None
                 if k is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .precision_helpers import migrate_json, moot_lines
 from .precision_helpers import write_project as _write
 
-from npu_migrate.importgates import PHRASE, RESTATED
+from npu_migrate.importgates import PHRASE, RESTATED, USED
 from npu_migrate.tritonguards import TRITON_GATED_IMPORTERS
 
 _TRITON_KERNEL = """\
@@ -149,14 +149,16 @@ def test_gated_on_a_platform_check_not_lowered_when_imported_elsewhere(tmp_path)
 def test_helper_whose_importers_report_the_same_triton_import(tmp_path):
     """`triton/vararg.py` imports triton unguarded; its importers are `_triton/kernels.py` (which
     reports its own unguarded Triton import) and a function that imports it beside that module:
-    redundant, info naming the importer's finding. A helper a plain function imports stays."""
+    redundant, info naming the importer's finding. A helper a plain function imports stays, and so
+    does a module with kernels of its own that only the reported module imports."""
     root = write_project(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/triton/__init__.py": "",
         "pkg/triton/vararg.py": "import triton\n\n\ndef unroll(fn):\n    return triton.jit(fn)\n",
         "pkg/triton/helper.py": "import triton\n\n\ndef unroll(fn):\n    return triton.jit(fn)\n",
         "pkg/_triton/__init__.py": "",
-        "pkg/_triton/kernels.py": "from pkg.triton.vararg import unroll\n" + _TRITON_KERNEL,
+        "pkg/_triton/kernels.py": "from pkg.triton.vararg import unroll\nfrom pkg.triton.kern import run\n" + _TRITON_KERNEL,
+        "pkg/triton/kern.py": _TRITON_KERNEL,
         "pkg/splitk.py": (
             "import torch\n\n\ndef merge(x):\n    from pkg.triton.vararg import unroll\n"
             "    from pkg._triton.kernels import run\n    return run(x)\n\n\n"
@@ -168,6 +170,8 @@ def test_helper_whose_importers_report_the_same_triton_import(tmp_path):
     assert RESTATED in vararg[0]["message"] and "pkg/_triton/kernels.py" in vararg[0]["message"]
     helper = _findings(report, "pkg/triton/helper.py", "NPU910")
     assert helper and helper[0]["severity"] == "error"
+    kern = _findings(report, "pkg/triton/kern.py", "NPU910")  # (kernels of its own: not a helper)
+    assert kern and kern[0]["severity"] == "error"
     kernels = _findings(report, "pkg/_triton/kernels.py", "NPU910")
     assert kernels and kernels[0]["severity"] == "error"
 
@@ -193,3 +197,32 @@ def test_has_triton_importer_with_the_modules_own_test(tmp_path):
     assert any(TRITON_GATED_IMPORTERS in f["message"] for f in rope)
     norm = _findings(report, "pkg/kernel/triton/norm.py", "NPU910")
     assert norm and norm[0]["severity"] == "error"
+
+
+def test_names_used_only_behind_a_platform_gate(tmp_path):
+    """`from pkg.relu2 import relu2_quant` at module level, used only under `if
+    current_platform.is_cuda() and current_platform.has_device_capability(90):`: loading the module
+    only defines its kernel (Triton through the project's own wrapper), which an NPU host never
+    runs. The same import used outside the gate too stays reported."""
+    kernel = ("import torch\n\nfrom pkg.triton_utils import tl, triton\n\n\n@triton.jit\ndef _kernel(x_ptr, n):\n"
+              "    pid = tl.program_id(0)\n\n\ndef relu2_quant(x):\n    _kernel[(1,)](x, x.numel())\n    return x\n")
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/triton_utils.py": "try:\n    import triton\n    import triton.language as tl\nexcept ImportError:\n"
+                               "    triton = tl = None\n",
+        "pkg/platforms.py": "current_platform = None\n",
+        "pkg/relu2.py": kernel,
+        "pkg/silu.py": kernel.replace("relu2", "silu"),
+        "pkg/fused.py": (
+            "from pkg.platforms import current_platform\nfrom pkg.relu2 import relu2_quant\n"
+            "from pkg.silu import silu_quant\n\nTABLE = {}\n\n"
+            "if current_platform.is_cuda() and current_platform.has_device_capability(90):\n"
+            "    TABLE['relu2'] = relu2_quant\n    TABLE['silu'] = silu_quant\n\n\n"
+            "def fallback(x):\n    return silu_quant(x)\n"),
+    })
+    report = migrate_json(root)
+    assert not [f for f in _findings(report, "pkg/relu2.py") if f["severity"] != "info"]
+    why = next(iter(moot_lines(report["skipped"], None, "pkg/relu2.py").values()))
+    assert USED in why and "pkg/fused.py:2" in why
+    kept = [f for f in _findings(report, "pkg/silu.py") if f["severity"] == "error"]
+    assert kept
