@@ -124,7 +124,7 @@ def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
 
 def _gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tuple[int, int, str]]:
     """(first, last, condition) of the `if` bodies false on an NPU host once the flags are resolved."""
-    from .testscopes import _truth
+    from .testscopes import false_on_npu
 
     lines_of = []
     resolver = _Resolve(bound, predicates)
@@ -136,7 +136,7 @@ def _gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tu
         if not (names & bound.keys()) and not (calls & predicates):
             continue  # (wholeprogram decided the rest already)
         test = resolver.visit(_copy(node.test))
-        if _truth(test) is False:
+        if false_on_npu(ast.unparse(test)):
             first = node.body[0].lineno
             last = max(getattr(s, "end_lineno", s.lineno) or s.lineno for s in node.body)
             lines_of.append((first, last, ast.unparse(node.test)))
@@ -144,34 +144,91 @@ def _gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tu
 
 
 def _platform_module(result, existing: set) -> Optional[str]:
-    """Why a module is another platform's (never imported on an NPU host), or None."""
-    from . import platforms
-
-    relpath = result.relpath
+    """Why a module is another platform's (never imported on an NPU host), or None: ROCm source the
+    run leaves alone (named for ROCm, in a rocm folder), or a CUDA variant beside the project's NPU
+    one (`cuda_fused_moe.py` beside `npu_fused_moe.py`)."""
     if result.skipped and result.skipped.startswith("ROCm/HIP source"):
         return f"a ROCm module ({result.skipped.split('(', 1)[-1].rstrip(')')})"
-    named = platforms.path_platform(relpath)
-    if named:
-        return f"another platform's module {named}"
-    sibling = platforms._npu_sibling(relpath, existing)
+    sibling = _npu_sibling(result.relpath, existing)
     if sibling:
         return f"the CUDA variant beside `{sibling}`"
     return None
+
+
+def _npu_sibling(path: str, existing: set) -> Optional[str]:
+    """`path` with a cuda/gpu/nvidia part of its file name replaced by npu/ascend, when that module is
+    in the run (rules/scopes.toml [platforms] variant_words, npu_variants)."""
+    from . import catalogue
+
+    table = catalogue.read_table("scopes.toml")["platforms"]
+    parent, _, name = path.rpartition("/")
+    parts = re.split(r"([-_.])", name)
+    for k, part in enumerate(parts):
+        if part.lower() in table["variant_words"]:
+            for npu in table["npu_variants"]:
+                replaced = npu.upper() if part.isupper() else npu.capitalize() if part[:1].isupper() else npu
+                sibling = "".join([*parts[:k], replaced, *parts[k + 1:]])
+                sibling = f"{parent}/{sibling}" if parent else sibling
+                if sibling in existing:
+                    return sibling
+    return None
+
+
+# (the import graph's names, as wholeprogram.py reads them: it calls this module, so this module
+# does not import it)
+_TYPING = "`TYPE_CHECKING`"
+_UNGUARDED = "imported unguarded at module level"
+_BY_NAME = (b"import_module(", b"__import__(", b"load_source(", b"spec_from_")
+
+
+def module_names(relpath: str) -> list[str]:
+    """The dotted names a .py file may be imported by (`src/pkg/a.py`: `src.pkg.a`, `pkg.a`), at
+    least two parts long unless the file is at the top."""
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if not parts:
+        return []
+    names = [".".join(parts[i:]) for i in range(len(parts))]
+    return [n for n in names if "." in n] or names[-1:]
+
+
+def resolve_relative(importer: str, dots: int, module: str) -> str:
+    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
+    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
+    parts = folder.split("/") if folder else []
+    if dots > 1:
+        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
+    if module:
+        parts += module.split(".")
+    return "/".join(parts)
+
+
+def _last_name(relpath: str) -> str:
+    stem = relpath[:-3].rsplit("/", 1)[-1]
+    if stem == "__init__":
+        stem = (relpath.rsplit("/", 2)[-2] if relpath.count("/") else "") or stem
+    return stem
+
+
+def _names_module(quoted: re.Pattern, word: bytes, data: bytes) -> bool:
+    """A string of `data` names the module: a dotted name or path ending in it, or the bare word in
+    a file that imports by name at all."""
+    bare = b'"' + word + b'"', b"'" + word + b"'"
+    return any(m.group(0) not in bare or any(call in data for call in _BY_NAME) for m in quoted.finditer(data))
 
 
 def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                 extra: Optional[dict] = None, known: Optional[dict] = None) -> dict[int, str]:
     """{target file: reason} for the modules an NPU host never imports by the rules above, beyond
     `known` (wholeprogram's own answers, which count as unreachable importers too)."""
-    from .wholeprogram import _TYPING, _last_name, _module_names, _names_module
-
     extra, known = extra or {}, known or {}
     if not targets:
         return {}
     by_stem = {results[i].relpath[:-3]: i for i in python}
     by_dotted: dict[str, set[int]] = defaultdict(set)
     for i in python:
-        for name in _module_names(results[i].relpath):
+        for name in module_names(results[i].relpath):
             by_dotted[name].add(i)
     sites: dict[int, list[tuple[int, int]]] = defaultdict(list)  # imported -> [(importer, line)]
     imports: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -335,10 +392,9 @@ def _defined_only(result, data: Optional[bytes]) -> bool:
     """Every report-only finding of the module is inside a function or class (its decorators too)
     and none says the module fails to import: loading the module on an NPU host only defines it."""
     from . import astcache
-    from .tritonguards import UNGUARDED
 
     lowerable = [f for f in result.findings if not f.fixable and f.cell is None and f.severity != "info"]
-    if not lowerable or not data or any(UNGUARDED in f.message for f in lowerable):
+    if not lowerable or not data or any(_UNGUARDED in f.message for f in lowerable):
         return False
     tree = astcache.parse(data)
     if tree is None:
@@ -364,10 +420,8 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
     statement = next((s for s in tree.body if isinstance(s, ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)), None)
     if statement is None or any(a.name == "*" for a in statement.names):
         return None
-    from .wholeprogram import _module_names, _resolve_relative
-
-    named = (_resolve_relative(importer, statement.level, statement.module or "") == module[:-3] if statement.level
-             else statement.module in _module_names(module))
+    named = (resolve_relative(importer, statement.level, statement.module or "") == module[:-3] if statement.level
+             else statement.module in module_names(module))
     if not named:
         return None  # (`from pkg import mod`, or the module's package: not its names)
     names = {a.asname or a.name for a in statement.names}
@@ -383,54 +437,3 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
                 return None
             conditions.add(condition)
     return sorted(conditions)[0] if conditions else None
-
-
-# ------------------------------------------------------------------ a Triton import its importers restate
-
-RESTATED = "imported only where its importer's own unguarded Triton import fails first"
-
-
-def restating_site(results, reported: dict[int, int], importer: int, line: int, tree,
-                   importers: set) -> Optional[int]:
-    """The file whose own finding already reports the failure an import site of a module with an
-    unguarded `import triton` would add (NPU910), or None. `reported`: {file: line of its NPU910
-    unguarded-import finding}; `importers`: the files that import the module. The site restates it
-    when its importer is such a file (the importer fails to import first), or when the function
-    holding a lazy import also imports such a file that imports the module itself (xformers'
-    `merge_attentions_varargs` imports `vararg_kernel` beside `_triton.splitk_kernels`, which
-    imports `vararg_kernel` at module level)."""
-    if importer in reported:
-        return importer
-    if tree is None:
-        return None
-    from .wholeprogram import _module_names, _resolve_relative
-
-    function = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if function is None or node.lineno > function.lineno:
-                function = node
-    if function is None:
-        return None
-    by_name: dict[str, int] = {}
-    for k in reported:
-        for name in _module_names(results[k].relpath):
-            by_name.setdefault(name, k)
-        by_name.setdefault("rel:" + results[k].relpath[:-3], k)
-    relpath = results[importer].relpath
-    for node in ast.walk(function):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = _resolve_relative(relpath, node.level, node.module or "")
-                keys = ["rel:" + base, *("rel:" + f"{base}/{a.name}" for a in node.names)]
-            else:
-                keys = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.Import):
-            keys = [a.name for a in node.names]
-        else:
-            continue
-        for key in keys:
-            k = by_name.get(key)
-            if k is not None and k != importer and k in importers and node.lineno != line:
-                return k
-    return None

@@ -288,8 +288,7 @@ def _to_verify(finding: Finding) -> bool:
     imported only behind a Triton-availability test ("with Triton-Ascend installed these kernels run
     there: verify them", or "its importer's own unguarded Triton import fails first"), which the project's
     own Triton NPU backend answers the same way."""
-    from .importgates import RESTATED
-    from .tritonguards import TRITON_GATED_IMPORTERS
+    from .tritonguards import RESTATED, TRITON_GATED_IMPORTERS
 
     return finding.severity != "info" or TRITON_GATED_IMPORTERS in finding.message or RESTATED in finding.message
 

@@ -42,8 +42,9 @@ from typing import Optional
 
 from . import astcache
 from .findings import Finding
-from .importgates import RESTATED
 
+# (a helper whose importers' own unguarded Triton import fails first: redundant, info)
+RESTATED = "imported only where its importer's own unguarded Triton import fails first"
 # a kernel the module defines: `@triton.jit`, `@triton.autotune(...)`, `@jit` (decorator lines)
 _KERNEL_DEF = re.compile(rb"^[ \t]*@[ \t]*(?:triton\.)?(?:jit|autotune|heuristics)\b", re.MULTILINE)
 # the reasons (moot.AS_WRITTEN holds their first words)
@@ -423,7 +424,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU910 "imported unguarded at module level" on a module that every importer of the run
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
-    from .importgates import is_test, restating_site
+    from .importgates import is_test
     from .wholeprogram import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
@@ -562,3 +563,52 @@ def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
                                           message=f"{finding.message.replace(UNGUARDED, '')} ({why}: {listed})")
         findings.append(finding)
     return dataclasses.replace(result, findings=findings)
+
+
+# ------------------------------------------------------------------ a Triton import its importers restate
+
+def restating_site(results, reported: dict[int, int], importer: int, line: int, tree,
+                   importers: set) -> Optional[int]:
+    """The file whose own finding already reports the failure an import site of a module with an
+    unguarded `import triton` would add (NPU910), or None. `reported`: {file: line of its NPU910
+    unguarded-import finding}; `importers`: the files that import the module. The site restates it
+    when its importer is such a file (the importer fails to import first), or when the function
+    holding a lazy import also imports such a file that imports the module itself (xformers'
+    `merge_attentions_varargs` imports `vararg_kernel` beside `_triton.splitk_kernels`, which
+    imports `vararg_kernel` at module level)."""
+    if importer in reported:
+        return importer
+    if tree is None:
+        return None
+    from .importgates import resolve_relative
+    from .wholeprogram import module_names
+
+    function = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if function is None or node.lineno > function.lineno:
+                function = node
+    if function is None:
+        return None
+    by_name: dict[str, int] = {}
+    for k in reported:
+        for name in module_names(results[k].relpath):
+            by_name.setdefault(name, k)
+        by_name.setdefault("rel:" + results[k].relpath[:-3], k)
+    relpath = results[importer].relpath
+    for node in ast.walk(function):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = resolve_relative(relpath, node.level, node.module or "")
+                keys = ["rel:" + base, *("rel:" + f"{base}/{a.name}" for a in node.names)]
+            else:
+                keys = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            keys = [a.name for a in node.names]
+        else:
+            continue
+        for key in keys:
+            k = by_name.get(key)
+            if k is not None and k != importer and k in importers and node.lineno != line:
+                return k
+    return None

@@ -8,8 +8,8 @@ from __future__ import annotations
 from .precision_helpers import migrate_json, moot_lines
 from .precision_helpers import write_project as _write
 
-from npu_migrate.importgates import PHRASE, RESTATED, USED
-from npu_migrate.tritonguards import TRITON_GATED_IMPORTERS
+from npu_migrate.importgates import PHRASE, USED
+from npu_migrate.tritonguards import RESTATED, TRITON_GATED_IMPORTERS
 
 _TRITON_KERNEL = """\
 import torch
