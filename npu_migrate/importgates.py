@@ -393,8 +393,8 @@ def _defined_only(result, data: Optional[bytes]) -> bool:
     and none says the module fails to import: loading the module on an NPU host only defines it."""
     from . import astcache
 
-    lowerable = [f for f in result.findings if not f.fixable and f.cell is None and f.severity != "info"]
-    if not lowerable or not data or any(_UNGUARDED in f.message for f in lowerable):
+    lowerable = [f for f in result.findings if not f.fixable and f.cell is None]  # (info too: all are lowered)
+    if not any(f.severity != "info" for f in lowerable) or not data or any(_UNGUARDED in f.message for f in lowerable):
         return False
     tree = astcache.parse(data)
     if tree is None:
