@@ -32,6 +32,7 @@ that pass did not already find.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from typing import Optional
@@ -42,8 +43,11 @@ _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest
 # a top-level function with no parameters whose body is one `return` (decorators allowed)
 _PREDICATE_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\([ \t]*\)[^:\n]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*|\"\"\"[^\n]*\"\"\")?\n)*"
                             rb"[ \t]+return[ \t]+([^\n]+)$", re.MULTILINE)
-_FLAG_ASSIGN = re.compile(rb"^(\w+)[ \t]*=[ \t]*[\w.]+\(", re.MULTILINE)  # (`_is_cuda = is_cuda()`)
+# a module-level flag bound to a platform question (`_is_cuda = is_cuda()`, `_on_sm90 = has_sm90()`)
+_FLAG_ASSIGN = re.compile(rb"^(\w+)[ \t]*=[ \t]*[\w.]*(?:is_|has_|use_|_available|cuda|rocm|hip|capability|sm_?\d)"
+                          rb"[\w.]*\(", re.MULTILINE)
 _ANY_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
+_PLATFORM_NAME = re.compile(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)")
 
 
 def is_test(relpath: str) -> bool:
@@ -62,13 +66,14 @@ def _false_predicates(python: list[int], texts) -> frozenset:
         data = texts.get(i) or b""
         if b"return" not in data or b"def " not in data:
             continue
+        names = [m.group(1).decode() for m in _ANY_DEF.finditer(data)]
+        names = [n for n in names if _PLATFORM_NAME.search(n)]  # (only predicates named for a platform)
+        if not names:
+            continue
         single = {}
         for match in _PREDICATE_DEF.finditer(data):
             single[match.group(1).decode()] = match.group(2).decode("utf-8", "replace").split("#")[0].strip()
-        for match in _ANY_DEF.finditer(data):
-            name = match.group(1).decode()
-            if not re.search(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)", name):
-                continue  # (only predicates named for another platform: cheap and safe)
+        for name in names:
             body = single.get(name)
             verdict = body is not None and false_on_npu(body)
             verdicts[name] = verdicts.get(name, True) and verdict
@@ -155,12 +160,17 @@ def _platform_module(result, existing: set) -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _variant_table() -> dict:
+    from . import catalogue
+
+    return catalogue.read_table("scopes.toml")["platforms"]
+
+
 def _npu_sibling(path: str, existing: set) -> Optional[str]:
     """`path` with a cuda/gpu/nvidia part of its file name replaced by npu/ascend, when that module is
     in the run (rules/scopes.toml [platforms] variant_words, npu_variants)."""
-    from . import catalogue
-
-    table = catalogue.read_table("scopes.toml")["platforms"]
+    table = _variant_table()
     parent, _, name = path.rpartition("/")
     parts = re.split(r"([-_.])", name)
     for k, part in enumerate(parts):
@@ -179,6 +189,7 @@ def _npu_sibling(path: str, existing: set) -> Optional[str]:
 _TYPING = "`TYPE_CHECKING`"
 _UNGUARDED = "imported unguarded at module level"
 _BY_NAME = (b"import_module(", b"__import__(", b"load_source(", b"spec_from_")
+_LITERAL = re.compile(rb"[\"']([\w./:-]{1,200})[\"']")
 
 
 def module_names(relpath: str) -> list[str]:
@@ -209,13 +220,6 @@ def _last_name(relpath: str) -> str:
     if stem == "__init__":
         stem = (relpath.rsplit("/", 2)[-2] if relpath.count("/") else "") or stem
     return stem
-
-
-def _names_module(quoted: re.Pattern, word: bytes, data: bytes) -> bool:
-    """A string of `data` names the module: a dotted name or path ending in it, or the bare word in
-    a file that imports by name at all."""
-    bare = b'"' + word + b'"', b"'" + word + b"'"
-    return any(m.group(0) not in bare or any(call in data for call in _BY_NAME) for m in quoted.finditer(data))
 
 
 def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
@@ -273,6 +277,8 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                 spans_of[i] = _gate_spans(tree, _module_bindings(tree), predicates)
         return spans_of[i]
 
+    lines_of: dict[int, list] = {}
+
     def gated(importer: int, line: int, deep: bool) -> Optional[str]:
         for first, last, condition in facts_of(importer)["blocks"]:
             if first <= line <= last:
@@ -281,8 +287,9 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
             if first <= line <= last:
                 return why
         if deep:
-            data = texts.get(importer) or b""
-            lines = data.splitlines()
+            if importer not in lines_of:
+                lines_of[importer] = (texts.get(importer) or b"").splitlines()
+            lines = lines_of[importer]
             if 0 < line <= len(lines) and lines[line - 1][:1] in (b" ", b"\t"):
                 for first, last, condition in resolved_spans(importer):
                     if first <= line <= last:
@@ -298,9 +305,29 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
             # (a whole string that is a dotted name or a path ending in the module, not an option
             # `"--enable-fused-qk-norm-rope"` that only holds the word)
             quoted = re.compile(rb"[\"'](?:[\w-]+[./])*" + re.escape(word) + rb"(?:\.py)?(?:[.:]\w+)*[\"']")
-            strings[i] = any(word in data and _names_module(quoted, word, data)
-                             for j, data in texts.items() if j != i and data)
+            strings[i] = any(j != i and (literal != word or by_name(j)) and quoted.fullmatch(b'"' + literal + b'"')
+                             for literal, j in string_index().get(word, ()))
         return strings[i]
+
+    index: dict[bytes, list] = {}
+    loads_by_name: dict[int, bool] = {}
+
+    def string_index() -> dict[bytes, list]:
+        """{word: [(string literal, file)]} of the run's short string literals, by their parts split
+        on . / : (built once: one regex pass over every file, not one per module)."""
+        if not index:
+            for j, data in texts.items():
+                for literal in set(_LITERAL.findall(data or b"")):
+                    for part in set(re.split(rb"[./:]", literal)):
+                        part = part[:-3] if part.endswith(b".py") else part
+                        index.setdefault(part, []).append((literal, j))
+            index.setdefault(b"", [])
+        return index
+
+    def by_name(j: int) -> bool:
+        if j not in loads_by_name:
+            loads_by_name[j] = any(call in (texts.get(j) or b"") for call in _BY_NAME)
+        return loads_by_name[j]
 
     def verdict(i: int) -> Optional[str]:
         where = sites.get(i)
@@ -339,8 +366,7 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         if j in candidates or j in found:
             continue
         for importer, line in where:
-            data = texts.get(importer) or b""
-            if b"if " in data and gated(importer, line, True) not in (None, _TYPING):
+            if gated(importer, line, True) not in (None, _TYPING):
                 candidates.add(j)
                 break
     for _round in range(_MAX_ROUNDS):
