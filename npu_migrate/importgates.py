@@ -50,6 +50,9 @@ _ANY_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _PLATFORM_NAME = re.compile(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)")
 
 
+_PYTEST_MODULE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
+
+
 def is_test(relpath: str) -> bool:
     """A test module (tests/, test_*.py, *_test.py, conftest.py): no runtime importer."""
     return bool(_TEST_FILE.search(relpath))
@@ -331,8 +334,8 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
 
     def verdict(i: int) -> Optional[str]:
         where = sites.get(i)
-        if not where:
-            return None  # (no importer: an entry point or a public module)
+        if not where or _PYTEST_MODULE.search(results[i].relpath):
+            return None  # (no importer: an entry point or a public module; pytest collects a test module itself)
         reasons, runtime = [], 0
         for importer, line in where:
             if is_test(results[importer].relpath) and not is_test(results[i].relpath):
@@ -384,7 +387,8 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
     out = {i: why for i, why in found.items() if i in wanted and i not in known}
     # modules imported at module level whose imported names the importer uses only behind a gate
     for i in wanted - set(found):
-        if results[i].relpath.endswith("__init__.py") or not _defined_only(results[i], texts.get(i)):
+        if results[i].relpath.endswith("__init__.py") or _PYTEST_MODULE.search(results[i].relpath) or not _defined_only(
+                results[i], texts.get(i)):
             continue  # (a package's __init__ runs for every import of its modules)
         reasons = []
         for importer, line in sites.get(i, ()):
