@@ -159,7 +159,7 @@ def _platform_module(result, existing: set) -> Optional[str]:
         return f"a ROCm module ({result.skipped.split('(', 1)[-1].rstrip(')')})"
     sibling = _npu_sibling(result.relpath, existing)
     if sibling:
-        return f"the CUDA variant beside `{sibling}`"
+        return f"{_VARIANT} `{sibling}`"
     return None
 
 
@@ -168,6 +168,9 @@ def _variant_table() -> dict:
     from . import catalogue
 
     return catalogue.read_table("scopes.toml")["platforms"]
+
+
+_VARIANT = "the CUDA variant beside"
 
 
 def _npu_sibling(path: str, existing: set) -> Optional[str]:
@@ -256,7 +259,14 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
 
     def platform_of(i: int) -> Optional[str]:
         if i not in platform:
-            platform[i] = _platform_module(results[i], existing)
+            why = _platform_module(results[i], existing)
+            if why and why.startswith(_VARIANT) and any(
+                    not is_test(results[k].relpath) for k, _line in sites.get(i, ())):
+                # (a CUDA variant the project imports by name may be imported beside the NPU one
+                # and chosen at run time: only one no module imports, which a device-matching
+                # registry loads, or one imported only where an NPU host does not go, counts)
+                why = None
+            platform[i] = why
         return platform[i]
 
     predicates: Optional[frozenset] = None

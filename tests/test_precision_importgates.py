@@ -130,6 +130,22 @@ def test_cuda_variant_beside_npu_one_and_tests_only(tmp_path):
     assert kept and kept[0]["severity"] == "error"
 
 
+def test_cuda_variant_imported_beside_the_npu_one_proves_nothing(tmp_path):
+    """A registry that imports both variants unconditionally loads the CUDA one on an NPU host too:
+    what it imports stays reported."""
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/mlp/__init__.py": "",
+        "pkg/mlp/triton_gemm.py": _TRITON_KERNEL,
+        "pkg/mlp/cuda_fused_moe.py": "from .triton_gemm import run\n\n\nclass CudaMoE:\n    device = 'cuda'\n",
+        "pkg/mlp/npu_fused_moe.py": "import torch_npu\n\n\nclass NpuMoE:\n    device = 'npu'\n",
+        "pkg/registry.py": "from pkg.mlp.cuda_fused_moe import CudaMoE\nfrom pkg.mlp.npu_fused_moe import NpuMoE\n",
+    })
+    report = migrate_json(root)
+    kept = _findings(report, "pkg/mlp/triton_gemm.py", "NPU910")
+    assert kept and kept[0]["severity"] == "error"
+
+
 def test_gated_on_a_platform_check_not_lowered_when_imported_elsewhere(tmp_path):
     """`if current_platform.is_rocm():` imports the kernel module, but another module imports it
     unconditionally: it stays reported."""
