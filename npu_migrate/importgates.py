@@ -13,10 +13,18 @@ between the condition and the import, which it cannot see:
 * **an importer that is another platform's module.** vLLM's `chunked_prefill_paged_decode.py` is
   imported only by `v1/attention/backends/rocm_attn.py` (a module named for ROCm, which the run
   leaves alone as ROCm source) and its own tests; a CUDA variant beside the project's NPU one
-  (`cuda_fused_moe.py` beside `npu_fused_moe.py`) is the same for what it imports.
+  (`cuda_fused_moe.py` beside `npu_fused_moe.py`) that no module imports by name (a registry
+  loads it for its device) is the same for what it imports.
 * **tests.** A test module is no runtime importer: the module's own tests import it unconditionally
   (`tests/kernels/test_prefix_prefill.py`), and are reported on their own. At least one importer
   that is not a test must exist and be gated: a module only tests import stays as it is.
+
+* **names used only behind a gate.** vLLM's `fused_act_quant.py` imports `relu_squared_static_fp8_quant`
+  from `relu2_fp8_quant.py` at module level, but reads the name only under `if
+  current_platform.is_cuda() and current_platform.has_device_capability(90):`. Loading the module
+  on an NPU host only defines its functions and kernels; when every report-only finding of it lies
+  inside a `def` or `class` and none says the import itself fails, they are about code an NPU host
+  never runs ("defined for code an NPU host never runs").
 
 The chain is followed across modules (a module imported only by modules never imported on an NPU
 host, with a cycle guard: a fixed point from the gated sites). A module no file of the run imports
