@@ -45,6 +45,8 @@ PHRASES = (
     "in a test that never calls the compiled object",
     "a test skip: the test keeps being skipped on an NPU host",
     "imported only where an NPU host does not go",
+    "imported only behind a CUDA/ROCm-only gate",  # importgates.py
+    "defined for code an NPU host never runs",  # importgates.py: its importer uses it only behind such a gate
     "overridden for NPU by",
     "the project builds `",
     "documentation example in the Markdown",

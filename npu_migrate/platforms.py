@@ -283,12 +283,22 @@ def _imports_triton(data: bytes) -> bool:
     return False
 
 
+def _to_verify(finding: Finding) -> bool:
+    """A Triton finding still to verify: an error or warning, or the info tritonguards leaves on a module
+    imported only behind a Triton-availability test ("with Triton-Ascend installed these kernels run
+    there: verify them", or "its importer's own unguarded Triton import fails first"), which the project's
+    own Triton NPU backend answers the same way."""
+    from .tritonguards import RESTATED, TRITON_GATED_IMPORTERS
+
+    return finding.severity != "info" or TRITON_GATED_IMPORTERS in finding.message or RESTATED in finding.message
+
+
 def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
     """In a project whose own NPU backend runs Triton, its Triton kernels elsewhere are the ones
     that backend shares (sglang runs its Mamba and speculative-decoding kernels on Ascend through
     Triton-Ascend): NPU910 says "verify on Triton-Ascend" at info, not "does not run" at error. A
     file using what Triton-Ascend lacks (inline PTX, TMA descriptors, CUDA's libdevice) keeps it."""
-    if not any(f.code == "NPU910" and f.severity != "info" and _report_only(f)
+    if not any(f.code == "NPU910" and _to_verify(f) and _report_only(f)
                for r in results for f in r.findings):
         return results
     backend = _triton_backend(results, paths)
@@ -298,7 +308,7 @@ def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[File
               "this file's kernels there")
     out = []
     for result in results:
-        targets = [f for f in result.findings if f.code == "NPU910" and f.severity != "info" and _report_only(f)]
+        targets = [f for f in result.findings if f.code == "NPU910" and _to_verify(f) and _report_only(f)]
         data = result_bytes(result, paths) if targets else None
         if not targets or data is None or any(marker in data for marker in _NOT_PORTABLE):
             out.append(result)

@@ -43,6 +43,10 @@ from typing import Optional
 from . import astcache
 from .findings import Finding
 
+# (a helper whose importers' own unguarded Triton import fails first: redundant, info)
+RESTATED = "imported only where its importer's own unguarded Triton import fails first"
+# a kernel the module defines: `@triton.jit`, `@triton.autotune(...)`, `@jit` (decorator lines)
+_KERNEL_DEF = re.compile(rb"^[ \t]*@[ \t]*(?:triton\.)?(?:jit|autotune|heuristics)\b", re.MULTILINE)
 # the reasons (moot.AS_WRITTEN holds their first words)
 KERNELS_ON_CUDA = "Triton kernels launched only on CUDA tensors: the torch fallback runs on NPU"
 HARNESS_GUARDED = "guarded import of Triton's benchmark harness: the fallback runs on NPU"
@@ -420,6 +424,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU910 "imported unguarded at module level" on a module that every importer of the run
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
+    from .importgates import is_test
     from .wholeprogram import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
@@ -430,8 +435,12 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     paths = paths or {}
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     imports, text_of = run_imports(results, python, paths)
+    reported = {i: next(f.line for f in results[i].findings if f.code == "NPU910" and not f.fixable
+                        and f.cell is None and f.severity != "info" and UNGUARDED in f.message) for i in candidates}
     trees: dict[int, Optional[ast.Module]] = {}
     out = list(results)
+    decided: dict[int, list] = {}  # file -> the guards of its import sites
+    refs: dict[int, set[int]] = {}  # file -> the files whose own finding its sites restate
     for i in candidates:
         relpath = results[i].relpath
         names = set(module_names(relpath))
@@ -440,6 +449,9 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
                  if (name == stem or name == stem.removesuffix("/__init__")) if relative] + [
             (j, line) for j in python if j != i for name, line, relative in imports[j]
             if not relative and name in names]
+        importers = {j for j, _line in sites}
+        if not is_test(relpath):  # (a test is no runtime importer: the module's own tests import it as they like)
+            sites = [(j, line) for j, line in sites if not is_test(results[j].relpath)]
         if not sites or relpath.endswith("__init__.py") or named_in_a_string(results, i, text_of, python):
             continue
         guards = []
@@ -449,11 +461,28 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
                 trees[j] = astcache.parse(data) if data is not None else None
             tree = trees[j]
             guard = _import_guard(tree, line) if tree is not None else None
+            if guard is None and not _KERNEL_DEF.search(text_of(i) or b""):
+                # (a helper without kernels of its own, whose importer's own unguarded Triton import
+                # fails first: redundant; a module with kernels keeps its finding, they are its own)
+                k = restating_site(results, reported, j, line, tree, importers)
+                guard = ("restated", f"{results[k].relpath}:{reported[k]}") if k is not None else None
+                if k is not None:
+                    refs.setdefault(i, set()).add(k)
             if guard is None:
                 break
             guards.append((results[j].relpath, line, guard))
         else:
-            out[i] = _lower_importers(out[i], guards)
+            decided[i] = guards
+    # a finding restated by one that is lowered itself is not redundant: it stays (no cycle of
+    # modules each redundant with the other leaves nothing reported)
+    while True:
+        dropped = [i for i in decided if refs.get(i, set()) & decided.keys()]
+        if not dropped:
+            break
+        for i in dropped:
+            del decided[i]
+    for i, guards in decided.items():
+        out[i] = _lower_importers(out[i], guards)
     return out
 
 
@@ -520,10 +549,12 @@ def named_in_a_string(results, i: int, text_of, python) -> bool:
 
 
 def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
-    shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else " in `try`")
+    shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else
+                                 f" (reported at {guard[1]})" if guard[0] == "restated" else " in `try`")
              for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
-    why = TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS
+    why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
+           TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS)
     findings = []
     for finding in result.findings:
         if (finding.code == "NPU910" and not finding.fixable and finding.cell is None
@@ -539,3 +570,52 @@ KERNEL_DECORATOR = _KERNEL_DECORATOR
 TRITON_AVAILABILITY = _TRITON_AVAILABILITY
 device_check = _device_check
 is_triton = _is_triton
+
+
+# ------------------------------------------------------------------ a Triton import its importers restate
+
+def restating_site(results, reported: dict[int, int], importer: int, line: int, tree,
+                   importers: set) -> Optional[int]:
+    """The file whose own finding already reports the failure an import site of a module with an
+    unguarded `import triton` would add (NPU910), or None. `reported`: {file: line of its NPU910
+    unguarded-import finding}; `importers`: the files that import the module. The site restates it
+    when its importer is such a file (the importer fails to import first), or when the function
+    holding a lazy import also imports such a file that imports the module itself (xformers'
+    `merge_attentions_varargs` imports `vararg_kernel` beside `_triton.splitk_kernels`, which
+    imports `vararg_kernel` at module level)."""
+    if importer in reported:
+        return importer
+    if tree is None:
+        return None
+    from .importgates import resolve_relative
+    from .wholeprogram import module_names
+
+    function = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if function is None or node.lineno > function.lineno:
+                function = node
+    if function is None:
+        return None
+    by_name: dict[str, int] = {}
+    for k in reported:
+        for name in module_names(results[k].relpath):
+            by_name.setdefault(name, k)
+        by_name.setdefault("rel:" + results[k].relpath[:-3], k)
+    relpath = results[importer].relpath
+    for node in ast.walk(function):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = resolve_relative(relpath, node.level, node.module or "")
+                keys = ["rel:" + base, *("rel:" + f"{base}/{a.name}" for a in node.names)]
+            else:
+                keys = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            keys = [a.name for a in node.names]
+        else:
+            continue
+        for key in keys:
+            k = by_name.get(key)
+            if k is not None and k != importer and k in importers and node.lineno != line:
+                return k
+    return None

@@ -265,7 +265,11 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     from .keptimports import spans as kept_gate_spans  # (imports behind a device check kept meaning CUDA)
 
     extra = {i: [*dispatch.get(i, ()), *kept] for i, kept in kept_gate_spans(results, python, texts).items()}
-    unreachable = _never_imported(results, python, targets, texts, facts_of, {**dispatch, **extra})
+    never_entered = {**dispatch, **extra}
+    unreachable = _never_imported(results, python, targets, texts, facts_of, never_entered)
+    from . import importgates  # (flags bound to the project's CUDA predicate, platform importers, tests)
+
+    unreachable.update(importgates.unreachable(results, python, targets, texts, facts_of, never_entered, unreachable))
     for i, spans in dispatch.items():  # (the branches' own findings)
         if i not in unreachable:
             out[i] = lower_within(out[i], spans, _lower)
