@@ -13,7 +13,9 @@ project's code, not from its name:
     twin or not (a builder with no NPU twin is a feature the project leaves out on NPU). The
     findings in their methods become named scopes (moot.PHRASES), and so does the NPU912 finding of
     each `.cu`/`.cuh` file that only such builders list (a header: in the folder of, or below, a
-    `.cu` file they list). A CUDA builder that a module outside the folder imports directly, or that
+    `.cu` file they list), with one exception: the sources of a builder without an NPU twin (an op
+    missing on an NPU host by the project's choice) keep one info finding per op, on its first
+    `.cu` file, naming the others. A CUDA builder that a module outside the folder imports directly, or that
     an NPU builder derives from, keeps its findings, as does a source another file lists.
 (b) Extension class families. A CUDA extension class whose `is_available()` returns
     `torch.cuda.is_available()` (kept as written: False on an NPU host), in a project whose kernel
@@ -314,7 +316,7 @@ def _builder_folders(results: list, text) -> list:
                 continue
             claimed.add(results[i].relpath)  # (its other literals are recorded here, owner None)
             for literal, owner in _literal_owners(tree, names):
-                owners.setdefault(literal, []).append((owner, why_of(owner) if owner else ""))
+                owners.setdefault(literal, []).append((owner, why_of(owner) if owner else "", owner in npu_classes))
             spans = _class_spans(tree, names)
             if any(_lowerable(f) and f.severity != "info" for f in out[i].findings):
                 out[i] = _lower_in(out[i], spans, why_of)
@@ -328,8 +330,9 @@ def _builder_folders(results: list, text) -> list:
         if b".cu" not in data:
             continue
         for match in _CUDA_LITERAL.finditer(data):
-            owners.setdefault(match.group(1).decode("utf-8", "replace").lstrip("./"), []).append((None, ""))
+            owners.setdefault(match.group(1).decode("utf-8", "replace").lstrip("./"), []).append((None, "", True))
     listed = [(literal, entries) for literal, entries in owners.items()]
+    left_out: dict[str, list[tuple[int, str]]] = {}  # builder without an NPU twin -> [(file, why)]
     for i, result in enumerate(out):
         rel = result.relpath
         if not rel.lower().endswith((".cu", ".cuh")):
@@ -342,12 +345,40 @@ def _builder_folders(results: list, text) -> list:
                     and _under(folder_of, [r.relpath for r in results if _matches(r.relpath, literal)])]
         else:
             hits = [(literal, entries) for literal, entries in listed if _matches(rel, literal)]
-        if not hits or any(owner is None for _literal, entries in hits for owner, _why in entries):
+        if not hits or any(owner is None for _literal, entries in hits for owner, _why, _twin in entries):
             continue
-        whys = list({owner: why for _literal, entries in reversed(hits) for owner, why in reversed(entries)}.values())[::-1]
+        absent = next((owner for _literal, entries in hits for owner, _why, twin in entries if not twin), None)
+        whys = list({owner: why for _literal, entries in reversed(hits) for owner, why, _twin in reversed(entries)}.values())[::-1]
+        if absent is not None:
+            left_out.setdefault(absent, []).append((i, "; ".join(whys)))
+            continue
         why = f"{SOURCE_PHRASE}: " + "; ".join(whys)
-        out[i] = replace(result, findings=[_lower(f, why) if f.code == "NPU912" and _lowerable(f) else f
-                                           for f in result.findings])
+        out[i] = _lower_source(out[i], why)
+    return _left_out_ops(out, left_out)
+
+
+def _lower_source(result, why: str):
+    return replace(result, findings=[_lower(f, why) if f.code == "NPU912" and _lowerable(f) else f
+                                     for f in result.findings])
+
+
+def _left_out_ops(out: list, left_out: dict) -> list:
+    """The sources of a CUDA builder the NPU folder has no twin of: the op is missing on an NPU host
+    by the project's choice. That is worth one look per op, not one error per file (round 9: one
+    reviewer read these as true, "the transformer op is unavailable on NPU", two as false, "never
+    compiled for NPU"): one info finding on the op's first `.cu` file naming the others, which
+    become named scopes that point at it."""
+    for name, files in left_out.items():
+        files = sorted(files, key=lambda item: (not out[item[0]].relpath.lower().endswith(".cu"), out[item[0]].relpath))
+        first, why = files[0]
+        others = [out[i].relpath for i, _why in files[1:]]
+        listed = f"; its other sources: {', '.join(others)}" if others else ""
+        note = (f"an op not built for NPU: {why}; port it (a `{name}` in the NPU builder folder) "
+                f"only if you need the op there{listed}")
+        out[first] = replace(out[first], findings=[_lower(f, note) if f.code == "NPU912" and _lowerable(f) else f
+                                                   for f in out[first].findings])
+        for i, _why in files[1:]:
+            out[i] = _lower_source(out[i], f"{SOURCE_PHRASE}: {_why}; reported once, at {out[first].relpath}")
     return out
 
 
