@@ -79,7 +79,7 @@ def _lower(finding: Finding, why: str) -> Finding:
 
 def review(results: list, paths: dict | None = None) -> list:
     """The three reviews of the module docstring, over a run's results."""
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     paths = paths or {}
     cache: dict[int, bytes] = {}

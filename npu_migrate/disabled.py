@@ -364,7 +364,7 @@ def review_builders(results: list, paths: dict | None = None) -> list:
     reason: a named scope (moot.PHRASES). A merged finding with places outside is split: those stay."""
     from .findings import merge_per_file, split_merged
     from .moot import is_moot
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     def _lowerable(finding) -> bool:
         return not finding.fixable and finding.cell is None and not is_moot(finding)

@@ -32,6 +32,7 @@ import re
 from typing import Callable, Optional
 
 from . import astcache
+from .modpaths import module_names, resolve_relative, result_bytes
 
 _dotted = astcache.dotted
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -273,36 +274,6 @@ def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, int]]:
     return out
 
 
-def _module_names(relpath: str) -> list[str]:
-    """The dotted names a .py file may be imported by (the package root is not known:
-    `src/pkg/a.py` is `src.pkg.a`, `pkg.a` or `a`), as wholeprogram.py reads them."""
-    parts = relpath[:-3].split("/")
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    names = [".".join(parts[i:]) for i in range(len(parts))]
-    return [n for n in names if "." in n] or names[-1:]
-
-
-def _resolve_relative(importer: str, dots: int, module: str) -> str:
-    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
-    parts = importer.split("/")[:-1]
-    if dots > 1:
-        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
-    return "/".join(parts + (module.split(".") if module else []))
-
-
-def _bytes(result, paths: dict) -> Optional[bytes]:
-    """The file's bytes: from the result, or read again from its path (None when unreadable)."""
-    if result.original is not None:
-        return result.original
-    path = paths.get(result.relpath)
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (OSError, TypeError):
-        return None
-
-
 def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> list:
     """The FP8 findings (NPU913) of test modules that cannot be imported on an NPU host lowered to
     info with the import that fails there (see the module's doc); `results` is not changed."""
@@ -322,7 +293,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
     for i, result in enumerate(results):
         if result.relpath.endswith(".py"):
             by_stem[result.relpath[:-3]] = i
-            for name in _module_names(result.relpath):
+            for name in module_names(result.relpath):
                 by_dotted.setdefault(name, i)
     imports_of: dict[int, Optional[list]] = {}
 
@@ -330,7 +301,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
         if i not in imports_of:
             imports_of[i] = []
             if len(imports_of) <= _MAX_MODULES:
-                data = _bytes(results[i], paths)
+                data = result_bytes(results[i], paths)
                 tree = astcache.parse(data[3:] if data and data.startswith(b"\xef\xbb\xbf") else data) if data else None
                 if tree is not None:
                     imports_of[i] = _top_level_imports(tree)
@@ -341,7 +312,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
 
     def project_file(importer: int, name: str, level: int) -> Optional[int]:
         if level:
-            stem = _resolve_relative(results[importer].relpath, level, name)
+            stem = resolve_relative(results[importer].relpath, level, name)
             return by_stem.get(stem, by_stem.get(f"{stem}/__init__"))
         return by_dotted.get(name)
 

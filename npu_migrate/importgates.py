@@ -45,6 +45,8 @@ import re
 from collections import defaultdict
 from typing import Optional
 
+from .modpaths import module_names, resolve_relative  # (re-exported)
+
 PHRASE = "imported only behind a CUDA/ROCm-only gate"  # (moot.PHRASES)
 _MAX_ROUNDS = 8
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
@@ -204,29 +206,6 @@ _TYPING = "`TYPE_CHECKING`"
 _UNGUARDED = "imported unguarded at module level"
 _BY_NAME = (b"import_module(", b"__import__(", b"load_source(", b"spec_from_")
 _LITERAL = re.compile(rb"[\"']([\w./:-]{1,200})[\"']")
-
-
-def module_names(relpath: str) -> list[str]:
-    """The dotted names a .py file may be imported by (`src/pkg/a.py`: `src.pkg.a`, `pkg.a`), at
-    least two parts long unless the file is at the top."""
-    parts = relpath[:-3].split("/")
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    if not parts:
-        return []
-    names = [".".join(parts[i:]) for i in range(len(parts))]
-    return [n for n in names if "." in n] or names[-1:]
-
-
-def resolve_relative(importer: str, dots: int, module: str) -> str:
-    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
-    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
-    parts = folder.split("/") if folder else []
-    if dots > 1:
-        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
-    if module:
-        parts += module.split(".")
-    return "/".join(parts)
 
 
 def _last_name(relpath: str) -> str:

@@ -26,7 +26,7 @@ from typing import Optional
 
 from . import astcache
 from .fp8tests import TEST_FILE
-from .wholeprogram import module_names, result_bytes
+from .modpaths import module_names, result_bytes
 
 _dotted = astcache.dotted
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -131,7 +131,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     """NPU914/NPU911/NPU915/NPU502 "imported unguarded at module level" on a module that every
     importer of the run imports behind an availability test of the package or inside
     `try`/`except ImportError`: the clause goes, info with the importers named (module doc)."""
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(map(_target, r.findings))]
     if not candidates:
@@ -220,7 +220,7 @@ def _failing_optimizer(data: bytes) -> Optional[tuple[str, int]]:
 def review_bitsandbytes(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """NPU914 errors: kept where the file uses an 8-bit or paged optimizer (named in the message)
     or its import is reported as failing; a warning with BNB_DEFAULT otherwise (module doc)."""
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     out = list(results)
     for i, result in enumerate(results):
@@ -325,7 +325,7 @@ def review_unused_users(results: list, paths: Optional[dict[str, str]] = None) -
     """Per-file NPU911/NPU914/NPU915/NPU502 whose places are guarded imports with a fallback or
     read only by code nothing uses: info naming that code (module doc)."""
     from .fallbacks import FALLBACK, classify
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code in CODES and not f.fixable and f.cell is None and f.severity != "info" and UNGUARDED not in f.message

@@ -52,7 +52,7 @@ from typing import Callable, Optional
 from . import catalogue
 from .findings import Finding
 from .model import FileResult
-from .wholeprogram import result_bytes
+from .modpaths import result_bytes
 
 OTHER_PLATFORM = "another platform's code"
 CUDA_VARIANT = "the CUDA variant beside"

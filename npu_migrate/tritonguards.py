@@ -425,7 +425,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     imports behind a Triton-availability test or a `try`/`except ImportError`: the clause goes,
     info with the importers named (see the module's doc)."""
     from .importgates import is_test
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info" and UNGUARDED in f.message
@@ -587,8 +587,7 @@ def restating_site(results, reported: dict[int, int], importer: int, line: int, 
         return importer
     if tree is None:
         return None
-    from .importgates import resolve_relative
-    from .wholeprogram import module_names
+    from .modpaths import module_names, resolve_relative
 
     function = None
     for node in ast.walk(tree):

@@ -38,6 +38,7 @@ from typing import Callable, Optional
 
 from .findings import Finding
 from .model import FileResult
+from .modpaths import module_names, resolve_relative as _resolve_relative, result_bytes  # (re-exported)
 
 # `import a.b.c` / `import a.b as c, d` / `from a.b import c` / `from .b import (c, d)` at the
 # start of a line (indented or not); the names after `import` up to the end of the statement.
@@ -84,20 +85,7 @@ class _Site:
     line: int
 
 
-def _module_names(relpath: str) -> list[str]:
-    """The dotted names a .py file may be imported by, longest first (the package root is not
-    known: `src/pkg/a.py` is `src.pkg.a`, `pkg.a` or `a`), at least two parts long unless the
-    file is at the top."""
-    parts = relpath[:-3].split("/")
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    if not parts:
-        return []
-    names = [".".join(parts[i:]) for i in range(len(parts))]
-    return [n for n in names if "." in n] or names[-1:]
-
-
-module_names = _module_names  # (for tritonguards.py: the importers of a module)
+_module_names = module_names
 
 
 def _last_name(relpath: str) -> str:
@@ -106,17 +94,6 @@ def _last_name(relpath: str) -> str:
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(relpath)) or stem
     return stem
-
-
-def _resolve_relative(importer: str, dots: int, module: str) -> str:
-    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
-    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
-    parts = folder.split("/") if folder else []
-    if dots > 1:
-        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
-    if module:
-        parts += module.split(".")
-    return "/".join(parts)
 
 
 def _imports(relpath: str, data: bytes) -> list[tuple[str, int, bool]]:
@@ -209,20 +186,6 @@ def _false_blocks(data: bytes) -> list[tuple[int, int, str]]:
         if last > line:
             found.append((line + 1, last, text))
     return found
-
-
-def result_bytes(result: FileResult, paths: dict[str, str]) -> Optional[bytes]:
-    """The file's bytes: from the result, or read again from its path (None when unreadable)."""
-    if result.original is not None:
-        return result.original
-    path = paths.get(result.relpath)
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _lowerable(finding: Finding) -> bool:

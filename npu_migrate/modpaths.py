@@ -1,0 +1,46 @@
+"""How the files of a run name each other: the dotted names a `.py` file may be imported by, the
+file a relative import names, and a file's bytes. A leaf module (it imports nothing of the
+package), so that every whole-run pass (wholeprogram.py, importgates.py, tritonguards.py,
+fp8tests.py, optests.py, ...) shares one copy without an import circle through testscopes.py."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def module_names(relpath: str) -> list[str]:
+    """The dotted names a .py file may be imported by, longest first (the package root is not
+    known: `src/pkg/a.py` is `src.pkg.a`, `pkg.a` or `a`), at least two parts long unless the
+    file is at the top."""
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if not parts:
+        return []
+    names = [".".join(parts[i:]) for i in range(len(parts))]
+    return [n for n in names if "." in n] or names[-1:]
+
+
+def resolve_relative(importer: str, dots: int, module: str) -> str:
+    """The relpath stem (`pkg/sub/mod`) a relative `from ..mod import` in `importer` names."""
+    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
+    parts = folder.split("/") if folder else []
+    if dots > 1:
+        parts = parts[:len(parts) - (dots - 1)] if dots - 1 <= len(parts) else []
+    if module:
+        parts += module.split(".")
+    return "/".join(parts)
+
+
+def result_bytes(result, paths: dict[str, str]) -> Optional[bytes]:
+    """A FileResult's bytes: from the result, or read again from its path (None when unreadable)."""
+    if result.original is not None:
+        return result.original
+    path = paths.get(result.relpath)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
