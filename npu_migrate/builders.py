@@ -393,30 +393,20 @@ def _under(folder: str, sources: list[str]) -> bool:
 
 
 def _lower_in(result, spans: dict, why_of, phrase: str = BUILDER_PHRASE) -> object:
-    """Lower the findings whose every place lies in a method of the classes in `spans`."""
-    from .findings import merge_per_file, split_merged
+    """Lower the places of findings that lie in a method of the classes in `spans`."""
+    from .findings import lower_pieces
 
     flat = [(a, b, f"`{cls}.{m}`", cls) for cls, items in spans.items() for a, b, m in items]
+
+    def reason(line: int):
+        span = next((s for s in flat if s[0] <= line <= s[1]), None)
+        return None if span is None else f"{phrase}: {span[2]}, {why_of(span[3])}"
+
     findings, changed = [], False
     for finding in result.findings:
-        if not (_lowerable(finding) and finding.severity != "info"):
-            findings.append(finding)
-            continue
-        pieces = split_merged(finding)
-        lowered, kept = [], []
-        for piece in pieces:
-            span = next((s for s in flat if s[0] <= piece.line <= s[1]), None)
-            if span is None:
-                kept.append(piece)
-                continue
-            lowered.append(_lower(piece, f"{phrase}: {span[2]}, {why_of(span[3])}"))
-        if not lowered:
-            findings.append(finding)
-            continue
-        changed = True
-        findings += lowered
-        if kept:
-            findings += [finding] if len(kept) == len(pieces) else merge_per_file(kept)
+        lowered = lower_pieces(finding, reason) if _lowerable(finding) and finding.severity != "info" else None
+        changed |= lowered is not None
+        findings += [finding] if lowered is None else lowered
     return replace(result, findings=sorted(findings)) if changed else result
 
 

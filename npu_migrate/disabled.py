@@ -362,7 +362,7 @@ def review_builders(results: list, paths: dict | None = None) -> list:
     """The report-only findings in a CUDA op builder's methods (and the functions only they call)
     of a project that builds its ops for NPU with a builder of its own, lowered to info with the
     reason: a named scope (moot.PHRASES). A merged finding with places outside is split: those stay."""
-    from .findings import merge_per_file, split_merged
+    from .findings import lower_pieces
     from .moot import is_moot
     from .modpaths import result_bytes
 
@@ -403,28 +403,21 @@ def review_builders(results: list, paths: dict | None = None) -> list:
         spans = _builder_spans(tree, name_free)
         if not spans:
             continue
+        def reason(line: int, spans=spans):
+            span = next((s for s in spans if s[0] <= line <= s[1]), None)
+            return None if span is None else (
+                f"in a CUDA op builder the project does not build for NPU: {span[2]}; "
+                f"the project builds its ops for NPU with `{npu_class}` in {npu_path}")
+
+        def tidy(piece):
+            return replace(piece, message=_ALSO_ANYWHERE.sub("", piece.message))
+
         findings, changed = [], False
         for finding in results[i].findings:
-            if not (_lowerable(finding) and finding.severity != "info"):
-                findings.append(finding)
-                continue
-            pieces = [replace(p, message=_ALSO_ANYWHERE.sub("", p.message)) for p in split_merged(finding)]
-            lowered, kept = [], []
-            for piece in pieces:
-                span = next((s for s in spans if s[0] <= piece.line <= s[1]), None)
-                if span is None:
-                    kept.append(piece)
-                    continue
-                why = (f"in a CUDA op builder the project does not build for NPU: {span[2]}; "
-                       f"the project builds its ops for NPU with `{npu_class}` in {npu_path}")
-                lowered.append(replace(piece, severity="info", message=f"{piece.message} ({why})"))
-            if not lowered:
-                findings.append(finding)
-                continue
-            changed = True
-            findings += lowered
-            if kept:
-                findings += [finding] if len(kept) == len(pieces) else merge_per_file(kept)
+            lowered = (lower_pieces(finding, reason, tidy)
+                       if _lowerable(finding) and finding.severity != "info" else None)
+            changed |= lowered is not None
+            findings += [finding] if lowered is None else lowered
         if changed:
             out[i] = replace(results[i], findings=sorted(findings))
     return out

@@ -91,6 +91,24 @@ def split_merged(finding: Finding) -> list[Finding]:
                      for line, column, source in finding.also)]
 
 
+def lower_pieces(finding: Finding, reason_of: Callable[[int], Optional[str]],
+                 tidy: Optional[Callable[[Finding], Finding]] = None) -> Optional[list[Finding]]:
+    """Split a merged finding into the places it stands for and lower each place `reason_of(line)`
+    gives a reason for to info, with the reason in its message; the other places are merged again.
+    None when no place is lowered (the finding stays as it is). `tidy` rewrites each place first."""
+    pieces = [tidy(p) for p in split_merged(finding)] if tidy else split_merged(finding)
+    lowered, kept = [], []
+    for piece in pieces:
+        why = reason_of(piece.line)
+        if why is None:
+            kept.append(piece)
+        else:
+            lowered.append(replace(piece, severity="info", message=f"{piece.message} ({why})"))
+    if not lowered:
+        return None
+    return lowered + (merge_per_file(kept) if kept else [])
+
+
 def merge_per_file(findings: Iterable[Finding], secondary: Optional[Callable[[Finding], bool]] = None) -> list[Finding]:
     """One finding per file for the codes whose catalogue entry says `per_file`.
 

@@ -45,7 +45,7 @@ import re
 from collections import defaultdict
 from typing import Optional
 
-from .modpaths import module_names, resolve_relative  # (re-exported)
+from .modpaths import ImportIndex, module_names, resolve_relative  # (the last two re-exported)
 
 PHRASE = "imported only behind a CUDA/ROCm-only gate"  # (moot.PHRASES)
 _MAX_ROUNDS = 8
@@ -222,25 +222,13 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
     extra, known = extra or {}, known or {}
     if not targets:
         return {}
-    by_stem = {results[i].relpath[:-3]: i for i in python}
-    by_dotted: dict[str, set[int]] = defaultdict(set)
-    for i in python:
-        for name in module_names(results[i].relpath):
-            by_dotted[name].add(i)
+    index = ImportIndex(results, python)
     sites: dict[int, list[tuple[int, int]]] = defaultdict(list)  # imported -> [(importer, line)]
     imports: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i in python:
-        for name, line, relative in facts_of(i)["imports"]:
-            if relative:
-                found = {by_stem[name]} if name in by_stem else set()
-                if f"{name}/__init__" in by_stem:
-                    found.add(by_stem[f"{name}/__init__"])
-            else:
-                found = by_dotted.get(name, set())
-            for j in found:
-                if j != i:
-                    sites[j].append((i, line))
-                    imports[i].append((j, line))
+        for j, line in index.files(facts_of(i)["imports"], i):
+            sites[j].append((i, line))
+            imports[i].append((j, line))
     existing = {results[i].relpath for i in python}
     platform: dict[int, Optional[str]] = {}
 

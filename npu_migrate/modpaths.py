@@ -5,6 +5,7 @@ fp8tests.py, optests.py, ...) shares one copy without an import circle through t
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Optional
 
 
@@ -44,3 +45,28 @@ def result_bytes(result, paths: dict[str, str]) -> Optional[bytes]:
             return handle.read()
     except OSError:
         return None
+
+
+class ImportIndex:
+    """Which file of a run an import names: by relpath stem for a relative import (resolved by
+    wholeprogram.file_facts), by every dotted name of the file for an absolute one."""
+
+    def __init__(self, results, python) -> None:
+        self.by_stem = {results[i].relpath[:-3]: i for i in python}
+        self.by_dotted: dict[str, set[int]] = defaultdict(set)
+        for i in python:
+            for name in module_names(results[i].relpath):
+                self.by_dotted[name].add(i)
+
+    def files(self, imports, importer: int) -> list[tuple[int, int]]:
+        """[(imported file, line)] of a file's `(name, line, relative)` imports, itself left out."""
+        out = []
+        for name, line, relative in imports:
+            if relative:
+                found = {self.by_stem[name]} if name in self.by_stem else set()
+                if f"{name}/__init__" in self.by_stem:
+                    found.add(self.by_stem[f"{name}/__init__"])
+            else:
+                found = self.by_dotted.get(name, set())
+            out.extend((j, line) for j in found if j != importer)
+        return out

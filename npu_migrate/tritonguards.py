@@ -500,7 +500,8 @@ def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
 def run_imports(results, python, paths):
     """({file: its imports, from the whole-program facts}, text_of(file): its bytes, read once)
     of the run's Python files."""
-    from .wholeprogram import file_facts, result_bytes
+    from .modpaths import result_bytes
+    from .wholeprogram import file_facts
 
     texts: dict[int, Optional[bytes]] = {}
 

@@ -38,7 +38,7 @@ from typing import Callable, Optional
 
 from .findings import Finding
 from .model import FileResult
-from .modpaths import module_names, resolve_relative as _resolve_relative, result_bytes  # (re-exported)
+from .modpaths import ImportIndex, resolve_relative as _resolve_relative, result_bytes
 
 # `import a.b.c` / `import a.b as c, d` / `from a.b import c` / `from .b import (c, d)` at the
 # start of a line (indented or not); the names after `import` up to the end of the statement.
@@ -83,9 +83,6 @@ def _names_the_npu(data: bytes) -> bool:
 class _Site:
     importer: str  # relpath of the importing file
     line: int
-
-
-_module_names = module_names
 
 
 def _last_name(relpath: str) -> str:
@@ -270,27 +267,13 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
 def _never_imported(results, python, targets, texts, facts_of, extra=None) -> dict[int, str]:
     # extra: {file: [(first, last, why)]}, more spans an NPU host never enters (dispatch.gates)
     extra = extra or {}
-    by_stem = {results[i].relpath[:-3]: i for i in python}
-    by_dotted: dict[str, set[int]] = defaultdict(set)
-    for i in python:
-        for name in _module_names(results[i].relpath):
-            by_dotted[name].add(i)
+    index = ImportIndex(results, python)
     imports_of: dict[int, list[tuple[int, int]]] = {}  # importer -> [(imported file, line)]
 
     def imports(i: int) -> list[tuple[int, int]]:
         """The files of the run that file i imports, with the line of each import."""
         if i not in imports_of:
-            out = []
-            if True:
-                for name, line, relative in facts_of(i)["imports"]:
-                    if relative:
-                        found = {by_stem[name]} if name in by_stem else set()
-                        if f"{name}/__init__" in by_stem:
-                            found.add(by_stem[f"{name}/__init__"])
-                    else:
-                        found = by_dotted.get(name, set())
-                    out.extend((j, line) for j in found if j != i)
-            imports_of[i] = out
+            imports_of[i] = index.files(facts_of(i)["imports"], i)
         return imports_of[i]
 
     sites_of: dict[int, list[tuple[int, int]]] = {}  # imported file -> [(importer, line)]
