@@ -1,0 +1,185 @@
+"""Precision (issue #16, round 10): secondary findings that restate what the file shows (a backend
+parameter passed through, a Triton helper whose importer fails first, a DataParallel only wrapped
+and unwrapped) and wrong messages on true findings (a MAGMA linear-algebra choice raises on an NPU
+host; a dequantizing helper casts from FP8). Each test: the false finding is gone or lowered with
+its reason, and a nearby true case is still reported."""
+
+from __future__ import annotations
+
+from tests.precision_helpers import migrate_json, write_project
+
+
+def _run(tmp_path, files):
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    findings = [f for f in report["findings"] if not f["fixable"]]
+    return findings, report["skipped"], report
+
+
+def _at(findings, path, code):
+    return [f for f in findings if f["path"] == path and f["code"] == code]
+
+
+def _as_written(skipped, path, code):
+    return {line: s["reason"] for s in skipped if s.get("path") == path
+            and s.get("reason", "").startswith(f"runs as written on an NPU host ({code}): ")
+            for line in range(s["start_line"], s["end_line"] + 1)}
+
+
+def test_backend_parameter_passed_through_with_none_defaults(tmp_path):
+    findings, skipped, _ = _run(tmp_path, {
+        "pkg/mesh.py": """\
+            from typing import Optional
+
+            import torch.distributed as dist
+
+
+            class Mesh:
+                def _get_group(self, ranks, backend: Optional[str] = None):
+                    return dist.new_group(ranks, backend=backend)
+
+                def create_group(self, axis, backend: Optional[str] = None):
+                    return self._get_group([axis], backend=backend)
+
+                def get_group(self, axis, backend: Optional[str] = None):
+                    return self.create_group(axis, backend=backend)
+
+
+            def init_from(cfg, backend):
+                dist.init_process_group(backend=backend)
+
+
+            def main(cfg):
+                init_from(cfg, cfg.backend)
+            """,
+    })
+    # every value of `backend` along the chain is None (the default backend, HCCL on an NPU host)
+    assert 8 in _as_written(skipped, "pkg/mesh.py", "NPU304")
+    assert "a backend parameter whose every value in this file is seen" in _as_written(skipped, "pkg/mesh.py", "NPU304")[8]
+    # a caller passes a configuration value: still a warning
+    kept = _at(findings, "pkg/mesh.py", "NPU304")
+    assert [(f["line"], f["severity"]) for f in kept] == [(18, "warning")]
+
+
+def test_backend_parameter_from_a_rewritten_default_through_a_process(tmp_path):
+    findings, skipped, report = _run(tmp_path, {
+        "pkg/testing.py": """\
+            import torch
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+
+
+            def run_distributed_test(func, world_size=2, backend="nccl"):
+                ctx = mp.get_context("spawn")
+                for rank in range(world_size):
+                    ctx.Process(target=_worker, args=(rank, world_size, backend, func)).start()
+
+
+            def _worker(rank, world_size, backend, func):
+                dist.init_process_group(backend=backend, world_size=world_size, rank=rank)
+                func(rank)
+
+
+            def _other_worker(rank, backend, func):
+                dist.init_process_group(backend=backend, rank=rank)
+
+
+            def launch_other(func, opts):
+                mp.Process(target=_other_worker, args=(0, opts.backend, func)).start()
+            """,
+    })
+    assert 13 in _as_written(skipped, "pkg/testing.py", "NPU304")
+    # the literal default itself is rewritten where it is written
+    assert any(f["path"] == "pkg/testing.py" and f["line"] == 6 for f in report["findings"] if f["fixable"])
+    # a worker started with a backend from options keeps its warning
+    assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/testing.py", "NPU304")] == [(18, "warning")]
+
+
+def test_triton_helper_whose_importer_fails_first_is_a_named_scope(tmp_path):
+    findings, skipped, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/vararg.py": """\
+            import ast
+
+            import triton
+
+
+            def unroll(fn):
+                return ast.parse(fn)
+            """,
+        "pkg/splitk.py": """\
+            import triton
+            import triton.language as tl
+
+            from pkg.vararg import unroll
+
+
+            @triton.jit
+            def kernel(x_ptr):
+                tl.store(x_ptr, tl.load(x_ptr))
+            """,
+    })
+    assert not _at(findings, "pkg/vararg.py", "NPU910")
+    assert any(s["path"] == "pkg/vararg.py" and "importer's own unguarded Triton import fails first" in s["reason"]
+               for s in skipped)
+    # the importer's kernels stay an error
+    assert [f["severity"] for f in _at(findings, "pkg/splitk.py", "NPU910")] == ["error"]
+
+
+def test_magma_linalg_choice_raises_and_cublas_is_ignored(tmp_path):
+    findings, _skipped, _ = _run(tmp_path, {
+        "pkg/magma.py": """\
+            import torch
+
+
+            def solve(a, b):
+                torch.backends.cuda.preferred_linalg_library(backend="magma")
+                return torch.linalg.solve(a, b)
+            """,
+        "pkg/blas.py": """\
+            import torch
+
+
+            def setup():
+                torch.backends.cuda.preferred_blas_library("cublas")
+            """,
+    })
+    magma = _at(findings, "pkg/magma.py", "NPU405")
+    assert len(magma) == 1 and magma[0]["severity"] == "error"
+    assert "raises on an NPU host" in magma[0]["message"] and "ignores it" not in magma[0]["message"]
+    blas = _at(findings, "pkg/blas.py", "NPU405")
+    assert len(blas) == 1 and blas[0]["severity"] == "warning" and "ignores it" in blas[0]["message"]
+
+
+def test_dequantize_helper_is_a_cast_from_fp8(tmp_path):
+    findings, _skipped, _ = _run(tmp_path, {
+        "pkg/deq.py": """\
+            import torch
+
+            from pkg.prims import _dequantize_affine_float8
+
+
+            class Config:
+                float8_dtype: torch.dtype = torch.float8_e4m3fn
+
+
+            def dequantize(qdata, scale, output_dtype):
+                return _dequantize_affine_float8(qdata, scale, output_dtype)
+            """,
+        "pkg/q.py": """\
+            import torch
+
+            from pkg.prims import _quantize_affine_float8
+
+
+            class Config:
+                float8_dtype: torch.dtype = torch.float8_e4m3fn
+
+
+            def quantize(x, scale):
+                return _quantize_affine_float8(x, scale, Config.float8_dtype)
+            """,
+    })
+    deq = [f for f in _at(findings, "pkg/deq.py", "NPU913") if f["severity"] == "error"]
+    assert deq and "a cast from FP8" in deq[0]["message"] and "a cast to FP8" not in deq[0]["message"]
+    q = [f for f in _at(findings, "pkg/q.py", "NPU913") if f["severity"] == "error"]
+    assert q and "a cast to FP8" in q[0]["message"]
