@@ -13,7 +13,8 @@
   with the reason PASSED_THROUGH, which moot.py names as a scope that runs as written (nothing is
   silent: `skipped`, `--show-skipped`). A parameter without a default and without a call in the
   file, or a call that passes anything else (`cfg.backend`, `*args`, `**kwargs`), keeps the
-  warning. (redundant.fold_backend_callers handles the case where every call passes a literal
+  warning, and so does a parameter the function assigns anew (`backend = accel.comm_backend`).
+  (redundant.fold_backend_callers handles the case where every call passes a literal
   first; this step takes what it leaves.)
 """
 
@@ -32,6 +33,7 @@ PASSED_THROUGH = "a backend parameter whose every value in this file is seen"
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEPTH = 6
+FOLDED = "passed by the calls of the function in this file"  # (redundant.fold_backend_callers)
 
 
 def _params(function) -> list[str]:
@@ -85,6 +87,17 @@ def _calls(tree: ast.Module, function) -> list[tuple[ast.AST, list[ast.expr], li
     return out
 
 
+def _rebound(function, name: str) -> bool:
+    """Whether the function's body assigns `name` (an assignment, a loop or `with` target, `:=`,
+    `del`, `global`/`nonlocal`): the parameter is then not the only value the name holds."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return True
+    return False
+
+
 def _seen(value: Optional[ast.expr]) -> bool:
     """None or a string literal: the default backend, or a literal reported where it is written."""
     return isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str))
@@ -96,6 +109,8 @@ def _all_seen(tree: ast.Module, functions, function, name: str, depth: int, visi
     if depth > _DEPTH or key in visiting:
         return False
     visiting = visiting | {key}
+    if _rebound(function, name):
+        return False  # (`backend = accelerator.communication_backend` before the call: not the parameter)
     has_default, default = _default(function, name)
     calls = _calls(tree, function)
     if not calls:
@@ -138,7 +153,9 @@ def review_backend_params(findings: list[Finding], tree: ast.Module) -> list[Fin
     functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
     out = []
     for finding in findings:
-        if finding.code != BACKEND or finding.severity == "info" or finding.fixable or finding.cell is not None:
+        if finding.code != BACKEND or finding.severity == "info" or finding.fixable or finding.cell is not None \
+                or FOLDED in finding.message:
+            # (a finding that took the literals the calls pass, reported where they are: it names them)
             out.append(finding)
             continue
         kept, lowered = [], []

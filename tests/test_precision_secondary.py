@@ -94,6 +94,41 @@ def test_backend_parameter_from_a_rewritten_default_through_a_process(tmp_path):
     assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/testing.py", "NPU304")] == [(18, "warning")]
 
 
+def test_backend_parameter_assigned_anew_or_given_reported_literals_stays(tmp_path):
+    findings, skipped, _ = _run(tmp_path, {
+        "pkg/launch.py": """\
+            import torch.distributed as dist
+
+
+            def launch(accelerator, backend: str = "nccl"):
+                backend = accelerator.communication_backend
+                dist.init_process_group(backend=backend)
+            """,
+        "pkg/groups.py": """\
+            import torch.distributed as dist
+
+
+            class Groups:
+                def get(self, ranks, backend: str = "nccl"):
+                    return dist.new_group(ranks=ranks, backend=backend)
+
+
+            GROUPS = Groups()
+
+
+            def tp_group(ranks):
+                return GROUPS.get(ranks, "nccl")
+            """,
+    })
+    # the parameter is assigned anew before the call: not the value the callers pass
+    assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/launch.py", "NPU304")] == [(6, "warning")]
+    assert not _as_written(skipped, "pkg/launch.py", "NPU304")
+    # a literal passed by a call and reported there stays named by the parameter's finding
+    groups = _at(findings, "pkg/groups.py", "NPU304")
+    assert groups and groups[0]["severity"] == "warning" and groups[0]["line"] == 6
+    assert not _as_written(skipped, "pkg/groups.py", "NPU304")
+
+
 def test_triton_helper_whose_importer_fails_first_is_a_named_scope(tmp_path):
     findings, skipped, _ = _run(tmp_path, {
         "pkg/__init__.py": "",
