@@ -218,3 +218,45 @@ def test_dequantize_helper_is_a_cast_from_fp8(tmp_path):
     assert deq and "a cast from FP8" in deq[0]["message"] and "a cast to FP8" not in deq[0]["message"]
     q = [f for f in _at(findings, "pkg/q.py", "NPU913") if f["severity"] == "error"]
     assert q and "a cast to FP8" in q[0]["message"]
+
+
+def test_worker_of_a_test_with_a_custom_package_feature_skip_marker(tmp_path):
+    findings, skipped, _ = _run(tmp_path, {
+        "tests/test_alltoall.py": """\
+            import pytest
+            import torch
+
+            from mylib.utils import has_flashinfer_nvlink_one_sided, has_fast_links
+
+            requires_one_sided = pytest.mark.skipif(
+                not has_flashinfer_nvlink_one_sided(), reason="FlashInfer NVLink one-sided not available"
+            )
+            requires_links = pytest.mark.skipif(not has_fast_links(), reason="no fast links")
+
+
+            def _worker(rank):
+                graph = torch.cuda.CUDAGraph()
+                return graph
+
+
+            def _other_worker(rank):
+                graph = torch.cuda.CUDAGraph()
+                return graph
+
+
+            @requires_one_sided
+            def test_one_sided():
+                _worker(0)
+
+
+            @requires_links
+            def test_links():
+                _other_worker(0)
+            """,
+    })
+    # the marker skips the test where flashinfer is missing (an NPU host): its worker is a named scope
+    assert not [f for f in _at(findings, "tests/test_alltoall.py", "NPU202") if f["line"] == 13]
+    assert any(s["path"] == "tests/test_alltoall.py" and s["start_line"] <= 13 <= s["end_line"]
+               and s["reason"].startswith("not run on an NPU host (NPU202)") for s in skipped)
+    # a marker from the project's own probe (not a missing package's) keeps the worker's finding
+    assert [f["severity"] for f in _at(findings, "tests/test_alltoall.py", "NPU202") if f["line"] == 18] == ["error"]
