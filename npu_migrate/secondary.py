@@ -176,3 +176,99 @@ def review_backend_params(findings: list[Finding], tree: ast.Module) -> list[Fin
                                         f"rewritten or reported where it is written, or a parameter seen "
                                         f"the same way)")))
     return sorted(out)
+
+
+# ----------------------------------------------------------------------------- after a call that fails first
+# (a finding reached only after a call of a function of the same file whose CUDA build, reported
+# there, fails on an NPU host: `self.pool = use_mem_pool(get_nccl_mem_pool())` before
+# `torch.cuda.is_current_stream_capturing()`, where get_nccl_mem_pool() runs the reported
+# `load_inline(..., with_cuda=True)`; round-10 Z22)
+FAILING = ("NPU911",)  # report-only errors that raise on an NPU host where they run (a CUDA build, a CUDA import)
+AFTER_FAILING = "reached only after a call of a function whose CUDA build, reported here, fails on an NPU host"
+
+
+def _failing_functions(findings: list[Finding], tree: ast.Module) -> dict[str, Finding]:
+    """Module-level functions of the file (by name) with a failing error finding in their body,
+    outside any `try` (a `try` may catch the failure): the finding."""
+    out: dict[str, Finding] = {}
+    for node in tree.body:
+        if not isinstance(node, _FUNCTIONS):
+            continue
+        tries = [t for t in ast.walk(node) if isinstance(t, ast.Try)]
+        for finding in findings:
+            if finding.code in FAILING and finding.severity == "error" and not finding.fixable \
+                    and finding.cell is None and not finding.also \
+                    and node.lineno <= finding.line <= (node.end_lineno or node.lineno) \
+                    and not any(t.lineno <= finding.line <= (t.end_lineno or t.lineno) for t in tries):
+                out.setdefault(node.name, finding)
+    return out
+
+
+def _calls_of(stmt: ast.stmt, names: dict[str, Finding]) -> Optional[Finding]:
+    """The failing finding of a function of `names` that `stmt` calls directly (not inside a
+    lambda or a nested function, not behind a conditional expression or a boolean operator)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Lambda, *_FUNCTIONS, ast.ClassDef, ast.IfExp, ast.BoolOp,
+                             ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and node is not stmt:
+            continue
+        if isinstance(node, (ast.If, ast.Try, ast.While, ast.For, ast.With, ast.Match)
+                      if hasattr(ast, "Match") else (ast.If, ast.Try, ast.While, ast.For, ast.With)):
+            continue  # (only simple statements: their calls run)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            return names[node.func.id]
+        stack.extend(ast.iter_child_nodes(node))
+    return None
+
+
+def fold_after_failing_calls(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    """Report-only errors in a function body after a simple statement that calls a function of
+    this file whose CUDA build fails on an NPU host (reported there): folded into that finding,
+    which names them. The calling statement and the finding are in the same block, the call
+    first; the finding's own statement may make the call too, on an earlier line."""
+    if not any(f.code in FAILING for f in findings):
+        return findings
+    failing = _failing_functions(findings, tree)
+    if not failing:
+        return findings
+    from .redundant import _Fold, _ours, _places  # (redundant.py calls this module)
+
+    blocks = []  # (statements of one block) in functions
+    for node in ast.walk(tree):
+        if isinstance(node, _FUNCTIONS):
+            for inner in ast.walk(node):
+                for field in ("body", "orelse", "finalbody"):
+                    body = getattr(inner, field, None)
+                    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                        blocks.append((node, body))
+    fold = _Fold(findings)
+    fold.targets.update(id(f) for f in failing.values())
+    for finding in findings:
+        if not _ours(finding) or finding.severity != "error" or finding.code in FAILING:
+            continue
+        moved = []
+        for place in _places(finding):
+            line = place[0]
+            target = None
+            for function, body in blocks:
+                if not (function.lineno <= line <= (function.end_lineno or function.lineno)):
+                    continue
+                if any(f.line >= function.lineno and f.line <= (function.end_lineno or function.lineno)
+                       for f in failing.values()):
+                    continue  # (inside the failing function itself)
+                for stmt in body:
+                    if stmt.lineno > line:
+                        break
+                    if (stmt.end_lineno or stmt.lineno) < line:
+                        target = _calls_of(stmt, failing) or target
+                    else:
+                        break  # (the statement holding the finding: its own calls may run after it)
+                if target is not None:
+                    break
+            if target is not None:
+                moved.append((place, target))
+        for place, target in moved:
+            if fold.movable(finding, target):
+                fold.move(finding, [place], target)
+    return sorted(fold.result(name_them=AFTER_FAILING))

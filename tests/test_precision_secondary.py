@@ -260,3 +260,37 @@ def test_worker_of_a_test_with_a_custom_package_feature_skip_marker(tmp_path):
                and s["reason"].startswith("not run on an NPU host (NPU202)") for s in skipped)
     # a marker from the project's own probe (not a missing package's) keeps the worker's finding
     assert [f["severity"] for f in _at(findings, "tests/test_alltoall.py", "NPU202") if f["line"] == 18] == ["error"]
+
+
+def test_finding_after_a_call_whose_cuda_build_fails_first(tmp_path):
+    findings, _skipped, _ = _run(tmp_path, {
+        "pkg/pool.py": """\
+            import torch
+            import torch.utils.cpp_extension
+
+            _pool = None
+            SOURCE = "int f() { return 0; }"
+
+
+            def get_pool():
+                global _pool
+                if _pool is None:
+                    torch.utils.cpp_extension.load_inline(
+                        name="alloc", cpp_sources=SOURCE, with_cuda=True, extra_ldflags=["-lnccl"])
+                    _pool = object()
+                return _pool
+
+
+            class Context:
+                def __init__(self):
+                    self.capturing_before = torch.cuda.is_current_stream_capturing()
+                    self.pool = get_pool()
+                    self.capturing = torch.cuda.is_current_stream_capturing()
+            """,
+    })
+    build = _at(findings, "pkg/pool.py", "NPU911")
+    assert len(build) == 1 and build[0]["line"] == 11
+    assert [p[0] for p in build[0]["also"]] == [21]
+    assert "reached only after a call of a function whose CUDA build" in build[0]["message"]
+    # the same check before the call is reached on an NPU host: still its own error
+    assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/pool.py", "NPU202")] == [(19, "error")]
