@@ -272,3 +272,49 @@ def fold_after_failing_calls(findings: list[Finding], tree: ast.Module) -> list[
             if fold.movable(finding, target):
                 fold.move(finding, [place], target)
     return sorted(fold.result(name_them=AFTER_FAILING))
+
+
+# ----------------------------------------------------------------------------- FP8 in a class of a CUDA package
+# (an FP8 dtype for the scales of a quantization method whose compute is the ops of a CUDA-only
+# package imported and reported in the same file: `NunchakuSVDQLinearMethod` calls nunchaku's
+# `svdq_gemm_w4a4_cuda`; the FP8 note adds nothing to that package's finding; round-10 Z29)
+IN_PACKAGE_CLASS = "in a class that computes with this CUDA-only package's ops"
+
+
+def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    """NPU913 errors inside a class that calls names imported by an import reported as an NPU911
+    error in this file: folded into that finding, which names them (nothing is dropped: the FP8
+    place is listed there)."""
+    if not any(f.code == "NPU913" for f in findings) or not any(f.code == "NPU911" for f in findings):
+        return findings
+    from .redundant import _Fold, _ours, _places  # (redundant.py calls this module)
+
+    imports = [f for f in findings if f.code == "NPU911" and f.severity == "error" and _ours(f)]
+    bound: dict[str, Finding] = {}  # name an import binds -> its NPU911 finding
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for target in imports:
+                if node.lineno in {p[0] for p in _places(target)}:
+                    for alias in node.names:
+                        bound.setdefault((alias.asname or alias.name).split(".")[0], target)
+    if not bound:
+        return findings
+    classes = []  # (class, the NPU911 finding of a package name it calls)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            called = next((bound[c.func.id] for c in ast.walk(node) if isinstance(c, ast.Call)
+                           and isinstance(c.func, ast.Name) and c.func.id in bound), None)
+            if called is not None:
+                classes.append((node, called))
+    if not classes:
+        return findings
+    fold = _Fold(findings)
+    fold.targets.update(id(t) for _c, t in classes)
+    for finding in findings:
+        if finding.code != "NPU913" or finding.severity != "error" or not _ours(finding):
+            continue
+        for place in _places(finding):
+            target = next((t for c, t in classes if c.lineno <= place[0] <= (c.end_lineno or c.lineno)), None)
+            if target is not None and fold.movable(finding, target):
+                fold.move(finding, [place], target)
+    return sorted(fold.result(name_them=IN_PACKAGE_CLASS))

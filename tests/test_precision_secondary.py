@@ -294,3 +294,36 @@ def test_finding_after_a_call_whose_cuda_build_fails_first(tmp_path):
     assert "reached only after a call of a function whose CUDA build" in build[0]["message"]
     # the same check before the call is reached on an NPU host: still its own error
     assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/pool.py", "NPU202")] == [(19, "error")]
+
+
+def test_fp8_scale_dtype_in_a_class_computing_with_a_reported_cuda_package(tmp_path):
+    findings, _skipped, _ = _run(tmp_path, {
+        "pkg/quant.py": """\
+            import torch
+
+            try:
+                from nunchaku.ops.gemm import svdq_gemm_w4a4_cuda
+            except ImportError:
+                svdq_gemm_w4a4_cuda = None
+
+
+            class SVDQMethod:
+                def create_weights(self, n, precision):
+                    scale_dtype = torch.float8_e4m3fn if precision == "nvfp4" else torch.bfloat16
+                    return torch.empty(n, dtype=scale_dtype)
+
+                def apply(self, x, w):
+                    return svdq_gemm_w4a4_cuda(x, w)
+
+
+            class PlainFP8Method:
+                def apply(self, x, scale):
+                    return (x / scale).to(torch.float8_e4m3fn)
+            """,
+    })
+    package = _at(findings, "pkg/quant.py", "NPU911")
+    assert len(package) == 1 and 11 in [p[0] for p in package[0].get("also", [])]
+    assert "in a class that computes with this CUDA-only package's ops" in package[0]["message"]
+    # FP8 compute in a class of its own stays an FP8 error
+    fp8 = _at(findings, "pkg/quant.py", "NPU913")
+    assert [f["line"] for f in fp8] == [20] and fp8[0]["severity"] == "error"
