@@ -29,7 +29,7 @@ from .findings import Finding
 
 BACKEND = "NPU304"
 # (moot.AS_WRITTEN carries this phrase)
-PASSED_THROUGH = "a backend parameter whose every value in this file is seen"
+PASSED_THROUGH = "a backend parameter whose every value is seen"
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEPTH = 6
@@ -103,23 +103,29 @@ def _seen(value: Optional[ast.expr]) -> bool:
     return isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str))
 
 
-def _all_seen(tree: ast.Module, functions, function, name: str, depth: int, visiting: set) -> bool:
-    """Whether every value of parameter `name` of `function` is seen in the file (module doc)."""
-    key = (function.lineno, name)
+def _all_seen(tree: ast.Module, functions, function, name: str, depth: int, visiting: set,
+              elsewhere: tuple = ()) -> bool:
+    """Whether every value of parameter `name` of `function` is seen in the file (module doc).
+    `elsewhere`: (tree, functions) of the project's other files whose calls of the function count
+    too, where the file itself has none (wholeprogram.py); the values there are followed in those
+    files."""
+    key = (id(tree), function.lineno, name)
     if depth > _DEPTH or key in visiting:
         return False
     visiting = visiting | {key}
     if _rebound(function, name):
         return False  # (`backend = accelerator.communication_backend` before the call: not the parameter)
     has_default, default = _default(function, name)
-    calls = _calls(tree, function)
+    calls = [(tree, functions, call) for call in _calls(tree, function)]
+    if not calls and elsewhere:
+        calls = [(t, fs, call) for t, fs in elsewhere for call in _calls(t, function)]
     if not calls:
         return has_default and _seen(default)
     a = function.args
     positional = [p.arg for p in (*a.posonlyargs, *a.args)]
     index = positional.index(name) if name in positional else None
     method = bool(positional) and positional[0] in ("self", "cls")
-    for node, args, keywords, bound in calls:
+    for at_tree, at_functions, (node, args, keywords, bound) in calls:
         if any(isinstance(x, ast.Starred) for x in args) or any(k.arg is None for k in keywords):
             return False
         value = next((k.value for k in keywords if k.arg == name), None)
@@ -135,9 +141,9 @@ def _all_seen(tree: ast.Module, functions, function, name: str, depth: int, visi
             continue
         if isinstance(value, ast.Name):
             line = getattr(node, "lineno", 0)
-            outer = _enclosing(functions, line, value.id)
+            outer = _enclosing(at_functions, line, value.id)
             if outer is not None and outer is not function \
-                    and _all_seen(tree, functions, outer, value.id, depth + 1, visiting):
+                    and _all_seen(at_tree, at_functions, outer, value.id, depth + 1, visiting):
                 continue
         return False
     return True
@@ -171,7 +177,7 @@ def review_backend_params(findings: list[Finding], tree: ast.Module) -> list[Fin
             out.append(_rebuilt(finding, kept))
         for line, column, source in lowered:
             out.append(replace(finding, line=line, column=column, source=source, also=(), severity="info",
-                               message=(f"{_ALSO.sub('', finding.message)} ({PASSED_THROUGH}: every call "
+                               message=(f"{_ALSO.sub('', finding.message)} ({PASSED_THROUGH}: every call in this file "
                                         f"passes None (the default backend, HCCL on an NPU host), a literal "
                                         f"rewritten or reported where it is written, or a parameter seen "
                                         f"the same way)")))
@@ -318,3 +324,85 @@ def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> li
             if target is not None and fold.movable(finding, target):
                 fold.move(finding, [place], target)
     return sorted(fold.result(name_them=IN_PACKAGE_CLASS))
+
+
+# ----------------------------------------------------------------------------- across the project's files
+# (a backend parameter whose function has no call in its own file: `gpc.init_global_dist(rank,
+# world_size, backend, host, port)` in legacy/initialize.py, whose `backend` comes from launchers'
+# defaults that npu-migrate rewrites; round-10 AA40)
+_GENERIC = frozenset({"get", "set", "run", "init", "main", "setup", "build", "create", "start", "launch", "__init__"})
+
+
+def review_backend_params_across(results: list, python: list[int], texts: dict) -> list:
+    """NPU304 warnings on a parameter of a function with no call in its file, where the project's
+    other files call it (by name, a name specific enough: not `get`, `run`, `__init__`) and every
+    value they pass is seen there (module doc): information with PASSED_THROUGH, which names the
+    files. Called once from wholeprogram.review."""
+    import dataclasses
+
+    from . import astcache
+
+    wanted = [i for i in python if any(f.code == BACKEND and f.severity == "warning" and not f.fixable
+                                       and f.cell is None for f in results[i].findings)]
+    if not wanted:
+        return results
+    trees: dict[int, Optional[tuple]] = {}
+
+    def parsed(i: int):
+        if i not in trees:
+            data = texts.get(i)
+            tree = astcache.parse(data) if data else None
+            trees[i] = (tree, [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]) if tree is not None else None
+        return trees[i]
+
+    from .redundant import _ALSO, _places, _rebuilt  # (redundant.py calls this module)
+
+    out = list(results)
+    for i in wanted:
+        mine = parsed(i)
+        if mine is None:
+            continue
+        tree, functions = mine
+        changed, findings = False, []
+        for finding in out[i].findings:
+            if finding.code != BACKEND or finding.severity != "warning" or finding.fixable or finding.cell is not None \
+                    or FOLDED in finding.message:
+                findings.append(finding)
+                continue
+            kept, lowered = [], []
+            for place in _places(finding):
+                name = place[2] or ""
+                function = _enclosing(functions, place[0], name) if _IDENTIFIER.fullmatch(name) else None
+                files = _seen_elsewhere(i, tree, functions, function, name, python, texts, parsed) \
+                    if function is not None and function.name not in _GENERIC and not _calls(tree, function) else None
+                if files:
+                    lowered.append((place, ", ".join(results[j].relpath for j in files[:3])
+                                    + (" and more" if len(files) > 3 else "")))
+                else:
+                    kept.append(place)
+            if not lowered:
+                findings.append(finding)
+                continue
+            changed = True
+            if kept:
+                findings.append(_rebuilt(finding, kept))
+            for (line, column, source), files in lowered:
+                findings.append(dataclasses.replace(
+                    finding, line=line, column=column, source=source, also=(), severity="info", message=(
+                        f"{_ALSO.sub('', finding.message)} ({PASSED_THROUGH}: every call, in {files}, passes "
+                        f"None (the default backend, HCCL on an NPU host), a literal rewritten or reported "
+                        f"where it is written, or a parameter seen the same way)")))
+        if changed:
+            out[i] = dataclasses.replace(out[i], findings=sorted(findings))
+    return out
+
+
+def _seen_elsewhere(i, tree, functions, function, name, python, texts, parsed) -> Optional[list[int]]:
+    """The other files whose calls of `function` pass only seen values for `name`, or None."""
+    word = f"{function.name}(".encode()
+    others = [j for j in python if j != i and word in (texts.get(j) or b"") and parsed(j) is not None
+              and _calls(parsed(j)[0], function)]
+    if not others:
+        return None
+    elsewhere = tuple(parsed(j) for j in others)
+    return others if _all_seen(tree, functions, function, name, 0, set(), elsewhere) else None

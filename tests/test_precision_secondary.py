@@ -54,7 +54,7 @@ def test_backend_parameter_passed_through_with_none_defaults(tmp_path):
     })
     # every value of `backend` along the chain is None (the default backend, HCCL on an NPU host)
     assert 8 in _as_written(skipped, "pkg/mesh.py", "NPU304")
-    assert "a backend parameter whose every value in this file is seen" in _as_written(skipped, "pkg/mesh.py", "NPU304")[8]
+    assert "a backend parameter whose every value is seen" in _as_written(skipped, "pkg/mesh.py", "NPU304")[8]
     # a caller passes a configuration value: still a warning
     kept = _at(findings, "pkg/mesh.py", "NPU304")
     assert [(f["line"], f["severity"]) for f in kept] == [(18, "warning")]
@@ -327,3 +327,42 @@ def test_fp8_scale_dtype_in_a_class_computing_with_a_reported_cuda_package(tmp_p
     # FP8 compute in a class of its own stays an FP8 error
     fp8 = _at(findings, "pkg/quant.py", "NPU913")
     assert [f["line"] for f in fp8] == [20] and fp8[0]["severity"] == "error"
+
+
+def test_backend_parameter_whose_callers_are_in_another_file(tmp_path):
+    findings, skipped, _ = _run(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/context.py": """\
+            import torch.distributed as dist
+
+
+            class Context:
+                def init_global_dist(self, rank, world_size, backend, host, port):
+                    dist.init_process_group(rank=rank, world_size=world_size, backend=backend)
+
+                def init_sub_groups(self, ranks, sub_backend):
+                    return dist.new_group(ranks, backend=sub_backend)
+
+
+            gpc = Context()
+            """,
+        "pkg/initialize.py": """\
+            from pkg.context import gpc
+
+
+            def launch(config, rank, world_size, host, port, backend="nccl"):
+                gpc.init_global_dist(rank, world_size, backend, host, port)
+
+
+            def launch_from_torch(config, backend="nccl"):
+                launch(config, 0, 1, "localhost", 29500, backend=backend)
+
+
+            def groups(cfg):
+                return gpc.init_sub_groups([0, 1], cfg.sub_backend)
+            """,
+    })
+    lowered = _as_written(skipped, "pkg/context.py", "NPU304")
+    assert 6 in lowered and "pkg/initialize.py" in lowered[6]
+    # a caller elsewhere that passes a configuration value keeps the warning
+    assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/context.py", "NPU304")] == [(9, "warning")]
