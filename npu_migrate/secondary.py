@@ -287,9 +287,26 @@ def fold_after_failing_calls(findings: list[Finding], tree: ast.Module) -> list[
 IN_PACKAGE_CLASS = "in a class that computes with this CUDA-only package's ops"
 
 
+def _module_level_imports(tree: ast.Module) -> list:
+    """The imports the module runs when imported (its body, and module-level `try`/`if` blocks):
+    a package imported lazily inside a method (`from flashinfer import ...` in one branch) is one
+    path of the class among others, not its compute."""
+    out, stack = [], list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif isinstance(node, (ast.Try, ast.If)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, None) or [])
+        elif isinstance(node, ast.ExceptHandler):
+            stack.extend(node.body)
+    return out
+
+
 def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> list[Finding]:
-    """NPU913 errors inside a class that calls names imported by an import reported as an NPU911
-    error in this file: folded into that finding, which names them (nothing is dropped: the FP8
+    """NPU913 errors inside a class that calls names a module-level import binds, reported as an
+    NPU911 error in this file: folded into that finding, which names them (nothing is dropped: the FP8
     place is listed there)."""
     if not any(f.code == "NPU913" for f in findings) or not any(f.code == "NPU911" for f in findings):
         return findings
@@ -297,8 +314,8 @@ def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> li
 
     imports = [f for f in findings if f.code == "NPU911" and f.severity == "error" and _ours(f)]
     bound: dict[str, Finding] = {}  # name an import binds -> its NPU911 finding
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+    for node in _module_level_imports(tree):
+        if True:
             for target in imports:
                 if node.lineno in {p[0] for p in _places(target)}:
                     for alias in node.names:

@@ -319,6 +319,15 @@ def test_fp8_scale_dtype_in_a_class_computing_with_a_reported_cuda_package(tmp_p
             class PlainFP8Method:
                 def apply(self, x, scale):
                     return (x / scale).to(torch.float8_e4m3fn)
+
+
+            class Runner:
+                def setup(self, fp8):
+                    self.kv_cache_dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+
+                def tune(self):
+                    from flashinfer.autotuner import autotune
+                    autotune()
             """,
     })
     package = _at(findings, "pkg/quant.py", "NPU911")
@@ -326,7 +335,9 @@ def test_fp8_scale_dtype_in_a_class_computing_with_a_reported_cuda_package(tmp_p
     assert "in a class that computes with this CUDA-only package's ops" in package[0]["message"]
     # FP8 compute in a class of its own stays an FP8 error
     fp8 = _at(findings, "pkg/quant.py", "NPU913")
-    assert [f["line"] for f in fp8] == [20] and fp8[0]["severity"] == "error"
+    assert fp8[0]["line"] == 20 and fp8[0]["severity"] == "error"
+    # a class that imports a CUDA package lazily in one method computes with more than it: its FP8 stays
+    assert 25 in [p[0] for p in fp8[0].get("also", [])] or any(f["line"] == 25 for f in fp8)
 
 
 def test_backend_parameter_whose_callers_are_in_another_file(tmp_path):
