@@ -423,3 +423,87 @@ def _seen_elsewhere(i, tree, functions, function, name, python, texts, parsed) -
         return None
     elsewhere = tuple(parsed(j) for j in others)
     return others if _all_seen(tree, functions, function, name, 0, set(), elsewhere) else None
+
+
+# ----------------------------------------------------------------------------- an FP8 parameter default
+# (`def quant(x, dtype=torch.float8_e4m3fn)` whose every call in the file passes `dtype`: the
+# default is never used, and is no FP8 compute; the calls are where the FP8 cast is asked for;
+# round-10 Y6)
+OVERRIDDEN_DEFAULT = ("the helper's FP8 default of `{param}` is never used: every call in this file passes "
+                      "its own; review the dtype the calls pass")
+
+
+def _default_of(functions, line: int, column: int):
+    """(function, parameter) whose default expression starts at (line, column), or None."""
+    for function in functions:
+        a = function.args
+        positional = [*a.posonlyargs, *a.args]
+        pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+        pairs += [(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+        for param, default in pairs:
+            if default.lineno == line and default.col_offset + 1 == column:
+                return function, param.arg
+    return None
+
+
+def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
+    """NPU913 places on a parameter's default that every call of the function in this file
+    overrides (passes the parameter, by keyword or position): the place moves to those calls,
+    whose source names them (nothing is dropped). A function without a call in the file, or a
+    call that leaves the default, keeps the place."""
+    if not any(f.code == "NPU913" and f.severity == "error" for f in findings):
+        return findings
+    from .redundant import _ALSO, _ours, _places, _rebuilt  # (redundant.py calls this module)
+
+    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    out = []
+    for finding in findings:
+        if finding.code != "NPU913" or finding.severity != "error" or not _ours(finding):
+            out.append(finding)
+            continue
+        kept, moved = [], []
+        for place in _places(finding):
+            found = _default_of(functions, place[0], place[1])
+            calls = _overriding_calls(tree, *found) if found is not None else None
+            if calls:
+                moved.extend((call, found[1]) for call in calls)
+            else:
+                kept.append(place)
+        if not moved:
+            out.append(finding)
+            continue
+        if kept:
+            out.append(_rebuilt(finding, kept))
+        from . import catalogue
+        from .redundant import absorb
+
+        pieces = []
+        for call, param in moved:
+            shown = " ".join((ast.get_source_segment(text, call) or "").split())
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            pieces.append(replace(finding, line=call.lineno, column=call.col_offset + 1, source=shown, also=(),
+                                  message=catalogue.rule("NPU913").message.format(what=f"`{shown}`") + (
+                                      f" ({OVERRIDDEN_DEFAULT.format(param=param)})")))
+        pieces.sort()
+        out.append(absorb(pieces[0], pieces[1:]) if len(pieces) > 1 else pieces[0])
+    return sorted(out)
+
+
+def _overriding_calls(tree: ast.Module, function, param: str) -> Optional[list]:
+    """The calls of `function` in the file when every one passes `param`; None otherwise."""
+    a = function.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    index = positional.index(param) if param in positional else None
+    method = bool(positional) and positional[0] in ("self", "cls")
+    calls = _calls(tree, function)
+    if not calls:
+        return None
+    for node, args, keywords, bound in calls:
+        if not isinstance(node, ast.Call) or node.func is None or any(isinstance(x, ast.Starred) for x in args):
+            return None
+        if any(k.arg == param for k in keywords):
+            continue
+        at = index - (1 if method and bound else 0) if index is not None else -1
+        if not (0 <= at < len(args)):
+            return None
+    return [node for node, *_rest in calls]

@@ -377,3 +377,42 @@ def test_backend_parameter_whose_callers_are_in_another_file(tmp_path):
     assert 6 in lowered and "pkg/initialize.py" in lowered[6]
     # a caller elsewhere that passes a configuration value keeps the warning
     assert [(f["line"], f["severity"]) for f in _at(findings, "pkg/context.py", "NPU304")] == [(9, "warning")]
+
+
+def test_fp8_parameter_default_every_call_overrides_is_reported_at_the_calls(tmp_path):
+    findings, _skipped, _ = _run(tmp_path, {
+        "pkg/mla.py": """\
+            import torch
+
+            from pkg.platform import fp8_dtype
+
+
+            def per_batched_quant(x, dtype: torch.dtype = torch.float8_e4m3fn):
+                scale = torch.finfo(dtype).max / x.abs().max()
+                return (x * scale).to(dtype), scale
+
+
+            def process(w_k, w_v):
+                k, ks = per_batched_quant(w_k, dtype=fp8_dtype())
+                v, vs = per_batched_quant(w_v, fp8_dtype())
+                return k, ks, v, vs
+            """,
+        "pkg/other.py": """\
+            import torch
+
+
+            def quant(x, dtype=torch.float8_e4m3fn):
+                return x.to(dtype)
+
+
+            def run(x):
+                return quant(x)
+            """,
+    })
+    mla = _at(findings, "pkg/mla.py", "NPU913")
+    assert len(mla) == 1 and mla[0]["line"] == 12 and mla[0]["severity"] == "error"
+    assert [p[0] for p in mla[0]["also"]] == [13]
+    assert "default of `dtype` is never used" in mla[0]["message"] and "per_batched_quant(" in mla[0]["message"]
+    # a call that leaves the default: the FP8 default stays where it is written
+    other = _at(findings, "pkg/other.py", "NPU913")
+    assert other and other[0]["severity"] == "error" and 4 in [other[0]["line"], *(p[0] for p in other[0].get("also", []))]
