@@ -472,8 +472,6 @@ def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: 
         if not moved:
             out.append(finding)
             continue
-        if kept:
-            out.append(_rebuilt(finding, kept))
         from . import catalogue
         from .redundant import absorb
 
@@ -485,7 +483,10 @@ def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: 
                                   message=catalogue.rule("NPU913").message.format(what=f"`{shown}`") + (
                                       f" ({OVERRIDDEN_DEFAULT.format(param=param)})")))
         pieces.sort()
-        out.append(absorb(pieces[0], pieces[1:]) if len(pieces) > 1 else pieces[0])
+        if kept:  # (one finding per file and code: the moved places join the rest)
+            out.append(absorb(_rebuilt(finding, kept), pieces))
+        else:
+            out.append(absorb(pieces[0], pieces[1:]) if len(pieces) > 1 else pieces[0])
     return sorted(out)
 
 

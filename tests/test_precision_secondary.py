@@ -408,6 +408,21 @@ def test_fp8_parameter_default_every_call_overrides_is_reported_at_the_calls(tmp
             def run(x):
                 return quant(x)
             """,
+        "pkg/mixed.py": """\
+            import torch
+
+
+            def cast(x, scale):
+                return (x / scale).to(torch.float8_e5m2)
+
+
+            def quant(x, dtype=torch.float8_e4m3fn):
+                return x.to(dtype)
+
+
+            def run(x):
+                return quant(x, torch.float8_e5m2)
+            """,
     })
     mla = _at(findings, "pkg/mla.py", "NPU913")
     assert len(mla) == 1 and mla[0]["line"] == 12 and mla[0]["severity"] == "error"
@@ -416,3 +431,6 @@ def test_fp8_parameter_default_every_call_overrides_is_reported_at_the_calls(tmp
     # a call that leaves the default: the FP8 default stays where it is written
     other = _at(findings, "pkg/other.py", "NPU913")
     assert other and other[0]["severity"] == "error" and 4 in [other[0]["line"], *(p[0] for p in other[0].get("also", []))]
+    # a file with FP8 compute of its own keeps one finding: the moved place joins it
+    mixed = _at(findings, "pkg/mixed.py", "NPU913")
+    assert len(mixed) == 1 and mixed[0]["line"] == 5 and 13 in [p[0] for p in mixed[0]["also"]]
