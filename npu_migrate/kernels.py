@@ -70,6 +70,8 @@ def _casts(name: str) -> bool:
             and bool(_FP8_CAST_WORD.search(name)))
 _FP8_CONFIG = re.compile(r"(?i)^(float8|fp8|mxfp8)\w*(weight|activation|linear|training|inference)\w*config$")
 _SCALED_MM = re.compile(r"_scaled_(grouped_)?mm")
+# a dequantizing helper (`_dequantize_affine_float8`, `dequant_fp8`) casts FROM FP8 (round-10 audit)
+_DEQUANT = re.compile(r"(?i)(^|_)de_?quant|(^|_)from_(float8|fp8|mx)(_|$)")
 _NAMES_ONLY = " (names FP8 dtypes only; no FP8 compute found in this file)"
 
 
@@ -302,7 +304,8 @@ def _fp8(findings: list[Finding], tree: ast.AST, text: str) -> list[Finding]:
             call = calls[0]
             shown = " ".join(ast.get_source_segment(text, call).split()) if ast.get_source_segment(text, call) else _called(call)
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            kind = "a cast to FP8" if _casts(_called(call)) else "an FP8 configuration"
+            kind = (("a cast from FP8" if _DEQUANT.search(_called(call)) else "a cast to FP8")
+                    if _casts(_called(call)) else "an FP8 configuration")
             rule = catalogue.rule("NPU913")
             anchor = Finding(names_only[0].path, call.lineno, call.col_offset + 1, "NPU913",
                              rule.message.format(what=f"`{shown}` ({kind})"), False, shown, cell=names_only[0].cell)

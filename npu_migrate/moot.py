@@ -62,6 +62,9 @@ PHRASES = (
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
+    # tritonguards.RESTATED: a helper imported only where its importer's own Triton import fails
+    # first (reported there): this import is never reached on an NPU host (round-10 audit: redundant)
+    "imported only where its importer's own unguarded Triton import fails first",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -101,6 +104,11 @@ AS_WRITTEN = (
     # (round-9 audits: "only picks a string to print")
     "`torch.version.cuda` read only for display",
     "FP8 on CPU tensors in a CPU test",  # notcompute.py: a CPU kernel test's FP8 casts
+    # notcompute.DP_UNCALLED: a test wraps and unwraps a model in DataParallel, no forward runs
+    # (round-10 audit: "nothing to port")
+    "information: a DataParallel built in a test and never called",
+    # secondary.py: a backend parameter every caller in the file leaves at None or a literal
+    "a backend parameter whose every value is seen",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -17,7 +17,8 @@ findings are known, and lowered with the reason in the message.
   in a test function (of a test file), then only passed on (`extract_model_from_parallel(
   distributed)`, `torch.compile(distributed)`), with neither it nor what is derived from it called:
   no forward runs through DataParallel, the test checks wrapping and unwrapping. The NPU901 error
-  is lowered to information with DP_UNCALLED (not a named scope: the constructor still runs there).
+  is lowered to information with DP_UNCALLED, which moot.py names as a scope that runs as written
+  (AS_WRITTEN: the constructor runs there, nothing is ported; round-10 audit).
   A DataParallel that is called (`dp(x)`, `dp.forward(x)`), or built outside a test, stays an error.
 * **FP8 in CPU tests.** An FP8 error (NPU913) every place of which is in a CPU test of a test file
   (skipped unless the op's CPU kernel is built: `"CPU" not in torch._C._dispatch_dump(op)`, or

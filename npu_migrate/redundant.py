@@ -26,6 +26,8 @@ from dataclasses import replace
 
 from . import astcache, keptgates, moot
 from .findings import MAX_LISTED, Finding, split_merged
+from .secondary import (fold_after_failing_calls, fold_fp8_into_package_class, move_fp8_defaults_to_calls,
+                        review_backend_params)
 
 RANK = {"info": 0, "warning": 1, "error": 2}
 GUARDS = ("NPU110", "NPU108")
@@ -486,6 +488,11 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
         findings = fold_guarded_branches(findings, tree)
     if any(f.code == UNSEEN_BACKEND for f in findings):
         findings = fold_backend_callers(findings, tree)
+        # (secondary.py: a parameter passed through whose every value the file shows)
+        findings = review_backend_params(findings, tree)
+    # (secondary.py: a finding reached only after a call whose CUDA build, reported here, fails)
+    findings = fold_fp8_into_package_class(fold_after_failing_calls(findings, tree), tree)
+    findings = move_fp8_defaults_to_calls(findings, tree, text)  # (an FP8 default every call overrides)
     findings = fold_statements(findings, _units(tree))
     if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)
         findings = fold_nccl_settings(findings, tree)

@@ -259,7 +259,9 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
                 out[i] = dataclasses.replace(out[i], findings=findings)
         if any(optin.kernel_candidates(f) for f in out[i].findings):  # (kernels behind a raising device check)
             out[i] = optin.review_kernels(out[i], texts.get(i) or b"", texts, i)
-    return out
+    from .secondary import review_backend_params_across  # (a backend parameter its callers elsewhere pass)
+
+    return review_backend_params_across(out, python, texts)
 
 
 # ------------------------------------------------------------------ modules never imported on NPU

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import replace
+from typing import Optional
 
 import libcst as cst
 
@@ -16,6 +17,9 @@ _GRAD_SCALERS = ("torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler")
 # cuDNN autotuning hints: no effect on results, nothing to port (not reported when set)
 # `torch.backends.cuda.preferred_*_library`: which CUDA linear-algebra library torch calls
 _LIBRARY_CHOICES = frozenset({"preferred_linalg_library", "preferred_blas_library"})
+# library choices whose setter raises on a torch built without them (ATen setLinalgPreferredBackend,
+# setBlasPreferredBackend TORCH_CHECK hasMAGMA() / hasCuSOLVER() / hasCuBLASLt())
+_CHECKED_LIBRARIES = {"magma": "MAGMA", "cusolver": "cuSOLVER", "cublaslt": "cuBLASLt"}
 _PERFORMANCE_HINTS = frozenset({"cudnn.benchmark", "cudnn.benchmark_limit"})
 # the file asks torch itself for determinism, which torch_npu honours
 _TORCH_DETERMINISM = re.compile(r"(?<![\w.])(?:torch\.)?(?:use_deterministic_algorithms|set_deterministic_debug_mode)\s*\(")
@@ -212,7 +216,12 @@ scaler = torch.amp.GradScaler("cpu")
                     found = ctx.findings[-1]
                     if parts[1] in _LIBRARY_CHOICES:
                         # a CUDA linear-algebra library choice, not an SDPA backend switch: say so
-                        ctx.findings[-1] = replace(found, message=(
+                        raising = self._library_raises(original)
+                        ctx.findings[-1] = replace(found, severity="error", message=(
+                            f"`torch.backends.{rest}`: a choice of CUDA linear-algebra library ({raising}) "
+                            f"that torch checks it was built with: it raises on an NPU host (torch without "
+                            f"CUDA), it is not ignored; keep the call off the NPU path; left unchanged")) \
+                            if raising else replace(found, message=(
                             f"`torch.backends.{rest}`: a choice of CUDA linear-algebra library (cuSOLVER, "
                             f"MAGMA, cuBLAS, cuBLASLt); the NPU has its own and ignores it; left unchanged"))
                     elif self._only_enables(original):
@@ -277,6 +286,17 @@ scaler = torch.amp.GradScaler("cpu")
         call = self._call_of(original)
         return call is not None and original.attr.value in _LIBRARY_CHOICES and len(call.args) == 1 \
             and not call.args[0].star and string_value(call.args[0].value) == "default"
+
+    def _library_raises(self, original: cst.CSTNode) -> Optional[str]:
+        """`preferred_linalg_library("magma")`: the library a literal choice names when ATen's
+        setter TORCH_CHECKs that torch was built with it (MAGMA, cuSOLVER, cuBLASLt: `hasMAGMA()`
+        and the like), which a torch without CUDA (torch_npu's) fails: it raises there, it is not
+        ignored (round-10 audit). "default" and "cublas" are accepted everywhere."""
+        call = self._call_of(original)
+        if call is None or not call.args or call.args[0].star:
+            return None
+        value = string_value(call.args[0].value)
+        return _CHECKED_LIBRARIES.get(value.lower()) if isinstance(value, str) else None
 
     def _only_enables(self, original: cst.CSTNode) -> bool:
         """`sdp_kernel(enable_flash=True, enable_mem_efficient=True)`, `enable_flash_sdp(True)`:
