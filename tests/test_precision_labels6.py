@@ -52,3 +52,60 @@ def test_triton_testing_harness_only_is_a_scope_kernel_stays(tmp_path):
     assert any("NPU910" in r and "triton.testing.perf_report" in r for r in _scopes(report, "bench.py"))
     kept = _findings(report, "kernel_bench.py", "NPU910")
     assert kept and kept[0]["severity"] != "info"
+
+
+PIPELINE = '''\
+steps:
+- label: "Fusion (B200)"
+  device: b200-k8s
+  commands:
+    - nvidia-smi
+    - pytest -v tests/a.py
+- label: "Plain step"
+  commands:
+    - nvidia-smi
+    - pytest -v tests/b.py
+- label: "Kernels (H100)"
+  agents:
+    queue: h100
+  commands:
+    - nvidia-smi
+'''
+
+
+def test_ci_step_pinned_to_nvidia_hardware_is_a_scope_unpinned_stays(tmp_path):
+    root = write_project(tmp_path, {".buildkite/pipeline.yaml": PIPELINE})
+    report = migrate_json(root)
+    kept = _findings(report, ".buildkite/pipeline.yaml", "NPU704")
+    lines = {kept[0]["line"], *(a[0] for a in kept[0].get("also", []))} if kept else set()
+    assert lines == {9}, kept  # the step with no hardware pin keeps its error
+    assert kept[0]["severity"] == "error"
+    reasons = _scopes(report, ".buildkite/pipeline.yaml")
+    assert any("`device: b200-k8s`" in r for r in reasons), reasons
+    assert any("`queue: h100`" in r for r in reasons), reasons
+
+
+RECIPE = '''\
+meta:
+  title: "Model"
+  hardware:
+    h200: verified
+    b200: verified
+    mi355x: verified
+variants:
+  cluster:
+    env:
+      NCCL_NVLS_ENABLE: "1"
+      CUDA_VISIBLE_DEVICES: "0,1"
+'''
+
+RECIPE_NPU = RECIPE.replace("    mi355x: verified\n", "    mi355x: verified\n    ascend_910c: verified\n")
+
+
+def test_recipe_for_other_hardware_scopes_nccl_switches_npu_recipe_keeps_them(tmp_path):
+    root = write_project(tmp_path, {"recipes/a.yaml": RECIPE, "recipes/b.yaml": RECIPE_NPU})
+    report = migrate_json(root)
+    assert not _findings(report, "recipes/a.yaml", "NPU703")
+    assert any("a recipe for other hardware" in r for r in _scopes(report, "recipes/a.yaml"))
+    assert _findings(report, "recipes/a.yaml", "NPU701")  # a warning of the recipe stays
+    assert _findings(report, "recipes/b.yaml", "NPU703")  # a recipe that lists the NPU keeps it
