@@ -109,3 +109,43 @@ def test_recipe_for_other_hardware_scopes_nccl_switches_npu_recipe_keeps_them(tm
     assert any("a recipe for other hardware" in r for r in _scopes(report, "recipes/a.yaml"))
     assert _findings(report, "recipes/a.yaml", "NPU701")  # a warning of the recipe stays
     assert _findings(report, "recipes/b.yaml", "NPU703")  # a recipe that lists the NPU keeps it
+
+
+BACKEND = '''\
+import torch
+from sgl_kernel import merge_state
+
+
+def run(x):
+    return merge_state(x)
+'''
+
+BACKEND_TEST = '''\
+import unittest
+
+import torch
+
+from proj.backend import run
+
+
+class TestBackend(unittest.TestCase):
+    def test_device(self):
+        out = run(torch.ones(2))
+        self.assertEqual(out.device.type, "cuda")
+'''
+
+PLAIN_TEST = BACKEND_TEST.replace("from proj.backend import run", "from proj.plain import run")
+
+
+def test_cuda_string_in_test_module_whose_import_fails_is_folded_plain_test_stays(tmp_path):
+    root = write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/backend.py": BACKEND, "proj/plain.py": "def run(x):\n    return x\n",
+        "tests/test_backend.py": BACKEND_TEST, "tests/test_plain.py": PLAIN_TEST,
+        "pyproject.toml": "[project]\nname = 'proj'\n",
+    })
+    report = migrate_json(root)  # (sgl_kernel: scopes.toml's compiled_without_npu_build)
+    assert not _findings(report, "tests/test_backend.py", "NPU990")
+    assert any("whose import fails on an NPU host" in r and "sgl_kernel" in r
+               for r in _scopes(report, "tests/test_backend.py"))
+    kept = _findings(report, "tests/test_plain.py", "NPU990")
+    assert kept and kept[0]["severity"] == "warning"
