@@ -149,3 +149,90 @@ def test_cuda_string_in_test_module_whose_import_fails_is_folded_plain_test_stay
                for r in _scopes(report, "tests/test_backend.py"))
     kept = _findings(report, "tests/test_plain.py", "NPU990")
     assert kept and kept[0]["severity"] == "warning"
+
+
+LABELS = '''\
+import pytest
+import torch
+
+COPYING_DIRECTION = [("cuda", "cpu"), ("cuda", "cuda"), ("cpu", "cuda")]
+RESHAPE_IMPLEMENTATIONS = ["cuda", "triton"]
+DEVICES = ["cuda:0"]
+
+
+@pytest.mark.parametrize("implementation", RESHAPE_IMPLEMENTATIONS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_reshape(implementation, device):
+    torch.set_default_device(device)
+    assert implementation in ["cuda", "triton"]
+    if implementation == "triton":
+        pytest.skip("layout")
+    if implementation != "cuda":
+        pytest.skip("scaling")
+
+
+@pytest.mark.parametrize("direction", COPYING_DIRECTION)
+@pytest.mark.parametrize("device", DEVICES)
+def test_swap(direction, device):
+    if "cpu" in direction:
+        pytest.skip()
+    src_device = device if direction[0] == "cuda" else "cpu"
+    torch.ones(2, device=src_device)
+'''
+
+DEVICE_LISTS = '''\
+import pytest
+import torch
+
+PAIRS = [("cuda", "cpu"), ("cpu", "cuda")]
+TARGETS = ["cuda", "cpu"]
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_pair(pair):
+    torch.ones(2, device=pair[0]).to(pair[1])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_target(target):
+    torch.ones(2, device=target)
+'''
+
+
+def test_implementation_and_direction_labels_device_lists_stay(tmp_path):
+    root = write_project(tmp_path, {"tests/test_cache.py": LABELS, "tests/test_devices.py": DEVICE_LISTS})
+    report = migrate_json(root)
+    left = _findings(report, "tests/test_cache.py", "NPU990")
+    assert [f["source"] for f in left] == ['"cuda:0"'], left  # the real device stays
+    kept = _findings(report, "tests/test_devices.py", "NPU990")
+    lines = {kept[0]["line"], *(a[0] for a in kept[0].get("also", []))} if kept else set()
+    assert {4, 5} <= lines, kept  # tuples used as devices, a device list: still reported
+
+
+FIXTURE = '''\
+import pytest
+import torch
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def mapping(request):
+    device = request.param
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("requires CUDA")
+    return torch.arange(4, device=device)
+
+
+@pytest.fixture(params=["cpu", "cuda"])
+def plain(request):
+    return torch.arange(4, device=request.param)
+'''
+
+
+def test_fixture_skipping_its_cuda_parameter_is_moot_unskipped_fixture_stays(tmp_path):
+    root = write_project(tmp_path, {"tests/test_mapping.py": FIXTURE})
+    report = migrate_json(root)
+    left = _findings(report, "tests/test_mapping.py", "NPU990")
+    lines = {f["line"] for f in left} | {a[0] for f in left for a in f.get("also", [])}
+    assert 5 not in lines and 13 in lines, left
+    assert all(f["severity"] == "warning" for f in left)
+    assert any("skips its \"cuda\" parameter" in r and "`mapping`" in r for r in _scopes(report, "tests/test_mapping.py"))
