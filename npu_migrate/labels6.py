@@ -69,6 +69,7 @@ def _found(sweep: Sweep) -> dict:
         _implementation_lists(tree, found)
         _direction_labels(tree, parents, found)
         _skipping_fixtures(sweep, tree, found)
+        _cuda_block_ops(sweep, tree, found)
     sweep._labels6_found = found
     return found
 
@@ -204,3 +205,102 @@ def _skipping_fixtures(sweep: Sweep, tree: ast.AST, found: dict) -> None:
                 for string in strings:
                     found.setdefault(_at(string), reason)
                 break
+
+
+# ----------------------------------------------------------------------------- a custom op in a CUDA-only block
+_REGISTRATIONS = frozenset({"torch.library.custom_op", "torch.library.register_kernel", "torch.library.triton_op",
+                            "custom_op", "register_kernel", "triton_op"})
+CUDA_BLOCK = ("in a branch an NPU host does not take: `{test}` (line {line}), whose `{name}` is set only where "
+              "{why}; the custom op's dispatch key names the CUDA kernels it wraps")
+
+
+def _cuda_packages() -> frozenset:
+    from .fp8tests import _compiled_packages
+    return _compiled_packages()[0]
+
+
+def _cuda_only_condition(test: ast.AST, cuda_names: dict) -> Optional[str]:
+    """Why `test` is False on an NPU host ('' for no), for the shapes an NPU host provably fails:
+    `importlib.util.find_spec("flash_attn")` of a CUDA-only package, or a name bound at module level
+    to a `torch.version.hip is None and torch.backends.cuda...` availability test left as written."""
+    if isinstance(test, ast.Call) and (astcache.dotted(test.func) or "").endswith("find_spec") and test.args \
+            and isinstance(test.args[0], ast.Constant) and isinstance(test.args[0].value, str) \
+            and test.args[0].value.split(".")[0] in _cuda_packages():
+        return f"`{test.args[0].value}` (a CUDA-only package) is installed"
+    if isinstance(test, ast.Name) and test.id in cuda_names:
+        return cuda_names[test.id]
+    return None
+
+
+def _cuda_block_ops(sweep: Sweep, tree: ast.Module, found: dict) -> None:
+    """`device_types="cuda"` of custom ops registered in a module-level `if NAME != "0.0.0":` whose
+    NAME keeps that default unless a CUDA-only package is found or a CUDA backend probe holds."""
+    text = sweep.m.file_text()
+    if "custom_op" not in text and "register_kernel" not in text:
+        return
+    rewritten = {f.line for f in sweep.m.findings if f.fixable}
+    cuda_names: dict = {}
+    defaults: dict = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            value = ast.unparse(stmt.value)
+            if isinstance(stmt.value, ast.Constant):
+                defaults.setdefault(stmt.targets[0].id, stmt.value.value)
+            elif "torch.backends.cuda." in value and "available" in value and \
+                    not any(line in rewritten for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)):
+                cuda_names[stmt.targets[0].id] = f"`{stmt.targets[0].id}` (`{' '.join(value.split())}`) holds"
+    for block in tree.body:
+        if not isinstance(block, ast.If):
+            continue
+        test = block.test
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)) \
+                and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant):
+            name, default = test.left.id, test.comparators[0].value
+        else:
+            continue
+        if name not in defaults or defaults[name] != default:
+            continue
+        whys = _setters(tree, name, cuda_names, block)
+        if not whys:
+            continue
+        reason = CUDA_BLOCK.format(test=f"if {ast.unparse(test)}", line=block.lineno, name=name,
+                                   why=" or ".join(dict.fromkeys(whys)))
+        for node in ast.walk(block):
+            if isinstance(node, ast.Call) and (astcache.dotted(node.func) or "") in _REGISTRATIONS:
+                for keyword in node.keywords:
+                    if keyword.arg == "device_types":
+                        for string in [keyword.value, *getattr(keyword.value, "elts", ())]:
+                            if _cuda(string):
+                                found.setdefault(_at(string), reason)
+
+
+def _setters(tree: ast.Module, name: str, cuda_names: dict, block: ast.If) -> list:
+    """The reasons of every module-level branch that assigns `name` other than its default (each
+    must be CUDA-only: its `if` / `elif` test), or [] when one is not (or none assigns it)."""
+    whys: list = []
+
+    def visit(body: list, why: Optional[str]) -> bool:
+        for stmt in body:
+            if stmt is block:
+                continue
+            if isinstance(stmt, ast.If):
+                inner = _cuda_only_condition(stmt.test, cuda_names)
+                if not visit(stmt.body, inner or why):
+                    return False
+                if not visit(stmt.orelse, why):
+                    return False
+                continue
+            targets = [t for n in ast.walk(stmt) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target])]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) or \
+                    (isinstance(stmt, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name
+                                                                           for a in stmt.names)):
+                if why is None:
+                    if isinstance(stmt, ast.Assign) and stmt in tree.body and isinstance(stmt.value, ast.Constant):
+                        continue  # the default
+                    return False
+                whys.append(why)
+        return True
+
+    ok = visit(tree.body, None)
+    return whys if ok else []

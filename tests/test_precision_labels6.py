@@ -236,3 +236,40 @@ def test_fixture_skipping_its_cuda_parameter_is_moot_unskipped_fixture_stays(tmp
     assert 5 not in lines and 13 in lines, left
     assert all(f["severity"] == "warning" for f in left)
     assert any("skips its \"cuda\" parameter" in r and "`mapping`" in r for r in _scopes(report, "tests/test_mapping.py"))
+
+
+FLASH = '''\
+import importlib.util
+
+import torch
+
+FLASH_VERSION = "0.0.0"
+_TRY_PT_FLASH = torch.version.hip is None and torch.backends.cuda.is_flash_attention_available()
+
+if importlib.util.find_spec("flash_attn"):
+    import flash_attn
+
+    FLASH_VERSION = flash_attn.__version__
+elif _TRY_PT_FLASH:
+    FLASH_VERSION = "pt"
+
+
+if FLASH_VERSION != "0.0.0":
+
+    @torch.library.custom_op("mylib::flash_fwd", mutates_args=(), device_types=["cuda"])
+    def _flash_fwd(q: torch.Tensor) -> torch.Tensor:
+        return q
+'''
+
+# the version is set on a path an NPU host may take (a portable package): the op stays reported
+OPEN = FLASH.replace('find_spec("flash_attn")', 'find_spec("my_portable_attn")').replace(
+    "import flash_attn\n", "import my_portable_attn as flash_attn\n")
+
+
+def test_custom_op_in_a_block_only_cuda_enters_is_moot_portable_block_stays(tmp_path):
+    root = write_project(tmp_path, {"proj/flash.py": FLASH, "proj/open_flash.py": OPEN})
+    report = migrate_json(root)
+    assert not _findings(report, "proj/flash.py", "NPU990")
+    assert any("FLASH_VERSION" in r and "flash_attn" in r for r in _scopes(report, "proj/flash.py"))
+    kept = _findings(report, "proj/open_flash.py", "NPU990")
+    assert kept and kept[0]["severity"] == "warning", kept
