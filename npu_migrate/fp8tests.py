@@ -345,8 +345,12 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
                     imports_of[i] = _top_level_imports(tree)
         return imports_of[i]
 
+    # the project's own packages (xformers in xformers' tree) are read, not judged by their name
+    own = {name.split(".")[0] for name in by_dotted if "." in name}
+
     def compiled(name: str) -> bool:
-        return name.split(".")[0] in tops or any(name == d or name.startswith(d + ".") for d in dotted)
+        return (name.split(".")[0] in tops and name.split(".")[0] not in own) or \
+            any(name == d or name.startswith(d + ".") for d in dotted)
 
     def project_file(importer: int, name: str, level: int) -> Optional[int]:
         if level:
