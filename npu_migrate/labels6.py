@@ -304,3 +304,77 @@ def _setters(tree: ast.Module, name: str, cuda_names: dict, block: ast.If) -> li
 
     ok = visit(tree.body, None)
     return whys if ok else []
+
+
+# ----------------------------------------------------------------------------- a setting read nowhere
+UNREAD_SETTING = ("the default of a setting nothing reads: `{name}` ({why}) is named by no other file of the "
+                  "project and only declared in this one")
+
+
+def _setting_call(tree: ast.AST, line: int, column: int) -> Optional[ast.Call]:
+    """The call `reader("NAME", "cuda")` whose second argument is the string at (line, column)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and _cuda(node.args[1]) \
+                and _at(node.args[1]) == (line, column) and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and node.args[0].value.isupper() \
+                and node.args[0].value.isidentifier() and "_" in node.args[0].value:
+            return node
+    return None
+
+
+def _only_declared(tree: ast.AST, name: str) -> bool:
+    """Whether `name` appears in the file only as strings (a table key, the reader's argument) and
+    as annotated declarations (`NAME: str = "cuda"` under TYPE_CHECKING): nothing reads it here."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Store):
+            return False
+        if isinstance(node, ast.Attribute) and node.attr == name:
+            return False
+    return True
+
+
+def review_unread_settings(results: list, paths: dict) -> list:
+    """NPU990 on the "cuda" default of a setting's reader (`_lazy_str("X_TARGET_DEVICE", "cuda")`
+    in an environment table) that no other file of the project names: information with a
+    NO_WORK reason (a named scope, moot.py). A setting read elsewhere keeps its warning."""
+    import dataclasses
+
+    from .fp8tests import _bytes
+
+    def candidate(f) -> bool:
+        return f.code == "NPU990" and not f.fixable and f.severity == "warning" and f.source == '"cuda"' \
+            and f.cell is None and all(source == '"cuda"' for _line, _column, source in f.also)
+
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(candidate(f) for f in r.findings)]
+    if not targets:
+        return results
+    out = list(results)
+    texts: Optional[dict] = None
+
+    def unread(name: str, relpath: str) -> bool:
+        nonlocal texts
+        if texts is None:
+            texts = {}
+            for result in results:
+                texts[result.relpath] = (_bytes(result, paths) if len(texts) < 20000 else None) or b""
+        needle = name.encode()
+        return not any(needle in raw for rel, raw in texts.items() if rel != relpath)
+
+    for i in targets:
+        data = _bytes(results[i], paths)
+        tree = astcache.parse(data) if data else None
+        if tree is None:
+            continue
+        findings = []
+        for finding in results[i].findings:
+            places = [(finding.line, finding.column), *((line, column) for line, column, _s in finding.also)]
+            calls = [_setting_call(tree, line, column) for line, column in places] if candidate(finding) else [None]
+            names = [call.args[0].value for call in calls if call is not None]
+            if len(names) == len(places) and all(_only_declared(tree, n) and unread(n, results[i].relpath)
+                                                 for n in names):
+                why = ", ".join(f"`{ast.unparse(c.func)}(\"{c.args[0].value}\", \"cuda\")`" for c in calls)
+                finding = dataclasses.replace(finding, severity="info", message=(
+                    f"{finding.message} ({UNREAD_SETTING.format(name=', '.join(names), why=why)})"))
+            findings.append(finding)
+        out[i] = dataclasses.replace(results[i], findings=findings)
+    return out

@@ -273,3 +273,51 @@ def test_custom_op_in_a_block_only_cuda_enters_is_moot_portable_block_stays(tmp_
     assert any("FLASH_VERSION" in r and "flash_attn" in r for r in _scopes(report, "proj/flash.py"))
     kept = _findings(report, "proj/open_flash.py", "NPU990")
     assert kept and kept[0]["severity"] == "warning", kept
+
+
+ENVS = '''\
+import os
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    MYPROJ_TARGET_DEVICE: str = "cuda"
+    MYPROJ_RUN_DEVICE: str = "cuda"
+
+
+def _lazy_str(name, default=None):
+    return lambda: os.getenv(name, default)
+
+
+environment_variables: dict[str, Callable[[], Any]] = {
+    # target device chosen at install time: cuda (default), rocm, cpu
+    "MYPROJ_TARGET_DEVICE": _lazy_str("MYPROJ_TARGET_DEVICE", "cuda"),
+    "MYPROJ_RUN_DEVICE": _lazy_str("MYPROJ_RUN_DEVICE", "cuda"),
+}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+'''
+
+USER = '''\
+import torch
+
+from proj import envs
+
+
+def tensor():
+    return torch.ones(2, device=envs.MYPROJ_RUN_DEVICE)
+'''
+
+
+def test_default_of_a_setting_read_nowhere_is_moot_a_read_setting_stays(tmp_path):
+    read = ENVS.replace('    "MYPROJ_TARGET_DEVICE": _lazy_str("MYPROJ_TARGET_DEVICE", "cuda"),\n', "")
+    unread = ENVS.replace('    "MYPROJ_RUN_DEVICE": _lazy_str("MYPROJ_RUN_DEVICE", "cuda"),\n', "").replace(
+        "    MYPROJ_RUN_DEVICE: str = \"cuda\"\n", "").replace("MYPROJ_TARGET_DEVICE", "MYPROJ_BUILD_DEVICE")
+    root = write_project(tmp_path, {"proj/__init__.py": "", "proj/envs.py": read, "proj/envs_install.py": unread,
+                                    "proj/user.py": USER})
+    report = migrate_json(root)
+    assert not _findings(report, "proj/envs_install.py", "NPU990")
+    assert any("MYPROJ_BUILD_DEVICE" in r and "nothing reads" in r for r in _scopes(report, "proj/envs_install.py"))
+    kept = _findings(report, "proj/envs.py", "NPU990")
+    assert kept and kept[0]["severity"] == "warning", kept
