@@ -70,6 +70,10 @@ steps:
     queue: h100
   commands:
     - nvidia-smi
+- label: "Granite (L4)"
+  device: l4
+  commands:
+    - nvidia-smi
 '''
 
 
@@ -83,6 +87,7 @@ def test_ci_step_pinned_to_nvidia_hardware_is_a_scope_unpinned_stays(tmp_path):
     reasons = _scopes(report, ".buildkite/pipeline.yaml")
     assert any("`device: b200-k8s`" in r for r in reasons), reasons
     assert any("`queue: h100`" in r for r in reasons), reasons
+    assert any("`device: l4`" in r for r in reasons), reasons
 
 
 RECIPE = '''\
