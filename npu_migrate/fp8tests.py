@@ -21,7 +21,9 @@
   pure-torch reference of a kernel test that cannot even be collected on an NPU host: the port item
   is the kernel, reported where it is imported. `fold_into_failing_imports` (whole-program, after
   wholeprogram.review) lowers such a finding to info with the reason and the place (a named skipped
-  scope, moot.py); an FP8 finding in a test module that imports nothing of the kind stays.
+  scope, moot.py); an FP8 finding in a test module that imports nothing of the kind stays. A CUDA
+  string left in such a module (NPU990) is folded the same way (round 10); the project's own
+  packages are read, never judged by their name (xformers in xformers' tree).
 """
 
 from __future__ import annotations
