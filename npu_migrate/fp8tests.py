@@ -21,7 +21,9 @@
   pure-torch reference of a kernel test that cannot even be collected on an NPU host: the port item
   is the kernel, reported where it is imported. `fold_into_failing_imports` (whole-program, after
   wholeprogram.review) lowers such a finding to info with the reason and the place (a named skipped
-  scope, moot.py); an FP8 finding in a test module that imports nothing of the kind stays.
+  scope, moot.py); an FP8 finding in a test module that imports nothing of the kind stays. A CUDA
+  string left in such a module (NPU990) is folded the same way (round 10); the project's own
+  packages are read, never judged by their name (xformers in xformers' tree).
 """
 
 from __future__ import annotations
@@ -274,13 +276,22 @@ def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, int]]:
     return out
 
 
+# the findings folded into the failing import, with what the port item is instead. A CUDA string
+# left in such a module (NPU990: a parameter's "cuda", an assertion's expected device) cannot run
+# either: the module never imports there (round-10 audit: sglang's FA3 backend test).
+_FOLDED = {
+    "NPU913": "the port item is that kernel, not the reference's FP8 dtype",
+    "NPU990": "the port item is that import, not this CUDA string",
+}
+
+
 def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> list:
     """The FP8 findings (NPU913) of test modules that cannot be imported on an NPU host lowered to
     info with the import that fails there (see the module's doc); `results` is not changed."""
     from .moot import is_moot
 
     def candidate(finding) -> bool:
-        return finding.code == "NPU913" and not finding.fixable and finding.cell is None and not is_moot(finding)
+        return finding.code in _FOLDED and not finding.fixable and finding.cell is None and not is_moot(finding)
 
     targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
                and any(candidate(f) for f in r.findings)]
@@ -307,8 +318,12 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
                     imports_of[i] = _top_level_imports(tree)
         return imports_of[i]
 
+    # the project's own packages (xformers in xformers' tree) are read, not judged by their name
+    own = {name.split(".")[0] for name in by_dotted if "." in name}
+
     def compiled(name: str) -> bool:
-        return name.split(".")[0] in tops or any(name == d or name.startswith(d + ".") for d in dotted)
+        return (name.split(".")[0] in tops and name.split(".")[0] not in own) or \
+            any(name == d or name.startswith(d + ".") for d in dotted)
 
     def project_file(importer: int, name: str, level: int) -> Optional[int]:
         if level:
@@ -347,7 +362,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
         if why is None:
             continue
         findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({FAILS_TO_IMPORT}: {why}; "
-                                        "the port item is that kernel, not the reference's FP8 dtype)")
+                                        f"{_FOLDED[f.code]})")
                     if candidate(f) else f for f in results[i].findings]
         out[i] = dataclasses.replace(results[i], findings=findings)
     return out

@@ -173,6 +173,11 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
                 if full not in _HOST and full not in _MODULES and full != _CUDAGRAPH:
                     return None
                 bound[alias.asname or alias.name] = full
+        elif isinstance(node, ast.ImportFrom) and node.module and "triton" in node.module.split(".")[-1]:
+            # a project's re-export of the module (`from vllm.triton_utils import triton`)
+            for alias in node.names:
+                if alias.name in ("triton", "tl"):
+                    bound[alias.asname or alias.name] = "triton" if alias.name == "triton" else "triton.language"
     if not bound:
         return None
     helpers: list[str] = []
@@ -183,8 +188,9 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
                 name = astcache.dotted(target, strict=True) or ""
-                if name.split(".")[0] in bound:
-                    return False  # a kernel (or a decorator of Triton's)
+                head, _, rest = name.partition(".")
+                if head in bound and bound[head] + ("." + rest if rest else "") not in _HOST:
+                    return False  # a kernel (or a decorator of Triton's other than the harness)
         if isinstance(node, (ast.Attribute, ast.Name)):
             name = astcache.dotted(node, strict=True)
             if name is not None and name.split(".")[0] in bound:

@@ -297,6 +297,8 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # (optionalguards.py)
     results = review_optional(review_importers(results, paths), paths)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
+    from .labels6 import review_unread_settings
+    results = review_unread_settings(results, paths)  # ("cuda" defaults of settings read nowhere: labels6.py)
     results = review_builders(results, paths)  # (a CUDA op builder beside the project's NPU one: disabled.py)
     # (CUDA builders and extensions the project's own NPU route never selects, kernel-less .cu: builders.py)
     results = review_cuda_builders(results, paths)

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import astcache, catalogue, hotslice, labelflow, labels, labels5
+from . import astcache, catalogue, hotslice, labelflow, labels, labels5, labels6
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -582,6 +582,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labels.mark(self, node)  # labels, not devices: gated, or listed as information (labels.py)
         labelflow.mark(self, node)  # labels by where they flow (labelflow.py)
         labels5.mark(self, node)  # references, version probes, choices, storage tags (labels5.py)
+        labels6.mark(self, node)  # implementation names, direction labels, fixtures skipping "cuda" (labels6.py)
         if id(node) in self.gates:
             return False
         return super().on_visit(node)

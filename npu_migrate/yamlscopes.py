@@ -353,6 +353,9 @@ def refine(text: str, code: str, relpath: str, findings: list[Finding], enabled)
         elif section not in scopes:
             scopes.append(section)
 
+    # CI steps pinned to other hardware, recipes for other hardware: named scopes
+    out = other_hardware(doc, out, scopes)
+
     # platform-aware sequences and mappings: NPU991
     findings, out = out, []
     for finding in findings:
@@ -446,3 +449,83 @@ def _fold_containers(doc: _Doc, findings: list[Finding]) -> list[Finding]:
                                           f"runtime setting {names} goes with the image)")
         result.append(finding)
     return result
+
+
+# ------------------------------------------------------------------------------------------------
+# CI steps pinned to other hardware, recipes for other hardware (round-10 audits)
+
+
+@functools.lru_cache(maxsize=None)
+def _pin_table() -> tuple[frozenset, re.Pattern, frozenset]:
+    table = catalogue.read_table("scopes.toml").get("yaml", {})
+    return (frozenset(table.get("ci_pin_keys", [])), re.compile(table.get("ci_hardware_word", r"(?!)")),
+            frozenset(table.get("recipe_hardware_keys", [])))
+
+
+def _value(doc: _Doc, index: int) -> str:
+    node = doc.nodes[index]
+    text = _text(doc, node.line, node.end)
+    text = text.split(":", 1)[1] if ":" in text else text
+    return " ".join(re.sub(r"#.*", "", text).split()).strip("\"'")
+
+
+def _pinned_step(doc: _Doc, index: int) -> Optional[tuple[int, int, str]]:
+    """The scope of the CI step holding the node at `index` when the step is pinned to other
+    hardware (`device: h100` beside `commands:` in a Buildkite step), or None: an NPU host is
+    never such a runner, so it never runs the step's commands. A step with no pin (it may run
+    anywhere, an NPU runner included) or pinned to a runner naming the NPU is no such scope."""
+    pin_keys, word, _ = _pin_table()
+    _, npu, _ = _patterns()
+    scripts = _script_keys()
+    for node_index in _ancestors(doc, index):
+        children = _children(doc, node_index)
+        if not {doc.nodes[i].key for i in children} & scripts:
+            continue
+        pins = [i for i in children if doc.nodes[i].key in pin_keys]
+        pins += [i for c in children if doc.nodes[c].key == "agents" for i in _children(doc, c)
+                 if doc.nodes[i].key in pin_keys]
+        for pin in pins:
+            value = _value(doc, pin)
+            words = [w for w in re.split(r"[\s\-_./,\[\]{}:'\"]+", value) if w]
+            if value and any(word.match(w) for w in words) and not npu.search(value):
+                node = doc.nodes[node_index]
+                return (node.line, node.end, f"a CI step pinned to other hardware (`{doc.nodes[pin].key}: "
+                                             f"{value}`, line {doc.nodes[pin].line}) that an NPU host never runs")
+        return None  # the innermost step decides
+    return None
+
+
+def _recipe_hardware(doc: _Doc) -> str:
+    """`a recipe for other hardware (...)` when the file's `hardware:` mapping (top level or under
+    `meta:`) lists only other vendors' hardware, '' otherwise."""
+    _, _, keys = _pin_table()
+    vendor, npu, _ = _patterns()
+    for top in [None, *(i for i in _children(doc, None) if doc.nodes[i].key == "meta")]:
+        for index in _children(doc, top):
+            if doc.nodes[index].key not in keys:
+                continue
+            names = [doc.nodes[i].key for i in _children(doc, index) if doc.nodes[i].key]
+            if names and all(vendor.search(re.sub(r"^\d+x", " ", n.replace("_", " "))) and not npu.search(n)
+                             for n in names):
+                shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+                return (f"a recipe for other hardware (its `{doc.nodes[index].key}:` list, line "
+                        f"{doc.nodes[index].line}, names only {shown})")
+    return ""
+
+
+def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Finding]:
+    """Findings in a CI step pinned to other hardware, and the information about NCCL switches with
+    no counterpart (NPU703 info) in a recipe for other hardware: named skipped scopes."""
+    recipe = _recipe_hardware(doc) if any(f.code == "NPU703" and f.severity == "info" for f in findings) else ""
+    out = []
+    for finding in findings:
+        index = doc.node_of_line.get(finding.line)
+        scope = _pinned_step(doc, index) if index is not None and finding.code.startswith("NPU7") else None
+        if scope is None and recipe and finding.code == "NPU703" and finding.severity == "info":
+            lines = [finding.line, *(line for line, _column, _source in finding.also)]
+            scope = (min(lines), max(lines), f"{recipe}: `{finding.source.rstrip(':')}` is inert on an NPU host")
+        if scope is None:
+            out.append(finding)
+        elif scope not in scopes:
+            scopes.append(scope)
+    return out

@@ -308,8 +308,11 @@ def test_triton_as_a_benchmark_harness_only_is_information(tmp_path):
     kernel = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x):\n    tl.store(x, 1)\n"
     _write(tmp_path, "bench_op.py", harness)
     _write(tmp_path, "kernels.py", kernel)
-    severities = {f["path"].rsplit("/", 1)[-1]: f["severity"] for f in _findings(_check(tmp_path), "NPU910")}
-    assert severities == {"bench_op.py": "info", "kernels.py": "error"}
+    report = _check(tmp_path)
+    severities = {f["path"].rsplit("/", 1)[-1]: f["severity"] for f in _findings(report, "NPU910")}
+    # the harness (`perf_report`, `do_bench`) runs as written on Triton-Ascend: a named scope (kernels.py)
+    assert severities == {"kernels.py": "error"}
+    assert any(s["path"].endswith("bench_op.py") and "NPU910" in s["reason"] for s in report["skipped"])
 
 
 # ----------------------------------------------------------------------------- branches an NPU host never takes

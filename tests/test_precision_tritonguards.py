@@ -349,5 +349,7 @@ def test_harness_folds_into_the_files_unguarded_cuda_only_import(tmp_path):
     assert not _findings(report, "bench/rms.py", "NPU910")
     (blocker,) = _findings(report, "bench/rms.py", "NPU911")
     assert blocker["severity"] == "error" and "flashinfer" in blocker["message"]
-    assert "`triton` imported for its benchmark harness" in blocker["message"]
-    assert {2, 3} <= {line for line, _column, _source in blocker.get("also", [])}
+    # only `perf_report` / `do_bench`: the harness runs as written on Triton-Ascend (kernels.py's
+    # host-helper scope, which now reads `perf_report` as a decorator too), so nothing to fold
+    assert any(s["path"] == "bench/rms.py" and "NPU910" in s["reason"] and "host helpers" in s["reason"]
+               for s in report["skipped"])
