@@ -242,7 +242,7 @@ TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$)")
 _MAX_MODULES = 400  # modules parsed for one run (the chains from the test modules with an FP8 finding)
 
 
-def _compiled_packages() -> tuple[frozenset, tuple]:
+def compiled_packages() -> tuple[frozenset, tuple]:
     """(top-level packages, dotted modules) with no NPU build: the sweep's [guard] modules but
     those an NPU host may have (testscopes.absent_packages), scopes.toml's
     `compiled_without_npu_build`, and the compiled `_C` modules among the sweep's NPU911 modules
@@ -298,7 +298,7 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
     if not targets:
         return results
     paths = paths or {}
-    tops, dotted = _compiled_packages()
+    tops, dotted = compiled_packages()
     by_dotted: dict[str, int] = {}
     by_stem: dict[str, int] = {}
     for i, result in enumerate(results):

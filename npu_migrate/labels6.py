@@ -215,7 +215,7 @@ CUDA_BLOCK = ("in a branch an NPU host does not take: `{test}` (line {line}), wh
 
 
 def _cuda_packages() -> frozenset:
-    from .fp8tests import _compiled_packages
+    from .fp8tests import compiled_packages as _compiled_packages
     return _compiled_packages()[0]
 
 
@@ -339,7 +339,7 @@ def review_unread_settings(results: list, paths: dict) -> list:
     NO_WORK reason (a named scope, moot.py). A setting read elsewhere keeps its warning."""
     import dataclasses
 
-    from .fp8tests import _bytes
+    from .modpaths import result_bytes as _bytes
 
     def candidate(f) -> bool:
         return f.code == "NPU990" and not f.fixable and f.severity == "warning" and f.source == '"cuda"' \

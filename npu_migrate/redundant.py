@@ -25,16 +25,14 @@ import re
 from dataclasses import replace
 
 from . import astcache, keptgates, moot
-from .findings import MAX_LISTED, Finding, split_merged
+from .findings import Finding
+from .folding import ALSO as _ALSO, RANK, Fold as _Fold, Place, absorb, may_absorb as _may_absorb
+from .folding import named as _named, ours as _ours, places_of as _places, rebuilt as _rebuilt
 from .secondary import (fold_after_failing_calls, fold_fp8_into_package_class, move_fp8_defaults_to_calls,
                         review_backend_params)
 
-RANK = {"info": 0, "warning": 1, "error": 2}
 GUARDS = ("NPU110", "NPU108")
 LEFTOVER = "NPU990"  # the catch-all "reference left unchanged": it restates whatever it sits in
-_ALSO = re.compile(r" \(also at [^()]*\)$")
-_WITH = re.compile(r" \(with `[^()]*\)")
-_NAMED = re.compile(r"`([^`]+)`")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
@@ -42,97 +40,6 @@ def _parse(text: str) -> ast.Module | None:
     """The file's tree, from the parse the other passes share (astcache)."""
     body = text.encode("utf-8", "surrogatepass")
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
-
-
-def _ours(finding: Finding) -> bool:
-    return not finding.fixable and finding.cell is None
-
-
-def _places(finding: Finding) -> list[tuple[int, int, str]]:
-    return [(finding.line, finding.column, finding.source), *finding.also]
-
-
-def _may_absorb(target: Finding, other: Finding) -> bool:
-    return RANK[other.severity] <= RANK[target.severity] and moot.is_moot(other) == moot.is_moot(target)
-
-
-def _named(finding: Finding) -> str:
-    """What a finding names: the first backticked word of its message, else its source."""
-    match = _NAMED.search(_ALSO.sub("", finding.message))
-    return match.group(1) if match else (finding.source or finding.code)
-
-
-def absorb(target: Finding, others: list[Finding], name_them: str = "") -> Finding:
-    """`target` standing for `others` too: their places in its `also`, their lines in its message
-    ("also at lines ..."), and with `name_them` (where they are) what the others name when the
-    target does not ("with `NCCL_ALGO`, `NCCL_PROTO` in the same statement")."""
-    also = tuple(sorted((*target.also, *((p.line, p.column, p.source) for o in others for p in split_merged(o)))))
-    message = _ALSO.sub("", target.message)
-    if name_them:
-        own = _named(target)
-        names = [n for n in dict.fromkeys(_named(o) for o in others) if n != own and f"`{n}`" not in message]
-        if names:
-            message = _WITH.sub("", message)
-            shown = ", ".join(f"`{n}`" for n in names[:MAX_LISTED])
-            more = f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else ""
-            message = f"{message} (with {shown}{more} {name_them})"
-    places = list(dict.fromkeys(str(line) for line, _c, _s in also if line != target.line))
-    if places:
-        more = f" and {len(places) - MAX_LISTED} more" if len(places) > MAX_LISTED else ""
-        noun = "line " if len(places) == 1 else "lines "
-        message = f"{message} (also at {noun}{', '.join(places[:MAX_LISTED])}{more})"
-    return replace(target, message=message, also=also)
-
-
-Place = tuple  # (line, column, source): one place of a finding (findings.Finding.also)
-
-
-class _Fold:
-    """Places of findings moved into other findings. A merged finding (findings.merge_per_file)
-    stands for several places: the ones that restate another finding move into it, the others
-    stay (anchored at the first of them). A finding that receives places keeps all of its own."""
-
-    def __init__(self, findings: list[Finding]):
-        self.findings = findings
-        self.moved: dict[int, list[tuple[Finding, list[Place]]]] = {}  # target -> (from, places)
-        self.taken: dict[int, set[Place]] = {}  # finding -> its places that moved
-        self.targets: set[int] = set()
-
-    def movable(self, finding: Finding, target: Finding) -> bool:
-        return (finding is not target and id(finding) not in self.targets and _ours(finding) and _ours(target)
-                and _may_absorb(target, finding))
-
-    def move(self, finding: Finding, places: list[Place], target: Finding) -> None:
-        places = [p for p in places if p not in self.taken.get(id(finding), set())]
-        if not places:
-            return
-        self.targets.add(id(target))
-        self.taken.setdefault(id(finding), set()).update(places)
-        self.moved.setdefault(id(target), []).append((finding, places))
-
-    def result(self, name_them: str = "") -> list[Finding]:
-        if not self.moved:
-            return self.findings
-        out = []
-        for finding in self.findings:
-            taken = self.taken.get(id(finding), set())
-            rest = [p for p in _places(finding) if p not in taken]
-            if not rest:
-                continue
-            kept = _rebuilt(finding, rest) if taken else finding
-            pieces = [_rebuilt(f, places) for f, places in self.moved.get(id(finding), [])]
-            out.append(absorb(kept, pieces, name_them) if pieces else kept)
-        return out
-
-
-def _rebuilt(finding: Finding, places: list[Place]) -> Finding:
-    """`finding` standing for `places` only (the first is its anchor)."""
-    if places == _places(finding):
-        return finding
-    (line, column, source), rest = places[0], places[1:]
-    bare = replace(finding, line=line, column=column, source=source, also=tuple(rest),
-                   message=_ALSO.sub("", finding.message))
-    return absorb(bare, []) if rest else bare
 
 
 # ----------------------------------------------------------------------------- uses of a reported object

@@ -154,7 +154,7 @@ def review_backend_params(findings: list[Finding], tree: ast.Module) -> list[Fin
     reason PASSED_THROUGH (see the module's doc); the other places of a merged finding stay."""
     if not any(f.code == BACKEND and f.severity != "info" and not f.fixable for f in findings):
         return findings
-    from .redundant import _ALSO, _places, _rebuilt  # (redundant.py calls this module)
+    from .folding import ALSO as _ALSO, places_of as _places, rebuilt as _rebuilt
 
     functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
     out = []
@@ -238,7 +238,7 @@ def fold_after_failing_calls(findings: list[Finding], tree: ast.Module) -> list[
     failing = _failing_functions(findings, tree)
     if not failing:
         return findings
-    from .redundant import _Fold, _ours, _places  # (redundant.py calls this module)
+    from .folding import Fold as _Fold, ours as _ours, places_of as _places
 
     blocks = []  # (statements of one block) in functions
     for node in ast.walk(tree):
@@ -310,7 +310,7 @@ def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> li
     place is listed there)."""
     if not any(f.code == "NPU913" for f in findings) or not any(f.code == "NPU911" for f in findings):
         return findings
-    from .redundant import _Fold, _ours, _places  # (redundant.py calls this module)
+    from .folding import Fold as _Fold, ours as _ours, places_of as _places
 
     imports = [f for f in findings if f.code == "NPU911" and f.severity == "error" and _ours(f)]
     bound: dict[str, Finding] = {}  # name an import binds -> its NPU911 finding
@@ -372,7 +372,7 @@ def review_backend_params_across(results: list, python: list[int], texts: dict) 
             trees[i] = (tree, [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]) if tree is not None else None
         return trees[i]
 
-    from .redundant import _ALSO, _places, _rebuilt  # (redundant.py calls this module)
+    from .folding import ALSO as _ALSO, places_of as _places, rebuilt as _rebuilt
 
     out = list(results)
     for i in wanted:
@@ -453,7 +453,7 @@ def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: 
     call that leaves the default, keeps the place."""
     if not any(f.code == "NPU913" and f.severity == "error" for f in findings):
         return findings
-    from .redundant import _ALSO, _ours, _places, _rebuilt  # (redundant.py calls this module)
+    from .folding import ours as _ours, places_of as _places, rebuilt as _rebuilt
 
     functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
     out = []
@@ -473,7 +473,7 @@ def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: 
             out.append(finding)
             continue
         from . import catalogue
-        from .redundant import absorb
+        from .folding import absorb
 
         pieces = []
         for call, param in moved:

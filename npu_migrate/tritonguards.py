@@ -369,7 +369,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
                 and f.code != "NPU910" and UNGUARDED in f.message]
     if blockers:
         from .moot import is_moot
-        from .redundant import absorb
+        from .folding import absorb
 
         target = min(blockers)
         if is_moot(target) or any(is_moot(f) for f in harness):  # (code an NPU host never runs: its scope)
