@@ -1,0 +1,281 @@
+"""Optional CUDA extensions and Triton modules behind guards read across files (issue #16).
+
+Whole-program passes, run after tritonguards.review_importers and optionalguards.review
+(runplan.py). Each lowers an error to info with its reason; nothing is dropped:
+
+* **An import under a flag another module's probe sets** (`review_flag_imports`). `if
+  MARLIN_AVAILABLE: import autogptq_marlin_cuda`, where `MARLIN_AVAILABLE` is imported from a
+  module of the run that sets it in an import probe (`try: import autogptq_marlin_cuda;
+  MARLIN_AVAILABLE = True except Exception: MARLIN_AVAILABLE = False`). Where the extension is
+  missing, as on an NPU host, the flag is False and the import is skipped: the same as a probe in
+  the file itself (probes.py), so info (NPU911, NPU914, NPU915, NPU502), asking to review the
+  code that uses the names (it runs only where the flag holds when the code tests it). An import
+  at module level outside such an `if`, or a flag the project sets any other way, keeps its error.
+* **A Triton module guarded in the file itself** (`review_guarded_triton_modules`). `try: import
+  triton ... HAS_TRITON = True except ImportError: HAS_TRITON = False`, then every kernel and every
+  other use of the Triton names under `if HAS_TRITON:`. The module imports without Triton; when no
+  module of the run imports it, or every importer imports it behind a Triton-availability test or
+  in `try`, its NPU910 is the info its siblings get from tritonguards.review_importers (ColossalAI's
+  `kernel/triton/qkv_matmul_kernel.py`): Triton-Ascend installs `triton` on an NPU host, where the
+  kernels then run, so a finding that asks to verify them, not a scope. A use of a Triton name
+  outside the gate, or an importer that imports the module unguarded, keeps the error.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+from . import astcache
+from .tritonguards import (UNGUARDED, _import_guard, _is_triton, _tests_triton, catches_import_errors,
+                           named_in_a_string, parents, run_imports, source_text)
+
+FLAG_PROBE = ("imported only under `{flag}`, a flag the import probe in {probe} sets: where the package is "
+              "missing, as on an NPU host, the flag is False and the import is skipped; review the code that "
+              "uses its names")
+GUARDED_TRITON_MODULE = ("Triton imported in `try` and every use of it under `{test}`: the module imports where "
+                         "Triton is missing and an NPU host without Triton skips these kernels; with Triton-Ascend "
+                         "installed they run there: verify them")
+_NO_IMPORTER = "no module of the project imports it"
+
+_PACKAGE_CODES = ("NPU911", "NPU914", "NPU915", "NPU502")
+
+
+def _places(finding) -> list[int]:
+    return [finding.line, *(line for line, _column, _text in finding.also)]
+
+
+def _open(finding, codes) -> bool:
+    return finding.code in codes and not finding.fixable and finding.cell is None and finding.severity != "info"
+
+
+def _modules(results, python) -> tuple[dict[str, int], dict[str, int]]:
+    """({dotted module name: file}, {relpath stem: file}) of the run's Python files."""
+    from .wholeprogram import module_names
+
+    by_name: dict[str, int] = {}
+    by_stem: dict[str, int] = {}
+    for i in python:
+        relpath = results[i].relpath
+        for name in module_names(relpath):
+            by_name.setdefault(name, i)
+        by_stem.setdefault(relpath[:-3].removesuffix("/__init__"), i)
+    return by_name, by_stem
+
+
+def _tree(i, trees, text_of) -> Optional[ast.Module]:
+    if i not in trees:
+        data = text_of(i)
+        trees[i] = astcache.parse(data) if data is not None else None
+    return trees[i]
+
+
+# ------------------------------------------------------------------ (a) flags set by another module's probe
+def _assigns(block: list, flag: str, value: bool) -> bool:
+    return any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == flag for t in s.targets)
+               and isinstance(s.value, ast.Constant) and s.value.value is value for s in block)
+
+
+def _probe_sets(tree: ast.Module, flag: str) -> bool:
+    """A module-level `try` that imports something and sets `flag = True`, with a handler that
+    catches the import's failure and sets `flag = False`."""
+    for statement in tree.body:
+        if (isinstance(statement, ast.Try) and catches_import_errors(statement)
+                and any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in statement.body)
+                and _assigns(statement.body, flag, True)
+                and any(_assigns(h.body, flag, False) for h in statement.handlers)):
+            others = [s for s in ast.walk(tree) if isinstance(s, ast.Assign) and s not in statement.body
+                      and not any(s in h.body for h in statement.handlers)
+                      and any(isinstance(t, ast.Name) and t.id == flag for t in s.targets)]
+            return not others
+    return False
+
+
+def _flag_sources(tree: ast.Module, relpath: str, by_name, by_stem) -> dict[str, int]:
+    """{name: the run's file it is imported from} of the file's module-level `from M import name`."""
+    from .importgates import resolve_relative
+
+    out = {}
+    for statement in tree.body:
+        if not isinstance(statement, ast.ImportFrom):
+            continue
+        if statement.level:
+            k = by_stem.get(resolve_relative(relpath, statement.level, statement.module or ""))
+        else:
+            k = by_name.get(statement.module or "")
+        if k is None:
+            continue
+        for alias in statement.names:
+            if alias.name != "*":
+                out[alias.asname or alias.name] = (k, alias.name)
+    return out
+
+
+def _flag_guard(tree: ast.Module, line: int, parent) -> Optional[str]:
+    """The flag name of the module-level `if FLAG:` (or `if FLAG and ...:`) that holds each import
+    at `line`, or None."""
+    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    if not statements:
+        return None
+    flags = set()
+    for node in statements:
+        child, current, found = node, parent.get(id(node)), None
+        while current is not None and not isinstance(current, ast.Module):
+            if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                return None
+            if isinstance(current, ast.If) and child in current.body and found is None:
+                tests = current.test.values if isinstance(current.test, ast.BoolOp) and isinstance(
+                    current.test.op, ast.And) else [current.test]
+                names = [t.id for t in tests if isinstance(t, ast.Name)]
+                if names:
+                    found = names
+            child, current = current, parent.get(id(current))
+        if not found:
+            return None
+        flags.add(tuple(found))
+    return flags.pop()[0] if len(flags) == 1 else None
+
+
+def review_flag_imports(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU911/914/915/502 at an import under `if FLAG:`, FLAG imported from a module of the run
+    whose import probe sets it: info with that reason (see the module's doc)."""
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
+                  and any(_open(f, _PACKAGE_CODES) and UNGUARDED not in f.message for f in r.findings)]
+    if not candidates:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    _imports, text_of = run_imports(results, python, paths or {})
+    by_name, by_stem = _modules(results, python)
+    trees: dict = {}
+    out = list(results)
+    for i in candidates:
+        tree = _tree(i, trees, text_of)
+        if tree is None:
+            continue
+        sources = _flag_sources(tree, results[i].relpath, by_name, by_stem)
+        if not sources:
+            continue
+        parent = parents(tree)
+        findings, changed = [], False
+        for finding in out[i].findings:
+            if _open(finding, _PACKAGE_CODES) and UNGUARDED not in finding.message:
+                flags = {_flag_guard(tree, line, parent) for line in _places(finding)}
+                flag = flags.pop() if len(flags) == 1 else None
+                source = sources.get(flag) if flag else None
+                if source is not None:
+                    k, original = source
+                    probe = _tree(k, trees, text_of)
+                    if probe is not None and k != i and _probe_sets(probe, original):
+                        reason = FLAG_PROBE.format(flag=f"if {flag}:", probe=results[k].relpath)
+                        finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
+                        changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(out[i], findings=findings)
+    return out
+
+
+# ------------------------------------------------------------------ (b) Triton modules guarded in the file
+def _gate(tree: ast.Module) -> Optional[str]:
+    """The test of the in-file Triton gate when `triton` is imported only in module-level `try`
+    bodies that catch its failure and every other use of the names they bind (kernels included)
+    sits under an `if` on Triton's availability; None otherwise."""
+    parent = parents(tree)
+    bound: set[str] = set()
+    probes = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name)]
+        elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
+            names = [a.asname or a.name for a in node.names]
+        else:
+            continue
+        if not names:
+            continue
+        holder = parent.get(id(node))
+        if not (isinstance(holder, ast.Try) and node in holder.body and isinstance(parent.get(id(holder)), ast.Module)
+                and catches_import_errors(holder)):
+            return None
+        bound.update(names)
+        probes.append(holder)
+    if not bound:
+        return None
+    # (what the gates define, kernels included, is missing where Triton is: its uses count too)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(parent.get(id(node)), ast.Module) and _tests_triton(node.test):
+            for statement in node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.add(statement.name)
+    tests = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in bound and isinstance(node.ctx, ast.Load)):
+            continue
+        child, current, test = node, parent.get(id(node)), None
+        while current is not None and not isinstance(current, ast.Module):
+            if current in probes:
+                test = ""
+                break
+            if isinstance(current, ast.If) and child in current.body and _tests_triton(current.test):
+                test = " ".join(source_text(current.test).split())
+                break
+            child, current = current, parent.get(id(current))
+        if test is None:
+            return None
+        if test:
+            tests.add(test)
+    if not tests:
+        return None
+    return sorted(tests)[0]
+
+
+def review_guarded_triton_modules(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU910 (not "imported unguarded") on a module that guards Triton itself, imported by no
+    module of the run or only behind a Triton-availability test: info (see the module's doc)."""
+    from .importgates import is_test
+    from .wholeprogram import module_names
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not r.relpath.endswith("__init__.py")
+                  and any(_open(f, ("NPU910",)) and UNGUARDED not in f.message for f in r.findings)]
+    if not candidates:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    imports, text_of = run_imports(results, python, paths or {})
+    trees: dict = {}
+    out = list(results)
+    for i in candidates:
+        tree = _tree(i, trees, text_of)
+        if tree is None:
+            continue
+        test = _gate(tree)
+        if test is None:
+            continue
+        relpath = results[i].relpath
+        names = set(module_names(relpath))
+        stem = relpath[:-3]
+        sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                        if (relative and name == stem) or (not relative and name in names)})
+        if not is_test(relpath):
+            sites = [(j, line) for j, line in sites if not is_test(results[j].relpath)]
+        shown = []
+        for j, line in sites:
+            importer = _tree(j, trees, text_of)
+            guard = _import_guard(importer, line) if importer is not None else None
+            if guard is None:
+                break
+            shown.append(f"{results[j].relpath}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else " in `try`"))
+        else:
+            if not sites and named_in_a_string(results, i, text_of, python):
+                continue  # (loaded by name somewhere: not known how)
+            where = ("; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
+                     if shown else _NO_IMPORTER)
+            reason = GUARDED_TRITON_MODULE.format(test=f"if {test}:") + f"; {where}"
+            findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})")
+                        if _open(f, ("NPU910",)) and UNGUARDED not in f.message else f for f in out[i].findings]
+            out[i] = dataclasses.replace(out[i], findings=findings)
+    return out
+
+
+def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """The passes, in order (runplan.py, after optionalguards.review)."""
+    return review_guarded_triton_modules(review_flag_imports(results, paths), paths)
