@@ -60,6 +60,7 @@ PHRASES = (
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
     "built only by CUDA op builders the project's NPU accelerator does not use",  # builders.py (sources)
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
+    "built only by a CUDA extension an NPU host never loads",  # optionalext.py: reported once, at its first .cu
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
 )

@@ -19,12 +19,36 @@ Whole-program passes, run after tritonguards.review_importers and optionalguards
   `kernel/triton/qkv_matmul_kernel.py`): Triton-Ascend installs `triton` on an NPU host, where the
   kernels then run, so a finding that asks to verify them, not a scope. A use of a Triton name
   outside the gate, or an importer that imports the module unguarded, keeps the error.
+* **A CUDA extension only loaded behind a CUDA test** (`review_gated_extensions`). A Python module
+  that names the `.cu` files of its folder as the sources of an extension it builds (`sources =
+  ["unpack.cu", "awq/v2/gemm_cuda.cu"]`), imported by the modules of the run (tests aside) only in
+  an `if` false on an NPU host (`if torch.version.cuda: from .cuda import *`, optimum-quanto): an
+  NPU host never builds it. Its `.cu`/`.cuh` files are one info finding (NPU912) on the first
+  `.cu`, naming the others, which become named scopes pointing at it; where the module registers
+  its kernels for the CUDA dispatch key only (`torch.library.impl("ns::op", ["CUDA"])`), the ops
+  keep their other implementations there: a CUDA fast path. A `.cu` of the folder the module does
+  not name, or one other importer outside such a gate, keeps the errors.
+* **A `setup.py` that builds CUDA only where it finds CUDA** (`review_setup_cuda_probe`). The import
+  of `CUDA_HOME`/`CUDAExtension` from `torch.utils.cpp_extension` is a probe when every other place
+  of the finding sits in an `if` whose test reads `CUDA_HOME` and the file builds a `CppExtension`
+  otherwise (xformers): on an NPU host (no `CUDA_HOME`) it builds the C++ extension. Info; the CUDA
+  sources keep their own NPU912 findings.
+* **A test helper only skipped test modules import** (`review_skipped_test_helpers`). A module of
+  the tests (`test/moe/reference_moe.py`) that every importer imports after a module-level skip
+  true on an NPU host (`if not torch.cuda.is_available() or get_device_capability() < (8, 9):
+  pytest.skip(..., allow_module_level=True)`, `pytestmark = pytest.mark.skipif(...)`:
+  testscopes.cuda_only_test_scopes), directly or through another such helper: pytest stops those
+  modules before the import, so the helper is never loaded on an NPU host. Its report-only findings
+  become info "in a helper ..." (a moot.PHRASES phrase: a named skipped scope). A module no file
+  imports, or one imported by any module that is not such a test, keeps its findings.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import posixpath
+import re
 from typing import Optional
 
 from . import astcache
@@ -276,6 +300,253 @@ def review_guarded_triton_modules(results: list, paths: Optional[dict[str, str]]
     return out
 
 
+# ------------------------------------------------------------------ (e) CUDA extensions loaded behind a CUDA test
+GATED_EXTENSION = ("built and loaded only by {loader}, which the project imports only under `{gate}`, false on an "
+                   "NPU host: it never builds there")
+FAST_PATH = ("; its kernels are registered for the CUDA dispatch key only: a CUDA fast path, an NPU host "
+             "uses the ops' other implementations where the project has them")
+ONCE = "built only by a CUDA extension an NPU host never loads; reported once, at"  # (moot.PHRASES)
+_SOURCE_LITERAL = re.compile(rb"""["']([\w./-]+\.cu)["']""")
+_CUDA_IMPL = re.compile(rb"""library\.impl\([^)]*?["']CUDA["']""", re.DOTALL)
+_OTHER_IMPL = re.compile(rb"""library\.impl\([^)]*?["'](?:CPU|default|CompositeExplicitAutograd|CompositeImplicitAutograd|Meta|PrivateUse1)["']""", re.DOTALL)
+
+
+def _site_gate(tree: ast.Module, line: int) -> Optional[str]:
+    """The source of an enclosing `if` test false on an NPU host for every import at `line`."""
+    from .testscopes import false_on_npu
+
+    parent = parents(tree)
+    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    gates = []
+    for node in statements:
+        child, current, gate = node, parent.get(id(node)), None
+        while current is not None:
+            if isinstance(current, ast.If) and child in current.body:
+                test = " ".join(source_text(current.test).split())
+                if false_on_npu(test):
+                    gate = test
+                    break
+            child, current = current, parent.get(id(current))
+        if gate is None:
+            return None
+        gates.append(gate)
+    return gates[0] if gates else None
+
+
+def review_gated_extensions(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU912 of the `.cu` files of an extension only loaded behind a CUDA test (module's doc)."""
+    from .importgates import is_test
+    from .wholeprogram import module_names
+
+    cuda = {r.relpath: i for i, r in enumerate(results) if r.relpath.lower().endswith((".cu", ".cuh"))
+            and any(f.code == "NPU912" and _open(f, ("NPU912",)) for f in r.findings)}
+    if not cuda:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    folders = {posixpath.dirname(p) for p in cuda}
+    loaders = [i for i in python if any(f == posixpath.dirname(results[i].relpath) or f.startswith(
+        posixpath.dirname(results[i].relpath) + "/") for f in folders)]
+    if not loaders:
+        return results
+    imports, text_of = run_imports(results, python, paths or {})
+    trees: dict = {}
+    out = list(results)
+    for i in loaders:
+        data = text_of(i) or b""
+        named = {m.group(1).decode("utf-8", "replace") for m in _SOURCE_LITERAL.finditer(data)}
+        if not named:
+            continue
+        home = posixpath.dirname(results[i].relpath)
+        mine = sorted(p for p in cuda if p.startswith(home + "/"))
+        sources = [p for p in mine if p.lower().endswith(".cu")]
+        if not sources or not all(any(p == posixpath.join(home, n) or p.endswith("/" + n.lstrip("./")) for n in named)
+                                  for p in sources):
+            continue
+        relpath = results[i].relpath
+        names = set(module_names(relpath))
+        stem = relpath[:-3]
+        sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                        if (relative and (name == stem or name == stem.removesuffix("/__init__")))
+                        or (not relative and name in names)})
+        sites = [(j, line) for j, line in sites if not is_test(results[j].relpath)]
+        if not sites or named_in_a_string(results, i, text_of, python):
+            continue
+        gates = []
+        for j, line in sites:
+            tree = _tree(j, trees, text_of)
+            gate = _site_gate(tree, line) if tree is not None else None
+            if gate is None:
+                break
+            gates.append((j, line, gate))
+        else:
+            j, line, gate = gates[0]
+            why = GATED_EXTENSION.format(loader=relpath, gate=gate[:70]) + f" ({results[j].relpath}:{line})"
+            if _CUDA_IMPL.search(data) and not _OTHER_IMPL.search(data):
+                why += FAST_PATH
+            first, rest = sources[0], [p for p in mine if p != sources[0]]
+            listed = f"; its other sources: {', '.join(rest[:6])}" + (f" and {len(rest) - 6} more" if len(rest) > 6 else "") if rest else ""
+            k = cuda[first]
+            out[k] = _lower_all(out[k], "NPU912", f"{why}{listed}")
+            for p in rest:
+                out[cuda[p]] = _lower_all(out[cuda[p]], "NPU912", f"{ONCE} {first}: {why}")
+    return out
+
+
+def _lower_all(result, code: str, why: str):
+    return dataclasses.replace(result, findings=[
+        dataclasses.replace(f, severity="info", message=f"{f.message} ({why})") if _open(f, (code,)) else f
+        for f in result.findings])
+
+
+# ------------------------------------------------------------------ (f) setup.py that finds CUDA or builds C++
+SETUP_PROBE = ("setup.py imports `CUDA_HOME` as a probe: it builds the CUDA extension only under `{gate}` and a "
+               "`CppExtension` otherwise, which is what an NPU host (no `CUDA_HOME`) builds; the CUDA sources are "
+               "reported on their own")
+
+
+def review_setup_cuda_probe(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU911 at a `setup.py`'s import of `CUDA_HOME`/`CUDAExtension` whose other places are in an
+    `if` on `CUDA_HOME`, in a file that builds a `CppExtension` (module's doc)."""
+    from .wholeprogram import result_bytes
+
+    out = list(results)
+    for i, result in enumerate(results):
+        if posixpath.basename(result.relpath) != "setup.py" or not any(
+                _open(f, ("NPU911",)) and "cpp_extension" in f.message for f in result.findings):
+            continue
+        data = result_bytes(result, paths or {}) or b""
+        tree = astcache.parse(data)
+        if tree is None or b"CppExtension" not in data:
+            continue
+        parent = parents(tree)
+        findings, changed = [], False
+        for finding in out[i].findings:
+            if _open(finding, ("NPU911",)) and "cpp_extension" in finding.message:
+                gate = _setup_gate(tree, parent, finding)
+                if gate is not None:
+                    finding = dataclasses.replace(finding, severity="info",
+                                                  message=f"{finding.message} ({SETUP_PROBE.format(gate=gate[:90])})")
+                    changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(out[i], findings=findings)
+    return out
+
+
+def _setup_gate(tree: ast.Module, parent, finding) -> Optional[str]:
+    first = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.lineno == finding.line
+             and n.module == "torch.utils.cpp_extension"]
+    if not first or not any(a.name in ("CUDA_HOME", "CUDAExtension") for a in first[0].names):
+        return None
+    # the CppExtension is used outside any `if` on CUDA_HOME (the default build)
+    gates = set()
+    for line, _column, _text in finding.also:
+        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line]
+        if not nodes:
+            return None
+        child, current, gate = nodes[0], parent.get(id(nodes[0])), None
+        while current is not None:
+            if isinstance(current, ast.If) and child in current.body and any(
+                    isinstance(n, ast.Name) and n.id == "CUDA_HOME" for n in ast.walk(current.test)):
+                gate = " ".join(source_text(current.test).split())
+                break
+            child, current = current, parent.get(id(current))
+        if gate is None:
+            return None
+        gates.add(gate)
+    if not gates:
+        return None
+    cpp = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "CppExtension" and isinstance(n.ctx, ast.Load)]
+    if not cpp:
+        return None
+    return sorted(gates)[0]
+
+
+# ------------------------------------------------------------------ (g) helpers of tests skipped at module level
+SKIPPED_HELPER = "in a helper module imported only by test modules that skip at module level on an NPU host"
+
+
+def _module_skip(result, data: bytes) -> Optional[tuple[int, str]]:
+    """(first line, condition) of the module-level skip of a test module that covers the rest of
+    the file, or None."""
+    from .testscopes import cuda_only_test_scopes
+
+    text = data.decode("utf-8", "replace")
+    if "skip" not in text:
+        return None
+    kept = frozenset(f.line for f in result.findings if f.code == "NPU110" and f.source.endswith("is_available"))
+    end = len(text.splitlines()) or 1
+    for first, last, condition in cuda_only_test_scopes(text, kept):
+        if last == end and first <= end:
+            tree = astcache.parse(data)
+            if tree is not None and any(s.lineno == first and not isinstance(
+                    s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for s in tree.body):
+                return first, condition
+    return None
+
+
+def review_skipped_test_helpers(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """Report-only findings of a test helper imported only after module-level skips (module doc)."""
+    from .importgates import is_test
+    from .moot import is_moot
+    from .wholeprogram import module_names
+
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and f.severity != "info" and not is_moot(f)
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and is_test(r.relpath)
+                  and not r.relpath.endswith(("__init__.py", "conftest.py"))
+                  and not posixpath.basename(r.relpath).startswith("test_") and any(open_finding(f) for f in r.findings)]
+    if not candidates:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    imports, text_of = run_imports(results, python, paths or {})
+    skips: dict[int, Optional[tuple[int, str]]] = {}
+
+    def skip_of(j: int):
+        if j not in skips:
+            skips[j] = _module_skip(results[j], text_of(j) or b"") if is_test(results[j].relpath) else None
+        return skips[j]
+
+    helpers: dict[int, list] = {}
+    sites_of = {}
+    for i in candidates:
+        relpath = results[i].relpath
+        names = set(module_names(relpath))
+        stem = relpath[:-3]
+        sites_of[i] = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                              if (relative and name == stem) or (not relative and name in names)})
+    changed = True
+    while changed:  # (a helper imported only by such helpers: a fixed point)
+        changed = False
+        for i in candidates:
+            if i in helpers or not sites_of[i]:
+                continue
+            shown = []
+            for j, line in sites_of[i]:
+                skip = skip_of(j)
+                if skip is not None and skip[0] < line:
+                    shown.append(f"{results[j].relpath}:{skip[0]} `{skip[1]}`")
+                elif j in helpers:
+                    shown.append(f"{results[j].relpath} (such a helper)")
+                else:
+                    break
+            else:
+                helpers[i] = shown
+                changed = True
+    if not helpers:
+        return results
+    out = list(results)
+    for i, shown in helpers.items():
+        listed = "; ".join(dict.fromkeys(shown[:2])) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
+        out[i] = dataclasses.replace(out[i], findings=[
+            dataclasses.replace(f, severity="info", message=f"{f.message} ({SKIPPED_HELPER}: {listed})")
+            if open_finding(f) else f for f in out[i].findings])
+    return out
+
+
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """The passes, in order (runplan.py, after optionalguards.review)."""
-    return review_guarded_triton_modules(review_flag_imports(results, paths), paths)
+    results = review_guarded_triton_modules(review_flag_imports(results, paths), paths)
+    results = review_setup_cuda_probe(review_gated_extensions(results, paths), paths)
+    return review_skipped_test_helpers(results, paths)
