@@ -41,6 +41,14 @@ Whole-program passes, run after tritonguards.review_importers and optionalguards
   modules before the import, so the helper is never loaded on an NPU host. Its report-only findings
   become info "in a helper ..." (a moot.PHRASES phrase: a named skipped scope). A module no file
   imports, or one imported by any module that is not such a test, keeps its findings.
+* **A Triton package only loaded behind an opt-in** (`review_opt_in_triton_packages`). The modules
+  of a package folder (`deepspeed/ops/transformer/inference/triton/`) that import `triton`
+  unguarded, when every import of a module of that folder from outside it (tests aside) is lazy,
+  inside a function, under an `if` that tests Triton's availability and an opt-in flag
+  (`deepspeed.HAS_TRITON and self.config.use_triton`) whose declared default is False
+  (`use_triton: bool = False`), or inside a private function only called under such an `if`: the
+  package is loaded only where a user opts in with Triton installed. Info "opt-in: verify the
+  kernels on Triton-Ascend", not a scope. An import outside such a gate keeps the errors.
 """
 
 from __future__ import annotations
@@ -545,8 +553,143 @@ def review_skipped_test_helpers(results: list, paths: Optional[dict[str, str]] =
     return out
 
 
+# ------------------------------------------------------------------ (c) Triton packages behind an opt-in
+OPT_IN = ("opt-in: every import of this package from outside it is lazy, under `{gate}`, whose flag `{flag}` "
+          "defaults to False: an NPU host loads these kernels only when a user opts in with Triton-Ascend "
+          "installed: verify them there; {where}")
+_FLAG = re.compile(r"^use_\w+$")
+
+
+def _opt_in_flag(test: ast.AST) -> Optional[str]:
+    """The `use_x` name of an `and` conjunct (`self.config.use_triton`) beside a Triton test."""
+    from .tritonguards import operands
+
+    if not _tests_triton(test):
+        return None
+    for operand in operands(test, ast.And):
+        name = operand.attr if isinstance(operand, ast.Attribute) else operand.id if isinstance(operand, ast.Name) else ""
+        if _FLAG.match(name):
+            return name
+    return None
+
+
+def _defaults_false(flag: str, texts) -> bool:
+    """A declaration of `flag` in the run says False (`use_triton: bool = False`, `use_triton=False`)
+    and none says True."""
+    false = re.compile(rb"\b" + flag.encode() + rb"\s*(?::\s*[\w\[\], .]+)?=\s*(?:Field\(\s*(?:default\s*=\s*)?)?False\b")
+    true = re.compile(rb"\b" + flag.encode() + rb"\s*(?::\s*[\w\[\], .]+)?=\s*(?:Field\(\s*(?:default\s*=\s*)?)?True\b")
+    found = False
+    for data in texts:
+        if data and flag.encode() in data:
+            if true.search(data):
+                return False
+            found = found or bool(false.search(data))
+    return found
+
+
+def _lazy_gate(tree: ast.Module, line: int, parent) -> Optional[tuple[str, str]]:
+    """(gate source, flag) of the opt-in `if` that holds the imports at `line` inside a function,
+    or that holds every call of the private function they are in; None otherwise."""
+    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    if not statements:
+        return None
+    node = statements[0]
+    child, current, function = node, parent.get(id(node)), None
+    while current is not None and not isinstance(current, ast.Module):
+        if isinstance(current, ast.If) and child in current.body:
+            flag = _opt_in_flag(current.test)
+            if flag is not None:
+                function = function or next((p for p in _ancestors(current, parent)
+                                             if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+                return (" ".join(source_text(current.test).split()), flag) if function is not None else None
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)) and function is None:
+            function = current
+        child, current = current, parent.get(id(current))
+    if function is None or not function.name.startswith("_"):
+        return None
+    # a private function: every reference to its name in the file lies under an opt-in `if`
+    uses = [n for n in ast.walk(tree) if (isinstance(n, ast.Attribute) and n.attr == function.name)
+            or (isinstance(n, ast.Name) and n.id == function.name)]
+    gates = set()
+    for use in uses:
+        gate = next(((" ".join(source_text(p.test).split()), _opt_in_flag(p.test)) for p in _ancestors(use, parent)
+                     if isinstance(p, ast.If) and _opt_in_flag(p.test)), None)
+        if gate is None:
+            return None
+        gates.add(gate)
+    return sorted(gates)[0] if gates else None
+
+
+def _ancestors(node: ast.AST, parent):
+    current = parent.get(id(node))
+    while current is not None:
+        yield current
+        current = parent.get(id(current))
+
+
+def review_opt_in_triton_packages(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU910 "imported unguarded" in a package folder loaded only lazily behind an opt-in flag
+    (module doc)."""
+    from .importgates import is_test
+    from .wholeprogram import module_names
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
+                  and any(_open(f, ("NPU910",)) and UNGUARDED in f.message for f in r.findings)]
+    if not candidates:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    relpaths = {results[i].relpath for i in python}
+    folders = {posixpath.dirname(results[i].relpath) for i in candidates
+               if posixpath.dirname(results[i].relpath) + "/__init__.py" in relpaths}
+    if not folders:
+        return results
+    imports, text_of = run_imports(results, python, paths or {})
+    trees: dict = {}
+    out = list(results)
+    for folder in sorted(folders):
+        dotted = {n for n in module_names(folder + "/__init__.py")}
+        inside = [i for i in python if results[i].relpath.startswith(folder + "/")]
+        sites = []
+        for j in python:
+            if results[j].relpath.startswith(folder + "/") or is_test(results[j].relpath):
+                continue
+            for name, line, relative in imports[j]:
+                if relative:
+                    hit = name == folder or name.startswith(folder + "/")
+                else:
+                    hit = any(name == d or name.startswith(d + ".") for d in dotted)
+                if hit:
+                    sites.append((j, line))
+        sites = sorted(set(sites))
+        if not sites:
+            continue
+        gates = []
+        for j, line in sites:
+            tree = _tree(j, trees, text_of)
+            gate = _lazy_gate(tree, line, parents(tree)) if tree is not None else None
+            if gate is None:
+                break
+            gates.append((j, line, gate))
+        else:
+            flags = {g[1] for _j, _l, g in gates}
+            texts = [text_of(k) for k in python]
+            if not all(_defaults_false(flag, texts) for flag in flags):
+                continue
+            shown = [f"{results[j].relpath}:{line}" for j, line, _g in gates]
+            where = "imported at " + "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
+            gate, flag = gates[0][2]
+            reason = OPT_IN.format(gate=gate[:80], flag=flag, where=where)
+            for i in inside:
+                if i in candidates:
+                    out[i] = dataclasses.replace(out[i], findings=[
+                        dataclasses.replace(f, severity="info", message=f"{f.message.replace(UNGUARDED, '')} ({reason})")
+                        if _open(f, ("NPU910",)) and UNGUARDED in f.message else f for f in out[i].findings])
+    return out
+
+
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """The passes, in order (runplan.py, after optionalguards.review)."""
     results = review_guarded_triton_modules(review_flag_imports(results, paths), paths)
     results = review_setup_cuda_probe(review_gated_extensions(results, paths), paths)
+    results = review_opt_in_triton_packages(results, paths)
     return review_skipped_test_helpers(results, paths)

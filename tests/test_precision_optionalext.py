@@ -307,3 +307,74 @@ def test_helper_imported_only_after_module_level_skips_is_a_scope(tmp_path: Path
     assert "test/moe/test_moe.py:4" in scoped[0]["reason"]
     # imported by a test that runs on an NPU host: the error stays
     assert found["test/moe/reference2.py"]["severity"] == "error"
+
+
+TRITON_GELU = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 0)
+
+
+def gelu(x):
+    gelu_kernel[(1,)](x, BLOCK=16)
+    return x
+"""
+
+CONFIG = """\
+class InferenceConfig:
+    use_triton: bool = False
+    triton_autotune: bool = False
+"""
+
+LAYER = """\
+import torch
+
+import mylib
+
+
+class Layer:
+    def __init__(self, config):
+        self.config = config
+        if mylib.HAS_TRITON and self.config.use_triton:
+            from mylib.kernels.triton.gelu import gelu
+            self.act = gelu
+            if config.triton_autotune:
+                self._triton_autotune()
+        else:
+            self.act = torch.nn.functional.gelu
+
+    @staticmethod
+    def _triton_autotune():
+        from mylib.kernels.triton import gelu
+        return gelu
+"""
+
+# the same package imported eagerly by another module: the errors stay
+EAGER_LAYER = """\
+from mylib.kernels.triton2.gelu import gelu
+
+
+def act(x):
+    return gelu(x)
+"""
+
+
+def test_triton_package_loaded_only_behind_an_opt_in_is_info(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {
+        "mylib/__init__.py": "HAS_TRITON = False\n", "mylib/config.py": CONFIG, "mylib/layer.py": LAYER,
+        "mylib/kernels/__init__.py": "",
+        "mylib/kernels/triton/__init__.py": "from .gelu import gelu\n", "mylib/kernels/triton/gelu.py": TRITON_GELU,
+        "mylib/kernels/triton2/__init__.py": "", "mylib/kernels/triton2/gelu.py": TRITON_GELU + "\n\nSIZE = 2\n",
+        "mylib/eager.py": EAGER_LAYER,
+    }))
+    found = _by_path(report, "NPU910")
+    lazy = found["mylib/kernels/triton/gelu.py"]
+    assert lazy["severity"] == "info", lazy
+    assert "opt-in" in lazy["message"] and "`use_triton` defaults to False" in lazy["message"]
+    assert "imported unguarded at module level" not in lazy["message"]
+    assert found["mylib/kernels/triton2/gelu.py"]["severity"] == "error"
