@@ -516,32 +516,37 @@ def review_skipped_test_helpers(results: list, paths: Optional[dict[str, str]] =
             skips[j] = _module_skip(results[j], text_of(j) or b"") if is_test(results[j].relpath) else None
         return skips[j]
 
-    helpers: dict[int, list] = {}
-    sites_of = {}
-    for i in candidates:
+    memo: dict[int, Optional[list]] = {}
+
+    def sites(i: int) -> list:
         relpath = results[i].relpath
         names = set(module_names(relpath))
         stem = relpath[:-3]
-        sites_of[i] = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
-                              if (relative and name == stem) or (not relative and name in names)})
-    changed = True
-    while changed:  # (a helper imported only by such helpers: a fixed point)
-        changed = False
-        for i in candidates:
-            if i in helpers or not sites_of[i]:
+        return sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                       if (relative and name == stem) or (not relative and name in names)})
+
+    def skipped_only(i: int, stack: frozenset) -> Optional[list]:
+        """Where each importer of test module `i` skips first, or None when one does not."""
+        if i in memo:
+            return memo[i]
+        found = sites(i)
+        shown: Optional[list] = [] if found else None
+        for j, line in found:
+            skip = skip_of(j)
+            if skip is not None and skip[0] < line:
+                shown.append(f"{results[j].relpath}:{skip[0]} `{skip[1]}`")
                 continue
-            shown = []
-            for j, line in sites_of[i]:
-                skip = skip_of(j)
-                if skip is not None and skip[0] < line:
-                    shown.append(f"{results[j].relpath}:{skip[0]} `{skip[1]}`")
-                elif j in helpers:
-                    shown.append(f"{results[j].relpath} (such a helper)")
-                else:
-                    break
-            else:
-                helpers[i] = shown
-                changed = True
+            helper = results[j].relpath
+            if (j not in stack and is_test(helper) and not posixpath.basename(helper).startswith("test_")
+                    and skipped_only(j, stack | {i}) is not None):
+                shown.append(f"{helper} (itself imported only by such modules)")
+                continue
+            shown = None
+            break
+        memo[i] = shown
+        return shown
+
+    helpers = {i: shown for i in candidates if (shown := skipped_only(i, frozenset())) is not None}
     if not helpers:
         return results
     out = list(results)
@@ -574,10 +579,11 @@ def _opt_in_flag(test: ast.AST) -> Optional[str]:
 
 
 def _defaults_false(flag: str, texts) -> bool:
-    """A declaration of `flag` in the run says False (`use_triton: bool = False`, `use_triton=False`)
-    and none says True."""
-    false = re.compile(rb"\b" + flag.encode() + rb"\s*(?::\s*[\w\[\], .]+)?=\s*(?:Field\(\s*(?:default\s*=\s*)?)?False\b")
-    true = re.compile(rb"\b" + flag.encode() + rb"\s*(?::\s*[\w\[\], .]+)?=\s*(?:Field\(\s*(?:default\s*=\s*)?)?True\b")
+    """A field declaration of `flag` in the run says False (`use_triton: bool = False`, pydantic's
+    `Field(False)`) and none says True (a keyword of a call or another function, `use_triton=True`,
+    is no declaration of the setting)."""
+    field = rb"^[ \t]+" + flag.encode() + rb"[ \t]*:[ \t]*[\w\[\], .]+=[ \t]*(?:Field\([ \t]*(?:default[ \t]*=[ \t]*)?)?"
+    false, true = re.compile(field + rb"False\b", re.MULTILINE), re.compile(field + rb"True\b", re.MULTILINE)
     found = False
     for data in texts:
         if data and flag.encode() in data:
