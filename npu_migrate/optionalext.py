@@ -49,6 +49,13 @@ Whole-program passes, run after tritonguards.review_importers and optionalguards
   (`use_triton: bool = False`), or inside a private function only called under such an `if`: the
   package is loaded only where a user opts in with Triton installed. Info "opt-in: verify the
   kernels on Triton-Ascend", not a scope. An import outside such a gate keeps the errors.
+* **A test file whose Triton tests all skip without Triton** (`review_triton_skipped_tests`). A test
+  module that imports `triton` only in a module-level `try` that catches the failure, and uses the
+  names it binds only in tests marked `skipif(not enable_tests)` where `enable_tests` needs a
+  Triton-availability flag (`_triton_available = xformers._is_triton_available()`, False in the
+  `except`): where Triton is missing, or the project's availability test says no, the tests skip.
+  Info asking to verify them where Triton-Ascend makes the flag true, not a scope (the project's
+  test may answer yes on an NPU host, an opt-in environment variable for one).
 """
 
 from __future__ import annotations
@@ -693,9 +700,107 @@ def review_opt_in_triton_packages(results: list, paths: Optional[dict[str, str]]
     return out
 
 
+# ------------------------------------------------------------------ (d) tests that skip without Triton
+SKIPPED_WITHOUT_TRITON = ("Triton imported in `try` and used only in tests skipped unless `{flag}`, which needs "
+                          "Triton's availability (`{probe}`): they skip where Triton is missing; where Triton-Ascend "
+                          "makes it true they run: verify them there")
+
+
+def _needs_triton(test: ast.AST, bindings: dict, depth: int = 0) -> Optional[str]:
+    """The Triton-availability name that `test` (a value that must hold) needs: itself, an `and`
+    conjunct of it, or of a module-level name bound to one (two steps)."""
+    from .tritonguards import _availability, operands
+
+    for operand in operands(test, ast.And):
+        if _availability(operand):
+            return source_text(operand)
+        if isinstance(operand, ast.Name) and operand.id in bindings and depth < 2:
+            found = _needs_triton(bindings[operand.id], bindings, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _skip_flag(decorator: ast.AST, bindings: dict) -> Optional[tuple[str, str]]:
+    """(flag, probe) of `@pytest.mark.skipif(not flag, ...)` where flag needs Triton."""
+    if not (isinstance(decorator, ast.Call) and (astcache.dotted(decorator.func) or "").endswith("skipif")
+            and decorator.args):
+        return None
+    condition = decorator.args[0]
+    if not (isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not)):
+        return None
+    probe = _needs_triton(condition.operand, bindings)
+    return (" ".join(source_text(condition.operand).split()), probe) if probe else None
+
+
+def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] = None) -> list:
+    """NPU910 of a test module whose Triton uses are all in tests skipped without Triton (doc)."""
+    from .importgates import is_test
+    from .wholeprogram import result_bytes
+
+    out = list(results)
+    for i, result in enumerate(results):
+        if not (result.relpath.endswith(".py") and is_test(result.relpath) and any(
+                _open(f, ("NPU910",)) and UNGUARDED not in f.message for f in result.findings)):
+            continue
+        data = result_bytes(result, paths or {})
+        tree = astcache.parse(data) if data is not None else None
+        if tree is None:
+            continue
+        parent = parents(tree)
+        bound, probes = set(), []
+        ok = True
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [(a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name)]
+            elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
+                names = [a.asname or a.name for a in node.names]
+            else:
+                continue
+            if not names:
+                continue
+            holder = parent.get(id(node))
+            if not (isinstance(holder, ast.Try) and node in holder.body and isinstance(parent.get(id(holder)), ast.Module)
+                    and catches_import_errors(holder)):
+                ok = False
+                break
+            bound.update(names)
+            probes.append(holder)
+        if not ok or not bound:
+            continue
+        bindings = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(parent.get(id(n)), (ast.Module, ast.Try))
+                    for t in n.targets if isinstance(t, ast.Name)}
+        flags = set()
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id in bound and isinstance(node.ctx, ast.Load)):
+                continue
+            flag = None
+            for holder in _ancestors(node, parent):
+                if holder in probes:
+                    flag = ()
+                    break
+                if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and isinstance(
+                        parent.get(id(holder)), ast.Module):
+                    flag = next((f for f in (_skip_flag(d, bindings) for d in holder.decorator_list) if f), None)
+                    break
+            if flag is None:
+                flags = None
+                break
+            if flag:
+                flags.add(flag)
+        if not flags:
+            continue
+        flag, probe = sorted(flags)[0]
+        reason = SKIPPED_WITHOUT_TRITON.format(flag=flag[:60], probe=" ".join(probe.split())[:70])
+        out[i] = dataclasses.replace(out[i], findings=[
+            dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})")
+            if _open(f, ("NPU910",)) and UNGUARDED not in f.message else f for f in out[i].findings])
+    return out
+
+
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """The passes, in order (runplan.py, after optionalguards.review)."""
     results = review_guarded_triton_modules(review_flag_imports(results, paths), paths)
     results = review_setup_cuda_probe(review_gated_extensions(results, paths), paths)
-    results = review_opt_in_triton_packages(results, paths)
+    results = review_triton_skipped_tests(review_opt_in_triton_packages(results, paths), paths)
     return review_skipped_test_helpers(results, paths)

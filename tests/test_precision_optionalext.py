@@ -378,3 +378,55 @@ def test_triton_package_loaded_only_behind_an_opt_in_is_info(tmp_path: Path) -> 
     assert "opt-in" in lazy["message"] and "`use_triton` defaults to False" in lazy["message"]
     assert "imported unguarded at module level" not in lazy["message"]
     assert found["mylib/kernels/triton2/gelu.py"]["severity"] == "error"
+
+
+VARARGS_TEST = """\
+import logging
+import sys
+
+import pytest
+import torch
+
+import mylib
+
+try:
+    import triton
+    import triton.language as tl
+
+    _triton_available = mylib._is_triton_available()
+except ImportError as e:
+    logging.warning(f"Triton is not available: {e}")
+    _triton_available = False
+
+enable_tests = sys.version_info >= (3, 9) and _triton_available and torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not enable_tests, reason="needs triton")
+def test_kernel():
+    @triton.jit
+    def add(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 1)
+
+    x = torch.zeros(16, device="cuda")
+    add[(1,)](x, BLOCK=16)
+"""
+
+# one test without the skip: it runs Triton on an NPU host that has Triton-Ascend, unguarded
+UNSKIPPED_TEST = VARARGS_TEST + """
+
+def test_other():
+    assert triton.cdiv(4, 2) == 2
+"""
+
+
+def test_triton_tests_all_skipped_without_triton_are_info(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {
+        "mylib/__init__.py": "def _is_triton_available():\n    return False\n",
+        "tests/test_varargs.py": VARARGS_TEST, "tests/test_unskipped.py": UNSKIPPED_TEST,
+    }))
+    found = _by_path(report, "NPU910")
+    skipped = found["tests/test_varargs.py"]
+    assert skipped["severity"] == "info", skipped
+    assert "used only in tests skipped unless `enable_tests`" in skipped["message"]
+    assert "`_triton_available`" in skipped["message"]
+    assert found["tests/test_unskipped.py"]["severity"] == "error"
