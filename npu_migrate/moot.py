@@ -60,6 +60,7 @@ PHRASES = (
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
     "built only by CUDA op builders the project's NPU accelerator does not use",  # builders.py (sources)
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
+    "built only by a CUDA extension an NPU host never loads",  # optionalext.py: reported once, at its first .cu
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
     # tritonguards.RESTATED: a helper imported only where its importer's own Triton import fails
@@ -100,6 +101,9 @@ AS_WRITTEN = (
     "a Triton availability probe without kernels",
     "Triton kernels behind a CUDA input check whose error the file catches",
     "a method of a class disabled where its CUDA library is missing",
+    # optionalguards.review_unused_users: the `try` binds a fallback where the package is missing,
+    # and what reads the names is code nothing in the project uses (round 10, Z34)
+    "guarded import read only by code nothing in the project uses",
     # labelflow.DISPLAY_REASON: a version printed or logged shows None on an NPU build, nothing fails
     # (round-9 audits: "only picks a string to print")
     "`torch.version.cuda` read only for display",

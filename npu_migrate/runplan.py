@@ -288,6 +288,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     from .disabled import review_builders
     from .fp8tests import fold_into_failing_imports
     from .optests import lower_in_op_tests
+    from .optionalext import review as review_optional_extensions
     from .optionalguards import review as review_optional
     from .tritonguards import review_importers
 
@@ -296,6 +297,7 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # extensions, xformers and flash-attn helpers, with what bitsandbytes does on an NPU host
     # (optionalguards.py)
     results = review_optional(review_importers(results, paths), paths)
+    results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     from .labels6 import review_unread_settings
     results = review_unread_settings(results, paths)  # ("cuda" defaults of settings read nowhere: labels6.py)
