@@ -67,7 +67,8 @@ import re
 from typing import Optional
 
 from . import astcache
-from .tritonguards import (UNGUARDED, _import_guard, _is_triton, _tests_triton, catches_import_errors,
+from .tritonguards import (UNGUARDED, catches_import_errors, import_guard as _import_guard, is_triton as _is_triton,
+                           tests_triton as _tests_triton,
                            named_in_a_string, parents, run_imports, source_text)
 
 FLAG_PROBE = ("imported only under `{flag}`, a flag the import probe in {probe} sets: where the package is "
@@ -91,7 +92,7 @@ def _open(finding, codes) -> bool:
 
 def _modules(results, python) -> tuple[dict[str, int], dict[str, int]]:
     """({dotted module name: file}, {relpath stem: file}) of the run's Python files."""
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     by_name: dict[str, int] = {}
     by_stem: dict[str, int] = {}
@@ -133,7 +134,7 @@ def _probe_sets(tree: ast.Module, flag: str) -> bool:
 
 def _flag_sources(tree: ast.Module, relpath: str, by_name, by_stem) -> dict[str, int]:
     """{name: the run's file it is imported from} of the file's module-level `from M import name`."""
-    from .importgates import resolve_relative
+    from .modpaths import resolve_relative
 
     out = {}
     for statement in tree.body:
@@ -272,7 +273,7 @@ def review_guarded_triton_modules(results: list, paths: Optional[dict[str, str]]
     """NPU910 (not "imported unguarded") on a module that guards Triton itself, imported by no
     module of the run or only behind a Triton-availability test: info (see the module's doc)."""
     from .importgates import is_test
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not r.relpath.endswith("__init__.py")
                   and any(_open(f, ("NPU910",)) and UNGUARDED not in f.message for f in r.findings)]
@@ -351,7 +352,7 @@ def _site_gate(tree: ast.Module, line: int) -> Optional[str]:
 def review_gated_extensions(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """NPU912 of the `.cu` files of an extension only loaded behind a CUDA test (module's doc)."""
     from .importgates import is_test
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     cuda = {r.relpath: i for i, r in enumerate(results) if r.relpath.lower().endswith((".cu", ".cuh"))
             and any(f.code == "NPU912" and _open(f, ("NPU912",)) for f in r.findings)}
@@ -422,7 +423,7 @@ SETUP_PROBE = ("setup.py imports `CUDA_HOME` as a probe: it builds the CUDA exte
 def review_setup_cuda_probe(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """NPU911 at a `setup.py`'s import of `CUDA_HOME`/`CUDAExtension` whose other places are in an
     `if` on `CUDA_HOME`, in a file that builds a `CppExtension` (module's doc)."""
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     out = list(results)
     for i, result in enumerate(results):
@@ -504,7 +505,7 @@ def review_skipped_test_helpers(results: list, paths: Optional[dict[str, str]] =
     """Report-only findings of a test helper imported only after module-level skips (module doc)."""
     from .importgates import is_test
     from .moot import is_moot
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     def open_finding(f) -> bool:
         return not f.fixable and f.cell is None and f.severity != "info" and not is_moot(f)
@@ -644,7 +645,7 @@ def review_opt_in_triton_packages(results: list, paths: Optional[dict[str, str]]
     """NPU910 "imported unguarded" in a package folder loaded only lazily behind an opt-in flag
     (module doc)."""
     from .importgates import is_test
-    from .wholeprogram import module_names
+    from .modpaths import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
                   and any(_open(f, ("NPU910",)) and UNGUARDED in f.message for f in r.findings)]
@@ -709,7 +710,7 @@ SKIPPED_WITHOUT_TRITON = ("Triton imported in `try` and used only in tests skipp
 def _needs_triton(test: ast.AST, bindings: dict, depth: int = 0) -> Optional[str]:
     """The Triton-availability name that `test` (a value that must hold) needs: itself, an `and`
     conjunct of it, or of a module-level name bound to one (two steps)."""
-    from .tritonguards import _availability, operands
+    from .tritonguards import availability as _availability, operands
 
     for operand in operands(test, ast.And):
         if _availability(operand):
@@ -736,7 +737,7 @@ def _skip_flag(decorator: ast.AST, bindings: dict) -> Optional[tuple[str, str]]:
 def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """NPU910 of a test module whose Triton uses are all in tests skipped without Triton (doc)."""
     from .importgates import is_test
-    from .wholeprogram import result_bytes
+    from .modpaths import result_bytes
 
     out = list(results)
     for i, result in enumerate(results):

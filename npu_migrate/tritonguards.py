@@ -571,6 +571,10 @@ KERNEL_DECORATOR = _KERNEL_DECORATOR
 TRITON_AVAILABILITY = _TRITON_AVAILABILITY
 device_check = _device_check
 is_triton = _is_triton
+# (and with optionalext.py)
+import_guard = _import_guard
+tests_triton = _tests_triton
+availability = _availability
 
 
 # ------------------------------------------------------------------ a Triton import its importers restate
