@@ -598,7 +598,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     the `else` of one whose test is true there (and what reach.py shows from the file's own
     flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
-    if "if " not in text:
+    if "if " not in text and "class " not in text:  # (a class's selection check may be one `return`)
         return []
     tree = _parse(text)
     if tree is None:

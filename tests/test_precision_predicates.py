@@ -1,0 +1,124 @@
+"""Issue #16, precision: platform and capability predicates an NPU host answers False.
+
+- A selection check (`is_supported`, `_supports_current_device`) whose `if`s an NPU host never
+  takes (`if current_platform.is_xpu(): return True, None`) fall through to `return False,
+  reason`, or that is one conjunction false there (`return p.is_cuda() and ...`), keeps the
+  class's instance methods off that host; a subclass of the same file that does not define the
+  check again inherits it (npu_migrate/capability.py).
+
+Each test also keeps a nearby true case reported. Fixtures are written for these tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .precision_helpers import migrate_json, moot_lines, write_project
+
+
+def _run(tmp_path: Path, files: dict, path: str, code: str) -> tuple[dict[int, str], dict[int, str], dict]:
+    """({line: severity} of `code`'s findings, {line: reason} of its named scopes) of `path`."""
+    report = migrate_json(write_project(tmp_path, files))
+    found = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code:
+            found[f["line"]] = f["severity"]
+            for line, _column, _source in f.get("also", ()):
+                found[line] = f["severity"]
+    return found, moot_lines(report["skipped"], code, path), report
+
+
+def _line(text: str, needle: str, nth: int = 0) -> int:
+    return [i for i, line in enumerate(text.splitlines(), 1) if needle in line][nth]
+
+
+FALL_THROUGH = '''\
+import torch
+
+from vendor.platforms import current_platform
+
+
+class ScaledMmKernel:
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if current_platform.is_xpu():
+            return True, None
+        if current_platform.is_cuda() and current_platform.has_device_capability(90):
+            return True, None
+        return False, "requires XPU or CUDA sm_90"
+
+    def apply(self, a, b, scale):
+        return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale)
+
+
+class AnyDeviceKernel:
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if current_platform.is_xpu():
+            return True, None
+        return True, None
+
+    def apply(self, a, b, scale):
+        return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale)
+'''
+
+
+def test_is_supported_falling_through_untaken_platform_ifs_to_false_is_a_scope(tmp_path):
+    found, moot, _ = _run(tmp_path, {"pkg/mod.py": FALL_THROUGH}, "pkg/mod.py", "NPU913")
+    gated = _line(FALL_THROUGH, "torch._scaled_mm", 0)
+    kept = _line(FALL_THROUGH, "torch._scaled_mm", 1)
+    assert gated in moot and gated not in found
+    assert "ScaledMmKernel.is_supported` answers False on an NPU host" in moot[gated]
+    # the class whose check answers True keeps its error
+    assert found.get(kept) == "error" and kept not in moot
+
+
+INHERITED = '''\
+import torch
+
+from vendor.platforms import current_platform
+
+
+class ExpertsBase:
+    @staticmethod
+    def _supports_current_device() -> bool:
+        """Blackwell only."""
+        p = current_platform
+        return (
+            p.is_cuda()
+            and p.is_device_capability_family(100)
+        )
+
+
+class ExpertsModular(ExpertsBase):
+    def apply(self, x):
+        import flash_kernels_cuda
+        return flash_kernels_cuda.run(x)
+
+
+class ExpertsOwnCheck(ExpertsBase):
+    @staticmethod
+    def _supports_current_device() -> bool:
+        return True
+
+    def apply(self, x):
+        import flash_kernels_cuda
+        return flash_kernels_cuda.run(x)
+'''
+
+
+def test_subclass_inherits_a_conjunction_check_false_on_npu(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/mod.py": INHERITED}))
+    gated = _line(INHERITED, "import flash_kernels_cuda", 0)
+    kept = _line(INHERITED, "import flash_kernels_cuda", 1)
+    moot = moot_lines(report["skipped"], None, "pkg/mod.py")
+    lines = {}
+    for f in report["findings"]:
+        if f["path"] == "pkg/mod.py" and not f["fixable"]:
+            lines[f["line"]] = f["severity"]
+            for line, _c, _s in f.get("also", ()):
+                lines[line] = f["severity"]
+    assert gated in moot and gated not in lines, (moot, lines)
+    assert "ExpertsModular` inherits `ExpertsBase._supports_current_device`" in moot[gated]
+    # the subclass that answers its own check keeps its finding
+    assert kept in lines and lines[kept] != "info" and kept not in moot
