@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, reach, setupskips
+from . import astcache, capability, catalogue, predicates, reach, setupskips
 from .findings import Finding
 
 
@@ -626,6 +626,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     try:  # what the file's own flags, functions and exits show (reach.py)
         out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
         out += capability.gated_methods(tree, lines, _truth, _segment, interest)  # (classes an NPU host never builds)
+        out += predicates.short_circuit_blocks(tree, lines, _truth, _segment, interest)  # (`and` operands never evaluated)
     except RecursionError:
         pass
     return out

@@ -122,3 +122,37 @@ def test_subclass_inherits_a_conjunction_check_false_on_npu(tmp_path):
     assert "ExpertsModular` inherits `ExpertsBase._supports_current_device`" in moot[gated]
     # the subclass that answers its own check keeps its finding
     assert kept in lines and lines[kept] != "info" and kept not in moot
+
+
+SHORT_CIRCUIT = '''\
+import torch
+from packaging import version
+
+
+def pick(data):
+    if data.device.type == "cpu" or (
+        (data.device.type == "cuda" and torch.version.cuda)
+        and version.parse(torch.version.cuda).release >= (12, 1)
+    ):
+        return "tinygemm"
+    return "generic"
+
+
+def runtime():
+    return version.parse(torch.version.cuda).release
+'''
+
+
+def test_operands_after_an_and_operand_none_on_npu_are_never_evaluated(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/mod.py": SHORT_CIRCUIT}))
+    skipped = _line(SHORT_CIRCUIT, "and version.parse(torch.version.cuda)")
+    kept = _line(SHORT_CIRCUIT, "return version.parse(torch.version.cuda)")
+    moot = moot_lines(report["skipped"], None, "pkg/mod.py")
+    lines = {}
+    for f in report["findings"]:
+        if f["path"] == "pkg/mod.py" and not f["fixable"] and f["code"] == "NPU990":
+            lines[f["line"]] = f["severity"]
+    assert skipped in moot and skipped not in lines, (moot, lines)
+    assert "the rest of its `and` is never evaluated" in moot[skipped]
+    # an unguarded read keeps its warning
+    assert lines.get(kept) in ("warning", "error") and kept not in moot
