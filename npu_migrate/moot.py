@@ -62,6 +62,7 @@ PHRASES = (
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
+    "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False",  # predicates.py
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

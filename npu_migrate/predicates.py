@@ -12,6 +12,9 @@ a line after the false operand ends, and no other code of the statement may shar
 from __future__ import annotations
 
 import ast
+import re
+
+from . import astcache
 
 _COMPOUND = (ast.If, ast.While, ast.Assert, ast.Return, ast.Assign, ast.AnnAssign, ast.Expr)
 
@@ -82,3 +85,56 @@ def short_circuit_blocks(tree: ast.Module, lines: list, truth, segment,
                 out.append((first, last, f"`{segment(lines, false)}` is false or None there: the rest "
                             f"of its `and` is never evaluated", False))
     return out
+
+
+# ----------------------------------------------------------------------------- the project's NPU accelerator
+# (a moot.PHRASES entry: the importers' test is false on an NPU host, Triton-Ascend or not)
+NPU_ACCELERATOR_NO_TRITON = "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False"
+_NPU_CLASS = re.compile(r"(?i)npu|ascend")
+
+
+def npu_accelerator_without_triton(results, python, text_of) -> str | None:
+    """"path:line" of the `def is_triton_supported(self): return False` of a class of the run named
+    for the NPU (DeepSpeed's `accelerator/npu_accelerator.py`, `class NPU_Accelerator`), or None.
+    On an NPU host the project's `get_accelerator()` is that class, so `get_accelerator().
+    is_triton_supported()` is False there whatever is installed."""
+    for i in python:
+        relpath = results[i].relpath
+        if not _NPU_CLASS.search(relpath.rsplit("/", 1)[-1]):
+            continue
+        data = text_of(i)
+        if not data or b"def is_triton_supported" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        for cls in tree.body:
+            if not isinstance(cls, ast.ClassDef) or not _NPU_CLASS.search(cls.name):
+                continue
+            for method in cls.body:
+                if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.name == "is_triton_supported":
+                    body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+                    if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Constant) \
+                            and body[0].value.value is False:
+                        return f"{relpath}:{body[0].lineno}"
+    return None
+
+
+def _or_operands(node: ast.AST, op: type) -> list:
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, op):
+        return [v for value in node.values for v in _or_operands(value, op)]
+    return [node]
+
+
+def asks_triton_supported(test: str) -> bool:
+    """Whether each disjunct of a test's source (but `TYPE_CHECKING`) has a conjunct
+    `<something>.is_triton_supported()`, not negated."""
+    try:
+        node = ast.parse(test.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    disjuncts = [d for d in _or_operands(node, ast.Or)
+                 if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
+    return bool(disjuncts) and all(any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "is_triton_supported"
+        for c in _or_operands(d, ast.And)) for d in disjuncts)

@@ -40,7 +40,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, predicates
 from .findings import Finding
 
 # (a helper whose importers' own unguarded Triton import fails first: redundant, info)
@@ -481,8 +481,9 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
             break
         for i in dropped:
             del decided[i]
+    npu_false = predicates.npu_accelerator_without_triton(results, python, text_of) if decided else None
     for i, guards in decided.items():
-        out[i] = _lower_importers(out[i], guards)
+        out[i] = _lower_importers(out[i], guards, npu_false)
     return out
 
 
@@ -548,13 +549,17 @@ def named_in_a_string(results, i: int, text_of, python) -> bool:
     return False
 
 
-def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
+def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]], npu_false: Optional[str] = None):
     shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else
                                  f" (reported at {guard[1]})" if guard[0] == "restated" else " in `try`")
              for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
            TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS)
+    if npu_false and guards and all(g[0] == "triton" and predicates.asks_triton_supported(g[1]) for _p, _l, g in guards):
+        # (the project's NPU accelerator answers `is_triton_supported()` with a literal False: the
+        # test is false on an NPU host, Triton-Ascend or not)
+        why = f"{predicates.NPU_ACCELERATOR_NO_TRITON} ({npu_false})"
     findings = []
     for finding in result.findings:
         if (finding.code == "NPU910" and not finding.fixable and finding.cell is None

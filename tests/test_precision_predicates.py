@@ -156,3 +156,55 @@ def test_operands_after_an_and_operand_none_on_npu_are_never_evaluated(tmp_path)
     assert "the rest of its `and` is never evaluated" in moot[skipped]
     # an unguarded read keeps its warning
     assert lines.get(kept) in ("warning", "error") and kept not in moot
+
+
+NPU_ACCELERATOR = '''\
+class NPU_Accelerator:
+    def is_triton_supported(self):
+        return False
+'''
+
+KERNELS = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(x_ptr + pid, tl.load(x_ptr + pid) * 2)
+'''
+
+USE_ACCELERATOR = '''\
+from accelerator import get_accelerator
+
+if get_accelerator().is_triton_supported():
+    from pkg.fp8_triton import _scale_kernel
+else:
+    _scale_kernel = None
+'''
+
+USE_HAS_TRITON = '''\
+from pkg.utils import HAS_TRITON
+
+if HAS_TRITON:
+    from pkg.other_triton import _scale_kernel
+else:
+    _scale_kernel = None
+'''
+
+
+def test_triton_supported_false_in_the_npu_accelerator_makes_the_module_a_scope(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "accelerator/__init__.py": "def get_accelerator():\n    return None\n",
+        "accelerator/npu_accelerator.py": NPU_ACCELERATOR,
+        "pkg/__init__.py": "", "pkg/utils.py": "HAS_TRITON = True\n",
+        "pkg/fp8_triton.py": KERNELS, "pkg/other_triton.py": KERNELS.replace("* 2", "* 3"),
+        "pkg/use.py": USE_ACCELERATOR, "pkg/use2.py": USE_HAS_TRITON}))
+    gated = moot_lines(report["skipped"], "NPU910", "pkg/fp8_triton.py")
+    assert 1 in gated and "NPU accelerator answers False" in gated[1], report["skipped"]
+    assert "accelerator/npu_accelerator.py:3" in gated[1]
+    assert not [f for f in report["findings"] if f["path"] == "pkg/fp8_triton.py" and f["code"] == "NPU910"]
+    # behind `HAS_TRITON` (Triton-Ascend may install triton): still the info that asks to verify
+    other = [f for f in report["findings"] if f["path"] == "pkg/other_triton.py" and f["code"] == "NPU910"]
+    assert other and "verify them" in other[0]["message"], (other, [s for s in report["skipped"] if "other" in s.get("path", "")])
