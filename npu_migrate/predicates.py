@@ -138,3 +138,41 @@ def asks_triton_supported(test: str) -> bool:
     return bool(disjuncts) and all(any(
         isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "is_triton_supported"
         for c in _or_operands(d, ast.And)) for d in disjuncts)
+
+
+# ----------------------------------------------------------------------------- the project's own CUDA predicates
+def predicate_branches(results, python: list, targets: list, texts, skip=()) -> dict[int, list]:
+    """{file: [(first line, last line, reason)]} of the `if` bodies of the run's files whose test
+    is false on an NPU host once the project's own predicates are read (importgates'
+    `_false_predicates`: `def is_cuda(): return torch.cuda.is_available() and torch.version.cuda`,
+    None there) and the module's flags bound to them resolved (`_is_cuda = is_cuda()`): SGLang's
+    `if is_cuda(): return torch.cuda.device_memory_used(...)` never runs there. importgates uses
+    the same blocks for whole modules; these are the blocks' own findings (files in `skip`, whole
+    modules already lowered, are left alone)."""
+    from . import importgates
+
+    candidates = [i for i in targets if i not in skip]
+    if not candidates:
+        return {}
+    found: frozenset | None = None
+    out: dict[int, list] = {}
+    for i in candidates:
+        data = texts.get(i) or b""
+        if b"if " not in data:
+            continue
+        if found is None:
+            found = importgates._false_predicates(python, texts)
+            if not found:
+                return {}
+            calls = re.compile(rb"\b(?:" + b"|".join(re.escape(p.encode()) for p in sorted(found)) + rb")\(\)")
+        if not calls.search(data):
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        spans = importgates._gate_spans(tree, importgates._module_bindings(tree), found)
+        if spans:
+            named = ", ".join(f"`{p}()`" for p in sorted(found) if p.encode() in data)
+            out[i] = [(first, last, f"in a branch an NPU host does not take: `{test}` (the project's {named} "
+                       f"is false or None there)") for first, last, test in spans]
+    return out

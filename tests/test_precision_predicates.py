@@ -208,3 +208,58 @@ def test_triton_supported_false_in_the_npu_accelerator_makes_the_module_a_scope(
     # behind `HAS_TRITON` (Triton-Ascend may install triton): still the info that asks to verify
     other = [f for f in report["findings"] if f["path"] == "pkg/other_triton.py" and f["code"] == "NPU910"]
     assert other and "verify them" in other[0]["message"], (other, [s for s in report["skipped"] if "other" in s.get("path", "")])
+
+
+PROJECT_PREDICATE = '''\
+import torch
+
+
+def is_cuda():
+    return torch.cuda.is_available() and torch.version.cuda
+'''
+
+PREDICATE_USER = '''\
+import torch
+
+from pkg.platform import is_cuda
+
+_is_cuda = is_cuda()
+
+
+def used_memory():
+    if is_cuda():
+        return torch.cuda.device_memory_used()
+    return 0
+
+
+def used_memory_flag():
+    if _is_cuda:
+        return torch.cuda.device_memory_used()
+    return 0
+'''
+
+UNGUARDED_USER = '''\
+import torch
+
+from pkg.platform import is_cuda
+
+
+def used_memory_anyway():
+    return torch.cuda.device_memory_used()
+'''
+
+
+def test_a_branch_behind_the_projects_own_cuda_predicate_is_a_scope(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/platform.py": PROJECT_PREDICATE, "pkg/user.py": PREDICATE_USER,
+        "pkg/other.py": UNGUARDED_USER}))
+    called = _line(PREDICATE_USER, "torch.cuda.device_memory_used()", 0)
+    flagged = _line(PREDICATE_USER, "torch.cuda.device_memory_used()", 1)
+    kept = _line(UNGUARDED_USER, "torch.cuda.device_memory_used()")
+    moot = moot_lines(report["skipped"], None, "pkg/user.py")
+    assert called in moot and flagged in moot, report["skipped"]
+    assert "the project's `is_cuda()` is false or None there" in moot[called]
+    assert not [f for f in report["findings"] if f["path"] == "pkg/user.py" and f["code"] == "NPU202"]
+    # the unguarded call keeps its error
+    other = [f for f in report["findings"] if f["path"] == "pkg/other.py" and f["code"] == "NPU202"]
+    assert [(f["line"], f["severity"]) for f in other] == [(kept, "error")]
