@@ -263,3 +263,45 @@ def test_a_branch_behind_the_projects_own_cuda_predicate_is_a_scope(tmp_path):
     # the unguarded call keeps its error
     other = [f for f in report["findings"] if f["path"] == "pkg/other.py" and f["code"] == "NPU202"]
     assert [(f["line"], f["severity"]) for f in other] == [(kept, "error")]
+
+
+REQUIREMENT_SKIPS = '''\
+import pytest
+import torch
+from packaging import version
+
+
+def test_pack(device):
+    if device.type == "cuda":
+        if torch.version.hip:
+            pytest.skip(reason="not on ROCm")
+        if version.parse(torch.version.cuda).release < (12, 1):
+            pytest.skip(reason="CUDA runtime must be at least 12.1")
+        if torch.cuda.get_device_capability()[0] < 8:
+            pytest.skip(reason="sm80 needed")
+    t = torch.ones(4).to(device)
+    assert t.sum() == 4
+
+
+def test_other(device):
+    if device.type == "cuda":
+        if version.parse(torch.version.cuda).release < (12, 1):
+            pytest.skip(reason="CUDA runtime must be at least 12.1")
+        if not_ready():
+            pytest.skip(reason="project condition")
+    t = torch.ones(4).to(device)
+    assert t.sum() == 4
+'''
+
+
+def test_a_cuda_branch_that_only_skips_on_cuda_build_requirements_runs_as_written(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"tests/test_pack.py": REQUIREMENT_SKIPS}))
+    gated = _line(REQUIREMENT_SKIPS, 'if device.type == "cuda":', 0)
+    kept = _line(REQUIREMENT_SKIPS, 'if device.type == "cuda":', 1)
+    findings = {f["line"]: f for f in report["findings"] if f["path"] == "tests/test_pack.py" and f["code"] == "NPU110"}
+    scopes = [s for s in report["skipped"] if s.get("path") == "tests/test_pack.py"
+              and s.get("start_line", 0) <= gated <= s.get("end_line", 0) and "NPU110" in s["reason"]]
+    assert gated not in findings and scopes, (findings, report["skipped"])
+    assert "CUDA build requirements" in scopes[0]["reason"]
+    # a branch that also skips on the project's own condition keeps its warning
+    assert kept in findings and findings[kept]["severity"] == "warning", findings
