@@ -305,3 +305,36 @@ def test_a_cuda_branch_that_only_skips_on_cuda_build_requirements_runs_as_writte
     assert "CUDA build requirements" in scopes[0]["reason"]
     # a branch that also skips on the project's own condition keeps its warning
     assert kept in findings and findings[kept]["severity"] == "warning", findings
+
+
+WARMUP = '''\
+"""Warm up the CUDA kernels."""
+import torch
+
+from vendor.platforms import current_platform
+
+
+def warmup(runner, enabled):
+    if enabled is False:
+        return
+    elif current_platform.has_device_capability(90):
+        autotune(runner)
+
+
+def autotune(runner):
+    from flashinfer.autotuner import AutoTuner
+    return AutoTuner(runner)
+'''
+
+
+def test_a_public_helper_called_only_under_a_false_capability_test_is_a_scope(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/warmup.py": WARMUP, "pkg/warmup2.py": WARMUP.replace("autotune", "tune"),
+        "pkg/other.py": "from pkg.warmup2 import tune\n\n\ndef go(r):\n    return tune(r)\n",
+        "tests/test_warmup.py": "from pkg.warmup import autotune\n\n\ndef test_it():\n    autotune(None)\n"}))
+    gated = _line(WARMUP, "from flashinfer.autotuner import AutoTuner", 0)
+    moot = moot_lines(report["skipped"], None, "pkg/warmup.py")
+    assert gated in moot and "`autotune` is called only under" in moot[gated], report["skipped"]
+    # the same helper that another runtime module calls keeps its error
+    found = [f for f in report["findings"] if f["path"] == "pkg/warmup2.py" and f["code"] == "NPU911"]
+    assert [(f["line"], f["severity"]) for f in found] == [(gated, "error")], found
