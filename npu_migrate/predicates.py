@@ -126,13 +126,9 @@ def _or_operands(node: ast.AST, op: type) -> list:
     return [node]
 
 
-def asks_triton_supported(test: str) -> bool:
-    """Whether each disjunct of a test's source (but `TYPE_CHECKING`) has a conjunct
+def asks_triton_supported_node(node: ast.AST) -> bool:
+    """Whether each disjunct of a test (but `TYPE_CHECKING`) has a conjunct
     `<something>.is_triton_supported()`, not negated."""
-    try:
-        node = ast.parse(test.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
     disjuncts = [d for d in _or_operands(node, ast.Or)
                  if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
     return bool(disjuncts) and all(any(

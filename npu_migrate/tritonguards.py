@@ -386,7 +386,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
             for f in findings]
 
 
-def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, str]]:
+def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple]:
     """("try", "") when `node` is in the body of a `try` that catches ImportError; ("triton", test)
     when in the body of an `if` on a Triton-availability name; ("if", test) in another `if`
     (a harness only); None when unguarded."""
@@ -397,8 +397,8 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, 
             return ("try", "")
         if isinstance(current, ast.If) and child in current.body:
             test = " ".join(source_text(current.test).split())
-            if _tests_triton(current.test):
-                return ("triton", test)
+            if _tests_triton(current.test):  # (third: it asks `is_triton_supported()`, predicates.py)
+                return ("triton", test, predicates.asks_triton_supported_node(current.test))
             found = found or ("if", test)
         child, current = current, parent.get(id(current))
     return found
@@ -487,7 +487,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
     return out
 
 
-def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
+def _import_guard(tree: ast.Module, line: int) -> Optional[tuple]:
     statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
@@ -556,7 +556,7 @@ def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]], npu
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
            TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS)
-    if npu_false and guards and all(g[0] == "triton" and predicates.asks_triton_supported(g[1]) for _p, _l, g in guards):
+    if npu_false and guards and all(g[0] == "triton" and g[-1] is True for _p, _l, g in guards):
         # (the project's NPU accelerator answers `is_triton_supported()` with a literal False: the
         # test is false on an NPU host, Triton-Ascend or not)
         why = f"{predicates.NPU_ACCELERATOR_NO_TRITON} ({npu_false})"

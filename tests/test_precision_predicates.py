@@ -177,8 +177,9 @@ def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 USE_ACCELERATOR = '''\
 from accelerator import get_accelerator
+from pkg.utils import is_triton_available_for_the_kernels
 
-if get_accelerator().is_triton_supported():
+if get_accelerator().is_triton_supported() and is_triton_available_for_the_kernels():
     from pkg.fp8_triton import _scale_kernel
 else:
     _scale_kernel = None
@@ -198,7 +199,7 @@ def test_triton_supported_false_in_the_npu_accelerator_makes_the_module_a_scope(
     report = migrate_json(write_project(tmp_path, {
         "accelerator/__init__.py": "def get_accelerator():\n    return None\n",
         "accelerator/npu_accelerator.py": NPU_ACCELERATOR,
-        "pkg/__init__.py": "", "pkg/utils.py": "HAS_TRITON = True\n",
+        "pkg/__init__.py": "", "pkg/utils.py": "HAS_TRITON = True\n\n\ndef is_triton_available_for_the_kernels():\n    return HAS_TRITON\n",
         "pkg/fp8_triton.py": KERNELS, "pkg/other_triton.py": KERNELS.replace("* 2", "* 3"),
         "pkg/use.py": USE_ACCELERATOR, "pkg/use2.py": USE_HAS_TRITON}))
     gated = moot_lines(report["skipped"], "NPU910", "pkg/fp8_triton.py")
