@@ -237,3 +237,19 @@ def public_helpers(results, python: list, targets: list, texts, skip=()) -> dict
                 f"in a branch an NPU host does not take: `{d.name}` is called only under {shown}, "
                 f"and no other module of the run but tests names it"))
     return out
+
+
+# ----------------------------------------------------------------------------- classes an NPU host never builds
+def gated_class_spans(tree: ast.Module, data: bytes) -> list[tuple[int, int, str]]:
+    """(first line, last line, reason) of the methods of the file's classes an NPU host never
+    builds (capability.gated_methods): for importgates, whose "names used only behind a gate"
+    then covers a helper module whose names only such a class uses (SGLang's `int4fp8_utils.py`,
+    used only by `QuarkInt4Fp8MoEMethod`, whose `__init__` raises unless on ROCm)."""
+    from . import capability, testscopes
+
+    lines = data.decode("utf-8", "replace").splitlines(keepends=True)
+    try:
+        return [(first, last, why) for first, last, why, _typing in
+                capability.gated_methods(tree, lines, testscopes.npu_truth, testscopes.source_segment)]
+    except RecursionError:
+        return []

@@ -339,3 +339,47 @@ def test_a_public_helper_called_only_under_a_false_capability_test_is_a_scope(tm
     # the same helper that another runtime module calls keeps its error
     found = [f for f in report["findings"] if f["path"] == "pkg/warmup2.py" and f["code"] == "NPU911"]
     assert [(f["line"], f["severity"]) for f in found] == [(gated, "error")], found
+
+
+FP8_UTILS = '''\
+import torch
+
+
+def quantize_fp8(w):
+    return (w / w.abs().amax()).to(torch.float8_e4m3fn)
+'''
+
+ROCM_ONLY_MOE = '''\
+import torch
+
+from pkg.platform import is_hip
+from pkg.fp8_utils import quantize_fp8
+
+_is_hip = is_hip()
+
+
+class RocmOnlyMoEMethod:
+    def __init__(self, config):
+        self.config = config
+        if not _is_hip:
+            raise NotImplementedError("only supported on AMD GPUs")
+
+    def process_weights(self, layer):
+        layer.weight = quantize_fp8(layer.weight)
+'''
+
+
+def test_a_helper_module_only_a_class_that_raises_off_rocm_uses_is_a_scope(tmp_path):
+    plain = ROCM_ONLY_MOE.replace("pkg.fp8_utils", "pkg.fp8_utils2").replace(
+        "        if not _is_hip:\n            raise NotImplementedError(\"only supported on AMD GPUs\")\n", "")
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platform.py": "import torch\n\n\ndef is_hip():\n    return torch.version.hip is not None\n",
+        "pkg/fp8_utils.py": FP8_UTILS, "pkg/fp8_utils2.py": FP8_UTILS.replace("amax()", "amax(dim=0)"),
+        "pkg/moe.py": ROCM_ONLY_MOE, "pkg/moe2.py": plain}))
+    line = _line(FP8_UTILS, "torch.float8_e4m3fn")
+    moot = moot_lines(report["skipped"], None, "pkg/fp8_utils.py")
+    assert line in moot and "RocmOnlyMoEMethod.__init__` raises on an NPU host" in moot[line], report["skipped"]
+    # the same helper used by a class without the gate keeps its error
+    kept = [f for f in report["findings"] if f["path"] == "pkg/fp8_utils2.py" and f["code"] == "NPU913"]
+    assert [(f["line"], f["severity"]) for f in kept] == [(line, "error")], kept
