@@ -97,14 +97,25 @@ def _raising_gate(init: ast.AST, truth) -> ast.stmt | None:
 
 
 def _false_gate(check: ast.AST, truth) -> ast.stmt | None:
-    """The first decision of a selection check, when it returns a falsy value on an NPU host:
-    `if <true there>: return False[, reason]`, before any other return. (A check that is one
-    `return <false there>` is left alone: a class may call it as a run-time test.)"""
+    """The decision of a selection check that returns a falsy value on an NPU host: `if <true
+    there>: return False[, reason]` before any other return, the `if`s an NPU host never takes
+    (`if current_platform.is_xpu(): return True, None`) passed over; or, after such passed-over
+    `if`s, a final `return False, reason`; or a check that is one `return <a conjunction false
+    there>` (`return p.is_cuda() and p.is_device_capability_family(100)`: "supports only
+    Blackwell"). (A check that is one `return <false there>` of another shape is left alone: a
+    class may call it as a run-time test.)"""
+    passed = False
     for stmt in docless_body(check):
         if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return) \
                 and truth(stmt.test) is True:
             inner = [s for s in stmt.body[:-1] if _returns(s)]
             return stmt if not inner and _falsy(stmt.body[-1].value, truth) else None
+        if isinstance(stmt, ast.If) and not stmt.orelse and truth(stmt.test) is False:
+            passed = True  # (never taken on an NPU host)
+            continue
+        if isinstance(stmt, ast.Return) and stmt.value is not None and _falsy(stmt.value, truth) and (
+                passed or (isinstance(stmt.value, ast.BoolOp) and isinstance(stmt.value.op, ast.And))):
+            return stmt
         if _returns(stmt):
             return None
     return None
@@ -175,6 +186,8 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment,
                                             f"(`{shown}`): the class is never selected there")
                         break
         if gate is None:
+            gate, why = _inherited_gate(tree, cls, truth, lines, segment)
+        if gate is None:
             continue
         if derived is None:
             derived = _derived(tree)
@@ -193,6 +206,45 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment,
     out += _false_attribute_branches(tree, classes, lines, truth, segment,
                                      (lambda: derived) if derived is not None else (lambda: _derived(tree)))
     return out
+
+
+def _own_gate(cls: ast.ClassDef, truth) -> tuple[ast.AST, ast.stmt] | None:
+    """(the check, its decision) of a class's own selection check false on an NPU host, or None."""
+    for check in cls.body:
+        if isinstance(check, _FUNCTIONS) and check.name in gate_methods() \
+                and _decorators(check) & {"classmethod", "staticmethod"} and not _called_inside(cls, check):
+            found = _false_gate(check, truth)
+            if found is not None:
+                return check, found
+    return None
+
+
+def _inherited_gate(tree: ast.Module, cls: ast.ClassDef, truth, lines, segment, seen=None):
+    """(the check, the reason) when a base class of the same file (by name) has a selection check
+    false on an NPU host (its own or inherited) that `cls` does not define again: the framework
+    asks the subclass the base's check (`TrtLlmNvFp4ExpertsModular(TrtLlmNvFp4ExpertsBase, ...)`,
+    the base's `_supports_current_device()` requiring `p.is_cuda()`); (None, None) otherwise."""
+    seen = set() if seen is None else seen
+    if cls.name in seen:
+        return None, None
+    seen.add(cls.name)
+    own = {m.name for m in cls.body if isinstance(m, _FUNCTIONS)}
+    classes = {c.name: c for c in astcache.walk_statements(tree) if isinstance(c, ast.ClassDef)}
+    for base in cls.bases:
+        parent = classes.get(base.id) if isinstance(base, ast.Name) else None
+        if parent is None or parent is cls:
+            continue
+        found = _own_gate(parent, truth)
+        if found is not None and found[0].name not in own and not _called_inside(cls, found[0]):
+            check, decision = found
+            shown = segment(lines, decision.test if isinstance(decision, ast.If) else decision.value)
+            return check, (f"`{cls.name}` inherits `{parent.name}.{check.name}`, which answers False on "
+                           f"an NPU host (`{shown}`): the class is never selected there")
+        if found is None:
+            check, why = _inherited_gate(tree, parent, truth, lines, segment, seen)
+            if check is not None and check.name not in own:
+                return check, why.replace(f"`{parent.name}` inherits", f"`{cls.name}` inherits", 1)
+    return None, None
 
 
 class _Substitute(ast.NodeTransformer):

@@ -246,6 +246,7 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
 
     predicates: Optional[frozenset] = None
     spans_of: dict[int, list] = {}
+    classes_of: dict[int, list] = {}
 
     def resolved_spans(i: int) -> list:
         nonlocal predicates
@@ -265,6 +266,21 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                 spans_of[i] = _gate_spans(tree, _module_bindings(tree), predicates)
         return spans_of[i]
 
+    def class_spans(i: int) -> list:
+        """The methods of the importer's classes an NPU host never builds (capability.py: an
+        `__init__` that raises there, a selection check that answers False there)."""
+        if i not in classes_of:
+            classes_of[i] = []
+            data = texts.get(i) or b""
+            if b"class " in data and (b"raise " in data or b"return " in data):
+                from . import astcache
+                from .predicates import gated_class_spans
+
+                tree = astcache.parse(data)
+                if tree is not None:
+                    classes_of[i] = gated_class_spans(tree, data)
+        return classes_of[i]
+
     lines_of: dict[int, list] = {}
 
     def gated(importer: int, line: int, deep: bool) -> Optional[str]:
@@ -282,6 +298,9 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                 for first, last, condition in resolved_spans(importer):
                     if first <= line <= last:
                         return f"`{' '.join(condition.split())[:70]}`"
+                for first, last, why in class_spans(importer):
+                    if first <= line <= last:
+                        return why
         return None
 
     found: dict[int, str] = dict(known)

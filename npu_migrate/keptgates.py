@@ -204,6 +204,28 @@ def _skips(block: list) -> bool:
     return False
 
 
+_CUDA_BUILD_FACTS = re.compile(r"^torch\.version\.(cuda|hip)$|(^|\.)get_device_capability$")
+_REQUIREMENT_NAMES = frozenset(("torch", "version", "packaging", "int", "float", "tuple"))
+
+
+def _cuda_requirement_skips(block: list) -> bool:
+    """Every statement of the block is `if <a CUDA build fact>: <skip the test>`: the test reads
+    only `torch.version.cuda` / `torch.version.hip` / `get_device_capability()` (through
+    `version.parse(...)`), and the body is one skip (optimum-quanto's `if device.type == "cuda":
+    if torch.version.hip: pytest.skip(...)`, `if version.parse(torch.version.cuda).release <
+    (12, 1): pytest.skip(...)`)."""
+    if not block:
+        return False
+    for stmt in block:
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 and _skips(stmt.body)):
+            return False
+        names = {n.id for n in ast.walk(stmt.test) if isinstance(n, ast.Name)}
+        dotted = [astcache.dotted(n) or "" for n in ast.walk(stmt.test) if isinstance(n, ast.Attribute)]
+        if not names <= _REQUIREMENT_NAMES or not any(_CUDA_BUILD_FACTS.search(d) for d in dotted):
+            return False
+    return True
+
+
 def _labels(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _CUDA_LABEL.fullmatch(n.value)
                for n in ast.walk(node))
@@ -261,6 +283,11 @@ class _Judge:
         if polarity is None:
             return None
         if polarity:  # the body is the CUDA path: the NPU host takes the `else` or falls through
+            if (_cuda_requirement_skips(statement.body) and not statement.orelse
+                    and not self._next_exits(statement) and self._falls_through_cleanly(statement)):
+                # (the test's own checks follow the `if`; only CUDA's build requirements are skipped)
+                return ("its CUDA branch only skips the test on CUDA build requirements (ROCm, the CUDA "
+                        "runtime's version, the compute capability), which do not apply to an NPU device")
             if _exits(statement.orelse) or _skips(statement.body) or self._in_test(statement):
                 return None
             if self._npu_has_it(statement.body):

@@ -66,6 +66,7 @@ PHRASES = (
     # tritonguards.RESTATED: a helper imported only where its importer's own Triton import fails
     # first (reported there): this import is never reached on an NPU host (round-10 audit: redundant)
     "imported only where its importer's own unguarded Triton import fails first",
+    "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False",  # predicates.py
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, reach, setupskips
+from . import astcache, capability, catalogue, predicates, reach, setupskips
 from .findings import Finding
 
 
@@ -603,7 +603,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     the `else` of one whose test is true there (and what reach.py shows from the file's own
     flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
-    if "if " not in text:
+    if "if " not in text and "class " not in text:  # (a class's selection check may be one `return`)
         return []
     tree = _parse(text)
     if tree is None:
@@ -631,6 +631,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     try:  # what the file's own flags, functions and exits show (reach.py)
         out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
         out += capability.gated_methods(tree, lines, _truth, _segment, interest)  # (classes an NPU host never builds)
+        out += predicates.short_circuit_blocks(tree, lines, _truth, _segment, interest)  # (`and` operands never evaluated)
     except RecursionError:
         pass
     return out

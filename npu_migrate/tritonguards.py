@@ -40,7 +40,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, predicates
 from .findings import Finding
 
 # (a helper whose importers' own unguarded Triton import fails first: redundant, info)
@@ -386,7 +386,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
             for f in findings]
 
 
-def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, str]]:
+def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple]:
     """("try", "") when `node` is in the body of a `try` that catches ImportError; ("triton", test)
     when in the body of an `if` on a Triton-availability name; ("if", test) in another `if`
     (a harness only); None when unguarded."""
@@ -397,8 +397,8 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST]) -> Optional[tuple[str, 
             return ("try", "")
         if isinstance(current, ast.If) and child in current.body:
             test = " ".join(source_text(current.test).split())
-            if _tests_triton(current.test):
-                return ("triton", test)
+            if _tests_triton(current.test):  # (third: it asks `is_triton_supported()`, predicates.py)
+                return ("triton", test, predicates.asks_triton_supported_node(current.test))
             found = found or ("if", test)
         child, current = current, parent.get(id(current))
     return found
@@ -481,12 +481,13 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
             break
         for i in dropped:
             del decided[i]
+    npu_false = predicates.npu_accelerator_without_triton(results, python, text_of) if decided else None
     for i, guards in decided.items():
-        out[i] = _lower_importers(out[i], guards)
+        out[i] = _lower_importers(out[i], guards, npu_false)
     return out
 
 
-def _import_guard(tree: ast.Module, line: int) -> Optional[tuple[str, str]]:
+def _import_guard(tree: ast.Module, line: int) -> Optional[tuple]:
     statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
@@ -549,13 +550,17 @@ def named_in_a_string(results, i: int, text_of, python) -> bool:
     return False
 
 
-def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]]):
+def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]], npu_false: Optional[str] = None):
     shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else
                                  f" (reported at {guard[1]})" if guard[0] == "restated" else " in `try`")
              for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
            TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS)
+    if npu_false and guards and all(g[0] == "triton" and g[-1] is True for _p, _l, g in guards):
+        # (the project's NPU accelerator answers `is_triton_supported()` with a literal False: the
+        # test is false on an NPU host, Triton-Ascend or not)
+        why = f"{predicates.NPU_ACCELERATOR_NO_TRITON} ({npu_false})"
     findings = []
     for finding in result.findings:
         if (finding.code == "NPU910" and not finding.fixable and finding.cell is None

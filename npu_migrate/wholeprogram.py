@@ -235,6 +235,17 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             out[i] = lower_within(out[i], spans, _lower)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
+    from .predicates import predicate_branches, public_helpers  # (the project's own CUDA predicates)
+
+    found_spans = predicate_branches(results, python, targets, texts, unreachable)
+    for i, spans in public_helpers(results, python, targets, texts, unreachable).items():
+        found_spans.setdefault(i, []).extend(spans)
+    for i, spans in found_spans.items():
+        def inside(finding: Finding, spans=spans) -> Optional[str]:
+            lines = [finding.line, *(line for line, _column, _source in finding.also)]
+            found = [next((sp for sp in spans if sp[0] <= n <= sp[1]), None) for n in lines]
+            return None if any(sp is None for sp in found) else found[0][2]
+        out[i] = _lower(out[i], inside)
     for i, why in _sources_built_for_npu(results, python, facts_of).items():
         out[i] = _lower(out[i], lambda f, why=why: why if f.code == "NPU912" else None)
     overridden = _overridden_methods(results, python, [i for i in targets if i not in unreachable], texts, facts_of)
