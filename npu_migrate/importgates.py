@@ -68,7 +68,7 @@ def is_test(relpath: str) -> bool:
     return bool(_TEST_FILE.search(relpath))
 
 
-def _false_predicates(python: list[int], texts) -> frozenset:
+def false_predicates(python: list[int], texts) -> frozenset:
     """Names of the project's top-level functions without parameters whose every definition is one
     `return` false on an NPU host (`def is_cuda(): return torch.cuda.is_available() and
     torch.version.cuda`)."""
@@ -123,7 +123,7 @@ def _copy(node: ast.AST) -> ast.AST:
     return copy.deepcopy(node)
 
 
-def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
+def module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
     """Names bound exactly once at module level, outside any block, to an expression."""
     counts: dict[str, int] = defaultdict(int)
     values: dict[str, ast.AST] = {}
@@ -140,7 +140,7 @@ def _module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
     return {n: v for n, v in values.items() if counts[n] == 1}
 
 
-def _gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tuple[int, int, str]]:
+def gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tuple[int, int, str]]:
     """(first, last, condition) of the `if` bodies false on an NPU host once the flags are resolved."""
     from .testscopes import false_on_npu
 
@@ -256,14 +256,14 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
             spans_of[i] = []
             data = texts.get(i) or b""
             if predicates is None:
-                predicates = _false_predicates(python, texts)
+                predicates = false_predicates(python, texts)
             flags = {m.group(1) for m in _FLAG_ASSIGN.finditer(data)} | {p.encode() for p in predicates}
             if not flags or not re.search(rb"^[ \t]*(?:el)?if\b[^\n]*\b(?:" + b"|".join(
                     re.escape(f) for f in sorted(flags)) + rb")\b", data, re.MULTILINE):
                 return spans_of[i]
             tree = astcache.parse(data)
             if tree is not None:
-                spans_of[i] = _gate_spans(tree, _module_bindings(tree), predicates)
+                spans_of[i] = gate_spans(tree, module_bindings(tree), predicates)
         return spans_of[i]
 
     def class_spans(i: int) -> list:
@@ -274,7 +274,6 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
             data = texts.get(i) or b""
             if b"class " in data and (b"raise " in data or b"return " in data):
                 from . import astcache
-                from .predicates import gated_class_spans
 
                 tree = astcache.parse(data)
                 if tree is not None:
@@ -471,3 +470,19 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
                 return None
             conditions.add(condition)
     return sorted(conditions)[0] if conditions else None
+
+
+# ----------------------------------------------------------------------------- classes an NPU host never builds
+def gated_class_spans(tree: ast.Module, data: bytes) -> list[tuple[int, int, str]]:
+    """(first line, last line, reason) of the methods of the file's classes an NPU host never
+    builds (capability.gated_methods): for `unreachable`, whose "names used only behind a gate"
+    then covers a helper module whose names only such a class uses (SGLang's `int4fp8_utils.py`,
+    used only by `QuarkInt4Fp8MoEMethod`, whose `__init__` raises unless on ROCm)."""
+    from . import capability, testscopes
+
+    lines = data.decode("utf-8", "replace").splitlines(keepends=True)
+    try:
+        return [(first, last, why) for first, last, why, _typing in
+                capability.gated_methods(tree, lines, testscopes.npu_truth, testscopes.source_segment)]
+    except RecursionError:
+        return []

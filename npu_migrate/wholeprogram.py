@@ -235,7 +235,7 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
             out[i] = lower_within(out[i], spans, _lower)
     for i, why in unreachable.items():
         out[i] = _lower(out[i], lambda _f, why=why: why)
-    from .predicates import predicate_branches, public_helpers  # (the project's own CUDA predicates)
+    from .gatedcalls import predicate_branches, public_helpers  # (the project's own CUDA predicates)
 
     found_spans = predicate_branches(results, python, targets, texts, unreachable)
     for i, spans in public_helpers(results, python, targets, texts, unreachable).items():

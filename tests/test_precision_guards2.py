@@ -239,8 +239,8 @@ def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_sta
             import torch
 
 
-            def sm120():
-                return False
+            def sm120():  # (a check whose answer the tool cannot know: not a literal False)
+                return torch.__version__.endswith("+sm120")
 
 
             try:
@@ -265,8 +265,8 @@ def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_sta
             import torch
 
 
-            def sm120():
-                return False
+            def sm120():  # (a check whose answer the tool cannot know: not a literal False)
+                return torch.__version__.endswith("+sm120")
 
 
             try:
