@@ -217,11 +217,10 @@ def review_flag_imports(results: list, paths: Optional[dict[str, str]] = None) -
 
 
 # ------------------------------------------------------------------ (b) Triton modules guarded in the file
-def _gate(tree: ast.Module) -> Optional[str]:
-    """The test of the in-file Triton gate when `triton` is imported only in module-level `try`
-    bodies that catch its failure and every other use of the names they bind (kernels included)
-    sits under an `if` on Triton's availability; None otherwise."""
-    parent = parents(tree)
+def _probed_triton(tree: ast.Module, parent: dict) -> Optional[tuple[set, list]]:
+    """(names the file's Triton imports bind, their `try` statements) when every Triton import
+    sits in the body of a module-level `try` that catches its failure; None otherwise, or when the
+    file imports no Triton."""
     bound: set[str] = set()
     probes = []
     for node in ast.walk(tree):
@@ -239,8 +238,18 @@ def _gate(tree: ast.Module) -> Optional[str]:
             return None
         bound.update(names)
         probes.append(holder)
-    if not bound:
+    return (bound, probes) if bound else None
+
+
+def _gate(tree: ast.Module) -> Optional[str]:
+    """The test of the in-file Triton gate when `triton` is imported only in module-level `try`
+    bodies that catch its failure and every other use of the names they bind (kernels included)
+    sits under an `if` on Triton's availability; None otherwise."""
+    parent = parents(tree)
+    found = _probed_triton(tree, parent)
+    if found is None:
         return None
+    bound, probes = found
     # (what the gates define, kernels included, is missing where Triton is: its uses count too)
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and isinstance(parent.get(id(node)), ast.Module) and _tests_triton(node.test):
@@ -749,26 +758,10 @@ def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] =
         if tree is None:
             continue
         parent = parents(tree)
-        bound, probes = set(), []
-        ok = True
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [(a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name)]
-            elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
-                names = [a.asname or a.name for a in node.names]
-            else:
-                continue
-            if not names:
-                continue
-            holder = parent.get(id(node))
-            if not (isinstance(holder, ast.Try) and node in holder.body and isinstance(parent.get(id(holder)), ast.Module)
-                    and catches_import_errors(holder)):
-                ok = False
-                break
-            bound.update(names)
-            probes.append(holder)
-        if not ok or not bound:
+        found = _probed_triton(tree, parent)
+        if found is None:
             continue
+        bound, probes = found
         bindings = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(parent.get(id(n)), (ast.Module, ast.Try))
                     for t in n.targets if isinstance(t, ast.Name)}
         flags = set()
