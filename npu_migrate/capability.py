@@ -166,6 +166,7 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment,
     classes = _classes(tree, interest)
     if not classes:
         return out
+    by_name = None  # (the file's classes by name, for _inherited_gate: built once, on first need)
     for cls in classes:
         methods = [s for s in cls.body if isinstance(s, _FUNCTIONS)]
         gate = why = None
@@ -185,8 +186,10 @@ def gated_methods(tree: ast.Module, lines: list, truth, segment,
                         gate, why = check, (f"`{cls.name}.{check.name}` answers False on an NPU host "
                                             f"(`{shown}`): the class is never selected there")
                         break
-        if gate is None:
-            gate, why = _inherited_gate(tree, cls, truth, lines, segment)
+        if gate is None and any(isinstance(b, ast.Name) for b in cls.bases):
+            if by_name is None:
+                by_name = {c.name: c for c in astcache.walk_statements(tree) if isinstance(c, ast.ClassDef)}
+            gate, why = _inherited_gate(by_name, cls, truth, lines, segment)
         if gate is None:
             continue
         if derived is None:
@@ -219,7 +222,7 @@ def _own_gate(cls: ast.ClassDef, truth) -> tuple[ast.AST, ast.stmt] | None:
     return None
 
 
-def _inherited_gate(tree: ast.Module, cls: ast.ClassDef, truth, lines, segment, seen=None):
+def _inherited_gate(classes: dict, cls: ast.ClassDef, truth, lines, segment, seen=None):
     """(the check, the reason) when a base class of the same file (by name) has a selection check
     false on an NPU host (its own or inherited) that `cls` does not define again: the framework
     asks the subclass the base's check (`TrtLlmNvFp4ExpertsModular(TrtLlmNvFp4ExpertsBase, ...)`,
@@ -229,7 +232,6 @@ def _inherited_gate(tree: ast.Module, cls: ast.ClassDef, truth, lines, segment, 
         return None, None
     seen.add(cls.name)
     own = {m.name for m in cls.body if isinstance(m, _FUNCTIONS)}
-    classes = {c.name: c for c in astcache.walk_statements(tree) if isinstance(c, ast.ClassDef)}
     for base in cls.bases:
         parent = classes.get(base.id) if isinstance(base, ast.Name) else None
         if parent is None or parent is cls:
@@ -241,7 +243,7 @@ def _inherited_gate(tree: ast.Module, cls: ast.ClassDef, truth, lines, segment, 
             return check, (f"`{cls.name}` inherits `{parent.name}.{check.name}`, which answers False on "
                            f"an NPU host (`{shown}`): the class is never selected there")
         if found is None:
-            check, why = _inherited_gate(tree, parent, truth, lines, segment, seen)
+            check, why = _inherited_gate(classes, parent, truth, lines, segment, seen)
             if check is not None and check.name not in own:
                 return check, why.replace(f"`{parent.name}` inherits", f"`{cls.name}` inherits", 1)
     return None, None

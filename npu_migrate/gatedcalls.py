@@ -50,6 +50,8 @@ def predicate_branches(results, python: list, targets: list, texts, skip=()) -> 
 
 
 # ----------------------------------------------------------------------------- public helpers called only behind a gate
+_PLATFORM_TEST = re.compile(rb"current_platform\.|\bis_(?:cuda|rocm|hip|xpu)(?:_alike)?\(\)|(?:has|is)_device_capability\("
+                            rb"|\bhas_(?:flashinfer|deep_?gemm|deep_?ep|cutlass|cudnn|apex|flash_?attn)\w*\(")
 _CACHE_DECORATOR = re.compile(r"(^|\.)(cache|lru_cache|cached|wraps)$")
 
 
@@ -72,7 +74,8 @@ def public_helpers(results, python: list, targets: list, texts, skip=()) -> dict
         lines = sorted({f.line for f in results[i].findings if not f.fixable and f.cell is None
                         and f.severity != "info"})
         data = texts.get(i) or b""
-        if not lines or b"def " not in data:
+        # (a cheap test before the parse: a block an NPU host never runs asks a platform question)
+        if not lines or b"def " not in data or not _PLATFORM_TEST.search(data):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -85,13 +88,22 @@ def public_helpers(results, python: list, targets: list, texts, skip=()) -> dict
             continue
         text = data.decode("utf-8", "replace")
         blocks = None
-        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        # (one walk of the tree for every def: names, attributes and strings by name)
+        strings: set = set()
+        names_at: dict[str, list] = {}
+        attrs_at: dict[str, list] = {}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name):
+                names_at.setdefault(n.id, []).append(n.lineno)
+            elif isinstance(n, ast.Attribute):
+                attrs_at.setdefault(n.attr, []).append(n.lineno)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                strings.add(n.value)
         for d in defs:
             if d.name in strings:
                 continue
-            refs = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == d.name
-                    and not (d.lineno <= n.lineno <= (d.end_lineno or d.lineno))]
-            refs += [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == d.name]
+            refs = [line for line in names_at.get(d.name, ()) if not (d.lineno <= line <= (d.end_lineno or d.lineno))]
+            refs += attrs_at.get(d.name, [])
             if not refs:
                 continue
             if blocks is None:

@@ -60,6 +60,8 @@ _ANY_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _PLATFORM_NAME = re.compile(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)")
 
 
+_CLASS_GATE_WORDS = re.compile(rb"\bis_(?:hip|rocm|cuda|cuda_alike|xpu|blackwell|hopper)\(\)|(?:has|is)_device_capability\("
+                               rb"|def[ \t]+(?:is_supported|_supports_current_device|can_implement)\b")
 _PYTEST_MODULE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
 
 
@@ -272,7 +274,10 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         if i not in classes_of:
             classes_of[i] = []
             data = texts.get(i) or b""
-            if b"class " in data and (b"raise " in data or b"return " in data):
+            # (a cheap test first: capability.gated_methods costs about 0.1 s a file, and a lazy
+            # import sits in hundreds of files of a large tree; a class an NPU host never builds
+            # names a platform or capability test or a support check)
+            if b"class " in data and (b"raise " in data or b"return " in data) and _CLASS_GATE_WORDS.search(data):
                 from . import astcache
 
                 tree = astcache.parse(data)
@@ -390,8 +395,7 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
     out = {i: why for i, why in found.items() if i in wanted and i not in known}
     # modules imported at module level whose imported names the importer uses only behind a gate
     for i in wanted - set(found):
-        if results[i].relpath.endswith("__init__.py") or _PYTEST_MODULE.search(results[i].relpath) or not _defined_only(
-                results[i], texts.get(i)):
+        if results[i].relpath.endswith("__init__.py") or _PYTEST_MODULE.search(results[i].relpath):
             continue  # (a package's __init__ runs for every import of its modules)
         reasons = []
         for importer, line in sites.get(i, ()):
@@ -403,6 +407,12 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                 if gate == _TYPING:
                     continue
                 if gate is None:
+                    # (cheap first: an importer without any gate an NPU host never enters cannot
+                    # use the names only behind one; _used_only_in parses the importer)
+                    if not (facts_of(importer)["blocks"] or extra.get(importer) or resolved_spans(importer)
+                            or class_spans(importer)):
+                        reasons = []
+                        break
                     gate = _used_only_in(texts.get(importer) or b"", line, lambda n, importer=importer: gated(importer, n, True),
                                          results[importer].relpath, results[i].relpath)
                     if gate is None:
@@ -412,7 +422,8 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
                     continue
                 why = f"under {gate}"
             reasons.append(f"{results[importer].relpath}:{line} ({why})")
-        if reasons and any(USED in r or "its names used" in r for r in reasons) and not named_in_a_string(i):
+        if reasons and any(USED in r or "its names used" in r for r in reasons) and not named_in_a_string(i) \
+                and _defined_only(results[i], texts.get(i)):
             shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
             out[i] = f"{USED}: {shown}"
     return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from typing import Any, Optional
 
 from . import astcache, catalogue
@@ -333,6 +334,9 @@ def _only_declared(tree: ast.AST, name: str) -> bool:
     return True
 
 
+_READER_CALL = re.compile(rb"\(\s*[\"'][\w.-]+[\"']\s*,\s*[\"']cuda[\"']")
+
+
 def review_unread_settings(results: list, paths: dict) -> list:
     """NPU990 on the "cuda" default of a setting's reader (`_lazy_str("X_TARGET_DEVICE", "cuda")`
     in an environment table) that no other file of the project names: information with a
@@ -362,7 +366,8 @@ def review_unread_settings(results: list, paths: dict) -> list:
 
     for i in targets:
         data = _bytes(results[i], paths)
-        tree = astcache.parse(data) if data else None
+        # (a cheap test before the parse: a reader call `f("NAME", "cuda")` in the text)
+        tree = astcache.parse(data) if data and _READER_CALL.search(data) else None
         if tree is None:
             continue
         findings = []
