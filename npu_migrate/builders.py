@@ -115,26 +115,21 @@ def _includes_kernels(data: bytes, path: str | None) -> bool:
     or uses CUTLASS, or one not found beside the file or in a folder above it (unknown)."""
     import os
 
+    from .reviewcache import read_outside
+
     for match in _QUOTED_INCLUDE.finditer(data):
         name = match.group(1).decode("utf-8", "replace")
         if name.lower().endswith(".cuh"):
             return True
         if path is None:
             return True
-        folder, found = os.path.dirname(path), None
-        while folder and found is None:
-            candidate = os.path.join(folder, name)
-            if os.path.isfile(candidate):
-                found = candidate
+        folder, found, body = os.path.dirname(path), False, None
+        while folder and not found:
+            # (through the whole-run cache, which checks these reads again before a reuse)
+            found, body = read_outside(os.path.join(folder, name))
             parent = os.path.dirname(folder)
             folder = None if parent == folder else parent
-        if found is None:
-            return True
-        try:
-            with open(found, "rb") as handle:
-                if _HEADER_KERNEL.search(handle.read()):
-                    return True
-        except OSError:
+        if not found or body is None or _HEADER_KERNEL.search(body):
             return True
     return False
 

@@ -57,6 +57,7 @@ FORMAT = 2  # bump when the layout of a cache file changes
 ENV_DIR = "NPU_MIGRATE_CACHE_DIR"
 ENV_OFF = "NPU_MIGRATE_NO_CACHE"
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a larger cache file is not read (ignored, then rewritten)
+MAX_REVIEWS = 4  # whole-run results kept per run root (a full run and the subsets run beside it)
 KEY_NAME = "cache-key"
 
 
@@ -255,6 +256,12 @@ def _is(value, types: tuple) -> bool:
     return isinstance(value, types)
 
 
+def finding_from_json(data, relpath: str) -> Finding:
+    """A Finding of file `relpath` from its cached dict; ValueError when a field is missing,
+    unknown, of the wrong type, or places it outside the file."""
+    return _finding_from_json(data, relpath)
+
+
 def _finding_from_json(data, relpath: str) -> Finding:
     if not isinstance(data, dict) or not set(data) <= set(_FINDING_FIELDS):
         raise ValueError("a finding is not an object of the known fields")
@@ -365,6 +372,10 @@ class Cache:
     dirty: bool = False
     warnings: list = field(default_factory=list)
     warn: Optional[Callable[[str], None]] = field(default=None, repr=False)
+    # run digest -> [payload, MAC]: what the whole-run passes made of a run's per-file results
+    # (reviewcache.py), newest last, at most MAX_REVIEWS
+    reviews: dict = field(default_factory=dict)
+    review_hits: int = 0
     _key: Optional[bytes] = field(default=None, repr=False)
     _said: set = field(default_factory=set, repr=False)
 
@@ -461,6 +472,13 @@ class Cache:
                 self.entries[relpath] = entry
             else:
                 bad += 1
+        reviews = data.get("reviews", {})
+        for run, entry in (reviews.items() if isinstance(reviews, dict) else ()):
+            if (isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)
+                    and self._verified("\0review", [run, "", *entry])):
+                self.reviews[run] = entry
+            else:
+                bad += 1
         if bad:
             self.dirty = True  # rewrite the file without them
             self._note("tampered", f"{_plural(bad, 'entry', 'entries')} of cache file {self.path} failed "
@@ -493,6 +511,29 @@ class Cache:
         self.entries[relpath] = [content_digest, key, payload, mac]
         self.dirty = True
 
+    def lookup_review(self, run: str) -> Optional[str]:
+        """The payload stored for a run whose per-file results digest to `run` (reviewcache.py
+        checks its fields), or None."""
+        entry = self.reviews.get(run)
+        if entry is None:
+            return None
+        self.review_hits += 1
+        return entry[0]
+
+    def forget_review(self, run: str) -> None:
+        """Drop an entry found malformed or stale."""
+        if self.reviews.pop(run, None) is not None:
+            self.dirty = True
+
+    def store_review(self, run: str, payload: str) -> None:
+        if self._key is None or self.path is None:
+            return
+        self.reviews.pop(run, None)
+        self.reviews[run] = [payload, self._mac("\0review", run, "", payload)]
+        while len(self.reviews) > MAX_REVIEWS:
+            del self.reviews[next(iter(self.reviews))]
+        self.dirty = True
+
     def save(self, root: Path) -> None:
         """Write the entries back atomically; entries of files that are gone are dropped."""
         if not self.dirty or self.path is None or self._key is None:
@@ -516,7 +557,8 @@ class Cache:
             return  # a cache is an optimisation: never fail the run for it
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump({"tool": tool_fingerprint(), "key": self._key_id(), "entries": entries}, handle,
+                json.dump({"tool": tool_fingerprint(), "key": self._key_id(), "entries": entries,
+                           "reviews": self.reviews}, handle,
                           separators=(",", ":"))
             os.replace(tmp, self.path)
         except (OSError, TypeError, ValueError):

@@ -276,6 +276,54 @@ def _top_level_imports(tree: ast.Module) -> list[tuple[str, int, int]]:
     return out
 
 
+def _may_fail(results: list, paths: dict, tops: set) -> Callable[[int], bool]:
+    """A cheap test, with no parse, that file i may fail `fold_into_failing_imports`'s `fails`:
+    a file reachable from it through the imports the text shows (the facts run.py reads with wholeprogram.file_facts: every
+    import statement, guarded or not, so a superset of the unguarded ones that `fails` follows)
+    imports a compiled package at its top level by its text. False means `fails(i)` is None (torch's tree: some 400
+    parses a run saved)."""
+    from .modpaths import ImportIndex
+
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    index = ImportIndex(results, python)
+    # (an import statement at the module's top level that names one: `import a, apex.amp` or
+    # `from flash_attn import x` at the start of a line, or after a `;`)
+    names = re.compile(rb"(?:^|;[ \t]*)(?:from|import)[ \t][^\n;]*?\b(?:"
+                       + b"|".join(re.escape(t.encode()) for t in sorted(tops)) + rb")\b", re.MULTILINE) if tops else None
+    verdict: dict[int, bool] = {}
+
+    def text(i: int) -> bytes:
+        return result_bytes(results[i], paths) or b""
+
+    def test(i: int) -> bool:
+        if i not in verdict:
+            # one walk from i over what it imports: what it meets reaches no more than i does, so a
+            # walk that finds no such name settles them all as False; one that does marks them all
+            # True (an over-approximation: True only means "parse and see")
+            seen, stack, found = {i}, [i], False
+            while stack and not found:
+                j = stack.pop()
+                if verdict.get(j) or (names is not None and names.search(text(j))):
+                    found = True
+                    break
+                if j in verdict:
+                    continue  # (settled False by an earlier walk)
+                facts = results[j].facts
+                if facts is None:  # (run.py gives every .py file its facts; without them: parse and see)
+                    found = True
+                    break
+                for k, _line in index.files(facts["imports"], j):
+                    if k not in seen:
+                        seen.add(k)
+                        stack.append(k)
+            for k in seen:
+                if k not in verdict or found:
+                    verdict[k] = found
+        return verdict[i]
+
+    return test
+
+
 # the findings folded into the failing import, with what the port item is instead. A CUDA string
 # left in such a module (NPU990: a parameter's "cuda", an assertion's expected device) cannot run
 # either: the module never imports there (round-10 audit: sglang's FA3 backend test).
@@ -332,12 +380,15 @@ def fold_into_failing_imports(results: list, paths: Optional[dict] = None) -> li
         return by_dotted.get(name)
 
     failing: dict[int, Optional[str]] = {}
+    may_fail = _may_fail(results, paths, tops | {d.split(".")[0] for d in dotted})
 
     def fails(i: int, depth: int = 0) -> Optional[str]:
         """Why importing file i fails on an NPU host (the unguarded import of a compiled package,
         through the project's modules), or None."""
         if i in failing:
             return failing[i]
+        if not may_fail(i):
+            return None
         failing[i] = None  # (an import cycle: not shown to fail)
         why = None
         for name, line, level in imports(i):

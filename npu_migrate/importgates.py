@@ -469,18 +469,35 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
     if not named:
         return None  # (`from pkg import mod`, or the module's package: not its names)
     names = {a.asname or a.name for a in statement.names}
-    if any(isinstance(n, ast.Constant) and n.value in names for n in ast.walk(tree)):
+    strings, uses = _name_uses(data)
+    if names & strings:
         return None  # (named in a string: `__all__`, getattr)
     conditions = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in names:
-            if not isinstance(node.ctx, ast.Load):
+    for name in names:
+        for lineno, load in uses.get(name, ()):
+            if not load:
                 return None
-            condition = gate(node.lineno)
+            condition = gate(lineno)
             if condition is None or condition.startswith("`TYPE_CHECKING"):
                 return None
             conditions.add(condition)
     return sorted(conditions)[0] if conditions else None
+
+
+@functools.lru_cache(maxsize=4)
+def _name_uses(data: bytes) -> tuple[frozenset, dict[str, list[tuple[int, bool]]]]:
+    """(the file's string constants, {name: [(line, loaded)]} of every Name node), from one walk
+    of its tree: an importer is asked about each of its imports in turn."""
+    from . import astcache
+
+    tree = astcache.parse(data)
+    strings, uses = set(), defaultdict(list)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Name):
+            uses[node.id].append((node.lineno, isinstance(node.ctx, ast.Load)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    return frozenset(strings), dict(uses)
 
 
 # ----------------------------------------------------------------------------- classes an NPU host never builds

@@ -312,15 +312,17 @@ UNREAD_SETTING = ("the default of a setting nothing reads: `{name}` ({why}) is n
                   "project and only declared in this one")
 
 
-def _setting_call(tree: ast.AST, line: int, column: int) -> Optional[ast.Call]:
-    """The call `reader("NAME", "cuda")` whose second argument is the string at (line, column)."""
+def _setting_calls(tree: ast.AST) -> dict[tuple[int, int], ast.Call]:
+    """{(line, column) of the string: the call} of the calls `reader("NAME", "cuda")` of the file,
+    by the place of their second argument (one walk: a file is asked for each of its findings)."""
+    found: dict[tuple[int, int], ast.Call] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) >= 2 and _cuda(node.args[1]) \
-                and _at(node.args[1]) == (line, column) and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str) and node.args[0].value.isupper() \
                 and node.args[0].value.isidentifier() and "_" in node.args[0].value:
-            return node
-    return None
+            found.setdefault(_at(node.args[1]), node)
+    return found
 
 
 def _only_declared(tree: ast.AST, name: str) -> bool:
@@ -370,10 +372,10 @@ def review_unread_settings(results: list, paths: dict) -> list:
         tree = astcache.parse(data) if data and _READER_CALL.search(data) else None
         if tree is None:
             continue
-        findings = []
+        findings, at = [], _setting_calls(tree)
         for finding in results[i].findings:
             places = [(finding.line, finding.column), *((line, column) for line, column, _s in finding.also)]
-            calls = [_setting_call(tree, line, column) for line, column in places] if candidate(finding) else [None]
+            calls = [at.get(place) for place in places] if candidate(finding) else [None]
             names = [call.args[0].value for call in calls if call is not None]
             if len(names) == len(places) and all(_only_declared(tree, n) and unread(n, results[i].relpath)
                                                  for n in names):

@@ -217,12 +217,14 @@ def review_flag_imports(results: list, paths: Optional[dict[str, str]] = None) -
 
 
 # ------------------------------------------------------------------ (b) Triton modules guarded in the file
-def _probed_triton(tree: ast.Module, parent: dict) -> Optional[tuple[set, list]]:
+def _probed_triton(tree: ast.Module) -> Optional[tuple[set, list]]:
     """(names the file's Triton imports bind, their `try` statements) when every Triton import
     sits in the body of a module-level `try` that catches its failure; None otherwise, or when the
     file imports no Triton."""
     bound: set[str] = set()
     probes = []
+    # (the module-level `try` of each import in one's body: no parent map of the whole tree)
+    holders = {id(s): t for t in tree.body if isinstance(t, ast.Try) for s in t.body}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [(a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name)]
@@ -232,9 +234,8 @@ def _probed_triton(tree: ast.Module, parent: dict) -> Optional[tuple[set, list]]
             continue
         if not names:
             continue
-        holder = parent.get(id(node))
-        if not (isinstance(holder, ast.Try) and node in holder.body and isinstance(parent.get(id(holder)), ast.Module)
-                and catches_import_errors(holder)):
+        holder = holders.get(id(node))
+        if holder is None or not catches_import_errors(holder):
             return None
         bound.update(names)
         probes.append(holder)
@@ -245,10 +246,10 @@ def _gate(tree: ast.Module) -> Optional[str]:
     """The test of the in-file Triton gate when `triton` is imported only in module-level `try`
     bodies that catch its failure and every other use of the names they bind (kernels included)
     sits under an `if` on Triton's availability; None otherwise."""
-    parent = parents(tree)
-    found = _probed_triton(tree, parent)
+    found = _probed_triton(tree)
     if found is None:
         return None
+    parent = parents(tree)
     bound, probes = found
     # (what the gates define, kernels included, is missing where Triton is: its uses count too)
     for node in ast.walk(tree):
@@ -757,10 +758,10 @@ def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] =
         tree = astcache.parse(data) if data is not None else None
         if tree is None:
             continue
-        parent = parents(tree)
-        found = _probed_triton(tree, parent)
+        found = _probed_triton(tree)
         if found is None:
             continue
+        parent = parents(tree)
         bound, probes = found
         bindings = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(parent.get(id(n)), (ast.Module, ast.Try))
                     for t in n.targets if isinstance(t, ast.Name)}

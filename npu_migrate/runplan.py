@@ -260,7 +260,6 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     import dataclasses
 
     from .run import run_files
-    from .textfiles import group_cuda_headers
 
     groups: dict[frozenset, list[tuple[str, str]]] = defaultdict(list)
     for path, rel in items:
@@ -274,6 +273,19 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
         group_options = options if enabled == options.enabled else dataclasses.replace(options, enabled=enabled)
         results.extend(run_files(group, group_options, jobs=jobs, progress=progress, cache=cache))
     results.sort(key=lambda r: r.relpath)
+    from .reviewcache import reviewed
+
+    paths = {rel: path for path, rel in items}
+    # (the whole-run passes parse many files again: a warm run over the same results reuses theirs)
+    return reviewed(results, paths, cache, lambda results: whole_run_passes(results, paths))
+
+
+def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
+    """What the passes that read across files make of a run's per-file results (sorted by
+    relpath); `paths`: relpath -> the file's path. A function of these and of the few files
+    they read through reviewcache.read_outside: reviewcache.py caches it."""
+    from .textfiles import group_cuda_headers
+
     results = group_cuda_headers(results)  # NPU912 once per folder of .cuh headers and per identical .cu
     from .wholeprogram import review
 
@@ -283,7 +295,6 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
     # modules imported only on other platforms, methods an NPU subclass overrides, other vendors'
     # platform code and CUDA variant folders: info; then every finding about code an NPU host
     # never runs becomes a named skipped scope
-    paths = {rel: path for path, rel in items}
     from .builders import review as review_cuda_builders
     from .disabled import review_builders
     from .fp8tests import fold_into_failing_imports
