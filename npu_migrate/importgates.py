@@ -458,6 +458,8 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
     a plain `import M`, a name exported (`__all__`) or used nowhere."""
     from . import astcache
 
+    if _used_outside_gates(data, line, gate):
+        return None  # (seen in the text: no parse)
     tree = astcache.parse(data)
     if tree is None:
         return None
@@ -482,6 +484,40 @@ def _used_only_in(data: bytes, line: int, gate, importer: str, module: str) -> O
                 return None
             conditions.add(condition)
     return sorted(conditions)[0] if conditions else None
+
+
+_FROM_IMPORT = re.compile(rb"[ \t]*from[ \t]+\.*[\w.]*[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)")
+
+
+def _used_outside_gates(data: bytes, line: int, gate) -> bool:
+    """A cheap test before `_used_only_in` parses the importer: a name the `from M import ...` at
+    `line` binds appears, as code, on a line no gate covers (not after a `#` or inside quotes on
+    its line, not after a dot). True means some use is outside: the answer is None. A name seen
+    only in a docstring makes it True too, and the module's findings then stay (the safe side)."""
+    lines = data.split(b"\n")
+    if not 0 < line <= len(lines):
+        return False
+    start = sum(len(text) + 1 for text in lines[:line - 1])
+    match = _FROM_IMPORT.match(data, start)
+    if match is None:
+        return False
+    names = [part.strip().split()[-1] for part in match.group(1).strip(b"()\\ \t\n").split(b",") if part.strip()]
+    if not names or not all(re.fullmatch(rb"\w+", n) for n in names):
+        return False
+    last = line + data.count(b"\n", start, match.end())
+    word = re.compile(rb"(?<![\w.])(?:" + b"|".join(re.escape(n) for n in names) + rb")\b")
+    for number, text in enumerate(lines, 1):
+        if line <= number <= last:
+            continue
+        for found in word.finditer(text):
+            before = text[:found.start()]
+            if b"#" in before or before.count(b'"') % 2 or before.count(b"'") % 2:
+                continue
+            condition = gate(number)
+            if condition is None or condition.startswith("`TYPE_CHECKING"):
+                return True
+            break
+    return False
 
 
 @functools.lru_cache(maxsize=4)
