@@ -185,8 +185,8 @@ def _judge_smi(text: _Text, offset: int) -> Optional[tuple[str, str]]:
             return _judge_capture(text, offset, *capture)
         return _judge_condition(text, offset)
     gate = _guarding_probe(text, offset)
-    if gate:
-        return "info", f"{GATED_REASON}: `{gate}` is false there"
+    if gate:  # (the probe's line: the branches of two probes are two scopes, not one spanning both)
+        return "info", f"{GATED_REASON}: `{gate[0]}` (line {text.line_of(gate[1])}) is false there"
     if text.masked[offset] == " " and re.search(r"(?<![\w-])(?:echo|printf)[ \t][^;&|\n]*$", code[line_start:offset]):
         return "info", f"{MESSAGE_REASON}, not a call"
     return None
@@ -304,10 +304,10 @@ def _needed_later(text: _Text, gated: str, after: int) -> Optional[tuple[str, in
     return None
 
 
-def _guarding_probe(text: _Text, offset: int) -> str:
+def _guarding_probe(text: _Text, offset: int) -> Optional[tuple[str, int]]:
     """The probe (`command -v nvidia-smi`) whose branch holds offset: an `if` whose condition
     probes nvidia-smi (not negated, no `||` in it) and whose then-body holds offset, or a
-    `probe && ...` list on the same command line; '' for none."""
+    `probe && ...` list on the same command line: (its text, its offset); None for none."""
     masked, code = text.masked, text.code
     index = bisect.bisect_left(text.keyword_starts, offset)
     depth = 0
@@ -320,22 +320,22 @@ def _guarding_probe(text: _Text, offset: int) -> str:
         elif word == "then" and depth == 0:
             cond = next((j for j in range(k - 1, -1, -1) if text.keywords[j][1] in ("if", "elif")), None)
             if cond is None:
-                return ""
+                return None
             condition = code[text.keywords[cond][0]:position]
             probe = re.search(r"(?:command[ \t]+-[vV]|which|type|hash)[ \t]+[\"']?nvidia-smi\b", condition)
             if probe and "||" not in masked[text.keywords[cond][0]:position] \
                     and not re.search(r"!\s*$", masked[text.keywords[cond][0]:text.keywords[cond][0] + probe.start()]):
-                return probe.group(0)
-            return ""
+                return probe.group(0), text.keywords[cond][0] + probe.start()
+            return None
         elif word in ("elif", "else") and depth == 0:
-            return ""  # in a later branch of the chain, which the NPU host may take
+            return None  # in a later branch of the chain, which the NPU host may take
     start, _end = text.logical_line(offset)
     head = masked[start:offset]
     probe = re.search(r"(?:command[ \t]+-[vV]|which|type|hash)[ \t]+nvidia-smi\b[^;|&\n]*&&(?:(?!\|\||;).)*$",
                       code[start:offset].replace("\n", " "))
     if probe and "||" not in head[:probe.start()]:
-        return re.match(r"\S+(?:[ \t]+-[vV])?[ \t]+nvidia-smi", probe.group(0)).group(0)
-    return ""
+        return re.match(r"\S+(?:[ \t]+-[vV])?[ \t]+nvidia-smi", probe.group(0)).group(0), start + probe.start()
+    return None
 
 
 def _fold_probes(probes: list[Finding]) -> list[Finding]:
