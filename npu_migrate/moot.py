@@ -118,6 +118,7 @@ AS_WRITTEN = (
     # container variable read with a default (round-11 audits AC#5, AD#12)
     "a probe: the script goes on without it",
     "read with a fallback, not a container setting",
+    "a device name the script tests, not a container setting",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -32,20 +32,24 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import re
 from typing import Optional
 
+from . import catalogue
 from .findings import Finding
 
 # Reasons (moot.py turns an info finding carrying one into a named scope)
 PROBE_REASON = "a probe: the script goes on without it"  # moot.AS_WRITTEN
 READ_REASON = "read with a fallback, not a container setting"  # moot.AS_WRITTEN
 GATED_REASON = "in a branch an NPU host does not take"  # moot.PHRASES (testscopes' wording)
+TESTED_REASON = "a device name the script tests, not a container setting"  # moot.AS_WRITTEN
 MESSAGE_REASON = "only named in a message the script prints"  # moot.NO_WORK
 # Not moot: the script goes on, but the port has something to add or to check
 OTHER_VENDORS_REASON = "a probe with other vendors' fallbacks: the script goes on without it"
 GPU_COUNT_REASON = "a probe, but the script then needs what it answers"
 STOPS_REASON = "a probe, and the script stops without it"
+PINNED_REASON = "a script pinned to NVIDIA hardware"
 
 SMI = "nvidia-smi"
 OTHER_TOOLS = re.compile(r"(?<![\w-])(rocm-smi|amd-smi|xpu-smi|hl-smi|xpumcli)(?![\w-])")
@@ -73,7 +77,7 @@ def review(findings: list[Finding], code: str) -> list[Finding]:
             continue
         offset = text.offset(finding.line, finding.column)
         if finding.code == "NPU709":
-            out.append(_read_with_fallback(text, finding, offset))
+            out.append(_read_with_fallback(text, finding, offset) or _tested_value(text, finding, offset) or finding)
             continue
         judged = _judge_smi(text, offset)
         if judged is None:
@@ -83,7 +87,9 @@ def review(findings: list[Finding], code: str) -> list[Finding]:
         message = _REWRITE_NOTE.sub("", finding.message)  # not a call to rewrite: the reason replaces it
         lowered = dataclasses.replace(finding, severity=severity, message=f"{message} ({reason})")
         (probes if reason.startswith((OTHER_VENDORS_REASON, GPU_COUNT_REASON, STOPS_REASON)) else out).append(lowered)
-    return sorted(out + _fold_probes(probes))
+    out = sorted(out + _fold_probes(probes))
+    pin = _pinned(text) if any(f.code == "NPU704" for f in out) else None
+    return _fold_pinned(out, pin) if pin else out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -357,16 +363,85 @@ def _fold_probes(probes: list[Finding]) -> list[Finding]:
 # NVIDIA container variables
 
 
-def _read_with_fallback(text: _Text, finding: Finding, offset: int) -> Finding:
+def _read_with_fallback(text: _Text, finding: Finding, offset: int) -> Optional[Finding]:
     code = text.code
     match = _NVIDIA_CONTAINER_VAR.match(code, offset)
     if match is None or not code[max(0, offset - 2):offset] == "${":
-        return finding
+        return None
     if not re.match(r":?-", code[match.end():match.end() + 2]):
-        return finding
+        return None
     start, end = text.logical_line(offset)
     if _CONTAINER_COMMAND.search(text.masked[start:end]):
-        return finding
+        return None
     return dataclasses.replace(
         finding, severity="info",
         message=f"{finding.message} ({READ_REASON}: an NPU host reads it empty and takes the fallback)")
+
+
+def _tested_value(text: _Text, finding: Finding, offset: int) -> Optional[Finding]:
+    """`nvidia.com/gpu` as a value the script compares or strips (`[[ "$DEV" == nvidia.com/gpu=* ]]`,
+    `${DEV#nvidia.com/gpu=}`), outside a container or cluster command: a read of the runner's
+    device name, not a setting; an NPU host's value does not match and the script goes its other
+    way (the calls and options that need the NVIDIA runtime stay findings)."""
+    if not text.code.startswith("nvidia.com/gpu", offset) or not finding.source.startswith("nvidia.com/gpu"):
+        return None
+    start, end = text.logical_line(offset)
+    line = text.code[start:offset]
+    tested = re.search(r"(?:==|!=|=~)[ \t]*[\"']?\*?[\"']?$", line) and re.search(r"\[\[|\[ |\btest\b", line)
+    stripped = re.search(r"\$\{[A-Za-z_]\w*(?:#{1,2}|%{1,2}|/{1,2})[\"']?$", line)
+    if not (tested or stripped) or re.search(r"(?<![\w-])(?:docker|podman|kubectl|helm|--gpus|--device)(?![\w-])",
+                                             text.masked[start:end]):
+        return None
+    return dataclasses.replace(
+        finding, severity="info",
+        message=f"{finding.message} ({TESTED_REASON}: an NPU host's device name does not match it)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Scripts pinned to one NVIDIA GPU model
+
+
+@functools.lru_cache(maxsize=None)
+def _model_word() -> re.Pattern:
+    """A GPU model word (`H200`, `a100`, `mi300x`): the CI pin words of rules/scopes.toml without the
+    vendor names (a test `== *nvidia*` picks a vendor's tool, it pins no hardware)."""
+    pattern = catalogue.read_table("scopes.toml").get("yaml", {}).get("ci_hardware_word", r"(?!)")
+    return re.compile(rf"(?!(?:nvidia|amd|rocm)$|mi\d)(?:{pattern.replace('(?i)', '', 1)})", re.IGNORECASE)
+
+
+def _pinned(text: _Text) -> Optional[tuple[int, str]]:
+    """(line, model) of a test that stops the script unless the GPU is one NVIDIA model
+    (`[[ "$GPU_NAME" == *H200* ]] || die ...`, the name read from `nvidia-smi --query-gpu=name`)."""
+    code = text.code
+    if not re.search(r"nvidia-smi[^\n]*(?:\\\n[^\n]*)*--query-gpu=[\w.,]*\bname\b|nvidia-smi[ \t]+-L\b", code):
+        return None
+    words = _model_word()
+    for match in re.finditer(r"(?:==|!=|=~)[ \t]*([^\s\]&|;)]+)", code):
+        model = next((w for w in re.split(r"[^A-Za-z0-9]+", match.group(1)) if w and words.match(w)), None)
+        if model is None:
+            continue
+        start, end = text.logical_line(match.start())
+        block = text.if_block(match.start())
+        stops = _STOP.search(text.masked[start:end]) or (block and _STOP.search(text.masked[block[2]:block[4]]))
+        if stops:
+            return text.line_of(match.start()), model
+    return None
+
+
+def _fold_pinned(findings: list[Finding], pin: tuple[int, str]) -> list[Finding]:
+    """The NVIDIA findings (NPU7xx errors and warnings) of a script pinned to one GPU model: one
+    information, at the first, naming the others: the script is ported or dropped as a whole."""
+    members = [f for f in findings if f.code.startswith("NPU7") and not f.fixable and f.severity != "info"]
+    if len(members) < 2:
+        return findings
+    first, rest = members[0], members[1:]
+    others = ", ".join(f"{f.code} at line {f.line}" for f in rest)
+    line, model = pin
+    kept = dataclasses.replace(
+        first, severity="info",
+        message=f"{_REWRITE_NOTE.sub('', first.message)} ({PINNED_REASON}: it stops unless the GPU is an NVIDIA {model} (line {line}); "
+                f"port or drop it as a whole; also {others})",
+        also=first.also + tuple(p for f in rest if f.code == first.code
+                                for p in ((f.line, f.column, f.source), *f.also)))
+    gone = {id(f) for f in members}
+    return sorted([kept, *(f for f in findings if id(f) not in gone)])

@@ -168,3 +168,34 @@ def test_nvidia_variable_read_with_a_default_is_not_a_container_setting(tmp_path
     kept = {f["line"] for f in report["findings"] if f["code"] == "NPU709"} | {
         a[0] for f in report["findings"] if f["code"] == "NPU709" for a in f.get("also") or []}
     assert 2 not in kept and {6, 7} <= kept
+
+
+PINNED = """\
+#!/bin/bash
+die() { echo "$*" >&2; exit 1; }
+DEV="${RUNNER_DEVICE:-}"
+if [[ "$DEV" == nvidia.com/gpu=* ]]; then
+    GPU="${DEV#nvidia.com/gpu=}"
+fi
+ROW="$(nvidia-smi --id="$GPU" --query-gpu=name,uuid --format=csv,noheader)"
+IFS=',' read -r NAME UUID <<< "$ROW"
+[[ "$NAME" == *H200* ]] || die "not an H200: $ROW"
+docker run --gpus "device=$UUID" image
+"""
+
+UNPINNED = PINNED.replace('[[ "$NAME" == *H200* ]] || die "not an H200: $ROW"\n', "")
+
+
+def test_script_pinned_to_one_nvidia_model_is_one_information() -> None:
+    findings = scan("snapshot-e2e.sh", PINNED)
+    # lines 4-5 only test and strip the runner's CDI device name: no container setting
+    assert all(f.severity == "info" and "a device name the script tests" in f.message
+               for f in findings if f.code == "NPU709" and f.line in (4, 5))
+    # the script stops unless the GPU is an H200: its NVIDIA calls and options are one decision
+    kept = [f for f in findings if f.severity != "info" or "pinned" in f.message]
+    assert len(kept) == 1 and kept[0].line == 7 and kept[0].severity == "info"
+    assert "pinned to NVIDIA hardware" in kept[0].message and "H200 (line 9)" in kept[0].message
+    assert "NPU709 at line 10" in kept[0].message
+    # without the pin, the same script keeps its errors
+    errors = {(f.line, f.code) for f in scan("e2e.sh", UNPINNED) if f.severity == "error"}
+    assert {(7, "NPU704"), (9, "NPU709")} <= errors
