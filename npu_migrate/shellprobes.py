@@ -239,9 +239,11 @@ def _judge_condition(text: _Text, offset: int) -> Optional[tuple[str, str]]:
     """A probe in an `if`/`elif` condition or a `&&`/`||` list."""
     block = text.if_block(offset)
     masked = text.masked
+    line_start = text.line_starts[text.line_of(offset) - 1]
+    probe_start = line_start + _PROBE_BEFORE.search(text.code[line_start:offset]).start()
     if block is not None:
         keyword, cond_start, then, body_end, fi = block
-        negated = bool(re.search(r"(?<![\w-])!\s*$", masked[cond_start:offset]))
+        negated = bool(re.search(r"(?<![\w-])!\s*$", masked[cond_start:probe_start]))
         failure = masked[then:body_end] if negated else masked[body_end:fi]
         gated = "" if negated else text.code[then:body_end]
         after = fi + 2
@@ -252,7 +254,7 @@ def _judge_condition(text: _Text, offset: int) -> Optional[tuple[str, str]]:
         op = re.search(r"&&|\|\||;|$", rest)
         if op.group(0) not in ("&&", "||"):
             return None  # a probe on its own: under `set -e` its failure stops the script
-        before = masked[start:offset]
+        before = masked[start:probe_start]
         if re.search(r"(?<![\w-])!\s*$", before):
             return None
         failure = rest[op.end():] if op.group(0) == "||" else (rest.split("||", 1)[1] if "||" in rest else "")
@@ -333,7 +335,9 @@ def _guarding_probe(text: _Text, offset: int) -> Optional[tuple[str, int]]:
                     and not re.search(r"!\s*$", masked[text.keywords[cond][0]:text.keywords[cond][0] + probe.start()]):
                 return probe.group(0), text.keywords[cond][0] + probe.start()
             return None
-        elif word in ("elif", "else") and depth == 0:
+        elif word == "else" and depth == 0:
+            return _negated_probe_before(text, k)
+        elif word == "elif" and depth == 0:
             return None  # in a later branch of the chain, which the NPU host may take
     start, _end = text.logical_line(offset)
     head = masked[start:offset]
@@ -341,6 +345,31 @@ def _guarding_probe(text: _Text, offset: int) -> Optional[tuple[str, int]]:
                       code[start:offset].replace("\n", " "))
     if probe and "||" not in head[:probe.start()]:
         return re.match(r"\S+(?:[ \t]+-[vV])?[ \t]+nvidia-smi", probe.group(0)).group(0), start + probe.start()
+    return None
+
+
+def _negated_probe_before(text: _Text, k: int) -> Optional[tuple[str, int]]:
+    """For the `else` at keyword index k: the probe when its `if` (with no `elif`) tests that
+    nvidia-smi is missing (`if ! command -v nvidia-smi; then ...; else <here>; fi`)."""
+    depth = 0
+    for j in range(k - 1, -1, -1):
+        position, word = text.keywords[j]
+        if word == "fi":
+            depth += 1
+        elif word == "if" and depth > 0:
+            depth -= 1
+        elif word == "elif" and depth == 0:
+            return None
+        elif word == "if":
+            then = next((p for p, w in text.keywords[j + 1:k] if w == "then"), None)
+            if then is None:
+                return None
+            condition = text.code[position:then]
+            probe = re.search(r"(?<![\w-])!\s*((?:command[ \t]+-[vV]|which|type|hash)[ \t]+[\"']?nvidia-smi\b)",
+                              condition)
+            if probe and "||" not in text.masked[position:then] and "&&" not in text.masked[position:then]:
+                return probe.group(1), position + probe.start(1)
+            return None
     return None
 
 

@@ -199,3 +199,14 @@ def test_script_pinned_to_one_nvidia_model_is_one_information() -> None:
     # without the pin, the same script keeps its errors
     errors = {(f.line, f.code) for f in scan("e2e.sh", UNPINNED) if f.severity == "error"}
     assert {(7, "NPU704"), (9, "NPU709")} <= errors
+
+
+def test_negated_probe_exits_or_guards_its_else_branch() -> None:
+    stops = by_line(scan("a.sh", "if ! command -v nvidia-smi >/dev/null; then echo no; exit 1; fi\n"))
+    assert stops[1].severity == "error" and "stops without it" in stops[1].message
+    guarded = scan("b.sh", "if ! command -v nvidia-smi >/dev/null; then\n  echo no\nelse\n  nvidia-smi -L\nfi\n")
+    assert [(f.line, f.severity) for f in guarded if f.code == "NPU704"] == [(1, "info"), (4, "info")]
+    assert "in a branch an NPU host does not take" in by_line(guarded)[4].message
+    # the else branch of a positive probe is what an NPU host runs: its call stays an error
+    runs = scan("c.sh", "if command -v nvidia-smi >/dev/null; then\n  echo yes\nelse\n  nvidia-smi -L\nfi\n")
+    assert by_line(runs)[4].severity == "error"
