@@ -114,6 +114,11 @@ AS_WRITTEN = (
     "information: a DataParallel built in a test and never called",
     # secondary.py: a backend parameter every caller in the file leaves at None or a literal
     "a backend parameter whose every value is seen",
+    # shellprobes.py: a presence probe of nvidia-smi whose script goes on without it, and an NVIDIA
+    # container variable read with a default (round-11 audits AC#5, AD#12)
+    "a probe: the script goes on without it",
+    "read with a fallback, not a container setting",
+    "a device name the script tests, not a container setting",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -123,6 +128,7 @@ AS_WRITTEN = (
 NO_WORK = (
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
+    "only named in a message the script prints",  # shellprobes.py: `echo "nvidia-smi not found"`
 )
 
 

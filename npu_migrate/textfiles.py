@@ -1232,6 +1232,10 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
             rule = catalogue.rule("NPU001")
             scan.findings.append(Finding(relpath, 1, 1, "NPU001", f"{rule.message}: nested too deeply", False, ""))
     result.findings = sorted(scan.findings)
+    if kind in ("shell", "yaml") and result.findings:  # nvidia-smi probes, NVIDIA variables read with a fallback
+        from .shellprobes import review as review_probes
+
+        result.findings = review_probes(result.findings, scan.lexed.code)
     if kind == "yaml" and result.findings:  # documentation, CUDA CI jobs, platform-aware entries
         result.findings, result.skipped_scopes = yamlscopes.refine(
             text, scan.lexed.code, relpath, result.findings, options.enabled)
