@@ -123,6 +123,11 @@ AS_WRITTEN = (
 NO_WORK = (
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
+    # typerefs.py: a torch.cuda class every torch build has, named only as a type; a CUDA name
+    # beside `torch.OutOfMemoryError` in one handler; CUDA_HOME/CUDAExtension only returned
+    "a torch.cuda class named only as a type",
+    "`torch.OutOfMemoryError` is caught beside it",
+    "imported from torch.utils.cpp_extension only to be passed on",
 )
 
 
