@@ -51,21 +51,16 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @functools.lru_cache(maxsize=None)
-def every_build() -> tuple[frozenset, frozenset]:
-    """(class names, modules that define them) of rules/cuda_api.toml `[every_build]`."""
+def every_build() -> frozenset:
+    """The names after `torch.cuda.` of rules/cuda_api.toml `[every_build]` (`Stream`,
+    `streams.ExternalStream`)."""
     table = catalogue.cuda_api().get("every_build", {})
-    return frozenset(table.get("names", ())), frozenset(table.get("modules", ()))
+    return frozenset((*table.get("names", ()), *table.get("qualified", ())))
 
 
 def exists_everywhere(qual: str) -> bool:
     """`torch.cuda.Stream`, `torch.cuda.streams.ExternalStream`: a class every torch build has."""
-    names, modules = every_build()
-    if not qual.startswith("torch.cuda."):
-        return False
-    parts = qual[len("torch.cuda."):].split(".")
-    if len(parts) == 2 and parts[0] in modules:
-        parts = parts[1:]
-    return len(parts) == 1 and parts[0] in names
+    return qual.startswith("torch.cuda.") and qual[len("torch.cuda."):] in every_build()
 
 
 def _open(finding: Finding) -> bool:
