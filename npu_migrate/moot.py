@@ -128,6 +128,7 @@ NO_WORK = (
     "a torch.cuda class named only as a type",
     "`torch.OutOfMemoryError` is caught beside it",
     "imported from torch.utils.cpp_extension only to be passed on",
+    "a torch.cuda class imported for code an NPU host never runs",
 )
 
 

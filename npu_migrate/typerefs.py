@@ -11,7 +11,10 @@ once a file's findings are merged, and lowered or folded with the reason in the 
 * **A module-level import whose uses have findings of their own.** `from torch.cuda.memory import
   CUDAPluggableAllocator` (NPU990) whose one use, `CUDAPluggableAllocator(...)`, is reported
   (NPU202): the import restates the use, and it imports on any torch build. Folded into the use's
-  finding (its line listed there: "also at line 6"), at the use's severity or higher only.
+  finding (its line listed there: "also at line 6"), at the use's severity or higher only. Where
+  every use is in code an NPU host never runs (a named scope, moot.py: after an exit on
+  `not current_platform.is_cuda()`), the import of a class every build has runs there and
+  succeeds: info with UNUSED_THERE (moot.NO_WORK).
 * **`torch.cuda.OutOfMemoryError`.** It is `torch.OutOfMemoryError` from torch 2.5. The torch_npu
   wheels read for this (libtorch_npu.so) show that 2.7.1 to 2.10 raise a plain RuntimeError for
   NPU out-of-memory (they never construct c10::OutOfMemoryError) and 2.14 raises
@@ -42,6 +45,7 @@ from .findings import Finding
 TYPE_ONLY = "a torch.cuda class named only as a type"  # (moot.NO_WORK)
 OOM_CAUGHT = "`torch.OutOfMemoryError` is caught beside it"  # (moot.NO_WORK)
 PASSED_ON = "imported from torch.utils.cpp_extension only to be passed on"  # (moot.NO_WORK)
+UNUSED_THERE = "a torch.cuda class imported for code an NPU host never runs"  # (moot.NO_WORK)
 
 _CODES = ("NPU202", "NPU990", "NPU911")
 _WORDS = re.compile(r"torch\.cuda|CUDAPluggableAllocator|ExternalStream|OutOfMemoryError|cpp_extension")
@@ -165,8 +169,8 @@ def _lowered(finding: Finding, facts: _Facts, text: str):
     if finding.code in ("NPU202", "NPU990") and qual and exists_everywhere(qual) and all(
             facts.in_annotation(line, column) for line, column, _s in places):
         return _note(finding, f"{TYPE_ONLY}: `{qual}` exists in every torch build, CPU builds included, so "
-                              "the annotation runs on an NPU host; the streams, events and allocators the code "
-                              "creates are reported or rewritten where it creates them")
+                              "the annotation runs on an NPU host; the objects of it the code creates (streams, "
+                              "graphs, allocators) are reported or rewritten where they are created")
     if finding.code == "NPU990" and all(line in facts.imports for line, _c, _s in places):
         bound = [(local, q) for line, _c, _s in places for local, q in facts.imports[line]
                  if q.startswith("torch.cuda.")]
@@ -233,10 +237,13 @@ def _passed_on(finding: Finding, facts: _Facts, text: str) -> Finding:
 # ----------------------------------------------------------------------------- an import restating its uses
 def _fold_imports(findings: list[Finding], facts: _Facts) -> list[Finding]:
     """An NPU990 at a module-level torch.cuda import whose every use (annotations of a class every
-    build has aside) sits on a place of another finding naming it: folded into that finding."""
+    build has aside) sits on a place of another finding naming it: folded into that finding; where
+    those findings are all about code an NPU host never runs (moot.py) and the class is one every
+    build has, the import (which runs there and succeeds) is lowered with UNUSED_THERE."""
+    from . import moot
     from .folding import Fold
 
-    fold, moved = None, False
+    fold, moved, lowered = None, False, {}
     for finding in findings:
         if not (_open(finding) and finding.code == "NPU990" and not finding.also
                 and finding.line in facts.module_imports and finding.line in facts.imports):
@@ -244,7 +251,7 @@ def _fold_imports(findings: list[Finding], facts: _Facts) -> list[Finding]:
         bound = [(local, q) for local, q in facts.imports[finding.line] if q.startswith("torch.cuda.")]
         if not bound:
             continue
-        target, ok = None, True
+        live, idle, ok = [], [], True
         for local, qual in bound:
             for use in facts.uses(local):
                 if exists_everywhere(qual) and facts.in_annotation(use.lineno, use.col_offset + 1):
@@ -252,16 +259,25 @@ def _fold_imports(findings: list[Finding], facts: _Facts) -> list[Finding]:
                 holder = next((f for f in findings if f is not finding and not f.fixable and f.cell is None
                                and any(line == use.lineno and local in (source or "")
                                        for line, _c, source in _places(f))), None)
-                if holder is None or (target is not None and holder is not target):
+                if holder is None:
                     ok = False
                     break
-                target = holder
+                (idle if moot.is_moot(holder) else live).append((holder, use.lineno))
             if not ok:
                 break
-        if not ok or target is None:
+        targets = list({id(h): h for h, _line in live}.values())
+        if not ok or len(targets) > 1:
             continue
-        fold = fold or Fold(findings)
-        if fold.movable(finding, target):
-            fold.move(finding, _places(finding), target)
-            moved = True
+        if targets:
+            fold = fold or Fold(findings)
+            if fold.movable(finding, targets[0]):
+                fold.move(finding, _places(finding), targets[0])
+                moved = True
+        elif idle and all(exists_everywhere(q) for _l, q in bound):
+            lines = ", ".join(str(n) for n in sorted({line for _h, line in idle}))
+            shown = ", ".join(f"`{q}`" for _l, q in bound)
+            lowered[id(finding)] = _note(finding, f"{UNUSED_THERE}: {shown} exists in every torch build, so the "
+                                                  f"import runs there; its uses (line {lines}) are named where they are")
+    if lowered:
+        findings = [lowered.get(id(f), f) for f in findings]
     return fold.result() if moved else findings

@@ -216,3 +216,28 @@ def test_cpp_extension_names_only_passed_on(tmp_path: Path) -> None:
     assert [f["code"] for f in _open(report, "nvcc.py")] == ["NPU911"]
     assert _open(report, "nvcc.py")[0]["severity"] == "error"
     assert "NPU911" in [f["code"] for f in _open(report, "builds.py")]
+
+
+ALLOCATOR_GATED = """\
+import torch
+from torch.cuda.memory import CUDAPluggableAllocator
+
+from .platforms import current_platform
+
+
+def make_allocator(path):
+    if not current_platform.is_cuda():
+        return None
+    return CUDAPluggableAllocator(path, "alloc", "free")
+"""
+
+
+def test_import_whose_only_use_an_npu_host_never_runs(tmp_path: Path) -> None:
+    """AB#16 (vLLM's copy): the use is after an exit on `not current_platform.is_cuda()` (a named
+    scope); the import of a class every build has runs there and succeeds: a named scope too. The
+    same import with a use an NPU host runs is folded into that use's error (above)."""
+    report = migrate_json(write_project(tmp_path, {"gated.py": ALLOCATOR_GATED, "alloc.py": ALLOCATOR}))
+    assert not _open(report, "gated.py")
+    scope = [s for s in _scopes(report, "gated.py") if s["start_line"] == 2]
+    assert scope and scope[0]["reason"].startswith(NO_WORK) and typerefs.UNUSED_THERE in scope[0]["reason"]
+    assert [(f["line"], f["severity"]) for f in _open(report, "alloc.py")] == [(6, "error")]
