@@ -93,6 +93,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     for finding in findings:
         lowered = _lowered(finding, facts, text) if _open(finding) else finding
         out.extend(lowered if isinstance(lowered, list) else [lowered])
+    if len(out) == len(findings) and all(a is b for a, b in zip(out, findings)):
+        return _fold_imports(findings, facts)
     return _fold_imports(sorted(out), facts)
 
 
