@@ -129,6 +129,12 @@ NO_WORK = (
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
     "only named in a message the script prints",  # shellprobes.py: `echo "nvidia-smi not found"`
+    # typerefs.py: a torch.cuda class every torch build has, named only as a type; a CUDA name
+    # beside `torch.OutOfMemoryError` in one handler; CUDA_HOME/CUDAExtension only returned
+    "a torch.cuda class named only as a type",
+    "`torch.OutOfMemoryError` is caught beside it",
+    "imported from torch.utils.cpp_extension only to be passed on",
+    "a torch.cuda class imported for code an NPU host never runs",
 )
 
 

@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, notcompute, samefile
+from . import disabled, notcompute, samefile, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -167,6 +167,9 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
                 fold_repeated_imports(merge_per_file(result.findings, secondary), text))
+            # (typerefs.py: torch.cuda classes named only as types, an import restating its reported
+            # use, torch.cuda.OutOfMemoryError, CUDA_HOME only passed on)
+            result.findings = typerefs.review(result.findings, text)
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
             result.findings = fold_redundant(result.findings, text)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
