@@ -67,6 +67,7 @@ PHRASES = (
     # first (reported there): this import is never reached on an NPU host (round-10 audit: redundant)
     "imported only where its importer's own unguarded Triton import fails first",
     "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False",  # predicates.py
+    'a "cuda" test case an NPU host skips',  # testprobes.SKIPPED_CASE: its skip stays CUDA-only once migrated
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -114,6 +115,11 @@ AS_WRITTEN = (
     "information: a DataParallel built in a test and never called",
     # secondary.py: a backend parameter every caller in the file leaves at None or a literal
     "a backend parameter whose every value is seen",
+    # testprobes.py: a test's device list that gets "cuda" only behind a check kept meaning CUDA
+    # (the NPU host runs the other devices), and a CUDA version stored only as a report's value
+    'a test device list that gets "cuda" only behind a CUDA check kept as written',
+    "`torch.version.cuda` stored only as a value of a record",
+    "an operator name in a table read only through `hasattr`",  # testprobes.OP_NAME
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -123,6 +129,7 @@ AS_WRITTEN = (
 NO_WORK = (
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
+    "an import of bitsandbytes whose name nothing reads",  # testprobes.UNREAD_IMPORT: only loads it
 )
 
 
