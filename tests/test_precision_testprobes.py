@@ -241,3 +241,54 @@ def test_a_bitsandbytes_import_nothing_reads_is_a_scope_and_one_used_stays(tmp_p
     scopes = _scopes(report, path, "no port work on an NPU host (NPU914)")
     assert "an import of bitsandbytes whose name nothing reads" in scopes[6]
     assert _places(report, path, "NPU914") == {12}
+
+
+GPU_TESTS = {
+    "tests/test_gpu.py": '''\
+import pytest
+import torch
+from accelerate.utils import is_xpu_available
+
+
+def _quantized(weight):
+    import bitsandbytes as bnb
+
+    packed, state = bnb.functional.quantize_4bit(weight, quant_type="nf4")
+    return bnb.functional.dequantize_4bit(packed, state)
+
+
+def _int8(weight):
+    import bitsandbytes as bnb
+
+    return bnb.nn.Int8Params(weight, requires_grad=False)
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() or is_xpu_available()), reason="test requires a GPU or XPU")
+class TestQuantized:
+    def test_nf4(self):
+        weight = torch.randn(8, 8).cuda()
+        assert _quantized(weight).shape == weight.shape
+
+    def test_linear4bit(self):
+        import bitsandbytes as bnb
+
+        layer = bnb.nn.Linear4bit(8, 8)
+        assert layer.weight.shape[0] > 0
+
+
+def test_int8_everywhere():
+    assert _int8(torch.randn(8, 8)) is not None
+''',
+}
+
+
+def test_helpers_of_tests_skipped_unless_cuda_or_xpu_are_scopes_and_a_shared_helper_stays(tmp_path: Path) -> None:
+    # `is_xpu_available()` (accelerate's) is False on an Ascend host, as `torch.xpu.is_available()`:
+    # with the CUDA check kept as written, the class skips there, and so does the helper only it calls
+    report = migrate_json(write_project(tmp_path, GPU_TESTS))
+    path = "tests/test_gpu.py"
+    moot = moot_lines(report["skipped"], "NPU914", path)
+    assert "in a helper called only from tests that do not run on an NPU host" in moot[7]
+    assert "is_xpu_available()" in moot[7] and 26 in moot
+    # a helper a test that runs everywhere calls: still a finding
+    assert _places(report, path, "NPU914") == {14}
