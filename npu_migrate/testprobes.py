@@ -44,6 +44,7 @@ from .testscopes import false_on_npu
 SKIPPED_CASE = 'a "cuda" test case an NPU host skips'
 PROBED_LIST = 'a test device list that gets "cuda" only behind a CUDA check kept as written'
 STORED_VERSION = "`torch.version.cuda` stored only as a value of a record"
+SKIPPED_TEST = "in a test that does not run on an NPU host"  # (moot.PHRASES, as testscopes says it)
 OP_NAME = "an operator name in a table read only through `hasattr`"
 UNREAD_IMPORT = "an import of bitsandbytes whose name nothing reads"
 
@@ -164,22 +165,88 @@ def _case(node: ast.AST, file: _File):
     return call, index, param
 
 
+def _skips_only(statement: ast.stmt) -> bool:
+    """`if ...: pytest.skip(...)` (or `raise unittest.SkipTest(...)`), with no `else`."""
+    return isinstance(statement, ast.If) and not statement.orelse and bool(statement.body) and all(
+        (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+         and (astcache.dotted(s.value.func) or "").rpartition(".")[2] in _SKIP_CALLS)
+        or (isinstance(s, ast.Raise) and s.exc is not None
+            and (astcache.dotted(getattr(s.exc, "func", s.exc)) or "").endswith("SkipTest"))
+        for s in statement.body)
+
+
 def _leading_skips(function: ast.AST) -> list[ast.AST]:
-    """The conditions of the `if ...: pytest.skip(...)` statements a test body starts with."""
+    """The conditions of the `if ...: pytest.skip(...)` statements a test body starts with; a
+    first `if A:` whose block starts with `if B: pytest.skip(...)` gives `A and B`."""
     conditions = []
     for statement in function.body:
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
             continue  # (a docstring)
-        if isinstance(statement, ast.If) and not statement.orelse and statement.body and all(
-                (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-                 and (astcache.dotted(s.value.func) or "").rpartition(".")[2] in _SKIP_CALLS)
-                or (isinstance(s, ast.Raise) and s.exc is not None
-                    and (astcache.dotted(getattr(s.exc, "func", s.exc)) or "").endswith("SkipTest"))
-                for s in statement.body):
+        if _skips_only(statement):
             conditions.append(statement.test)
             continue
+        if isinstance(statement, ast.If) and statement.body and _skips_only(statement.body[0]):
+            conditions.append(ast.BoolOp(op=ast.And(), values=[statement.test, statement.body[0].test]))
         break
     return conditions
+
+
+def _case_selector(node: ast.AST, file: _File) -> Optional[str]:
+    """`if device == "cuda" ...: pytest.skip(...)` at the start of a parametrized test: the
+    comparison only picks out the "cuda" case, which that skip skips on an NPU host."""
+    if not (isinstance(node, ast.Constant) and _cuda_string(node)):
+        return None
+    compare = file.up(node)
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1
+            and isinstance(compare.ops[0], ast.Eq)):
+        return None
+    other = compare.left if compare.comparators[0] is node else compare.comparators[0]
+    if not isinstance(other, ast.Name):
+        return None
+    statement = compare
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = file.up(statement)
+    function = file.up(statement) if statement is not None else None
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not any(
+            _is_call(d, "parametrize") and other.id in (_argnames(d.args[0]) or ()) if isinstance(d, ast.Call)
+            and d.args else False for d in function.decorator_list):
+        return None
+    binding = {other.id: node.value}
+    for condition in _leading_skips(function):
+        inside = any(n is compare for n in ast.walk(condition))
+        if inside and _value(condition, file, binding) is True:
+            return (f"{SKIPPED_CASE}: this comparison picks it out and `{ast.unparse(condition)}` skips it, "
+                    "CUDA-only after the migration")
+    return None
+
+
+def _skipped_before(node: ast.AST, file: _File) -> Optional[str]:
+    """A place in a test function after a statement of its own block that skips the test on an NPU
+    host whatever the case (`if not torch.cuda.is_available(): pytest.skip(...)`, kept as written)."""
+    current, parent = node, file.up(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                          ast.ClassDef, ast.Module)):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and current in block:
+                for statement in block[:block.index(current)]:
+                    if _skips_only(statement) and _value(statement.test, file, {}) is True:
+                        shown = ast.unparse(statement.test)
+                        function = parent
+                        while function is not None and not isinstance(function, (ast.FunctionDef,
+                                                                                 ast.AsyncFunctionDef)):
+                            function = file.up(function)
+                        if function is None or not function.name.startswith("test"):
+                            return None
+                        return (f"{SKIPPED_TEST}: `{shown}` skips it first and stays CUDA-only after "
+                                "the migration")
+        current, parent = parent, file.up(parent)
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name.startswith("test"):
+        for statement in parent.body[:parent.body.index(current)] if current in parent.body else ():
+            if _skips_only(statement) and _value(statement.test, file, {}) is True:
+                return (f"{SKIPPED_TEST}: `{ast.unparse(statement.test)}` skips it first and stays "
+                        "CUDA-only after the migration")
+    return None
 
 
 def _skipped_case(node: ast.AST, file: _File) -> Optional[str]:
@@ -336,6 +403,8 @@ def _unread_import(node: ast.AST, file: _File) -> Optional[str]:
 # ----------------------------------------------------------------------------- the pass
 def _judge(node: ast.AST, file: _File, text: str, relpath: str) -> Optional[str]:
     return (_skipped_case(node, file)
+            or _skipped_before(node, file)
+            or _case_selector(node, file)
             or (_probed_list(node, file) if _TEST_PATH.search(relpath) else None)
             or _stored_version(node, file, text)
             or _op_name(node, file)

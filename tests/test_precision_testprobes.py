@@ -292,3 +292,77 @@ def test_helpers_of_tests_skipped_unless_cuda_or_xpu_are_scopes_and_a_shared_hel
     assert "is_xpu_available()" in moot[7] and 26 in moot
     # a helper a test that runs everywhere calls: still a finding
     assert _places(report, path, "NPU914") == {14}
+
+
+NESTED = '''\
+import pytest
+import torch
+
+
+@pytest.mark.parametrize("case", ["cuda", "requires_grad"])
+def test_fallback(case):
+    if case == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("requires CUDA")
+        tensor = torch.randn(4, device="cuda")
+    else:
+        tensor = torch.randn(8, requires_grad=True)
+    assert tensor is not None
+
+
+def test_plain():
+    if torch.cuda.is_available():
+        pytest.skip("only without CUDA")
+    tensor = torch.randn(4, device="cuda")
+
+
+@pytest.mark.parametrize("case", ["cuda", "cpu"])
+def test_selects(case):
+    if case == "cuda":
+        tensor = torch.randn(4)
+    assert case
+'''
+
+
+def test_a_case_skipped_inside_its_own_branch_is_a_scope_and_a_branch_that_runs_stays(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"tests/test_nested.py": NESTED}))
+    path = "tests/test_nested.py"
+    moot = moot_lines(report["skipped"], "NPU990", path)
+    # the "cuda" value and the comparison that picks it out: the case skips on an NPU host
+    assert 'a "cuda" test case an NPU host skips' in moot[5]
+    assert "this comparison picks it out" in moot[7]
+    # a "cuda" case nothing skips, and its comparison: still findings
+    assert {22, 24} <= _places(report, path, "NPU990", "warning")
+    assert not {5, 7} & _places(report, path, "NPU990")
+
+
+BEFORE = '''\
+import pytest
+import torch
+
+
+def test_reduce(case):
+    if case == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("requires CUDA")
+        tensor = torch.randn(4, device="cuda")
+    else:
+        tensor = torch.randn(8)
+    assert tensor is not None
+'''
+
+
+def test_a_place_after_a_kept_skip_is_not_run_and_after_a_rewritten_one_stays() -> None:
+    from npu_migrate.findings import Finding
+    from npu_migrate.testprobes import review
+
+    leftover = Finding("tests/test_reduce.py", 9, 40, "NPU990", 'CUDA-only reference left unchanged: string "cuda"',
+                       False, '"cuda"')
+    # the check left as written (no rewrite inside it): False on an NPU host, the test skips first
+    kept = review([leftover], BEFORE, "tests/test_reduce.py")
+    assert kept[0].severity == "info" and "(in a test that does not run on an NPU host: " in kept[0].message
+    # the check rewritten to the shim's (a fixable finding inside it): the NPU host runs the line
+    rewrite = Finding("tests/test_reduce.py", 7, 16, "NPU201", "`torch.cuda.is_available`: rewritten", True,
+                      "torch.cuda.is_available")
+    ran = review([rewrite, leftover], BEFORE, "tests/test_reduce.py")
+    assert [f.severity for f in ran if not f.fixable] == ["warning"]
