@@ -3,7 +3,7 @@
 The round-11 audits read as false a group of report-only findings about `"cuda"` in tests and
 benchmarks that an NPU host either never runs or runs as written with a clean result.
 `review(findings, text, relpath)` (run.migrate_file, after the per-file merge) judges one file's
-findings against three shapes; each place of a merged finding is judged on its own
+findings against these shapes; each place of a merged finding is judged on its own
 (findings.lower_pieces), and a place that fits is lowered to info with its reason in the message
 (the reasons are moot.py phrases: the places become named skipped scopes, nothing is dropped):
 
@@ -26,6 +26,13 @@ findings against three shapes; each place of a merged finding is judged on its o
   whose key the file never reads back (`report["cuda_version"]`, `.get("cuda")`): None on an NPU
   build of torch, written as null; a use that parses or compares it stays a finding (labelflow.py
   names the reads only displayed).
+
+Three more of the same audits' shapes: a place in a test after a statement of its block that skips
+the test on an NPU host whatever the case, and the `case == "cuda"` comparison that picks out a
+skipped case (`SKIPPED_TEST`, `SKIPPED_CASE`: moot.PHRASES); an operator name in a table a
+comprehension reads only through `hasattr(lib, op)` / `getattr(lib, op)` (`OP_NAME`, xformers'
+FLOP table: moot.AS_WRITTEN); `import bitsandbytes as bnb` in a function that never reads `bnb`
+(a `sys.modules` marker a launcher test checks: `UNREAD_IMPORT`, moot.NO_WORK).
 """
 
 from __future__ import annotations
