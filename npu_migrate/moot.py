@@ -67,6 +67,7 @@ PHRASES = (
     # first (reported there): this import is never reached on an NPU host (round-10 audit: redundant)
     "imported only where its importer's own unguarded Triton import fails first",
     "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False",  # predicates.py
+    'a "cuda" test case an NPU host skips',  # testprobes.SKIPPED_CASE: its skip stays CUDA-only once migrated
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -119,6 +120,11 @@ AS_WRITTEN = (
     "a probe: the script goes on without it",
     "read with a fallback, not a container setting",
     "a device name the script tests, not a container setting",
+    # testprobes.py: a test's device list that gets "cuda" only behind a check kept meaning CUDA
+    # (the NPU host runs the other devices), and a CUDA version stored only as a report's value
+    'a test device list that gets "cuda" only behind a CUDA check kept as written',
+    "`torch.version.cuda` stored only as a value of a record",
+    "an operator name in a table read only through `hasattr`",  # testprobes.OP_NAME
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -135,6 +141,7 @@ NO_WORK = (
     "`torch.OutOfMemoryError` is caught beside it",
     "imported from torch.utils.cpp_extension only to be passed on",
     "a torch.cuda class imported for code an NPU host never runs",
+    "an import of bitsandbytes whose name nothing reads",  # testprobes.UNREAD_IMPORT: only loads it
 )
 
 

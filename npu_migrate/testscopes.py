@@ -84,8 +84,8 @@ def _value(node: ast.AST):
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         if isinstance(func, ast.Attribute) and name in _table()[0] and not _dotted(func).startswith("torch."):
             return False
-        if isinstance(func, ast.Attribute) and _dotted(func) in _table()[3]:
-            return False  # torch.xpu.is_available(): another accelerator's
+        if _dotted(func) in _table()[3]:
+            return False  # torch.xpu.is_available(), accelerate's is_xpu_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
         if _dotted(func) in reach.none_calls():
