@@ -231,7 +231,7 @@ def test_fp8_conditional_default_cast_in_the_file_stays_error(tmp_path):
 
 
 def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_stays(tmp_path):
-    """`try: if sm120(): from flashinfer import f else: from sgl_kernel import f except
+    """`try: if fp4_enabled(): from flashinfer import f else: from sgl_kernel import f except
     ImportError: f = None`: the import under the `if` fails on an NPU host, the fallback runs."""
     findings, _ = _run(tmp_path, {
         "pkg/__init__.py": "",
@@ -239,12 +239,12 @@ def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_sta
             import torch
 
 
-            def sm120():  # (a check whose answer the tool cannot know: not a literal False)
-                return torch.__version__.endswith("+sm120")
+            def fp4_enabled():  # (a check whose answer the tool cannot know: not a literal False)
+                return torch.__version__.endswith("+fp4")
 
 
             try:
-                if sm120():
+                if fp4_enabled():
                     from flashinfer import fp4_quantize
                 else:
                     from sgl_kernel import scaled_fp4_quant as fp4_quantize
@@ -265,12 +265,12 @@ def test_import_under_if_inside_try_with_fallback_is_a_scope_raising_handler_sta
             import torch
 
 
-            def sm120():  # (a check whose answer the tool cannot know: not a literal False)
-                return torch.__version__.endswith("+sm120")
+            def fp4_enabled():  # (a check whose answer the tool cannot know: not a literal False)
+                return torch.__version__.endswith("+fp4")
 
 
             try:
-                if sm120():
+                if fp4_enabled():
                     from flashinfer import fp4_quantize
             except ImportError:
                 raise RuntimeError("install flashinfer")

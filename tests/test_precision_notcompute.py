@@ -288,11 +288,15 @@ def test_label_guard_folded_into_the_parametrize_list(tmp_path):
                 DEVICES.append("cuda")
             """,
     })
+    # the "cuda" cases join only under the kept `torch.cuda.is_available()`: an NPU host runs the
+    # CPU case alone (testprobes.py), so the list and its guard are one named scope, no finding
     prof = [f for f in findings if f["path"] == "tests/test_prof.py"]
-    assert [(f["code"], f["line"]) for f in prof] == [("NPU990", 10)]
-    assert "also at lines 11, 13" in prof[0]["message"]
-    # a guard in a statement of its own is still reported
-    assert _at(findings, "tests/test_devices.py", "NPU110")
+    assert prof == [], prof
+    scopes = [s for s in _skipped if s["path"] == "tests/test_prof.py"]
+    assert [s["start_line"] for s in scopes] == [10, 11, 13] and all("other devices" in s["reason"] for s in scopes), _skipped
+    # a guard in a statement of its own, in a test module: the same (it was reported before testprobes.py)
+    assert not _at(findings, "tests/test_devices.py", "NPU110")
+    assert any(s["path"] == "tests/test_devices.py" and "(NPU110)" in s["reason"] for s in _skipped), _skipped
 
 
 def test_triton_finding_anchored_on_the_kernel(tmp_path):
