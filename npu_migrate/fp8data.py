@@ -57,6 +57,9 @@ _SETUP = frozenset({"setUp", "setUpClass", "setup_method", "setup_class", "__ini
 _DTYPE_ARG = re.compile(r"(?i)dtype|^torch\.(u?int\d*|float\w*|bfloat16|half|double|bool|complex\w*|long|short)$")
 _PARAMETRIZE = re.compile(r"(^|\.)(parametrize|expand|parameterized)$")
 _MAX_DEPTH = 4
+# pytest's own fixtures: none brings a device
+_PLAIN_FIXTURES = frozenset({"monkeypatch", "tmp_path", "tmpdir", "tmp_path_factory", "capsys", "capfd", "caplog",
+                             "request", "recwarn", "mocker", "subtests", "pytestconfig"})
 
 CPU_DATA = "FP8 data on the CPU"
 # the start of every reason (moot.NO_WORK: a file whose FP8 places all have one is a named scope)
@@ -70,21 +73,60 @@ class FileData:
         self.tree = tree
         self.test_file = bool(_TEST_PATH.search(relpath))
         self.default_device = bool(re.search(r"set_default_device\((?!\s*None\s*\))", text))
-        self.parents: dict[int, ast.AST] = {}
+        self.parents: dict[int, ast.AST] = {}  # filled a statement at a time (`_index`)
         self.starts: dict[tuple[int, int], list[ast.AST]] = {}
         self.functions: dict[str, ast.AST] = {}  # module-level functions by name
-        self.loads: dict[str, list[ast.Name]] = {}
+        self._loads: Optional[dict[str, list[ast.Name]]] = None
         self._device_free: dict[int, bool] = {}
+        self._cpu: dict[int, bool] = {}
+        self._explicit: dict[int, bool] = {}
+        # (first line, last line, statement, its parent): a module's statements, a class's own
         if tree is None:
             return
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[id(child)] = node
-            if isinstance(node, (ast.Attribute, ast.Name, ast.Import, ast.ImportFrom)):
-                self.starts.setdefault((node.lineno, node.col_offset + 1), []).append(node)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self.loads.setdefault(node.id, []).append(node)
+        self._units: list[tuple[int, int, ast.AST, ast.AST]] = []
+        self._indexed: set[int] = set()
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                self.parents[id(stmt)] = tree
+                header = [*stmt.decorator_list, *stmt.bases, *stmt.keywords]
+                self._units += [(n.lineno, n.end_lineno or n.lineno, n, stmt) for n in header]
+                self._units += [(_first(n), n.end_lineno or n.lineno, n, stmt) for n in stmt.body]
+            else:
+                self._units.append((_first(stmt), stmt.end_lineno or stmt.lineno, stmt, tree))
         self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
+
+    def _index(self, line: int) -> None:
+        """The parents and start positions of the nodes of the statements holding `line` (a
+        file's FP8 places lie in a few of its statements: the rest is never walked)."""
+        for first, last, unit, parent in self._units:
+            if first <= line <= last and id(unit) not in self._indexed:
+                self._indexed.add(id(unit))
+                self.parents[id(unit)] = parent
+                stack = [unit]
+                while stack:
+                    node = stack.pop()
+                    if isinstance(node, (ast.Attribute, ast.Name, ast.Import, ast.ImportFrom)):
+                        self.starts.setdefault((node.lineno, node.col_offset + 1), []).append(node)
+                    for child in ast.iter_child_nodes(node):
+                        self.parents[id(child)] = node
+                        stack.append(child)
+
+    def _parent(self, node: ast.AST) -> Optional[ast.AST]:
+        found = self.parents.get(id(node))
+        if found is None and hasattr(node, "lineno") and self.tree is not None:
+            self._index(node.lineno)
+            found = self.parents.get(id(node))
+        return found
+
+    @property
+    def loads(self) -> dict[str, list[ast.Name]]:
+        """The file's loaded names (read on demand: an import's uses, a helper's callers)."""
+        if self._loads is None:
+            self._loads = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    self._loads.setdefault(node.id, []).append(node)
+        return self._loads
 
     # ------------------------------------------------------------------ the question
     def reason(self, kind: str, line: int, column: int, name: str = "", unguarded: bool = False) -> Optional[str]:
@@ -93,6 +135,7 @@ class FileData:
         the dotted name of an Attribute or Name."""
         if self.tree is None:
             return None
+        self._index(line)
         if kind == "Import":
             if unguarded:
                 return None  # (an unguarded module-level import runs, and may fail, at import time)
@@ -113,7 +156,7 @@ class FileData:
     # ------------------------------------------------------------------ metadata
     def _metadata(self, node: ast.AST) -> Optional[str]:
         """`torch.float8_e8m0fnu.itemsize` (the sweep's place is the whole chain, or its dtype)."""
-        parent = self.parents.get(id(node))
+        parent = self._parent(node)
         if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in _METADATA:
             node = parent
         if isinstance(node, ast.Attribute) and node.attr in _METADATA and "float8_" in (astcache.dotted(node.value) or ""):
@@ -122,18 +165,18 @@ class FileData:
 
     # ------------------------------------------------------------------ supported-dtype listings
     def _listing(self, node: ast.AST) -> Optional[str]:
-        current, parent = node, self.parents.get(id(node))
+        current, parent = node, self._parent(node)
         while isinstance(parent, (ast.Set, ast.Tuple, ast.List, ast.BinOp, ast.IfExp, ast.Starred)):
             if isinstance(parent, ast.IfExp) and parent.test is current:
                 return None
-            current, parent = parent, self.parents.get(id(parent))
+            current, parent = parent, self._parent(parent)
         if current is node or not isinstance(parent, (ast.Assign, ast.AnnAssign)) or parent.value is not current:
             return None
         targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
         names = [t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in targets]
         if not names or not all(_DTYPE_LISTING.match(n) for n in names):
             return None
-        owner = self.parents.get(id(parent))
+        owner = self._parent(parent)
         why = f"{NOT_COMPUTE}listed in `{names[0]}`, a declaration of supported dtypes"
         if isinstance(owner, ast.ClassDef) and self._cuda_only_class(owner):
             why += f" of `{owner.name}`, whose supported devices are CUDA only"
@@ -159,10 +202,10 @@ class FileData:
             if not uses:
                 return None
             for use in uses:
-                call = self.parents.get(id(use))
+                call = self._parent(use)
                 holder = call
                 if isinstance(call, ast.Tuple):
-                    holder = self.parents.get(id(call))
+                    holder = self._parent(call)
                     call_arg = call
                 else:
                     call_arg = use
@@ -180,7 +223,7 @@ class FileData:
         function, current = None, node
         decorated = None
         while current is not None:
-            parent = self.parents.get(id(current))
+            parent = self._parent(current)
             if isinstance(parent, _FUNCTIONS):
                 if current in parent.decorator_list:
                     if not (isinstance(current, ast.Call) and _PARAMETRIZE.search(astcache.dotted(current.func) or "")):
@@ -194,24 +237,95 @@ class FileData:
             return None  # (a parametrized function nested in another: judged by its own body)
         if not self.test_file and not self._explicit_cpu(function):
             return None
-        owner = self.parents.get(id(function))
-        cls = owner if isinstance(owner, ast.ClassDef) else None
-        if cls is not None and any(isinstance(s, _FUNCTIONS) and s.name in _SETUP and not self._device_free_fn(s, cls, 0)
-                                   for s in cls.body):
-            return None
-        if not self._device_free_fn(function, cls, 0):
-            return None
-        if not (self._explicit_cpu(function) or self._builds_tensors(function, cls, 0, set())):
+        if not self._cpu_function(function, 0):
             return None
         where = "its `device=\"cpu\"` tensors" if self._explicit_cpu(function) else "tensors built without a device"
         return (f"{NOT_COMPUTE}{CPU_DATA}: `{function.name}` holds {where} and moves none to a device "
                 "(no device string, device variable or CUDA call)")
 
+    def _cpu_function(self, function: ast.AST, depth: int) -> bool:
+        """Whether the function keeps its tensors on the CPU: it (with its class's `setUp` and the
+        file's functions it calls) names no device but the CPU, builds tensors itself, and takes
+        nothing that may bring a device: a test's parameters are parametrized values, plain pytest
+        fixtures or device-free fixtures of the file; a helper's callers in the file all keep
+        their tensors on the CPU themselves."""
+        known = self._cpu.get(id(function))
+        if known is not None:
+            return known
+        if depth > _MAX_DEPTH:
+            return False
+        self._cpu[id(function)] = False  # (a recursive reference: not proven by itself)
+        owner = self._parent(function)
+        cls = owner if isinstance(owner, ast.ClassDef) else None
+        ok = not (cls is not None and any(isinstance(s, _FUNCTIONS) and s.name in _SETUP
+                                          and not self._device_free_fn(s, cls, 0) for s in cls.body))
+        ok = ok and self._device_free_fn(function, cls, 0)
+        ok = ok and (self._explicit_cpu(function) or self._builds_tensors(function, cls, 0, set()))
+        if ok and function.name.startswith("test"):
+            ok = self._plain_parameters(function)
+        elif ok:
+            ok = self._cpu_callers(function, cls, depth)
+        self._cpu[id(function)] = ok
+        return ok
+
+    def _plain_parameters(self, function: ast.AST) -> bool:
+        """A test's parameters bring no device: `self`, parametrized names, plain pytest fixtures
+        (`monkeypatch`, `tmp_path`), parameters with a default, or fixtures of this file that
+        name no device."""
+        decorators = [d for d in function.decorator_list if isinstance(d, ast.Call)]
+        if any((astcache.dotted(d.func) or "").endswith(("expand", "parameterized")) for d in decorators):
+            return True  # (`@parameterized.expand([...])`: every parameter is a listed value)
+        argnames: set[str] = set()
+        for decorator in decorators:
+            if (astcache.dotted(decorator.func) or "").endswith("parametrize") and decorator.args:
+                first = decorator.args[0]
+                items = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
+                for item in items:
+                    if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                        argnames.update(n.strip() for n in item.value.split(","))
+        arguments = function.args
+        defaulted = {a.arg for a in arguments.args[len(arguments.args) - len(arguments.defaults):]} if arguments.defaults else set()
+        defaulted |= {a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None}
+        for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+            name = arg.arg
+            if name in ("self", "cls") or name in argnames or name in defaulted or name in _PLAIN_FIXTURES:
+                continue
+            fixture = self.functions.get(name)
+            if fixture is not None and _device_free_body(fixture) and not self._callees(fixture, None):
+                continue
+            return False
+        return True
+
+    def _cpu_callers(self, function: ast.AST, cls: Optional[ast.ClassDef], depth: int) -> bool:
+        """Every reference to a helper in the file lies in a function that keeps its tensors on
+        the CPU (and there is one: a helper called from elsewhere may hand its tensors on)."""
+        if function.decorator_list:
+            return False  # (a fixture, a registered function: its users are not seen here)
+        if cls is None:
+            uses = self.loads.get(function.name, [])
+        else:
+            uses = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == function.name
+                    and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")]
+        if not uses:
+            return False
+        for use in uses:
+            holder, current = None, use
+            while current is not None:
+                current = self._parent(current)
+                if isinstance(current, _FUNCTIONS):
+                    holder = current
+            if holder is None or holder is function or not self._cpu_function(holder, depth + 1):
+                return False
+        return True
+
     def _explicit_cpu(self, function: ast.AST) -> bool:
-        for node in ast.walk(function):
-            if isinstance(node, ast.keyword) and node.arg == "device" and _is_cpu(node.value):
-                return True
-        return False
+        """Whether the function builds a tensor with `device="cpu"` (once per function)."""
+        known = self._explicit.get(id(function))
+        if known is None:
+            known = any(isinstance(node, ast.keyword) and node.arg == "device" and _is_cpu(node.value)
+                        for node in ast.walk(function))
+            self._explicit[id(function)] = known
+        return known
 
     def _callees(self, function: ast.AST, cls: Optional[ast.ClassDef]) -> list[ast.AST]:
         methods = {s.name: s for s in cls.body if isinstance(s, _FUNCTIONS)} if cls is not None else {}
@@ -253,6 +367,10 @@ class FileData:
                 if name in ("torch.Generator",):
                     return True
         return any(self._builds_tensors(c, cls, depth + 1, seen) for c in self._callees(function, cls))
+
+
+def _first(node: ast.AST) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
 def _is_cpu(value: ast.AST) -> bool:

@@ -14,6 +14,8 @@
 - a torchao float8 class imported inside a test only for `isinstance` checks, on a CPU model that
   a project helper named for an FP8 cast converts: no FP8 compute; the same import whose class is
   built on a `.cuda()` module keeps its error.
+- a helper of a test file that builds an FP8 checkpoint on the CPU for a device-free test: data
+  on the CPU; the same helper for a test that takes a fixture from elsewhere (a model runner) stays.
 Each fixture is written here, with a nearby true case that stays reported.
 """
 
@@ -285,4 +287,45 @@ def test_fp8_class_imported_for_isinstance_only_is_no_compute_a_built_one_stays(
     scopes = _no_work(skipped, "tests/test_swap.py")
     assert scopes and "isinstance" in scopes[0]["reason"]
     kept = _fp8(findings, "tests/test_build.py")
+    assert kept and kept[0]["severity"] == "error"
+
+
+def test_fp8_checkpoint_helper_of_a_cpu_test_is_data_of_a_runner_test_stays(tmp_path):
+    findings, skipped = _run(tmp_path, {
+        "tests/test_loader_helper.py": """\
+            import torch
+
+            from pkg.model import load_block
+
+
+            def _block_fp8(rows: int, cols: int):
+                weight = torch.randn(rows, cols).to(torch.float8_e4m3fn)
+                return weight, torch.ones(rows // 128, cols // 128)
+
+
+            def test_loader_accepts_block_scales():
+                weight, scale = _block_fp8(256, 256)
+                assert load_block(weight, scale).shape == (256, 256)
+            """,
+        "tests/test_runner.py": """\
+            import torch
+
+
+            def _pack_fp8(weights: dict, name: str):
+                value = weights[name].float()
+                weights[name] = value.to(torch.float8_e4m3fn)
+
+
+            def test_checkpoint_generates(tmp_path, model_runner):
+                weights = {"w": torch.randn(64, 64)}
+                _pack_fp8(weights, "w")
+                torch.save(weights, tmp_path / "model.pt")
+                with model_runner(tmp_path) as runner:
+                    assert runner.generate("hello")
+            """,
+    })
+    assert not _fp8(findings, "tests/test_loader_helper.py")
+    scopes = _no_work(skipped, "tests/test_loader_helper.py")
+    assert scopes and "`_block_fp8`" in scopes[0]["reason"]
+    kept = _fp8(findings, "tests/test_runner.py")  # (`model_runner`: a fixture from elsewhere)
     assert kept and kept[0]["severity"] == "error"
