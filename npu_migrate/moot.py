@@ -132,6 +132,7 @@ AS_WRITTEN = (
 # nothing in FP8, and torch's FP8 dtypes exist on an NPU host. The audits read these info findings
 # as noise; the FP8 compute sites elsewhere stay findings.
 NO_WORK = (
+    "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
     "only named in a message the script prints",  # shellprobes.py: `echo "nvidia-smi not found"`

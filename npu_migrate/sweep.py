@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import astcache, catalogue, hotslice, labelflow, labels, labels5, labels6
+from . import astcache, catalogue, fp8data, hotslice, labelflow, labels, labels5, labels6
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -219,6 +219,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         self.fp8_named: set[int] = set()  # ids of fp8 dtypes in a naming place (_fp8_naming)
         self.fp8_defaults: dict[int, str] = {}  # ids of fp8 dtypes that are a parameter's default: its name
         self.fp8: dict[str, list[tuple[cst.CSTNode, str]]] = {"compute": [], "rocm": [], "named": [], "variable": []}
+        self.fp8_data: Optional[fp8data.FileData] = None  # the file's FP8 data places (fp8data.py), on demand
         self.functions: list[cst.FunctionDef] = []  # the enclosing function definitions
         # `return "cuda"` per function (id): reported when the function leaves, unless it also
         # returns a platform label ("tpu", "auto": a registry of accelerator names)
@@ -245,13 +246,28 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         formats, or only names a dtype (an allow-list, a dtype map's key, a default value, a
         descriptor constant); reported once the whole file is read."""
         qual = self.m.qualname(node) or dotted_name(node) or ""
-        if id(node) in self.fp8_named and not self._default_cast(node):
+        data = None if id(node) in self.fp8_named else self._fp8_data(node)
+        if data is not None:
+            kind, what = "named", f"{what} ({data})"  # data or metadata, not FP8 compute (fp8data.py)
+        elif id(node) in self.fp8_named and not self._default_cast(node):
             kind = "named"
         elif re.search(r"float8_\w*fnuz$", qual):
             kind = "rocm"
         else:
             kind = "compute"
         self.fp8[kind].append((node, what))
+
+    def _fp8_data(self, node: cst.CSTNode) -> Optional[str]:
+        """Why the FP8 place `node` (a dtype's name, an import) is data or metadata rather than FP8
+        compute (fp8data.py: a dtype's `.itemsize`, a supported-dtypes listing, tensors kept on
+        the CPU, an import used only for type checks); None when it may compute."""
+        if self.fp8_data is None:
+            self.fp8_data = fp8data.FileData(self.m._ast(), self.m.relpath, self.m.file_text())
+        line, column = self.m.position(node)
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            return self.fp8_data.reason("Import", line, column, unguarded=id(node) in self.unguarded)
+        kind = "Name" if isinstance(node, cst.Name) else "Attribute"
+        return self.fp8_data.reason(kind, line, column, dotted_name(node) or "")
 
     def _default_cast(self, node: cst.CSTNode) -> bool:
         """Whether `node` is the default of a parameter that its function casts to (`def quant(x,
@@ -626,6 +642,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         import has an ecosystem code of its own (Triton, apex, bitsandbytes, ...): then that one
         finding says it is unguarded, rather than two findings on one line."""
         code = self._code(module, *specific)
+        if code == "NPU913" and self._fp8_data(node) is not None:
+            # `from torchao.float8... import Float8Linear` only for `isinstance`: no FP8 compute
+            self.fp8["named"].append((node, f"{what} ({self._fp8_data(node)})"))
+            return False
         if self._unguarded(node, module):
             if code == "NPU990":
                 self.m.report("NPU934", node, name=module.split(".", 1)[0])
