@@ -190,6 +190,15 @@ BACKENDS = {"cuda": "nccl", "npu": "hccl", "cpu": "gloo"}
             codes=('NPU991', 'NPU991'),
         ),
         Example(
+            note='a check beside a "no CUDA here" test: left as written (widened, it would turn an NPU host\'s hccl into gloo)',
+            before="""\
+def pick_backend(platform, backend):
+    if backend == "nccl" and not platform.is_cuda_alike():
+        backend = "gloo"  # MPS, CPU
+    return backend
+""",
+        ),
+        Example(
             note='"hccl" is never touched (it is also Habana\'s backend)',
             before="""\
 import torch.distributed as dist
@@ -329,11 +338,39 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
         other = right_o if string_value(left_o) == "nccl" else left_o
         if not self._backend_like_operand(other):
             return updated
+        if self._beside_a_non_cuda_test():
+            # `if backend == "nccl" and not platform.is_cuda_alike(): backend = "gloo"`: the branch
+            # is the code's path for hosts without CUDA, an NPU host among them; widened, it would
+            # send the NPU's own hccl to gloo there. As written, hccl is left alone.
+            return updated
         new: cst.BaseExpression = self.ctx.shim_call("is_accelerator_backend", [operand])
         if isinstance(op, cst.NotEqual):
             new = cst.UnaryOperation(operator=cst.Not(), expression=new)
         new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return self.ctx.rewrite("NPU302", original, new) or updated
+
+    def _beside_a_non_cuda_test(self) -> bool:
+        """The comparison being left is an operand of an `and` chain with a negated CUDA platform
+        test (`not current_platform.is_cuda_alike()`, `not is_cuda()`, `not _is_cuda`,
+        `not torch.cuda.is_available()`): true on every host without CUDA, an NPU host included."""
+        operands, depth = [], 1
+        node = self.ctx.parents[-1] if self.ctx.parents else None
+        parent = self.ctx.parent(depth)
+        while isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And):
+            operands.append(parent.right if parent.left is node else parent.left)
+            node, depth = parent, depth + 1
+            parent = self.ctx.parent(depth)
+        for operand in operands:
+            if not (isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not)):
+                continue
+            inner = operand.expression
+            target = inner.func if isinstance(inner, cst.Call) else inner
+            name = last_identifier(target) or ""
+            if re.fullmatch(r"_?(is_)?cuda(_alike)?", name) and name not in ("cuda",):
+                return True
+            if isinstance(inner, cst.Call) and self.ctx.qualname(inner.func) == "torch.cuda.is_available":
+                return True
+        return False
 
     # ------------------------------------------------------------------ Backend.NCCL (NPU303)
     def reference(self, original, updated, qual: str):
