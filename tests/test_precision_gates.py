@@ -264,7 +264,7 @@ pytestmark = pytest.mark.skipif(not has_fp8(), reason="needs FP8")
 
 
 def test_fp8():
-    x = torch.randn(4).to(torch.float8_e4m3fn)
+    x = torch.randn(4, device="cuda").to(torch.float8_e4m3fn)
     assert x.numel() == 4
 ''',
 }
