@@ -351,8 +351,8 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
 
     def _beside_a_non_cuda_test(self) -> bool:
         """The comparison being left is an operand of an `and` chain with a negated CUDA platform
-        test (`not current_platform.is_cuda_alike()`, `not is_cuda()`, `not _is_cuda`,
-        `not torch.cuda.is_available()`): true on every host without CUDA, an NPU host included."""
+        test of the project's own (`not current_platform.is_cuda_alike()`, `not is_cuda()`,
+        `not _is_cuda`): true on every host without CUDA, an NPU host included."""
         operands, depth = [], 1
         node = self.ctx.parents[-1] if self.ctx.parents else None
         parent = self.ctx.parent(depth)
@@ -363,12 +363,18 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
         for operand in operands:
             if not (isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not)):
                 continue
+            # only tests the migration leaves meaning CUDA, so that a second run decides the same:
+            # the project's own predicates (`is_cuda()`, `platform.is_cuda_alike()`) and flags
+            # (`_is_cuda`); not `torch.cuda.is_available()` nor a tensor's `.is_cuda`, which become
+            # the shim's "an accelerator" tests, beside which the widened check means the same
             inner = operand.expression
-            target = inner.func if isinstance(inner, cst.Call) else inner
-            name = last_identifier(target) or ""
-            if re.fullmatch(r"_?(is_)?cuda(_alike)?", name) and name not in ("cuda",):
-                return True
-            if isinstance(inner, cst.Call) and self.ctx.qualname(inner.func) == "torch.cuda.is_available":
+            if isinstance(inner, cst.Call) and not inner.args and not (self.ctx.qualname(inner.func) or "").startswith("torch."):
+                name = last_identifier(inner.func) or ""
+            elif isinstance(inner, cst.Name):
+                name = inner.value
+            else:
+                continue
+            if re.fullmatch(r"_?is_cuda(_alike)?|_?on_cuda", name):
                 return True
         return False
 
