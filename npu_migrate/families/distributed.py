@@ -199,6 +199,30 @@ def pick_backend(platform, backend):
 """,
         ),
         Example(
+            note='beside `not torch.cuda.is_available()`, which becomes the shim\'s accelerator test: widened with it',
+            before="""\
+import sys
+
+import torch
+
+
+def skip_without_gpu(backend):
+    if backend == "nccl" and not torch.cuda.is_available():
+        sys.exit(0)
+""",
+            after="""\
+import sys
+
+import npu_compat
+
+
+def skip_without_gpu(backend):
+    if npu_compat.is_accelerator_backend(backend) and not npu_compat.is_available():
+        sys.exit(0)
+""",
+            codes=('NPU302', 'NPU201'),
+        ),
+        Example(
             note='"hccl" is never touched (it is also Habana\'s backend)',
             before="""\
 import torch.distributed as dist
@@ -374,7 +398,7 @@ logger.info("all-reduce over nccl took %.1f ms", 3.2)
                 name = inner.value
             else:
                 continue
-            if re.fullmatch(r"_?is_cuda(_alike)?|_?on_cuda", name):
+            if re.fullmatch(catalogue.distributed_table()["cuda_predicate_names"], name):
                 return True
         return False
 
