@@ -40,6 +40,7 @@ import posixpath
 import re
 from dataclasses import replace
 
+from . import astcache
 from .findings import Finding
 
 # moot.PHRASES carries these (a finding whose message has one becomes a named skipped scope)
@@ -246,7 +247,7 @@ def _literal_owners(tree: ast.Module, names) -> list[tuple[str, str | None]]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SOURCE.fullmatch(node.value):
                 out.append((node.value.lstrip("./"), cls.name))
                 owned.add(id(node))
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in owned \
                 and _SOURCE.fullmatch(node.value):
             out.append((node.value.lstrip("./"), None))

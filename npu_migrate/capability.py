@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+from typing import Optional
 
 from . import astcache, catalogue
 
@@ -136,7 +137,7 @@ def _called_inside(cls: ast.ClassDef, check: ast.AST) -> bool:
 def _derived(tree: ast.Module) -> set[str]:
     """Names of the file's classes that another class of the file derives from."""
     out = set()
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 if isinstance(base, ast.Name):
@@ -281,20 +282,25 @@ def self_assignments(tree: ast.Module, names: set | None = None) -> tuple[dict[i
     augmented assignment; "*" in it when the file calls `setattr`."""
     assigned_elsewhere: set[str] = set()
     per_class: dict[int, dict[str, list]] = {}
-    owner: dict[int, ast.ClassDef] = {}
-    for cls in (c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)):
-        for method in cls.body:
-            if isinstance(method, _FUNCTIONS):
-                for node in ast.walk(method):
-                    owner.setdefault(id(node), cls)
-    for node in ast.walk(tree):
+    parents = astcache.parents(tree)
+
+    def owner(node: ast.AST) -> Optional[ast.ClassDef]:
+        # the outermost class with a method holding the node
+        found, current = None, node
+        while (parent := parents.get(id(current))) is not None:
+            if isinstance(current, _FUNCTIONS) and isinstance(parent, ast.ClassDef):
+                found = parent
+            current = parent
+        return found
+
+    for node in astcache.nodes(tree, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Call)):
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
             for element in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                 if not isinstance(element, ast.Attribute) or (names is not None and element.attr not in names):
                     continue
-                cls = owner.get(id(node))
+                cls = owner(node)
                 if (isinstance(node, ast.Assign) and len(targets) == 1 and element is target and cls is not None
                         and isinstance(element.value, ast.Name) and element.value.id == "self"):
                     per_class.setdefault(id(cls), {}).setdefault(element.attr, []).append(node.value)

@@ -36,6 +36,7 @@ import copy
 import re
 from dataclasses import replace
 
+from . import astcache
 from .astcache import dotted as _dotted
 from .astcache import walk_statements
 from .capability import self_assignments
@@ -161,7 +162,7 @@ def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
     """Line -> the attribute, for each line that uses a disabled library only where it loaded (the
     `try` body binding it included)."""
     out: dict[int, str] = {}
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+    for cls in (n for n in astcache.walk(tree) if isinstance(n, ast.ClassDef)):
         methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
         bound: dict[str, int] = {}
         for method in methods:
@@ -207,8 +208,8 @@ def true_flag_branches(tree: ast.Module, lines: list, truth, segment) -> list[tu
     if "setattr" in "".join(lines):
         return []
     derived = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
-               for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for b in c.bases}
-    classes = [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+               for c in astcache.walk(tree) if isinstance(c, ast.ClassDef) for b in c.bases}
+    classes = [c for c in astcache.walk(tree) if isinstance(c, ast.ClassDef)]
     per_class, elsewhere = self_assignments(tree)
     assigned: dict[str, list] = {}
     owners: dict[str, set] = {}
@@ -350,7 +351,7 @@ def _builder_spans(tree: ast.Module, name_free) -> list[tuple[int, int, str]]:
             spans.append((first, method.end_lineno or method.lineno, f"`{cls.name}.{method.name}`"))
             inside.update(id(n) for n in ast.walk(method))
     for function in (f for f in tree.body if isinstance(f, _FUNCTIONS)):
-        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == function.name]
+        uses = [n for n in astcache.walk(tree) if isinstance(n, ast.Name) and n.id == function.name]
         if uses and all(id(n) in inside for n in uses) and name_free(function.name):
             callers = sorted({f"`{c.name}`" for c in classes})
             spans.append((function.lineno, function.end_lineno or function.lineno,

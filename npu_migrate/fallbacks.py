@@ -34,6 +34,7 @@ import ast
 import re
 from dataclasses import replace
 
+from . import astcache
 from .astcache import dotted as _dotted
 from .astcache import walk_statements
 from .findings import Finding
@@ -106,7 +107,7 @@ def _none_used_unchecked(tree: ast.Module, stmt: ast.Try, handlers: list) -> boo
         return False
     inside = range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
     used, tested = set(), set()
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id in nones and isinstance(node.ctx, ast.Load) \
                 and node.lineno not in inside:
             used.add(node.id)
@@ -178,7 +179,7 @@ def _prebound_alias(tree: ast.Module, names: set[str], block: list, try_stmt: as
         return False
     first, last = try_stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in try_stmt.body)
     return not any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
-                   and not first <= n.lineno <= last for n in ast.walk(tree))
+                   and not first <= n.lineno <= last for n in astcache.walk(tree))
 
 
 def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt], allowed: set[int] | None = None) -> bool:
@@ -187,7 +188,7 @@ def _type_only_uses(tree: ast.Module, names: set[str], imports: list[ast.stmt], 
     of those nodes, from _type_check_nodes, when the caller has them)."""
     allowed = _type_check_nodes(tree) if allowed is None else allowed
     used = False
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
             if id(node) not in allowed:
                 return False
@@ -199,7 +200,7 @@ def _type_check_nodes(tree: ast.Module) -> set[int]:
     """The ids of the nodes inside isinstance/issubclass class arguments, annotations and the
     arguments of `register*` calls."""
     allowed: set[int] = set()
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call):
             func = _dotted(node.func).rpartition(".")[2]
             if func in ("isinstance", "issubclass") and len(node.args) >= 2:

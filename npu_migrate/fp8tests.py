@@ -171,7 +171,7 @@ def capability_names(tree: ast.Module) -> frozenset:
         stack.extend(ast.iter_child_nodes(node))
     found = {name for name, bound in values.items() if True in bound and all(v is not None for v in bound)}
     if found:  # (rebound from inside a function: `global compute_capability`)
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if isinstance(node, (ast.Global, ast.Nonlocal)):
                 found -= set(node.names)
     return frozenset(found)

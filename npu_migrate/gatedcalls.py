@@ -92,7 +92,7 @@ def public_helpers(results, python: list, targets: list, texts, skip=()) -> dict
         strings: set = set()
         names_at: dict[str, list] = {}
         attrs_at: dict[str, list] = {}
-        for n in ast.walk(tree):
+        for n in astcache.walk(tree):
             if isinstance(n, ast.Name):
                 names_at.setdefault(n.id, []).append(n.lineno)
             elif isinstance(n, ast.Attribute):

@@ -45,6 +45,7 @@ import re
 from collections import defaultdict
 from typing import Optional
 
+from . import astcache
 from .modpaths import ImportIndex, module_names, resolve_relative  # (the last two re-exported)
 
 PHRASE = "imported only behind a CUDA/ROCm-only gate"  # (moot.PHRASES)
@@ -129,7 +130,7 @@ def module_bindings(tree: ast.Module) -> dict[str, ast.AST]:
     """Names bound exactly once at module level, outside any block, to an expression."""
     counts: dict[str, int] = defaultdict(int)
     values: dict[str, ast.AST] = {}
-    for stmt in ast.walk(tree):
+    for stmt in astcache.walk(tree):
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
             stmt, (ast.AugAssign, ast.AnnAssign)) else []
         for target in targets:
@@ -148,7 +149,7 @@ def gate_spans(tree: ast.Module, bound: dict, predicates: frozenset) -> list[tup
 
     lines_of = []
     resolver = _Resolve(bound, predicates)
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not isinstance(node, ast.If) or not node.body:
             continue
         names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)}
@@ -528,7 +529,7 @@ def _name_uses(data: bytes) -> tuple[frozenset, dict[str, list[tuple[int, bool]]
 
     tree = astcache.parse(data)
     strings, uses = set(), defaultdict(list)
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in astcache.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Name):
             uses[node.id].append((node.lineno, isinstance(node.ctx, ast.Load)))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):

@@ -73,13 +73,10 @@ class _File:
     def __init__(self, tree: ast.Module, text: str) -> None:
         self.tree = tree
         self.lines = text.splitlines()
-        self.parents: dict[int, ast.AST] = {}
+        self.parents: dict[int, ast.AST] = astcache.parents(tree)
         self.starting: dict[int, list[ast.expr]] = {}  # line -> the expressions starting there
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[id(child)] = node
-            if isinstance(node, ast.expr):
-                self.starting.setdefault(node.lineno, []).append(node)
+        for node in astcache.nodes(tree, ast.expr):
+            self.starting.setdefault(node.lineno, []).append(node)
 
     def column(self, node: ast.AST) -> int:
         """The 1-based character column of a node (ast gives UTF-8 byte offsets)."""

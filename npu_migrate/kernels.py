@@ -102,7 +102,7 @@ def _views_for_extensions(findings: list[Finding], tree: ast.AST, text: str, res
     extension reported there (NPU911): the bytes are handed to that kernel, whose finding already
     says the function does not run on an NPU host. Named as a skipped scope, not a second finding."""
     extension_lines = sorted({f.line for f in findings if f.code == "NPU911" and not f.fixable and f.cell is None})
-    functions = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+    functions = [(n.lineno, n.end_lineno or n.lineno) for n in astcache.walk(tree)
                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     lines = text.splitlines()
     kept, folded = [], {}  # (the NPU911's line: the lines of the views folded into it)
@@ -156,7 +156,7 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
     kernel and uses Triton only through host helpers; None otherwise (a kernel, a driver query,
     `triton.runtime`, a name passed around, ...)."""
     bound: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if not _is_triton(alias.name):
@@ -279,9 +279,9 @@ def _fp8_calls(tree: ast.AST) -> list[ast.Call]:
     """Calls that compute in FP8 through a helper or turn FP8 on with a config, in file order.
     A helper the file defines itself is not one: the sweep read its body (a byte view there is
     no cast), so only helpers from elsewhere are judged by their names."""
-    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    own = {n.name for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found = []
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call):
             name = _called(node)
             if name and name not in own and (_casts(name) or _FP8_CONFIG.match(name)):

@@ -311,7 +311,7 @@ def _parents(sweep: Sweep) -> dict:
     if parents is None:
         parents = {}
         tree = sweep.m._ast()
-        for parent in ast.walk(tree) if tree is not None else ():
+        for parent in astcache.walk(tree) if tree is not None else ():
             for child in ast.iter_child_nodes(parent):
                 parents[child] = parent
         sweep._labelflow_parents = parents

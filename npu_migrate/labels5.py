@@ -39,6 +39,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
+from . import astcache
 from .families.context import dotted_name, literal_value
 
 Sweep = Any  # sweep.Sweep
@@ -156,7 +157,7 @@ def _version_getters(sweep: Sweep) -> dict:
         return found
     found = {}
     tree = sweep.m._ast()
-    for function in ast.walk(tree) if tree is not None else ():
+    for function in astcache.walk(tree) if tree is not None else ():
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or "version" not in function.name.lower():
             continue
         params = [a.arg for a in function.args.args]
@@ -270,9 +271,9 @@ def _op_probe(sweep: Sweep, op: str) -> Optional[tuple[str, int]]:
     tree = sweep.m._ast()
     if tree is None or not name:
         return None
-    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    functions = [n for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     probes = []
-    for call in ast.walk(tree):
+    for call in astcache.walk(tree):
         if isinstance(call, ast.Call) and ast.unparse(call.func) in (f"torch.ops.{namespace}.{name}",
                                                                       f"torch.ops.{namespace}.{name}.default"):
             holding = [f for f in functions if f.lineno <= call.lineno <= (f.end_lineno or f.lineno)]

@@ -66,7 +66,7 @@ def _found(sweep: Sweep) -> dict:
     found = {}
     tree = sweep.m._ast()
     if tree is not None and "cuda" in sweep.m.file_text():
-        parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+        parents = astcache.parents(tree)
         _implementation_lists(tree, found)
         _direction_labels(tree, parents, found)
         _skipping_fixtures(sweep, tree, found)
@@ -86,7 +86,7 @@ def _at(node: ast.AST) -> tuple[int, int]:
 # ----------------------------------------------------------------------------- implementation names
 def _implementation_lists(tree: ast.AST, found: dict) -> None:
     words = _implementation_words()
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not isinstance(node, (ast.List, ast.Tuple, ast.Set)) or not node.elts:
             continue
         if not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
@@ -130,7 +130,7 @@ def _direction_labels(tree: ast.Module, parents: dict, found: dict) -> None:
             constants[stmt.targets[0].id] = stmt.value
     if not constants:
         return
-    for function in ast.walk(tree):
+    for function in astcache.walk(tree):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for decorator in function.decorator_list:
@@ -180,7 +180,7 @@ def _skip_test(test: ast.AST, names: set) -> Optional[ast.Call]:
 
 def _skipping_fixtures(sweep: Sweep, tree: ast.AST, found: dict) -> None:
     rewritten = {f.line for f in sweep.m.findings if f.fixable}
-    for function in ast.walk(tree):
+    for function in astcache.walk(tree):
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for decorator in function.decorator_list:
@@ -316,7 +316,7 @@ def _setting_calls(tree: ast.AST) -> dict[tuple[int, int], ast.Call]:
     """{(line, column) of the string: the call} of the calls `reader("NAME", "cuda")` of the file,
     by the place of their second argument (one walk: a file is asked for each of its findings)."""
     found: dict[tuple[int, int], ast.Call] = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) >= 2 and _cuda(node.args[1]) \
                 and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str) and node.args[0].value.isupper() \
@@ -328,7 +328,7 @@ def _setting_calls(tree: ast.AST) -> dict[tuple[int, int], ast.Call]:
 def _only_declared(tree: ast.AST, name: str) -> bool:
     """Whether `name` appears in the file only as strings (a table key, the reader's argument) and
     as annotated declarations (`NAME: str = "cuda"` under TYPE_CHECKING): nothing reads it here."""
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Store):
             return False
         if isinstance(node, ast.Attribute) and node.attr == name:

@@ -126,7 +126,7 @@ def _kernel_anchor(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     tree = _parse(text)
     if tree is None or not any(isinstance(n, _FUNCTIONS) and n.lineno < first.line <= (n.end_lineno or n.lineno)
-                               for n in ast.walk(tree)):
+                               for n in astcache.walk(tree)):
         return findings  # (an import in a module-level `try`: the module's own dependency)
     from .findings import merge_per_file
 
@@ -191,7 +191,7 @@ def _helpers_of(tree: ast.Module, text: str, scopes: list[tuple[int, int, str, s
     for fn in functions:
         if fn.name.startswith("test") or names.count(fn.name) > 1 or fn.decorator_list:
             continue
-        uses = [n.lineno for n in ast.walk(tree)
+        uses = [n.lineno for n in astcache.walk(tree)
                 if (isinstance(n, ast.Name) and n.id == fn.name) or (isinstance(n, ast.Attribute) and n.attr == fn.name)]
         if uses and all(any(a <= line <= b for a, b, _n, _w in scopes) for line in uses):
             users = sorted({name for line in uses for a, b, name, _w in scopes if a <= line <= b})
@@ -232,7 +232,7 @@ def _annotation_spans(tree: ast.Module) -> list[tuple[tuple[int, int], tuple[int
     future = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
                  and any(a.name == "annotations" for a in s.names) for s in tree.body)
     notes = []
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.AnnAssign):
             notes.append(node.annotation)
         elif isinstance(node, ast.arg) and node.annotation is not None:
@@ -248,7 +248,7 @@ def _annotation_spans(tree: ast.Module) -> list[tuple[tuple[int, int], tuple[int
 def _tolerance_branch(tree: ast.Module, line: int) -> list[str]:
     """The tolerance names assigned when the `if` whose test holds `line` (no `else`) only assigns
     tolerances; [] otherwise."""
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not isinstance(node, ast.If) or not (node.test.lineno <= line <= (node.test.end_lineno or node.test.lineno)):
             continue
         if node.orelse or not node.body:
@@ -279,7 +279,7 @@ def _uncalled_data_parallel(tree: ast.Module, line: int) -> bool:
     """Whether the DataParallel built at `line` is assigned to a name inside a test function, and
     neither that name nor any name bound from an expression using it is ever called (`x(...)`,
     `x.forward(...)`) or returned or yielded in that function."""
-    tests = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS) and n.name.startswith("test")
+    tests = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS) and n.name.startswith("test")
              and n.lineno <= line <= (n.end_lineno or n.lineno)]
     if not tests:
         return False

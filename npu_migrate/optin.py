@@ -104,7 +104,7 @@ def _entry(tree: ast.Module, line: int) -> tuple[str, ast.AST] | None:
 
 def _parents(tree: ast.Module) -> dict[int, ast.AST]:
     out = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         for child in ast.iter_child_nodes(node):
             out[id(child)] = node
     return out
@@ -121,7 +121,7 @@ def _registry_ok(tree: ast.Module, registry: str, tries: list, parents: dict) ->
     """Whether every use of the module-level dict `registry` picks a value called only inside an
     opt-in `try`: the raise of that `try`, or None."""
     raised = None
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not (isinstance(node, ast.Name) and node.id == registry and isinstance(node.ctx, ast.Load)):
             continue
         parent = parents.get(id(node))
@@ -184,7 +184,7 @@ def _selected_only_in_try(tree: ast.Module, entry: str, definition: ast.AST, tri
     registries = _registries(tree, entry)
     raised = None
     first, last = definition.lineno, definition.end_lineno or definition.lineno
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not (isinstance(node, ast.Name) and node.id == entry):
             continue
         if first <= node.lineno <= last:
@@ -199,7 +199,7 @@ def _selected_only_in_try(tree: ast.Module, entry: str, definition: ast.AST, tri
         if found is None:
             return None
         raised = raised or found
-    for node in ast.walk(tree):  # (a string naming it: a lookup by name, `getattr(module, "X")`)
+    for node in astcache.walk(tree):  # (a string naming it: a lookup by name, `getattr(module, "X")`)
         if isinstance(node, ast.Constant) and node.value == entry:
             return None
     return raised
@@ -303,7 +303,7 @@ def _device_guard(function: ast.AST, rewritten: frozenset = frozenset()) -> bool
 
 def _launchers(tree: ast.Module) -> set[str]:
     """The module-level functions and classes that launch (or reach, within the file) a kernel."""
-    kernels = {n.name for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)
+    kernels = {n.name for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)
                and any(_KERNEL_DECORATOR.search(_dotted(d)) for d in n.decorator_list)}
     tops = {n.name: n for n in astcache.walk_statements(tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
             and n.name not in kernels and any(n is s for s in _top_level(tree))}
@@ -414,7 +414,7 @@ def kernels_behind_device_check(relpath: str, data: bytes, importers,
             if (not isinstance(node, (*_FUNCTIONS, ast.ClassDef)) or node.name not in launchers) \
                     and any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(node)):
                 return None
-    if any(isinstance(n, ast.Name) and n.id in public for n in ast.walk(tree)):
+    if any(isinstance(n, ast.Name) and n.id in public for n in astcache.walk(tree)):
         return None  # (a public launcher named inside the file: not the simple shape)
     unchecked = set()
     for name in public:

@@ -125,7 +125,7 @@ def _probe_sets(tree: ast.Module, flag: str) -> bool:
                 and any(isinstance(s, (ast.Import, ast.ImportFrom)) for s in statement.body)
                 and _assigns(statement.body, flag, True)
                 and any(_assigns(h.body, flag, False) for h in statement.handlers)):
-            others = [s for s in ast.walk(tree) if isinstance(s, ast.Assign) and s not in statement.body
+            others = [s for s in astcache.walk(tree) if isinstance(s, ast.Assign) and s not in statement.body
                       and not any(s in h.body for h in statement.handlers)
                       and any(isinstance(t, ast.Name) and t.id == flag for t in s.targets)]
             return not others
@@ -155,7 +155,7 @@ def _flag_sources(tree: ast.Module, relpath: str, by_name, by_stem) -> dict[str,
 def _flag_guard(tree: ast.Module, line: int, parent) -> Optional[str]:
     """The flag name of the module-level `if FLAG:` (or `if FLAG and ...:`) that holds each import
     at `line`, or None."""
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
     flags = set()
@@ -225,7 +225,7 @@ def _probed_triton(tree: ast.Module) -> Optional[tuple[set, list]]:
     probes = []
     # (the module-level `try` of each import in one's body: no parent map of the whole tree)
     holders = {id(s): t for t in tree.body if isinstance(t, ast.Try) for s in t.body}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Import):
             names = [(a.asname or a.name).split(".")[0] for a in node.names if _is_triton(a.name)]
         elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
@@ -252,13 +252,13 @@ def _gate(tree: ast.Module) -> Optional[str]:
     parent = parents(tree)
     bound, probes = found
     # (what the gates define, kernels included, is missing where Triton is: its uses count too)
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.If) and isinstance(parent.get(id(node)), ast.Module) and _tests_triton(node.test):
             for statement in node.body:
                 if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     bound.add(statement.name)
     tests = set()
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not (isinstance(node, ast.Name) and node.id in bound and isinstance(node.ctx, ast.Load)):
             continue
         child, current, test = node, parent.get(id(node)), None
@@ -342,7 +342,7 @@ def _site_gate(tree: ast.Module, line: int) -> Optional[str]:
     from .testscopes import false_on_npu
 
     parent = parents(tree)
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     gates = []
     for node in statements:
         child, current, gate = node, parent.get(id(node)), None
@@ -467,7 +467,7 @@ def _setup_gate(tree: ast.Module, parent, finding) -> Optional[str]:
     # the CppExtension is used outside any `if` on CUDA_HOME (the default build)
     gates = set()
     for line, _column, _text in finding.also:
-        nodes = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line]
+        nodes = [n for n in astcache.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line]
         if not nodes:
             return None
         child, current, gate = nodes[0], parent.get(id(nodes[0])), None
@@ -482,7 +482,7 @@ def _setup_gate(tree: ast.Module, parent, finding) -> Optional[str]:
         gates.add(gate)
     if not gates:
         return None
-    cpp = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "CppExtension" and isinstance(n.ctx, ast.Load)]
+    cpp = [n for n in astcache.walk(tree) if isinstance(n, ast.Name) and n.id == "CppExtension" and isinstance(n.ctx, ast.Load)]
     if not cpp:
         return None
     return sorted(gates)[0]
@@ -614,7 +614,7 @@ def _defaults_false(flag: str, texts) -> bool:
 def _lazy_gate(tree: ast.Module, line: int, parent) -> Optional[tuple[str, str]]:
     """(gate source, flag) of the opt-in `if` that holds the imports at `line` inside a function,
     or that holds every call of the private function they are in; None otherwise."""
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
     node = statements[0]
@@ -632,7 +632,7 @@ def _lazy_gate(tree: ast.Module, line: int, parent) -> Optional[tuple[str, str]]
     if function is None or not function.name.startswith("_"):
         return None
     # a private function: every reference to its name in the file lies under an opt-in `if`
-    uses = [n for n in ast.walk(tree) if (isinstance(n, ast.Attribute) and n.attr == function.name)
+    uses = [n for n in astcache.walk(tree) if (isinstance(n, ast.Attribute) and n.attr == function.name)
             or (isinstance(n, ast.Name) and n.id == function.name)]
     gates = set()
     for use in uses:
@@ -763,10 +763,10 @@ def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] =
             continue
         parent = parents(tree)
         bound, probes = found
-        bindings = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(parent.get(id(n)), (ast.Module, ast.Try))
+        bindings = {t.id: n.value for n in astcache.walk(tree) if isinstance(n, ast.Assign) and isinstance(parent.get(id(n)), (ast.Module, ast.Try))
                     for t in n.targets if isinstance(t, ast.Name)}
         flags = set()
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if not (isinstance(node, ast.Name) and node.id in bound and isinstance(node.ctx, ast.Load)):
                 continue
             flag = None

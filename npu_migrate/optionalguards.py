@@ -113,7 +113,7 @@ def _guard_of(node: ast.AST, parent: dict[int, ast.AST], regex) -> Optional[tupl
 
 
 def _import_guard(tree: ast.Module, line: int, regex) -> Optional[tuple[str, str]]:
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
     parent = parents(tree)
@@ -199,7 +199,7 @@ def _failing_optimizer(data: bytes) -> Optional[tuple[str, int]]:
     if tree is None:
         return None
     found = []
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name):
             name, line = node.id, node.lineno
         elif isinstance(node, ast.Attribute):
@@ -275,7 +275,7 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
     from .probes import bound_names, catches_import_error
 
     parent = parents(tree)
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if len(statements) != 1:
         return None
     statement = statements[0]
@@ -298,7 +298,7 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
         return None
 
     users = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load) \
                 and node.lineno not in inside:
             unit = unit_of(node)
@@ -311,7 +311,7 @@ def _dead_users(tree: ast.Module, line: int, others: list[bytes]) -> Optional[li
         return None
     for name, unit in users.items():
         first, last = min([unit.lineno, *(d.lineno for d in unit.decorator_list)]), unit.end_lineno or unit.lineno
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if ((isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name)
                     or (isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value)) \
                     and not first <= getattr(node, "lineno", first) <= last:

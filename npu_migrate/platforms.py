@@ -49,7 +49,7 @@ import functools
 import re
 from typing import Callable, Optional
 
-from . import catalogue
+from . import astcache, catalogue
 from .findings import Finding
 from .model import FileResult
 from .modpaths import result_bytes
@@ -274,7 +274,7 @@ def _imports_triton(data: bytes) -> bool:
     tree = astcache.parse(data)
     if tree is None:
         return False
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Import) and any("triton" in a.name for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and ("triton" in (node.module or "")

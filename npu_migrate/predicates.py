@@ -20,7 +20,7 @@ _COMPOUND = (ast.If, ast.While, ast.Assert, ast.Return, ast.Assign, ast.AnnAssig
 
 
 def _statements(tree: ast.Module):
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, _COMPOUND):
             yield node
 

@@ -132,7 +132,7 @@ def probe_import_lines(tree: ast.Module, reported: set[int] = frozenset()) -> se
     if not tries:
         return set()
     uses: dict[str, list[int]] = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             uses.setdefault(node.id, []).append(node.lineno)
     lines: set[int] = set()
@@ -425,7 +425,7 @@ def type_check_import_lines(tree: ast.Module) -> set[int]:
     bnb.nn.Linear8bitLt)`): nothing of the package is called or constructed."""
     guarded: list[tuple[ast.stmt, ast.AST]] = []  # (import, scope)
     scopes: list[tuple[ast.AST, list]] = [(tree, tree.body)]
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             scopes.append((node, node.body))
     for scope, body in scopes:

@@ -242,7 +242,7 @@ NCCL_BLOCK = 12  # lines: NCCL variables set this close, in one function, are on
 
 
 def _functions(tree: ast.Module) -> list[tuple[int, int]]:
-    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+    return [(n.lineno, n.end_lineno or n.lineno) for n in astcache.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
@@ -285,7 +285,7 @@ LITERAL_CALLERS = "every call of the function in this file passes a backend lite
 def _enclosing_function(tree: ast.Module, line: int, name: str):
     """The innermost function around `line` with a parameter `name`."""
     best = None
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or 0):
             params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
             if name in params and (best is None or node.lineno > best.lineno):
@@ -302,7 +302,7 @@ def _caller_literals(tree: ast.Module, function, name: str) -> list[tuple[int, i
     defaults.update((a.arg, d) for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None)
     index = positional.index(name) if name in positional else None
     method = bool(positional) and positional[0] in ("self", "cls")
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+    calls = [n for n in astcache.walk(tree) if isinstance(n, ast.Call) and (
         (isinstance(n.func, ast.Name) and n.func.id == function.name)
         or (isinstance(n.func, ast.Attribute) and n.func.attr == function.name))]
     if not calls:

@@ -45,6 +45,7 @@ import re
 from dataclasses import replace
 from typing import Optional
 
+from . import astcache
 from .astcache import dotted
 from .findings import Finding
 from .probes import parse_text
@@ -90,10 +91,10 @@ class _File:
     def __init__(self, tree: ast.Module, findings: list[Finding]) -> None:
         self.tree = tree
         self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
-        self.parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        self.parents = astcache.parents(tree)
         self.fixable = {f.line for f in findings if f.fixable}
         self.loads: dict[str, list[ast.Name]] = {}
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads.setdefault(node.id, []).append(node)
 
@@ -149,7 +150,7 @@ def _handler_only_disables(handler: ast.ExceptHandler) -> bool:
 
 
 def _defines_kernels(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, _FUNCTIONS):
             for decorator in node.decorator_list:
                 name = dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""

@@ -25,6 +25,7 @@ import re
 from dataclasses import replace
 from typing import Optional
 
+from . import astcache
 from .findings import Finding
 
 BACKEND = "NPU304"
@@ -65,7 +66,7 @@ def _calls(tree: ast.Module, function) -> list[tuple[ast.AST, list[ast.expr], li
     the call goes through an attribute (`self.f(...)`: the first parameter is already bound).
     `Process(target=f, args=(a, b))` counts as `f(a, b)`."""
     out = []
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -156,7 +157,7 @@ def review_backend_params(findings: list[Finding], tree: ast.Module) -> list[Fin
         return findings
     from .folding import ALSO as _ALSO, places_of as _places, rebuilt as _rebuilt
 
-    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]
     out = []
     for finding in findings:
         if finding.code != BACKEND or finding.severity == "info" or finding.fixable or finding.cell is not None \
@@ -241,7 +242,7 @@ def fold_after_failing_calls(findings: list[Finding], tree: ast.Module) -> list[
     from .folding import Fold as _Fold, ours as _ours, places_of as _places
 
     blocks = []  # (statements of one block) in functions
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, _FUNCTIONS):
             for inner in ast.walk(node):
                 for field in ("body", "orelse", "finalbody"):
@@ -323,7 +324,7 @@ def fold_fp8_into_package_class(findings: list[Finding], tree: ast.Module) -> li
     if not bound:
         return findings
     classes = []  # (class, the NPU911 finding of a package name it calls)
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.ClassDef):
             called = next((bound[c.func.id] for c in ast.walk(node) if isinstance(c, ast.Call)
                            and isinstance(c.func, ast.Name) and c.func.id in bound), None)
@@ -369,7 +370,7 @@ def review_backend_params_across(results: list, python: list[int], texts: dict) 
         if i not in trees:
             data = texts.get(i)
             tree = astcache.parse(data) if data else None
-            trees[i] = (tree, [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]) if tree is not None else None
+            trees[i] = (tree, [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]) if tree is not None else None
         return trees[i]
 
     from .folding import ALSO as _ALSO, places_of as _places, rebuilt as _rebuilt
@@ -455,7 +456,7 @@ def move_fp8_defaults_to_calls(findings: list[Finding], tree: ast.Module, text: 
         return findings
     from .folding import ours as _ours, places_of as _places, rebuilt as _rebuilt
 
-    functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]
     out = []
     for finding in findings:
         if finding.code != "NPU913" or finding.severity != "error" or not _ours(finding):

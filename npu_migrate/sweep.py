@@ -280,7 +280,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if self.default_casts is None:
             self.default_casts = set()
             tree = self.m._ast()
-            for fn in ast.walk(tree) if tree is not None else ():
+            for fn in astcache.walk(tree) if tree is not None else ():
                 if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
                 if any((astcache.dotted(d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1]
@@ -499,7 +499,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         if self.returned is None:
             self.returned = {}
             tree = self.m._ast()
-            for fn in ast.walk(tree) if tree is not None else ():
+            for fn in astcache.walk(tree) if tree is not None else ():
                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     values = {r.value.value for r in ast.walk(fn) if isinstance(r, ast.Return)
                               and isinstance(r.value, ast.Constant) and isinstance(r.value.value, str)}

@@ -77,7 +77,7 @@ class _File:
         self.tree = tree
         self.parents: dict[ast.AST, ast.AST] = {}
         self.at: dict[tuple[int, int], list[ast.AST]] = {}
-        for parent in ast.walk(tree):
+        for parent in astcache.walk(tree):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
             if hasattr(parent, "col_offset"):

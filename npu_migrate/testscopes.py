@@ -197,7 +197,7 @@ def _skip_decorator_lines(text: str) -> set[int]:
     lines: set[int] = set()
     if tree is None:
         return lines
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call) and _dotted(node.func).rpartition(".")[2].lower() in ("skipif", "skipunless"):
             lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
         elif isinstance(node, ast.If) and len(node.body) == 1 and not node.orelse and _skips(node.body[0]):
@@ -356,7 +356,7 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id in refs and isinstance(node.ctx, ast.Load):
             refs[node.id].append(node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in refs:
@@ -564,7 +564,7 @@ def in_annotation(text: str):
     tree = _parse(text)
     spans = []
     if tree is not None:
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             notes = []
             if isinstance(node, ast.AnnAssign):
                 notes.append(node.annotation)

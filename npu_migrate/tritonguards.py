@@ -73,6 +73,8 @@ def _is_triton(module: str) -> bool:
 
 
 def parents(tree: ast.AST) -> dict[int, ast.AST]:
+    if isinstance(tree, ast.Module):
+        return astcache.parents(tree)
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
@@ -332,7 +334,7 @@ def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]
     # every place of the finding is a kernel's definition, a Triton import in a guard, or a guard
     allowed = [_span(k) for k in module.kernels().values()]
     allowed += [(g.lineno, g.end_lineno or g.lineno) for g in guards]
-    allowed += [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+    allowed += [(n.lineno, n.end_lineno or n.lineno) for n in astcache.walk(tree)
                 if (isinstance(n, ast.Import) and any(_is_triton(a.name) for a in n.names))
                 or (isinstance(n, ast.ImportFrom) and not n.level and _is_triton(n.module or ""))]
     if not all(any(a <= line <= b for a, b in allowed) for f in targets for line in _places(f)):
@@ -377,7 +379,7 @@ def _harness(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         merged = absorb(target, harness, name_them="imported for its benchmark harness")
         return [merged if f is target else f for f in findings if f not in harness]
     parent = parents(tree)
-    imports = [n for n in ast.walk(tree) if (isinstance(n, ast.Import) and any(_is_triton(a.name) for a in n.names))
+    imports = [n for n in astcache.walk(tree) if (isinstance(n, ast.Import) and any(_is_triton(a.name) for a in n.names))
                or (isinstance(n, ast.ImportFrom) and not n.level and _is_triton(n.module or ""))]
     if not imports or not all(_guard_of(n, parent) for n in imports):
         return findings
@@ -488,7 +490,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
 
 
 def _import_guard(tree: ast.Module, line: int) -> Optional[tuple]:
-    statements = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+    statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
     parent = parents(tree)
@@ -600,7 +602,7 @@ def restating_site(results, reported: dict[int, int], importer: int, line: int, 
     from .modpaths import module_names, resolve_relative
 
     function = None
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
             if function is None or node.lineno > function.lineno:
                 function = node

@@ -111,7 +111,7 @@ class _Facts:
         self.stores: dict[str, list[int]] = {}
         self.returns: list[tuple[int, int]] = []
         self.functions: list[ast.AST] = []
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if isinstance(node, ast.AnnAssign):
                 notes.append(node.annotation)
             elif isinstance(node, ast.arg) and node.annotation is not None:

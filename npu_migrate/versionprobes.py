@@ -32,6 +32,7 @@ import ast
 import re
 from dataclasses import replace
 
+from . import astcache
 from .astcache import dotted as _dotted
 from .astcache import walk_statements
 from .fallbacks import falls_back
@@ -152,11 +153,11 @@ def _home_uses_checked(tree: ast.Module) -> bool:
     test of an `if`/conditional expression, under a test that it is set (or in the `else` of one
     that it is not), passed on as it is (assigned, returned, printed)."""
     parents: dict[int, ast.AST] = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
     tested = False
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if not _is_home(node) or not isinstance(getattr(node, "ctx", None), ast.Load):
             continue
         if isinstance(node, ast.Attribute) and _is_home(parents.get(id(node))):

@@ -9,7 +9,7 @@ from typing import Optional
 
 import libcst as cst
 
-from .. import catalogue
+from .. import astcache, catalogue
 from .base import Example, Family
 from .context import cuda_literal, dotted_name, keyword_arg, string_value
 
@@ -412,7 +412,7 @@ def visible():
             return self._removed
         removed: set[tuple[int, str]] = set()
         tree = self.ctx._ast()
-        nodes = list(ast.walk(tree)) if tree is not None else []
+        nodes = list(astcache.walk(tree)) if tree is not None else []
 
         def removes(stmt: ast.AST, key) -> bool:
             """Whether `stmt` removes the key `key` (a predicate on the key expression)."""

@@ -125,6 +125,12 @@ _NPU_CODE = re.compile(r"""["'](?:npu|hccl)\b|\.npu\b|\bis_npu\b|ASCEND_[A-Z]|HC
 
 
 def parse(text: str) -> Optional[ast.Module]:
+    """The file's tree; the one the hot-slice reduction parsed from the same bytes where the text
+    is that file's (astcache), so a file is parsed once. A text with a coding declaration is
+    parsed as text: its bytes would be read in the declared encoding."""
+    head = text[:2000].split("\n", 2)[:2]
+    if not any("coding" in line for line in head):
+        return astcache.parse(text.encode("utf-8", "surrogatepass"))
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -184,7 +190,7 @@ def platform_scopes(text: str, tree: Optional[ast.Module] = None,
     comment_re = _tables()[4]
     families = _class_families(tree)
     if sibling_classes:
-        for node in ast.walk(tree):
+        for node in astcache.walk(tree):
             if isinstance(node, ast.ClassDef) and node.name in sibling_classes:
                 families.setdefault(id(node), sibling_classes[node.name])
     found: list[Scope] = []
@@ -271,7 +277,7 @@ def _members(cls: ast.ClassDef) -> dict[str, ast.AST]:
 def _class_families(tree: ast.Module) -> dict[int, str]:
     """Classes of one module that define the same member, one with a CUDA value and a sibling
     with an NPU value (`device_type = "cuda"` beside `device_type = "npu"`): id -> reason."""
-    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    classes = [node for node in astcache.walk(tree) if isinstance(node, ast.ClassDef)]
     if len(classes) < 2:
         return {}
     sides: list[tuple[ast.ClassDef, set[str], set[str]]] = []  # class, CUDA members, NPU members
@@ -749,7 +755,7 @@ def _classes(text: str) -> list[tuple[ast.ClassDef, set[str]]]:
     if tree is None:
         return []
     try:
-        return [(node, _base_names(node)) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+        return [(node, _base_names(node)) for node in astcache.walk(tree) if isinstance(node, ast.ClassDef)]
     except RecursionError:
         return []
 
