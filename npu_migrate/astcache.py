@@ -26,7 +26,7 @@ def parse(body: bytes) -> Optional[ast.Module]:
 # the last few modules are kept, in `ast.walk`'s order, with the tree itself (so its id stays its
 # own). Callers only read them; a pass that changes a tree works on a copy (`copy.deepcopy`).
 _INDEX_SIZE = 4
-_INDEXED: "OrderedDict[int, list]" = OrderedDict()  # id(tree) -> [tree, nodes, parents, {types: nodes}]
+_INDEXED: OrderedDict[int, list] = OrderedDict()  # id(tree) -> [tree, nodes, parents, {types: nodes}]
 
 
 def _entry(tree: ast.Module) -> list:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-from typing import Optional
 
 from . import astcache, catalogue
 
@@ -284,7 +283,7 @@ def self_assignments(tree: ast.Module, names: set | None = None) -> tuple[dict[i
     per_class: dict[int, dict[str, list]] = {}
     parents = astcache.parents(tree)
 
-    def owner(node: ast.AST) -> Optional[ast.ClassDef]:
+    def owner(node: ast.AST) -> ast.ClassDef | None:
         # the outermost class with a method holding the node
         found, current = None, node
         while (parent := parents.get(id(current))) is not None:

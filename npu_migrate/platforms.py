@@ -49,7 +49,7 @@ import functools
 import re
 from typing import Callable, Optional
 
-from . import astcache, catalogue
+from . import catalogue
 from .findings import Finding
 from .model import FileResult
 from .modpaths import result_bytes
