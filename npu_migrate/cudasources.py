@@ -27,6 +27,13 @@ Shapes the reviewers read as false, each proven from the text of the files, not 
     such classes only run to build or load a CUDA extension, which an NPU host never selects. Its
     finding becomes a named skipped scope.
 
+(d) The `.cu` files of one extension (AF noise note: auto-gptq's `exllama_kernels`, four `.cu`
+    files in one `CUDAExtension(...)` of setup.py): a `setup.py` that lists two or more `.cu` files
+    of the run in one `CUDAExtension(name, [...])` literal is one port, so their NPU912 errors are
+    one finding, on the first file (path order), whose message counts and names the others and
+    the extension; the others' NPU912 findings go (as `.cuh` headers are folded per folder,
+    textfiles.group_cuda_headers). Files another extension also lists keep their own.
+
 The setup.py CUDA_HOME probe whose build falls back to a `CppExtension` (AG#30) is named as
 "runs as written" by moot.AS_WRITTEN (its message, from optionalext.py, already proves it).
 
@@ -87,7 +94,7 @@ def review(results: list, paths: dict | None = None) -> list:
             continue
         if why is not None:
             out[i] = replace(result, findings=[_lower(f, why) if _open(f, "NPU912") else f for f in result.findings])
-    return _toolchain_helpers(out, paths)
+    return fold_extension_sources(_toolchain_helpers(out, paths), paths)
 
 
 # ----------------------------------------------------------------------------- (a) ROCm-only sources
@@ -207,7 +214,8 @@ _DEVICE = re.compile(
     rb"|\bcu(?:blas|dnn|sparse|fft|rand|solver)\w*|\bnv[A-Z]\w*\s*\(|\bcub::|\bthrust::|\bcute::"
     rb"|CUTLASS_(?:DEVICE|GLOBAL)|cutlass::(?:\w+::)*(?:device|kernel|threadblock|warp|arch|epilogue|thread)::"
     rb"|\bGemmUniversal|\bDefaultGemm|__shfl|__syncthreads|\bthreadIdx\b|\bblockIdx\b|\bblockDim\b|\basm\b"
-    rb"|getCurrentCUDAStream|\bat::cuda::|\bc10::cuda::|\bcuda::|CUDAGuard|CUDAStream"
+    rb"|getCurrentCUDAStream|\bat::cuda::|\bc10::cuda::|\bcuda::|CUDAGuard|CUDAStream|\bC10_CUDA\w*|\bAT_CUDA\w*"
+    rb"|\bCUDA_KERNEL\w*"
     rb"|TORCH_LIBRARY_IMPL\s*\(\s*\w+\s*,\s*(?:CUDA|HIP)\b"
     rb"|#\s*include\s*[<\"](?:cub/|thrust/|cute/|cooperative_groups|cuda_runtime|cuda_fp8|mma|ATen/cuda|c10/cuda"
     rb"|cutlass/(?:gemm/(?:device|kernel|threadblock|warp|collective)|arch|epilogue|conv|pipeline))")
@@ -394,3 +402,79 @@ def _defines(module: ast.Module, line: int, name: str) -> bool:
     """`__all__ = [..., "name"]`-like lines and the like are strings, not names: only a def counts."""
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name and n.lineno == line
                for n in module.body)
+
+
+# ----------------------------------------------------------------------------- (d) one extension, one finding
+
+def _extension_lists(tree: ast.Module) -> list[tuple[str, int, list[str]]]:
+    """(extension name, line, [source literals]) of each `CUDAExtension("name", [...])` call."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name != "CUDAExtension":
+            continue
+        args = list(node.args)
+        label = args[0].value if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str) else None
+        sources = args[1] if len(args) > 1 else next((k.value for k in node.keywords if k.arg == "sources"), None)
+        if label is None:
+            label = next((k.value.value for k in node.keywords if k.arg == "name" and isinstance(k.value, ast.Constant)
+                          and isinstance(k.value.value, str)), None)
+        if label is None or not isinstance(sources, (ast.List, ast.Tuple)):
+            continue
+        if not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in sources.elts):
+            continue
+        found.append((label, node.lineno, [e.value for e in sources.elts]))
+    return found
+
+
+def fold_extension_sources(results: list, paths: dict) -> list:
+    """NPU912 once per `CUDAExtension` of a setup.py that lists several `.cu` files (module's doc, d)."""
+    from .modpaths import result_bytes
+    from .probes import parse_text
+
+    errors = {r.relpath: i for i, r in enumerate(results) if r.relpath.lower().endswith(".cu")
+              and any(_open(f, "NPU912") and f.severity == "error" for f in r.findings)}
+    if len(errors) < 2:
+        return results
+    groups: list[tuple[str, str, int, list[int]]] = []
+    for result in results:
+        if os.path.basename(result.relpath) != "setup.py":
+            continue
+        data = result_bytes(result, paths) or b""
+        if b"CUDAExtension" not in data or b".cu" not in data:  # (byte pre-test before a parse)
+            continue
+        tree = parse_text(data.decode("utf-8", "replace"))
+        if tree is None:
+            continue
+        home = os.path.dirname(result.relpath)
+        for label, line, sources in _extension_lists(tree):
+            members = []
+            for source in sources:
+                rel = os.path.normpath(os.path.join(home, source)).replace("\\", "/")
+                if rel in errors and errors[rel] not in members:
+                    members.append(errors[rel])
+            if len(members) >= 2:
+                groups.append((label, result.relpath, line, members))
+    listed: dict[int, int] = {}
+    for _label, _setup, _line, members in groups:
+        for i in members:
+            listed[i] = listed.get(i, 0) + 1
+    out = list(results)
+    for label, setup, line, members in groups:
+        members = sorted((i for i in members if listed[i] == 1), key=lambda i: results[i].relpath)
+        if len(members) < 2:
+            continue
+        first, rest = members[0], members[1:]
+        names = [results[i].relpath for i in rest]
+        note = (f"{len(members)} CUDA sources of the extension `{label}` ({setup} line {line}), reported once "
+                f"for the extension; also {', '.join(f'`{n}`' for n in names)}")
+        out[first] = replace(out[first], findings=[
+            replace(f, message=f"{f.message} ({note})") if _open(f, "NPU912") and f.severity == "error" else f
+            for f in out[first].findings])
+        for i in rest:
+            out[i] = replace(out[i], findings=[f for f in out[i].findings
+                                               if not (_open(f, "NPU912") and f.severity == "error")])
+    return out

@@ -259,3 +259,36 @@ def test_toolchain_helper_with_another_caller_stays(tmp_path):
     assert 8 not in moot_lines(report["skipped"], "NPU990", "pkg/ext/utils.py")
     assert any(f["path"] == "pkg/ext/utils.py" and f["code"] == "NPU990" and f["line"] == 8
                for f in report["findings"])
+
+
+FOLD_SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(
+    name="pkg",
+    ext_modules=[
+        CUDAExtension("quant_kernels", ["ext/quant.cpp", "ext/cuda/gemm.cu", "ext/cuda/repack.cu", "ext/buffers.cu"]),
+        CUDAExtension("single_kernel", ["ext/single/one.cu"]),
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+
+KERNEL = "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n"
+
+
+def test_cu_files_of_one_extension_are_one_finding(tmp_path):
+    root = write_project(tmp_path, {"setup.py": FOLD_SETUP, "ext/quant.cpp": "int f() { return 0; }\n",
+                                    "ext/cuda/gemm.cu": KERNEL, "ext/cuda/repack.cu": KERNEL.replace("0;", "1;"),
+                                    "ext/buffers.cu": KERNEL.replace("0;", "2;"),
+                                    "ext/single/one.cu": KERNEL.replace("0;", "3;"),
+                                    "other/loose.cu": KERNEL.replace("0;", "4;")})
+    report = migrate_json(root)
+    found = {f["path"]: f for f in report["findings"] if f["code"] == "NPU912"}
+    assert set(found) == {"ext/buffers.cu", "ext/single/one.cu", "other/loose.cu"}
+    first = found["ext/buffers.cu"]
+    assert first["severity"] == "error"
+    assert "3 CUDA sources of the extension `quant_kernels`" in first["message"]
+    assert "`ext/cuda/gemm.cu`" in first["message"] and "`ext/cuda/repack.cu`" in first["message"]
+    assert found["ext/single/one.cu"]["severity"] == "error" and "reported once" not in found["ext/single/one.cu"]["message"]
