@@ -34,8 +34,10 @@ Shapes the reviewers read as false, each proven from the text of the files, not 
     the extension; the others' NPU912 findings go (as `.cuh` headers are folded per folder,
     textfiles.group_cuda_headers). Files another extension also lists keep their own.
 
-The setup.py CUDA_HOME probe whose build falls back to a `CppExtension` (AG#30) is named as
-"runs as written" by moot.AS_WRITTEN (its message, from optionalext.py, already proves it).
+(e) The setup.py CUDA_HOME probe whose build falls back to a `CppExtension` (AG#30; optionalext.py
+    proves the shape and says so in an info finding), in a run that holds `.cu` files (the CUDA
+    sources, reported on their own, are the port work): a named "runs as written" scope
+    (moot.AS_WRITTEN). Without `.cu` files in the run the info finding stays.
 
 Whole-run, text first: a `.cu` is only read when it carries an open NPU912 finding, a Python file
 is parsed only when its bytes name the helper (byte pre-test). Called once, from
@@ -53,6 +55,8 @@ from dataclasses import replace
 ROCM_ONLY = "ROCm-only source, never built for CUDA"
 TOOLCHAIN = "a CUDA toolchain helper called only by CUDA extension classes"
 HOST_ONLY = "host code compiled only in the CUDA build"
+# moot.AS_WRITTEN carries this one
+SETUP_FALLBACK = "setup.py builds its `CppExtension` on an NPU host"
 
 # Findings whose message names other files (folded headers, byte-identical copies, an op's other
 # sources) are left alone: a named scope would hide those names.
@@ -94,7 +98,32 @@ def review(results: list, paths: dict | None = None) -> list:
             continue
         if why is not None:
             out[i] = replace(result, findings=[_lower(f, why) if _open(f, "NPU912") else f for f in result.findings])
-    return fold_extension_sources(_toolchain_helpers(out, paths), paths)
+    return fold_extension_sources(_toolchain_helpers(_setup_fallbacks(out), paths), paths)
+
+
+def _setup_fallbacks(results: list) -> list:
+    """setup.py's CUDA_HOME probe with a CppExtension build (optionalext.SETUP_PROBE, an info
+    finding), in a run that holds `.cu` files: the CUDA sources are the port work, reported on
+    their own; setup.py's NPU build runs as written (a named scope). Without `.cu` files in the
+    run, the setup.py finding is the only word on the CUDA build and stays."""
+    from .optionalext import SETUP_PROBE
+
+    probe = SETUP_PROBE.split("{gate}", 1)[0]
+    sources = sum(1 for r in results if r.relpath.lower().endswith(".cu"))
+    if not sources:
+        return results
+    out = list(results)
+    for i, result in enumerate(results):
+        if os.path.basename(result.relpath) != "setup.py":
+            continue
+        if any(f.code == "NPU911" and f.severity == "info" and probe in f.message for f in result.findings):
+            why = (f"{SETUP_FALLBACK}: it picks the CUDA build only where `CUDA_HOME` is found, and the "
+                   f"{sources} `.cu` file{'s' if sources > 1 else ''} of the run are reported on their own")
+            out[i] = replace(result, findings=[
+                replace(f, message=f"{f.message} ({why})")
+                if f.code == "NPU911" and f.severity == "info" and probe in f.message and not f.fixable else f
+                for f in result.findings])
+    return out
 
 
 # ----------------------------------------------------------------------------- (a) ROCm-only sources

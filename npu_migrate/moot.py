@@ -122,9 +122,9 @@ AS_WRITTEN = (
     # shellprobes.py: a presence probe of nvidia-smi whose script goes on without it, and an NVIDIA
     # container variable read with a default (round-11 audits AC#5, AD#12)
     "a probe: the script goes on without it",
-    # optionalext.SETUP_PROBE: setup.py builds its CppExtension where CUDA_HOME is missing, as on an
-    # NPU host (round 12, AG#30: the message itself says there is nothing to do)
-    "setup.py imports `CUDA_HOME` as a probe",
+    # cudasources.SETUP_FALLBACK: setup.py builds its CppExtension where CUDA_HOME is missing, as on an
+    # NPU host, and the run reports its CUDA sources (round 12, AG#30: nothing to do in setup.py)
+    "setup.py builds its `CppExtension` on an NPU host",
     "read with a fallback, not a container setting",
     "a device name the script tests, not a container setting",
     # testprobes.py: a test's device list that gets "cuda" only behind a check kept meaning CUDA

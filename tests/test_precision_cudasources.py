@@ -182,8 +182,13 @@ def test_setup_cuda_home_probe_with_cpp_fallback_runs_as_written(tmp_path):
     assert _finding(report, "setup.py", "NPU911") is None
     assert any(s["path"] == "setup.py" and s.get("reason", "").startswith(AS_WRITTEN_PREFIX + "NPU911")
                for s in report["skipped"])
+    assert any("setup.py builds its `CppExtension` on an NPU host" in s.get("reason", "") for s in report["skipped"])
     kernel = _finding(report, "csrc/op.cu", "NPU912")
     assert kernel is not None and kernel["severity"] == "error"
+    # without CUDA sources in the run, setup.py's finding is the only word on the CUDA build: it stays
+    alone = migrate_json(write_project(tmp_path / "alone", {"setup.py": SETUP, "csrc/op.cpp": "int f() { return 0; }\n"}))
+    probe = _finding(alone, "setup.py", "NPU911")
+    assert probe is not None and probe["severity"] == "info"
 
 
 UTILS = """\
