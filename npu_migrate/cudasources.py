@@ -103,13 +103,13 @@ def review(results: list, paths: dict | None = None) -> list:
 
 def _setup_fallbacks(results: list) -> list:
     """setup.py's CUDA_HOME probe with a CppExtension build (optionalext.SETUP_PROBE, an info
-    finding), in a run that holds `.cu` files: the CUDA sources are the port work, reported on
+    finding), in a run whose `.cu` files carry NPU912 findings: the CUDA sources are the port work, reported on
     their own; setup.py's NPU build runs as written (a named scope). Without `.cu` files in the
     run, the setup.py finding is the only word on the CUDA build and stays."""
     from .optionalext import SETUP_PROBE
 
     probe = SETUP_PROBE.split("{gate}", 1)[0]
-    sources = sum(1 for r in results if r.relpath.lower().endswith(".cu"))
+    sources = sum(1 for r in results if r.relpath.lower().endswith(".cu") and any(f.code == "NPU912" for f in r.findings))
     if not sources:
         return results
     out = list(results)
@@ -118,7 +118,8 @@ def _setup_fallbacks(results: list) -> list:
             continue
         if any(f.code == "NPU911" and f.severity == "info" and probe in f.message for f in result.findings):
             why = (f"{SETUP_FALLBACK}: it picks the CUDA build only where `CUDA_HOME` is found, and the "
-                   f"{sources} `.cu` file{'s' if sources > 1 else ''} of the run are reported on their own")
+                   f"{sources} `.cu` file{'s' if sources > 1 else ''} of the run {'are' if sources > 1 else 'is'} reported "
+                   f"on {'their' if sources > 1 else 'its'} own (NPU912)")
             out[i] = replace(result, findings=[
                 replace(f, message=f"{f.message} ({why})")
                 if f.code == "NPU911" and f.severity == "info" and probe in f.message and not f.fixable else f
@@ -313,10 +314,11 @@ def _raises_on_none(func: ast.FunctionDef) -> bool:
     """The function turns a missing CUDA version into an explicit error: a `try` around the read
     whose handlers all raise, or an `if ... is None` / `if not ...` that raises."""
     for node in ast.walk(func):
-        if isinstance(node, ast.Try) and node.handlers and all(
-                any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
-            if any(isinstance(n, ast.Attribute) and n.attr == "cuda" for n in ast.walk(ast.Module(node.body, []))):
-                return True
+        if (isinstance(node, ast.Try) and node.handlers
+                and all(any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers)
+                and any(isinstance(n, ast.Attribute) and n.attr == "cuda"
+                        for n in ast.walk(ast.Module(node.body, [])))):
+            return True
         if isinstance(node, ast.If) and any(isinstance(s, ast.Raise) for s in node.body):
             test = node.test
             if (isinstance(test, ast.Compare) and any(isinstance(op, ast.Is) for op in test.ops)

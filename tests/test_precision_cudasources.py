@@ -8,7 +8,12 @@ true case stays a finding."""
 
 from __future__ import annotations
 
-from .precision_helpers import AS_WRITTEN_PREFIX, migrate_json, moot_lines, write_project
+from .precision_helpers import (
+    AS_WRITTEN_PREFIX,
+    migrate_json,
+    moot_lines,
+    write_project,
+)
 
 ROCM_ONLY = """\
 // A HIP kernel kept under the .cu suffix
