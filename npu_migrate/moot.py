@@ -68,6 +68,10 @@ PHRASES = (
     "imported only where its importer's own unguarded Triton import fails first",
     "imported only behind `is_triton_supported()`, which the project's NPU accelerator answers False",  # predicates.py
     'a "cuda" test case an NPU host skips',  # testprobes.SKIPPED_CASE: its skip stays CUDA-only once migrated
+    # cudasources.py: a .cu whose code is all under `#if defined(USE_ROCM)` (round 12, AF#2, AG#9), and a
+    # toolchain helper only CUDA extension classes reach (AE#29)
+    "ROCm-only source, never built for CUDA",
+    "a CUDA toolchain helper called only by CUDA extension classes",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -118,6 +122,9 @@ AS_WRITTEN = (
     # shellprobes.py: a presence probe of nvidia-smi whose script goes on without it, and an NVIDIA
     # container variable read with a default (round-11 audits AC#5, AD#12)
     "a probe: the script goes on without it",
+    # cudasources.SETUP_FALLBACK: setup.py builds its CppExtension where CUDA_HOME is missing, as on an
+    # NPU host, and the run reports its CUDA sources (round 12, AG#30: nothing to do in setup.py)
+    "setup.py builds its `CppExtension` on an NPU host",
     "read with a fallback, not a container setting",
     "a device name the script tests, not a container setting",
     # testprobes.py: a test's device list that gets "cuda" only behind a check kept meaning CUDA
