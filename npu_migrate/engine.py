@@ -567,8 +567,9 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
             return None
         # Imports the rewrite left unused (`import torch` whose only use was torch.cuda.X): gone,
         # as a linter would ask. Only those: an import unused before stays. The sliced modules
-        # show the uses in hot statements; the whole new text settles the cold ones.
-        unused = imports.newly_unused(module, new_module) - {options.shim_name}
+        # show the uses in the statements the rewrite changed; the whole new text settles the
+        # others (cold and unchanged ones: `names_used_in_text` finds what libcst would, and more).
+        unused = imports.lost_in_changed(module, new_module) - {options.shim_name}
         if unused:
             drop = unused - imports.names_used_in_text(new.decode(new_module.encoding, "replace"), unused)
             if drop:

@@ -696,6 +696,19 @@ def newly_unused(before: cst.Module, after: cst.Module) -> set[str]:
     returns untouched nodes themselves), so only the changed statements are read first: a name
     that they refer to before and not after is then looked for in the unchanged ones. Reading
     both whole modules cost a sixth of a cold run of the torch tree."""
+    lost = lost_in_changed(before, after)
+    if not lost:
+        return set()
+    kept = {id(stmt) for stmt in before.body} & {id(stmt) for stmt in after.body}
+    return lost - referenced_names([s for s in before.body if id(s) in kept])
+
+
+def lost_in_changed(before: cst.Module, after: cst.Module) -> set[str]:
+    """`newly_unused` without its last step: the module-level import bindings that the changed
+    statements refer to before and not after, whether or not the unchanged ones still do. For a
+    caller that settles that by the new text (`names_used_in_text`, which finds every use
+    `referenced_names` finds, and more): reading the unchanged statements with libcst was a
+    seventh of a cold check of torch's test utilities."""
     candidates = module_import_bindings(before) & module_import_bindings(after)
     if not candidates:
         return set()
@@ -703,10 +716,7 @@ def newly_unused(before: cst.Module, after: cst.Module) -> set[str]:
     lost = referenced_names([s for s in before.body if id(s) not in kept]) & candidates
     if not lost:
         return set()
-    lost -= referenced_names([s for s in after.body if id(s) not in kept])
-    if not lost:
-        return set()
-    return lost - referenced_names([s for s in before.body if id(s) in kept])
+    return lost - referenced_names([s for s in after.body if id(s) not in kept])
 
 
 def names_used_in_text(text: str, names: Iterable[str]) -> set[str]:
