@@ -69,18 +69,23 @@ def _source_words() -> tuple[bytes, ...]:
     return tuple(words)
 
 
+DEF = re.compile(rb"\bdef\s+(\w+)\s*\(")
+
+
 class _Run:
     """The run's files, read and parsed only when a check asks."""
 
     def __init__(self, results: list[FileResult], paths: dict[str, str]) -> None:
         self.results, self.paths = results, paths
+        self.by_path = {r.relpath: r for r in results}
         self._bytes: dict[str, Optional[bytes]] = {}
         self._trees: dict[str, Optional[ast.Module]] = {}
+        self._defined: Optional[dict[str, list[str]]] = None
         self._defs: dict[str, list] = {}
 
     def data(self, relpath: str) -> Optional[bytes]:
         if relpath not in self._bytes:
-            result = next((r for r in self.results if r.relpath == relpath), None)
+            result = self.by_path.get(relpath)
             self._bytes[relpath] = None if result is None else result_bytes(result, self.paths)
         return self._bytes[relpath]
 
@@ -91,18 +96,22 @@ class _Run:
         return self._trees[relpath]
 
     def defs(self, name: str) -> list:
-        """[(relpath, FunctionDef)] of every function or method `name` of the run's Python files."""
-        if name not in self._defs:
-            found, needle = [], re.compile(rb"\bdef\s+" + re.escape(name.encode()) + rb"\s*\(")
+        """[(relpath, FunctionDef)] of every function or method `name` of the run's Python files:
+        one regex pass over the files' bytes indexes the names each defines (built once, at the
+        first question); only the files that define `name` are parsed."""
+        if self._defined is None:
+            self._defined = {}
             for result in self.results:
-                if not result.relpath.endswith(".py"):
-                    continue
-                data = self.data(result.relpath)
-                if data is None or not needle.search(data):
-                    continue  # (the byte pre-test: only files that define it are parsed)
-                tree = self.tree(result.relpath)
+                data = self.data(result.relpath) if result.relpath.endswith(".py") else None
+                if data and b"def" in data:
+                    for found in dict.fromkeys(DEF.findall(data)):
+                        self._defined.setdefault(found.decode("ascii", "replace"), []).append(result.relpath)
+        if name not in self._defs:
+            found = []
+            for relpath in self._defined.get(name, ()):
+                tree = self.tree(relpath)
                 if tree is not None:
-                    found.extend((result.relpath, node) for node in ast.walk(tree)
+                    found.extend((relpath, node) for node in ast.walk(tree)
                                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
             self._defs[name] = found
         return self._defs[name]
@@ -219,6 +228,8 @@ def _label(run: _Run, result: FileResult, finding: Finding, line: int) -> Option
         return None if why is None else LABEL + why
     if isinstance(parent, ast.arguments) and node.value == "cuda":
         func = parents.get(id(parent))
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None  # (a lambda's default)
         name = next((arg.arg for arg in _params(func) if _default_of(func, arg.arg) is node), None)
         if name is not None:
             return _label_parameter(run, result.relpath, func, name)
@@ -543,10 +554,9 @@ def _device_fixture(run: _Run, relpath: str) -> Optional[str]:
     """The nearest conftest.py above `relpath` that defines a `device` fixture whose "cuda" entry
     testprobes.py found behind a CUDA check kept as written (its named scope says so)."""
     parts = relpath.split("/")[:-1]
-    by_path = {r.relpath: r for r in run.results}
     while True:
         candidate = "/".join([*parts, "conftest.py"]) if parts else "conftest.py"
-        conftest = by_path.get(candidate)
+        conftest = run.by_path.get(candidate)
         data = run.data(candidate) if conftest is not None else None
         if data is not None and re.search(rb"def\s+device\s*\(", data):
             tree = run.tree(candidate)
