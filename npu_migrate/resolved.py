@@ -445,10 +445,16 @@ def _rewritten_default(run: _Run, result: FileResult, tree: ast.Module, func: as
     new_default = _default_of(twins[0], name)
     if new_default is None or _is_str(new_default):
         return None
-    for call in ast.walk(tree):
+    positional = [a.arg for a in (*twins[0].args.posonlyargs, *twins[0].args.args)]
+    for call in ast.walk(new_tree):  # (the calls as the run leaves them: a rewritten literal is HCCL's)
         if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == func.name:
             if any(k.arg == name and _is_str(k.value) and "nccl" in k.value.value for k in call.keywords):
                 return None
+            if name in positional:
+                index = positional.index(name) - (1 if positional[0] in ("self", "cls")
+                                                   and isinstance(call.func, ast.Attribute) else 0)
+                if 0 <= index < len(call.args) and _is_str(call.args[index]) and "nccl" in call.args[index].value:
+                    return None
     return f"the default of `{name}` is rewritten to `{ast.unparse(new_default)}`, and no call here passes \"nccl\""
 
 
