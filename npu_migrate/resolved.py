@@ -447,15 +447,31 @@ def _rewritten_default(run: _Run, result: FileResult, tree: ast.Module, func: as
         return None
     positional = [a.arg for a in (*twins[0].args.posonlyargs, *twins[0].args.args)]
     for call in ast.walk(new_tree):  # (the calls as the run leaves them: a rewritten literal is HCCL's)
-        if isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == func.name:
-            if any(k.arg == name and _is_str(k.value) and "nccl" in k.value.value for k in call.keywords):
-                return None
-            if name in positional:
-                index = positional.index(name) - (1 if positional[0] in ("self", "cls")
-                                                   and isinstance(call.func, ast.Attribute) else 0)
-                if 0 <= index < len(call.args) and _is_str(call.args[index]) and "nccl" in call.args[index].value:
-                    return None
-    return f"the default of `{name}` is rewritten to `{ast.unparse(new_default)}`, and no call here passes \"nccl\""
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == func.name):
+            continue
+        given = next((k.value for k in call.keywords if k.arg == name), None)
+        if given is None and name in positional:
+            index = positional.index(name) - (1 if positional[0] in ("self", "cls")
+                                               and isinstance(call.func, ast.Attribute) else 0)
+            given = call.args[index] if 0 <= index < len(call.args) else None
+        if given is not None and not _seen_backend(given):
+            return None
+    return f"the default of `{name}` is rewritten to `{ast.unparse(new_default)}`, and the calls here pass none or one the platform layer gives"
+
+
+@functools.lru_cache(maxsize=None)
+def _platform_layer() -> re.Pattern:
+    return re.compile(catalogue.read_table("scopes.toml")["platform"]["layer"])
+
+
+def _seen_backend(value: ast.AST) -> bool:
+    """A backend a caller passes that is right on an NPU host: a literal other than "nccl", the
+    shim's (a rewritten literal), or one the project's platform layer gives
+    (`current_platform.get_torch_distributed_backend_str()`)."""
+    if _is_str(value):
+        return "nccl" not in value.value
+    text = ast.unparse(value)
+    return "dist_backend(" in text or bool(_platform_layer().search(text))
 
 
 # ----------------------------------------------------------------------------- bitsandbytes (NPU914)

@@ -184,9 +184,9 @@ class GroupCache:
         return dist.new_group(ranks=ranks, backend=backend)
 
 
-def main(cfg, platform):
+def main(cfg, current_platform):
     GroupCache().get([0, 1], "nccl")
-    init_env(world_size=2, backend=platform.distributed_backend_name())
+    init_env(world_size=2, backend=current_platform.get_torch_distributed_backend_str())
     init_group(2, cfg.backend)
 """
 
