@@ -82,6 +82,8 @@ class _Run:
         self._trees: dict[str, Optional[ast.Module]] = {}
         self._defined: Optional[dict[str, list[str]]] = None
         self._defs: dict[str, list] = {}
+        self._external: dict[str, frozenset] = {}
+        self._tops: Optional[set] = None
 
     def data(self, relpath: str) -> Optional[bytes]:
         if relpath not in self._bytes:
@@ -94,6 +96,23 @@ class _Run:
             data = self.data(relpath) if relpath.endswith(".py") else None
             self._trees[relpath] = None if data is None else astcache.parse(data)
         return self._trees[relpath]
+
+    def external_names(self, relpath: str) -> frozenset:
+        """The names `relpath` binds by importing a module the run does not hold (its top package
+        is no folder or module of the run)."""
+        if relpath not in self._external:
+            if self._tops is None:
+                self._tops = {part for r in self.results for part in _tops(r.relpath)}
+            names, tree = set(), self.tree(relpath)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.Import):
+                    names.update((a.asname or a.name).split(".")[0] for a in node.names
+                                 if a.name.split(".")[0] not in self._tops)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                        and node.module.split(".")[0] not in self._tops:
+                    names.update(a.asname or a.name for a in node.names)
+            self._external[relpath] = frozenset(names)
+        return self._external[relpath]
 
     def defs(self, name: str) -> list:
         """[(relpath, FunctionDef)] of every function or method `name` of the run's Python files:
@@ -115,6 +134,16 @@ class _Run:
                                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
             self._defs[name] = found
         return self._defs[name]
+
+
+def _tops(relpath: str) -> tuple[str, ...]:
+    """The names a file's top package may be imported by: its first folder (or module), and the
+    one under `src/`."""
+    parts = relpath.split("/")
+    first = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
+    if parts[0] in ("src", "lib", "python") and len(parts) > 1:
+        return (first, parts[1][:-3] if parts[1].endswith(".py") else parts[1])
+    return (first,)
 
 
 def review(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
@@ -224,7 +253,7 @@ def _label(run: _Run, result: FileResult, finding: Finding, line: int) -> Option
     if TABLE_LABEL in finding.message and isinstance(parent, ast.Dict):
         return _table_keys(run, result, tree, parents, parent)
     if isinstance(parent, ast.Call) and node in parent.args:
-        why = _label_argument(run, parent, parent.args.index(node))
+        why = _label_argument(run, result.relpath, parent, parent.args.index(node))
         return None if why is None else LABEL + why
     if isinstance(parent, ast.arguments) and node.value == "cuda":
         func = parents.get(id(parent))
@@ -236,7 +265,7 @@ def _label(run: _Run, result: FileResult, finding: Finding, line: int) -> Option
     return None
 
 
-def _label_use(run: _Run, use: ast.Name, parents: dict, depth: int) -> Optional[str]:
+def _label_use(run: _Run, relpath: str, use: ast.Name, parents: dict, depth: int) -> Optional[str]:
     """How one use of a label parameter reads it: compared with strings, a table's key, shown in
     a message, or passed on to a project function that only does so; None for any other use."""
     parent = parents.get(id(use))
@@ -251,9 +280,22 @@ def _label_use(run: _Run, use: ast.Name, parents: dict, depth: int) -> Optional[
     if isinstance(parent, ast.FormattedValue):
         return "shown in a message"
     if isinstance(parent, ast.Call) and use in parent.args and depth < 2:
-        why = _label_argument(run, parent, parent.args.index(use), depth + 1)
+        why = _label_argument(run, relpath, parent, parent.args.index(use), depth + 1)
         return None if why is None else f"passed to {why}"
     return None
+
+
+def _external(run: _Run, relpath: str, func: ast.AST) -> bool:
+    """Whether a called name chain starts at a module the project does not hold (`torch.device`,
+    `np.array`, a name imported from another package): not the project's function."""
+    root = func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id in ("torch", "np", "numpy", "os", "math", "jax", "tf"):
+        return True
+    return root.id in run.external_names(relpath)
 
 
 def _label_function(run: _Run, relpath: str, func: ast.AST, name: str, depth: int) -> Optional[str]:
@@ -267,38 +309,38 @@ def _label_function(run: _Run, relpath: str, func: ast.AST, name: str, depth: in
         return None  # never read, or rebound: nothing to resolve
     ways = []
     for use in uses:
-        way = _label_use(run, use, parents, depth)
+        way = _label_use(run, relpath, use, parents, depth)
         if way is None:
             return None
         ways.append(way)
     return " and ".join(dict.fromkeys(ways))
 
 
-def _label_argument(run: _Run, call: ast.Call, index: int, depth: int = 0) -> Optional[str]:
+def _label_argument(run: _Run, relpath: str, call: ast.Call, index: int, depth: int = 0) -> Optional[str]:
     """Why the `index`-th positional argument of `call` is a label: every project function of the
     called name (the method, when called on an attribute) only compares, indexes or shows it."""
     callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
-    if not callee:
+    if not callee or _external(run, relpath, call.func):
         return None
     defs = run.defs(callee)
     owner = call.func.value.id if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) else ""
     if owner[:1].isupper():  # `Factory.create(...)`: the methods of that class only
-        defs = [(relpath, func) for relpath, func in defs
-                if getattr(_parents(run.tree(relpath)).get(id(func)), "name", None) == owner]
+        defs = [(where, func) for where, func in defs
+                if getattr(_parents(run.tree(where)).get(id(func)), "name", None) == owner]
     if not defs:
         return None
     shown = []
-    for relpath, func in defs:
+    for where, func in defs:
         params = [*func.args.posonlyargs, *func.args.args]
         skip = 1 if params and params[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute) else 0
         if isinstance(func, ast.FunctionDef) and any(getattr(d, "id", "") == "staticmethod" for d in func.decorator_list):
             skip = 0
         if index + skip >= len(params):
             return None
-        why = _label_function(run, relpath, func, params[index + skip].arg, depth)
+        why = _label_function(run, where, func, params[index + skip].arg, depth)
         if why is None:
             return None
-        shown.append(f"`{callee}` ({relpath}:{func.lineno}) only has it {why}")
+        shown.append(f"`{callee}` ({where}:{func.lineno}) only has it {why}")
     return "; ".join(shown[:2])
 
 
