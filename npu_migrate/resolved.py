@@ -208,10 +208,12 @@ def _enclosing(tree: ast.AST, line: int, kinds: tuple) -> Optional[ast.AST]:
 
 
 def _constant_at(tree: ast.AST, line: int, column: int) -> Optional[ast.Constant]:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and node.lineno == line and node.col_offset + 1 == column:
-            return node
-    return None
+    index = getattr(tree, "_resolved_strings", None)
+    if index is None:  # (one walk per tree: a file's merged findings ask many times)
+        index = {(n.lineno, n.col_offset + 1): n for n in ast.walk(tree)
+                 if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        tree._resolved_strings = index
+    return index.get((line, column))
 
 
 def _is_str(node: ast.AST) -> bool:
