@@ -444,7 +444,7 @@ def _backend_value(run: _Run, result: FileResult, tree: ast.Module, scope: ast.A
         return None
     if isinstance(value, ast.Call):
         callee = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", None)
-        defs = run.defs(callee) if callee else []
+        defs = run.defs(callee) if callee and not _external(run, result.relpath, value.func) else []
         if not defs:
             return None
         for relpath, func in defs:
