@@ -78,6 +78,8 @@ PHRASES = (
 # for no work (a CUDA host still reads it). Named scopes too, with their own prefix.
 NO_EFFECT = (
     "a CUDA runtime switch with no effect on an NPU host",
+    # NPU405: `sdp_kernel(enable_flash=True, ...)` only enables what is on by default (round 12, AE#30)
+    "it only enables backends, all enabled by default",
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -150,6 +152,13 @@ NO_WORK = (
     "imported from torch.utils.cpp_extension only to be passed on",
     "a torch.cuda class imported for code an NPU host never runs",
     "an import of bitsandbytes whose name nothing reads",  # testprobes.UNREAD_IMPORT: only loads it
+    # resolved.py (round 12): what the code around a finding settles: a "cuda" label its consumer
+    # only compares or indexes, a backend picked for the device, bitsandbytes loaded only for the
+    # caller's optimizer, the generic bitsandbytes note given once per package
+    "a label the code resolves, not a device: ",
+    "a backend the code resolves to HCCL on an NPU host: ",
+    "bitsandbytes loaded only for an optimizer the caller already chose: ",
+    "the bitsandbytes note given once for the package at ",
 )
 
 

@@ -318,6 +318,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = lower_in_op_tests(results, paths)  # (warnings in tests of a CUDA-only compiled op: optests.py)
     from .cudasources import review as review_cuda_sources
     results = review_cuda_sources(results, paths)  # (ROCm-only and host-only .cu, CUDA toolchain helpers)
+    from .resolved import review as review_resolved
+    results = review_resolved(results, paths)  # (labels, backends and notes the code resolves: resolved.py)
     return to_scopes(review_platforms(results, paths))
 
 
