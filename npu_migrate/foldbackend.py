@@ -38,6 +38,11 @@ REPEATED_WHERE = ("one finding for the same import again in this class or module
                   "that falls back joins the one that fails")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+TRITON = "NPU910"
+# (not a moot.py phrase: with Triton-Ascend installed the flag is true on an NPU host and the tests run)
+SKIPPED_WITHOUT_TRITON = ("a test module skipped where Triton is missing (its Triton import sets `{flag}` in "
+                          "`try`/`except ImportError`, and `pytestmark` skips on `not {flag}`): with Triton-Ascend "
+                          "installed these kernels run on an NPU host: verify them there")
 
 
 def _cheap(findings: list[Finding]) -> bool:
@@ -51,6 +56,8 @@ def review(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         findings = fold_after_failing_import(findings, tree)
     if sum(f.code in REPEATED for f in findings) > 1:
         findings = fold_repeated_imports(findings, tree)
+    if any(f.code == TRITON and f.severity == "error" for f in findings):
+        findings = lower_skipped_triton_tests(findings, tree)
     return findings
 
 
@@ -262,3 +269,75 @@ def fold_repeated_imports(findings: list[Finding], tree: ast.Module) -> list[Fin
             finding = replace(finding, message=f"{head} ({REPEATED_WHERE}){also.group(0) if also else ''}")
         out.append(finding)
     return sorted(out)
+
+
+# ----------------------------------------------------------------------------- a test module skipped without Triton
+def _triton_import(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names)) or \
+        (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "triton")
+
+
+def _flag_try(tree: ast.Module):
+    """(the module-level `try`, the flag) of `try: import triton ...; FLAG = True` / `except
+    ImportError: FLAG = False`, or (None, None)."""
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Try) or not any(_triton_import(n) for n in stmt.body):
+            continue
+        set_true = {t.id for n in stmt.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                    and n.value.value is True for t in n.targets if isinstance(t, ast.Name)}
+        for handler in stmt.handlers:
+            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            if not any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError") for k in kinds):
+                continue
+            for n in handler.body:
+                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False:
+                    flag = next((t.id for t in n.targets if isinstance(t, ast.Name) and t.id in set_true), None)
+                    if flag:
+                        return stmt, flag
+    return None, None
+
+
+def _needs(test: ast.AST, flag: str) -> bool:
+    """Whether `test` is true only where `flag` is (`flag`, `a and flag`)."""
+    if isinstance(test, ast.Name):
+        return test.id == flag
+    return isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and any(_needs(v, flag) for v in test.values)
+
+
+def _skips_without(tree: ast.Module, flag: str) -> bool:
+    """A module-level `pytestmark = pytest.mark.skipif(not (... and flag), ...)` (or a list of
+    marks holding one): every test of the module skips where the flag is false."""
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark"
+                                                      for t in stmt.targets)):
+            continue
+        marks = stmt.value.elts if isinstance(stmt.value, (ast.List, ast.Tuple)) else [stmt.value]
+        for mark in marks:
+            if isinstance(mark, ast.Call) and isinstance(mark.func, ast.Attribute) and mark.func.attr == "skipif" \
+                    and mark.args and isinstance(mark.args[0], ast.UnaryOp) and isinstance(mark.args[0].op, ast.Not) \
+                    and _needs(mark.args[0].operand, flag):
+                return True
+    return False
+
+
+def lower_skipped_triton_tests(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    """NPU910 errors of a test module whose Triton import is guarded by a flag, whose kernels are
+    defined only under `if flag:` and whose `pytestmark` skips every test without the flag: info
+    that asks to verify the kernels on Triton-Ascend (see SKIPPED_WITHOUT_TRITON)."""
+    from .folding import ALSO, ours, places_of
+
+    guard, flag = _flag_try(tree)
+    if guard is None or not _skips_without(tree, flag):
+        return findings
+    allowed = [_span(guard)] + [_span(s) for s in tree.body if isinstance(s, ast.If) and _needs(s.test, flag)
+                                and not s.orelse]
+    reason = f" ({SKIPPED_WITHOUT_TRITON.format(flag=flag)})"
+    out = []
+    for finding in findings:
+        if finding.code == TRITON and finding.severity == "error" and ours(finding) \
+                and all(any(a <= p[0] <= b for a, b in allowed) for p in places_of(finding)):
+            also = ALSO.search(finding.message)
+            head = finding.message[:also.start()] if also else finding.message
+            finding = replace(finding, severity="info", message=f"{head}{reason}{also.group(0) if also else ''}")
+        out.append(finding)
+    return out

@@ -126,3 +126,43 @@ def test_same_import_twice_in_a_class_is_one_finding_at_the_real_one(tmp_path: P
     assert 10 in _lines(kept) and "a probe's import" in kept["message"]
     # the other class's import stays a finding of its own
     assert 24 in anchors
+
+
+TRITON_TEST = """\
+import pytest
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+
+    HAVE_TRITON = True
+except ImportError:
+    HAVE_TRITON = False
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAVE_TRITON), reason="needs Triton")
+
+if HAVE_TRITON:
+
+    @triton.jit
+    def _double(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2, mask=offs < n)
+
+
+def test_double():
+    x = torch.ones(8, device="cuda")
+    _double[(1,)](x, 8, BLOCK=8)
+"""
+
+TRITON_UNSKIPPED = TRITON_TEST.replace("pytestmark = ", "marks = ")
+
+
+def test_triton_test_module_skipped_without_triton_is_info_to_verify(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"tests/test_kernel.py": TRITON_TEST,
+                                                   "tests/test_other.py": TRITON_UNSKIPPED}))
+    skipped = [f for f in _report_only(report, "tests/test_kernel.py") if f["code"] == "NPU910"]
+    assert skipped and all(f["severity"] == "info" and "verify them there" in f["message"] for f in skipped)
+    # without the module's skip mark, the kernels stay an error
+    kept = [f for f in _report_only(report, "tests/test_other.py") if f["code"] == "NPU910"]
+    assert kept and any(f["severity"] == "error" for f in kept)
