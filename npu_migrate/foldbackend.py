@@ -39,6 +39,8 @@ REPEATED_WHERE = ("one finding for the same import again in this class or module
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TRITON = "NPU910"
+# (moot.PHRASES: the class cannot be built on an NPU host, so its methods never run there)
+ASSERTED = "in a class whose constructor requires a CUDA-only package"
 # (not a moot.py phrase: with Triton-Ascend installed the flag is true on an NPU host and the tests run)
 SKIPPED_WITHOUT_TRITON = ("a test module skipped where Triton is missing (its Triton import sets `{flag}` in "
                           "`try`/`except ImportError`, and `pytestmark` skips on `not {flag}`): with Triton-Ascend "
@@ -58,6 +60,8 @@ def review(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         findings = fold_repeated_imports(findings, tree)
     if any(f.code == TRITON and f.severity == "error" for f in findings):
         findings = lower_skipped_triton_tests(findings, tree)
+    if any(f.code.startswith("NPU9") and f.severity != "info" for f in findings):
+        findings = lower_in_asserted_classes(findings, tree)
     return findings
 
 
@@ -341,3 +345,103 @@ def lower_skipped_triton_tests(findings: list[Finding], tree: ast.Module) -> lis
             finding = replace(finding, severity="info", message=f"{head}{reason}{also.group(0) if also else ''}")
         out.append(finding)
     return out
+
+
+# ----------------------------------------------------------------------------- a class that asserts its CUDA package
+def _cuda_only(module: str) -> bool:
+    from .fp8tests import compiled_packages
+
+    tops, dotted = compiled_packages()
+    return module.split(".")[0] in tops or any(module == d or module.startswith(d + ".") for d in dotted)
+
+
+def _import_flags(tree: ast.Module) -> dict[str, str]:
+    """{flag: package} of module-level `try: import <CUDA-only package> ...` whose `except
+    ImportError` sets the flag False (set True in the `try` or before it)."""
+    true_before: set[str] = set()
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value is True:
+            true_before.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        if not isinstance(stmt, ast.Try):
+            continue
+        modules = [a.name for n in stmt.body if isinstance(n, ast.Import) for a in n.names]
+        modules += [n.module or "" for n in stmt.body if isinstance(n, ast.ImportFrom) and not n.level]
+        package = next((m for m in modules if _cuda_only(m)), None)
+        if package is None:
+            continue
+        set_true = set(true_before) | {t.id for n in stmt.body if isinstance(n, ast.Assign)
+                                       and isinstance(n.value, ast.Constant) and n.value.value is True
+                                       for t in n.targets if isinstance(t, ast.Name)}
+        for handler in stmt.handlers:
+            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+            if not any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError") for k in kinds):
+                continue
+            for n in handler.body:
+                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False:
+                    out.update((t.id, package.split(".")[0]) for t in n.targets
+                               if isinstance(t, ast.Name) and t.id in set_true)
+    return out
+
+
+def _asserts(init, flags: dict[str, str]) -> tuple[str, int] | None:
+    """(flag, line) of the constructor's own `assert FLAG` or `if not FLAG: raise ...`."""
+    for stmt in init.body:
+        if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Name) and stmt.test.id in flags:
+            return stmt.test.id, stmt.lineno
+        if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) \
+                and isinstance(stmt.test.operand, ast.Name) and stmt.test.operand.id in flags and stmt.body \
+                and isinstance(stmt.body[-1], ast.Raise):
+            return stmt.test.operand.id, stmt.lineno
+    return None
+
+
+def lower_in_asserted_classes(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    """Report-only NPU9xx findings in the methods of a class whose `__init__` asserts a flag that a
+    guarded import of a CUDA-only package (no NPU build) sets False where it fails: no instance
+    exists on an NPU host, so they become info with the ASSERTED reason (a named scope, moot.py).
+    Static and class methods, and the constructor's lines before the assertion, keep theirs."""
+    from .folding import ALSO, ours, places_of
+
+    flags = _import_flags(tree)
+    if not flags:
+        return findings
+    spans = []  # (first line, last line, reason)
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        init = next((n for n in cls.body if isinstance(n, _FUNCTIONS) and n.name == "__init__"), None)
+        found = _asserts(init, flags) if init is not None else None
+        if found is None:
+            continue
+        flag, line = found
+        reason = (f"{ASSERTED}: `{cls.name}.__init__` asserts `{flag}` (line {line}), False where "
+                  f"`{flags[flag]}` does not import, as on an NPU host")
+        for method in cls.body:
+            if not isinstance(method, _FUNCTIONS) or any(
+                    isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in method.decorator_list):
+                continue
+            first = line + 1 if method is init else method.lineno
+            spans.append((first, method.end_lineno or method.lineno, reason))
+    from .folding import rebuilt
+
+    out = []
+    for finding in findings:
+        if not (finding.code.startswith("NPU9") and finding.severity != "info" and ours(finding)):
+            out.append(finding)
+            continue
+        places = places_of(finding)
+        held = [next((r for a, b, r in spans if a <= p[0] <= b), None) for p in places]
+        if not any(held):
+            out.append(finding)
+            continue
+        # (a merged finding: its places in such a class split off, the others stay as they were)
+        rest = [p for p, r in zip(places, held) if r is None]
+        if rest:
+            out.append(rebuilt(finding, rest))
+        for reason in dict.fromkeys(r for r in held if r):
+            part = rebuilt(finding, [p for p, r in zip(places, held) if r == reason])
+            also = ALSO.search(part.message)
+            head = part.message[:also.start()] if also else part.message
+            out.append(replace(part, severity="info", message=f"{head} ({reason}){also.group(0) if also else ''}"))
+    return sorted(out)

@@ -166,3 +166,40 @@ def test_triton_test_module_skipped_without_triton_is_info_to_verify(tmp_path: P
     # without the module's skip mark, the kernels stay an error
     kept = [f for f in _report_only(report, "tests/test_other.py") if f["code"] == "NPU910"]
     assert kept and any(f["severity"] == "error" for f in kept)
+
+
+SPARSE = """\
+import torch
+
+KERNELS_OK = True
+try:
+    import spas_sage_attn._fused as fused
+except ImportError:
+    KERNELS_OK = False
+
+
+class SparseImpl:
+    def __init__(self, heads):
+        assert KERNELS_OK, "install spas_sage_attn"
+        self.heads = heads
+
+    def forward(self, v):
+        v_fp8 = torch.empty(v.shape, dtype=torch.float8_e4m3fn, device=v.device)
+        fused.scale_fuse_quant_cuda(v, v_fp8)
+        return v_fp8
+
+
+class DenseImpl:
+    def forward(self, v):
+        return v.to(torch.float8_e4m3fn)
+"""
+
+
+def test_fp8_in_a_class_that_asserts_its_cuda_only_package_is_a_skipped_scope(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {"pkg/sparse.py": SPARSE}))
+    found = _report_only(report, "pkg/sparse.py")
+    lines = set().union(*(_lines(f) for f in found if f["code"] == "NPU913"))
+    assert 16 not in lines and 23 in lines  # (the other class computes in FP8 itself: still reported)
+    scopes = [s for s in report["skipped"] if isinstance(s, dict) and s.get("start_line") == 16]
+    assert scopes and "constructor requires a CUDA-only package" in scopes[0]["reason"]
+    assert "spas_sage_attn" in scopes[0]["reason"]
