@@ -26,6 +26,7 @@ the reason that names them), at that finding's severity or a lower one (folding.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import replace
 
 from .findings import Finding
@@ -348,10 +349,15 @@ def lower_skipped_triton_tests(findings: list[Finding], tree: ast.Module) -> lis
 
 
 # ----------------------------------------------------------------------------- a class that asserts its CUDA package
-def _cuda_only(module: str) -> bool:
+@functools.lru_cache(maxsize=1)
+def _packages() -> tuple[frozenset, tuple]:
     from .fp8tests import compiled_packages
 
-    tops, dotted = compiled_packages()
+    return compiled_packages()  # (read from rules/*.toml once per process)
+
+
+def _cuda_only(module: str) -> bool:
+    tops, dotted = _packages()
     return module.split(".")[0] in tops or any(module == d or module.startswith(d + ".") for d in dotted)
 
 
