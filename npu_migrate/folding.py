@@ -42,9 +42,13 @@ def absorb(target: Finding, others: list[Finding], name_them: str = "") -> Findi
     message = ALSO.sub("", target.message)
     if name_them:
         own = named(target)
-        names = [n for n in dict.fromkeys(named(o) for o in others) if n != own and f"`{n}`" not in message]
+        # (an earlier "(with ...)" of the same reason is replaced; one of another reason stays: two
+        # folds into one finding keep both reasons, and a name it shows is not shown again)
+        same = re.compile(r" \(with `[^()]*" + re.escape(name_them) + r"\)")
+        kept = same.sub("", message)
+        names = [n for n in dict.fromkeys(named(o) for o in others) if n != own and f"`{n}`" not in kept]
         if names:
-            message = _WITH.sub("", message)
+            message = kept
             shown = ", ".join(f"`{n}`" for n in names[:MAX_LISTED])
             more = f" and {len(names) - MAX_LISTED} more" if len(names) > MAX_LISTED else ""
             message = f"{message} (with {shown}{more} {name_them})"

@@ -57,6 +57,7 @@ PHRASES = (
     "guarded import read only by type checks and registrations",
     "in a test skipped where the package is missing",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
+    "in a class whose constructor requires a CUDA-only package",  # foldbackend.ASSERTED
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
     "built only by CUDA op builders the project's NPU accelerator does not use",  # builders.py (sources)
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)

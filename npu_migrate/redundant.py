@@ -399,6 +399,9 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
         findings = review_backend_params(findings, tree)
     # (secondary.py: a finding reached only after a call whose CUDA build, reported here, fails)
     findings = fold_fp8_into_package_class(fold_after_failing_calls(findings, tree), tree)
+    from .foldbackend import review as fold_backend_imports
+
+    findings = fold_backend_imports(findings, tree)  # (after / into a failing CUDA-only import: foldbackend.py)
     findings = move_fp8_defaults_to_calls(findings, tree, text)  # (an FP8 default every call overrides)
     findings = fold_statements(findings, _units(tree))
     if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)
