@@ -513,10 +513,34 @@ def _recipe_hardware(doc: _Doc) -> str:
     return ""
 
 
+_ENV_KEYS = frozenset({"env", "extra_env", "envs", "environment", "env_vars"})
+_NCCL_KEY = re.compile(r"""\s*(?:-\s+)?["']?NCCL_\w*["']?\s*[:=]""")
+
+
+def _npu_env_entry(doc: _Doc) -> str:
+    """`its own NPU entry (...)` when a per-hardware mapping of the file has an entry for the NPU
+    that sets environment variables (`hardware_overrides: npu: extra_env: {HCCL_BUFFSIZE: ...}`),
+    '' otherwise: the file's authors tuned the NPU's environment there."""
+    _, npu, _ = _patterns()
+    for index, node in enumerate(doc.nodes):
+        if node.item or not node.key or node.parent is None or not npu.search(node.key):
+            continue
+        parent = doc.nodes[node.parent]
+        if not _PER_HARDWARE.search(parent.key):
+            continue
+        if any(doc.nodes[i].key in _ENV_KEYS for i in _children(doc, index)):
+            return (f"a file with its own NPU environment (`{parent.key}.{node.key}`, line {node.line}): "
+                    f"NCCL reads it, HCCL does not")
+    return ""
+
+
 def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Finding]:
     """Findings in a CI step pinned to other hardware, and the information about NCCL switches with
-    no counterpart (NPU703 info) in a recipe for other hardware: named skipped scopes."""
-    recipe = _recipe_hardware(doc) if any(f.code == "NPU703" and f.severity == "info" for f in findings) else ""
+    no counterpart (NPU703 info) in a recipe for other hardware, or in a file whose per-hardware
+    mapping sets the NPU's own environment (only NCCL_* switches there): named skipped scopes."""
+    informed = any(f.code == "NPU703" and f.severity == "info" for f in findings)
+    recipe = _recipe_hardware(doc) if informed else ""
+    npu_env = _npu_env_entry(doc) if informed and not recipe else ""
     out = []
     for finding in findings:
         index = doc.node_of_line.get(finding.line)
@@ -524,6 +548,11 @@ def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Fin
         if scope is None and recipe and finding.code == "NPU703" and finding.severity == "info":
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
             scope = (min(lines), max(lines), f"{recipe}: `{finding.source.rstrip(':')}` is inert on an NPU host")
+        if (scope is None and npu_env and finding.code == "NPU703" and finding.severity == "info"
+                and all(_NCCL_KEY.match(source) for source in
+                        [finding.source, *(source for _line, _column, source in finding.also)])):
+            lines = [finding.line, *(line for line, _column, _source in finding.also)]
+            scope = (min(lines), max(lines), f"{npu_env}: `{finding.source.strip().rstrip(':')}` is inert on an NPU host")
         if scope is None:
             out.append(finding)
         elif scope not in scopes:

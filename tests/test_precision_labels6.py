@@ -326,3 +326,37 @@ def test_default_of_a_setting_read_nowhere_is_moot_a_read_setting_stays(tmp_path
     assert any("MYPROJ_BUILD_DEVICE" in r and "nothing reads" in r for r in _scopes(report, "proj/envs_install.py"))
     kept = _findings(report, "proj/envs.py", "NPU990")
     assert kept and kept[0]["severity"] == "warning", kept
+
+
+RECIPE_NPU_ENV = '''\
+model:
+  title: "Model"
+hardware_overrides:
+  blackwell:
+    extra_args: ["--fast"]
+  npu:
+    extra_env:
+      HCCL_BUFFSIZE: "1024"
+      ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3"
+strategy_overrides:
+  cluster:
+    env:
+      NCCL_CUMEM_ENABLE: "1"
+      NCCL_NVLS_ENABLE: "1"
+'''
+
+RECIPE_NPU_ENV_MIXED = RECIPE_NPU_ENV.replace('      NCCL_NVLS_ENABLE: "1"\n',
+                                              '      NCCL_NVLS_ENABLE: "1"\n      CUDA_VERSION: "12.8"\n')
+RECIPE_NPU_LISTED = RECIPE_NPU_ENV.replace("  npu:\n    extra_env:\n", "  npu:\n    extra_args: [\"--x\"]\n    notes:\n")
+
+
+def test_nccl_switches_in_a_file_with_its_own_npu_environment_are_scopes(tmp_path):
+    root = write_project(tmp_path, {"recipes/a.yaml": RECIPE_NPU_ENV, "recipes/b.yaml": RECIPE_NPU_ENV_MIXED,
+                                    "recipes/c.yaml": RECIPE_NPU_LISTED})
+    report = migrate_json(root)
+    assert not _findings(report, "recipes/a.yaml", "NPU703")
+    assert any("its own NPU environment (`hardware_overrides.npu`" in r for r in _scopes(report, "recipes/a.yaml"))
+    # a variable that is not NCCL's beside them: the finding stays (CUDA_VERSION may need a counterpart)
+    assert _findings(report, "recipes/b.yaml", "NPU703")
+    # an NPU entry without environment settings: the NCCL switches stay to review
+    assert _findings(report, "recipes/c.yaml", "NPU703")
