@@ -261,3 +261,90 @@ def private_method_spans(tree: ast.Module) -> list[tuple[str, int, int]]:
     (`if self._should_tune(): self._tune()`) is found."""
     return [(m.name, m.lineno, m.end_lineno or m.lineno) for c in tree.body if isinstance(c, ast.ClassDef)
             for m in c.body if isinstance(m, _FUNCTIONS) and m.name.startswith("_") and not m.name.endswith("__")]
+
+
+# ------------------------------------------------------------------ helpers nothing calls (whole run)
+
+# (the reason's words: moot.PHRASES holds "in a helper ", so the finding becomes a named skipped scope)
+UNUSED_HELPER = "in a helper nothing references"
+_LAZY_CODES = frozenset({"NPU910", "NPU911", "NPU915"})
+# a test module (as importgates.is_test reads one): no runtime importer, no user calls its helpers
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+
+
+def _unused_function(tree: ast.Module, places: list[int]) -> ast.AST | None:
+    """The module-level function (undecorated, not a test, not a pytest hook) holding every one of
+    `places` inside its body, or None."""
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCTIONS) and all(stmt.lineno < line <= (stmt.end_lineno or stmt.lineno)
+                                                for line in places):
+            if stmt.decorator_list or stmt.name.startswith(("test", "pytest_")):
+                return None
+            return stmt
+    return None
+
+
+def _named_in_file(tree: ast.Module, function: ast.AST) -> bool:
+    """Whether the file names the function anywhere but its own `def` (a call, an attribute, a
+    string: `__all__`, `getattr`)."""
+    name = function.name
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and node.id == name) or (isinstance(node, ast.Attribute) and node.attr == name) \
+                or (isinstance(node, ast.Constant) and isinstance(node.value, str) and name in node.value) \
+                or (isinstance(node, ast.alias) and (node.asname or node.name).split(".")[-1] == name):
+            return True
+    return False
+
+
+def review_unused_helpers(results: list, paths: dict) -> list:
+    """A report-only lazy import of a CUDA-only package (NPU910/NPU911/NPU915) inside a module-level
+    function that nothing runs: a test file's helper (or a private function) that its file names
+    nowhere but its `def` and no other file of the run names at all: info, with the reason
+    (a named skipped scope, moot.py). Round-12 audit AF#3 (a test module's `flashinfer_qknorm()`
+    that its tests never call)."""
+    import dataclasses
+
+    from .modpaths import result_bytes
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
+        f.code in _LAZY_CODES and not f.fixable and f.cell is None and f.severity != "info" for f in r.findings)]
+    if not candidates:
+        return results
+    texts: dict[int, bytes | None] = {}
+
+    def text_of(i: int) -> bytes | None:
+        if i not in texts:
+            texts[i] = result_bytes(results[i], paths)
+        return texts[i]
+
+    python = None
+    out = list(results)
+    for i in candidates:
+        result = results[i]
+        data = text_of(i)
+        if not data or b"def " not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        changed = False
+        findings = []
+        for finding in result.findings:
+            if finding.code in _LAZY_CODES and not finding.fixable and finding.cell is None \
+                    and finding.severity != "info":
+                function = _unused_function(tree, [finding.line, *(p[0] for p in finding.also)])
+                if function is not None and (_TEST_FILE.search(result.relpath) or function.name.startswith("_")) \
+                        and not _named_in_file(tree, function):
+                    if python is None:
+                        python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+                    word = function.name.encode()
+                    if not any(j != i and word in (text_of(j) or b"") for j in python):
+                        finding = dataclasses.replace(
+                            finding, severity="info",
+                            message=f"{finding.message} ({UNUSED_HELPER}: `{function.name}` is neither called "
+                                    f"in its file nor named in another file of the run)")
+                        changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=findings)
+    return out

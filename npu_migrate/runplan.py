@@ -316,6 +316,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # (CUDA builders and extensions the project's own NPU route never selects, kernel-less .cu: builders.py)
     results = review_cuda_builders(results, paths)
     results = lower_in_op_tests(results, paths)  # (warnings in tests of a CUDA-only compiled op: optests.py)
+    from .npugates import review_unused_helpers
+    results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
     return to_scopes(review_platforms(results, paths))
 
 
