@@ -352,3 +352,87 @@ def review_unused_helpers(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(result, findings=findings)
     return out
+
+
+# ------------------------------------------------------------------ registrations an NPU host never selects
+
+# decorators of a Triton kernel or of a custom op that wraps one: the function runs only where called
+_KERNEL_OR_OP = re.compile(r"(^|\.)(jit|autotune|heuristics|triton_op|custom_op)$")
+
+
+def _decorator_name(d: ast.AST) -> str:
+    return _dotted(d.func if isinstance(d, ast.Call) else d) or ""
+
+
+def unsupported_registrations(tree: ast.Module, lines: list, truth, segment) -> list:
+    """(first line, last line, reason, False) of the module-level functions registered as one
+    implementation of an op with `supported=<false on an NPU host>` (`@ir.ops.x.register_impl(
+    "triton", supported=HAS_TRITON and current_platform.is_cuda())`): the op's dispatcher never
+    selects them there and runs another implementation."""
+    out = []
+    for stmt in tree.body:
+        if not isinstance(stmt, _FUNCTIONS):
+            continue
+        for d in stmt.decorator_list:
+            keyword = next((k for k in getattr(d, "keywords", ()) if k.arg == "supported"), None) \
+                if isinstance(d, ast.Call) else None
+            if keyword is not None and truth(keyword.value) is False:
+                first = min([stmt.lineno, *(x.lineno for x in stmt.decorator_list)])
+                out.append((first, stmt.end_lineno or stmt.lineno,
+                            f"`{stmt.name}` is registered with `supported={segment(lines, keyword.value)}`, false on "
+                            f"an NPU host: another implementation of the op runs there", False))
+                break
+    return out
+
+
+def kernels_reached_only_from(tree: ast.Module, blocks: list) -> list:
+    """(first line, last line, reason, False) of the file's private module-level Triton kernels and
+    custom ops wrapping them (`@triton.jit`, `@triton_op("ns::name")`), every reference of which by
+    name sits in one of `blocks` (code an NPU host never runs) or in another such function; a
+    custom op whose name string appears elsewhere in the file (a call by name) is left alone."""
+    if not blocks:
+        return []
+    defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and s.name.startswith("_")
+            and s.decorator_list and all(_KERNEL_OR_OP.search(_decorator_name(d)) for d in s.decorator_list)}
+    if not defs:
+        return []
+    refs: dict[str, list[int]] = {name: [] for name in defs}
+    strings: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in refs:
+            refs[node.id].append(node.lineno if isinstance(node.ctx, ast.Load) else 0)
+        elif isinstance(node, ast.Attribute) and node.attr in refs:
+            refs[node.attr].append(0)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings[node.value] = strings.get(node.value, 0) + 1
+            if node.value in refs:
+                refs[node.value].append(0)
+    for name, d in defs.items():
+        for decorator in d.decorator_list:
+            if isinstance(decorator, ast.Call) and decorator.args and isinstance(decorator.args[0], ast.Constant) \
+                    and isinstance(decorator.args[0].value, str) and strings.get(decorator.args[0].value, 0) > 1:
+                refs[name].append(0)  # (the op is named again in the file: called by name)
+    span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
+            for name, d in defs.items()}
+    found: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, places in refs.items():
+            if name in found or not places or 0 in places:
+                continue
+            reasons = []
+            for line in places:
+                if span[name][0] <= line <= span[name][1]:
+                    continue
+                block = next((b for b in blocks if b[0] <= line <= b[1]), None)
+                helper = next((h for h in found if span[h][0] <= line <= span[h][1]), None)
+                if block is None and helper is None:
+                    reasons = None
+                    break
+                reasons.append(block[2] if block is not None else found[helper])
+            if reasons:
+                reason = reasons[0].split(" an NPU host does not run: ", 1)[-1]
+                found[name] = f"`{name}` is reached only from code an NPU host does not run: {reason}"
+                changed = True
+    return [(*span[name], why, False) for name, why in found.items()]

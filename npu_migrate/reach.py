@@ -517,6 +517,9 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     out += _skipping_fixture(tree, module_names, functions, lines)
     out += _requested_skipping_fixtures(tree, module_names, functions, lines)  # (fp8tests.py)
     known = [(b[0], b[1], b[2] if "`" in b[2] else f"`{b[2]}`", b[3]) for b in known if not b[3]]
+    if "supported=" in text:  # (an op implementation registered as unsupported there, and its kernels)
+        out += npugates.unsupported_registrations(tree, lines, lambda n: _truth(n, module_names, functions), _segment)
+        out += npugates.kernels_reached_only_from(tree, [*known, *out])
     out += _reached_only_from(tree, [*known, *out], relpath, holds)
     out += npugates.methods_reached_only_from(tree, [*known, *out], holds)  # (`self._tune()` only there)
     return out

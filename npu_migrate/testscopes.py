@@ -606,7 +606,8 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     the `else` of one whose test is true there (and what reach.py shows from the file's own
     flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
-    if "if " not in text and "class " not in text:  # (a class's selection check may be one `return`)
+    if "if " not in text and "class " not in text and "supported=" not in text:
+        # (a class's selection check may be one `return`; an op registered as unsupported, npugates.py)
         return []
     tree = _parse(text)
     if tree is None:

@@ -272,3 +272,43 @@ def to_device(x):
     assert 5 not in _reported(report, "pkg/tests/test_norm.py", "NPU911")
     assert _reported(report, "pkg/tests/test_fused.py", "NPU911").get(5) == "error"
     assert _reported(report, "pkg/norms.py", "NPU911").get(5) == "error"
+
+
+def test_kernel_of_an_op_implementation_registered_as_unsupported(tmp_path):
+    # AE#11: a Triton kernel launched only by an op implementation registered with
+    # `supported=HAS_TRITON and current_platform.is_cuda()`: another implementation runs on an NPU
+    # host. One registered with `supported=HAS_TRITON` (Triton-Ascend may make it true) stays.
+    head = '''\
+import torch
+from torch.library import triton_op, wrap_triton
+
+from vllm import ir
+from vllm.platforms import current_platform
+from vllm.triton_utils import HAS_TRITON, tl, triton
+
+
+@triton.jit
+def _act_kernel(x_ptr, BLOCK: tl.constexpr):
+    pass
+
+
+@triton_op("vllm::act_triton", mutates_args=())
+def _act_triton_op(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    wrap_triton(_act_kernel)[(1,)](x, BLOCK=16)
+    return out
+
+
+@ir.ops.act.register_impl("triton", supported={supported})
+def act_triton(x):
+    return _act_triton_op(x)
+'''
+    root = write_project(tmp_path, {
+        "pkg/act.py": head.format(supported="HAS_TRITON and current_platform.is_cuda()"),
+        "pkg/other.py": head.format(supported="HAS_TRITON"),
+    })
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU910", "pkg/act.py")
+    assert 9 in moot and "supported=HAS_TRITON and current_platform.is_cuda()" in moot[9]
+    assert 9 not in _reported(report, "pkg/act.py", "NPU910")
+    assert _reported(report, "pkg/other.py", "NPU910").get(9) == "error"
