@@ -210,7 +210,8 @@ def live_returns_false(function: ast.AST, truth) -> str | None:
     return None
 
 
-def methods_reached_only_from(tree: ast.Module, blocks: list, holds=lambda first, last: True) -> list:
+def methods_reached_only_from(tree: ast.Module, blocks: list, holds=lambda first, last: True,
+                              lines: list | None = None) -> list:
     """(first line, last line, reason, False) of the private methods (`_tune`, not dunders) of the
     file's classes every reference of which (`self._tune()`, any `x._tune`, the name in a string)
     sits in a block an NPU host never runs, referenced at least once. `blocks`: those blocks."""
@@ -222,6 +223,9 @@ def methods_reached_only_from(tree: ast.Module, blocks: list, holds=lambda first
             if isinstance(stmt, _FUNCTIONS) and stmt.name.startswith("_") and not stmt.name.endswith("__") \
                     and not stmt.decorator_list and holds(stmt.lineno, stmt.end_lineno or stmt.lineno):
                 methods.setdefault(stmt.name, []).append(stmt)
+    if methods and lines is not None:  # (cheap before the walk: the name is in a block's text)
+        texts = ["".join(lines[b[0] - 1:b[1]]) for b in blocks]
+        methods = {name: d for name, d in methods.items() if any(name in t for t in texts)}
     if not methods:
         return []
     refs: dict[str, list[int]] = {name: [] for name in methods}
@@ -323,7 +327,14 @@ def review_unused_helpers(results: list, paths: dict) -> list:
     for i in candidates:
         result = results[i]
         data = text_of(i)
-        if not data or b"def " not in data:
+        test_file = bool(_TEST_FILE.search(result.relpath))
+        if not data or (b"\ndef " not in data if test_file else b"\ndef _" not in data):
+            continue
+        # (cheap before the parse: a lazy import is indented)
+        source = data.split(b"\n")
+        if not any(f.code in _LAZY_CODES and not f.fixable and f.cell is None and f.severity != "info"
+                   and 0 < f.line <= len(source) and source[f.line - 1][:1] in (b" ", b"\t")
+                   for f in result.findings):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -334,7 +345,7 @@ def review_unused_helpers(results: list, paths: dict) -> list:
             if finding.code in _LAZY_CODES and not finding.fixable and finding.cell is None \
                     and finding.severity != "info":
                 function = _unused_function(tree, [finding.line, *(p[0] for p in finding.also)])
-                if function is not None and (_TEST_FILE.search(result.relpath) or function.name.startswith("_")) \
+                if function is not None and (test_file or function.name.startswith("_")) \
                         and not _named_in_file(tree, function):
                     if python is None:
                         python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]

@@ -521,7 +521,7 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
         out += npugates.unsupported_registrations(tree, lines, lambda n: _truth(n, module_names, functions), _segment)
         out += npugates.kernels_reached_only_from(tree, [*known, *out])
     out += _reached_only_from(tree, [*known, *out], relpath, holds)
-    out += npugates.methods_reached_only_from(tree, [*known, *out], holds)  # (`self._tune()` only there)
+    out += npugates.methods_reached_only_from(tree, [*known, *out], holds, lines)  # (`self._tune()` only there)
     return out
 
 
