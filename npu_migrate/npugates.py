@@ -191,16 +191,28 @@ def live_returns(function: ast.AST, truth) -> tuple[list, bool] | None:
     return out, cut
 
 
-def live_returns_false(function: ast.AST, truth) -> str | None:
+def live_returns_false(function: ast.AST, truth, cheap_truth=None) -> str | None:
     """"false" when every return of the function an NPU host may reach is falsy there, and a gate
     false there cut off another (a constant stub is no NPU fact); "none" when those are all `None`
-    (`f() is None` is then true there); None otherwise."""
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(function)):
+    (`f() is None` is then true there); None otherwise. `cheap_truth`: an evaluation without the
+    function's own names, for a first test (a top-level `if` it decides) before any other work:
+    every function of a file is asked."""
+    tests = [s.test for s in function.body if isinstance(s, ast.If)]
+    if not tests:
         return None
+    if cheap_truth is not None:
+        majors = _capability_majors(function.body)
+        if not any((majors and _major_test(t, majors) is not None) or cheap_truth(t) in (True, False)
+                   for t in tests):
+            return None
     found = live_returns(function, truth)
     if found is None:
         return None
     values, cut = found
+    if not cut or not values:
+        return None
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(function)):
+        return None
     if not cut or not values or any(v is None for v in values):
         return None
     if all(isinstance(v, ast.Constant) and v.value is None for v in values):

@@ -390,7 +390,7 @@ def _returns_false(function: ast.AST, module_names: frozenset, functions: frozen
             if names is None:
                 names = _false_names(_bindings(function), module_names, functions)
             return _truth(node, names, functions)
-        answer = npugates.live_returns_false(function, truth)
+        answer = npugates.live_returns_false(function, truth, lambda node: _truth(node, module_names, functions))
         return "none" if answer == "none" else answer == "false"
     # (a generator or coroutine function returns an object, not its `return` value)
     return not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function))
