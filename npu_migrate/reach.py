@@ -32,7 +32,7 @@ import copy
 import functools
 import re
 
-from . import astcache, catalogue
+from . import astcache, catalogue, npugates
 
 _dotted = astcache.dotted
 
@@ -132,7 +132,10 @@ class _Known(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call):
-        if _callee(node) in self.functions:
+        callee = _callee(node)
+        if callee is not None and _NONE_MARK + callee in self.functions:
+            return ast.copy_location(ast.Constant(None), node)  # (npugates: its every live return is None)
+        if callee in self.functions:
             return ast.copy_location(ast.Constant(False), node)
         return self.generic_visit(node)
 
@@ -348,8 +351,13 @@ def _false_functions(tree: ast.Module, module_names: frozenset) -> frozenset:
     for _ in range(3):
         before = len(found)
         for name, functions in defs.items():
-            if name not in found and all(_returns_false(f, module_names, frozenset(found)) for f in functions):
+            if name in found:
+                continue
+            answers = [_returns_false(f, module_names, frozenset(found)) for f in functions]
+            if all(answers):
                 found.add(name)
+                if all(a == "none" for a in answers):
+                    found.add(_NONE_MARK + name)
         if len(found) == before:
             break
     return frozenset(found)
@@ -366,14 +374,24 @@ def _returns_false(function: ast.AST, module_names: frozenset, functions: frozen
     # (a stub that returns a constant is not an NPU fact: a subclass elsewhere may answer otherwise)
     plain = (isinstance(body[-1], (ast.Return, ast.Raise)) and any(not isinstance(r.value, ast.Constant) for r in returns)
              and all(r.value is not None for r in returns))
+    names = None
+    if guarded or plain:
+        names = _false_names(_bindings(function), module_names, functions)
+        if guarded and _truth(guard.test, names, functions) is True \
+                and _truth(guard.body[-1].value, names, functions) is False:
+            pass
+        elif not (plain and all(_truth(r.value, names, functions) is False for r in returns)):
+            guarded = plain = False
     if not guarded and not plain:
-        return False
-    names = _false_names(_bindings(function), module_names, functions)
-    if guarded and _truth(guard.test, names, functions) is True \
-            and _truth(guard.body[-1].value, names, functions) is False:
-        pass
-    elif not (plain and all(_truth(r.value, names, functions) is False for r in returns)):
-        return False
+        # (returns cut off by a gate an NPU host fails: `if is_device_capability((10, 0)): return
+        # "cute-dsl"` then `return None`; npugates.py)
+        def truth(node):
+            nonlocal names
+            if names is None:
+                names = _false_names(_bindings(function), module_names, functions)
+            return _truth(node, names, functions)
+        answer = npugates.live_returns_false(function, truth, lambda node: _truth(node, module_names, functions))
+        return "none" if answer == "none" else answer == "false"
     # (a generator or coroutine function returns an object, not its `return` value)
     return not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function))
 
@@ -499,7 +517,11 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
     out += _skipping_fixture(tree, module_names, functions, lines)
     out += _requested_skipping_fixtures(tree, module_names, functions, lines)  # (fp8tests.py)
     known = [(b[0], b[1], b[2] if "`" in b[2] else f"`{b[2]}`", b[3]) for b in known if not b[3]]
+    if "supported=" in text:  # (an op implementation registered as unsupported there, and its kernels)
+        out += npugates.unsupported_registrations(tree, lines, lambda n: _truth(n, module_names, functions), _segment)
+        out += npugates.kernels_reached_only_from(tree, [*known, *out])
     out += _reached_only_from(tree, [*known, *out], relpath, holds)
+    out += npugates.methods_reached_only_from(tree, [*known, *out], holds, lines)  # (`self._tune()` only there)
     return out
 
 
@@ -507,6 +529,7 @@ def _interest(tree: ast.Module, text: str, lines: set[int]) -> set[int]:
     """The lines worth reading: `lines`, and the lines that name a module-level function that
     holds one of them (and the functions that call those: a few rounds; a text search)."""
     spans = [(s.name, s.lineno, s.end_lineno or s.lineno) for s in tree.body if isinstance(s, _FUNCTIONS)]
+    spans += npugates.private_method_spans(tree)  # (a private method called only from an untaken block)
     taken: set[str] = set()
     starts = None
     for _ in range(4):

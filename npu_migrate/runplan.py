@@ -320,6 +320,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_cuda_sources(results, paths)  # (ROCm-only and host-only .cu, CUDA toolchain helpers)
     from .resolved import review as review_resolved
     results = review_resolved(results, paths)  # (labels, backends and notes the code resolves: resolved.py)
+    from .npugates import review_unused_helpers
+    results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
     return to_scopes(review_platforms(results, paths))
 
 

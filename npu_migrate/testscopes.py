@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, predicates, reach, setupskips
+from . import astcache, capability, catalogue, npugates, predicates, reach, setupskips
 from .findings import Finding
 
 
@@ -50,6 +50,9 @@ _dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 def _value(node: ast.AST):
     """The value of `node` on an NPU host: True, False, _NONE or _UNKNOWN."""
     known = reach.known_value(node)  # (a CUDA build's custom ops, Windows and macOS checks)
+    if known is not None:
+        return known
+    known = npugates.known_value(node, _truth)  # (`current_platform.is_cpu()`, `get_name() == "FLASHINFER"`)
     if known is not None:
         return known
     if isinstance(node, ast.Constant):
@@ -240,7 +243,7 @@ def _may_decide_re() -> re.Pattern:
                       rf"|find_spec\(\s*[\"']({absent})\b"
                       rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)|\bhas_({absent})_\w+\(\)"
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b"
-                      rf"|{reach.decide_words()}", re.IGNORECASE)
+                      rf"|{reach.decide_words()}|{npugates.decide_words()}", re.IGNORECASE)
 
 
 def _may_decide(text: str) -> bool:
@@ -603,7 +606,8 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
     the `else` of one whose test is true there (and what reach.py shows from the file's own
     flags, functions and exits, read only where `interest`'s lines are). Tests the migration rewrites
     (`torch.cuda.is_available()`, `x.is_cuda`) are unknown, so never make a block."""
-    if "if " not in text and "class " not in text:  # (a class's selection check may be one `return`)
+    if "if " not in text and "class " not in text and "supported=" not in text:
+        # (a class's selection check may be one `return`; an op registered as unsupported, npugates.py)
         return []
     tree = _parse(text)
     if tree is None:

@@ -475,6 +475,18 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
             guards.append((results[j].relpath, line, guard))
         else:
             decided[i] = guards
+    # a finding restated by an importer that is lowered itself, every import site of which is in a
+    # `try`/`except ImportError`, is guarded through it: the chain is imported only in `try`
+    # (torchao: autotuner.py imported by intmm_triton.py, imported only in `try` by intmm.py)
+    for i, guards in decided.items():
+        through = refs.get(i, set())
+        if through and all(k in decided and not refs.get(k) and decided[k]
+                           and all(g[0] == "try" for _p, _l, g in decided[k]) for k in through):
+            chain = {f"{results[k].relpath}:{reported[k]}": "; ".join(f"{gp}:{gl}" for gp, gl, _g in decided[k])
+                     for k in through}
+            if all(g[1] in chain for _p, _l, g in guards if g[0] == "restated"):
+                decided[i] = [(p, l, ("through", chain[g[1]]) if g[0] == "restated" else g) for p, l, g in guards]
+                refs[i] = set()
     # a finding restated by one that is lowered itself is not redundant: it stays (no cycle of
     # modules each redundant with the other leaves nothing reported)
     while True:
@@ -554,7 +566,8 @@ def named_in_a_string(results, i: int, text_of, python) -> bool:
 
 def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]], npu_false: Optional[str] = None):
     shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else
-                                 f" (reported at {guard[1]})" if guard[0] == "restated" else " in `try`")
+                                 f" (reported at {guard[1]})" if guard[0] == "restated" else
+                                 f", itself imported only in `try` ({guard[1]})" if guard[0] == "through" else " in `try`")
              for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
