@@ -288,18 +288,26 @@ def _flag_try(tree: ast.Module):
     for stmt in tree.body:
         if not isinstance(stmt, ast.Try) or not any(_triton_import(n) for n in stmt.body):
             continue
-        set_true = {t.id for n in stmt.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-                    and n.value.value is True for t in n.targets if isinstance(t, ast.Name)}
-        for handler in stmt.handlers:
-            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-            if not any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError") for k in kinds):
-                continue
-            for n in handler.body:
-                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False:
-                    flag = next((t.id for t in n.targets if isinstance(t, ast.Name) and t.id in set_true), None)
-                    if flag:
-                        return stmt, flag
+        flags = _flags_cleared(stmt, set())
+        if flags:
+            return stmt, flags[0]
     return None, None
+
+
+def _flags_cleared(stmt: ast.Try, set_true: set) -> list[str]:
+    """The names the `try` sets True (or `set_true` holds) that its `except ImportError` sets
+    False, in order."""
+    set_true = set_true | {t.id for n in stmt.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                           and n.value.value is True for t in n.targets if isinstance(t, ast.Name)}
+    out: list[str] = []
+    for handler in stmt.handlers:
+        kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        if not any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError") for k in kinds):
+            continue
+        for n in handler.body:
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False:
+                out.extend(t.id for t in n.targets if isinstance(t, ast.Name) and t.id in set_true)
+    return out
 
 
 def _needs(test: ast.AST, flag: str) -> bool:
@@ -376,17 +384,7 @@ def _import_flags(tree: ast.Module) -> dict[str, str]:
         package = next((m for m in modules if _cuda_only(m)), None)
         if package is None:
             continue
-        set_true = set(true_before) | {t.id for n in stmt.body if isinstance(n, ast.Assign)
-                                       and isinstance(n.value, ast.Constant) and n.value.value is True
-                                       for t in n.targets if isinstance(t, ast.Name)}
-        for handler in stmt.handlers:
-            kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-            if not any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError") for k in kinds):
-                continue
-            for n in handler.body:
-                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False:
-                    out.update((t.id, package.split(".")[0]) for t in n.targets
-                               if isinstance(t, ast.Name) and t.id in set_true)
+        out.update((flag, package.split(".")[0]) for flag in _flags_cleared(stmt, true_before))
     return out
 
 
