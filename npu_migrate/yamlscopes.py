@@ -517,10 +517,11 @@ _ENV_KEYS = frozenset({"env", "extra_env", "envs", "environment", "env_vars"})
 _NCCL_KEY = re.compile(r"""\s*(?:-\s+)?["']?NCCL_\w*["']?\s*[:=]""")
 
 
-def _npu_env_entry(doc: _Doc) -> str:
-    """`its own NPU entry (...)` when a per-hardware mapping of the file has an entry for the NPU
-    that sets environment variables (`hardware_overrides: npu: extra_env: {HCCL_BUFFSIZE: ...}`),
-    '' otherwise: the file's authors tuned the NPU's environment there."""
+def _npu_env_entry(doc: _Doc) -> tuple[str, int, int]:
+    """(`a file with its own NPU environment (...)`, first line, last line of that entry) when a
+    per-hardware mapping of the file has an entry for the NPU that sets variables other than
+    NCCL's (`hardware_overrides: npu: extra_env: {HCCL_BUFFSIZE: ...}`): the file's authors tuned
+    the NPU's environment there. ('', 0, 0) otherwise."""
     _, npu, _ = _patterns()
     for index, node in enumerate(doc.nodes):
         if node.item or not node.key or node.parent is None or not npu.search(node.key):
@@ -528,10 +529,12 @@ def _npu_env_entry(doc: _Doc) -> str:
         parent = doc.nodes[node.parent]
         if not _PER_HARDWARE.search(parent.key):
             continue
-        if any(doc.nodes[i].key in _ENV_KEYS for i in _children(doc, index)):
-            return (f"a file with its own NPU environment (`{parent.key}.{node.key}`, line {node.line}): "
-                    f"NCCL reads it, HCCL does not")
-    return ""
+        for env in (i for i in _children(doc, index) if doc.nodes[i].key in _ENV_KEYS):
+            if any(doc.nodes[i].key and not doc.nodes[i].key.strip("\"'").startswith("NCCL_")
+                   for i in _children(doc, env)):
+                return (f"a file with its own NPU environment (`{parent.key}.{node.key}`, line {node.line}): "
+                        f"NCCL reads it, HCCL does not", node.line, node.end)
+    return "", 0, 0
 
 
 def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Finding]:
@@ -540,7 +543,7 @@ def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Fin
     mapping sets the NPU's own environment (only NCCL_* switches there): named skipped scopes."""
     informed = any(f.code == "NPU703" and f.severity == "info" for f in findings)
     recipe = _recipe_hardware(doc) if informed else ""
-    npu_env = _npu_env_entry(doc) if informed and not recipe else ""
+    npu_env, npu_first, npu_last = _npu_env_entry(doc) if informed and not recipe else ("", 0, 0)
     out = []
     for finding in findings:
         index = doc.node_of_line.get(finding.line)
@@ -549,6 +552,8 @@ def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Fin
             lines = [finding.line, *(line for line, _column, _source in finding.also)]
             scope = (min(lines), max(lines), f"{recipe}: `{finding.source.rstrip(':')}` is inert on an NPU host")
         if (scope is None and npu_env and finding.code == "NPU703" and finding.severity == "info"
+                and not any(npu_first <= line <= npu_last
+                            for line in [finding.line, *(line for line, _column, _source in finding.also)])
                 and all(_NCCL_KEY.match(source) for source in
                         [finding.source, *(source for _line, _column, source in finding.also)])):
             lines = [finding.line, *(line for line, _column, _source in finding.also)]

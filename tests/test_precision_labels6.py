@@ -360,3 +360,11 @@ def test_nccl_switches_in_a_file_with_its_own_npu_environment_are_scopes(tmp_pat
     assert _findings(report, "recipes/b.yaml", "NPU703")
     # an NPU entry without environment settings: the NCCL switches stay to review
     assert _findings(report, "recipes/c.yaml", "NPU703")
+
+
+def test_nccl_switch_inside_the_npu_entry_itself_stays(tmp_path):
+    text = RECIPE_NPU_ENV.replace('      ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3"\n',
+                                  '      ASCEND_RT_VISIBLE_DEVICES: "0,1,2,3"\n      NCCL_DEBUG: INFO\n')
+    report = migrate_json(write_project(tmp_path, {"recipes/a.yaml": text}))
+    lines = [f["line"] for f in _findings(report, "recipes/a.yaml", "NPU703")]
+    assert lines == [text.splitlines().index("      NCCL_DEBUG: INFO") + 1]  # set for the NPU: it does nothing there
