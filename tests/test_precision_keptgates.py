@@ -366,3 +366,35 @@ def test_else_fallback_runs_as_written_but_a_cuda_else_a_raise_after_or_a_test_b
     for line in lines:
         assert found[("pkg/strict.py", line)]["severity"] == "warning", (line, found)
         assert ("pkg/strict.py", line) not in scopes
+
+
+NVIDIA_OPS_GATE = '''\
+import torch
+
+
+def forward(x):
+    fused = None
+    if x.is_cuda and x.dtype == torch.bfloat16:
+        from proj.models.m.nvidia.ops.towers import rmsnorm_gelu
+
+        fused = rmsnorm_gelu
+    if fused is not None:
+        return fused(x)
+    return torch.nn.functional.gelu(x)
+
+
+def place(x):
+    if x.is_cuda:
+        return x.half()
+    return x
+'''
+
+
+def test_check_guarding_the_projects_nvidia_code_is_not_widened(tmp_path):
+    # round-13 audit AJ#11 (vLLM's inkling towers): widened to "on an accelerator", the check
+    # sent NPU tensors into the project's NVIDIA Triton kernels, where the original ran the
+    # pure-torch path on an NPU host
+    report = migrate_json(write_project(tmp_path, {"proj/models/m/towers.py": NVIDIA_OPS_GATE}))
+    rewritten = {f["line"] for f in report["findings"] if f["fixable"] and f["path"] == "proj/models/m/towers.py"}
+    assert _line(NVIDIA_OPS_GATE, "if x.is_cuda and") not in rewritten
+    assert _line(NVIDIA_OPS_GATE, "    if x.is_cuda:") in rewritten  # a check guarding plain torch is widened

@@ -518,6 +518,8 @@ def _cuda_only_module(name: str) -> bool:
         return False
     if name.startswith(".") and "cuda" in parts:
         return True  # the project's own CUDA backend (`from .backends.cuda import ops`): rewrite_gates
+    if "nvidia" in parts:
+        return True  # NVIDIA's packages, the project's NVIDIA code (`from proj.models.x.nvidia.ops import k`)
     # compiled extensions (`pkg._C`, `_CUDA`, `*_cuda`, as the sweep names them) and Triton modules
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") or "triton" in p.lower() for p in parts)
 
