@@ -375,7 +375,7 @@ import torch
 def forward(x):
     fused = None
     if x.is_cuda and x.dtype == torch.bfloat16:
-        from proj.models.m.nvidia.ops.towers import rmsnorm_gelu
+        from vllm.models.m.nvidia.ops.towers import rmsnorm_gelu
 
         fused = rmsnorm_gelu
     if fused is not None:

@@ -509,6 +509,8 @@ def _gate(test, body: list, orelse: list, after: list, bound, toolchain_only: bo
 def _cuda_only_module(name: str) -> bool:
     modules, exempt = _tables()[5:7]
     clean = name.lstrip(".")
+    if "nvidia" in clean.split("."):
+        return True  # NVIDIA's packages, a project's NVIDIA code (`from vllm.models.x.nvidia.ops import k`)
     if any(clean == e or clean.startswith(e + ".") for e in exempt):
         return False
     if any(clean == m or clean.startswith(m + ".") for m in modules):
@@ -518,8 +520,6 @@ def _cuda_only_module(name: str) -> bool:
         return False
     if name.startswith(".") and "cuda" in parts:
         return True  # the project's own CUDA backend (`from .backends.cuda import ops`): rewrite_gates
-    if "nvidia" in parts:
-        return True  # NVIDIA's packages, the project's NVIDIA code (`from proj.models.x.nvidia.ops import k`)
     # compiled extensions (`pkg._C`, `_CUDA`, `*_cuda`, as the sweep names them) and Triton modules
     return any(p in ("_C", "_CUDA") or p.endswith("_cuda") or "triton" in p.lower() for p in parts)
 
