@@ -73,6 +73,7 @@ PHRASES = (
     # toolchain helper only CUDA extension classes reach (AE#29)
     "ROCm-only source, never built for CUDA",
     "a CUDA toolchain helper called only by CUDA extension classes",
+    "a CI job on NVIDIA runners",  # yamlscopes.CI_JOB: a GitHub Actions job pinned to GPU runners (round 13)
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -160,6 +161,7 @@ NO_WORK = (
     "a backend the code resolves to HCCL on an NPU host: ",
     "bitsandbytes loaded only for an optimizer the caller already chose: ",
     "the bitsandbytes note given once for the package at ",
+    "a method name an FX tracer records, not a device",  # sweep.FX_METHOD (round 13, AJ#18)
 )
 
 

@@ -95,6 +95,16 @@ def _label_table() -> tuple[frozenset, frozenset, re.Pattern, frozenset, re.Patt
 
 
 @functools.lru_cache(maxsize=None)
+def _name_calls() -> dict[str, frozenset]:
+    table = catalogue.read_table("sweep.toml")["labels"].get("name_calls", {})
+    return {key: frozenset(table.get(key, ())) for key in ("module_probes", "module_imports", "fx_node_calls")}
+
+
+# moot.NO_WORK carries this reason (a finding with it becomes a named skipped scope)
+FX_METHOD = "a method name an FX tracer records, not a device: `create_proxy(\"call_method\", ...)`"
+
+
+@functools.lru_cache(maxsize=None)
 def _capability_names() -> frozenset:
     return frozenset(catalogue.read_table("sweep.toml")["labels"].get("capability_names", ()))
 
@@ -987,10 +997,31 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                 and set(called.lower().split("_")) & _prose_call_words():
             # `_report_implicit_sync("cuda", "H2D", ...)`: an op named in a report, not a device
             self.gates.add(id(node.args[0].value))
+        self._module_and_method_names(node, called)
         prose_calls = _command_table()[1]
         if called in prose_calls or called.endswith(("Error", "Exception", "Warning")):
             self.prose.append(id(node))
         return True
+
+    def _module_and_method_names(self, node: cst.Call, called: str) -> None:
+        """Strings that name a module or a method, not a device or a backend (round-13 audits):
+        - the module a probe looks for (`pytest.importorskip("nccl.m2n")`, `find_spec("nvidia.nccl")`):
+          the probe answers "missing" on an NPU host and the code goes on without it: no finding;
+        - the module an import by name loads (`importlib.import_module(...)`, `__import__(...)`):
+          still reported, named as a module (it fails where the module is missing);
+        - the method name an FX tracer records (`create_proxy("call_method", "cuda", ...)`): the
+          user's `.cuda()` calls that reach it are rewritten or reported where they are written;
+          information with that reason (a named skipped scope, moot.NO_WORK)."""
+        table = _name_calls()
+        positional = [a.value for a in node.args if a.keyword is None]
+        first = positional[0] if positional else None
+        if called in table["module_probes"] and isinstance(first, cst.SimpleString):
+            self.gates.add(id(first))
+        elif called in table["module_imports"] and isinstance(first, cst.SimpleString):
+            self.label_hint.setdefault(id(first), "a module imported by name: it fails where the module is missing")
+        elif (called in table["fx_node_calls"] and len(positional) > 1 and isinstance(first, cst.SimpleString)
+              and literal_value(first.value) == "call_method" and isinstance(positional[1], cst.SimpleString)):
+            self.label_info[id(positional[1])] = FX_METHOD
 
     def leave_Call(self, original_node: cst.Call) -> None:
         self._pop_prose(original_node)

@@ -9,7 +9,8 @@ The detectors of textfiles.py read a YAML file line by line. Four shapes need it
   findings are lowered to info, with the reason in the message.
 - A GitHub Actions job whose `runs-on` names a GPU runner (`gpu`, `g5`, `a100`, a `group:` such as
   `aws-g5-4xlarge-plus`): a CUDA CI job, where an Ascend job would be a new job. Its findings are
-  one info finding, on the first of them, naming the others.
+  one info finding, on the first of them, naming the others; its reason (`CI_JOB`) is one of
+  moot.PHRASES, so the run names it as a skipped scope, not a finding.
 - A sequence or mapping that already names the NPU next to CUDA (`matrix: include: [{device:
   cuda}, {device: npu-a2}]`, `cuda: ...` beside `npu: ...`): platform-aware, like the Python
   scopes of families/platform.py; its findings become NPU991 (info).
@@ -389,6 +390,11 @@ def _finding_key(finding: Finding) -> str:
     return match.group(1) if match else ""
 
 
+# moot.PHRASES carries this reason: the folded finding becomes a named skipped scope (round-13 audits
+# AI#26, AJ#37: nothing to port in a CUDA CI job; an NPU host never runs it)
+CI_JOB = "a CI job on NVIDIA runners"
+
+
 def _fold_jobs(doc: _Doc, findings: list[Finding]) -> list[Finding]:
     jobs = _gpu_jobs(doc)
     if not jobs:
@@ -410,8 +416,8 @@ def _fold_jobs(doc: _Doc, findings: list[Finding]) -> list[Finding]:
         also = f"; also {others}" if others else ""
         out.append(dataclasses.replace(
             first, severity="info",
-            message=f"{first.message} (CI job `{name}` targets NVIDIA runners (`runs-on: {runs_on}`); an "
-                    f"Ascend job would be a new job{also})",
+            message=f"{first.message} ({CI_JOB}: `{name}`, `runs-on: {runs_on}`: an Ascend job would be a "
+                    f"new job{also})",
             also=tuple((f.line, f.column, f.source) for f in rest if f.code == first.code)))
     return _fold_containers(doc, sorted(out))
 

@@ -197,7 +197,7 @@ def test_a_job_on_gpu_runners_is_one_info_finding():
     assert len(gpu_job) == 1
     (finding,) = gpu_job
     assert (finding.code, finding.severity, finding.line) == ("NPU707", "info", _line(GPU_WORKFLOW, "image:"))
-    assert "CI job `examples` targets NVIDIA runners" in finding.message
+    assert "(a CI job on NVIDIA runners: `examples`, `runs-on: group: aws-g5-4xlarge-plus`" in finding.message
     assert "an Ascend job would be a new job" in finding.message
     assert "NPU709 at line" in finding.message and "NPU704 at line" in finding.message
     # nearby true case: the job on a CPU runner keeps its errors, but the container's `--gpus`
