@@ -138,3 +138,25 @@ def test_installed_wheel_finds_its_tables(tmp_path):
     assert int(count) == len(catalogue.rules())
     assert has == "True"
     assert "__init__.py" in files
+
+
+def test_the_trigger_words_cover_every_package_the_sweep_reports():
+    """A file is read only when it holds a trigger word (triggers.py): a package the sweep reports
+    whose name holds none (flashinfer, liger_kernel, mamba_ssm, ...) would be silently missed in a
+    file that imports it and says nothing else about CUDA."""
+    from npu_migrate.triggers import PREFILTER, TRIGGER_WORDS
+
+    table = catalogue.read_table("sweep.toml")
+    names = set(table["modules"]) | set(table["module_codes"]) | set(table["guard"]["modules"])
+    for name in sorted(names):
+        line = f"import {name}\n" if "." not in name else f"from {name.rsplit('.', 1)[0]} import {name.rsplit('.', 1)[1]}\n"
+        assert TRIGGER_WORDS.search(line) and PREFILTER.search(line.encode()), name
+    assert not TRIGGER_WORDS.search("flags = inflate(flash_flag)")  # `fla` only as a word
+
+
+def test_a_file_importing_only_flashinfer_is_read(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "attn.py").write_text("import flashinfer\n\n\ndef run(q):\n    return flashinfer.decode(q)\n")
+    from .precision_helpers import migrate_json
+    report = migrate_json(tmp_path)
+    assert [f["code"] for f in report["findings"] if f["path"] == "pkg/attn.py"] == ["NPU911"]

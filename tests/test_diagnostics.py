@@ -95,6 +95,7 @@ ITEMS = {
         "import xformers.ops\ny = xformers.ops.memory_efficient_attention(q, k, v)\n", ["NPU915"],
     ),
     "vllm": ("from vllm import LLM\n", ["NPU916"]),  # vllm-ascend runs the same vllm package
+    "liger_kernel": ("from liger_kernel.transformers import apply_liger_kernel_to_llama\n", ["NPU918"]),
     "deepspeed.ops attribute": ("import deepspeed\nlayer = deepspeed.ops.transformer.DeepSpeedTransformerLayer(c)\n",
                                 ["NPU917"]),
     "from deepspeed.ops": ("from deepspeed.ops.transformer import DeepSpeedTransformerLayer\n", ["NPU917"]),

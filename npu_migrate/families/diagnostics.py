@@ -54,7 +54,8 @@ class Diagnostics(Family):
     The leftover sweep (`sweep.py`) reports the packages of the CUDA ecosystem when they are
     imported or used: apex (NPU902), Triton kernels and Triton-based libraries (NPU910), compiled
     CUDA extensions (NPU911), FP8 (NPU913), bitsandbytes (NPU914), xformers (NPU915), vLLM (NPU916,
-    info: it runs on Ascend with vllm-ascend), DeepSpeed ops (NPU917), and an unguarded module-level
+    info: it runs on Ascend with vllm-ascend), DeepSpeed ops (NPU917), Liger-Kernel (NPU918, info: its
+    kernels run on Ascend with Triton-Ascend), and an unguarded module-level
     import of a package with no NPU build (NPU934). Each of these comes **once per file**: the first
     place, with the lines of the others listed in its message (NPU934 once per file and package),
     since ten `import triton...` lines say no more than one. The guidance of each names the Ascend
@@ -68,7 +69,7 @@ class Diagnostics(Family):
     NAME = "diagnostics"
     TITLE = "CUDA-only constructs"
     CODES = ("NPU901", "NPU902", "NPU903", "NPU910", "NPU911", "NPU913", "NPU914", "NPU915", "NPU916",
-             "NPU917", "NPU930", "NPU931", "NPU932", "NPU934")
+             "NPU917", "NPU918", "NPU930", "NPU931", "NPU932", "NPU934")
     EXAMPLES = (
         Example(
             note='torch.compile modes that capture CUDA graphs',
@@ -176,6 +177,15 @@ from vllm.lora.request import LoRARequest
 import vllm
 """,
             codes=('NPU916',),
+        ),
+        Example(
+            note='Liger-Kernel imports: one NPU918 for the file, at info severity (its kernels run on '
+                 'Ascend with Triton-Ascend)',
+            before="""\
+from liger_kernel.transformers import apply_liger_kernel_to_llama
+from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+""",
+            codes=('NPU918',),
         ),
         Example(
             note='apex: once per file; its guidance names Ascend\'s apex and torch_npu fused optimizers',
