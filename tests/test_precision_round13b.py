@@ -57,3 +57,52 @@ def test_optional_provider_block_is_a_named_scope(tmp_path: Path) -> None:
     assert any("guarded optional block skipped cleanly" in f["message"] for f in scoped), report["skipped"]
     kept = [f for f in _open(report, "leaks.py") if f["code"] == "NPU502"]
     assert kept and kept[0]["severity"] == "error", _open(report, "leaks.py")
+
+
+LOADER = """\
+_fwd = None
+
+
+def _load_flash_attn():
+    global _fwd
+    if _fwd is None:
+        try:
+            from flash_attn.flash_attn_interface import _flash_attn_varlen_forward as _fwd
+        except ImportError as e:
+            raise RuntimeError("install flash-attn") from e
+
+
+class Ring:
+    @staticmethod
+    def attention(q, k, v):
+        _load_flash_attn()
+        return Ring.forward(q, k, v)
+
+    @staticmethod
+    def forward(q, k, v):
+        import flash_attn
+
+        return flash_attn.__version__, _fwd(q, k, v)
+
+
+class Other:
+    def forward(self, q):
+        import flash_attn
+
+        return flash_attn.__version__
+"""
+
+
+def test_import_again_in_a_class_calling_the_loader_is_folded(tmp_path: Path) -> None:
+    """AI#36: `import flash_attn` in a method of a class whose other method calls the module's
+    loader of flash-attn (reported) restates that finding: folded into it. A class that calls no
+    loader keeps its own finding."""
+    report = migrate_json(write_project(tmp_path, {"ring.py": LOADER}))
+    found = [f for f in _open(report, "ring.py") if f["code"] == "NPU502"]
+    lines = {f["line"] for f in found}
+    assert 8 in lines and 21 not in lines, found
+    loader = next(f for f in found if f["line"] == 8)
+    assert loader["severity"] == "error" and "21" in loader["message"], loader
+    assert "class whose methods call the loader" in loader["message"], loader
+    other = [f for f in found if f["line"] == 28]
+    assert other and other[0]["severity"] == "error", found
