@@ -70,3 +70,142 @@ def fold_class_loader_imports(findings: list[Finding], tree: ast.Module) -> list
             places = [p for p in [(finding.line, finding.column, finding.source), *finding.also] if _inside(cls, p[0])]
             fold.move(finding, places, anchor)
     return fold.result(IN_LOADER_CLASS) if fold.moved else findings
+
+
+# ----------------------------------------------------------------------------- a guarded import only a built class reads
+BUILT_AFTER = "guarded import whose names only `{cls}` reads, and every place of the run that builds `{cls}` " \
+              "first imports `{package}` itself: the use is reported at {where}"
+
+
+def _module_guard(tree: ast.Module, line: int) -> ast.Try | None:
+    """The module-level `try` whose body imports at `line`, whose ImportError handlers only pass."""
+    from .probes import catches_import_error
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Try) and stmt.body and stmt.body[0].lineno <= line <= (stmt.body[-1].end_lineno or line):
+            handlers = [h for h in stmt.handlers if catches_import_error(h)]
+            if handlers and len(handlers) == len(stmt.handlers) and not stmt.orelse and not stmt.finalbody \
+                    and all(all(isinstance(s, ast.Pass) for s in h.body) for h in handlers) \
+                    and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in stmt.body):
+                return stmt
+    return None
+
+
+def _readers(tree: ast.Module, names: set[str], guard: ast.Try) -> set[str] | None:
+    """The module-level classes that read `names`; None when a read lies outside such a class."""
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names:
+            holder = next((c for c in classes if _inside(c, node.lineno)), None)
+            if holder is None:
+                return None
+            out.add(holder.name)
+    return out
+
+
+def _builds_after_import(tree: ast.Module, cls: str, package: str, reported: dict[int, Finding]) -> list | None:
+    """The reported imports of `package` that precede each place building `cls` in this file: each
+    call `cls(...)` lies in a function whose body imports the package unguarded (a direct
+    statement) before it, with a finding; None when one call does not."""
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, _FUNCTIONS):
+            continue
+        calls = [n for n in ast.walk(function) if isinstance(n, ast.Call)
+                 and ((isinstance(n.func, ast.Name) and n.func.id == cls)
+                      or (isinstance(n.func, ast.Attribute) and n.func.attr == cls))]
+        if not calls:
+            continue
+        imports = [s for s in function.body if isinstance(s, (ast.Import, ast.ImportFrom)) and s.lineno in reported
+                   and _package(reported[s.lineno]) == package]
+        if not imports or any(c.lineno < imports[0].lineno for c in calls):
+            return None
+        found.append(reported[imports[0].lineno])
+    # (a call at module level or in a class body: not after such an import)
+    inside = {id(n) for f in ast.walk(tree) if isinstance(f, _FUNCTIONS) for n in ast.walk(f)}
+    if any(isinstance(n, ast.Call) and id(n) not in inside and isinstance(n.func, ast.Name) and n.func.id == cls
+           for n in ast.walk(tree)):
+        return None
+    return found
+
+
+def review_guarded_class_imports(results: list, paths: dict) -> list:
+    """A module-level `try: import apex.amp as apex_amp except ImportError: pass` (an error finding:
+    NPU902, NPU911, NPU502, NPU915) whose names the file reads only inside module-level classes,
+    each built by the run only in functions that import the same package themselves (unguarded,
+    reported with the same code) before building it (`convert_to_apex_amp`): the guarded import
+    restates those findings. Info naming where the use is reported (round-13 audit AI#13). A class
+    built anywhere else (or nowhere in the run), or a read outside a class, keeps the error."""
+    import dataclasses
+
+    from .modpaths import result_bytes
+
+    def errors(result) -> list:
+        return [f for f in result.findings if f.code in REPEATED and not f.fixable and f.cell is None
+                and f.severity == "error" and _package(f)]
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
+    if not candidates:
+        return results
+    texts: dict[int, bytes | None] = {}
+
+    def text_of(i: int) -> bytes | None:
+        if i not in texts:
+            texts[i] = result_bytes(results[i], paths)
+        return texts[i]
+
+    from . import astcache
+
+    python = None
+    out = list(results)
+    for i in candidates:
+        data = text_of(i)
+        if not data or b"except ImportError" not in data or b"\nclass " not in data:
+            continue
+        source = data.split(b"\n")
+        # (cheap before the parse: an import at module level, not indented, right after `try:`)
+        hits = [f for f in errors(results[i]) if not f.also and 1 < f.line <= len(source)
+                and source[f.line - 1][:1] in (b" ", b"\t") and source[f.line - 2].strip() == b"try:"
+                and not source[f.line - 2][:1].isspace()]
+        if not hits:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        changed = {}
+        for finding in hits:
+            guard = _module_guard(tree, finding.line)
+            if guard is None:
+                continue
+            names = {(a.asname or a.name).split(".")[0] for s in guard.body for a in s.names}
+            readers = _readers(tree, names, guard)
+            if not readers or len(readers) != 1:
+                continue
+            cls = next(iter(readers))
+            package = _package(finding)
+            if python is None:
+                python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+            where: list[str] = []
+            ok = True
+            for j in python:
+                data_j = text_of(j)
+                if not data_j or cls.encode() + b"(" not in data_j:
+                    continue
+                tree_j = tree if j == i else astcache.parse(data_j)
+                if tree_j is None:
+                    ok = False
+                    break
+                reported = {f.line: f for f in errors(results[j]) if f.code == finding.code}
+                found = _builds_after_import(tree_j, cls, package, reported)
+                if found is None:
+                    ok = False
+                    break
+                where += [f"{results[j].relpath}:{f.line}" for f in found]
+            if ok and where:
+                why = BUILT_AFTER.format(cls=cls, package=package, where=", ".join(dict.fromkeys(where)))
+                changed[id(finding)] = dataclasses.replace(finding, severity="info",
+                                                           message=f"{finding.message} ({why})")
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
+    return out

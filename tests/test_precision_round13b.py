@@ -106,3 +106,52 @@ def test_import_again_in_a_class_calling_the_loader_is_folded(tmp_path: Path) ->
     assert "class whose methods call the loader" in loader["message"], loader
     other = [f for f in found if f["line"] == 28]
     assert other and other[0]["severity"] == "error", found
+
+
+WRAPPER = """\
+try:
+    import apex.amp as apex_amp
+except ImportError:
+    pass
+
+
+class AmpOptimizer:
+    def __init__(self, optim):
+        self.optim = optim
+
+    def backward(self, loss):
+        with apex_amp.scale_loss(loss, self.optim) as scaled:
+            scaled.backward()
+"""
+
+BUILDER = """\
+from .wrap import AmpOptimizer
+from .loose import LooseOptimizer
+
+
+def convert(model, optimizer, config):
+    import apex.amp as apex_amp
+
+    model, optimizer = apex_amp.initialize(model, optimizer, **config)
+    return model, AmpOptimizer(optimizer)
+
+
+def convert_loose(optimizer):
+    return LooseOptimizer(optimizer)
+"""
+
+
+def test_guarded_import_only_a_class_built_after_the_import_reads(tmp_path: Path) -> None:
+    """AI#13: `try: import apex.amp except ImportError: pass` read only by a class that the run
+    builds only after its own (reported) import of apex.amp: info naming where the use is
+    reported. The same shape whose class a function builds without importing apex stays an error."""
+    root = write_project(tmp_path, {"pkg/__init__.py": BUILDER, "pkg/wrap.py": WRAPPER,
+                                    "pkg/loose.py": WRAPPER.replace("AmpOptimizer", "LooseOptimizer")})
+    report = migrate_json(root)
+    wrap = [f for f in _open(report, "pkg/wrap.py") if f["code"] == "NPU902"]
+    assert wrap and all(f["severity"] == "info" for f in wrap), wrap
+    assert "pkg/__init__.py:6" in wrap[0]["message"], wrap
+    builder = [f for f in _open(report, "pkg/__init__.py") if f["code"] == "NPU902"]
+    assert builder and builder[0]["severity"] == "error", builder
+    loose = [f for f in _open(report, "pkg/loose.py") if f["code"] == "NPU902"]
+    assert loose and loose[0]["severity"] == "error", loose
