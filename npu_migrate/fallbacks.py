@@ -161,6 +161,9 @@ def _goes_on(block: list) -> bool | None:
     return useful
 
 
+goes_on = _goes_on  # (optional13.py: a caller's `except Exception` that warns and goes on)
+
+
 def _prebound(names: set[str], block: list, try_stmt: ast.Try) -> bool:
     """Whether each name is assigned in `block` before the `try` (`Fast_LN = None` in front of
     `try: from apex... import FastLayerNorm as Fast_LN except ImportError: pass`)."""

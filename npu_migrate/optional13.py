@@ -209,3 +209,110 @@ def review_guarded_class_imports(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
     return out
+
+
+# ----------------------------------------------------------------------------- an extension every caller guards
+CALLERS_CATCH = ("every caller of `{function}` in the run calls it inside `try`/`except Exception` that goes on "
+                 "without it (a warning, a fallback value): where the extension is missing, as on an NPU host, "
+                 "that optional step is skipped: review it")
+_BROAD = ("Exception", "BaseException")
+
+
+def _catches_all(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(k is None or (isinstance(k, ast.Name) and k.id in _BROAD) for k in kinds)
+
+
+def _guarded_uses(tree: ast.Module, name: str, skip: ast.AST | None = None) -> int | None:
+    """How many calls of `name` the file makes, each inside the body of a `try` whose handler catches
+    everything and goes on (fallbacks.falls_back); None when one read of `name` is not such a call."""
+    from .fallbacks import goes_on
+
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        # (a handler that warns, logs or binds a fallback and goes on; not one that raises or exits)
+        if isinstance(node, ast.Try) and any(_catches_all(h) and goes_on(h.body) is not False for h in node.handlers):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    calls = 0
+    funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        read = (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)) or \
+               (isinstance(node, ast.Attribute) and node.attr == name)
+        if not read:
+            continue
+        if id(node) not in funcs or id(node) not in guarded:
+            return None
+        calls += 1
+    return calls
+
+
+def review_guarded_extension_callers(results: list, paths: dict) -> list:
+    """A compiled extension's import (NPU911, an error) as the first statement of a module-level
+    function's body (after its docstring) that every caller in the run calls inside `try`/`except
+    Exception` going on without it (SAM2's `get_connected_components`, whose callers skip the
+    hole filling with a warning): where the extension is missing the step is skipped, as on a CUDA
+    host without it. A warning with that reason, not an error (round-13 audit AI#24). A caller
+    outside such a `try`, a use that is no call, or no caller at all keeps the error."""
+    import dataclasses
+
+    from . import astcache
+    from .modpaths import result_bytes
+
+    def errors(result) -> list:
+        return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
+                and f.severity == "error" and not f.also]
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
+    if not candidates:
+        return results
+    texts: dict[int, bytes | None] = {}
+
+    def text_of(i: int) -> bytes | None:
+        if i not in texts:
+            texts[i] = result_bytes(results[i], paths)
+        return texts[i]
+
+    python = None
+    out = list(results)
+    for i in candidates:
+        data = text_of(i)
+        if not data or b"\ndef " not in data:
+            continue
+        source = data.split(b"\n")
+        hits = [f for f in errors(results[i]) if 0 < f.line <= len(source) and source[f.line - 1][:4] == b"    "
+                and source[f.line - 1][4:5] != b" "]
+        if not hits:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        changed = {}
+        for finding in hits:
+            function = next((n for n in tree.body if isinstance(n, _FUNCTIONS) and _inside(n, finding.line)), None)
+            if function is None:
+                continue
+            body = function.body[1:] if ast.get_docstring(function) is not None else function.body
+            if not body or body[0].lineno != finding.line:
+                continue
+            if python is None:
+                python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+            word = function.name.encode()
+            total, ok = 0, True
+            for j in python:
+                data_j = text_of(j)
+                if not data_j or word not in data_j:
+                    continue
+                tree_j = tree if j == i else astcache.parse(data_j)
+                calls = None if tree_j is None else _guarded_uses(tree_j, function.name)
+                if calls is None:
+                    ok = False
+                    break
+                total += calls
+            if ok and total:
+                changed[id(finding)] = dataclasses.replace(
+                    finding, severity="warning",
+                    message=f"{finding.message} ({CALLERS_CATCH.format(function=function.name)})")
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
+    return out

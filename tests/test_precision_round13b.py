@@ -155,3 +155,75 @@ def test_guarded_import_only_a_class_built_after_the_import_reads(tmp_path: Path
     assert builder and builder[0]["severity"] == "error", builder
     loose = [f for f in _open(report, "pkg/loose.py") if f["code"] == "NPU902"]
     assert loose and loose[0]["severity"] == "error", loose
+
+
+MISC = '''\
+import warnings
+
+import torch
+
+DEVICE = "cuda"
+
+
+def connected_components(mask):
+    """Labels of the mask's components."""
+    from sam_ext import _C
+
+    return _C.get_connected_components(mask.to(torch.uint8))
+
+
+def fill_holes(mask):
+    try:
+        labels = connected_components(mask <= 0)
+        mask = torch.where(labels > 0, 0.1, mask)
+    except Exception as e:
+        warnings.warn(f"{e}: skipping the hole filling")
+    return mask
+'''
+
+STRICT = '''\
+import torch
+
+DEVICE = "cuda"
+
+
+def strict_components(mask):
+    from sam_ext import _C
+
+    return _C.get_connected_components(mask)
+
+
+def strict_fill(mask):
+    try:
+        return strict_components(mask)
+    except Exception as e:
+        raise RuntimeError("hole filling needs the extension") from e
+'''
+
+TRANSFORMS = '''\
+import warnings
+
+
+def postprocess(masks):
+    from pkg.misc import connected_components
+
+    try:
+        masks = connected_components(masks)
+    except Exception as e:
+        warnings.warn(str(e))
+        masks = masks.float()
+    return masks
+'''
+
+
+def test_extension_every_caller_catches_is_a_warning(tmp_path: Path) -> None:
+    """AI#24: `from ext import _C` in a function whose every caller (in its file and another)
+    calls it in `try`/`except Exception` that warns and goes on: a warning with the reason, not an
+    error. The same import in a function whose caller re-raises stays an error."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/misc.py": MISC, "pkg/transforms.py": TRANSFORMS,
+                                    "pkg/strict.py": STRICT})
+    report = migrate_json(root)
+    found = {f["line"]: f for f in _open(report, "pkg/misc.py") if f["code"] == "NPU911"}
+    assert found[10]["severity"] == "warning" and "every caller of `connected_components`" in found[10]["message"], found
+    strict = [f for f in _open(report, "pkg/strict.py") if f["code"] == "NPU911"]
+    assert strict and strict[0]["severity"] == "error", found
