@@ -53,6 +53,10 @@ FALLBACK = ("guarded import with a fallback: where the package is missing, as on
 TYPE_ONLY = ("guarded import read only by type checks and registrations: "
              "nothing of the package runs on an NPU host, where the import fails")
 SKIPPED_TEST = "in a test skipped where the package is missing, as on an NPU host"
+# (a moot.AS_WRITTEN phrase) `try: import flash_attn; class Provider: ...; BENCHMARKS["fa"] = Provider
+# except ImportError: pass` (round-13 audit AH#27): the `try` body only adds an optional provider
+OPTIONAL_BLOCK = ("guarded optional block skipped cleanly: where the package is missing, as on an NPU "
+                  "host, the `try` body (which alone reads the package and what it defines) is skipped")
 
 # codes of the uses of a package an NPU host lacks (flash-attn, apex, compiled extensions,
 # bitsandbytes, xformers): inside a fallback `try` body they run only where the import worked.
@@ -155,6 +159,9 @@ def _goes_on(block: list) -> bool | None:
         elif not isinstance(stmt, ast.Pass):
             useful = True
     return useful
+
+
+goes_on = _goes_on  # (optional13.py: a caller's `except Exception` that warns and goes on)
 
 
 def _prebound(names: set[str], block: list, try_stmt: ast.Try) -> bool:
@@ -277,7 +284,37 @@ def classify(tree: ast.Module, interest: set[int] | None = None) -> list[tuple[s
                                   and (_prebound(names, block, stmt) or _prebound_alias(tree, names, block, stmt)))
                for h in handlers) and not _none_used_unchecked(tree, stmt, handlers):
             out.append((FALLBACK, lines, body))
+        elif all(_goes_on(h.body) is None for h in handlers) and _self_contained(tree, stmt, names):
+            out.append((OPTIONAL_BLOCK, lines, body))
     return out
+
+
+def _self_contained(tree: ast.Module, stmt: ast.Try, imported: set[str]) -> bool:
+    """A `try` body whose imported names, and every name it binds besides (a class, a function, a
+    flag), are read nowhere in the file outside that body, each function or class it defines being
+    read inside it (registered there: `BENCHMARKS["fa"] = Provider`): where the import fails the
+    whole optional block is skipped and nothing else misses it. No `else`/`finally` (they run on)."""
+    if stmt.orelse or stmt.finalbody or not imported:
+        return False
+    defined: set[str] = set()
+    for node in stmt.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif not isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr)):
+            return False  # (an `if`, a loop, a nested `try`: keep to the plain shape)
+    first, last = stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body)
+    watched = imported | defined
+    read_inside: set[str] = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in watched:
+            if not first <= node.lineno <= last:
+                return False
+            read_inside.add(node.id)
+    defs = {n.name for n in stmt.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    return defs <= read_inside
 
 
 def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
@@ -309,7 +346,7 @@ def review_fallbacks(findings: list[Finding], text: str) -> list[Finding]:
     out = []
     for finding in findings:
         reason = hits.get(id(finding))
-        if reason == FALLBACK and per_file_code(finding.code) and (finding.code, finding.severity) in real:
+        if reason in (FALLBACK, OPTIONAL_BLOCK) and per_file_code(finding.code) and (finding.code, finding.severity) in real:
             reason = None
         if reason is not None:
             message = finding.message
@@ -325,7 +362,7 @@ def _shape_of(finding: Finding, shapes: list) -> str | None:
     if finding.fixable or finding.cell is not None:
         return None
     for reason, lines, covered in shapes:
-        if finding.severity == "info" and not (reason != FALLBACK and _probe_info(finding)):
+        if finding.severity == "info" and not (reason not in (FALLBACK, OPTIONAL_BLOCK) and _probe_info(finding)):
             continue
         if reason == SKIPPED_TEST:
             hit = finding.line in covered

@@ -59,6 +59,8 @@ def review(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         findings = fold_after_failing_import(findings, tree)
     if sum(f.code in REPEATED for f in findings) > 1:
         findings = fold_repeated_imports(findings, tree)
+        from .optional13 import fold_class_loader_imports  # (round 13: a class and its loaders)
+        findings = fold_class_loader_imports(findings, tree)
     if any(f.code == TRITON and f.severity == "error" for f in findings):
         findings = lower_skipped_triton_tests(findings, tree)
     if any(f.code.startswith("NPU9") and f.severity != "info" for f in findings):
