@@ -25,7 +25,7 @@ def parse(body: bytes) -> Optional[ast.Module]:
 # about fifteen times (torch's tree: 40 million nodes on a cold run). The nodes and the parents of
 # the last few modules are kept, in `ast.walk`'s order, with the tree itself (so its id stays its
 # own). Callers only read them; a pass that changes a tree works on a copy (`copy.deepcopy`).
-_INDEX_SIZE = 4
+_INDEX_SIZE = 1
 _INDEXED: OrderedDict[int, list] = OrderedDict()  # id(tree) -> [tree, nodes, parents, {types: nodes}]
 
 

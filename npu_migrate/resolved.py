@@ -72,6 +72,11 @@ def _source_words() -> tuple[bytes, ...]:
 DEF = re.compile(rb"\bdef\s+(\w+)\s*\(")
 
 
+# A function name defined in more files than this is not resolved (every definition would have to
+# qualify): on torch's tree, `defs("to")`-style questions parsed hundreds of files, 27 s and 900 MiB.
+MAX_DEFINING_FILES = 8
+
+
 class _Run:
     """The run's files, read and parsed only when a check asks."""
 
@@ -104,7 +109,7 @@ class _Run:
             if self._tops is None:
                 self._tops = {part for r in self.results for part in _tops(r.relpath)}
             names, tree = set(), self.tree(relpath)
-            for node in ast.walk(tree) if tree is not None else ():
+            for node in astcache.walk_statements(tree) if tree is not None else ():  # (imports: statements)
                 if isinstance(node, ast.Import):
                     names.update((a.asname or a.name).split(".")[0] for a in node.names
                                  if a.name.split(".")[0] not in self._tops)
@@ -127,10 +132,13 @@ class _Run:
                         self._defined.setdefault(found.decode("ascii", "replace"), []).append(result.relpath)
         if name not in self._defs:
             found = []
-            for relpath in self._defined.get(name, ()):
+            where = self._defined.get(name, ())
+            if len(where) > MAX_DEFINING_FILES:
+                where = ()  # (a name many files define: which one a call reaches is not known)
+            for relpath in where:
                 tree = self.tree(relpath)
                 if tree is not None:
-                    found.extend((relpath, node) for node in ast.walk(tree)
+                    found.extend((relpath, node) for node in astcache.walk_statements(tree)
                                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
             self._defs[name] = found
         return self._defs[name]
