@@ -322,6 +322,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_resolved(results, paths)  # (labels, backends and notes the code resolves: resolved.py)
     from .npugates import review_unused_helpers
     results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
+    from .fp8cpu import review_gated
+    results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
     return to_scopes(review_platforms(results, paths))
 
 
