@@ -34,6 +34,9 @@ from . import astcache
 # another device than the CPU, anywhere in the text read
 _OTHER_DEVICE = re.compile(r"""["'](?:cuda|npu|xpu|hpu|mps|gpu|xla|musa)(?::\d+)?["']|\btorch\.cuda\b|\.(?:cuda|npu|xpu)\("""
                            r"""|\bis_cuda\b|set_default_device|\bcurrent_platform\b""")
+# the only device words a CPU-only module may hold: a test or a keyword naming the CPU (any other
+# `device`, a parameter or an attribute, may bring another device from outside)
+_CPU_TESTS = re.compile(r"""\.device\.type\s*==\s*["']cpu["']|\bdevice\s*=\s*["']cpu["']""")
 _CPU_MODULE = re.compile(r"(^|/)[^/]*_cpu\.py$")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # why a function an NPU host cannot run is no port item (moot.PHRASES)
@@ -46,7 +49,7 @@ def cpu_reason(relpath: str, text: str, node: ast.AST, parent: Callable[[ast.AST
                prefix: str) -> Optional[str]:
     """Why the FP8 place `node` computes on the CPU only (a reason starting with `prefix`,
     fp8data's "not FP8 compute: FP8 data on the CPU"), or None. `parent` gives a node's parent."""
-    if _CPU_MODULE.search(relpath) and not _OTHER_DEVICE.search(text):
+    if _CPU_MODULE.search(relpath) and not _OTHER_DEVICE.search(text) and "device" not in _CPU_TESTS.sub("", text):
         name = relpath.rsplit("/", 1)[-1]
         return f"{prefix}: `{name}` is a CPU-only module (named `_cpu`, it names no other device)"
     lines = text.split("\n")
@@ -123,7 +126,7 @@ def review_gated(results: list, paths: dict) -> list:
                 why = [_cannot_run(tree, line, gated) for line in [finding.line, *(p[0] for p in finding.also)]]
                 if all(why):
                     finding = dataclasses.replace(finding, severity="info",
-                                                  message=f"{finding.message} ({why[0]})")
+                                                  message=f"{finding.message} ({'; '.join(dict.fromkeys(why))})")
                     changed = True
             findings.append(finding)
         if changed:
@@ -166,6 +169,8 @@ def gated_names(tree: ast.Module, predicates: frozenset) -> dict[str, str]:
                     inside.update((n, test) for n in names)
                 else:
                     elsewhere.update(names)
+    # (`global name` in a function: it may rebind the name at run time)
+    elsewhere.update(name for node in astcache.walk(tree) if isinstance(node, ast.Global) for name in node.names)
     return {n: c for n, c in inside.items() if n not in elsewhere}
 
 
@@ -196,6 +201,8 @@ def _cannot_run(tree: ast.Module, line: int, gated: dict[str, str]) -> Optional[
                 function = member
     if function is None:
         return None
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(function)):
+        return None  # (a generator runs only as it is iterated, and may yield before the call)
     local = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
     local |= {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     local |= {name for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom)) for name in _bound(n)}
