@@ -104,16 +104,25 @@ def review_gated(results: list, paths: dict) -> list:
         return results
     out = list(results)
     predicates: Optional[frozenset] = None
+    calls: Optional[re.Pattern] = None
     for i in candidates:
         result = results[i]
         data = result_bytes(result, paths)
         if not data or not _GATED_IMPORT.search(data):
             continue  # (cheap before the parse: a module-level `if` holding an import)
+        source = data.split(b"\n")
+        if not all(0 < line <= len(source) and source[line - 1][:1] in (b" ", b"\t")
+                   for f in result.findings if open_error(f) for line in [f.line, *(p[0] for p in f.also)]):
+            continue  # (a place at module level lies in no function)
         if predicates is None:
             from .importgates import false_predicates
 
             python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
             predicates = false_predicates(python, _Texts(results, paths))
+            calls = re.compile(rb"\b(?:" + b"|".join(re.escape(p.encode()) for p in sorted(predicates)) + rb")\(\)") \
+                if predicates else None
+        if calls is None or not calls.search(data):
+            continue  # (no gate of the project's own predicates in the file)
         tree = astcache.parse(data)
         if tree is None:
             continue
