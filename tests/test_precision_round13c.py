@@ -78,6 +78,23 @@ def test_function_asserting_the_cpu_is_no_fp8_device_compute(tmp_path):
     assert _errors(report, "pkg/late.py")
 
 
+def test_cast_helper_after_a_cpu_assertion_is_no_fp8_device_compute(tmp_path):
+    """AJ#23 as written: the cast goes through a quantisation helper (`_quantize_affine_float8`),
+    which kernels.py reads as FP8 compute; after the CPU assertion it is CPU data, without it an
+    error."""
+    helper = _OPAQUE.replace("import torch\n", "import torch\n\nfrom pkg.quant import _quantize_affine_float8\n", 1)
+    helper = helper.replace("        data = (weight / scale).to(torch.float8_e4m3fn)\n",
+                            "        data = _quantize_affine_float8(weight, scale, torch.float8_e4m3fn)\n")
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/opaque.py": helper,
+        "pkg/unchecked.py": helper.replace('        assert weight.ndim == 2 and weight.device.type == "cpu", "CPU only"\n', ""),
+    })
+    report = migrate_json(root)
+    assert not _errors(report, "pkg/opaque.py")
+    assert _errors(report, "pkg/unchecked.py")
+
+
 _PREDICATES = '''
 import torch
 
