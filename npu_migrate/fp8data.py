@@ -71,6 +71,7 @@ class FileData:
 
     def __init__(self, tree: Optional[ast.Module], relpath: str, text: str) -> None:
         self.tree = tree
+        self.relpath, self.text = relpath, text
         self.test_file = bool(_TEST_PATH.search(relpath))
         self.default_device = bool(re.search(r"set_default_device\((?!\s*None\s*\))", text))
         self.parents: dict[int, ast.AST] = {}  # filled a statement at a time (`_index`)
@@ -146,12 +147,21 @@ class FileData:
                       if isinstance(n, (ast.Attribute, ast.Name)) and astcache.dotted(n) == name), None)
         if found is None:
             return None
-        return self._metadata(found) or self._listing(found) or self._cpu_data(found)
+        return self._metadata(found) or self._listing(found) or self._cpu_data(found) or self._cpu_only(found)
+
+    def _cpu_only(self, node: ast.AST) -> Optional[str]:
+        """A CPU-only module (`*_cpu.py`) or a function asserting `x.device.type == "cpu"` that
+        names no other device (fp8cpu.py, round 13)."""
+        if self.text is None:
+            return None
+        from .fp8cpu import cpu_reason
+
+        return cpu_reason(self.relpath, self.text, node, self._parent, f"{NOT_COMPUTE}{CPU_DATA}")
 
     def cpu_call(self, call: ast.Call) -> bool:
         """Whether a call (kernels.py: a helper named for an FP8 cast, `convert_model_to_fp8(model)`)
         sits in a function whose tensors and modules stay on the CPU (see `_cpu_data`)."""
-        return self.tree is not None and self._cpu_data(call) is not None
+        return self.tree is not None and (self._cpu_data(call) is not None or self._cpu_only(call) is not None)
 
     # ------------------------------------------------------------------ metadata
     def _metadata(self, node: ast.AST) -> Optional[str]:
