@@ -94,7 +94,7 @@ _GATED_IMPORT = re.compile(rb"\nif [^\n]*:[ \t]*\n[ \t]+(?:from|import) ")
 def review_gated(results: list, paths: dict) -> list:
     """NPU913 errors whose every place lies in a function that unconditionally calls a name the
     module binds only by an import under an `if` an NPU host never takes: info, with the reason."""
-    from .modpaths import result_bytes
+    from .modpaths import RunTexts, result_bytes
 
     def open_error(f) -> bool:
         return f.code in _CODES and not f.fixable and f.cell is None and f.severity != "info"
@@ -118,7 +118,7 @@ def review_gated(results: list, paths: dict) -> list:
             from .importgates import false_predicates
 
             python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
-            predicates = false_predicates(python, _Texts(results, paths))
+            predicates = false_predicates(python, RunTexts(results, paths))
             calls = re.compile(rb"\b(?:" + b"|".join(re.escape(p.encode()) for p in sorted(predicates)) + rb")\(\)") \
                 if predicates else None
         if calls is None or not calls.search(data):
@@ -141,20 +141,6 @@ def review_gated(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(result, findings=findings)
     return out
-
-
-class _Texts:
-    """The run's file bytes by index, read on demand (importgates.false_predicates asks `.get`)."""
-
-    def __init__(self, results: list, paths: dict) -> None:
-        self.results, self.paths, self.cache = results, paths, {}
-
-    def get(self, i: int, default=None):
-        from .modpaths import result_bytes
-
-        if i not in self.cache:
-            self.cache[i] = result_bytes(self.results[i], self.paths)
-        return self.cache[i] if self.cache[i] is not None else default
 
 
 def gated_names(tree: ast.Module, predicates: frozenset) -> dict[str, str]:

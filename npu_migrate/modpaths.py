@@ -33,6 +33,24 @@ def resolve_relative(importer: str, dots: int, module: str) -> str:
     return "/".join(parts)
 
 
+class RunTexts:
+    """The bytes of a run's results by index, each read on the first ask (`texts(i)`, or
+    `texts.get(i, default)` where a dict is expected): the whole-run passes read only the files
+    their cheap tests select."""
+
+    def __init__(self, results: list, paths: dict[str, str]) -> None:
+        self.results, self.paths, self.cache = results, paths, {}
+
+    def __call__(self, i: int) -> Optional[bytes]:
+        if i not in self.cache:
+            self.cache[i] = result_bytes(self.results[i], self.paths)
+        return self.cache[i]
+
+    def get(self, i: int, default=None):
+        found = self(i)
+        return found if found is not None else default
+
+
 def result_bytes(result, paths: dict[str, str]) -> Optional[bytes]:
     """A FileResult's bytes: from the result, or read again from its path (None when unreadable)."""
     if result.original is not None:

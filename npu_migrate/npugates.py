@@ -321,18 +321,13 @@ def review_unused_helpers(results: list, paths: dict) -> list:
     that its tests never call)."""
     import dataclasses
 
-    from .modpaths import result_bytes
+    from .modpaths import RunTexts
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code in _LAZY_CODES and not f.fixable and f.cell is None and f.severity != "info" for f in r.findings)]
     if not candidates:
         return results
-    texts: dict[int, bytes | None] = {}
-
-    def text_of(i: int) -> bytes | None:
-        if i not in texts:
-            texts[i] = result_bytes(results[i], paths)
-        return texts[i]
+    text_of = RunTexts(results, paths)
 
     python = None
     out = list(results)

@@ -139,7 +139,7 @@ def review_guarded_class_imports(results: list, paths: dict) -> list:
     built anywhere else (or nowhere in the run), or a read outside a class, keeps the error."""
     import dataclasses
 
-    from .modpaths import result_bytes
+    from .modpaths import RunTexts
 
     def errors(result) -> list:
         return [f for f in result.findings if f.code in REPEATED and not f.fixable and f.cell is None
@@ -148,12 +148,7 @@ def review_guarded_class_imports(results: list, paths: dict) -> list:
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
     if not candidates:
         return results
-    texts: dict[int, bytes | None] = {}
-
-    def text_of(i: int) -> bytes | None:
-        if i not in texts:
-            texts[i] = result_bytes(results[i], paths)
-        return texts[i]
+    text_of = RunTexts(results, paths)
 
     from . import astcache
 
@@ -257,7 +252,7 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
     import dataclasses
 
     from . import astcache
-    from .modpaths import result_bytes
+    from .modpaths import RunTexts
 
     def errors(result) -> list:
         return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
@@ -266,12 +261,7 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
     if not candidates:
         return results
-    texts: dict[int, bytes | None] = {}
-
-    def text_of(i: int) -> bytes | None:
-        if i not in texts:
-            texts[i] = result_bytes(results[i], paths)
-        return texts[i]
+    text_of = RunTexts(results, paths)
 
     python = None
     out = list(results)
