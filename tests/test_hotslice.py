@@ -142,7 +142,8 @@ def test_tricky_runs_of_cold_statements(newline):
 # Statements without a trigger word that the rules still treat as hot, or whose text a rule
 # reads through a hot statement: slicing must keep them (or read the original text).
 _NOT_SO_COLD = {
-    # `import amp_C` is hot by the rules' extra words (families.context.EXTRA_HOT): NPU902
+    # `from mypkg import _C` is hot by the rules' extra words (families.context.EXTRA_HOT), not
+    # by a trigger word (amp_C, flashinfer and the like are trigger words too: triggers.py)
     "extra_words": '''\
 import torch
 
@@ -151,8 +152,8 @@ class A:
     x = torch.cuda.current_device()
 
     def f(self):
-        import amp_C
-        return amp_C.x()
+        from mypkg import _C
+        return _C.x()
 ''',
     # a name assigned get_device_properties(...) is hot from then on: NPU931 on `props.warp_size`
     "properties_variable": '''\

@@ -165,10 +165,10 @@ from pkg.accelerator import get_accelerator
 @lru_cache(maxsize=1)
 def _load_fast_ce():
     try:
-        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+        from fla.modules.fused_cross_entropy import FusedCrossEntropyFunction
     except ImportError as error:
-        raise ImportError("install liger-kernel or select backend='torch'") from error
-    return LigerCrossEntropyFunction
+        raise ImportError("install flash-linear-attention or select backend='torch'") from error
+    return FusedCrossEntropyFunction
 
 
 def _fast_ce(logits, target):
