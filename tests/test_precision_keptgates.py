@@ -398,3 +398,14 @@ def test_check_guarding_the_projects_nvidia_code_is_not_widened(tmp_path):
     rewritten = {f["line"] for f in report["findings"] if f["fixable"] and f["path"] == "proj/models/m/towers.py"}
     assert _line(NVIDIA_OPS_GATE, "if x.is_cuda and") not in rewritten
     assert _line(NVIDIA_OPS_GATE, "    if x.is_cuda:") in rewritten  # a check guarding plain torch is widened
+
+
+def test_nvidia_gate_kept_and_a_second_run_changes_nothing():
+    from npu_migrate import catalogue
+    from npu_migrate.engine import migrate_source
+    from npu_migrate.model import Options
+
+    options = Options(enabled=catalogue.enabled_codes(), hot_slices=True)
+    new = migrate_source(NVIDIA_OPS_GATE.encode(), "vllm/models/m/towers.py", options).new
+    assert new is not None and b"if x.is_cuda and x.dtype == torch.bfloat16:" in new
+    assert migrate_source(new, "vllm/models/m/towers.py", options).new is None
