@@ -52,6 +52,9 @@ def cpu_reason(relpath: str, text: str, node: ast.AST, parent: Callable[[ast.AST
     if _CPU_MODULE.search(relpath) and not _OTHER_DEVICE.search(text) and "device" not in _CPU_TESTS.sub("", text):
         name = relpath.rsplit("/", 1)[-1]
         return f"{prefix}: `{name}` is a CPU-only module (named `_cpu`, it names no other device)"
+    main = _main_block(node, parent)
+    if main is not None and not _OTHER_DEVICE.search(text) and "device" not in _CPU_TESTS.sub("", text):
+        return f"{prefix}: the script's `__main__` block (line {main}) in a file that names no device"
     lines = text.split("\n")
     current = node
     while current is not None:
@@ -65,6 +68,59 @@ def cpu_reason(relpath: str, text: str, node: ast.AST, parent: Callable[[ast.AST
                             "no other device")
         current = holder
     return None
+
+
+def _main_block(node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]]) -> Optional[int]:
+    """The line of the module-level `if __name__ == "__main__":` that holds `node`, or None."""
+    current = node
+    while current is not None:
+        holder = parent(current)
+        if isinstance(holder, ast.Module):
+            test = getattr(current, "test", None)
+            if (isinstance(current, ast.If) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                    and test.left.id == "__name__" and any(isinstance(c, ast.Constant) and c.value == "__main__"
+                                                           for c in test.comparators)):
+                return current.lineno
+            return None
+        current = holder
+    return None
+
+
+def meta_reason(node: ast.AST, parent: Callable[[ast.AST], Optional[ast.AST]], prefix: str) -> Optional[str]:
+    """Why an FP8 place in a meta (shape-only) registration computes nothing (`meta_registration`)."""
+    current = node
+    while current is not None:
+        holder = parent(current)
+        if isinstance(holder, _FUNCTIONS):
+            decorator = meta_registration(holder)
+            if decorator is None:
+                return None
+            return (f"{prefix}a meta (shape-only) registration, `{holder.name}` (`@{decorator}`): "
+                    "it makes no FP8 data on any device")
+        current = holder
+    return None
+
+
+def meta_registration(function: ast.AST) -> Optional[str]:
+    """The decorator that registers `function` as a meta/fake (shape-only) implementation
+    (`@_register_meta_op(...)`, `@register_fake(...)`, `@impl_abstract(...)`): torch calls it with
+    meta tensors to learn shapes and dtypes, so it computes nothing. None otherwise."""
+    for decorator in getattr(function, "decorator_list", ()):
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        dotted = astcache.dotted(target) or ""
+        if is_meta_decorator(dotted):
+            return dotted
+    return None
+
+
+def is_meta_decorator(dotted: str) -> bool:
+    """A decorator name that registers a meta/fake implementation (`_register_meta_op`,
+    `register_fake`, `impl_abstract`, `torch.library.register_meta`)."""
+    name = dotted.rsplit(".", 1)[-1].lower()
+    return "meta" in name.split("_") or name in _FAKE_REGISTRATIONS
+
+
+_FAKE_REGISTRATIONS = frozenset({"register_fake", "impl_abstract", "register_meta", "register_fake_class"})
 
 
 def _asserted_cpu(function: ast.AST, line: int) -> Optional[str]:

@@ -147,7 +147,14 @@ class FileData:
                       if isinstance(n, (ast.Attribute, ast.Name)) and astcache.dotted(n) == name), None)
         if found is None:
             return None
-        return self._metadata(found) or self._listing(found) or self._cpu_data(found) or self._cpu_only(found)
+        return (self._metadata(found) or self._listing(found) or self._cpu_data(found) or self._cpu_only(found)
+                or self._meta_only(found))
+
+    def _meta_only(self, node: ast.AST) -> Optional[str]:
+        """An FP8 dtype in a meta (shape-only) registration (fp8cpu.meta_reason, round 14)."""
+        from .fp8cpu import meta_reason
+
+        return meta_reason(node, self._parent, NOT_COMPUTE)
 
     def _cpu_only(self, node: ast.AST) -> Optional[str]:
         """A CPU-only module (`*_cpu.py`) or a function asserting `x.device.type == "cpu"` that

@@ -299,6 +299,10 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
                     # an Inductor lowering builds IR nodes (`Pointwise.create(dtype=float8_dtype)`),
                     # it computes nothing itself; the op it lowers is reported where it is computed
                     continue
+                from .fp8cpu import meta_registration
+
+                if meta_registration(fn) is not None:
+                    continue  # (a meta/fake registration makes shapes, no data: fp8cpu.meta_reason)
                 arguments = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
                 defaults = dict(zip([a.arg for a in [*fn.args.posonlyargs, *fn.args.args]][::-1], fn.args.defaults[::-1]))
                 defaults.update((a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None)
@@ -519,9 +523,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
 
     def _in_lowering(self) -> bool:
         """Inside a function registered as a compiler lowering (`@register_lowering(op)`): IR
-        nodes are built there (`Pointwise.create(dtype=float8_dtype)`), no tensor is computed."""
-        return any((dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or ""
-                    ).rsplit(".", 1)[-1] in _LOWERINGS for f in self.functions for d in f.decorators)
+        nodes are built there (`Pointwise.create(dtype=float8_dtype)`), no tensor is computed;
+        or as a meta/fake implementation, which computes shapes only."""
+        from .fp8cpu import is_meta_decorator
+
+        names = [dotted_name(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator) or ""
+                 for f in self.functions for d in f.decorators]
+        # (and a meta/fake registration: it makes shapes, no data; fp8cpu.meta_reason)
+        return any(n.rsplit(".", 1)[-1] in _LOWERINGS or is_meta_decorator(n) for n in names)
 
     def _fp8_compared_only(self, node: cst.Call) -> None:
         """`gemm_time(m, k, torch.float8_e4m3fn)` where the file's own `gemm_time` only compares
