@@ -48,6 +48,11 @@ def _cuda_class() -> re.Pattern:
     return re.compile(_table().get("cuda_class", "(?!)"))
 
 
+@functools.lru_cache(maxsize=None)
+def _resolver_test() -> re.Pattern:
+    return re.compile(_table().get("resolver_test", "(?!)"))
+
+
 def decide_words() -> str:
     """A regular expression of the words this module's conditions need (testscopes' text test)."""
     return _table().get("decide_words", "(?!)")
@@ -210,6 +215,8 @@ def untaken(tree: ast.Module, lines: list, truth, segment,
     method of the class returns, never "lit" on an NPU host (only in classes holding a line of
     `interest`)."""
     out: list[tuple[int, int, str, bool]] = []
+    if not _resolver_test().search("".join(lines)):
+        return out
     classes = [n for n in astcache.walk_statements(tree) if isinstance(n, ast.ClassDef)
                and (interest is None or any(n.lineno <= line <= (n.end_lineno or n.lineno) for line in interest))]
     for cls in classes:
