@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, npugates, predicates, reach, setupskips
+from . import astcache, capability, catalogue, npugates, predicates, reach, settled, setupskips
 from .findings import Finding
 
 
@@ -53,6 +53,9 @@ def _value(node: ast.AST):
     if known is not None:
         return known
     known = npugates.known_value(node, _truth)  # (`current_platform.is_cpu()`, `get_name() == "FLASHINFER"`)
+    if known is not None:
+        return known
+    known = settled.known_value(node)  # (`isinstance(self, CUDAOpBuilder)`)
     if known is not None:
         return known
     if isinstance(node, ast.Constant):
@@ -243,7 +246,7 @@ def _may_decide_re() -> re.Pattern:
                       rf"|find_spec\(\s*[\"']({absent})\b"
                       rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)|\bhas_({absent})_\w+\(\)"
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b"
-                      rf"|{reach.decide_words()}|{npugates.decide_words()}", re.IGNORECASE)
+                      rf"|{reach.decide_words()}|{npugates.decide_words()}|{settled.decide_words()}", re.IGNORECASE)
 
 
 def _may_decide(text: str) -> bool:
@@ -636,6 +639,7 @@ def untaken_branches(text: str, relpath: str = "", interest: set | None = None) 
         out += reach.untaken(tree, text, relpath, out, _truth, _segment, interest)
         out += capability.gated_methods(tree, lines, _truth, _segment, interest)  # (classes an NPU host never builds)
         out += predicates.short_circuit_blocks(tree, lines, _truth, _segment, interest)  # (`and` operands never evaluated)
+        out += settled.untaken(tree, lines, _truth, _segment, interest)  # (a backend its resolver never gives)
     except RecursionError:
         pass
     return out
