@@ -118,14 +118,14 @@ def fold_test_only_ops(results: list, errors: list, library: list, texts) -> lis
 
 # ----------------------------------------------------------------------------- (b) JIT sources behind a CUDA gate
 
-def _tail_strings(tree: ast.Module, relpath: str) -> bool:
-    """The loader holds a string naming the source: a tail of its path (`diffusion/x.cuh`)."""
-    base = os.path.basename(relpath)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(base):
-            tail = node.value.replace("\\", "/").lstrip("./")
-            if relpath == tail or relpath.endswith("/" + tail):
-                return True
+def _tail_strings(data: bytes, relpath: str) -> bool:
+    """The loader holds a string naming the source: a tail of its path (`"diffusion/x.cuh"`),
+    read from its bytes (no parse)."""
+    base = re.escape(os.path.basename(relpath).encode())
+    for match in re.finditer(rb"[\"']([^\"'\n]*" + base + rb")[\"']", data):
+        tail = match.group(1).decode("utf-8", "replace").replace("\\", "/").lstrip("./")
+        if relpath == tail or relpath.endswith("/" + tail):
+            return True
     return False
 
 
@@ -177,19 +177,23 @@ def lower_gated_jit_sources(results: list, errors: list, library: list, texts) -
         gates: list[str] = []
         ok = True
         for j in loaders:
-            tree = astcache.parse(texts.get(j) or b"")
-            if tree is None or not _tail_strings(tree, relpath):
+            if not _tail_strings(texts.get(j) or b"", relpath):
                 ok = False
                 break
             loader = results[j].relpath
             dotted = set(module_names(loader))
             last = os.path.basename(loader)[:-3].encode()
-            word = re.compile(rb"\b" + re.escape(last) + rb"\b")
+            # (byte pre-test before a parse: the file names the loader's dotted name or its
+            # package's (`from pkg import loader`), or imports relatively)
+            parents = {d.rsplit(".", 1)[0] for d in dotted if "." in d}
+            names_it = re.compile(b"|".join(re.escape(d.encode()) + rb"\b"
+                                            for d in sorted(dotted | parents, key=len, reverse=True))
+                                  + rb"|\bfrom\s+\.")
             for k in library:
                 if k == j:
                     continue
                 data = texts.get(k) or b""
-                if last not in data or not word.search(data):
+                if last not in data or not names_it.search(data):
                     continue
                 other = astcache.parse(data)
                 if other is None:
@@ -205,7 +209,7 @@ def lower_gated_jit_sources(results: list, errors: list, library: list, texts) -
                 if not refs:
                     ok = False  # (imported, never used here: maybe re-exported)
                     break
-                blocks = untaken_branches(data.decode("utf-8", "replace"), results[k].relpath)
+                blocks = untaken_branches(data.decode("utf-8", "replace"), results[k].relpath, set(refs))
                 inside = [next((b for b in blocks if b[0] <= line <= b[1]), None) for line in refs]
                 if any(b is None for b in inside):
                     ok = False

@@ -139,3 +139,20 @@ def test_jit_source_whose_loader_runs_only_under_a_cuda_gate_is_a_named_scope(tm
     # nearby true case: the loader called unconditionally keeps its source's error
     (kept,) = _npu912(report, "toyjit/csrc/misc/shift.cuh")
     assert kept["severity"] == "error"
+
+
+def test_jit_source_whose_loader_module_is_imported_whole_stays(tmp_path):
+    # the loader imported as a module (`from toyjit import embed`) and called outside any gate:
+    # an NPU host runs it, so its source keeps its error
+    root = write_project(tmp_path, {
+        "toyjit/__init__.py": "",
+        "toyjit/build.py": "def load_jit(name, cuda_files=()):\n    raise NotImplementedError(name)\n",
+        "toyjit/csrc/diffusion/embed.cuh": HEADER.format(name="embed"),
+        "toyjit/embed.py": LOADER.format(name="embed", folder="diffusion"),
+        "toyjit/layers.py": ("import torch\n\nfrom toyjit.embed import embed as embed_cuda\nfrom toyjit import embed as embed_mod\n\n"
+                             "_is_cuda = torch.version.cuda is not None\n\n\n"
+                             "def embed(x):\n    if _is_cuda:\n        return embed_cuda(x)\n    return embed_mod.embed(x)\n"),
+    })
+    report = migrate_json(root)
+    (kept,) = _npu912(report, "toyjit/csrc/diffusion/embed.cuh")
+    assert kept["severity"] == "error"
