@@ -98,7 +98,9 @@ def review(results: list, paths: dict | None = None) -> list:
             continue
         if why is not None:
             out[i] = replace(result, findings=[_lower(f, why) if _open(f, "NPU912") else f for f in result.findings])
-    return fold_extension_sources(_toolchain_helpers(_setup_fallbacks(out), paths), paths)
+    from .othersources import review as review_other_sources  # (test-only ops, gated JIT sources)
+
+    return review_other_sources(fold_extension_sources(_toolchain_helpers(_setup_fallbacks(out), paths), paths), paths)
 
 
 def _setup_fallbacks(results: list) -> list:
