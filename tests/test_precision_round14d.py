@@ -206,3 +206,61 @@ def test_extension_every_caller_catches_runs_as_written(tmp_path: Path) -> None:
     assert kept and kept[0]["line"] == 5 and kept[0]["severity"] == "error", kept
     scoped = [f for f in with_as_written(report) if f["path"] == "pkg/misc.py" and f.get("scope") and f["line"] == 7]
     assert scoped and "an optional step every caller catches" in scoped[0]["message"], report["skipped"]
+
+
+DEEP_GEMM_TEST = """\
+import pytest
+import torch
+
+from pkg.utils import has_deep_gemm, is_deep_gemm_supported
+
+requires_deep_gemm = pytest.mark.skipif(not has_deep_gemm(), reason="needs DeepGEMM")
+requires_supported = pytest.mark.skipif(not is_deep_gemm_supported(), reason="needs DeepGEMM")
+
+
+def make_fp8_weights(w):
+    return w.to(torch.float8_e4m3fn)
+
+
+def make_fp8_scales(s):
+    return s.to(torch.float8_e4m3fn)
+
+
+@requires_deep_gemm
+def test_gemm():
+    assert make_fp8_weights(torch.ones(4)).dtype
+
+
+@requires_supported
+def test_gemm_supported():
+    assert make_fp8_scales(torch.ones(4)).dtype
+
+
+def test_reference():
+    assert make_fp8_scales(torch.ones(4)).dtype
+"""
+
+UTILS = """\
+import importlib.util
+
+
+def has_deep_gemm():
+    return importlib.util.find_spec("deep_gemm") is not None
+
+
+def is_deep_gemm_supported():
+    return has_deep_gemm()
+"""
+
+
+def test_fp8_helper_only_deep_gemm_tests_call_is_moot(tmp_path: Path) -> None:
+    """AI#7: an FP8 helper of a test module whose only callers are tests marked
+    `skipif(not has_deep_gemm())` (DeepGEMM: no NPU build) is code an NPU host never runs: a named
+    skipped scope. A helper that an unmarked test also calls keeps its NPU913."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS,
+                                    "tests/test_deep_gemm.py": DEEP_GEMM_TEST})
+    report = migrate_json(root)
+    kept = _open(report, "tests/test_deep_gemm.py", "NPU913")
+    lines = {f["line"] for f in kept} | {place[0] for f in kept for place in f.get("also", ())}
+    assert lines == {15}, report["findings"]
+    assert 11 in moot_lines(report["skipped"], "NPU913", "tests/test_deep_gemm.py"), report["skipped"]
