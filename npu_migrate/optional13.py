@@ -207,9 +207,10 @@ def review_guarded_class_imports(results: list, paths: dict) -> list:
 
 
 # ----------------------------------------------------------------------------- an extension every caller guards
-CALLERS_CATCH = ("every caller of `{function}` in the run calls it inside `try`/`except Exception` that goes on "
-                 "without it (a warning, a fallback value): where the extension is missing, as on an NPU host, "
-                 "that optional step is skipped: review it")
+# (moot.AS_WRITTEN names the phrase: the callers' own answer to a missing extension runs as written)
+CALLERS_CATCH = ("an optional step every caller catches: every caller of `{function}` in the run calls it inside "
+                 "`try`/`except Exception` that goes on without it (a warning, a fallback value): where the "
+                 "extension is missing, as on an NPU host, that optional step is skipped")
 _BROAD = ("Exception", "BaseException")
 
 
@@ -247,7 +248,8 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
     function's body (after its docstring) that every caller in the run calls inside `try`/`except
     Exception` going on without it (SAM2's `get_connected_components`, whose callers skip the
     hole filling with a warning): where the extension is missing the step is skipped, as on a CUDA
-    host without it. A warning with that reason, not an error (round-13 audit AI#24). A caller
+    host without it. Info with that reason (CALLERS_CATCH), which moot.py names a scope that runs as
+    written (round-13 audit AI#24, a warning in round 13, still read as false in round 14). A caller
     outside such a `try`, a use that is no call, or no caller at all keeps the error."""
     import dataclasses
 
@@ -301,7 +303,7 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
                 total += calls
             if ok and total:
                 changed[id(finding)] = dataclasses.replace(
-                    finding, severity="warning",
+                    finding, severity="info",
                     message=f"{finding.message} ({CALLERS_CATCH.format(function=function.name)})")
         if changed:
             out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])

@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, notcompute, samefile, testprobes, typerefs
+from . import disabled, notcompute, probes14, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -178,6 +178,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = samefile.review(result.findings, text)
             # (test-only device probes, skipped "cuda" test cases, a CUDA version only recorded: testprobes.py)
             result.findings = testprobes.review(result.findings, text, relpath)
+            # (a CUDA architecture list only iterated or tested for emptiness: probes14.py)
+            result.findings = probes14.review_arch_list(result.findings, text)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

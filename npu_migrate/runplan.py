@@ -310,6 +310,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional(review_importers(results, paths), paths)
     results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
+    from .probes14 import review_loader_tests
+    results = review_loader_tests(results, paths)  # (test modules that load a CUDA-only extension at import)
     from .labels6 import review_unread_settings
     results = review_unread_settings(results, paths)  # ("cuda" defaults of settings read nowhere: labels6.py)
     results = review_builders(results, paths)  # (a CUDA op builder beside the project's NPU one: disabled.py)

@@ -114,11 +114,13 @@ def absent_packages() -> frozenset:
     """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but those an NPU
     host may have all the same (scopes.toml `installed_on_npu`: triton-ascend installs `triton`)."""
     modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
-    present = catalogue.read_table("scopes.toml")["platform"].get("installed_on_npu", ())
-    return frozenset(m.split(".")[0] for m in modules) - set(present)
+    platform = catalogue.read_table("scopes.toml")["platform"]
+    present = platform.get("installed_on_npu", ())
+    # (and the packages only probed for, with no NPU build: scopes.toml `probed_without_npu_build`)
+    return frozenset([*(m.split(".")[0] for m in modules), *platform.get("probed_without_npu_build", ())]) - set(present)
 
 
-_AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed)?$")
+_AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed|_supported)?$")
 
 
 def _absent_package(name: str, call: ast.Call):
@@ -244,7 +246,7 @@ def _may_decide_re() -> re.Pattern:
     absent = "|".join(map(re.escape, sorted(absent_packages())))
     return re.compile(rf"version\.(cuda|hip)\b|\b({methods})\s*\(|avail\w*\([^)\n]*cuda|\b({calls})\."
                       rf"|find_spec\(\s*[\"']({absent})\b"
-                      rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed)?\(\)|\bhas_({absent})_\w+\(\)"
+                      rf"|\b(is|has)_({absent})(_\d+)?(_available|_installed|_supported)?\(\)|\bhas_({absent})_\w+\(\)"
                       rf"|{table['arch_name']}|\b{table['rocm_flag'].rstrip('$')}\b"
                       rf"|{reach.decide_words()}|{npugates.decide_words()}|{settled.decide_words()}", re.IGNORECASE)
 
