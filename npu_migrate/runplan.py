@@ -327,6 +327,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
     from .fp8cpu import review_gated
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
+    from .redundant14 import review_triton_helpers
+    results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     return to_scopes(review_platforms(results, paths))
 
 
