@@ -68,7 +68,7 @@ def fold_after_own_build(findings: list[Finding], tree: ast.Module) -> list[Find
         return findings
     from . import astcache
 
-    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]
+    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS) and any(_inside(n, b.line) for b in builds)]
     if not functions:
         return findings
     # the statements that run a failing build: (function, block, index of the statement, finding)
