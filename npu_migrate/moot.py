@@ -141,6 +141,12 @@ AS_WRITTEN = (
     'a test device list that gets "cuda" only behind a CUDA check kept as written',
     "`torch.version.cuda` stored only as a value of a record",
     "an operator name in a table read only through `hasattr`",  # testprobes.OP_NAME
+    # optional13.BUILT_AFTER: `try: import apex.amp except ImportError: pass` whose names only a class
+    # reads that the run builds only after importing the package itself, reported there (round 13, AI#13)
+    "guarded import whose names only `",
+    # redundant14.HELPER_OF_REPORTED: an autotuner helper that runs only where its importers' own Triton
+    # kernels run, reported there (round 13, AH#5)
+    "a Triton helper without kernels, imported only after its importers' own Triton imports",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

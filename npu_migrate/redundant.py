@@ -402,6 +402,9 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
     from .foldbackend import review as fold_backend_imports
 
     findings = fold_backend_imports(findings, tree)  # (after / into a failing CUDA-only import: foldbackend.py)
+    from .redundant14 import fold_after_own_build
+
+    findings = fold_after_own_build(findings, tree)  # (after the function's own CUDA build: redundant14.py)
     findings = move_fp8_defaults_to_calls(findings, tree, text)  # (an FP8 default every call overrides)
     findings = fold_statements(findings, _units(tree))
     if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)

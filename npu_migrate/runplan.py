@@ -331,6 +331,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
+    from .redundant14 import review_triton_helpers
+    results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     return to_scopes(review_platforms(results, paths))
 
 
