@@ -188,6 +188,8 @@ def _read_checked(node: ast.Name, parents: dict, holders: dict) -> bool:
             and _is_none(parent.comparators[0]):
         return True
     while parent is not None:
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While, ast.Assert)) and child is parent.test:
+            return _tests(parent.test, name) != 0  # (`if not cuda_version:`: a None test itself)
         if isinstance(parent, ast.BoolOp) and child in parent.values:
             before = parent.values[:parent.values.index(child)]
             want = 1 if isinstance(parent.op, ast.And) else -1

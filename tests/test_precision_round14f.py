@@ -164,6 +164,13 @@ def toolkit_major() -> int:
     return int(version.split(".")[0])
 
 
+def short_tag() -> str:
+    tag = torch.version.cuda
+    if not tag:
+        return ""
+    return "cu" + tag.replace(".", "")
+
+
 def cuda_major() -> int:
     cuda_version = torch.version.cuda
     return int(cuda_version.split(".")[0])
@@ -174,6 +181,7 @@ def cuda_major() -> int:
     scopes = _scopes(report, "pkg/versions.py", "NPU990")
     assert scopes[_line(report, "pkg/versions.py", "cuda_version = torch.version.cuda", root)].startswith("runs as written on an NPU host (NPU990): `torch.version.cuda` read where")
     assert _line(report, "pkg/versions.py", "    version = torch.version.cuda", root) in scopes  # (after `if version is None: return 0`)
+    assert _line(report, "pkg/versions.py", "tag = torch.version.cuda", root) in scopes  # (after `if not tag: return ""`)
 
 
 def test_optional_baseline_with_a_flag(tmp_path):
