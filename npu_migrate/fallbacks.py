@@ -10,7 +10,10 @@ file's `ast` (astcache):
   host lacks the package, so the fallback runs there: the package's findings inside the `try`
   body (its import lines, and calls into it that only run when the import worked) are info, with
   that reason (`FALLBACK`). A handler that raises (`raise ImportError("install flash-attn")`) or
-  only `pass`es while the names are used elsewhere is no fallback: its findings stay.
+  only `pass`es while the names are used elsewhere is no fallback: its findings stay. One that
+  binds the names to None counts where the file tests them for None, or, where it also sets a
+  flag False (`ops = None; VLLM_AVAILABLE = False`), reads them only in functions that test that
+  flag (round 14, AK#20).
 * the same shapes whose names the file reads only as the classes of `isinstance`/`issubclass`
   checks, in annotations, or as the arguments of registrations (`register_leaf_module(apex.
   normalization.FusedLayerNorm)`): nothing of the package ever runs, on an NPU host the import

@@ -20,7 +20,9 @@ The same holds for the CUDA toolkit's path (review_toolkit_path): `torch.utils.c
 CUDA_HOME` is None where no CUDA toolkit is installed, an NPU host among them. In a file that
 builds no extension (no `CUDAExtension`, `BuildExtension`, `load(...)`/`load_inline`) and reads
 it only where None is handled (in a test, under `if CUDA_HOME is not None:`/`if CUDA_HOME:`, in the
-`else` of `if CUDA_HOME is None:`, or passed on as it is), an environment report or a build-preset
+`else` of `if CUDA_HOME is None:`, after `assert CUDA_HOME is not None` or an early raise on None,
+as the tested operand of `CUDA_HOME and get_nvcc_cuda_version()`, or passed on as it is: vllm's
+setup.py, round 14 AM#11), an environment report or a build-preset
 tool, the code's own no-toolkit path runs there: its NPU911 findings (and NPU990 on the uses) are info with the reason
 `TOOLKIT_HANDLED`, a scope that runs as written. A file that joins the path unchecked
 (`os.path.join(CUDA_HOME, "include")` at import) keeps its error.
