@@ -10,7 +10,10 @@ file's `ast` (astcache):
   host lacks the package, so the fallback runs there: the package's findings inside the `try`
   body (its import lines, and calls into it that only run when the import worked) are info, with
   that reason (`FALLBACK`). A handler that raises (`raise ImportError("install flash-attn")`) or
-  only `pass`es while the names are used elsewhere is no fallback: its findings stay.
+  only `pass`es while the names are used elsewhere is no fallback: its findings stay. One that
+  binds the names to None counts where the file tests them for None, or, where it also sets a
+  flag False (`ops = None; VLLM_AVAILABLE = False`), reads them only in functions that test that
+  flag (round 14, AK#20).
 * the same shapes whose names the file reads only as the classes of `isinstance`/`issubclass`
   checks, in annotations, or as the arguments of registrations (`register_leaf_module(apex.
   normalization.FusedLayerNorm)`): nothing of the package ever runs, on an NPU host the import
@@ -124,7 +127,38 @@ def _none_used_unchecked(tree: ast.Module, stmt: ast.Try, handlers: list) -> boo
                 operand = operand.operand if isinstance(operand, ast.UnaryOp) else operand
                 if isinstance(operand, ast.Name) and operand.id in nones:
                     tested.add(operand.id)
-    return bool(used - tested)
+    unchecked = used - tested
+    if unchecked:
+        unchecked -= _flag_guarded(tree, stmt, handlers, unchecked, inside)
+    return bool(unchecked)
+
+
+def _flag_guarded(tree: ast.Module, stmt: ast.Try, handlers: list, names: set, inside: range) -> set:
+    """The None-bound names whose every read outside the `try` is in a function that tests the flag
+    the handler sets False (`except ImportError: ops = None; VLLM_AVAILABLE = False`, then `if not
+    VLLM_AVAILABLE: return fallback(x)` before `ops.scaled_fp8_quant(x)`: sglang's benchmark, round
+    14 AK#20): the code checks the flag, not the None, and takes its fallback where the import
+    failed."""
+    flags = {t.id for h in handlers for s in h.body if isinstance(s, ast.Assign)
+             and isinstance(s.value, ast.Constant) and s.value.value is False
+             for t in s.targets if isinstance(t, ast.Name)}
+    flags &= {t.id for s in stmt.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+              and s.value.value is True for t in s.targets if isinstance(t, ast.Name)}
+    if not flags:
+        return set()
+    guarded: list[range] = []
+    for node in astcache.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(inner, (ast.If, ast.IfExp, ast.Assert)) and any(
+                    isinstance(n, ast.Name) and n.id in flags for n in ast.walk(inner.test))
+                for inner in ast.walk(node)):
+            guarded.append(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    out = set(names)
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Name) and node.id in out and isinstance(node.ctx, ast.Load) \
+                and node.lineno not in inside and not any(node.lineno in r for r in guarded):
+            out.discard(node.id)
+    return out
 
 
 def _falls_back(handler: ast.ExceptHandler) -> bool:

@@ -76,6 +76,9 @@ PHRASES = (
     "ROCm-only source, never built for CUDA",
     "a CUDA toolchain helper called only by CUDA extension classes",
     "a CI job on NVIDIA runners",  # yamlscopes.CI_JOB: a GitHub Actions job pinned to GPU runners (round 13)
+    # probes15.GATED: an import behind `is_te_available()` (or after `if not ...: raise`) of a package
+    # with no NPU build (round 14, AK#30, AM#32)
+    "behind an availability check an NPU host fails",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -147,6 +150,8 @@ AS_WRITTEN = (
     # redundant14.HELPER_OF_REPORTED: an autotuner helper that runs only where its importers' own Triton
     # kernels run, reported there (round 13, AH#5)
     "a Triton helper without kernels, imported only after its importers' own Triton imports",
+    # probes15.VERSION_CHECKED: `v = torch.version.cuda; return v is not None and ...` (round 14, AK#6)
+    "`torch.version.cuda` read where the code checks it for None",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -20,7 +20,9 @@ The same holds for the CUDA toolkit's path (review_toolkit_path): `torch.utils.c
 CUDA_HOME` is None where no CUDA toolkit is installed, an NPU host among them. In a file that
 builds no extension (no `CUDAExtension`, `BuildExtension`, `load(...)`/`load_inline`) and reads
 it only where None is handled (in a test, under `if CUDA_HOME is not None:`/`if CUDA_HOME:`, in the
-`else` of `if CUDA_HOME is None:`, or passed on as it is), an environment report or a build-preset
+`else` of `if CUDA_HOME is None:`, after `assert CUDA_HOME is not None` or an early raise on None,
+as the tested operand of `CUDA_HOME and get_nvcc_cuda_version()`, or passed on as it is: vllm's
+setup.py, round 14 AM#11), an environment report or a build-preset
 tool, the code's own no-toolkit path runs there: its NPU911 findings (and NPU990 on the uses) are info with the reason
 `TOOLKIT_HANDLED`, a scope that runs as written. A file that joins the path unchecked
 (`os.path.join(CUDA_HOME, "include")` at import) keeps its error.
@@ -148,6 +150,29 @@ def _tests_home(test: ast.AST) -> int:
     return 0
 
 
+def _stops(block: list) -> bool:
+    """A block that ends the function or the loop without going on (`raise`, `return`)."""
+    return bool(block) and isinstance(block[-1], (ast.Raise, ast.Return, ast.Continue, ast.Break))
+
+
+def _checked_before(stmt: ast.stmt, holder: ast.AST | None) -> bool:
+    """Whether a statement before `stmt` in its block stops where CUDA_HOME is unset: `assert
+    CUDA_HOME is not None, "CUDA_HOME is not set"` (vllm's `get_nvcc_cuda_version`, round 14 AM#11)
+    or `if CUDA_HOME is None: raise ...`: the code states its own error there, no None is used."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(holder, field, None)
+        if isinstance(block, list) and stmt in block:
+            break
+    else:
+        return False
+    for earlier in block[:block.index(stmt)]:
+        if isinstance(earlier, ast.Assert) and _tests_home(earlier.test) == 1:
+            return True
+        if isinstance(earlier, ast.If) and _tests_home(earlier.test) == -1 and _stops(earlier.body):
+            return True
+    return False
+
+
 def _home_uses_checked(tree: ast.Module) -> bool:
     """Whether the file reads CUDA_HOME (at least once in a test) only where None is handled: in a
     test of an `if`/conditional expression, under a test that it is set (or in the `else` of one
@@ -167,7 +192,12 @@ def _home_uses_checked(tree: ast.Module) -> bool:
                 isinstance(parent, ast.Call) and child in parent.args
                 and (_dotted(parent.func) or "").rsplit(".", 1)[-1] in _PASSES_ON):
             safe = True
+        elif isinstance(parent, ast.BoolOp) and node in parent.values[:-1]:
+            safe = tested = True  # `CUDA_HOME and get_nvcc_cuda_version()`: its truth is tested
         while parent is not None and not safe:
+            if isinstance(parent, ast.Assert) and child is parent.test:
+                safe = tested = True  # (`assert CUDA_HOME is not None, "CUDA_HOME is not set"`)
+                break
             if isinstance(parent, (ast.If, ast.IfExp, ast.While)):
                 if child is parent.test:
                     safe = tested = True
@@ -182,6 +212,9 @@ def _home_uses_checked(tree: ast.Module) -> bool:
                 if any(_tests_home(v) == 1 for v in before):
                     safe = True
                     break
+            if isinstance(child, ast.stmt) and _checked_before(child, parent):
+                safe = True
+                break
             child, parent = parent, parents.get(id(parent))
         if not safe:
             return False
