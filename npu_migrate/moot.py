@@ -76,6 +76,8 @@ PHRASES = (
     "ROCm-only source, never built for CUDA",
     "a CUDA toolchain helper called only by CUDA extension classes",
     "a CI job on NVIDIA runners",  # yamlscopes.CI_JOB: a GitHub Actions job pinned to GPU runners (round 13)
+    "in tests an NPU host skips",  # labels7.CUDA_GATED_TESTS: a Triton test gate that needs CUDA (round 14, AK#18)
+    "a module nothing imports",  # optionalext.NOTHING_IMPORTS: a guarded Triton module no module imports (round 14)
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -165,6 +167,12 @@ NO_WORK = (
     "bitsandbytes loaded only for an optimizer the caller already chose: ",
     "the bitsandbytes note given once for the package at ",
     "a method name an FX tracer records, not a device",  # sweep.FX_METHOD (round 13, AJ#18)
+    # round 14 (labels7.py): the device of a class's own `cuda()` method (labels.OWN_METHOD_REASON,
+    # AK#16) and a handler of `Tensor.cuda` itself (AM#7) are reached only through `.cuda()` calls,
+    # which the migration rewrites or reports where they are; a registration names a class, builds none
+    "the device of the class's own `cuda()` method",
+    "a handler of `Tensor.cuda` itself",
+    "a registration, not a use",  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 
 

@@ -323,7 +323,8 @@ with torch.cuda.graph(graph):
                 if len(ctx.findings) > count and ctx.findings[-1].code == "NPU901":
                     found = ctx.findings[-1]
                     ctx.findings[-1] = replace(found, severity="info", message=found.message + (
-                        " (information: registered here, not built; a configuration that selects it builds it)"))
+                        " (a registration, not a use: registered here, not built; "
+                        "a configuration that selects it by name builds it)"))
             else:
                 self.ctx.report(self.report_qualnames[qual], original)
             return updated

@@ -1,0 +1,146 @@
+"""Notes whose own text says nothing is to be done, and device labels (issue #16, round-14 audits).
+
+- A handler of `Tensor.cuda` itself (`@implements_torch_function(torch.Tensor.cuda)`,
+  `@implements([aten.cuda.default])`): a tensor subclass's function that forwards a caller's
+  `.cuda(*args)` to its inner tensors. It runs only when someone calls `.cuda()` on such a tensor,
+  and that caller's `.cuda()` is rewritten to `.to(...)` or reported where it is. Its forwarded
+  `.cuda(*args)` (NPU990: star arguments, not mappable to `.to()`) asks for no work: information
+  with that reason (a named scope, moot.NO_WORK). A `.cuda(*args)` elsewhere keeps its warning.
+
+device.py (`_cuda_method`) calls `cuda_handler` for a `.cuda(*args)` it cannot map.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import astcache
+
+CUDA_HANDLER = ("a handler of `Tensor.cuda` itself, run only by `.cuda()` calls, which the migration rewrites "
+                "or reports where they are: `{name}` (line {line})")
+
+
+def _names_cuda_method(node: ast.AST) -> bool:
+    """`torch.Tensor.cuda`, `Tensor.cuda`, `aten.cuda`, `aten.cuda.default`: the CUDA method itself."""
+    dotted = astcache.dotted(node) or ""
+    parts = dotted.split(".")
+    if "cuda" not in parts[1:]:
+        return False
+    owner = parts[parts.index("cuda", 1) - 1]
+    return owner in ("Tensor", "aten") and parts[-1] in ("cuda", "default")
+
+
+def _registers_cuda(decorator: ast.AST) -> bool:
+    """A decorator call whose arguments name the CUDA method (`@implements(torch.Tensor.cuda)`,
+    `@implements([aten.cuda.default])`)."""
+    if not isinstance(decorator, ast.Call):
+        return False
+    args = [*decorator.args, *(k.value for k in decorator.keywords)]
+    for arg in args:
+        items = arg.elts if isinstance(arg, (ast.List, ast.Tuple, ast.Set)) else [arg]
+        if any(isinstance(item, ast.Attribute) and _names_cuda_method(item) for item in items):
+            return True
+    return False
+
+
+def cuda_handler(tree: Optional[ast.AST], line: int) -> Optional[str]:
+    """The reason when `line` lies in a function registered as the handler of `Tensor.cuda`."""
+    if tree is None:
+        return None
+    for node in astcache.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if not node.lineno <= line <= (node.end_lineno or node.lineno):
+            continue
+        decorator = next((d for d in node.decorator_list if _registers_cuda(d)), None)
+        if decorator is not None:
+            return CUDA_HANDLER.format(name=" ".join(ast.unparse(decorator).split())[:80], line=decorator.lineno)
+    return None
+
+
+# ------------------------------------------------------------------ a Triton test gate that needs CUDA
+# (moot.PHRASES) the tests' gate comes from a project availability function that returns False where
+# `torch.cuda.is_available()` is False, a check the run leaves as written (round 14, AK#18: xformers'
+# `_is_triton_available()`): Triton-Ascend does not make it true on an NPU host
+CUDA_GATED_TESTS = ("in tests an NPU host skips: they skip unless `{flag}`, whose `{probe}` is `{call}`, which "
+                    "returns False where `torch.cuda.is_available()` is False ({where}, a check left as "
+                    "written){opt_in}")
+
+
+def _cuda_unavailable_exit(statement: ast.stmt) -> bool:
+    """`if not torch.cuda.is_available(): return False`."""
+    test = statement.test if isinstance(statement, ast.If) else None
+    return (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call)
+            and astcache.dotted(test.operand.func) == "torch.cuda.is_available" and not statement.orelse
+            and len(statement.body) == 1 and isinstance(statement.body[0], ast.Return)
+            and isinstance(statement.body[0].value, ast.Constant) and statement.body[0].value.value is False)
+
+
+def _opt_in(statement: ast.stmt) -> Optional[str]:
+    """`if os.environ.get("X_ENABLE", "0") == "1": return True`: an environment opt-in (its test)."""
+    if not (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
+            and isinstance(statement.body[0], ast.Return)):
+        return None
+    test = " ".join(ast.unparse(statement.test).split())
+    return test if ("os.environ" in test or "os.getenv" in test) else None
+
+
+def _requires_cuda(function: ast.FunctionDef) -> Optional[tuple[int, list[str]]]:
+    """(line of the exit, the opt-ins before it) when the function's top-level statements reach
+    `if not torch.cuda.is_available(): return False` with nothing before it but a docstring,
+    environment opt-ins and other early exits that return False."""
+    opt_ins = []
+    for statement in function.body:
+        if _cuda_unavailable_exit(statement):
+            return statement.lineno, opt_ins
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue
+        found = _opt_in(statement)
+        if found is None:
+            return None
+        opt_ins.append(found)
+    return None
+
+
+def cuda_gated_probe(results: list, paths: dict, importer: ast.Module, value: ast.AST, flag: str,
+                     probe: str) -> Optional[str]:
+    """The reason when `value` (what a test gate's Triton probe is bound to) calls a function of the
+    run (`pkg._is_triton_available()`, `pkg` imported whole, or a name imported from a module of the
+    run) that returns False where `torch.cuda.is_available()` is False, and the run leaves that check
+    as written (no rewrite at its line); None otherwise. Reads one module of the run, parsed only
+    when its bytes define the function."""
+    from .modpaths import module_names, result_bytes
+
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return None
+    dotted = astcache.dotted(value.func, strict=True)
+    if dotted is None:
+        return None
+    module, _, name = dotted.rpartition(".")
+    if not module:  # a bare name: `from pkg.mod import name`
+        module = next((n.module for n in importer.body if isinstance(n, ast.ImportFrom) and not n.level and n.module
+                       and any((a.asname or a.name) == name and a.name == name for a in n.names)), "")
+    elif not any(isinstance(n, ast.Import) and any(a.name == module and a.asname is None for a in n.names)
+                 for n in importer.body):
+        module = ""
+    if not module:
+        return None
+    for result in results:
+        if not (result.relpath.endswith(".py") and module in module_names(result.relpath)):
+            continue
+        data = result_bytes(result, paths)
+        if data is None or f"def {name}(".encode() not in data or b"torch.cuda.is_available" not in data:
+            return None
+        tree = astcache.parse(data)
+        function = next((n for n in getattr(tree, "body", ()) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        found = _requires_cuda(function) if function is not None else None
+        if found is None:
+            return None
+        line, opt_ins = found
+        if any(f.fixable and f.line == line for f in result.findings):
+            return None  # (rewritten to the shim's check: true on an NPU host)
+        opt_in = f"; unless the opt-in `{opt_ins[0][:70]}` holds" if opt_ins else ""
+        return CUDA_GATED_TESTS.format(flag=flag[:60], probe=probe[:60], call=f"{dotted}()",
+                                       where=f"{result.relpath}:{line}", opt_in=opt_in)
+    return None
