@@ -7,6 +7,15 @@
   `.cuda(*args)` (NPU990: star arguments, not mappable to `.to()`) asks for no work: information
   with that reason (a named scope, moot.NO_WORK). A `.cuda(*args)` elsewhere keeps its warning.
 
+- a Triton test gate from a project probe that returns False where `torch.cuda.is_available()` is
+  False, a check the run leaves as written (`_triton_available = pkg._is_triton_available()`): the
+  tests skip on an NPU host, Triton-Ascend or not (optionalext.review_triton_skipped_tests calls
+  `cuda_gated_probe`; a named scope, moot.PHRASES);
+- "cuda" (no index) passed to a project function that rebuilds a device without an index with the
+  detected accelerator's type (`get_device("cuda")` -> `_setup_device`: `torch.device(type=
+  get_device_support().device_type, index=local_rank)`): a label (resolved._label calls
+  `detected_device`; resolved.LABEL, a named scope). "cuda" given to `torch.device` stays rewritten.
+
 device.py (`_cuda_method`) calls `cuda_handler` for a `.cuda(*args)` it cannot map.
 """
 
@@ -144,3 +153,84 @@ def cuda_gated_probe(results: list, paths: dict, importer: ast.Module, value: as
         return CUDA_GATED_TESTS.format(flag=flag[:60], probe=probe[:60], call=f"{dotted}()",
                                        where=f"{result.relpath}:{line}", opt_in=opt_in)
     return None
+
+
+# ------------------------------------------------------------------ "cuda" given to a device resolver
+# (resolved.LABEL, moot.NO_WORK) "cuda" passed to a project function that turns a device without an
+# index into the detected accelerator's (round 14, AK#7: torchtune's `get_device("cuda")`, whose
+# `_setup_device` builds `torch.device(type=get_device_support().device_type, index=local_rank)`):
+# on an NPU host the tensor lands on the NPU, the string only says "the accelerator"
+DETECTED = ("`{callee}` ({where}:{line}) replaces a device without an index with the detected accelerator's "
+            "(`torch.device(type={type}, ...)` at {at})")
+
+
+def _params_of(func: ast.AST) -> list[str]:
+    a = func.args
+    return [arg.arg for arg in (*a.posonlyargs, *a.args)]
+
+
+def _rebuilds(func: ast.AST, name: str) -> Optional[tuple[str, int]]:
+    """(type, line) of `if name.index is None: name = torch.device(type=T, index=...)` in `func`,
+    T a name bound in `func` from something other than `name` (the detected device type)."""
+    bound = {t.id: n.value for n in ast.walk(func) if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name)}
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and astcache.dotted(node.test.left) == f"{name}.index" and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.Is) and isinstance(node.test.comparators[0], ast.Constant)
+                and node.test.comparators[0].value is None):
+            continue
+        for statement in node.body:
+            value = statement.value if isinstance(statement, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in statement.targets) else None
+            if not (isinstance(value, ast.Call) and astcache.dotted(value.func) == "torch.device"):
+                continue
+            kind = next((k.value for k in value.keywords if k.arg == "type"), value.args[0] if value.args else None)
+            if not isinstance(kind, ast.Name) or kind.id == name or kind.id not in bound:
+                continue
+            source = bound[kind.id]
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(source)):
+                continue
+            return kind.id, statement.lineno
+    return None
+
+
+def detected_device(run, relpath: str, call: ast.Call, index: int) -> Optional[str]:
+    """Why "cuda" (no index) as the `index`-th argument of `call` resolves to the detected
+    accelerator: every project function of the called name (resolved.py's `run`: its `defs` and
+    `tree`) rebuilds its parameter with the detected type, itself or through one project function
+    it passes the parameter to (`device = _setup_device(torch.device(device))`); None otherwise."""
+    callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+    if not callee or call.keywords and index >= len(call.args):
+        return None
+    defs = run.defs(callee)
+    if not defs:
+        return None
+    shown = []
+    for where, func in defs:
+        params = _params_of(func)
+        if index >= len(params):
+            return None
+        name = params[index]
+        found = _rebuilds(func, name)
+        at = f"{where}:{found[1]}" if found else ""
+        if found is None:
+            for node in ast.walk(func):  # `name = helper(name)` / `name = helper(torch.device(name))`
+                if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args
+                        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+                    continue
+                first = node.value.args[0]
+                if not (isinstance(first, ast.Name) and first.id == name):
+                    continue
+                helper = getattr(node.value.func, "id", None)
+                inner = [d for d in run.defs(helper)] if helper else []
+                if len(inner) != 1 or not _params_of(inner[0][1]):
+                    continue
+                found = _rebuilds(inner[0][1], _params_of(inner[0][1])[0])
+                if found is not None:
+                    at = f"`{helper}`, {inner[0][0]}:{found[1]}"
+                    break
+        if found is None:
+            return None
+        shown.append(DETECTED.format(callee=callee, where=where, line=func.lineno, type=found[0], at=at))
+    return "; ".join(shown[:2])

@@ -271,3 +271,125 @@ def test_triton_tests_gated_by_a_probe_that_needs_cuda_are_a_named_scope(tmp_pat
     assert "pkg/__init__.py:9" in reason and "PKG_ENABLE_TRITON" in reason
     plain = _findings(report, "tests/test_plain.py", "NPU910")
     assert plain and all("verify them there" in f["message"] for f in plain.values())
+
+
+_TILED = '''\
+import torch
+import triton
+import triton.language as tl
+
+from pkg.perf_model import estimate
+
+
+@triton.jit
+def tiled_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+'''
+
+_TILED_API = '''\
+import torch
+
+
+def is_triton_available():
+    try:
+        import triton  # noqa
+
+        return True
+    except ImportError:
+        return False
+
+
+if is_triton_available():
+    from pkg.tiled import tiled_kernel
+'''
+
+
+def test_perf_model_behind_a_gated_importer_keeps_its_gated_note(tmp_path):
+    """AM#16 (its copy in another project): no longer "a benchmark harness", the performance model
+    is imported only by a kernel module itself imported only behind a Triton-availability test: the
+    same info note as that importer, naming the chain, not an error."""
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/perf_model.py": _PERF_MODEL,
+        "pkg/tiled.py": _TILED,
+        "pkg/api.py": _TILED_API,
+    }))
+    perf = _findings(report, "pkg/perf_model.py", "NPU910")
+    assert perf and all(f["severity"] == "info" and "benchmark harness" not in f["message"] for f in perf.values())
+    assert any("itself imported only behind a Triton-availability test (pkg/api.py:14 under" in f["message"]
+               for f in perf.values())
+    assert all(f["severity"] == "info" for f in _findings(report, "pkg/tiled.py", "NPU910").values())
+
+
+_DEVICE_UTILS = '''\
+import torch
+
+
+class DeviceSupport:
+    device_type = "cuda"
+
+
+def get_device_support():
+    return DeviceSupport()
+
+
+def _setup_device(device: torch.device) -> torch.device:
+    local_rank = 0
+    device_type = get_device_support().device_type
+    if device.index is None:
+        device = torch.device(type=device_type, index=local_rank)
+    return device
+
+
+def get_device(device=None):
+    if device is None:
+        device = "cpu"
+    device = torch.device(device)
+    if device.type in ["cuda", "npu", "xpu"]:
+        device = _setup_device(device)
+    return device
+
+
+def keep_device(device):
+    return torch.device(device)
+'''
+
+_DISTRIBUTED = '''\
+import torch
+import torch.distributed as dist
+
+from pkg.utils import get_device, keep_device
+
+
+def broadcast(tensor):
+    if dist.get_backend() == "nccl":
+        tensor = tensor.to(get_device("cuda"))
+    dist.broadcast(tensor, src=0)
+    return tensor
+
+
+def gather(tensor):
+    return tensor.to(keep_device("cuda"))
+
+
+def home():
+    return torch.device("cuda")
+'''
+
+
+def test_cuda_given_to_a_resolver_of_the_detected_device_is_a_label(tmp_path):
+    """AK#7: "cuda" passed to a project `get_device` whose `_setup_device` rebuilds a device without
+    an index with the detected accelerator's type is a label (a named scope); "cuda" passed to a
+    project function that keeps it as the device stays a finding, and "cuda" given to
+    `torch.device` stays rewritten."""
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils.py": _DEVICE_UTILS,
+        "pkg/distributed.py": _DISTRIBUTED,
+    }))
+    found = _findings(report, "pkg/distributed.py", "NPU990")
+    assert 9 not in found
+    reason = _scopes(report, "pkg/distributed.py", "NPU990")[9]
+    assert "a label the code resolves, not a device" in reason and "`_setup_device`, pkg/utils.py:16" in reason
+    assert found[15]["severity"] == "warning"
+    assert any(f["line"] == 19 and f["fixable"] for f in report["findings"] if f["path"] == "pkg/distributed.py")
