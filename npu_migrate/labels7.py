@@ -15,6 +15,10 @@
   detected accelerator's type (`get_device("cuda")` -> `_setup_device`: `torch.device(type=
   get_device_support().device_type, index=local_rank)`): a label (resolved._label calls
   `detected_device`; resolved.LABEL, a named scope). "cuda" given to `torch.device` stays rewritten.
+- a float64 tensor made on the device only to be passed to a local function (or its
+  `torch.compile`) whose body returns it converted to another dtype (NPU930): creating and casting
+  float64 works on an NPU host, nothing computes in it (diagnostics.py calls `conversion_source`;
+  moot.NO_WORK). float64 arithmetic on the device stays a finding.
 
 device.py (`_cuda_method`) calls `cuda_handler` for a `.cuda(*args)` it cannot map.
 """
@@ -234,3 +238,75 @@ def detected_device(run, relpath: str, call: ast.Call, index: int) -> Optional[s
             return None
         shown.append(DETECTED.format(callee=callee, where=where, line=func.lineno, type=found[0], at=at))
     return "; ".join(shown[:2])
+
+
+# ------------------------------------------------------------------ float64 only converted (NPU930)
+# (moot.NO_WORK) a float64 tensor created on the device only to be passed to a local function that
+# returns it converted to another dtype (round 14, AM#3: `compiled(torch.ones(4, device="cuda",
+# dtype=torch.float64), torch.ones(4, device="cuda", dtype=torch.float32))`, `compiled =
+# torch.compile(convert_like)`, `convert_like` returning `x.to(device=like.device, dtype=like.dtype)`):
+# creating and casting a float64 tensor works on an NPU host; nothing computes in float64
+CONVERSION_SOURCE = ("the source of a dtype conversion only: `{function}` (line {line}) returns it converted to "
+                     "{dtype}; nothing computes in float64")
+_FLOAT64 = frozenset({"torch.float64", "torch.double"})
+
+
+def _dtype_keyword(call: ast.AST) -> Optional[str]:
+    if not isinstance(call, ast.Call):
+        return None
+    found = next((k.value for k in call.keywords if k.arg == "dtype"), None)
+    return astcache.dotted(found) if found is not None else None
+
+
+def _function_named(scopes: list, name: str) -> Optional[ast.FunctionDef]:
+    """The function `name` stands for in the innermost of `scopes` that binds it: a `def`, or
+    `name = torch.compile(f, ...)` of such a `def`."""
+    for scope in scopes:
+        for statement in scope.body:
+            if isinstance(statement, ast.FunctionDef) and statement.name == name:
+                return statement
+            if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == name
+                    and isinstance(statement.value, ast.Call) and astcache.dotted(statement.value.func) == "torch.compile"
+                    and statement.value.args and isinstance(statement.value.args[0], ast.Name)):
+                return _function_named(scopes, statement.value.args[0].id)
+    return None
+
+
+def conversion_source(tree: Optional[ast.Module], line: int, column: int) -> Optional[str]:
+    """The reason when the float64 call at (line, column, 1-based) is an argument of a call to a
+    local function whose body is only `return x.to(..., dtype=D)` of that parameter, D a
+    non-float64 dtype: a literal, or `other.dtype` of a parameter given a tensor made with one."""
+    if tree is None:
+        return None
+    parents = astcache.parents(tree)
+    node = next((n for n in astcache.walk(tree) if isinstance(n, ast.Call) and n.lineno == line
+                 and n.col_offset + 1 == column), None)
+    consumer = parents.get(id(node)) if node is not None else None
+    if not (isinstance(consumer, ast.Call) and node in consumer.args and isinstance(consumer.func, ast.Name)):
+        return None
+    scopes, current = [], parents.get(id(consumer))
+    while current is not None:
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scopes.append(current)
+        current = parents.get(id(current))
+    function = _function_named(scopes, consumer.func.id)
+    if function is None or len(function.body) != 1 or not isinstance(function.body[0], ast.Return):
+        return None
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    index = consumer.args.index(node)
+    returned = function.body[0].value
+    if index >= len(params) or not (isinstance(returned, ast.Call) and isinstance(returned.func, ast.Attribute)
+                                    and returned.func.attr == "to" and isinstance(returned.func.value, ast.Name)
+                                    and returned.func.value.id == params[index]):
+        return None
+    dtype = next((k.value for k in returned.keywords if k.arg == "dtype"), None)
+    if isinstance(dtype, ast.Attribute) and isinstance(dtype.value, ast.Name) and dtype.attr == "dtype" \
+            and dtype.value.id in params and dtype.value.id != params[index]:
+        other = params.index(dtype.value.id)
+        shown = _dtype_keyword(consumer.args[other]) if other < len(consumer.args) else None
+    else:
+        shown = astcache.dotted(dtype) if dtype is not None else None
+    if not shown or not shown.startswith("torch.") or shown in _FLOAT64:
+        return None
+    return CONVERSION_SOURCE.format(function=function.name, line=function.lineno, dtype=f"`{shown}`")

@@ -172,7 +172,8 @@ NO_WORK = (
     # which the migration rewrites or reports where they are; a registration names a class, builds none
     "the device of the class's own `cuda()` method",
     "a handler of `Tensor.cuda` itself",
-    "a registration, not a use",  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
+    "a registration, not a use",
+    "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 
 

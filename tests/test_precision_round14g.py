@@ -393,3 +393,41 @@ def test_cuda_given_to_a_resolver_of_the_detected_device_is_a_label(tmp_path):
     assert "a label the code resolves, not a device" in reason and "`_setup_device`, pkg/utils.py:16" in reason
     assert found[15]["severity"] == "warning"
     assert any(f["line"] == 19 and f["fixable"] for f in report["findings"] if f["path"] == "pkg/distributed.py")
+
+
+_FP64_CAST = '''\
+import torch
+
+
+def test_cast_is_traceable():
+    def convert_like(x, like):
+        return x.to(device=like.device, dtype=like.dtype)
+
+    compiled = torch.compile(convert_like, fullgraph=True)
+    result = compiled(
+        torch.ones(4, device="cuda", dtype=torch.float64),
+        torch.ones(4, device="cuda", dtype=torch.float32),
+    )
+    assert result.dtype == torch.float32
+
+
+def test_double_sum():
+    def total(x, like):
+        return x.sum() + like.sum()
+
+    return total(
+        torch.ones(4, device="cuda", dtype=torch.float64),
+        torch.ones(4, device="cuda", dtype=torch.float32),
+    )
+'''
+
+
+def test_float64_made_only_to_be_cast_is_a_named_scope(tmp_path):
+    """AM#3: a float64 tensor passed only to a compiled function that returns it converted to the
+    dtype of an fp32 tensor: nothing computes in float64 (a named scope); a float64 tensor a
+    function sums stays a finding."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_cast.py": _FP64_CAST}))
+    found = _findings(report, "tests/test_cast.py", "NPU930")
+    assert 10 not in found
+    assert "the source of a dtype conversion only" in _scopes(report, "tests/test_cast.py", "NPU930")[10]
+    assert 21 in found and found[21]["severity"] != "info"
