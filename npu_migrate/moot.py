@@ -79,6 +79,8 @@ PHRASES = (
     # probes15.GATED: an import behind `is_te_available()` (or after `if not ...: raise`) of a package
     # with no NPU build (round 14, AK#30, AM#32)
     "behind an availability check an NPU host fails",
+    "in tests an NPU host skips",  # labels7.CUDA_GATED_TESTS: a Triton test gate that needs CUDA (round 14, AK#18)
+    "a module nothing imports",  # optionalext.NOTHING_IMPORTS: a guarded Triton module no module imports (round 14)
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -178,6 +180,13 @@ NO_WORK = (
     "bitsandbytes loaded only for an optimizer the caller already chose: ",
     "the bitsandbytes note given once for the package at ",
     "a method name an FX tracer records, not a device",  # sweep.FX_METHOD (round 13, AJ#18)
+    # round 14 (labels7.py): the device of a class's own `cuda()` method (labels.OWN_METHOD_REASON,
+    # AK#16) and a handler of `Tensor.cuda` itself (AM#7) are reached only through `.cuda()` calls,
+    # which the migration rewrites or reports where they are; a registration names a class, builds none
+    "the device of the class's own `cuda()` method",
+    "a handler of `Tensor.cuda` itself",
+    "a registration, not a use",
+    "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 
 

@@ -78,6 +78,9 @@ GUARDED_TRITON_MODULE = ("Triton imported in `try` and every use of it under `{t
                          "Triton is missing and an NPU host without Triton skips these kernels; with Triton-Ascend "
                          "installed they run there: verify them")
 _NO_IMPORTER = "no module of the project imports it"
+# (moot.PHRASES) no module of the run imports it, by name or in a string, and it is no script: an
+# NPU host never loads it (round 14, AK#32: "dead code with nothing for a port to do")
+NOTHING_IMPORTS = "a module nothing imports: no module of the project imports it, by name or in a string"
 
 _PACKAGE_CODES = ("NPU911", "NPU914", "NPU915", "NPU502")
 
@@ -320,6 +323,8 @@ def review_guarded_triton_modules(results: list, paths: Optional[dict[str, str]]
             where = ("; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
                      if shown else _NO_IMPORTER)
             reason = GUARDED_TRITON_MODULE.format(test=f"if {test}:") + f"; {where}"
+            if not sites and b"__main__" not in (text_of(i) or b""):
+                reason = f"{NOTHING_IMPORTS}; {GUARDED_TRITON_MODULE.format(test=f'if {test}:')}"
             findings = [dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})")
                         if _open(f, ("NPU910",)) and UNGUARDED not in f.message else f for f in out[i].findings]
             out[i] = dataclasses.replace(out[i], findings=findings)
@@ -787,6 +792,10 @@ def review_triton_skipped_tests(results: list, paths: Optional[dict[str, str]] =
             continue
         flag, probe = sorted(flags)[0]
         reason = SKIPPED_WITHOUT_TRITON.format(flag=flag[:60], probe=" ".join(probe.split())[:70])
+        if len(flags) == 1 and probe in bindings:  # (a project probe that needs CUDA itself: labels7.py)
+            from .labels7 import cuda_gated_probe
+
+            reason = cuda_gated_probe(results, paths or {}, tree, bindings[probe], flag, probe) or reason
         out[i] = dataclasses.replace(out[i], findings=[
             dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})")
             if _open(f, ("NPU910",)) and UNGUARDED not in f.message else f for f in out[i].findings])

@@ -264,6 +264,10 @@ def _label(run: _Run, result: FileResult, finding: Finding, line: int) -> Option
         return _table_keys(run, result, tree, parents, parent)
     if isinstance(parent, ast.Call) and node in parent.args:
         why = _label_argument(run, result.relpath, parent, parent.args.index(node))
+        if why is None and node.value == "cuda" and not _external(run, result.relpath, parent.func):
+            from .labels7 import detected_device  # (a project resolver of the detected accelerator)
+
+            why = detected_device(run, result.relpath, parent, parent.args.index(node))
         return None if why is None else LABEL + why
     if isinstance(parent, ast.arguments) and node.value == "cuda":
         func = parents.get(id(parent))

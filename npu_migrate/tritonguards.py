@@ -487,6 +487,17 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
             if all(g[1] in chain for _p, _l, g in guards if g[0] == "restated"):
                 decided[i] = [(p, l, ("through", chain[g[1]]) if g[0] == "restated" else g) for p, l, g in guards]
                 refs[i] = set()
+        elif through and all(k in decided and not refs.get(k) and decided[k]
+                             and all(g[0] == "triton" for _p, _l, g in decided[k]) for k in through):
+            # the same through an importer imported only behind a Triton-availability test (round
+            # 14, AM#16: xformers' matmul_perf_model.py, imported only by tiled_matmul_kernels.py)
+            chain = {f"{results[k].relpath}:{reported[k]}": "; ".join(f"{gp}:{gl} under `{g[1][:60]}`"
+                                                                      for gp, gl, g in decided[k][:2])
+                     for k in through}
+            if all(g[1] in chain for _p, _l, g in guards if g[0] == "restated"):
+                decided[i] = [(p, l, ("through-triton", chain[g[1]]) if g[0] == "restated" else g)
+                              for p, l, g in guards]
+                refs[i] = set()
     # a finding restated by one that is lowered itself is not redundant: it stays (no cycle of
     # modules each redundant with the other leaves nothing reported)
     while True:
@@ -567,11 +578,14 @@ def named_in_a_string(results, i: int, text_of, python) -> bool:
 def _lower_importers(result, guards: list[tuple[str, int, tuple[str, str]]], npu_false: Optional[str] = None):
     shown = [f"{path}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else
                                  f" (reported at {guard[1]})" if guard[0] == "restated" else
-                                 f", itself imported only in `try` ({guard[1]})" if guard[0] == "through" else " in `try`")
+                                 f", itself imported only in `try` ({guard[1]})" if guard[0] == "through" else
+                                 f", itself imported only behind a Triton-availability test ({guard[1]})"
+                                 if guard[0] == "through-triton" else " in `try`")
              for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     why = (RESTATED if any(g[0] == "restated" for _p, _l, g in guards) else
-           TRITON_GATED_IMPORTERS if all(g[0] == "triton" for _p, _l, g in guards) else _TRY_IMPORTERS)
+           TRITON_GATED_IMPORTERS if all(g[0] in ("triton", "through-triton") for _p, _l, g in guards)
+           else _TRY_IMPORTERS)
     if npu_false and guards and all(g[0] == "triton" and g[-1] is True for _p, _l, g in guards):
         # (the project's NPU accelerator answers `is_triton_supported()` with a literal False: the
         # test is false on an NPU host, Triton-Ascend or not)

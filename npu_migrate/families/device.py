@@ -371,7 +371,9 @@ if current_platform.is_cuda():
         for position, (arg_o, arg_u) in enumerate(zip(original.args, updated.args)):
             keyword = arg_o.keyword.value if arg_o.keyword is not None else None
             if arg_o.star:
+                count = len(ctx.findings)
                 ctx.report("NPU990", original, what="`.cuda(*args)` cannot be mapped to `.to()`")
+                self._in_cuda_handler(original, count)
                 return updated
             if keyword is None and position == 0:
                 index = arg_u.value
@@ -447,6 +449,19 @@ if current_platform.is_cuda():
                     calls.append(node.lineno)
             self._cuda_defs = (defs, calls)
         return self._cuda_defs
+
+    def _in_cuda_handler(self, original: cst.Call, count: int) -> None:
+        """The `.cuda(*args)` just reported, inside a handler of `Tensor.cuda` itself (a tensor
+        subclass forwarding a caller's `.cuda()` to its inner tensors): information (labels7.py)."""
+        from ..labels7 import cuda_handler
+
+        ctx = self.ctx
+        if len(ctx.findings) <= count or ctx.findings[-1].code != "NPU990":
+            return
+        reason = cuda_handler(ctx._ast(), ctx.position(original)[0])
+        if reason is not None:
+            found = ctx.findings[-1]
+            ctx.findings[-1] = replace(found, severity="info", message=f"{found.message} ({reason})")
 
     def _custom_cuda(self, node: cst.CSTNode, line: int) -> None:
         """NPU107 for a `def cuda` or a `.cuda()` call in a file that defines one, when the file has

@@ -323,7 +323,8 @@ with torch.cuda.graph(graph):
                 if len(ctx.findings) > count and ctx.findings[-1].code == "NPU901":
                     found = ctx.findings[-1]
                     ctx.findings[-1] = replace(found, severity="info", message=found.message + (
-                        " (information: registered here, not built; a configuration that selects it builds it)"))
+                        " (a registration, not a use: registered here, not built; "
+                        "a configuration that selects it by name builds it)"))
             else:
                 self.ctx.report(self.report_qualnames[qual], original)
             return updated
@@ -503,7 +504,15 @@ with torch.cuda.graph(graph):
             return
         self._float64_seen.update(id(c) for c in chain)
         text = normalise_source(self.ctx.source_map.original_text_of(call))
-        self.ctx.note("NPU930", call, what=f"`{text if len(text) <= 80 else text[:77] + '...'}`")
+        ctx, count = self.ctx, len(self.ctx.findings)
+        ctx.note("NPU930", call, what=f"`{text if len(text) <= 80 else text[:77] + '...'}`")
+        if len(ctx.findings) > count and ctx.findings[-1].code == "NPU930":
+            from ..labels7 import conversion_source  # (float64 made only to be cast: round 14, AM#3)
+
+            found = ctx.findings[-1]
+            reason = conversion_source(ctx._ast(), found.line, found.column)
+            if reason is not None:
+                ctx.findings[-1] = replace(found, severity="info", message=f"{found.message} ({reason})")
 
     def _double_tensor_type(self, call: cst.Call) -> bool:
         """`torch.cuda.DoubleTensor(...)`, `x.type(torch.cuda.DoubleTensor)`: float64 on the device."""
