@@ -76,6 +76,7 @@ PHRASES = (
     "ROCm-only source, never built for CUDA",
     "a CUDA toolchain helper called only by CUDA extension classes",
     "a CI job on NVIDIA runners",  # yamlscopes.CI_JOB: a GitHub Actions job pinned to GPU runners (round 13)
+    "called only from code an NPU host does not run",  # callersonly.CALLERS_ONLY: a helper only CUDA-only code calls
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

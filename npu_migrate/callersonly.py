@@ -1,0 +1,268 @@
+"""A helper whose every caller is CUDA-only code elsewhere: its lazy CUDA-only import is moot.
+
+A module-level function that imports a CUDA-only compiled package inside its body (NPU911:
+`import flashinfer.rope` inside `mla_quantize_and_rope_for_fp8`, `from torch.utils.cpp_extension
+import CUDA_HOME` inside `append_nvcc_threads`) fails on an NPU host only where it is called. The
+per-file engine cannot see its callers; the round-13 audits (issue #16: AJ#25, AI#27, AH#4) read
+such findings as false where every call of the helper in the project lies in code an NPU host never
+runs. A reference (call or other use by name) of the helper counts as such when:
+
+- it follows, in the same function, an unguarded import of the same CUDA-only package (a direct
+  statement of the function's body: `import flashinfer.decode` then the call): that import fails
+  first;
+- it lies in a block testscopes.untaken_branches names in its file (a condition false on an NPU
+  host, a class whose constructor raises there, ...);
+- it lies in a method of a CUDA extension or op-builder class (the class or one of its bases named
+  `*Cuda*Extension*`, `*CUDA*Builder*`): such classes only build CUDA extensions, which an NPU host
+  never selects;
+- the function holding it itself uses a name the file binds only by module-level imports of the
+  same package, unguarded or under a condition false on an NPU host (`if is_flashinfer_available():
+  import flashinfer`, then `flashinfer.decode...` in the caller): the caller is that package's code;
+- it lies in another undecorated module-level function whose every reference is so (a chain of
+  helpers, a few steps at most).
+
+Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
+scope that names the callers). One reference anywhere else (plain code, a module-level statement,
+a string naming the helper: a dynamic lookup, an export) keeps the finding, as does a helper nobody
+references (npugates.review_unused_helpers decides those). Whole-run and text first: a file is
+parsed only when its bytes name the helper (byte pre-test). Called once, from
+runplan.whole_run_passes, before moot.to_scopes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+
+from . import astcache
+
+# (moot.PHRASES holds it: the finding becomes a named skipped scope)
+CALLERS_ONLY = "called only from code an NPU host does not run"
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_CUDA_CLASS = re.compile(r"cuda\w*(?:extension|builder)|(?:extension|builder)\w*cuda", re.IGNORECASE)
+_IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
+_MAX_DEPTH = 4
+
+
+def _open(finding) -> bool:
+    from .moot import is_moot
+
+    return (finding.code == "NPU911" and not finding.fixable and finding.cell is None
+            and finding.severity != "info" and not is_moot(finding))
+
+
+def _package(finding) -> str | None:
+    """The CUDA-only package the finding's import names (`flashinfer`), or None for one inside
+    torch (`torch.utils.cpp_extension`: `import torch` proves nothing)."""
+    found = _IMPORTED.search(finding.message)
+    if found is None:
+        return None
+    top = found.group(1).split(".", 1)[0]
+    return None if top == "torch" else top
+
+
+def _chain(tree: ast.Module, line: int) -> list:
+    """The classes and functions holding `line`, outermost first."""
+    out, body = [], tree.body
+    while True:
+        node = next((n for n in body if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
+                     and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if node is None:
+            found = None
+            for stmt in body:  # (a def nested in an `if`/`try`/`with` block)
+                if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno) and not isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+                    inner = [n for n in ast.walk(stmt) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
+                             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+                    if inner:
+                        found = min(inner, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+            if found is None:
+                return out
+            node = found
+        out.append(node)
+        body = node.body
+
+
+def _imports_package(stmt: ast.stmt, package: str) -> bool:
+    if isinstance(stmt, ast.Import):
+        return any(a.name.split(".", 1)[0] == package for a in stmt.names)
+    return isinstance(stmt, ast.ImportFrom) and not stmt.level and (stmt.module or "").split(".", 1)[0] == package
+
+
+def _bound_names(stmt: ast.stmt) -> set:
+    if isinstance(stmt, ast.Import):
+        return {(a.asname or a.name.split(".", 1)[0]) for a in stmt.names}
+    return {(a.asname or a.name) for a in stmt.names}
+
+
+class _File:
+    """One caller file: its tree, its untaken blocks (on first ask) and its package names."""
+
+    def __init__(self, relpath: str, data: bytes, tree: ast.Module) -> None:
+        self.relpath, self.data, self.tree = relpath, data, tree
+        self.blocks = None
+        self.bound: dict[str, set | None] = {}
+
+    def untaken(self, line: int):
+        if self.blocks is None:
+            from .testscopes import untaken_branches
+
+            text = self.data.decode("utf-8", "replace")
+            self.blocks = untaken_branches(text, self.relpath, None)
+        return next((b for b in self.blocks if b[0] <= line <= b[1]), None)
+
+    def package_names(self, package: str) -> set:
+        """The names the file binds only by module-level imports of `package` that an NPU host
+        fails (unguarded) or never runs (under a condition false there); empty when one such import
+        is guarded otherwise (a `try`) or the name is bound another way too."""
+        if package in self.bound:
+            return self.bound[package]
+        names: set = set()
+        other: set = set()
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                (names if _imports_package(stmt, package) else other).update(_bound_names(stmt))
+            elif isinstance(stmt, ast.If):
+                inner = [s for s in ast.walk(stmt) if isinstance(s, (ast.Import, ast.ImportFrom))]
+                for s in inner:
+                    if _imports_package(s, package) and self.untaken(s.lineno) is not None:
+                        names.update(_bound_names(s))
+                    else:
+                        other.update(_bound_names(s))
+                other.update(t.id for s in ast.walk(stmt) if isinstance(s, ast.Assign)
+                             for t in s.targets if isinstance(t, ast.Name))
+            elif isinstance(stmt, ast.Try):
+                for s in ast.walk(stmt):
+                    if isinstance(s, (ast.Import, ast.ImportFrom)):
+                        other.update(_bound_names(s))
+                    elif isinstance(s, ast.Assign):
+                        other.update(t.id for t in s.targets if isinstance(t, ast.Name))
+            elif isinstance(stmt, ast.Assign):
+                other.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        self.bound[package] = names - other
+        return self.bound[package]
+
+
+def _uses(function: ast.AST, names: set) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+
+
+def review(results: list, paths: dict) -> list:
+    """The review of the module docstring over a run's results (a new list)."""
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(_open(f) for f in r.findings)]
+    if not candidates:
+        return results
+    from .modpaths import RunTexts
+
+    text_of = RunTexts(results, paths)
+    python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+    files: dict[int, _File | None] = {}
+
+    def file(j: int) -> _File | None:
+        if j not in files:
+            data = text_of(j) or b""
+            tree = astcache.parse(data)
+            files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
+        return files[j]
+
+    def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
+        """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
+        not run; None when one is elsewhere, or there is none."""
+        if name in seen or depth > _MAX_DEPTH:
+            return None
+        seen = seen | {name}
+        word = name.encode()
+        pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
+        out: list = []
+        for j in python:
+            data = text_of(j)
+            if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
+                continue
+            source = file(j)
+            if source is None:
+                return None
+            for node in ast.walk(source.tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
+                    return None  # (named in a string: a lookup by name, an export)
+                if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
+                        and node.asname not in (None, name):
+                    return None  # (imported under another name)
+                if isinstance(node, _FUNCTIONS) and node.name == name:
+                    continue
+                if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+                        or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
+                    continue
+                why = _reference(source, node.lineno, name, package, seen, depth)
+                if why is None:
+                    return None
+                out.append(f"{source.relpath}:{node.lineno} ({why})")
+        return out or None
+
+    def _reference(source: _File, line: int, name: str, package: str | None, seen: frozenset, depth: int):
+        chain = _chain(source.tree, line)
+        functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
+        if not functions:
+            return None  # (a module- or class-level statement: runs on import)
+        inner = functions[-1]
+        if inner.name == name and len(chain) == 1:
+            return None  # (recursion: its own calls)
+        if package is not None:
+            for stmt in inner.body:
+                if stmt.lineno >= line:
+                    break
+                if _imports_package(stmt, package):
+                    return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
+        block = source.untaken(line)
+        if block is not None:
+            return f"under {' '.join(block[2].split())[:90]}"
+        for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
+            bases = [astcache.dotted(b) or "" for b in cls.bases]
+            if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
+                return f"in the CUDA extension class `{cls.name}`"
+        if package is not None:
+            names = source.package_names(package)
+            if names and _uses(inner, names):
+                return f"in `{inner.name}`, which uses `{package}` names its file imports only where an NPU host fails or does not go"
+        if len(chain) == 1 and not inner.decorator_list:
+            deeper = callers(inner.name, package, seen, depth + 1)
+            if deeper:
+                return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
+                    f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
+        return None
+
+    out = list(results)
+    for i in candidates:
+        result = results[i]
+        data = text_of(i) or b""
+        lines = data.split(b"\n")
+        wanted = [f for f in result.findings if _open(f) and 0 < f.line <= len(lines) and lines[f.line - 1][:1] in (b" ", b"\t")]
+        if not wanted or b"def " not in data:  # (cheap before the parse: a lazy import in a module-level function)
+            continue
+        source = file(i)
+        if source is None:
+            continue
+        changed, findings = False, []
+        for finding in result.findings:
+            if finding in wanted:
+                # (a merged finding: every place in such a helper, each of them referenced only so)
+                places = [finding.line, *(p[0] for p in finding.also)]
+                functions = [next((s for s in source.tree.body if isinstance(s, _FUNCTIONS)
+                                   and s.lineno < n <= (s.end_lineno or s.lineno)), None) for n in places]
+                reasons = []
+                if all(f is not None and not f.decorator_list for f in functions):
+                    for function in dict.fromkeys(functions):
+                        ends = callers(function.name, _package(finding), frozenset(), 0)
+                        if not ends:
+                            reasons = []
+                            break
+                        shown = "; ".join(ends[:3]) + (f"; and {len(ends) - 3} more" if len(ends) > 3 else "")
+                        reasons.append(f"`{function.name}` is referenced only at {shown}")
+                if reasons:
+                    finding = dataclasses.replace(
+                        finding, severity="info", message=f"{finding.message} ({CALLERS_ONLY}: {'; '.join(reasons)})")
+                    changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=findings)
+    return out
