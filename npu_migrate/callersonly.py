@@ -231,6 +231,14 @@ def review(results: list, paths: dict) -> list:
                     f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
         return None
 
+    others = [j for j, r in enumerate(results) if not r.relpath.endswith(".py")]
+
+    def named_outside_python(name: str) -> bool:
+        """A configuration, notebook or script of the run names the helper (`_target_:
+        pkg.utils.helper`): a caller the parse above does not see."""
+        word = name.encode()
+        return any(word in (text_of(j) or b"") for j in others)
+
     out = list(results)
     for i in candidates:
         result = results[i]
@@ -253,7 +261,7 @@ def review(results: list, paths: dict) -> list:
                 if all(f is not None and not f.decorator_list for f in functions):
                     for function in dict.fromkeys(functions):
                         ends = callers(function.name, _package(finding), frozenset(), 0)
-                        if not ends:
+                        if not ends or named_outside_python(function.name):
                             reasons = []
                             break
                         shown = "; ".join(ends[:3]) + (f"; and {len(ends) - 3} more" if len(ends) > 3 else "")

@@ -195,3 +195,13 @@ def test_nvcc_helper_called_only_by_cuda_extension_classes_is_a_named_scope(tmp_
     root = write_project(tmp_path / "b", {"pkg/__init__.py": "", "pkg/ext_utils.py": EXT_UTILS, "pkg/ext.py": plain})
     report = migrate_json(root)
     assert _findings(report, "pkg/ext_utils.py")[2]["severity"] == "error"
+
+
+def test_helper_named_in_a_config_file_keeps_the_finding(tmp_path):
+    """A YAML config naming the helper (`_target_: pkg.ext_utils.append_threads`) is a caller the
+    Python parse does not see: the finding stays."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ext_utils.py": EXT_UTILS, "pkg/ext.py": EXTENSIONS,
+                                    "conf/build.yaml": "flags:\n  _target_: pkg.ext_utils.append_threads\n"})
+    report = migrate_json(root)
+    assert _findings(report, "pkg/ext_utils.py")[2]["severity"] == "error"
+    assert 2 not in moot_lines(report["skipped"], "NPU911", "pkg/ext_utils.py")
