@@ -215,7 +215,8 @@ def review(results: list, paths: dict) -> list:
                     return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
         block = source.untaken(line)
         if block is not None:
-            return f"under {' '.join(block[2].split())[:90]}"
+            shown = " ".join(block[2].split())
+            return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
         for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
             bases = [astcache.dotted(b) or "" for b in cls.bases]
             if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
