@@ -205,3 +205,43 @@ def test_helper_named_in_a_config_file_keeps_the_finding(tmp_path):
     report = migrate_json(root)
     assert _findings(report, "pkg/ext_utils.py")[2]["severity"] == "error"
     assert 2 not in moot_lines(report["skipped"], "NPU911", "pkg/ext_utils.py")
+
+
+QUANT_TWO_FUNCTIONS = """\
+import torch
+
+from pkg.kernels import scaled_fp8_quant
+
+
+def requantize(weight, scale, widths):
+    fused = scale[-1] > torch.finfo(torch.float8_e4m3fn).min
+    if fused:
+        for i, w in enumerate(widths):
+            weight[i], _ = scaled_fp8_quant(w, scale)
+    return weight
+
+
+def prepare(w1, s1, experts):
+    from flashinfer import block_interleave
+
+    packed = w1.view(torch.float8_e4m3fn).reshape(experts, -1)
+    scales = s1.view(torch.float8_e4m3fn).reshape(experts, -1)
+    return block_interleave(packed), scales
+"""
+
+
+def test_folded_fp8_places_are_named_by_their_own_source(tmp_path):
+    """AI#27: FP8 places folded into a lazy import's finding are named by what they are
+    (`torch.float8_e4m3fn` after the import), not by the first place of the per-file FP8 finding
+    they were split from (`scaled_fp8_quant(...)` in another function, which stays reported there)."""
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/quant.py": QUANT_TWO_FUNCTIONS,
+        "pkg/kernels.py": "def scaled_fp8_quant(w, s):\n    return w, s\n",
+        "pkg/use.py": "from pkg.quant import prepare, requantize\nprepare(1, 2, 3)\nrequantize(1, 2, 3)\n",
+    })
+    report = migrate_json(root)
+    imports = _findings(report, "pkg/quant.py")
+    assert "`torch.float8_e4m3fn` reached only after" in imports[15]["message"], imports
+    assert "scaled_fp8_quant" not in imports[15]["message"]
+    fp8 = _findings(report, "pkg/quant.py", "NPU913")
+    assert fp8[10]["severity"] == "error" and "scaled_fp8_quant" in fp8[10]["message"], fp8
