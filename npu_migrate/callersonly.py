@@ -101,16 +101,47 @@ class _File:
 
     def __init__(self, relpath: str, data: bytes, tree: ast.Module) -> None:
         self.relpath, self.data, self.tree = relpath, data, tree
-        self.blocks = None
+        self.blocks: dict[int, list] = {}
         self.bound: dict[str, set | None] = {}
 
-    def untaken(self, line: int):
-        if self.blocks is None:
+    def nodes_on(self, pattern: re.Pattern) -> list:
+        """The nodes of the statements that hold a line matching `pattern` (the innermost such
+        statement of each line, walked whole): the rest of the file cannot name the word."""
+        out, seen = [], set()
+        for number, text in enumerate(self.data.split(b"\n"), 1):
+            if not pattern.search(text):
+                continue
+            stmt, body = None, self.tree.body
+            while True:
+                inner = next((st for st in body if st.lineno <= number <= (st.end_lineno or st.lineno)), None)
+                if inner is None:
+                    break
+                stmt = inner
+                body = [*getattr(inner, "body", ()), *getattr(inner, "orelse", ()), *getattr(inner, "finalbody", ()),
+                        *(x for h in getattr(inner, "handlers", ()) for x in h.body),
+                        *(x for c in getattr(inner, "cases", ()) for x in c.body)]
+                body = [st for st in body if isinstance(st, ast.stmt)]
+            if stmt is None or id(stmt) in seen:
+                continue
+            seen.add(id(stmt))
+            # (the lines of a compound statement's body are walked as their own statements; a
+            # string spanning lines is kept whole)
+            out.extend(n for n in ast.walk(stmt) if getattr(n, "lineno", number) == number
+                       or isinstance(n, (ast.alias, ast.Constant)))
+        return out
+
+    def untaken(self, line: int, lines: tuple = ()):
+        """The block an NPU host never runs that holds `line` (testscopes.untaken_branches, its
+        file's own flags and functions read around that line and `lines` only: one reading for
+        the lines asked together), or None."""
+        if line not in self.blocks:
             from .testscopes import untaken_branches
 
             text = self.data.decode("utf-8", "replace")
-            self.blocks = untaken_branches(text, self.relpath, None)
-        return next((b for b in self.blocks if b[0] <= line <= b[1]), None)
+            asked = {line, *lines} - set(self.blocks)
+            blocks = untaken_branches(text, self.relpath, asked)
+            self.blocks.update((n, blocks) for n in asked)
+        return next((b for b in self.blocks[line] if b[0] <= line <= b[1]), None)
 
     def package_names(self, package: str) -> set:
         """The names the file binds only by module-level imports of `package` that an NPU host
@@ -124,10 +155,16 @@ class _File:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 (names if _imports_package(stmt, package) else other).update(_bound_names(stmt))
             elif isinstance(stmt, ast.If):
-                inner = [s for s in ast.walk(stmt) if isinstance(s, (ast.Import, ast.ImportFrom))]
-                for s in inner:
-                    if _imports_package(s, package) and self.untaken(s.lineno) is not None:
-                        names.update(_bound_names(s))
+                from .testscopes import false_on_npu
+
+                false = None  # (whether the test is false on an NPU host: asked once, where it matters)
+                for s in ast.walk(stmt):
+                    if not isinstance(s, (ast.Import, ast.ImportFrom)):
+                        continue
+                    if _imports_package(s, package) and any(s is b for b in stmt.body):
+                        if false is None:
+                            false = false_on_npu(ast.unparse(stmt.test))
+                        (names if false else other).update(_bound_names(s))
                     else:
                         other.update(_bound_names(s))
                 other.update(t.id for s in ast.walk(stmt) if isinstance(s, ast.Assign)
@@ -168,13 +205,14 @@ def review(results: list, paths: dict) -> list:
 
     def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
         """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
-        not run; None when one is elsewhere, or there is none."""
+        not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
+        every reference first; a file's untaken blocks and the helper chain only of the rest."""
         if name in seen or depth > _MAX_DEPTH:
             return None
         seen = seen | {name}
         word = name.encode()
         pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
-        out: list = []
+        found: list = []  # (file, line, chain, why or None)
         for j in python:
             data = text_of(j)
             if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
@@ -182,41 +220,42 @@ def review(results: list, paths: dict) -> list:
             source = file(j)
             if source is None:
                 return None
-            for node in ast.walk(source.tree):
+            for node in source.nodes_on(pattern):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
                     return None  # (named in a string: a lookup by name, an export)
                 if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
                         and node.asname not in (None, name):
                     return None  # (imported under another name)
-                if isinstance(node, _FUNCTIONS) and node.name == name:
-                    continue
                 if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
                         or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
                     continue
-                why = _reference(source, node.lineno, name, package, seen, depth)
-                if why is None:
-                    return None
-                out.append(f"{source.relpath}:{node.lineno} ({why})")
+                chain = _chain(source.tree, node.lineno)
+                functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
+                if not functions or (functions[-1].name == name and len(chain) == 1):
+                    return None  # (a module- or class-level statement runs on import; its own calls)
+                found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
+        pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
+        for source, line, _chain_, why in found:
+            if why is None:
+                pending.setdefault(id(source), []).append(line)
+        out = []
+        for source, line, chain, why in found:
+            why = why or _costly(source, line, chain, package, seen, depth, tuple(pending.get(id(source), ())))
+            if why is None:
+                return None
+            out.append(f"{source.relpath}:{line} ({why})")
         return out or None
 
-    def _reference(source: _File, line: int, name: str, package: str | None, seen: frozenset, depth: int):
-        chain = _chain(source.tree, line)
-        functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
-        if not functions:
-            return None  # (a module- or class-level statement: runs on import)
-        inner = functions[-1]
-        if inner.name == name and len(chain) == 1:
-            return None  # (recursion: its own calls)
+    def _cheap(source: _File, line: int, chain: list, package: str | None):
+        """The reasons read off the tree alone: the caller's own import of the package first, a
+        CUDA extension class, a function of that package's code."""
+        inner = [n for n in chain if isinstance(n, _FUNCTIONS)][-1]
         if package is not None:
             for stmt in inner.body:
                 if stmt.lineno >= line:
                     break
                 if _imports_package(stmt, package):
                     return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
-        block = source.untaken(line)
-        if block is not None:
-            shown = " ".join(block[2].split())
-            return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
         for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
             bases = [astcache.dotted(b) or "" for b in cls.bases]
             if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
@@ -225,7 +264,17 @@ def review(results: list, paths: dict) -> list:
             names = source.package_names(package)
             if names and _uses(inner, names):
                 return f"in `{inner.name}`, which uses `{package}` names its file imports only where an NPU host fails or does not go"
-        if len(chain) == 1 and not inner.decorator_list:
+        return None
+
+    def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,
+                lines: tuple = ()):
+        """The reasons that read more: a block an NPU host never runs, a helper only such code calls."""
+        block = source.untaken(line, lines)
+        if block is not None:
+            shown = " ".join(block[2].split())
+            return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
+        inner = chain[-1]
+        if len(chain) == 1 and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
             deeper = callers(inner.name, package, seen, depth + 1)
             if deeper:
                 return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
