@@ -15,9 +15,11 @@ runs. A reference (call or other use by name) of the helper counts as such when:
 - it lies in a method of a CUDA extension or op-builder class (the class or one of its bases named
   `*Cuda*Extension*`, `*CUDA*Builder*`): such classes only build CUDA extensions, which an NPU host
   never selects;
-- the function holding it itself uses a name the file binds only by module-level imports of the
-  same package, unguarded or under a condition false on an NPU host (`if is_flashinfer_available():
-  import flashinfer`, then `flashinfer.decode...` in the caller): the caller is that package's code;
+- every run of the function holding it that reaches it reads a name the file binds only by
+  module-level imports of the same package, unguarded or under a condition false on an NPU host
+  (`if is_flashinfer_available(): import flashinfer`, then `flashinfer.decode...` on every path of
+  the caller): the caller fails there anyway, it is that package's code (a read in one branch only,
+  or after a `return`, is not enough);
 - it lies in another undecorated module-level function whose every reference is so (a chain of
   helpers, a few steps at most).
 
@@ -41,7 +43,8 @@ from . import astcache
 CALLERS_ONLY = "called only from code an NPU host does not run"
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_CUDA_CLASS = re.compile(r"cuda\w*(?:extension|builder)|(?:extension|builder)\w*cuda", re.IGNORECASE)
+# (a class that builds a CUDA extension: `_CudaExtension`, `CUDAOpBuilder`; not a CUDA graph builder)
+_CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
 
@@ -181,8 +184,54 @@ class _File:
         return self.bound[package]
 
 
-def _uses(function: ast.AST, names: set) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+_SKIPPED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.IfExp, ast.BoolOp,
+            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SIMPLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
+
+
+def _reads(node: ast.AST, names: set) -> bool:
+    """Whether evaluating `node` always reads one of `names` (not only in a branch of a
+    conditional expression, a short circuit, a comprehension or a nested definition)."""
+    if isinstance(node, ast.Name):
+        return node.id in names and isinstance(node.ctx, ast.Load)
+    return not isinstance(node, _SKIPPED) and any(_reads(child, names) for child in ast.iter_child_nodes(node))
+
+
+_EXITS = (ast.Return, ast.Yield, ast.YieldFrom)
+_USED, _OPEN, _ESCAPE = "used", "open", "escape"
+
+
+def _block(stmts: list, names: set) -> str:
+    """_USED where every path through `stmts` reads one of `names` before it leaves them, _ESCAPE
+    where one may return or yield first, else _OPEN (it may fall through without a read)."""
+    for stmt in stmts:
+        if isinstance(stmt, _SIMPLE) and _reads(stmt, names):
+            return _USED
+        if isinstance(stmt, ast.If):
+            branches = (_block(stmt.body, names), _block(stmt.orelse, names))
+            if branches == (_USED, _USED):
+                return _USED
+            if _ESCAPE in branches:
+                return _ESCAPE
+            continue
+        if any(isinstance(n, _EXITS) for n in ast.walk(stmt)):
+            return _ESCAPE  # (a return or yield not read as above: a loop's, a `try`'s, a bare one)
+    return _OPEN
+
+
+def _always_uses(function: ast.AST, names: set, line: int) -> bool:
+    """Whether every run of `function` that reaches `line` reads one of `names` (a name an NPU
+    host leaves unbound: such a run fails there): every path before the statement holding `line`
+    reads one, or every path after it does and that statement does not return past `line`."""
+    body = function.body
+    at = next((k for k, stmt in enumerate(body) if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)), None)
+    if at is None:
+        return False
+    if _block(body[:at], names) == _USED:
+        return True
+    if any(isinstance(n, _EXITS) and n.lineno > line for n in ast.walk(body[at])):
+        return False
+    return _block(body[at + 1:], names) == _USED
 
 
 def review(results: list, paths: dict) -> list:
@@ -262,8 +311,8 @@ def review(results: list, paths: dict) -> list:
                 return f"in the CUDA extension class `{cls.name}`"
         if package is not None:
             names = source.package_names(package)
-            if names and _uses(inner, names):
-                return f"in `{inner.name}`, which uses `{package}` names its file imports only where an NPU host fails or does not go"
+            if names and _always_uses(inner, names, line):
+                return f"in `{inner.name}`, every run of which past this call reads `{package}` names that its file imports only where an NPU host fails or does not go"
         return None
 
     def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,

@@ -245,3 +245,28 @@ def test_folded_fp8_places_are_named_by_their_own_source(tmp_path):
     assert "scaled_fp8_quant" not in imports[15]["message"]
     fp8 = _findings(report, "pkg/quant.py", "NPU913")
     assert fp8[10]["severity"] == "error" and "scaled_fp8_quant" in fp8[10]["message"], fp8
+
+
+BACKEND_OPTIONAL = """\
+import torch
+from pkg.helpers import quantize_with_rope
+
+if torch.version.hip:
+    import flashinfer
+
+
+class MaybeBackend:
+    def forward(self, q, k, fast=False):
+        if fast:
+            return flashinfer.decode.run(q)
+        return quantize_with_rope(q, k)
+"""
+
+
+def test_caller_reading_the_package_only_in_one_branch_keeps_the_finding(tmp_path):
+    """The caller reads `flashinfer` only on its `fast` path and calls the helper on its default
+    path: that path runs on an NPU host, the helper's import fails there (kept)."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS, "pkg/maybe.py": BACKEND_OPTIONAL})
+    report = migrate_json(root)
+    assert _findings(report, "pkg/helpers.py")[5]["severity"] == "error"
+    assert 5 not in moot_lines(report["skipped"], "NPU911", "pkg/helpers.py")
