@@ -280,8 +280,11 @@ def review(results: list, paths: dict) -> list:
                     continue
                 chain = _chain(source.tree, node.lineno)
                 functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
-                if not functions or (functions[-1].name == name and len(chain) == 1):
-                    return None  # (a module- or class-level statement runs on import; its own calls)
+                if not functions or (functions[-1].name == name and len(chain) == 1) \
+                        or node.lineno < functions[-1].body[0].lineno:
+                    # (a module- or class-level statement, or a default value in a signature, runs
+                    # on import; a recursive helper's own calls)
+                    return None
                 found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
         pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
         for source, line, _chain_, why in found:
