@@ -34,6 +34,15 @@ def named(finding: Finding) -> str:
     return match.group(1) if match else (finding.source or finding.code)
 
 
+def _piece_named(piece: Finding) -> str:
+    """What a folded piece names: a piece split off a merged finding keeps that finding's message,
+    which names the merged finding's first place (`scaled_fp8_quant(...)` in another function, still
+    reported there): the piece's own first place is named instead (round-13 audit AI#27)."""
+    name = named(piece)
+    source = piece.source or ""
+    return name if not source or name in source or source in name else source
+
+
 def absorb(target: Finding, others: list[Finding], name_them: str = "") -> Finding:
     """`target` standing for `others` too: their places in its `also`, their lines in its message
     ("also at lines ..."), and with `name_them` (where they are) what the others name when the
@@ -46,7 +55,7 @@ def absorb(target: Finding, others: list[Finding], name_them: str = "") -> Findi
         # folds into one finding keep both reasons, and a name it shows is not shown again)
         same = re.compile(r" \(with `[^()]*" + re.escape(name_them) + r"\)")
         kept = same.sub("", message)
-        names = [n for n in dict.fromkeys(named(o) for o in others) if n != own and f"`{n}`" not in kept]
+        names = [n for n in dict.fromkeys(_piece_named(o) for o in others) if n != own and f"`{n}`" not in kept]
         if names:
             message = kept
             shown = ", ".join(f"`{n}`" for n in names[:MAX_LISTED])
