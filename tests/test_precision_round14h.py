@@ -154,3 +154,62 @@ def test_code_after_a_capability_raise_is_a_scope(tmp_path):
     places = {kept[0]["line"], *(p[0] for p in kept[0].get("also") or ())} if kept else set()
     assert places == {_line(_FAST_PATH, "return s.to(torch.float8_e4m3fn)"),
                       _line(_FAST_PATH, "return s.to(torch.float8_e4m3fn)") + 6}
+
+
+_DIST_UTILS = '''
+import torch
+
+from torchao.utils import is_sm_at_least_90
+
+
+def get_skip_reason(*, min_devices: int):
+    """Shared module-level gating."""
+    if not torch.cuda.is_available():
+        return "CUDA not available"
+    if torch.cuda.device_count() < min_devices:
+        return f"Need at least {min_devices} CUDA devices"
+    if not is_sm_at_least_90():
+        return "requires SM90+"
+    return None
+
+
+def get_device_reason(*, min_devices: int):
+    if not torch.cuda.is_available():
+        return "CUDA not available"
+    if torch.cuda.device_count() < min_devices:
+        return f"Need at least {min_devices} CUDA devices"
+    return None
+'''
+
+_MODULE_TEST = '''
+import pytest
+import torch
+
+from _dist_utils import {helper}
+
+if skip_reason := {helper}(min_devices=4):
+    pytest.skip(skip_reason, allow_module_level=True)
+
+
+def test_mesh():
+    mesh = torch.distributed.init_device_mesh("cuda", (2, 2))
+'''
+
+
+def test_module_skip_through_a_helper_requiring_sm90(tmp_path):
+    """AM#12: a test module skips at import when a helper of the module beside it returns a
+    reason, and on an NPU host it always does (`if not is_sm_at_least_90(): return "..."`): the
+    module's findings after the skip are a named scope. A helper that checks only the device count
+    decides nothing: that module keeps its warning."""
+    root = write_project(tmp_path, {
+        "test/fp8/_dist_utils.py": _DIST_UTILS,
+        "test/fp8/test_tp.py": _MODULE_TEST.format(helper="get_skip_reason"),
+        "test/fp8/test_dp.py": _MODULE_TEST.format(helper="get_device_reason"),
+    })
+    report = migrate_json(root)
+    assert not _reported(report, "test/fp8/test_tp.py", "NPU990")
+    line = _line(_MODULE_TEST, 'init_device_mesh("cuda"')
+    reason = moot_lines(report["skipped"], "NPU990", "test/fp8/test_tp.py")[line]
+    assert "`get_skip_reason` in `test/fp8/_dist_utils.py` returns a skip reason" in reason
+    kept = _reported(report, "test/fp8/test_dp.py", "NPU990")
+    assert [f["line"] for f in kept] == [line]
