@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 
-from . import astcache
+from . import astcache, catalogue
 
 _dotted = astcache.dotted
 
@@ -142,9 +143,17 @@ def _helper_exit(function: ast.FunctionDef, call: ast.Call, helpers: dict, truth
     body = function.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]
+    stored, capability_names = None, set()
     for stmt in body:
-        if isinstance(stmt, ast.If) and stmt.body and _leaves(stmt.body[-1]) and capability_test(stmt.test):
-            test = _Bind(values).visit(copy.deepcopy(stmt.test)) if values else stmt.test
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call) \
+                and _dotted(stmt.value.func) in _zero_capability_calls():
+            if stored is None:
+                stored = [n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+            bound = _capability_names(stmt.targets[0], stored)
+            values, capability_names = {**values, **bound}, capability_names | set(bound)
+        if isinstance(stmt, ast.If) and stmt.body and _leaves(stmt.body[-1]) and (
+                capability_test(stmt.test) or any(isinstance(n, ast.Name) and n.id in capability_names for n in ast.walk(stmt.test))):
+            test = _Fold().visit(_Bind(values).visit(copy.deepcopy(stmt.test))) if values else stmt.test
             if truth(test) is True:
                 return f"`{function.name}` {_verb(stmt.body[-1])} on `{segment(lines, stmt.test)}`"
         inner = _call_of(stmt, helpers)
@@ -157,6 +166,43 @@ def _helper_exit(function: ast.FunctionDef, call: ast.Call, helpers: dict, truth
         if _may_return(stmt):
             return None
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _zero_capability_calls() -> frozenset:
+    """rules/scopes.toml [npugates] zero_capability_calls: (0, 0) on an NPU host (the shim)."""
+    return frozenset(catalogue.read_table("scopes.toml").get("npugates", {}).get("zero_capability_calls", ()))
+
+
+def _capability_names(target: ast.AST, stored: list) -> dict:
+    """`major, minor = torch.cuda.get_device_capability()` (each 0 there) or `cap = ...` ((0, 0)),
+    for names bound only there."""
+    zero = ast.Constant(0)
+    if isinstance(target, ast.Name) and stored.count(target.id) == 1:
+        return {target.id: ast.Tuple(elts=[zero, zero], ctx=ast.Load())}
+    if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+        return {e.id: zero for e in target.elts if stored.count(e.id) == 1}
+    return {}
+
+
+class _Fold(ast.NodeTransformer):
+    """A comparison of literals (`(0, 0) != (9, 0)`, `0 < 9`) as its value."""
+
+    def visit_Compare(self, node: ast.Compare):
+        self.generic_visit(node)
+        operands = [node.left, *node.comparators]
+        if not all(_literal(o) for o in operands):
+            return node
+        try:
+            values = [ast.literal_eval(o) for o in operands]
+            result = all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+        except (KeyError, TypeError, ValueError):
+            return node
+        return ast.copy_location(ast.Constant(result), node)
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
 
 
 def _verb(stmt: ast.stmt) -> str:

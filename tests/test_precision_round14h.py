@@ -213,3 +213,41 @@ def test_module_skip_through_a_helper_requiring_sm90(tmp_path):
     assert "`get_skip_reason` in `test/fp8/_dist_utils.py` returns a skip reason" in reason
     kept = _reported(report, "test/fp8/test_dp.py", "NPU990")
     assert [f["line"] for f in kept] == [line]
+
+
+def test_helper_reading_the_capability_into_names(tmp_path):
+    """`major, minor = torch.cuda.get_device_capability()` in the helper: (0, 0) on an NPU host,
+    so `if (major, minor) != (9, 0) and major != 10: pytest.skip(...)` skips there. A helper whose
+    skip tests another value of the call (`if mode != "fast"`) is no capability skip."""
+    text = '''
+import pytest
+import torch
+
+
+def _require_hopper_or_blackwell():
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0) and major != 10:
+        pytest.skip("needs SM90 or SM10x")
+
+
+def _require_mode(mode):
+    if mode != "fast":
+        pytest.skip("slow mode")
+
+
+def test_capture():
+    _require_hopper_or_blackwell()
+    graph = torch.cuda.CUDAGraph()
+
+
+def test_mode():
+    _require_mode("slow")
+    graph = torch.cuda.CUDAGraph()
+'''
+    root = write_project(tmp_path, {"tests/test_names.py": text})
+    report = migrate_json(root)
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if "graph = torch.cuda.CUDAGraph()" in line]
+    scopes = moot_lines(report["skipped"], "NPU202", "tests/test_names.py")
+    assert lines[0] in scopes and "`_require_hopper_or_blackwell` skips on" in scopes[lines[0]]
+    kept = _reported(report, "tests/test_names.py", "NPU202")
+    assert [f["line"] for f in kept] == [lines[1]]
