@@ -78,9 +78,7 @@ def _literal(node: ast.AST) -> bool:
         return True
     if isinstance(node, (ast.Tuple, ast.List)):
         return all(_literal(e) for e in node.elts)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
-        return True
-    return False
+    return isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant)
 
 
 class _Bind(ast.NodeTransformer):
@@ -168,7 +166,7 @@ def _helper_exit(function: ast.FunctionDef, call: ast.Call, helpers: dict, truth
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _zero_capability_calls() -> frozenset:
     """rules/scopes.toml [npugates] zero_capability_calls: (0, 0) on an NPU host (the shim)."""
     return frozenset(catalogue.read_table("scopes.toml").get("npugates", {}).get("zero_capability_calls", ()))

@@ -90,8 +90,8 @@ def _always_reason(function: ast.AST, truth) -> bool:
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only findings after a module-level skip that fires on an NPU
     host through a helper (this module's docstring) lowered to info."""
-    from .moot import is_moot
     from .modpaths import RunTexts
+    from .moot import is_moot
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and _TEST_FILE.search(r.relpath)
                   and any(not f.fixable and f.cell is None and not is_moot(f) for f in r.findings)]
