@@ -32,7 +32,7 @@ import copy
 import functools
 import re
 
-from . import astcache, catalogue, npugates
+from . import astcache, capgates, catalogue, npugates
 
 _dotted = astcache.dotted
 
@@ -468,12 +468,21 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
                 " (true on an NPU host through this file's own flags and functions)"
         return segment
 
+    exits = capgates.Exits(tree, lines, truth, segment)  # (a raise or a helper's skip on a capability check)
+
     def blocks(body: list, names) -> None:
         """`if` statements whose test is decided, and exits an NPU host takes, in one block.
         `names`: the scope's false names, or a function that computes them (once, when needed)."""
         for index, stmt in enumerate(body):
             if not holds(stmt.lineno, _end(body)):
                 return  # (nothing of interest from here on in this block)
+            if index + 1 < len(body) and isinstance(stmt, (ast.If, ast.Expr)):
+                why = exits.reason(stmt)
+                if why is not None:
+                    out.append((body[index + 1].lineno, _end(body), why, False))
+                    if isinstance(stmt, ast.If):
+                        blocks(stmt.body, names)
+                    return
             if isinstance(stmt, ast.If):
                 if callable(names):
                     names = names()
