@@ -306,19 +306,22 @@ if is_triton_available():
 
 def test_perf_model_behind_a_gated_importer_keeps_its_gated_note(tmp_path):
     """AM#16 (its copy in another project): no longer "a benchmark harness", the performance model
-    is imported only by a kernel module itself imported only behind a Triton-availability test: the
-    same info note as that importer, naming the chain, not an error."""
+    is imported only by a kernel module itself imported only behind a Triton-availability test: a
+    named scope pointing at that importer's info note (which names the gate), not an error."""
     report = migrate_json(write_project(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/perf_model.py": _PERF_MODEL,
         "pkg/tiled.py": _TILED,
         "pkg/api.py": _TILED_API,
     }))
-    perf = _findings(report, "pkg/perf_model.py", "NPU910")
-    assert perf and all(f["severity"] == "info" and "benchmark harness" not in f["message"] for f in perf.values())
-    assert any("itself imported only behind a Triton-availability test (pkg/api.py:14 under" in f["message"]
-               for f in perf.values())
-    assert all(f["severity"] == "info" for f in _findings(report, "pkg/tiled.py", "NPU910").values())
+    # the helper itself: a named scope pointing at its importer's finding (redundant14.py, merged
+    # after this test was written: the importer's note already covers it), never "a benchmark harness"
+    assert _findings(report, "pkg/perf_model.py", "NPU910") == {}
+    (scope,) = [s for s in report["skipped"] if s["path"] == "pkg/perf_model.py" and "start_line" in s]
+    assert "a Triton helper without kernels" in scope["reason"] and "reported at pkg/tiled.py:" in scope["reason"]
+    assert "benchmark harness" not in scope["reason"]
+    tiled = _findings(report, "pkg/tiled.py", "NPU910")
+    assert tiled and all(f["severity"] == "info" and "pkg/api.py:14 under" in f["message"] for f in tiled.values())
 
 
 _DEVICE_UTILS = '''\
