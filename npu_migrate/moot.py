@@ -99,7 +99,6 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
-    "an optional step every caller catches",  # optional13.CALLERS_CATCH (round-13 audit AI#24)
     "a CUDA architecture probe whose empty answer the code handles",  # probes14.ARCH_LIST_EMPTY (AI#10)
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
     "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path

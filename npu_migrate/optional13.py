@@ -207,10 +207,9 @@ def review_guarded_class_imports(results: list, paths: dict) -> list:
 
 
 # ----------------------------------------------------------------------------- an extension every caller guards
-# (moot.AS_WRITTEN names the phrase: the callers' own answer to a missing extension runs as written)
 CALLERS_CATCH = ("an optional step every caller catches: every caller of `{function}` in the run calls it inside "
                  "`try`/`except Exception` that goes on without it (a warning, a fallback value): where the "
-                 "extension is missing, as on an NPU host, that optional step is skipped")
+                 "extension is missing, as on an NPU host, that optional step is skipped: the results differ")
 _BROAD = ("Exception", "BaseException")
 
 
@@ -248,8 +247,9 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
     function's body (after its docstring) that every caller in the run calls inside `try`/`except
     Exception` going on without it (SAM2's `get_connected_components`, whose callers skip the
     hole filling with a warning): where the extension is missing the step is skipped, as on a CUDA
-    host without it. Info with that reason (CALLERS_CATCH), which moot.py names a scope that runs as
-    written (round-13 audit AI#24, a warning in round 13, still read as false in round 14). A caller
+    host without it. A warning with that reason (CALLERS_CATCH), not an error: the code runs and its
+    results differ (round-13 audit AI#24 read the error as false; round 14 (AK#26) read the warning as
+    true, so it is not made a scope). A caller
     outside such a `try`, a use that is no call, or no caller at all keeps the error."""
     import dataclasses
 
@@ -303,7 +303,7 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
                 total += calls
             if ok and total:
                 changed[id(finding)] = dataclasses.replace(
-                    finding, severity="info",
+                    finding, severity="warning",
                     message=f"{finding.message} ({CALLERS_CATCH.format(function=function.name)})")
         if changed:
             out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
