@@ -46,7 +46,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile

@@ -39,7 +39,6 @@ ITEMS = {
         ["NPU910", "NPU910"],  # one NPU910 per kernel, whatever its decorators
     ),
     "from triton import jit": ("from triton import jit\n@jit\ndef k(x):\n    pass\n", ["NPU910", "NPU910"]),
-    "liger_kernel": ("from liger_kernel.transformers import apply_liger_kernel_to_llama\n", ["NPU910"]),
     # C++/CUDA extensions (NPU911)
     "CUDAExtension": (
         "from torch.utils.cpp_extension import CUDAExtension\next = CUDAExtension('a', ['a.cu'])\n",
