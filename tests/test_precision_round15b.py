@@ -46,3 +46,63 @@ def test_cuda_test_that_only_records_a_reason_is_not_reported(tmp_path):
     found = _findings(report, "pkg/ops.py", "NPU990")
     assert 9 not in found
     assert 15 in found and found[15]["severity"] != "info"
+
+
+_LAUNCH = '''\
+import torch
+
+
+def _launch_config(device, numel):
+    props = torch.cuda.get_device_properties(device)
+    blocks = props.multi_processor_count * props.max_threads_per_multi_processor // 1024
+    return min(numel, blocks)
+
+
+def _plain_config(device):
+    props = torch.cuda.get_device_properties(device)
+    return props.warp_size
+
+
+def reorder_for_cutlass(x):
+    grid = _launch_config(x.device, x.numel())
+    return x, grid
+
+
+def plain_grid(x):
+    return _plain_config(x.device)
+'''
+
+_CUTLASS_MOE = '''\
+import torch
+from sgl_kernel import silu_and_mul
+
+from pkg.kernels import reorder_for_cutlass
+
+
+def cutlass_moe(x):
+    y, grid = reorder_for_cutlass(x)
+    return silu_and_mul(y)
+'''
+
+_USER = '''\
+from pkg.kernels import plain_grid
+
+
+def run(x):
+    return plain_grid(x)
+'''
+
+
+def test_device_property_helper_called_only_from_a_module_that_fails_to_import(tmp_path):
+    """AL#33: a launch-config helper reading a CUDA device property, reached only through a
+    helper that a module importing a compiled package with no NPU build (`sgl_kernel`, unguarded)
+    calls: a named scope naming the callers; a helper with one plain caller stays reported, with
+    a message that says the field is missing or empty (torch_npu binds it, it may be 0)."""
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/kernels.py": _LAUNCH,
+                                                   "pkg/cutlass_moe.py": _CUTLASS_MOE, "pkg/user.py": _USER}))
+    found = _findings(report, "pkg/kernels.py", "NPU931")
+    assert 6 not in found
+    reason = _scopes(report, "pkg/kernels.py", "NPU931")[6]
+    assert "called only from code an NPU host does not run" in reason and "sgl_kernel" in reason
+    assert 12 in found and found[12]["severity"] == "error"
+    assert "missing or empty on NPU" in found[12]["message"] and "does not exist" not in found[12]["message"]
