@@ -106,3 +106,117 @@ def test_device_property_helper_called_only_from_a_module_that_fails_to_import(t
     assert "called only from code an NPU host does not run" in reason and "sgl_kernel" in reason
     assert 12 in found and found[12]["severity"] == "error"
     assert "missing or empty on NPU" in found[12]["message"] and "does not exist" not in found[12]["message"]
+
+
+_ABSTRACT = '''\
+import abc
+from abc import ABC
+
+
+class DeepSpeedAccelerator(ABC):
+    def prefer_triton_grouped_mm(self):
+        return False
+
+    def prefer_fast_kernel(self):
+        return False
+
+    @abc.abstractmethod
+    def device_name(self, index=None):
+        ...
+'''
+
+_NPU_ACCEL = '''\
+from .abstract_accelerator import DeepSpeedAccelerator
+
+
+class NPU_Accelerator(DeepSpeedAccelerator):
+    def device_name(self, index=None):
+        return "npu"
+
+    def prefer_fast_kernel(self):
+        return True
+'''
+
+_KERNEL = '''\
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+
+if HAS_TRITON:
+
+    @triton.jit
+    def _{name}_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def {name}(x):
+    _{name}_kernel[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+    return x
+'''
+
+_OPS_INIT = '''\
+from .gemm_triton import grouped_gemm
+from .fast_triton import fast_op
+
+__all__ = ["grouped_gemm", "fast_op"]
+'''
+
+_EXPERTS = '''\
+import torch
+from torch import nn
+
+from pkg.accelerator import get_accelerator
+from pkg.ops.fast_triton import fast_op
+
+
+def _run_triton_grouped(x):
+    from pkg.ops.gemm_triton import grouped_gemm
+    return grouped_gemm(x)
+
+
+class Experts(nn.Module):
+    def __init__(self, use_grouped_mm=True):
+        super().__init__()
+        self.use_triton = False
+        if use_grouped_mm:
+            self.use_triton = get_accelerator().prefer_triton_grouped_mm()
+        self.use_fast = get_accelerator().prefer_fast_kernel()
+
+    def forward(self, x):
+        if self.use_triton:
+            return _run_triton_grouped(x)
+        if self.use_fast:
+            return fast_op(x)
+        return x * 2
+'''
+
+
+def test_triton_kernels_run_only_under_an_accelerator_method_false_on_npu(tmp_path):
+    """AH#29: a Triton module whose kernels run only from a helper called under a flag set from
+    an accelerator method that the NPU accelerator inherits as `return False`: a named scope
+    saying so; a module launched under a method the NPU accelerator overrides (True) stays
+    reported."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/accelerator/__init__.py": "def get_accelerator():\n    from .npu_accelerator import NPU_Accelerator\n    return NPU_Accelerator()\n",
+        "pkg/accelerator/abstract_accelerator.py": _ABSTRACT,
+        "pkg/accelerator/npu_accelerator.py": _NPU_ACCEL,
+        "pkg/ops/__init__.py": _OPS_INIT,
+        "pkg/ops/gemm_triton.py": _KERNEL.format(name="grouped_gemm"),
+        "pkg/ops/fast_triton.py": _KERNEL.format(name="fast_op"),
+        "pkg/moe/__init__.py": "",
+        "pkg/moe/experts.py": _EXPERTS,
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    assert not _findings(report, "pkg/ops/gemm_triton.py", "NPU910")
+    reason = next(iter(_scopes(report, "pkg/ops/gemm_triton.py", "NPU910").values()))
+    assert "launched only under an accelerator method the NPU accelerator answers False" in reason
+    assert "prefer_triton_grouped_mm" in reason and "NPU_Accelerator" in reason
+    fast = _findings(report, "pkg/ops/fast_triton.py", "NPU910")
+    assert fast and all(f["severity"] == "error" for f in fast.values())
