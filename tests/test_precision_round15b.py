@@ -220,3 +220,49 @@ def test_triton_kernels_run_only_under_an_accelerator_method_false_on_npu(tmp_pa
     assert "prefer_triton_grouped_mm" in reason and "NPU_Accelerator" in reason
     fast = _findings(report, "pkg/ops/fast_triton.py", "NPU910")
     assert fast and all(f["severity"] == "error" for f in fast.values())
+
+
+_GUARDED_MOE = '''\
+import torch
+
+try:
+    from sgl_kernel import silu_and_mul
+except ImportError:
+    silu_and_mul = None
+
+from pkg.kernels import reorder_for_cutlass
+
+
+def cutlass_moe(x):
+    y, grid = reorder_for_cutlass(x)
+    return y if silu_and_mul is None else silu_and_mul(y)
+'''
+
+
+def test_device_property_helper_whose_caller_imports_the_package_guarded_stays_reported(tmp_path):
+    """AL#33 (the true case beside it): the caller's module imports `sgl_kernel` in a `try` with a
+    fallback, so it imports on an NPU host and runs the helper: the finding stays."""
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/kernels.py": _LAUNCH,
+                                                   "pkg/cutlass_moe.py": _GUARDED_MOE, "pkg/user.py": _USER}))
+    found = _findings(report, "pkg/kernels.py", "NPU931")
+    assert 6 in found and found[6]["severity"] == "error"
+
+
+def test_accelerator_flag_set_elsewhere_keeps_the_kernel_finding(tmp_path):
+    """AH#29 (the true case beside it): another module turns the flag on by hand, so the kernels
+    may run on an NPU host: the finding stays."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/accelerator/__init__.py": "def get_accelerator():\n    from .npu_accelerator import NPU_Accelerator\n    return NPU_Accelerator()\n",
+        "pkg/accelerator/abstract_accelerator.py": _ABSTRACT,
+        "pkg/accelerator/npu_accelerator.py": _NPU_ACCEL,
+        "pkg/ops/__init__.py": _OPS_INIT,
+        "pkg/ops/gemm_triton.py": _KERNEL.format(name="grouped_gemm"),
+        "pkg/ops/fast_triton.py": _KERNEL.format(name="fast_op"),
+        "pkg/moe/__init__.py": "",
+        "pkg/moe/experts.py": _EXPERTS,
+        "pkg/moe/force.py": "def force(experts):\n    experts.use_triton = True\n    return experts\n",
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    found = _findings(report, "pkg/ops/gemm_triton.py", "NPU910")
+    assert found and all(f["severity"] == "error" for f in found.values())
