@@ -20,8 +20,14 @@ runs. A reference (call or other use by name) of the helper counts as such when:
   (`if is_flashinfer_available(): import flashinfer`, then `flashinfer.decode...` on every path of
   the caller): the caller fails there anyway, it is that package's code (a read in one branch only,
   or after a `return`, is not enough);
+- it lies in a module that imports, unguarded in its body, a compiled package with no NPU build
+  (fp8tests.compiled_packages: `from sgl_kernel import silu_and_mul` in sglang's
+  cutlass_w4a8_moe.py, the run's own packages excepted): that module never imports there;
 - it lies in another undecorated module-level function whose every reference is so (a chain of
   helpers, a few steps at most).
+
+The same holds for a CUDA device-property field (NPU931) read in such a helper (round-14 audit
+AL#33: sglang's `_get_launch_config_1d/2d`, reached only from the CUTLASS W4A8 MoE path).
 
 Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
 scope that names the callers). One reference anywhere else (plain code, a module-level statement,
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 
 from . import astcache
@@ -47,12 +54,14 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
+# (a lazy CUDA-only import; a CUDA device-property field read in a launch-config helper)
+_CODES = frozenset({"NPU911", "NPU931"})
 
 
 def _open(finding) -> bool:
     from .moot import is_moot
 
-    return (finding.code == "NPU911" and not finding.fixable and finding.cell is None
+    return (finding.code in _CODES and not finding.fixable and finding.cell is None
             and finding.severity != "info" and not is_moot(finding))
 
 
@@ -145,6 +154,28 @@ class _File:
             blocks = untaken_branches(text, self.relpath, asked)
             self.blocks.update((n, blocks) for n in asked)
         return next((b for b in self.blocks[line] if b[0] <= line <= b[1]), None)
+
+    def import_fails(self, tops: frozenset, dotted: tuple, own: frozenset) -> str | None:
+        """The first import, unguarded in the module's body, of a compiled package with no NPU build
+        (fp8tests.compiled_packages; not the run's own packages): importing the file fails on an
+        NPU host, so none of its functions runs there. None when there is none."""
+        if not hasattr(self, "_fails"):
+            self._fails = None
+            for stmt in self.tree.body:
+                if isinstance(stmt, ast.Import):
+                    names = [a.name for a in stmt.names]
+                elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+                    names = [stmt.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".", 1)[0]
+                    if top not in own and (top in tops or any(name == d or name.startswith(d + ".") for d in dotted)):
+                        self._fails = f"`{name}` imported unguarded at {self.relpath}:{stmt.lineno}"
+                        break
+                if self._fails:
+                    break
+        return self._fails
 
     def package_names(self, package: str) -> set:
         """The names the file binds only by module-level imports of `package` that an NPU host
@@ -243,6 +274,12 @@ def review(results: list, paths: dict) -> list:
 
     text_of = RunTexts(results, paths)
     python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+    from .fp8tests import compiled_packages
+    from .modpaths import module_names
+
+    compiled = functools.lru_cache(maxsize=None)(compiled_packages)
+    # (the project's own packages are read, not judged by their name: xformers in xformers' tree)
+    own = frozenset(name.split(".")[0] for j in python for name in module_names(results[j].relpath) if "." in name)
     files: dict[int, _File | None] = {}
 
     def file(j: int) -> _File | None:
@@ -312,6 +349,9 @@ def review(results: list, paths: dict) -> list:
             bases = [astcache.dotted(b) or "" for b in cls.bases]
             if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
                 return f"in the CUDA extension class `{cls.name}`"
+        fails = source.import_fails(*compiled(), own)
+        if fails is not None:
+            return f"in a module whose import fails on an NPU host: {fails}, a compiled package with no NPU build"
         if package is not None:
             names = source.package_names(package)
             if names and _always_uses(inner, names, line):

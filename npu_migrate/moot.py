@@ -82,6 +82,7 @@ PHRASES = (
     "in tests an NPU host skips",  # labels7.CUDA_GATED_TESTS: a Triton test gate that needs CUDA (round 14, AK#18)
     "a module nothing imports",  # optionalext.NOTHING_IMPORTS: a guarded Triton module no module imports (round 14)
     "called only from code an NPU host does not run",  # callersonly.CALLERS_ONLY: a helper only CUDA-only code calls
+    "launched only under an accelerator method the NPU accelerator answers False",  # gates15.ACCELERATOR_FALSE (AH#29)
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

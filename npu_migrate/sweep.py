@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import astcache, catalogue, fp8data, hotslice, labelflow, labels, labels5, labels6
+from . import astcache, catalogue, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -618,6 +618,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labelflow.mark(self, node)  # labels by where they flow (labelflow.py)
         labels5.mark(self, node)  # references, version probes, choices, storage tags (labels5.py)
         labels6.mark(self, node)  # implementation names, direction labels, fixtures skipping "cuda" (labels6.py)
+        gates15.mark(self, node)  # "cuda" tests that only record why an op is unsupported (gates15.py)
         if id(node) in self.gates:
             return False
         return super().on_visit(node)
