@@ -50,6 +50,8 @@ _NAME_EQ = re.compile(rb"\.\w+[ \t]*==[ \t]*[\"']\w+[\"']")
 _MIN_CAPABILITY = re.compile(rb"def get_min_capability\([^)]*\)[^:]*:\s*\n\s*return[ \t]+([1-9]\d*)\b")
 _CLASS = re.compile(rb"^class[ \t]+(\w+)", re.MULTILINE)
 _MAX_ROUNDS = 4
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+_IN_TEST = "a test that does not run on an NPU host: "
 
 
 def _compared_names(test: ast.AST) -> list[tuple[str, str]]:
@@ -137,8 +139,8 @@ def capability_spans(relpath: str, tree: ast.Module, schemes: dict[str, int]) ->
                 scheme, line = _capability_call(node.test, schemes, tree), node.lineno
                 if scheme is None:
                     continue
-            why = (f"`{scheme}` requires capability {schemes[scheme]}, checked at {relpath}:{line} "
-                   f"against the device's, (0, 0) on an NPU host")
+            why = (f"a check of its minimum capability {schemes[scheme]} ({relpath}:{line}) against the "
+                   f"device's, (0, 0) on an NPU host")
             out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, why))
     return out
 
@@ -253,6 +255,20 @@ def _lower(results, candidates, defined, python, texts, tree, spans) -> list:
     from .moot import is_moot
 
     never: dict[int, list[tuple[int, int, str]]] = {}  # the candidates' spans found never run
+    tests: dict[int, list[tuple[int, int, str]]] = {}
+
+    def test_spans(j: int) -> list[tuple[int, int, str]]:
+        """The tests of a test file skipped off CUDA (testscopes): a construction there builds
+        nothing on an NPU host."""
+        if j not in tests:
+            tests[j] = []
+            if _TEST_FILE.search(results[j].relpath):
+                from .testscopes import cuda_only_test_scopes
+
+                text = (texts(j) or b"").decode("utf-8", "replace")
+                tests[j] = [(a, b, f"{_IN_TEST}{why}") for a, b, why in cuda_only_test_scopes(text)]
+        return tests[j]
+
     done: set[tuple[int, str]] = set()
     for _round in range(_MAX_ROUNDS):
         grew = False
@@ -274,7 +290,7 @@ def _lower(results, candidates, defined, python, texts, tree, spans) -> list:
                     if other:
                         ok = False
                         break
-                    within = [*spans.get(j, ()), *never.get(j, ())]
+                    within = [*spans.get(j, ()), *never.get(j, ()), *test_spans(j)]
                     for line in calls:
                         span = _within(within, line)
                         if span is None:
@@ -283,10 +299,11 @@ def _lower(results, candidates, defined, python, texts, tree, spans) -> list:
                         reasons.append(span[2])
                     if not ok:
                         break
+                reasons = [r for r in reasons if not r.startswith(_IN_TEST)]
                 if not ok or not reasons:
-                    continue
+                    continue  # (built only in tests: nothing the validation rejects)
                 first, last = _span(node)
-                never.setdefault(i, []).append((first, last, f"`{name}` is built only under {reasons[0]}"))
+                never.setdefault(i, []).append((first, last, f"`{name}`, built only under {reasons[0]}"))
                 done.add((i, name))
                 grew = True
         if not grew:

@@ -204,7 +204,7 @@ def test_scheme_built_only_under_capability_check_is_a_named_scope(tmp_path):
     assert not [f for f in _findings(report, path) if f["code"] == "NPU913"]
     scopes = moot_lines(report["skipped"], "NPU913", path)
     assert 10 in scopes, report["skipped"]
-    assert "requires capability 100" in scopes[10] and "mypkg/config.py:17" in scopes[10]
+    assert "minimum capability 100" in scopes[10] and "mypkg/config.py:17" in scopes[10]
     # a scheme built without the check stays reported
     kept = [f for f in _findings(report, "mypkg/schemes/w8a8.py") if f["code"] == "NPU913"]
     assert kept and kept[0]["severity"] == "error"
@@ -215,4 +215,38 @@ def test_scheme_built_also_outside_the_check_stays_reported(tmp_path):
                                  "        if kind == \"any\":\n            return W4A4Scheme()\n        return W8A8Scheme()\n")
     report = migrate_json(_schemes(tmp_path, unchecked))
     kept = [f for f in _findings(report, "mypkg/schemes/w4a4.py") if f["code"] == "NPU913"]
+    assert kept and kept[0]["severity"] == "error"
+
+
+SKIPPED_TEST = """\
+import unittest
+
+import torch
+from mypkg.mla_fast_backend import MlaFastBackend
+
+
+@unittest.skipIf(torch.version.cuda is None, "Blackwell")
+class TestMlaFast(unittest.TestCase):
+    def test_forward(self):
+        MlaFastBackend(None).forward(torch.ones(2))
+"""
+
+
+def test_backend_built_also_in_a_test_skipped_off_cuda_is_a_named_scope(tmp_path):
+    root = _project(tmp_path)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mla_fast.py").write_text(SKIPPED_TEST)
+    report = migrate_json(root)
+    path = "mypkg/mla_fast_backend.py"
+    assert not [f for f in _findings(report, path) if f["code"] == "NPU913"]
+    assert "server_args.py:11" in moot_lines(report["skipped"], "NPU913", path)[5]
+
+
+def test_backend_built_in_a_test_that_runs_on_npu_stays_reported(tmp_path):
+    root = _project(tmp_path)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mla_fast.py").write_text(SKIPPED_TEST.replace(
+        '@unittest.skipIf(torch.version.cuda is None, "Blackwell")\n', ""))
+    report = migrate_json(root)
+    kept = [f for f in _findings(report, "mypkg/mla_fast_backend.py") if f["code"] == "NPU913"]
     assert kept and kept[0]["severity"] == "error"
