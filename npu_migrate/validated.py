@@ -171,28 +171,27 @@ def _factory_spans(tree: ast.Module, names: dict[tuple[str, str], str]) -> list[
     return out
 
 
-def _uses(tree: ast.Module, name: str) -> tuple[list[int], bool]:
-    """(the lines of the calls `name(...)`, whether any other use builds on it): isinstance and
-    issubclass tests, and `C.get_min_capability()` calls, build nothing."""
+def _name_uses(tree: ast.Module) -> dict[str, list[tuple[int, str]]]:
+    """{name: [(line, kind)]} of the module's `Name` nodes, kind "call" for `name(...)`, "none" for
+    what builds nothing (an `isinstance`/`issubclass` test, `C.get_min_capability()`), else
+    "other" (a subclass, a value passed on, an annotation)."""
     parents = astcache.parents(tree)
-    calls, other = [], False
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Name) and node.id == name):
+    out: dict[str, list[tuple[int, str]]] = {}
+    for node in astcache.walk(tree):
+        if not isinstance(node, ast.Name):
             continue
         parent = parents.get(id(node))
+        holder = parents.get(id(parent)) if isinstance(parent, ast.Tuple) else parent
         if isinstance(parent, ast.Call) and parent.func is node:
-            calls.append(node.lineno)
-        elif isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) \
-                and parent.func.id in ("isinstance", "issubclass") and node in parent.args:
-            continue
-        elif isinstance(parent, ast.Attribute) and parent.attr == "get_min_capability":
-            continue
-        elif isinstance(parent, ast.Tuple) and isinstance(parents.get(id(parent)), ast.Call) \
-                and getattr(parents.get(id(parent)).func, "id", None) in ("isinstance", "issubclass"):
-            continue
+            kind = "call"
+        elif (isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name)
+              and holder.func.id in ("isinstance", "issubclass") and holder.func is not node) \
+                or (isinstance(parent, ast.Attribute) and parent.attr == "get_min_capability"):
+            kind = "none"
         else:
-            other = True
-    return calls, other
+            kind = "other"
+        out.setdefault(node.id, []).append((node.lineno, kind))
+    return out
 
 
 def review(results: list, paths: dict) -> list:
@@ -243,18 +242,24 @@ def review(results: list, paths: dict) -> list:
 
     for i, more in gates(results, python, texts).items():  # (registries whose NPU default the project forces)
         spans.setdefault(i, []).extend((a, b, f"a registry entry an NPU host never selects: {why}") for a, b, why in more)
-    return _lower(results, candidates, defined, python, texts, tree, spans)
+    return _lower(results, candidates, python, texts, tree, spans)
 
 
 def _within(spans, line: int):
     return next((s for s in spans if s[0] <= line <= s[1]), None)
 
 
-def _lower(results, candidates, defined, python, texts, tree, spans) -> list:
+def _top_classes(module: ast.Module) -> list[ast.ClassDef]:
+    return [n for n in module.body if isinstance(n, ast.ClassDef)]
+
+
+def _lower(results, candidates, python, texts, tree, spans) -> list:
     """Lower the findings of the classes (and their files' helpers) built only inside `spans`."""
     from .moot import is_moot
 
-    never: dict[int, list[tuple[int, int, str]]] = {}  # the candidates' spans found never run
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and f.severity != "info" and not is_moot(f)
+
     tests: dict[int, list[tuple[int, int, str]]] = {}
 
     def test_spans(j: int) -> list[tuple[int, int, str]]:
@@ -269,58 +274,74 @@ def _lower(results, candidates, defined, python, texts, tree, spans) -> list:
                 tests[j] = [(a, b, f"{_IN_TEST}{why}") for a, b, why in cuda_only_test_scopes(text)]
         return tests[j]
 
-    done: set[tuple[int, str]] = set()
-    for _round in range(_MAX_ROUNDS):
-        grew = False
-        for i in candidates:
-            for name in defined[i]:
-                if (i, name) in done or tree(i) is None:
+    uses: dict[int, dict] = {}
+
+    def uses_of(j: int) -> dict:
+        if j not in uses:
+            uses[j] = _name_uses(tree(j)) if tree(j) is not None else {}
+        return uses[j]
+
+    verdicts: dict[tuple[int, str], tuple[int, int, str] | None] = {}
+
+    def never_built(i: int, node: ast.ClassDef, depth: int = 0):
+        """(first, last, why) when every construction of the class lies in code an NPU host
+        never runs (a span, or another such class of a file of the run), else None."""
+        key = (i, node.name)
+        if key in verdicts:
+            return verdicts[key]
+        verdicts[key] = None  # (while deciding: a cycle builds it)
+        name = node.name
+        encoded = name.encode()
+        word = re.compile(rb"\b" + encoded + rb"\b")
+        reasons = []
+        for j in python:
+            data = texts(j) or b""
+            if encoded not in data or not word.search(data):
+                continue
+            if tree(j) is None:
+                return None
+            for line, kind in uses_of(j).get(name, ()):
+                if kind == "none":
                     continue
-                node = next((n for n in tree(i).body if isinstance(n, ast.ClassDef) and n.name == name), None)
-                if node is None:
-                    continue
-                word = re.compile(rb"\b" + name.encode() + rb"\b")
-                holders = [j for j in python if name.encode() in (texts(j) or b"") and word.search(texts(j) or b"")]
-                reasons, ok = [], True
-                for j in holders:
-                    if tree(j) is None:
-                        ok = False
-                        break
-                    calls, other = _uses(tree(j), name)
-                    if other:
-                        ok = False
-                        break
-                    within = [*spans.get(j, ()), *never.get(j, ()), *test_spans(j)]
-                    for line in calls:
-                        span = _within(within, line)
-                        if span is None:
-                            ok = False
-                            break
-                        reasons.append(span[2])
-                    if not ok:
-                        break
-                reasons = [r for r in reasons if not r.startswith(_IN_TEST)]
-                if not ok or not reasons:
-                    continue  # (built only in tests: nothing the validation rejects)
-                first, last = _span(node)
-                never.setdefault(i, []).append((first, last, f"`{name}`, built only under {reasons[0]}"))
-                done.add((i, name))
-                grew = True
-        if not grew:
-            break
-    if not never:
-        return results
+                if kind == "other":
+                    return None
+                span = _within([*spans.get(j, ()), *test_spans(j)], line)
+                if span is None and depth < _MAX_ROUNDS:
+                    outer = next((c for c in _top_classes(tree(j))
+                                  if c.name != name and c.lineno <= line <= (c.end_lineno or c.lineno)), None)
+                    span = never_built(j, outer, depth + 1) if outer is not None else None
+                if span is None:
+                    return None
+                reasons.append(span[2])
+        reasons = [r for r in reasons if not r.startswith(_IN_TEST)]
+        if not reasons:
+            return None  # (built nowhere, or only in tests: nothing the validation rejects)
+        first, last = _span(node)
+        verdicts[key] = (first, last, f"`{name}`, built only under {reasons[0]}")
+        return verdicts[key]
+
     out = list(results)
-    for i, classes in never.items():
-        classes = classes + _helpers_of(tree(i), classes, name_free=lambda n, i=i: not any(
+    for i in candidates:
+        if tree(i) is None:
+            continue
+        lines = [f.line for f in results[i].findings if open_finding(f)]
+        classes = _top_classes(tree(i))
+        # the classes holding a finding, and those naming a module-level function holding one
+        functions = {n.name for n in tree(i).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and any(n.lineno <= line <= (n.end_lineno or n.lineno) for line in lines)}
+        wanted = [c for c in classes if any(c.lineno <= line <= (c.end_lineno or c.lineno) for line in lines)
+                  or any(isinstance(n, ast.Name) and n.id in functions for n in ast.walk(c))]
+        found = [v for v in (never_built(i, c) for c in wanted) if v is not None]
+        if not found:
+            continue
+        found += _helpers_of(tree(i), found, name_free=lambda n, i=i: not any(
             j != i and n.encode() in (texts(j) or b"") and re.search(rb"\b" + n.encode() + rb"\b", texts(j) or b"")
             for j in python))
         changed, findings = False, []
         for finding in results[i].findings:
-            lines = [finding.line, *(line for line, _column, _source in finding.also or ())]
-            span = _within(classes, finding.line)
-            if (not finding.fixable and finding.cell is None and finding.severity != "info" and not is_moot(finding)
-                    and span is not None and all(_within(classes, n) for n in lines)):
+            places = [finding.line, *(line for line, _column, _source in finding.also or ())]
+            span = _within(found, finding.line)
+            if open_finding(finding) and span is not None and all(_within(found, n) for n in places):
                 finding = dataclasses.replace(finding, severity="info",
                                               message=f"{finding.message} ({VALIDATED}: {span[2]})")
                 changed = True
