@@ -230,9 +230,12 @@ def review(results: list, paths: dict) -> list:
                 if owner:
                     schemes[owner[-1].group(1).decode()] = int(match.group(1))
     spans: dict[int, list[tuple[int, int, str]]] = {}
+    registered = re.compile(rb"@[\w.]*register_(?:" + b"|".join(sorted({re.escape(a.encode()) for a, _n in names}))
+                            + rb")\(\s*[\"'](?:" + b"|".join(sorted({re.escape(n.encode()) for _a, n in names}))
+                            + rb")[\"']") if names else None
     for i in python:
         data = texts(i) or b""
-        if names and b"@" in data and b"register_" in data and tree(i) is not None:
+        if registered is not None and b"register_" in data and registered.search(data) and tree(i) is not None:
             spans.setdefault(i, []).extend(_factory_spans(tree(i), names))
         if schemes and b".get_min_capability()" in data and tree(i) is not None:
             spans.setdefault(i, []).extend(capability_spans(results[i].relpath, tree(i), schemes))
@@ -242,6 +245,10 @@ def review(results: list, paths: dict) -> list:
 
     for i, more in gates(results, python, texts).items():  # (registries whose NPU default the project forces)
         spans.setdefault(i, []).extend((a, b, f"a registry entry an NPU host never selects: {why}") for a, b, why in more)
+    # (a first look before any parse: a class some span builds, directly or through another class
+    # of its file, is named in a file holding a span)
+    span_texts = [texts(j) or b"" for j, found in spans.items() if found]
+    candidates = [i for i in candidates if any(name.encode() in data for name in defined[i] for data in span_texts)]
     return _lower(results, candidates, python, texts, tree, spans)
 
 
