@@ -339,6 +339,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
+    from .validated import review as review_validated
+    results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
     return to_scopes(review_platforms(results, paths))
 
 
