@@ -234,104 +234,126 @@ def _always_uses(function: ast.AST, names: set, line: int) -> bool:
     return _block(body[at + 1:], names) == _USED
 
 
+class CallerFinder:
+    """Whether every reference of a helper in a run lies in code an NPU host does not run (the
+    reasons of the module docstring), for this module's review and othersources' JIT loaders:
+    `callers(name, package, frozenset(), 0)` gives "file:line (why)" per reference, or None."""
+
+    def __init__(self, results: list, paths: dict) -> None:
+        from .modpaths import RunTexts
+
+        text_of = RunTexts(results, paths)
+        self.text_of = text_of
+        python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+        files: dict[int, _File | None] = {}
+
+        def file(j: int) -> _File | None:
+            if j not in files:
+                data = text_of(j) or b""
+                tree = astcache.parse(data)
+                files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
+            return files[j]
+
+        def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
+            """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
+            not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
+            every reference first; a file's untaken blocks and the helper chain only of the rest."""
+            if name in seen or depth > _MAX_DEPTH:
+                return None
+            seen = seen | {name}
+            word = name.encode()
+            pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
+            found: list = []  # (file, line, chain, why or None)
+            for j in python:
+                data = text_of(j)
+                if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
+                    continue
+                source = file(j)
+                if source is None:
+                    return None
+                for node in source.nodes_on(pattern):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
+                        return None  # (named in a string: a lookup by name, an export)
+                    if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
+                            and node.asname not in (None, name):
+                        return None  # (imported under another name)
+                    if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+                            or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
+                        continue
+                    chain = _chain(source.tree, node.lineno)
+                    functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
+                    if not functions or (functions[-1].name == name and len(chain) == 1) \
+                            or node.lineno < functions[-1].body[0].lineno:
+                        # (a module- or class-level statement, or a default value in a signature, runs
+                        # on import; a recursive helper's own calls)
+                        return None
+                    found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
+            pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
+            for source, line, _chain_, why in found:
+                if why is None:
+                    pending.setdefault(id(source), []).append(line)
+            out = []
+            for source, line, chain, why in found:
+                why = why or _costly(source, line, chain, package, seen, depth, tuple(pending.get(id(source), ())))
+                if why is None:
+                    return None
+                out.append(f"{source.relpath}:{line} ({why})")
+            return out or None
+
+        def _cheap(source: _File, line: int, chain: list, package: str | None):
+            """The reasons read off the tree alone: the caller's own import of the package first, a
+            CUDA extension class, a function of that package's code."""
+            inner = [n for n in chain if isinstance(n, _FUNCTIONS)][-1]
+            if package is not None:
+                for stmt in inner.body:
+                    if stmt.lineno >= line:
+                        break
+                    if _imports_package(stmt, package):
+                        return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
+            for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
+                bases = [astcache.dotted(b) or "" for b in cls.bases]
+                if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
+                    return f"in the CUDA extension class `{cls.name}`"
+            from .dispatchops import cuda_dispatch_reason
+
+            dispatched = cuda_dispatch_reason(source.tree, chain)
+            if dispatched is not None:
+                return dispatched
+            if package is not None:
+                names = source.package_names(package)
+                if names and _always_uses(inner, names, line):
+                    return f"in `{inner.name}`, every run of which past this call reads `{package}` names that its file imports only where an NPU host fails or does not go"
+            return None
+
+        def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,
+                    lines: tuple = ()):
+            """The reasons that read more: a block an NPU host never runs, a helper only such code calls."""
+            block = source.untaken(line, lines)
+            if block is not None:
+                shown = " ".join(block[2].split())
+                return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
+            inner = chain[-1]
+            # (a helper: a module-level function, or a method referenced only as an attribute; every
+            # `.name` of the run counts as its reference)
+            helper = len(chain) == 1 or (len(chain) == 2 and isinstance(chain[0], ast.ClassDef)
+                                         and inner.name.startswith("_") and not inner.name.endswith("__"))
+            if helper and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
+                deeper = callers(inner.name, package, seen, depth + 1)
+                if deeper:
+                    return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
+                        f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
+            return None
+
+        self.file, self.callers = file, callers
+
+
 def review(results: list, paths: dict) -> list:
     """The review of the module docstring over a run's results (a new list)."""
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(_open(f) for f in r.findings)]
     if not candidates:
         return results
-    from .modpaths import RunTexts
-
-    text_of = RunTexts(results, paths)
-    python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
-    files: dict[int, _File | None] = {}
-
-    def file(j: int) -> _File | None:
-        if j not in files:
-            data = text_of(j) or b""
-            tree = astcache.parse(data)
-            files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
-        return files[j]
-
-    def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
-        """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
-        not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
-        every reference first; a file's untaken blocks and the helper chain only of the rest."""
-        if name in seen or depth > _MAX_DEPTH:
-            return None
-        seen = seen | {name}
-        word = name.encode()
-        pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
-        found: list = []  # (file, line, chain, why or None)
-        for j in python:
-            data = text_of(j)
-            if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
-                continue
-            source = file(j)
-            if source is None:
-                return None
-            for node in source.nodes_on(pattern):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
-                    return None  # (named in a string: a lookup by name, an export)
-                if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
-                        and node.asname not in (None, name):
-                    return None  # (imported under another name)
-                if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
-                        or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
-                    continue
-                chain = _chain(source.tree, node.lineno)
-                functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
-                if not functions or (functions[-1].name == name and len(chain) == 1) \
-                        or node.lineno < functions[-1].body[0].lineno:
-                    # (a module- or class-level statement, or a default value in a signature, runs
-                    # on import; a recursive helper's own calls)
-                    return None
-                found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
-        pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
-        for source, line, _chain_, why in found:
-            if why is None:
-                pending.setdefault(id(source), []).append(line)
-        out = []
-        for source, line, chain, why in found:
-            why = why or _costly(source, line, chain, package, seen, depth, tuple(pending.get(id(source), ())))
-            if why is None:
-                return None
-            out.append(f"{source.relpath}:{line} ({why})")
-        return out or None
-
-    def _cheap(source: _File, line: int, chain: list, package: str | None):
-        """The reasons read off the tree alone: the caller's own import of the package first, a
-        CUDA extension class, a function of that package's code."""
-        inner = [n for n in chain if isinstance(n, _FUNCTIONS)][-1]
-        if package is not None:
-            for stmt in inner.body:
-                if stmt.lineno >= line:
-                    break
-                if _imports_package(stmt, package):
-                    return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
-        for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
-            bases = [astcache.dotted(b) or "" for b in cls.bases]
-            if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
-                return f"in the CUDA extension class `{cls.name}`"
-        if package is not None:
-            names = source.package_names(package)
-            if names and _always_uses(inner, names, line):
-                return f"in `{inner.name}`, every run of which past this call reads `{package}` names that its file imports only where an NPU host fails or does not go"
-        return None
-
-    def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,
-                lines: tuple = ()):
-        """The reasons that read more: a block an NPU host never runs, a helper only such code calls."""
-        block = source.untaken(line, lines)
-        if block is not None:
-            shown = " ".join(block[2].split())
-            return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
-        inner = chain[-1]
-        if len(chain) == 1 and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
-            deeper = callers(inner.name, package, seen, depth + 1)
-            if deeper:
-                return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
-                    f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
-        return None
+    finder = CallerFinder(results, paths)
+    text_of, file, callers = finder.text_of, finder.file, finder.callers
 
     others = [j for j, r in enumerate(results) if not r.relpath.endswith(".py")]
 
