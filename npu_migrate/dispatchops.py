@@ -8,7 +8,9 @@ self.forward_cuda`; SGLang (`sglang/srt/layers/utils/multi_platform.py`): `elif 
 self.forward_npu`. A reference inside `forward_cuda` / `forward_hip` (rules/scopes.toml [dispatch]
 cuda_methods) of a class that derives from a base and also has one of npu_methods (itself or
 through a base class defined in the same file) is CUDA-only code for callersonly's purposes: the
-NPU host runs the other method. A class without such a method keeps its findings (its
+NPU host runs the other method, unless one of those NPU methods (or a `forward` override) of the
+class or such a base names a CUDA method (vLLM's `HpcRopeNorm.forward_native` returns
+`self.forward_cuda(...)`). A class without such a method keeps its findings (its
 `forward_cuda` may be all there is, and the only thing an NPU host could run).
 
 Read off the tree callersonly already parsed (no parse of its own); called from callersonly._cheap.
@@ -37,20 +39,28 @@ def _own_methods(cls: ast.ClassDef) -> set[str]:
 
 def npu_method(tree: ast.Module, cls: ast.ClassDef) -> tuple[str, str] | None:
     """(the method an NPU host runs instead, the class defining it) for `cls` or a base class of
-    its file (followed by simple name, a few steps), or None."""
-    _, npu = methods()
+    its file (followed by simple name, a few steps), or None; None too when one of those classes'
+    NPU methods or `forward` names a CUDA method (vLLM's `HpcRopeNorm.forward_native` returns
+    `self.forward_cuda(...)`: an NPU host runs it after all)."""
+    cuda, npu = methods()
     classes = {n.name: n for n in astcache.walk(tree) if isinstance(n, ast.ClassDef)}
-    seen, todo = set(), [cls]
+    seen, todo, found = set(), [cls], None
     while todo:
         current = todo.pop(0)
         if current.name in seen or len(seen) > 8:
             continue
         seen.add(current.name)
-        found = next((m for m in npu if m in _own_methods(current)), None)
-        if found is not None:
-            return found, current.name
+        for method in current.body:
+            if isinstance(method, _FUNCTIONS) and (method.name in npu or method.name == "forward") and any(
+                    isinstance(n, (ast.Attribute, ast.Name, ast.Constant))
+                    and (getattr(n, "attr", None) or getattr(n, "id", None) or getattr(n, "value", None)) in cuda
+                    for n in ast.walk(method)):
+                return None
+        if found is None:
+            own = next((m for m in npu if m in _own_methods(current)), None)
+            found = (own, current.name) if own is not None else None
         todo.extend(classes[b.id] for b in current.bases if isinstance(b, ast.Name) and b.id in classes)
-    return None
+    return found
 
 
 def cuda_dispatch_reason(tree: ast.Module, chain: list) -> str | None:

@@ -166,17 +166,39 @@ class Norm(PlatformOp):
         return fused_norm(x)
 '''
 
+_SCALE = '''\
+import torch
+
+from toyjit.ops.base import PlatformOp
+
+
+def fused_scale(x):
+    import flashinfer.scale
+
+    return flashinfer.scale.apply(x)
+
+
+class Scale(PlatformOp):
+    def forward_native(self, x):
+        return self.forward_cuda(x)
+
+    def forward_cuda(self, x):
+        return fused_scale(x)
+'''
+
 
 def test_lazy_import_in_a_helper_only_forward_cuda_calls_is_a_named_scope(tmp_path):
     """AL#1 (its Python part): a helper's lazy CUDA-only import, the helper called only from
     `forward_cuda` of an op that also has `forward_native`: a named scope; a helper that
-    `forward_native` calls too keeps its finding."""
+    `forward_native` calls too, or whose op's `forward_native` calls `forward_cuda`, keeps its
+    finding."""
     root = write_project(tmp_path, {
         "toyjit/__init__.py": "",
         "toyjit/ops/__init__.py": "",
         "toyjit/ops/base.py": _BASE,
         "toyjit/ops/rope.py": _ROPE,
         "toyjit/ops/norm.py": _NORM,
+        "toyjit/ops/scale.py": _SCALE,
     })
     report = migrate_json(root)
     path = "toyjit/ops/rope.py"
@@ -186,4 +208,7 @@ def test_lazy_import_in_a_helper_only_forward_cuda_calls_is_a_named_scope(tmp_pa
     assert 7 in scopes and "`Rotary.forward_cuda`" in scopes[7]
     # nearby true case: `fused_norm` runs on an NPU host through `Norm.forward_native`
     (kept,) = [f for f in report["findings"] if f["path"] == "toyjit/ops/norm.py" and f["code"] == "NPU911"]
+    assert kept["line"] == 7 and kept["severity"] != "info"
+    # nor does a helper whose op's `forward_native` delegates to `forward_cuda` (an NPU host runs it)
+    (kept,) = [f for f in report["findings"] if f["path"] == "toyjit/ops/scale.py" and f["code"] == "NPU911"]
     assert kept["line"] == 7 and kept["severity"] != "info"
