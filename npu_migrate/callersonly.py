@@ -20,8 +20,16 @@ runs. A reference (call or other use by name) of the helper counts as such when:
   (`if is_flashinfer_available(): import flashinfer`, then `flashinfer.decode...` on every path of
   the caller): the caller fails there anyway, it is that package's code (a read in one branch only,
   or after a `return`, is not enough);
-- it lies in another undecorated module-level function whose every reference is so (a chain of
-  helpers, a few steps at most).
+- it lies in the CUDA method (`forward_cuda`, `forward_hip`, ...) of a platform-dispatched op that
+  also has `forward_npu` / `forward_oot` / `forward_native` (dispatchops.py: vLLM's `CustomOp`,
+  SGLang's `MultiPlatformOp`; round-14 audit AL#23);
+- it lies in another undecorated module-level function, or a private method (`_get_k_bf16`,
+  referenced as `self._get_k_bf16`: every `.name` of the run counts), whose every reference is so
+  (a chain of helpers, a few steps at most).
+
+The same review applies to a Triton kernel's NPU910 error (`@triton.jit` over a module-level
+`def _kernel`): a kernel whose every reference (`_kernel[grid](...)`) is such code is never
+launched on an NPU host.
 
 Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
 scope that names the callers). One reference anywhere else (plain code, a module-level statement,
@@ -47,13 +55,30 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
+# (a Triton kernel's NPU910 finding: reached only from CUDA-only code, an NPU host never launches it)
+_KERNEL = re.compile(r"`@triton\.(?:jit|autotune|heuristics)\b")
 
 
 def _open(finding) -> bool:
     from .moot import is_moot
 
-    return (finding.code == "NPU911" and not finding.fixable and finding.cell is None
-            and finding.severity != "info" and not is_moot(finding))
+    return ((finding.code == "NPU911" or finding.code == "NPU910" and _KERNEL.search(finding.message) is not None)
+            and not finding.fixable and finding.cell is None and finding.severity != "info" and not is_moot(finding))
+
+
+def _holder(tree: ast.Module, finding, line: int):
+    """The module-level function the finding's place `line` is in: the body of an undecorated one
+    for a lazy import (NPU911); the decorators of a Triton kernel (NPU910: `@triton.jit` above
+    `def _kernel`), or None."""
+    for stmt in tree.body:
+        if not isinstance(stmt, _FUNCTIONS):
+            continue
+        if finding.code == "NPU911":
+            if stmt.lineno < line <= (stmt.end_lineno or stmt.lineno):
+                return None if stmt.decorator_list else stmt
+        elif stmt.decorator_list and stmt.decorator_list[0].lineno <= line < stmt.lineno:
+            return stmt
+    return None
 
 
 def _package(finding) -> str | None:
@@ -368,7 +393,8 @@ def review(results: list, paths: dict) -> list:
         result = results[i]
         data = text_of(i) or b""
         lines = data.split(b"\n")
-        wanted = [f for f in result.findings if _open(f) and 0 < f.line <= len(lines) and lines[f.line - 1][:1] in (b" ", b"\t")]
+        wanted = [f for f in result.findings if _open(f) and 0 < f.line <= len(lines)
+                  and (lines[f.line - 1][:1] in (b" ", b"\t")) == (f.code == "NPU911")]
         if not wanted or b"def " not in data:  # (cheap before the parse: a lazy import in a module-level function)
             continue
         source = file(i)
@@ -379,10 +405,9 @@ def review(results: list, paths: dict) -> list:
             if finding in wanted:
                 # (a merged finding: every place in such a helper, each of them referenced only so)
                 places = [finding.line, *(p[0] for p in finding.also)]
-                functions = [next((s for s in source.tree.body if isinstance(s, _FUNCTIONS)
-                                   and s.lineno < n <= (s.end_lineno or s.lineno)), None) for n in places]
+                functions = [_holder(source.tree, finding, n) for n in places]
                 reasons = []
-                if all(f is not None and not f.decorator_list for f in functions):
+                if all(f is not None for f in functions):
                     for function in dict.fromkeys(functions):
                         ends = callers(function.name, _package(finding), frozenset(), 0)
                         if not ends or named_outside_python(function.name):

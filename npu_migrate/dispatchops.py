@@ -2,11 +2,12 @@
 
 vLLM's `CustomOp` and SGLang's `MultiPlatformOp` define `forward_cuda` (and `forward_hip`, ...)
 beside `forward_native` / `forward_npu` / `forward_oot`; the base class's `dispatch_forward` picks
-one per host. vLLM (`vllm/model_executor/custom_op.py`): `elif current_platform.is_out_of_tree():
+one per host (an NPU host is none of CUDA, ROCm, XPU, TPU, HPU, MUSA). vLLM
+(`vllm/model_executor/custom_op.py`): `elif current_platform.is_out_of_tree():
 return self.forward_oot` (whose default is `return self.forward_native(...)`), `else: return
 self.forward_cuda`; SGLang (`sglang/srt/layers/utils/multi_platform.py`): `elif _is_npu: return
-self.forward_npu`. A reference inside `forward_cuda` / `forward_hip` (rules/scopes.toml [dispatch]
-cuda_methods) of a class that derives from a base and also has one of npu_methods (itself or
+self.forward_npu`. A reference inside `forward_cuda` / `forward_hip` / `forward_xpu` ...
+(rules/scopes.toml [dispatch] cuda_methods) of a class that derives from a base and also has one of npu_methods (itself or
 through a base class defined in the same file) is CUDA-only code for callersonly's purposes: the
 NPU host runs the other method, unless one of those NPU methods (or a `forward` override) of the
 class or such a base names a CUDA method (vLLM's `HpcRopeNorm.forward_native` returns
@@ -80,5 +81,5 @@ def cuda_dispatch_reason(tree: ast.Module, chain: list) -> str | None:
         where = "" if other[1] == cls.name else f" (from `{other[1]}`)"
         return (f"in `{cls.name}.{method.name}`, a platform-dispatched op ({bases}) that also has "
                 f"`{other[0]}`{where}: its base's dispatch_forward sends an NPU host to `forward_npu` or "
-                "`forward_oot` (→ `forward_native`), never to the CUDA method")
+                f"`forward_oot` (→ `forward_native`), never to `{method.name}`")
     return None

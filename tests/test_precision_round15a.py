@@ -212,3 +212,79 @@ def test_lazy_import_in_a_helper_only_forward_cuda_calls_is_a_named_scope(tmp_pa
     # nor does a helper whose op's `forward_native` delegates to `forward_cuda` (an NPU host runs it)
     (kept,) = [f for f in report["findings"] if f["path"] == "toyjit/ops/scale.py" and f["code"] == "NPU911"]
     assert kept["line"] == 7 and kept["severity"] != "info"
+
+
+_TRITON = '''\
+import torch
+
+from toyjit.ops.base import PlatformOp
+from toyjit.triton_utils import tl, triton
+
+
+@triton.jit
+def _shift_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+def shift_triton(x):
+    _shift_kernel[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+    return x
+
+
+class Shift(PlatformOp):
+    def forward_native(self, x):
+        return x + 1
+
+    def forward_cuda(self, x):
+        return shift_triton(x)
+'''
+
+_TRITON_SHARED = '''\
+import torch
+
+from toyjit.ops.base import PlatformOp
+from toyjit.triton_utils import tl, triton
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def scale_triton(x):
+    _scale_kernel[(triton.cdiv(x.numel(), 128),)](x, x.numel(), BLOCK=128)
+    return x
+
+
+class Scale(PlatformOp):
+    def forward_native(self, x):
+        return scale_triton(x)
+
+    def forward_cuda(self, x):
+        return scale_triton(x)
+'''
+
+
+def test_triton_kernel_launched_only_from_forward_cuda_is_a_named_scope(tmp_path):
+    """vLLM's `BailingMRotaryEmbedding` / `FusedMMInputNorm` shape: a `@triton.jit` kernel
+    launched only by a helper that only `forward_cuda` of an op with `forward_native` calls: a
+    named scope; the same kernel launched from `forward_native` too keeps its error."""
+    root = write_project(tmp_path, {
+        "toyjit/__init__.py": "",
+        "toyjit/ops/__init__.py": "",
+        "toyjit/ops/base.py": _BASE,
+        "toyjit/triton_utils.py": "import triton\nimport triton.language as tl\n",
+        "toyjit/ops/shift.py": _TRITON,
+        "toyjit/ops/scale.py": _TRITON_SHARED,
+    })
+    report = migrate_json(root)
+    path = "toyjit/ops/shift.py"
+    assert not [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU910" and f["line"] == 7]
+    scopes = moot_lines(report["skipped"], "NPU910", path)
+    assert 7 in scopes
+    assert "`_shift_kernel` is referenced only at" in scopes[7] and "`Shift.forward_cuda`" in scopes[7]
+    # nearby true case: `Scale.forward_native` launches the kernel on an NPU host
+    kept = [f for f in report["findings"] if f["path"] == "toyjit/ops/scale.py" and f["code"] == "NPU910" and f["line"] == 7]
+    assert kept and kept[0]["severity"] == "error"
