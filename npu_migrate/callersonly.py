@@ -55,6 +55,8 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
+_SCANS = 24  # (names looked up by a byte scan of every Python file before the identifier index)
+_TOKEN = re.compile(rb"[A-Za-z_]\w*")
 # (a Triton kernel's NPU910 finding: reached only from CUDA-only code, an NPU host never launches it)
 _KERNEL = re.compile(r"`@triton\.(?:jit|autotune|heuristics)\b")
 
@@ -270,6 +272,23 @@ class CallerFinder:
         text_of = RunTexts(results, paths)
         self.text_of = text_of
         python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+        index: dict[bytes, list[int]] = {}
+        asked = [0]
+
+        def naming(word: bytes) -> list[int]:
+            """The Python files whose bytes may name `word`: all of them for the first few asks
+            (each then a byte test), then an index of every file's identifiers, built once (a
+            large tree with many candidates, vLLM's Triton kernels, pays one tokenizing pass, not
+            one byte scan of the whole tree per name)."""
+            asked[0] += 1
+            if asked[0] <= _SCANS or not word.isascii():
+                return python
+            if not index:
+                for j in python:
+                    for token in set(_TOKEN.findall(text_of(j) or b"")):
+                        index.setdefault(token, []).append(j)
+                index[b""] = []  # (built, even for an empty run)
+            return index.get(word, [])
         files: dict[int, _File | None] = {}
 
         def file(j: int) -> _File | None:
@@ -289,7 +308,7 @@ class CallerFinder:
             word = name.encode()
             pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
             found: list = []  # (file, line, chain, why or None)
-            for j in python:
+            for j in naming(word):
                 data = text_of(j)
                 if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
                     continue
