@@ -16,8 +16,12 @@ Two shapes the reviewers read as false or redundant, each proven from the run's 
     (`cuda_files=["diffusion/timestep_embedding.cuh"]`), no other C/C++ file of the run names it
     (no `#include`), and every name any non-test module imports from a loader is used only in
     blocks an NPU host never runs (testscopes.untaken_branches: `if _is_cuda:` with `_is_cuda =
-    current_platform.is_cuda()`). Its finding becomes a named skipped scope ("in a branch an NPU
-    host does not take", moot.PHRASES) whose reason names the loader and the gate.
+    current_platform.is_cuda()`), or lie in one undecorated module-level function whose every
+    reference in the run is CUDA-only code (callersonly.CallerFinder; round-14 AL#23: SGLang's
+    `hadamard_jit.cuh`, whose loader only `rotate_activation` imports, reached only from
+    `Indexer.forward_cuda` of a `MultiPlatformOp` with `forward_npu`). Its finding becomes a named
+    skipped scope ("in a branch an NPU host does not take", moot.PHRASES) whose reason names the
+    loader and the gate or the callers.
 
 Whole-run, text first: only `.cu`/`.cuh` files with an open NPU912 error are read; a Python file is
 parsed only when its bytes name the source's file name or the loader's module name (byte
