@@ -23,11 +23,18 @@ runs. A reference (call or other use by name) of the helper counts as such when:
 - it lies in a module that imports, unguarded in its body, a compiled package with no NPU build
   (fp8tests.compiled_packages: `from sgl_kernel import silu_and_mul` in sglang's
   cutlass_w4a8_moe.py, the run's own packages excepted): that module never imports there;
-- it lies in another undecorated module-level function whose every reference is so (a chain of
-  helpers, a few steps at most).
+- it lies in the CUDA method (`forward_cuda`, `forward_hip`, ...) of a platform-dispatched op that
+  also has `forward_npu` / `forward_oot` / `forward_native` (dispatchops.py: vLLM's `CustomOp`,
+  SGLang's `MultiPlatformOp`; round-14 audit AL#23);
+- it lies in another undecorated module-level function, or a private method (`_get_k_bf16`,
+  referenced as `self._get_k_bf16`: every `.name` of the run counts), whose every reference is so
+  (a chain of helpers, a few steps at most).
 
-The same holds for a CUDA device-property field (NPU931) read in such a helper (round-14 audit
-AL#33: sglang's `_get_launch_config_1d/2d`, reached only from the CUTLASS W4A8 MoE path).
+The same review applies to a Triton kernel's NPU910 error (`@triton.jit` over a module-level
+`def _kernel`): a kernel whose every reference (`_kernel[grid](...)`) is such code is never
+launched on an NPU host. So does a CUDA device-property field (NPU931) read in such a helper
+(round-14 audit AL#33: sglang's `_get_launch_config_1d/2d`, reached only from the CUTLASS W4A8 MoE
+path).
 
 Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
 scope that names the callers). One reference anywhere else (plain code, a module-level statement,
@@ -54,15 +61,37 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
-# (a lazy CUDA-only import; a CUDA device-property field read in a launch-config helper)
-_CODES = frozenset({"NPU911", "NPU931"})
+_SCANS = 24  # (names looked up by a byte scan of every Python file before the identifier index)
+_TOKEN = re.compile(rb"[A-Za-z_]\w*")
+# (a Triton kernel's NPU910 finding: reached only from CUDA-only code, an NPU host never launches it)
+_KERNEL = re.compile(r"`@triton\.(?:jit|autotune|heuristics)\b")
+
+
+# (a lazy CUDA-only import; a CUDA device-property field read in a launch-config helper: both read in
+# the body of an undecorated helper)
+_BODY_CODES = frozenset({"NPU911", "NPU931"})
 
 
 def _open(finding) -> bool:
     from .moot import is_moot
 
-    return (finding.code in _CODES and not finding.fixable and finding.cell is None
-            and finding.severity != "info" and not is_moot(finding))
+    return ((finding.code in _BODY_CODES or finding.code == "NPU910" and _KERNEL.search(finding.message) is not None)
+            and not finding.fixable and finding.cell is None and finding.severity != "info" and not is_moot(finding))
+
+
+def _holder(tree: ast.Module, finding, line: int):
+    """The module-level function the finding's place `line` is in: the body of an undecorated one
+    for a lazy import (NPU911); the decorators of a Triton kernel (NPU910: `@triton.jit` above
+    `def _kernel`), or None."""
+    for stmt in tree.body:
+        if not isinstance(stmt, _FUNCTIONS):
+            continue
+        if finding.code in _BODY_CODES:
+            if stmt.lineno < line <= (stmt.end_lineno or stmt.lineno):
+                return None if stmt.decorator_list else stmt
+        elif stmt.decorator_list and stmt.decorator_list[0].lineno <= line < stmt.lineno:
+            return stmt
+    return None
 
 
 def _package(finding) -> str | None:
@@ -265,113 +294,152 @@ def _always_uses(function: ast.AST, names: set, line: int) -> bool:
     return _block(body[at + 1:], names) == _USED
 
 
+class CallerFinder:
+    """Whether every reference of a helper in a run lies in code an NPU host does not run (the
+    reasons of the module docstring), for this module's review and othersources' JIT loaders:
+    `callers(name, package, frozenset(), 0)` gives "file:line (why)" per reference, or None."""
+
+    def __init__(self, results: list, paths: dict) -> None:
+        from .modpaths import RunTexts
+
+        text_of = RunTexts(results, paths)
+        self.text_of = text_of
+        python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+        from .fp8tests import compiled_packages
+        from .modpaths import module_names
+
+        compiled = functools.lru_cache(maxsize=None)(compiled_packages)
+        # (the project's own packages are read, not judged by their name: xformers in xformers' tree)
+        own = frozenset(name.split(".")[0] for j in python for name in module_names(results[j].relpath) if "." in name)
+        index: dict[bytes, list[int]] = {}
+        asked = [0]
+
+        def naming(word: bytes) -> list[int]:
+            """The Python files whose bytes may name `word`: all of them for the first few asks
+            (each then a byte test), then an index of every file's identifiers, built once (a
+            large tree with many candidates, vLLM's Triton kernels, pays one tokenizing pass, not
+            one byte scan of the whole tree per name)."""
+            asked[0] += 1
+            if asked[0] <= _SCANS or not word.isascii():
+                return python
+            if not index:
+                for j in python:
+                    for token in set(_TOKEN.findall(text_of(j) or b"")):
+                        index.setdefault(token, []).append(j)
+                index[b""] = []  # (built, even for an empty run)
+            return index.get(word, [])
+        files: dict[int, _File | None] = {}
+
+        def file(j: int) -> _File | None:
+            if j not in files:
+                data = text_of(j) or b""
+                tree = astcache.parse(data)
+                files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
+            return files[j]
+
+        def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
+            """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
+            not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
+            every reference first; a file's untaken blocks and the helper chain only of the rest."""
+            if name in seen or depth > _MAX_DEPTH:
+                return None
+            seen = seen | {name}
+            word = name.encode()
+            pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
+            found: list = []  # (file, line, chain, why or None)
+            for j in naming(word):
+                data = text_of(j)
+                if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
+                    continue
+                source = file(j)
+                if source is None:
+                    return None
+                for node in source.nodes_on(pattern):
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
+                        return None  # (named in a string: a lookup by name, an export)
+                    if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
+                            and node.asname not in (None, name):
+                        return None  # (imported under another name)
+                    if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+                            or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
+                        continue
+                    chain = _chain(source.tree, node.lineno)
+                    functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
+                    if not functions or (functions[-1].name == name and len(chain) == 1) \
+                            or node.lineno < functions[-1].body[0].lineno:
+                        # (a module- or class-level statement, or a default value in a signature, runs
+                        # on import; a recursive helper's own calls)
+                        return None
+                    found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
+            pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
+            for source, line, _chain_, why in found:
+                if why is None:
+                    pending.setdefault(id(source), []).append(line)
+            out = []
+            for source, line, chain, why in found:
+                why = why or _costly(source, line, chain, package, seen, depth, tuple(pending.get(id(source), ())))
+                if why is None:
+                    return None
+                out.append(f"{source.relpath}:{line} ({why})")
+            return out or None
+
+        def _cheap(source: _File, line: int, chain: list, package: str | None):
+            """The reasons read off the tree alone: the caller's own import of the package first, a
+            CUDA extension class, a function of that package's code."""
+            inner = [n for n in chain if isinstance(n, _FUNCTIONS)][-1]
+            if package is not None:
+                for stmt in inner.body:
+                    if stmt.lineno >= line:
+                        break
+                    if _imports_package(stmt, package):
+                        return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
+            for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
+                bases = [astcache.dotted(b) or "" for b in cls.bases]
+                if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
+                    return f"in the CUDA extension class `{cls.name}`"
+            from .dispatchops import cuda_dispatch_reason
+
+            dispatched = cuda_dispatch_reason(source.tree, chain)
+            if dispatched is not None:
+                return dispatched
+            fails = source.import_fails(*compiled(), own)
+            if fails is not None:
+                return f"in a module whose import fails on an NPU host: {fails}, a compiled package with no NPU build"
+            if package is not None:
+                names = source.package_names(package)
+                if names and _always_uses(inner, names, line):
+                    return f"in `{inner.name}`, every run of which past this call reads `{package}` names that its file imports only where an NPU host fails or does not go"
+            return None
+
+        def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,
+                    lines: tuple = ()):
+            """The reasons that read more: a block an NPU host never runs, a helper only such code calls."""
+            block = source.untaken(line, lines)
+            if block is not None:
+                shown = " ".join(block[2].split())
+                return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
+            inner = chain[-1]
+            # (a helper: a module-level function, or a method referenced only as an attribute; every
+            # `.name` of the run counts as its reference)
+            helper = len(chain) == 1 or (len(chain) == 2 and isinstance(chain[0], ast.ClassDef)
+                                         and inner.name.startswith("_") and not inner.name.endswith("__"))
+            if helper and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
+                deeper = callers(inner.name, package, seen, depth + 1)
+                if deeper:
+                    return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
+                        f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
+            return None
+
+        self.file, self.callers = file, callers
+
+
 def review(results: list, paths: dict) -> list:
     """The review of the module docstring over a run's results (a new list)."""
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(_open(f) for f in r.findings)]
     if not candidates:
         return results
-    from .modpaths import RunTexts
-
-    text_of = RunTexts(results, paths)
-    python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
-    from .fp8tests import compiled_packages
-    from .modpaths import module_names
-
-    compiled = functools.lru_cache(maxsize=None)(compiled_packages)
-    # (the project's own packages are read, not judged by their name: xformers in xformers' tree)
-    own = frozenset(name.split(".")[0] for j in python for name in module_names(results[j].relpath) if "." in name)
-    files: dict[int, _File | None] = {}
-
-    def file(j: int) -> _File | None:
-        if j not in files:
-            data = text_of(j) or b""
-            tree = astcache.parse(data)
-            files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
-        return files[j]
-
-    def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
-        """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
-        not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
-        every reference first; a file's untaken blocks and the helper chain only of the rest."""
-        if name in seen or depth > _MAX_DEPTH:
-            return None
-        seen = seen | {name}
-        word = name.encode()
-        pattern = re.compile(rb"\b" + re.escape(word) + rb"\b")
-        found: list = []  # (file, line, chain, why or None)
-        for j in python:
-            data = text_of(j)
-            if not data or word not in data or not pattern.search(data):  # (byte pre-test before a parse)
-                continue
-            source = file(j)
-            if source is None:
-                return None
-            for node in source.nodes_on(pattern):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
-                    return None  # (named in a string: a lookup by name, an export)
-                if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
-                        and node.asname not in (None, name):
-                    return None  # (imported under another name)
-                if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
-                        or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
-                    continue
-                chain = _chain(source.tree, node.lineno)
-                functions = [n for n in chain if isinstance(n, _FUNCTIONS)]
-                if not functions or (functions[-1].name == name and len(chain) == 1) \
-                        or node.lineno < functions[-1].body[0].lineno:
-                    # (a module- or class-level statement, or a default value in a signature, runs
-                    # on import; a recursive helper's own calls)
-                    return None
-                found.append((source, node.lineno, chain, _cheap(source, node.lineno, chain, package)))
-        pending: dict[int, list] = {}  # (id of a file: its lines without a cheap reason)
-        for source, line, _chain_, why in found:
-            if why is None:
-                pending.setdefault(id(source), []).append(line)
-        out = []
-        for source, line, chain, why in found:
-            why = why or _costly(source, line, chain, package, seen, depth, tuple(pending.get(id(source), ())))
-            if why is None:
-                return None
-            out.append(f"{source.relpath}:{line} ({why})")
-        return out or None
-
-    def _cheap(source: _File, line: int, chain: list, package: str | None):
-        """The reasons read off the tree alone: the caller's own import of the package first, a
-        CUDA extension class, a function of that package's code."""
-        inner = [n for n in chain if isinstance(n, _FUNCTIONS)][-1]
-        if package is not None:
-            for stmt in inner.body:
-                if stmt.lineno >= line:
-                    break
-                if _imports_package(stmt, package):
-                    return f"after `{ast.get_source_segment(source.data.decode('utf-8', 'replace'), stmt) or package}`"
-        for cls in (n for n in chain if isinstance(n, ast.ClassDef)):
-            bases = [astcache.dotted(b) or "" for b in cls.bases]
-            if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
-                return f"in the CUDA extension class `{cls.name}`"
-        fails = source.import_fails(*compiled(), own)
-        if fails is not None:
-            return f"in a module whose import fails on an NPU host: {fails}, a compiled package with no NPU build"
-        if package is not None:
-            names = source.package_names(package)
-            if names and _always_uses(inner, names, line):
-                return f"in `{inner.name}`, every run of which past this call reads `{package}` names that its file imports only where an NPU host fails or does not go"
-        return None
-
-    def _costly(source: _File, line: int, chain: list, package: str | None, seen: frozenset, depth: int,
-                lines: tuple = ()):
-        """The reasons that read more: a block an NPU host never runs, a helper only such code calls."""
-        block = source.untaken(line, lines)
-        if block is not None:
-            shown = " ".join(block[2].split())
-            return f"under {shown if len(shown) <= 160 else shown[:157] + '...'}"
-        inner = chain[-1]
-        if len(chain) == 1 and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
-            deeper = callers(inner.name, package, seen, depth + 1)
-            if deeper:
-                return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
-                    f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
-        return None
+    finder = CallerFinder(results, paths)
+    text_of, file, callers = finder.text_of, finder.file, finder.callers
 
     others = [j for j, r in enumerate(results) if not r.relpath.endswith(".py")]
 
@@ -386,7 +454,8 @@ def review(results: list, paths: dict) -> list:
         result = results[i]
         data = text_of(i) or b""
         lines = data.split(b"\n")
-        wanted = [f for f in result.findings if _open(f) and 0 < f.line <= len(lines) and lines[f.line - 1][:1] in (b" ", b"\t")]
+        wanted = [f for f in result.findings if _open(f) and 0 < f.line <= len(lines)
+                  and (lines[f.line - 1][:1] in (b" ", b"\t")) == (f.code in _BODY_CODES)]
         if not wanted or b"def " not in data:  # (cheap before the parse: a lazy import in a module-level function)
             continue
         source = file(i)
@@ -397,10 +466,9 @@ def review(results: list, paths: dict) -> list:
             if finding in wanted:
                 # (a merged finding: every place in such a helper, each of them referenced only so)
                 places = [finding.line, *(p[0] for p in finding.also)]
-                functions = [next((s for s in source.tree.body if isinstance(s, _FUNCTIONS)
-                                   and s.lineno < n <= (s.end_lineno or s.lineno)), None) for n in places]
+                functions = [_holder(source.tree, finding, n) for n in places]
                 reasons = []
-                if all(f is not None and not f.decorator_list for f in functions):
+                if all(f is not None for f in functions):
                     for function in dict.fromkeys(functions):
                         ends = callers(function.name, _package(finding), frozenset(), 0)
                         if not ends or named_outside_python(function.name):

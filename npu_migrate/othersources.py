@@ -16,8 +16,12 @@ Two shapes the reviewers read as false or redundant, each proven from the run's 
     (`cuda_files=["diffusion/timestep_embedding.cuh"]`), no other C/C++ file of the run names it
     (no `#include`), and every name any non-test module imports from a loader is used only in
     blocks an NPU host never runs (testscopes.untaken_branches: `if _is_cuda:` with `_is_cuda =
-    current_platform.is_cuda()`). Its finding becomes a named skipped scope ("in a branch an NPU
-    host does not take", moot.PHRASES) whose reason names the loader and the gate.
+    current_platform.is_cuda()`), or lie in one undecorated module-level function whose every
+    reference in the run is CUDA-only code (callersonly.CallerFinder; round-14 AL#23: SGLang's
+    `hadamard_jit.cuh`, whose loader only `rotate_activation` imports, reached only from
+    `Indexer.forward_cuda` of a `MultiPlatformOp` with `forward_npu`). Its finding becomes a named
+    skipped scope ("in a branch an NPU host does not take", moot.PHRASES) whose reason names the
+    loader and the gate or the callers.
 
 Whole-run, text first: only `.cu`/`.cuh` files with an open NPU912 error are read; a Python file is
 parsed only when its bytes name the source's file name or the loader's module name (byte
@@ -62,7 +66,7 @@ def review(results: list, paths: dict | None = None) -> list:
     texts = RunTexts(results, paths)
     library = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)]
     out = fold_test_only_ops(results, errors, library, texts)
-    return lower_gated_jit_sources(out, errors, library, texts)
+    return lower_gated_jit_sources(out, errors, library, texts, paths)
 
 
 # ----------------------------------------------------------------------------- (a) ops only tests call
@@ -156,13 +160,32 @@ def _bound_names(tree: ast.Module, importer: str, loader: str, dotted: set) -> l
     return names
 
 
-def lower_gated_jit_sources(results: list, errors: list, library: list, texts) -> list:
+def cuda_only_helper(tree: ast.Module, refs: list, finder) -> str | None:
+    """Where every line of `refs` lies in one undecorated module-level function whose every
+    reference in the run is CUDA-only code (callersonly.CallerFinder: a platform-dispatched op's
+    `forward_cuda`, a block an NPU host never runs, ...): "`name`, reached only from ..."; else None."""
+    functions = {next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and s.lineno < line <= (s.end_lineno or s.lineno)), None) for line in refs}
+    if len(functions) != 1 or None in functions:
+        return None
+    function = functions.pop()
+    if function.decorator_list:
+        return None
+    ends = finder.callers(function.name, None, frozenset(), 0)
+    if not ends:
+        return None
+    return f"`{function.name}`, reached only from " + "; ".join(ends[:2]) + (
+        f"; and {len(ends) - 2} more" if len(ends) > 2 else "")
+
+
+def lower_gated_jit_sources(results: list, errors: list, library: list, texts, paths: dict | None = None) -> list:
     """Module's doc, (b)."""
     from . import astcache
     from .modpaths import module_names
     from .testscopes import untaken_branches
 
     cpp = None
+    finder = None  # (callersonly.CallerFinder, made on first need)
     out = list(results)
     for i in errors:
         relpath = results[i].relpath
@@ -212,8 +235,16 @@ def lower_gated_jit_sources(results: list, errors: list, library: list, texts) -
                 blocks = untaken_branches(data.decode("utf-8", "replace"), results[k].relpath, set(refs))
                 inside = [next((b for b in blocks if b[0] <= line <= b[1]), None) for line in refs]
                 if any(b is None for b in inside):
-                    ok = False
-                    break
+                    if finder is None:
+                        from .callersonly import CallerFinder
+
+                        finder = CallerFinder(results, paths)
+                    reached = cuda_only_helper(other, refs, finder)
+                    if reached is None:
+                        ok = False
+                        break
+                    gates.append(f"`{results[k].relpath}` line {refs[0]}, in {reached}")
+                    continue
                 condition = inside[0][2]
                 shown = condition if "`" in condition else f"`{condition}`"
                 gates.append(f"`{results[k].relpath}` line {refs[0]}, under {shown}")
