@@ -45,7 +45,10 @@ from . import astcache
 
 VALIDATED = "in a backend the project's own validation rejects on an NPU host"
 
-_VALIDATION = re.compile(rb"^[ \t]*if not [\w.]+\(\)[ \t]*:[ \t]*\n[ \t]*raise\b", re.MULTILINE)
+# (the shape validated_names reads, as bytes: a name comparison (`.attr == "name"`) at most three
+# lines above the raising check that starts the `if` body; a longer condition keeps its findings)
+_VALIDATION = re.compile(rb"\.\w+[ \t]*==[ \t]*[\"']\w+[\"'][^\n]*\n(?:[^\n]*\n){0,3}?"
+                         rb"[ \t]*if not [\w.]+\([^\n]*\)[ \t]*:[ \t]*\n[ \t]*raise\b")
 _NAME_EQ = re.compile(rb"\.\w+[ \t]*==[ \t]*[\"']\w+[\"']")
 _MIN_CAPABILITY = re.compile(rb"def get_min_capability\([^)]*\)[^:]*:\s*\n\s*return[ \t]+([1-9]\d*)\b")
 _CLASS = re.compile(rb"^class[ \t]+(\w+)", re.MULTILINE)
