@@ -354,13 +354,15 @@ HELPER_NOTE = "called only from tests that do not run on an NPU host"
 
 
 def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Module-level functions that only tests skipped off CUDA reach, through the file's own call
+    """Module-level functions and classes that only tests skipped off CUDA reach, through the file's own call
     graph: every reference to the helper's name (a call, or a target handed to `mp.spawn`,
     `multiprocessing.Process(target=...)`, `functools.partial`) sits inside such a test or inside
     another such helper. A helper referenced anywhere else (module level, a test that runs on the
     NPU, `__all__`) or never referenced in the file (others may import it) is not one.
     (first line, last line, `HELPER_NOTE: <the skip condition>`)."""
-    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # (classes too: a context manager or a module a skipped test builds, round 15, AN#2, AO#10)
+    defs = {stmt.name: stmt for stmt in tree.body
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
@@ -386,7 +388,7 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list
     while changed:
         changed = False
         for name, lines in refs.items():
-            if name in found or name.startswith("test") or not lines or any(line == 0 for line in lines):
+            if name in found or name.startswith(("test", "Test")) or not lines or any(line == 0 for line in lines):
                 continue
             reasons = [reason(line, name) for line in lines]
             if any(r is None for r in reasons):

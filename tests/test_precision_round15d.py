@@ -1,0 +1,103 @@
+"""Round-15 audits (issue #16): classes only skipped tests use, a class's own `cuda()` that only
+delegates, branches on another platform's enum member and on a module constant False. Each test
+writes a small project of its own, checks that the false finding became a named skipped scope
+(or left the findings) with its reason, and that a nearby true case keeps its severity."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, moot_lines, write_project
+
+_SKIPPED_HELPERS = '''
+import pytest
+import torch
+
+from myproj.platforms import current_platform
+
+
+class _SlowStream(torch.nn.Module):
+    def forward(self, x):
+        torch.cuda._sleep(1000)
+        return x
+
+
+class no_sync_allowed:
+    def __enter__(self):
+        self.mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+
+    def __exit__(self, *args):
+        torch.cuda.set_sync_debug_mode(self.mode)
+
+
+class _SharedSleeper(torch.nn.Module):
+    def forward(self, x):
+        torch.cuda._sleep(1000)
+        return x
+
+
+@pytest.mark.skipif(not current_platform.is_cuda(), reason="needs CUDA streams")
+def test_side_stream():
+    module = _SlowStream()
+    with no_sync_allowed():
+        module(torch.ones(2))
+    _SharedSleeper()(torch.ones(2))
+
+
+def test_everywhere():
+    _SharedSleeper()(torch.ones(2))
+'''
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def _reported(report: dict, path: str, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == code
+            and not f["fixable"] and f["severity"] != "info"]
+
+
+def test_classes_only_skipped_tests_use_are_scopes(tmp_path):
+    """AN#2, AO#10: a module and a context manager of a test file whose only users are tests
+    skipped off CUDA never run on an NPU host; a class an unskipped test also builds stays."""
+    root = write_project(tmp_path, {"tests/test_streams.py": _SKIPPED_HELPERS})
+    report = migrate_json(root)
+    path = "tests/test_streams.py"
+    moot = moot_lines(report["skipped"], "NPU202", path)
+    for needle in ("torch.cuda._sleep(1000)", "torch.cuda.set_sync_debug_mode(\"error\")"):
+        line = _line(_SKIPPED_HELPERS, needle)
+        assert line in moot and "in a helper called only from tests" in moot[line], (needle, moot)
+    shared = [i for i, text in enumerate(_SKIPPED_HELPERS.splitlines(), 1) if "torch.cuda._sleep" in text][-1]
+    assert shared not in moot
+    assert shared in {f["line"] for f in _reported(report, path, "NPU202")}, report["findings"]
+
+
+_DELEGATING = '''
+import torch
+
+
+class Holder:
+    def __init__(self):
+        self.weight = torch.ones(2)
+
+    def cuda(self, device=None):
+        self.weight = self.weight.cuda(device)
+        return self
+'''
+
+_CALLING = _DELEGATING + '''
+
+def build():
+    return Holder().cuda()
+'''
+
+
+def test_own_cuda_delegating_to_members_is_no_work(tmp_path):
+    """AN#15, AP#26: a class's own `cuda()` whose body's `.cuda()` calls are the file's only ones
+    asks for nothing; a file that also calls `.cuda()` elsewhere keeps its NPU107."""
+    root = write_project(tmp_path, {"pkg/holder.py": _DELEGATING, "pkg/caller.py": _CALLING})
+    report = migrate_json(root)
+    assert not [f for f in report["findings"] if f["path"] == "pkg/holder.py" and f["code"] == "NPU107"]
+    named = [s for s in report["skipped"] if s.get("path") == "pkg/holder.py" and "(NPU107)" in s["reason"]]
+    assert named and "delegating to its members" in named[0]["reason"], report["skipped"]
+    assert [f for f in report["findings"] if f["path"] == "pkg/caller.py" and f["code"] == "NPU107"]
