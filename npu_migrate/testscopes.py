@@ -726,6 +726,7 @@ def _segment(lines: list[str], node: ast.AST) -> str:
 
 npu_truth = _truth  # (for disabled.py: a condition's value on an NPU host: True, False or unknown)
 source_segment = _segment  # (for disabled.py)
+if_statements = _if_statements  # (for tests15.py: the `if` statements of a tree, nested ones included)
 
 
 def review_untaken_branches(findings: list[Finding], text: str,

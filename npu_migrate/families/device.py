@@ -186,6 +186,10 @@ class QuantLinear(torch.nn.Linear):
     def cuda(self, device=None):
         self.scale = self.scale.cuda(device)
         return super().cuda(device)
+
+
+def place(layer):
+    return layer.cuda()
 """,
             codes=('NPU107',),
         ),
