@@ -285,9 +285,10 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
-def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tuple[int, int, str]]:
+def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: bool = False) -> list[tuple[int, int, str]]:
     """(first line, last line, the skip condition's source) of every test scope skipped off CUDA.
-    `kept`: lines of availability skips the migration left as written (`_skip_condition`)."""
+    `kept`: lines of availability skips the migration left as written (`_skip_condition`);
+    `classes`: module-level classes count as helpers too (a pytest test module: `_helper_scopes`)."""
     tree = _parse(text)
     if tree is None:
         return []
@@ -346,23 +347,25 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     except RecursionError:
         return scopes
     if scopes:
-        scopes += _helper_scopes(tree, scopes)
+        scopes += _helper_scopes(tree, scopes, classes)
     return scopes
 
 
 HELPER_NOTE = "called only from tests that do not run on an NPU host"
 
 
-def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]],
+                   classes: bool = False) -> list[tuple[int, int, str]]:
     """Module-level functions and classes that only tests skipped off CUDA reach, through the file's own call
     graph: every reference to the helper's name (a call, or a target handed to `mp.spawn`,
     `multiprocessing.Process(target=...)`, `functools.partial`) sits inside such a test or inside
     another such helper. A helper referenced anywhere else (module level, a test that runs on the
     NPU, `__all__`) or never referenced in the file (others may import it) is not one.
     (first line, last line, `HELPER_NOTE: <the skip condition>`)."""
-    # (classes too: a context manager or a module a skipped test builds, round 15, AN#2, AO#10)
-    defs = {stmt.name: stmt for stmt in tree.body
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    # (classes too, in a pytest test module, which other test files do not import as a shared helpers
+    # module would: a context manager or a module a skipped test builds, round 15, AN#2, AO#10)
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) if classes else (ast.FunctionDef, ast.AsyncFunctionDef)
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, kinds)}
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
@@ -412,8 +415,12 @@ def _lowerable(finding: Finding) -> bool:
     return not finding.fixable and finding.cell is None and not is_moot(finding)
 
 
-def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding]:
-    """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+
+
+def lower_in_cuda_only_tests(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
+    """The findings, with the report-only ones inside a test skipped off CUDA lowered to info
+    (`relpath` a pytest test module: the classes only such tests use too)."""
     if not any(_lowerable(f) for f in findings):
         return findings
     # availability skips left as written because the test uses CUDA-only code (NPU110)
@@ -422,7 +429,7 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
             ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)
                                                                 or setupskips.may_skip(text))):
         return findings
-    scopes = cuda_only_test_scopes(text, kept)
+    scopes = cuda_only_test_scopes(text, kept, classes=bool(_TEST_MODULE.search(relpath)))
     skips = _skip_decorator_lines(text) if kept else set()
     if not scopes and not skips:
         return findings

@@ -72,6 +72,16 @@ def test_classes_only_skipped_tests_use_are_scopes(tmp_path):
     assert shared in {f["line"] for f in _reported(report, path, "NPU202")}, report["findings"]
 
 
+def test_classes_of_a_shared_helpers_module_stay(tmp_path):
+    """The same classes in a module other tests import (not a pytest test module) keep their
+    findings: another file may build them in a test that runs on an NPU host."""
+    root = write_project(tmp_path, {"tests/utils.py": _SKIPPED_HELPERS})
+    report = migrate_json(root)
+    line = _line(_SKIPPED_HELPERS, "torch.cuda._sleep(1000)")
+    assert line not in moot_lines(report["skipped"], "NPU202", "tests/utils.py")
+    assert line in {f["line"] for f in _reported(report, "tests/utils.py", "NPU202")}, report["findings"]
+
+
 _DELEGATING = '''
 import torch
 
