@@ -32,6 +32,7 @@ from . import astcache
 _ENUM_MEMBER = re.compile(rb"^[ \t]+\w*NPU\w*[ \t]*=", re.MULTILINE)
 _FALSE_FLAG = re.compile(rb"^([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*(?:False|None|0)[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 _GPU_WORD = re.compile(r"GPU|CUDA")
+_ENUM_CLASS = re.compile(rb"^class[ \t]+\w+[ \t]*\([^)]*Enum", re.MULTILINE)
 
 
 def _platform_enums(results: list, text_of) -> dict[str, dict[str, str]]:
@@ -43,7 +44,7 @@ def _platform_enums(results: list, text_of) -> dict[str, dict[str, str]]:
         if not result.relpath.endswith(".py"):
             continue
         data = text_of(i)
-        if not data or not _ENUM_MEMBER.search(data) or b"Enum" not in data:
+        if not data or not _ENUM_MEMBER.search(data) or not _ENUM_CLASS.search(data):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -134,16 +135,17 @@ def _flag_names(tree: ast.Module, data: bytes) -> dict[str, int]:
     return out
 
 
-def _written_elsewhere(results: list, text_of, own: int, names: set[str]) -> set[str]:
-    """The flags another file of the run assigns as an attribute or names in a string."""
-    pattern = re.compile(rb"\.(" + b"|".join(re.escape(n.encode()) for n in names) + rb")[ \t]*=(?!=)|[\"'](" +
-                         b"|".join(re.escape(n.encode()) for n in names) + rb")[\"']")
-    out: set[str] = set()
+def _writers(results: list, text_of, names: set[str]) -> dict[str, set[int]]:
+    """{flag: the files of the run that assign it as an attribute or name it in a string}: one
+    byte pass over the run's Python files for all the flags at once."""
+    alternatives = b"|".join(re.escape(n.encode()) for n in sorted(names))
+    pattern = re.compile(rb"\.(" + alternatives + rb")[ \t]*=(?!=)|[\"'](" + alternatives + rb")[\"']")
+    out: dict[str, set[int]] = {}
     for i, result in enumerate(results):
-        if i == own or not result.relpath.endswith(".py"):
+        if not result.relpath.endswith(".py"):
             continue
         for match in pattern.finditer(text_of(i) or b""):
-            out.add((match.group(1) or match.group(2)).decode())
+            out.setdefault((match.group(1) or match.group(2)).decode(), set()).add(i)
     return out
 
 
@@ -201,17 +203,19 @@ def review(results: list, paths: dict) -> list:
         return results
     text_of = RunTexts(results, paths)
     enums: Optional[dict] = None
-    out = list(results)
+    work = []
     for i in candidates:
         data = text_of(i)
         if not data or b"if " not in data:
             continue
-        has_flag = bool(_FALSE_FLAG.search(data))
+        # (cheap byte tests first: a flag bound to a constant false that an `if` reads, an enum's member)
+        named = {m.group(1) for m in _FALSE_FLAG.finditer(data)}
+        has_flag = any(re.search(rb"\b(?:if|and)[ \t]+(?:not[ \t]+)?" + re.escape(n) + rb"\b", data) for n in named)
         if not has_flag and not re.search(rb"GPU|CUDA", data):
             continue
-        if enums is None:
+        if enums is None and re.search(rb"\.\w*(?:GPU|CUDA)", data):
             enums = _selected(results, text_of, _platform_enums(results, text_of))
-        mentioned = {name for name in enums if re.search(rb"\b" + name.encode() + rb"\.\w*(?:GPU|CUDA)", data)}
+        mentioned = {name for name in enums or () if re.search(rb"\b" + name.encode() + rb"\.\w*(?:GPU|CUDA)", data)}
         if not has_flag and not mentioned:
             continue
         tree = astcache.parse(data)
@@ -219,15 +223,19 @@ def review(results: list, paths: dict) -> list:
             continue
         members = {name: frozenset(enums[name]) for name in mentioned if _imported(tree, name)}
         flags = _flag_names(tree, data) if has_flag else {}
-        if flags:
-            for name in _written_elsewhere(results, text_of, i, set(flags)):
-                flags.pop(name, None)
+        if members or flags:
+            work.append((i, data, tree, members, flags))
+    writers = _writers(results, text_of, {n for item in work for n in item[4]}) if any(item[4] for item in work) else {}
+    out = list(results)
+    for i, data, tree, members, flags in work:
+        flags = {n: line for n, line in flags.items() if not (writers.get(n, set()) - {i})}
         if not members and not flags:
             continue
         lines = data.decode("utf-8", "replace").splitlines(keepends=True)
         blocks = _blocks(tree, lines, members, flags)
         if not blocks:
             continue
+
         def reason_of(line: int, blocks=blocks) -> Optional[str]:
             block = next((b for b in blocks if b[0] <= line <= b[1]), None)
             return None if block is None else f"in a branch an NPU host does not take: {block[2]}"
