@@ -188,6 +188,9 @@ NO_WORK = (
     # AK#16) and a handler of `Tensor.cuda` itself (AM#7) are reached only through `.cuda()` calls,
     # which the migration rewrites or reports where they are; a registration names a class, builds none
     "the device of the class's own `cuda()` method",
+    # device.py (NPU107): a class's own `cuda()` override delegating to its members is the only `.cuda()`
+    # of the file, so no call was left unchanged because of it (round 15, AN#15, AP#26)
+    "the class's own `cuda()` delegating to its members",
     "a handler of `Tensor.cuda` itself",
     "a registration, not a use",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)

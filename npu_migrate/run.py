@@ -145,7 +145,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         result = migrate_source(source, relpath, options)
         if result.findings:
             text = source.decode("utf-8", "replace")
-            findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text), text)
+            findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text, relpath), text)
             findings = kernels.review(findings, text, result)  # NPU910/NPU913 by what the file does with them
             findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             findings, typing_only = review_untaken_branches(findings, text, relpath)

@@ -341,6 +341,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
     results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
+    from .tests15 import review as review_untaken15
+    results = review_untaken15(results, paths)  # (another platform's enum member, a constant-false flag: tests15.py)
     return to_scopes(review_platforms(results, paths))
 
 

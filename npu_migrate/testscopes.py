@@ -285,9 +285,10 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
-def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tuple[int, int, str]]:
+def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: bool = False) -> list[tuple[int, int, str]]:
     """(first line, last line, the skip condition's source) of every test scope skipped off CUDA.
-    `kept`: lines of availability skips the migration left as written (`_skip_condition`)."""
+    `kept`: lines of availability skips the migration left as written (`_skip_condition`);
+    `classes`: module-level classes count as helpers too (a pytest test module: `_helper_scopes`)."""
     tree = _parse(text)
     if tree is None:
         return []
@@ -346,21 +347,25 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset()) -> list[tupl
     except RecursionError:
         return scopes
     if scopes:
-        scopes += _helper_scopes(tree, scopes)
+        scopes += _helper_scopes(tree, scopes, classes)
     return scopes
 
 
 HELPER_NOTE = "called only from tests that do not run on an NPU host"
 
 
-def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
-    """Module-level functions that only tests skipped off CUDA reach, through the file's own call
+def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]],
+                   classes: bool = False) -> list[tuple[int, int, str]]:
+    """Module-level functions and classes that only tests skipped off CUDA reach, through the file's own call
     graph: every reference to the helper's name (a call, or a target handed to `mp.spawn`,
     `multiprocessing.Process(target=...)`, `functools.partial`) sits inside such a test or inside
     another such helper. A helper referenced anywhere else (module level, a test that runs on the
     NPU, `__all__`) or never referenced in the file (others may import it) is not one.
     (first line, last line, `HELPER_NOTE: <the skip condition>`)."""
-    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # (classes too, in a pytest test module, which other test files do not import as a shared helpers
+    # module would: a context manager or a module a skipped test builds, round 15, AN#2, AO#10)
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef) if classes else (ast.FunctionDef, ast.AsyncFunctionDef)
+    defs = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, kinds)}
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
@@ -386,7 +391,7 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]]) -> list
     while changed:
         changed = False
         for name, lines in refs.items():
-            if name in found or name.startswith("test") or not lines or any(line == 0 for line in lines):
+            if name in found or name.startswith(("test", "Test")) or not lines or any(line == 0 for line in lines):
                 continue
             reasons = [reason(line, name) for line in lines]
             if any(r is None for r in reasons):
@@ -410,8 +415,12 @@ def _lowerable(finding: Finding) -> bool:
     return not finding.fixable and finding.cell is None and not is_moot(finding)
 
 
-def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding]:
-    """The findings, with the report-only ones inside a test skipped off CUDA lowered to info."""
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+
+
+def lower_in_cuda_only_tests(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
+    """The findings, with the report-only ones inside a test skipped off CUDA lowered to info
+    (`relpath` a pytest test module: the classes only such tests use too)."""
     if not any(_lowerable(f) for f in findings):
         return findings
     # availability skips left as written because the test uses CUDA-only code (NPU110)
@@ -420,7 +429,7 @@ def lower_in_cuda_only_tests(findings: list[Finding], text: str) -> list[Finding
             ("skip" not in text and "Skip" not in text) or not (kept or _may_decide(text) or _ALWAYS_SKIPPED.search(text)
                                                                 or setupskips.may_skip(text))):
         return findings
-    scopes = cuda_only_test_scopes(text, kept)
+    scopes = cuda_only_test_scopes(text, kept, classes=bool(_TEST_MODULE.search(relpath)))
     skips = _skip_decorator_lines(text) if kept else set()
     if not scopes and not skips:
         return findings
@@ -724,6 +733,7 @@ def _segment(lines: list[str], node: ast.AST) -> str:
 
 npu_truth = _truth  # (for disabled.py: a condition's value on an NPU host: True, False or unknown)
 source_segment = _segment  # (for disabled.py)
+if_statements = _if_statements  # (for tests15.py: the `if` statements of a tree, nested ones included)
 
 
 def review_untaken_branches(findings: list[Finding], text: str,
