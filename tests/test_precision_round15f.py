@@ -173,3 +173,38 @@ def test_method_also_called_in_plain_code_stays(tmp_path):
     report = migrate_json(root)
     line = _line(base, "torch.version.cuda.split")
     assert [f for f in _reported(report, "ops/builder.py", "NPU990") if f["line"] == line]
+
+
+CUTE_MODULE = """\
+from typing import Optional
+
+import cutlass.cute as cute
+import torch
+
+
+def normalize(cnt: Optional[torch.Tensor], idx: Optional[torch.Tensor]):
+    if cnt is None or idx is None:
+        return None, None
+    if not cnt.is_cuda or not idx.is_cuda:
+        raise ValueError("block tensors must live on CUDA")
+    return cute.make_layout(cnt.shape), idx
+"""
+
+
+def test_kernel_module_input_check_without_trigger_words_is_a_named_scope(tmp_path):
+    root = write_project(tmp_path, {"kern/__init__.py": "", "kern/sparsity.py": CUTE_MODULE})
+    report = migrate_json(root)
+    line = _line(CUTE_MODULE, "is_cuda")
+    assert not _reported(report, "kern/sparsity.py", "NPU110")
+    assert any(s["path"] == "kern/sparsity.py" and s["start_line"] <= line <= s["end_line"]
+               and "a kernel module's input check kept meaning CUDA" in s["reason"]
+               for s in report["skipped"] if "start_line" in s)
+
+
+def test_same_input_check_outside_a_kernel_module_is_still_rewritten(tmp_path):
+    plain = CUTE_MODULE.replace("import cutlass.cute as cute\n", "").replace("cute.make_layout(cnt.shape)", "cnt")
+    root = write_project(tmp_path, {"kern/__init__.py": "", "kern/plain.py": plain})
+    report = migrate_json(root)
+    line = _line(plain, "is_cuda")
+    assert [f for f in report["findings"] if f["path"] == "kern/plain.py" and f["line"] == line and f["fixable"]]
+    assert not [s for s in report["skipped"] if s["path"] == "kern/plain.py"]
