@@ -266,7 +266,6 @@ def review_handled_reads(results: list, paths: dict) -> list:
             continue
         blocks: dict = {}
         statements = list(astcache.walk_statements(tree, blocks))
-        holders = {id(s): s for s in statements}
         by_block: dict[int, list] = {}
         for statement in statements:
             by_block.setdefault(blocks.get(id(statement)), []).append(statement)
@@ -280,7 +279,7 @@ def review_handled_reads(results: list, paths: dict) -> list:
             if read is None:
                 continue
             siblings = sorted(by_block.get(blocks.get(id(read)), []), key=lambda s: s.lineno)
-            after = [s for s in siblings if s.lineno > read.lineno and holders.get(id(s)) is s]
+            after = [s for s in siblings if s.lineno > read.lineno]
             name = _raised(after[0], read.targets[0].id) if after else None
             if name is None or not is_caught(name):
                 continue
@@ -292,13 +291,19 @@ def review_handled_reads(results: list, paths: dict) -> list:
 
 
 # ----------------------------------------------------------------------------- (c) same-file callers
-def _method_of(tree: ast.Module, line: int):
+def _methods(tree: ast.Module) -> list:
+    """(class, method) of every method of the file's classes, outer classes first."""
+    return [(cls, method) for cls in sorted((n for n in astcache.walk_statements(tree) if isinstance(n, ast.ClassDef)),
+                                            key=lambda c: c.lineno)
+            for method in cls.body if isinstance(method, _FUNCTIONS)]
+
+
+def _method_of(methods: list, line: int):
     """(class, method) of the innermost method of a class holding `line`, or None."""
     found = None
-    for cls in (n for n in astcache.walk_statements(tree) if isinstance(n, ast.ClassDef)):
-        for method in cls.body:
-            if isinstance(method, _FUNCTIONS) and method.lineno <= line <= (method.end_lineno or method.lineno):
-                found = (cls, method)
+    for cls, method in methods:
+        if method.lineno <= line <= (method.end_lineno or method.lineno):
+            found = (cls, method)
     return found
 
 
@@ -323,19 +328,22 @@ def review_same_file_callers(results: list, paths: dict) -> list:
         tree = None
         findings = list(out[i].findings)
         decided: dict[str, str | None] = {}
+        index = methods = None
         for k, finding in enumerate(findings):
             if not (_open(finding) and finding.code != "NPU911"):
                 continue
             tree = tree or astcache.parse(data)
             if tree is None:
                 break
-            held = _method_of(tree, finding.line)
+            methods = methods if methods is not None else _methods(tree)
+            held = _method_of(methods, finding.line)
             if held is None or held[1].name.startswith("__") or held[1].decorator_list and not all(
                     isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in held[1].decorator_list):
                 continue
             name = held[1].name
             if name not in decided:
-                decided[name] = _only_untaken_callers(tree, data, name, held[1], results[i].relpath,
+                index = index if index is not None else _names(tree)
+                decided[name] = _only_untaken_callers(index, data, name, held[1], results[i].relpath,
                                                       lambda: (text_of(j) for j in python if j != i),
                                                       untaken_branches)
             if decided[name] is not None:
@@ -346,9 +354,25 @@ def review_same_file_callers(results: list, paths: dict) -> list:
     return out
 
 
-def _only_untaken_callers(tree, data: bytes, name: str, method, relpath: str, others: list, untaken) -> str | None:
-    refs = []
+def _names(tree: ast.Module) -> dict[str, list]:
+    """{name: the nodes naming it} (strings, attributes, names, definitions): one walk per file."""
+    out: dict[str, list] = {}
     for node in astcache.walk(tree):
+        key = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else \
+            node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else \
+            node.name if isinstance(node, (*_FUNCTIONS, ast.ClassDef)) else None
+        if key is not None:
+            out.setdefault(key, []).append(node)
+    return out
+
+
+def _only_untaken_callers(index: dict, data: bytes, name: str, method, relpath: str, others, untaken) -> str | None:
+    """Where each reference of the method lies ("line N, in the branch of `...`"), all in blocks an
+    NPU host does not run, no other file naming it; else None."""
+    if data.count(name.encode()) < 2:
+        return None  # (no reference beside its definition)
+    refs = []
+    for node in index.get(name, ()):
         if method.lineno <= getattr(node, "lineno", 0) <= (method.end_lineno or method.lineno):
             continue
         if isinstance(node, ast.Constant) and node.value == name:
