@@ -86,6 +86,7 @@ PHRASES = (
     # validated.VALIDATED: a backend or scheme the project's own argument validation rejects off NVIDIA
     # hardware (round 14, AK#15, AK#22)
     "in a backend the project's own validation rejects on an NPU host",
+    "a CUDA_HOME read that raises a handled exception",  # builders15.HANDLED: the project raises and catches it
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

@@ -328,6 +328,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callers_only(results, paths)  # (a lazy CUDA-only import in a helper only CUDA-only code calls)
     from .gates15 import review_accelerator_gated
     results = review_accelerator_gated(results, paths)  # (Triton kernels run only under an accelerator method False on NPU)
+    from .builders15 import review as review_builder_flags
+    results = review_builder_flags(results, paths)  # (op-builder branches and reads an NPU host never reaches: builders15.py)
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers
     results = review_guarded_class_imports(results, paths)  # (a guarded import only a class built after it reads)
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
