@@ -1,0 +1,175 @@
+"""Triton modules behind a module-level availability test, and strings that name no device
+(issue #16, round-15 audits AN#9, AN#33, AO#33, AP#36). Per file, after tritonguards.review (run.py).
+
+- **A Triton import hub behind `if TYPE_CHECKING or HAS_TRITON:`** (NPU910, samefile.PROBE_ONLY, a
+  named scope): the module defines no kernel, imports `triton` only in the body of a module-level
+  `if` on a Triton-availability test, and its `else:` binds placeholders. An NPU host without Triton
+  takes the `else`; with Triton-Ascend installed the import succeeds there. The kernels that use
+  the names are judged in their own files.
+- **Triton kernels behind a module-level availability test with an `else:`** (NPU910, info, not a
+  named scope): every place of the finding lies in the body of `if has_triton():` (or
+  `if torch_version_at_least(...) and has_triton():`) whose `else:` binds the module's names
+  (stubs or placeholders). The module imports cleanly where Triton is missing; with Triton-Ascend
+  installed the kernels run on the NPU host: verify them there (`GATED_KERNELS`). A file with
+  inline assembly (`inline_asm_elementwise`, PTX) keeps its error: no Triton-Ascend runs it.
+- **A "cuda"/"nccl" string that names no device** (NPU990, dropped): a prefix matched against a name
+  (`events.name.str.startswith("nccl")`, `kernel_name.startswith("cuda")`) in trace analysis; an
+  attribute name given to `getattr`/`setattr`/`hasattr`/`delattr`, or compared with a `__name__`
+  (`getattr(mod.f, "__name__", "") == "_flash_attention_forward"`, monkey-patching). A string
+  passed as a device (`torch.device("cuda")`, `.to("cuda")`) is not of these shapes and stays.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+
+GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
+                 "(line {other}) binds the module's names where Triton is missing: an NPU host without "
+                 "Triton never runs these kernels (the feature is unavailable there); with Triton-Ascend "
+                 "installed they run on the NPU host: verify them there")
+HUB = ("the import sits under `{test}` (line {line}) with placeholders in its `else:` (line {other}); with "
+       "Triton-Ascend installed the import succeeds on an NPU host")
+_ATTRIBUTE_FUNCTIONS = frozenset(("getattr", "setattr", "hasattr", "delattr"))
+_NAME_ATTRIBUTES = frozenset(("name", "__name__", "__qualname__"))
+_DEVICE_WORDS = ("device", "backend", "platform", "accelerator", "dist")
+
+
+def _places(finding: Finding) -> list[tuple[int, int]]:
+    return [(finding.line, finding.column), *((line, column) for line, column, _source in finding.also)]
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """The file's NPU910 behind a module-level Triton-availability `if` with an `else:`, and its
+    NPU990 strings that name an attribute or a kernel (see the module's doc)."""
+    wanted = [f for f in findings if f.cell is None and not f.fixable and f.severity != "info"
+              and (f.code == "NPU910" or (f.code == "NPU990" and "string" in f.message))]
+    if not wanted:
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    try:
+        findings = _gated_triton(findings, tree, text)
+        return _name_strings(findings, tree)
+    except RecursionError:
+        return findings
+
+
+# ----------------------------------------------------------------------------- Triton behind a module-level `if`
+def _guards(tree: ast.Module) -> list[ast.If]:
+    from .tritonguards import tests_triton
+
+    return [s for s in tree.body if isinstance(s, ast.If) and s.orelse and tests_triton(s.test)]
+
+
+def _in_body(statement: ast.If, line: int) -> bool:
+    first, last = statement.body[0], statement.body[-1]
+    start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
+    return start <= line <= (last.end_lineno or last.lineno)
+
+
+def _gated_triton(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
+    targets = [f for f in findings if f.code == "NPU910" and f.cell is None and not f.fixable
+               and f.severity != "info"]
+    if not targets:
+        return findings
+    guards = _guards(tree)
+    if not guards:
+        return findings
+    from .samefile import PROBE_ONLY
+    from .tritonguards import KERNEL_DECORATOR, UNGUARDED
+
+    kernels = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        KERNEL_DECORATOR.search(astcache.dotted(d.func if isinstance(d, ast.Call) else d) or "")
+        for d in n.decorator_list) for n in astcache.walk(tree))
+    out = []
+    for finding in findings:
+        guard = None
+        if finding in targets and UNGUARDED not in finding.message:
+            guard = next((g for g in guards if all(_in_body(g, line) for line, _c in _places(finding))), None)
+        if guard is None:
+            out.append(finding)
+            continue
+        test = " ".join(ast.get_source_segment(text, guard.test).split()) if ast.get_source_segment(
+            text, guard.test) else "..."
+        facts = {"test": test, "line": guard.lineno, "other": guard.orelse[0].lineno}
+        if not kernels:
+            message = f"{finding.message} ({PROBE_ONLY}; {HUB.format(**facts)})"
+        elif "inline_asm" in text:
+            out.append(finding)
+            continue
+        else:
+            message = f"{finding.message} ({GATED_KERNELS.format(**facts)})"
+        out.append(dataclasses.replace(finding, severity="info", message=message))
+    return out
+
+
+# ----------------------------------------------------------------------------- strings that name no device
+def _chain(node: ast.AST) -> list[str]:
+    parts = []
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+        node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return parts
+
+
+def _names_a_name(node: ast.AST, dunder: bool = False) -> bool:
+    """`f.__name__`, `getattr(f, "__name__", "")`; unless `dunder`, also `x.name`, `df.name.str`,
+    `kernel_name`. Never a chain that mentions a device, backend, platform or accelerator
+    (`current_platform.device_name`, `accelerator.name`: they may hold a device type)."""
+    names = ("__name__", "__qualname__") if dunder else _NAME_ATTRIBUTES
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in names:
+        return True
+    chain = [p.lower() for p in _chain(node)]
+    if any(word in p for p in chain for word in _DEVICE_WORDS):
+        return False
+    return any(p in names or (not dunder and p.endswith("_name")) for p in chain)
+
+
+def _label(node: ast.Constant, parent: dict[int, ast.AST]) -> bool:
+    up = parent.get(id(node))
+    if isinstance(up, ast.Call):
+        func = up.func
+        if isinstance(func, ast.Name) and func.id in _ATTRIBUTE_FUNCTIONS and len(up.args) >= 2 \
+                and up.args[1] is node:
+            return True
+        if isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith") and node in up.args:
+            return _names_a_name(func.value)
+        return False
+    if isinstance(up, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in up.ops):
+        others = [o for o in (up.left, *up.comparators) if o is not node]
+        return bool(others) and all(_names_a_name(o, dunder=True) for o in others)
+    return False
+
+
+def _name_strings(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+    targets = [f for f in findings if f.code == "NPU990" and f.cell is None and not f.fixable
+               and f.severity != "info" and f.message.startswith("CUDA-only reference left unchanged: string")]
+    if not targets:
+        return findings
+    from .tritonguards import parents
+
+    strings: dict[tuple[int, int], ast.Constant] = {}
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings[(node.lineno, node.col_offset + 1)] = node
+    parent: Optional[dict[int, ast.AST]] = None
+    out = []
+    for finding in findings:
+        if finding in targets:
+            nodes = [strings.get(place) for place in _places(finding)]
+            if all(n is not None for n in nodes):
+                parent = parent if parent is not None else parents(tree)
+                if all(_label(n, parent) for n in nodes):
+                    continue
+        out.append(finding)
+    return out
