@@ -1,5 +1,5 @@
 """Triton modules behind a module-level availability test, and strings that name no device
-(issue #16, round-15 audits AN#9, AN#33, AO#33, AP#36). Per file, after tritonguards.review (run.py).
+(issue #16, round-15 audits AN#8, AN#9, AN#33, AO#33, AP#36). Per file, after tritonguards.review (run.py).
 
 - **A Triton import hub behind `if TYPE_CHECKING or HAS_TRITON:`** (NPU910, samefile.PROBE_ONLY, a
   named scope): the module defines no kernel, imports `triton` only in the body of a module-level
@@ -12,6 +12,10 @@
   (stubs or placeholders). The module imports cleanly where Triton is missing; with Triton-Ascend
   installed the kernels run on the NPU host: verify them there (`GATED_KERNELS`). A file with
   inline assembly (`inline_asm_elementwise`, PTX) keeps its error: no Triton-Ascend runs it.
+- **ROCm-only Triton kernels** (NPU910, `ROCM_TRITON`, moot.PHRASES, AN#8): every
+  `tl.inline_asm_elementwise` of the module is AMD GPU ISA (`v_and_or_b32 ...`), and a function of the
+  module starts with `if not current_platform.is_rocm(): return False` (the kernel class's
+  `can_implement`): no NVIDIA or NPU device runs them. PTX assembly, or no ROCm selector, keeps the error.
 - **A "cuda"/"nccl" string that names no device** (NPU990, dropped): a prefix matched against a name
   (`events.name.str.startswith("nccl")`, `kernel_name.startswith("cuda")`) in trace analysis; an
   attribute name given to `getattr`/`setattr`/`hasattr`/`delattr`, or compared with a `__name__`
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from typing import Optional
 
 from . import astcache
@@ -34,6 +39,14 @@ GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` 
                  "installed they run on the NPU host: verify them there")
 HUB = ("the import sits under `{test}` (line {line}) with placeholders in its `else:` (line {other}); with "
        "Triton-Ascend installed the import succeeds on an NPU host")
+# (moot.PHRASES: code an NPU host never runs)
+ROCM_TRITON = "ROCm-only Triton kernels"
+ROCM_REASON = ("ROCm-only Triton kernels: their inline assembly is AMD GPU ISA (`{asm}`, line {line}), which "
+               "runs on no NVIDIA or NPU device, and the module's selector `{selector}` (line {at}) returns "
+               "False unless the platform is ROCm")
+# one AMD GCN/RDNA/CDNA instruction (`v_and_or_b32 $0, $1, $2, 0x64006400`, `s_waitcnt`, `ds_read_b32`)
+_AMD_INSTRUCTION = re.compile(r"(?:v|s|ds|buffer|global|flat|scratch)_[a-z0-9_]+\b")
+_ROCM_TEST = re.compile(r"(?:^|\.)_*is_(?:rocm|hip)$")
 _ATTRIBUTE_FUNCTIONS = frozenset(("getattr", "setattr", "hasattr", "delattr"))
 _NAME_ATTRIBUTES = frozenset(("name", "__name__", "__qualname__"))
 _DEVICE_WORDS = ("device", "backend", "platform", "accelerator", "dist")
@@ -54,7 +67,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     if tree is None:
         return findings
     try:
-        findings = _gated_triton(findings, tree, text)
+        findings = _gated_triton(_rocm_only(findings, tree, text), tree, text)
         return _name_strings(findings, tree)
     except RecursionError:
         return findings
@@ -107,6 +120,62 @@ def _gated_triton(findings: list[Finding], tree: ast.Module, text: str) -> list[
             message = f"{finding.message} ({GATED_KERNELS.format(**facts)})"
         out.append(dataclasses.replace(finding, severity="info", message=message))
     return out
+
+
+# ----------------------------------------------------------------------------- ROCm-only Triton kernels
+def _amd_assembly(tree: ast.Module) -> Optional[tuple[str, int]]:
+    """(the first asm string, its line) when the module has `tl.inline_asm_elementwise(...)` calls and
+    every one's assembly is made of AMD GPU instructions only; else None."""
+    found = None
+    for node in astcache.walk(tree):
+        if not (isinstance(node, ast.Call) and (astcache.dotted(node.func) or "").endswith("inline_asm_elementwise")):
+            continue
+        asm = next((k.value for k in node.keywords if k.arg == "asm"), node.args[0] if node.args else None)
+        if not (isinstance(asm, ast.Constant) and isinstance(asm.value, str)):
+            return None
+        lines = [part.strip() for part in re.split(r"[;\n]", asm.value) if part.strip()]
+        if not lines or not all(_AMD_INSTRUCTION.match(part) for part in lines):
+            return None
+        found = found or (" ".join(asm.value.split()), node.lineno)
+    return found
+
+
+def _rocm_selector(tree: ast.Module) -> Optional[tuple[str, int]]:
+    """(the function, the line) of a module function whose first statement is `if not
+    current_platform.is_rocm(): return False[, reason]` (or `_is_hip`, `is_hip()`)."""
+    for node in astcache.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):  # (a docstring)
+            first = node.body[1] if len(node.body) > 1 else None
+        if not (isinstance(first, ast.If) and isinstance(first.test, ast.UnaryOp)
+                and isinstance(first.test.op, ast.Not) and first.body and isinstance(first.body[0], ast.Return)):
+            continue
+        probe = first.test.operand
+        name = astcache.dotted(probe.func if isinstance(probe, ast.Call) else probe) or ""
+        value = first.body[0].value
+        value = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+        if _ROCM_TEST.search(name) and isinstance(value, ast.Constant) and value.value is False:
+            return node.name, first.lineno
+    return None
+
+
+def _rocm_only(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
+    """The NPU910 of a module whose Triton kernels carry AMD inline assembly and whose selector
+    returns False off ROCm: code an NPU host never runs (moot.PHRASES)."""
+    if "inline_asm" not in text or not ("rocm" in text or "hip" in text):
+        return findings
+    targets = [f for f in findings if f.code == "NPU910" and f.cell is None and not f.fixable
+               and f.severity != "info"]
+    if not targets:
+        return findings
+    asm, selector = _amd_assembly(tree), _rocm_selector(tree)
+    if asm is None or selector is None:
+        return findings
+    reason = ROCM_REASON.format(asm=asm[0], line=asm[1], selector=selector[0], at=selector[1])
+    return [dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})") if f in targets else f
+            for f in findings]
 
 
 # ----------------------------------------------------------------------------- strings that name no device

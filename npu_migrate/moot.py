@@ -82,6 +82,8 @@ PHRASES = (
     "in tests an NPU host skips",  # labels7.CUDA_GATED_TESTS: a Triton test gate that needs CUDA (round 14, AK#18)
     "a module nothing imports",  # optionalext.NOTHING_IMPORTS: a guarded Triton module no module imports (round 14)
     "called only from code an NPU host does not run",  # callersonly.CALLERS_ONLY: a helper only CUDA-only code calls
+    # guards15.ROCM_TRITON: Triton kernels with AMD inline assembly, selected only on ROCm (round 15, AN#8)
+    "ROCm-only Triton kernels",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

@@ -9,12 +9,14 @@
 - "nccl" as a prefix matched against a kernel-name column (AO#33) and "_flash_attention_forward" as
   an attribute name compared with `__name__` or given to `getattr` (AP#36) are no finding; "cuda"
   passed as a device, or compared with a device's name, stays reported.
+- Triton kernels whose inline assembly is AMD GPU ISA, in a module whose selector returns False off
+  ROCm (AN#8), are a named scope; PTX assembly, or no ROCm selector, stays an error.
 Each fixture is our own.
 """
 
 from __future__ import annotations
 
-from .precision_helpers import migrate_json, with_as_written, write_project
+from .precision_helpers import migrate_json, moot_lines, with_as_written, write_project
 
 HUB = """\
 from typing import TYPE_CHECKING
@@ -164,3 +166,47 @@ def test_attribute_name_strings_are_no_finding(tmp_path):
     strings = _strings(report, "patch.py")
     assert 6 not in strings and 7 not in strings
     assert {f["line"] for f in report["findings"] if f["path"] == "patch.py"} & {11, 12}
+
+
+RDNA = """\
+import torch
+
+from mypkg.platforms import current_platform
+from mypkg.triton_utils import tl, triton
+
+
+@triton.jit
+def _pair_to_half2(x):
+    mask = tl.full(x.shape, 0x000F000F, tl.int32)
+    return tl.inline_asm_elementwise(
+        asm="v_and_or_b32 $0, $1, $2, 0x64006400",
+        constraints="=v,v,v",
+        args=[x, mask],
+        dtype=tl.uint32,
+        is_pure=True,
+        pack=1,
+    )
+
+
+class HybridKernel:
+    @classmethod
+    def can_implement(cls, config):
+        if not current_platform.is_rocm():
+            return False, "only targets ROCm"
+        return True, None
+"""
+
+
+def test_triton_kernels_with_amd_assembly_selected_only_on_rocm_are_a_named_scope(tmp_path):
+    ptx = RDNA.replace("v_and_or_b32 $0, $1, $2, 0x64006400", "lop3.b32 $0, $1, $2, 0x64006400, 0xea;")
+    no_selector = RDNA.replace("if not current_platform.is_rocm():", "if config is None:")
+    root = write_project(tmp_path, {"mypkg/__init__.py": "", "mypkg/platforms.py": "current_platform = None\n",
+                                    "mypkg/triton_utils.py": "import triton\nimport triton.language as tl\n",
+                                    "mypkg/rdna.py": RDNA, "mypkg/ptx.py": ptx, "mypkg/other.py": no_selector})
+    report = migrate_json(root)
+    assert not _triton(report, "mypkg/rdna.py")
+    scopes = moot_lines(report["skipped"], "NPU910", "mypkg/rdna.py")
+    assert 7 in scopes and "AMD GPU ISA" in scopes[7]
+    for path in ("mypkg/ptx.py", "mypkg/other.py"):
+        kept = _triton(report, path)
+        assert kept and any(f["severity"] == "error" for f in kept), path
