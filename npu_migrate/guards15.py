@@ -142,7 +142,9 @@ def _amd_assembly(tree: ast.Module) -> Optional[tuple[str, int]]:
 
 def _rocm_selector(tree: ast.Module) -> Optional[tuple[str, int]]:
     """(the function, the line) of a module function whose first statement is `if not
-    current_platform.is_rocm(): return False[, reason]` (or `_is_hip`, `is_hip()`)."""
+    current_platform.is_rocm(): return False[, reason]` (or `_is_hip`, `is_hip()`); a class's
+    `can_implement`/`is_supported` first."""
+    found = []
     for node in astcache.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
             continue
@@ -157,8 +159,9 @@ def _rocm_selector(tree: ast.Module) -> Optional[tuple[str, int]]:
         value = first.body[0].value
         value = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
         if _ROCM_TEST.search(name) and isinstance(value, ast.Constant) and value.value is False:
-            return node.name, first.lineno
-    return None
+            found.append((node.name, first.lineno))
+    found.sort(key=lambda item: not re.search(r"implement|supported", item[0]))
+    return found[0] if found else None
 
 
 def _rocm_only(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
