@@ -17,10 +17,12 @@
   module starts with `if not current_platform.is_rocm(): return False` (the kernel class's
   `can_implement`): no NVIDIA or NPU device runs them. PTX assembly, or no ROCm selector, keeps the error.
 - **A "cuda"/"nccl" string that names no device** (NPU990, dropped): a prefix matched against a name
-  (`events.name.str.startswith("nccl")`, `kernel_name.startswith("cuda")`) in trace analysis; an
-  attribute name given to `getattr`/`setattr`/`hasattr`/`delattr`, or compared with a `__name__`
-  (`getattr(mod.f, "__name__", "") == "_flash_attention_forward"`, monkey-patching). A string
-  passed as a device (`torch.device("cuda")`, `.to("cuda")`) is not of these shapes and stays.
+  (`events.name.str.startswith("nccl")`, `kernel_name.startswith("cuda")`) in trace analysis; the
+  name of the attribute whose own `__name__` it is compared with (`getattr(mod._flash_attention_forward,
+  "__name__", "") == "_flash_attention_forward"`: monkey-patching checks the attribute still holds
+  the original). A string passed as a device (`torch.device("cuda")`, `.to("cuda")`), an op's name
+  compared with a CUDA op (`func.overloadpacket.__name__ == "_scaled_dot_product_flash_attention"`,
+  AO#40: the NPU dispatches another op) or given to `getattr` stay.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ ROCM_REASON = ("ROCm-only Triton kernels: their inline assembly is AMD GPU ISA (
 # one AMD GCN/RDNA/CDNA instruction (`v_and_or_b32 $0, $1, $2, 0x64006400`, `s_waitcnt`, `ds_read_b32`)
 _AMD_INSTRUCTION = re.compile(r"(?:v|s|ds|buffer|global|flat|scratch)_[a-z0-9_]+\b")
 _ROCM_TEST = re.compile(r"(?:^|\.)_*is_(?:rocm|hip)$")
-_ATTRIBUTE_FUNCTIONS = frozenset(("getattr", "setattr", "hasattr", "delattr"))
 _NAME_ATTRIBUTES = frozenset(("name", "__name__", "__qualname__"))
 _DEVICE_WORDS = ("device", "backend", "platform", "accelerator", "dist")
 
@@ -193,33 +194,40 @@ def _chain(node: ast.AST) -> list[str]:
     return parts
 
 
-def _names_a_name(node: ast.AST, dunder: bool = False) -> bool:
-    """`f.__name__`, `getattr(f, "__name__", "")`; unless `dunder`, also `x.name`, `df.name.str`,
-    `kernel_name`. Never a chain that mentions a device, backend, platform or accelerator
-    (`current_platform.device_name`, `accelerator.name`: they may hold a device type)."""
-    names = ("__name__", "__qualname__") if dunder else _NAME_ATTRIBUTES
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
-            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in names:
-        return True
+def _names_a_name(node: ast.AST) -> bool:
+    """`x.name`, `df.name.str`, `kernel_name`, `f.__name__`: never a chain that mentions a device,
+    backend, platform or accelerator (`current_platform.device_name`, `accelerator.name`: they may
+    hold a device type)."""
     chain = [p.lower() for p in _chain(node)]
     if any(word in p for p in chain for word in _DEVICE_WORDS):
         return False
-    return any(p in names or (not dunder and p.endswith("_name")) for p in chain)
+    return any(p in _NAME_ATTRIBUTES or p.endswith("_name") for p in chain)
+
+
+def _own_name(node: ast.AST, value: str) -> bool:
+    """`getattr(module.f, "__name__", "")` or `module.f.__name__`, compared with "f": whether the
+    attribute still holds the original function (a monkey-patching check). An op's `__name__`
+    compared with another name (`func.overloadpacket.__name__ == "_flash_op"`) is not this."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "__name__":
+        owner = node.args[0]
+    elif isinstance(node, ast.Attribute) and node.attr == "__name__":
+        owner = node.value
+    else:
+        return False
+    return isinstance(owner, ast.Attribute) and owner.attr == value
 
 
 def _label(node: ast.Constant, parent: dict[int, ast.AST]) -> bool:
     up = parent.get(id(node))
     if isinstance(up, ast.Call):
         func = up.func
-        if isinstance(func, ast.Name) and func.id in _ATTRIBUTE_FUNCTIONS and len(up.args) >= 2 \
-                and up.args[1] is node:
-            return True
         if isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith") and node in up.args:
             return _names_a_name(func.value)
         return False
     if isinstance(up, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in up.ops):
         others = [o for o in (up.left, *up.comparators) if o is not node]
-        return bool(others) and all(_names_a_name(o, dunder=True) for o in others)
+        return len(others) == 1 and _own_name(others[0], node.value)
     return False
 
 

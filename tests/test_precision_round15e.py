@@ -7,8 +7,8 @@
   stubs in the `else:` (AN#33) are info naming the guard and Triton-Ascend; the same kernels without
   the `else:` (or unguarded) stay an error, and so does a gated module with inline assembly;
 - "nccl" as a prefix matched against a kernel-name column (AO#33) and "_flash_attention_forward" as
-  an attribute name compared with `__name__` or given to `getattr` (AP#36) are no finding; "cuda"
-  passed as a device, or compared with a device's name, stays reported.
+  the name of the attribute whose own `__name__` it is compared with (AP#36) are no finding; a
+  process group's "nccl" backend, and an op's `__name__` compared with a CUDA op, stay reported.
 - Triton kernels whose inline assembly is AMD GPU ISA, in a module whose selector returns False off
   ROCm (AN#8), are a named scope; PTX assembly, or no ROCm selector, stays an error.
 Each fixture is our own.
@@ -133,13 +133,13 @@ import sys
 def patch(new_forward):
     for name, module in list(sys.modules.items()):
         if getattr(module._flash_attention_forward, "__name__", "") == "_flash_attention_forward":
-            setattr(module, "_flash_attention_forward", new_forward)
+            module._flash_attention_forward = new_forward
 
 
-def place(x, device_type):
-    if device_type == "cuda":
-        return x.to("cuda")
-    return x
+def is_random(func, kwargs):
+    if func.overloadpacket.__name__ == "_scaled_dot_product_flash_attention":
+        return kwargs.get("dropout_p", 0) != 0
+    return True
 """
 
 
@@ -164,8 +164,8 @@ def test_attribute_name_strings_are_no_finding(tmp_path):
     root = write_project(tmp_path, {"patch.py": PATCH})
     report = migrate_json(root)
     strings = _strings(report, "patch.py")
-    assert 6 not in strings and 7 not in strings
-    assert {f["line"] for f in report["findings"] if f["path"] == "patch.py"} & {11, 12}
+    assert 6 not in strings
+    assert 11 in strings  # an op's name compared with the CUDA flash-attention op stays reported
 
 
 RDNA = """\
