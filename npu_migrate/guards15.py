@@ -1,5 +1,5 @@
 """Triton modules behind a module-level availability test, and strings that name no device
-(issue #16, round-15 audits AN#8, AN#9, AN#33, AO#33, AP#36). Per file, after tritonguards.review (run.py).
+(issue #16, round-15 audits AN#8, AN#9, AN#27, AN#33, AO#33, AP#36). Per file, after tritonguards.review (run.py).
 
 - **A Triton import hub behind `if TYPE_CHECKING or HAS_TRITON:`** (NPU910, samefile.PROBE_ONLY, a
   named scope): the module defines no kernel, imports `triton` only in the body of a module-level
@@ -16,6 +16,12 @@
   `tl.inline_asm_elementwise` of the module is AMD GPU ISA (`v_and_or_b32 ...`), and a function of the
   module starts with `if not current_platform.is_rocm(): return False` (the kernel class's
   `can_implement`): no NVIDIA or NPU device runs them. PTX assembly, or no ROCm selector, keeps the error.
+- **The "cuda" dispatch key of a custom op called only after a probe an NPU host fails** (NPU990,
+  `PROBED_FALSE`, moot.PHRASES, AN#27): labels5.PROBED_OP found every call of the op after `assert
+  _has_x()`; here the probe is evaluated in the file with `torch.backends.cusparselt.is_available()`
+  (or cuDNN's) False, as on an NPU host: through module-level names and argument-less functions of
+  the file, constant comparisons, `if not ...: return` (`_has_cusparseLt()` -> `_cusplt_version >=
+  (0, 5, 0)` -> `(0, 0, 0)`). Anything it cannot evaluate leaves the info as it is.
 - **A "cuda"/"nccl" string that names no device** (NPU990, dropped): a prefix matched against a name
   (`events.name.str.startswith("nccl")`, `kernel_name.startswith("cuda")`) in trace analysis; the
   name of the attribute whose own `__name__` it is compared with (`getattr(mod._flash_attention_forward,
@@ -49,6 +55,15 @@ ROCM_REASON = ("ROCm-only Triton kernels: their inline assembly is AMD GPU ISA (
 # one AMD GCN/RDNA/CDNA instruction (`v_and_or_b32 $0, $1, $2, 0x64006400`, `s_waitcnt`, `ds_read_b32`)
 _AMD_INSTRUCTION = re.compile(r"(?:v|s|ds|buffer|global|flat|scratch)_[a-z0-9_]+\b")
 _ROCM_TEST = re.compile(r"(?:^|\.)_*is_(?:rocm|hip)$")
+# (moot.PHRASES)
+PROBED_FALSE = ("the dispatch key of a custom op called only after a probe false on an NPU host: `{probe}` "
+                "evaluates to False where `{library}` is False, as on an NPU host (torch_npu builds no {name})")
+# availability probes of CUDA libraries no NPU build of torch has: False on an NPU host
+_FALSE_PROBES = {"torch.backends.cusparselt.is_available": "cuSPARSELt",
+                 "torch.backends.cudnn.is_available": "cuDNN"}
+_PROBE_IN_MESSAGE = re.compile(r"the dispatch key of custom op `[^`]*`, which this file calls only after the "
+                               r"availability probe `(\w+)\(\)`")
+_UNKNOWN = object()
 _NAME_ATTRIBUTES = frozenset(("name", "__name__", "__qualname__"))
 _DEVICE_WORDS = ("device", "backend", "platform", "accelerator", "dist")
 
@@ -60,8 +75,9 @@ def _places(finding: Finding) -> list[tuple[int, int]]:
 def review(findings: list[Finding], text: str) -> list[Finding]:
     """The file's NPU910 behind a module-level Triton-availability `if` with an `else:`, and its
     NPU990 strings that name an attribute or a kernel (see the module's doc)."""
-    wanted = [f for f in findings if f.cell is None and not f.fixable and f.severity != "info"
-              and (f.code == "NPU910" or (f.code == "NPU990" and "string" in f.message))]
+    wanted = [f for f in findings if f.cell is None and not f.fixable
+              and ((f.severity != "info" and (f.code == "NPU910" or (f.code == "NPU990" and "string" in f.message)))
+                   or (f.code == "NPU990" and "which this file calls only after the availability probe" in f.message))]
     if not wanted:
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
@@ -69,7 +85,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     try:
         findings = _gated_triton(_rocm_only(findings, tree, text), tree, text)
-        return _name_strings(findings, tree)
+        return _probed_false(_name_strings(findings, tree), tree, text)
     except RecursionError:
         return findings
 
@@ -251,5 +267,108 @@ def _name_strings(findings: list[Finding], tree: ast.Module) -> list[Finding]:
                 parent = parent if parent is not None else parents(tree)
                 if all(_label(n, parent) for n in nodes):
                     continue
+        out.append(finding)
+    return out
+
+
+# ----------------------------------------------------------------------------- a custom op behind a false probe
+class _Evaluator:
+    """Evaluates argument-less functions and module-level names of one file, with the CUDA-library
+    probes of `_FALSE_PROBES` False; `_UNKNOWN` for anything else."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.names: dict[str, ast.AST] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                self.names[name] = _UNKNOWN if name in self.names else node.value  # (bound twice: unknown)
+        self.used: set[str] = set()
+
+    def value(self, node: ast.AST, local: dict, depth: int):
+        if depth > 6:
+            return _UNKNOWN
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Tuple):
+            items = [self.value(e, local, depth) for e in node.elts]
+            return _UNKNOWN if any(i is _UNKNOWN for i in items) else tuple(items)
+        if isinstance(node, ast.Name):
+            if node.id in local:
+                return local[node.id]
+            bound = self.names.get(node.id)
+            return _UNKNOWN if bound is None or bound is _UNKNOWN else self.value(bound, {}, depth + 1)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            inner = self.value(node.operand, local, depth)
+            return _UNKNOWN if inner is _UNKNOWN else not inner
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, right = self.value(node.left, local, depth), self.value(node.comparators[0], local, depth)
+            ops = {ast.GtE: lambda a, b: a >= b, ast.Gt: lambda a, b: a > b, ast.LtE: lambda a, b: a <= b,
+                   ast.Lt: lambda a, b: a < b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+            op = ops.get(type(node.ops[0]))
+            if op is None or left is _UNKNOWN or right is _UNKNOWN:
+                return _UNKNOWN
+            try:
+                return op(left, right)
+            except TypeError:
+                return _UNKNOWN
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            dotted = astcache.dotted(node.func) or ""
+            if dotted in _FALSE_PROBES:
+                self.used.add(dotted)
+                return False
+            if isinstance(node.func, ast.Name) and node.func.id in self.functions:
+                return self.call(self.functions[node.func.id], depth + 1)
+        return _UNKNOWN
+
+    def call(self, function: ast.FunctionDef, depth: int):
+        if depth > 6 or function.args.args or function.args.posonlyargs or function.decorator_list:
+            return _UNKNOWN
+        local: dict = {}
+        for statement in function.body:
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                continue  # (a docstring)
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Name):
+                local[statement.targets[0].id] = self.value(statement.value, local, depth)
+                continue
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                    and statement.value is not None:
+                local[statement.target.id] = self.value(statement.value, local, depth)
+                continue
+            if isinstance(statement, ast.If):
+                test = self.value(statement.test, local, depth)
+                if test is _UNKNOWN:
+                    return _UNKNOWN
+                branch = statement.body if test else statement.orelse
+                if not branch:
+                    continue
+                if len(branch) == 1 and isinstance(branch[0], ast.Return):
+                    return None if branch[0].value is None else self.value(branch[0].value, local, depth)
+                return _UNKNOWN
+            if isinstance(statement, ast.Return):
+                return None if statement.value is None else self.value(statement.value, local, depth)
+            return _UNKNOWN
+        return None
+
+
+def _probed_false(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
+    """The info NPU990 of labels5.PROBED_OP whose probe evaluates to False on an NPU host."""
+    if not any(probe.rsplit(".", 1)[0] in text for probe in _FALSE_PROBES):
+        return findings
+    out = []
+    evaluator: Optional[_Evaluator] = None
+    for finding in findings:
+        match = _PROBE_IN_MESSAGE.search(finding.message) if finding.code == "NPU990" else None
+        if match is not None:
+            evaluator = evaluator or _Evaluator(tree)
+            function = evaluator.functions.get(match.group(1))
+            evaluator.used.clear()
+            if function is not None and evaluator.call(function, 0) is False and evaluator.used:
+                library = sorted(evaluator.used)[0]
+                reason = PROBED_FALSE.format(probe=f"{match.group(1)}()", library=f"{library}()",
+                                             name=_FALSE_PROBES[library])
+                finding = dataclasses.replace(finding, severity="info",
+                                              message=f"{finding.message} ({reason})")
         out.append(finding)
     return out

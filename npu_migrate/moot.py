@@ -84,6 +84,9 @@ PHRASES = (
     "called only from code an NPU host does not run",  # callersonly.CALLERS_ONLY: a helper only CUDA-only code calls
     # guards15.ROCM_TRITON: Triton kernels with AMD inline assembly, selected only on ROCm (round 15, AN#8)
     "ROCm-only Triton kernels",
+    # guards15.PROBED_FALSE: a custom op's "cuda" dispatch key, the op called only after `assert
+    # _has_cusparseLt()`, which is False where torch has no cuSPARSELt (round 15, AN#27)
+    "the dispatch key of a custom op called only after a probe false on an NPU host",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

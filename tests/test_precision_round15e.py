@@ -11,6 +11,9 @@
   process group's "nccl" backend, and an op's `__name__` compared with a CUDA op, stay reported.
 - Triton kernels whose inline assembly is AMD GPU ISA, in a module whose selector returns False off
   ROCm (AN#8), are a named scope; PTX assembly, or no ROCm selector, stays an error.
+- the "cuda" dispatch key of a custom op called only after a probe that evaluates to False where
+  `torch.backends.cusparselt.is_available()` is False (AN#27) is a named scope; a probe that reads
+  something else stays an info finding.
 Each fixture is our own.
 """
 
@@ -210,3 +213,49 @@ def test_triton_kernels_with_amd_assembly_selected_only_on_rocm_are_a_named_scop
     for path in ("mypkg/ptx.py", "mypkg/other.py"):
         kept = _triton(report, path)
         assert kept and any(f["severity"] == "error" for f in kept), path
+
+
+SPARSE_OP = """\
+import torch
+
+
+def _lib_version():
+    if not torch.backends.cusparselt.is_available():
+        return (0, 0, 0)
+    version = torch.backends.cusparselt.version()
+    return (version // 10000, (version // 100) % 100, version % 100)
+
+
+_lib_ver = _lib_version()
+
+
+def _has_sparselt() -> bool:
+    available = _lib_ver >= (0, 5, 0)
+    if not available:
+        return False
+    return PROBE_TAIL
+
+
+@torch.library.custom_op("mypkg::_splt_mm", mutates_args=(), device_types=["cuda"])
+def _splt_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch._cslt_sparse_mm(a, b)
+
+
+def sparse_mm(a, b):
+    assert _has_sparselt()
+    return torch.ops.mypkg._splt_mm(a, b)
+"""
+
+
+def test_custom_op_dispatch_key_behind_a_probe_false_on_npu_is_a_named_scope(tmp_path):
+    root = write_project(tmp_path, {
+        "sparse.py": SPARSE_OP.replace("PROBE_TAIL", "torch.cuda.get_device_capability() >= (8, 0)"),
+        # the probe's first test reads the environment, not the library: it stays an info finding
+        "other.py": SPARSE_OP.replace("available = _lib_ver >= (0, 5, 0)", "available = _env_flag()")
+                             .replace("PROBE_TAIL", "True")})
+    report = migrate_json(root)
+    assert not [f for f in report["findings"] if f["path"] == "sparse.py" and f["code"] == "NPU990"]
+    scopes = moot_lines(report["skipped"], "NPU990", "sparse.py")
+    assert 21 in scopes and "cuSPARSELt" in scopes[21]
+    kept = [f for f in report["findings"] if f["path"] == "other.py" and f["code"] == "NPU990"]
+    assert kept and "availability probe `_has_sparselt()`" in kept[0]["message"]
