@@ -87,6 +87,11 @@ PHRASES = (
     # hardware (round 14, AK#15, AK#22)
     "in a backend the project's own validation rejects on an NPU host",
     "a CUDA_HOME read that raises a handled exception",  # builders15.HANDLED: the project raises and catches it
+    # guards15.ROCM_TRITON: Triton kernels with AMD inline assembly, selected only on ROCm (round 15, AN#8)
+    "ROCm-only Triton kernels",
+    # guards15.PROBED_FALSE: a custom op's "cuda" dispatch key, the op called only after `assert
+    # _has_cusparseLt()`, which is False where torch has no cuSPARSELt (round 15, AN#27)
+    "the dispatch key of a custom op called only after a probe false on an NPU host",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

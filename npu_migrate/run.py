@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, notcompute, probes14, probes15, samefile, testprobes, typerefs
+from . import disabled, guards15, notcompute, probes14, probes15, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -176,6 +176,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = fold_redundant(result.findings, text)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
             result.findings = tritonguards.review(result.findings, text)
+            # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)
+            result.findings = guards15.review(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)
             result.findings = samefile.review(result.findings, text)
             # (test-only device probes, skipped "cuda" test cases, a CUDA version only recorded: testprobes.py)
