@@ -64,3 +64,14 @@ def with_as_written(report: dict) -> list[dict]:
             out.append({"path": entry["path"], "line": entry["start_line"], "code": code,
                         "severity": "info", "message": reason, "fixable": False, "scope": True})
     return out
+
+
+def findings_at(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of the report-only findings of `code` in `path`."""
+    return {f["line"]: f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]}
+
+
+def scopes_at(report: dict, path: str, code: str) -> dict[int, str]:
+    """{first line: reason} of the skipped scopes that findings of `code` in `path` became."""
+    return {s["start_line"]: s["reason"] for s in report["skipped"]
+            if s.get("path") == path and "start_line" in s and f"({code})" in s["reason"]}

@@ -5,17 +5,9 @@ a nearby true case stays reported."""
 
 from __future__ import annotations
 
+from .precision_helpers import findings_at as _findings
 from .precision_helpers import migrate_json, write_project
-
-
-def _findings(report: dict, path: str, code: str) -> dict[int, dict]:
-    return {f["line"]: f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]}
-
-
-def _scopes(report: dict, path: str, code: str) -> dict[int, str]:
-    return {s["start_line"]: s["reason"] for s in report["skipped"]
-            if s.get("path") == path and "start_line" in s and f"({code})" in s["reason"]}
-
+from .precision_helpers import scopes_at as _scopes
 
 _OWN_CUDA = '''\
 import torch
