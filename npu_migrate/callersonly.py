@@ -201,6 +201,7 @@ class _File:
                     top = name.split(".", 1)[0]
                     if top not in own and (top in tops or any(name == d or name.startswith(d + ".") for d in dotted)):
                         self._fails = f"`{name}` imported unguarded at {self.relpath}:{stmt.lineno}"
+                        self.fails_line = stmt.lineno
                         break
                 if self._fails:
                     break
@@ -311,6 +312,11 @@ class CallerFinder:
         compiled = functools.lru_cache(maxsize=None)(compiled_packages)
         # (the project's own packages are read, not judged by their name: xformers in xformers' tree)
         own = frozenset(name.split(".")[0] for j in python for name in module_names(results[j].relpath) if "." in name)
+        # (the places of the run's report-only findings that are no info: a module whose failing
+        # import is one of them fails visibly; one whose failing import nothing reports does not
+        # make its helpers' findings moot, since that would leave the module without a finding)
+        reported = frozenset((r.relpath, line) for r in results for f in r.findings
+                             if not f.fixable and f.severity != "info" for line in (f.line, *(a[0] for a in f.also)))
         index: dict[bytes, list[int]] = {}
         asked = [0]
 
@@ -403,7 +409,7 @@ class CallerFinder:
             if dispatched is not None:
                 return dispatched
             fails = source.import_fails(*compiled(), own)
-            if fails is not None:
+            if fails is not None and (source.relpath, source.fails_line) in reported:
                 return f"in a module whose import fails on an NPU host: {fails}, a compiled package with no NPU build"
             if package is not None:
                 names = source.package_names(package)
