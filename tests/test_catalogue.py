@@ -160,3 +160,24 @@ def test_a_file_importing_only_flashinfer_is_read(tmp_path):
     from .precision_helpers import migrate_json
     report = migrate_json(tmp_path)
     assert [f["code"] for f in report["findings"] if f["path"] == "pkg/attn.py"] == ["NPU911"]
+
+
+def test_sgl_kernel_imports_are_read_and_reported(tmp_path):
+    """SGLang's CUDA kernel wheel (`sgl_kernel`) has no NPU build (its Ascend kernels are another
+    package, `sgl_kernel_npu`): an unguarded module-level import fails on an NPU host and was
+    silently missed (no trigger word, no sweep package) until round 15's review found a benchmark
+    whose only failure it was. A guarded import with a fallback is a named scope; `sgl_kernel_npu`
+    and a name that merely contains the word are no finding."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "bench.py").write_text("from sgl_kernel import rmsnorm\n\n\ndef run(x, w):\n"
+                                               "    return rmsnorm(x, w)\n")
+    (tmp_path / "pkg" / "probe.py").write_text("try:\n    from sgl_kernel import rmsnorm\nexcept ImportError:\n"
+                                               "    rmsnorm = None\n\n\ndef run(x, w):\n"
+                                               "    return x if rmsnorm is None else rmsnorm(x, w)\n")
+    (tmp_path / "pkg" / "npu.py").write_text("from sgl_kernel_npu.norm import l1_norm\n\n\ndef check_cpu_sgl_kernel(x):\n"
+                                             "    return l1_norm(x)\n")
+    from .precision_helpers import migrate_json
+    report = migrate_json(tmp_path)
+    found = [(f["path"], f["line"], f["code"], f["severity"]) for f in report["findings"] if not f["fixable"]]
+    assert found == [("pkg/bench.py", 1, "NPU911", "error")], found
+    assert any(s["path"] == "pkg/probe.py" and s.get("start_line") == 2 for s in report["skipped"]), report["skipped"]
