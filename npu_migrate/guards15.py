@@ -78,7 +78,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     wanted = [f for f in findings if f.cell is None and not f.fixable
               and ((f.severity != "info" and (f.code == "NPU910" or (f.code == "NPU990" and "string" in f.message)))
                    or (f.code == "NPU990" and "which this file calls only after the availability probe" in f.message))]
-    if not wanted:
+    if not wanted or not _may_apply(wanted, text):
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
@@ -88,6 +88,20 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         return _probed_false(_name_strings(findings, tree), tree, text)
     except RecursionError:
         return findings
+
+
+_MODULE_ELSE = re.compile(r"^else[ \t]*:", re.MULTILINE)
+
+
+def _may_apply(wanted: list[Finding], text: str) -> bool:
+    """The text tests the four parts make before they read the tree (this runs per file after the
+    engine, for every file with an open NPU910 or NPU990: most need no second parse)."""
+    triton = any(f.code == "NPU910" for f in wanted)
+    strings = any(f.code == "NPU990" for f in wanted)
+    return bool((triton and _MODULE_ELSE.search(text))  # (_gated_triton: a module-level `if` with an `else:`)
+                or (triton and "inline_asm" in text and ("rocm" in text or "hip" in text))  # (_rocm_only)
+                or (strings and ("startswith" in text or "endswith" in text or "__name__" in text))  # (_name_strings)
+                or (strings and any(probe.rsplit(".", 1)[0] in text for probe in _FALSE_PROBES)))  # (_probed_false)
 
 
 # ----------------------------------------------------------------------------- Triton behind a module-level `if`
