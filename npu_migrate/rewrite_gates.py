@@ -138,6 +138,18 @@ class RewriteGates:
             return None
         return None
 
+    def raises_unless_cuda(self, position: tuple[int, int]) -> Optional[str]:
+        """The reason when the check at `position` raises (or asserts) unless the device is CUDA in
+        a module that runs CUDA kernels (`_raises_unless_cuda`), else None: the more exact reason
+        for a check whose later code also uses a CUDA-only package (a CuTe-DSL module's input
+        check: it raises on an NPU host, the right answer there)."""
+        if not position[0]:
+            return None
+        try:
+            return self._raises_unless_cuda(self._path(position), position)
+        except RecursionError:
+            return None
+
     # ------------------------------------------------------------------ Triton predicates
     def _kernel_predicate(self, path: list[ast.AST]) -> Optional[str]:
         """The check is an operand of an `and` chain with a Triton name (`_TRITON_AVAILABLE and

@@ -345,7 +345,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
     from .tests15 import review as review_untaken15
     results = review_untaken15(results, paths)  # (another platform's enum member, a constant-false flag: tests15.py)
-    return to_scopes(review_platforms(results, paths))
+    results = to_scopes(review_platforms(results, paths))
+    from .importfolders import fold as fold_import_folders
+    return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
 
 
 # ------------------------------------------------------------------ what both commands print

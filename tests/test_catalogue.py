@@ -181,3 +181,27 @@ def test_sgl_kernel_imports_are_read_and_reported(tmp_path):
     found = [(f["path"], f["line"], f["code"], f["severity"]) for f in report["findings"] if not f["fixable"]]
     assert found == [("pkg/bench.py", 1, "NPU911", "error")], found
     assert any(s["path"] == "pkg/probe.py" and s.get("start_line") == 2 for s in report["skipped"]), report["skipped"]
+
+
+def test_cute_dsl_and_cuda_python_imports_are_reported(tmp_path):
+    """NVIDIA's CUTLASS Python DSL (`cutlass`, `cutlass.cute`) and cuda-python's driver/runtime
+    bindings (`cuda.bindings.driver`) have no NPU build; rounds 14 and 16 found CuTe-DSL kernels
+    whose only blocker, that import, was silently missed. A guarded CuTe import is a named scope;
+    a project's own `is_cuda()` is not read as a probe of cuda-python (the sweep's availability
+    tables are keyed by top-level package), and `torch.cuda` stays the torch.cuda rules' business."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "comm").mkdir()  # (another folder: one folder's import-only findings are folded, importfolders.py)
+    (tmp_path / "pkg" / "kern.py").write_text("import cutlass\nimport cutlass.cute as cute\n\n\n"
+                                              "def launch(x):\n    return cute.compile(x)\n")
+    (tmp_path / "comm" / "drv.py").write_text("import cuda.bindings.driver as cuda_driver\n\n\n"
+                                              "def stream():\n    return cuda_driver.CUstream(0)\n")
+    (tmp_path / "pkg" / "probe.py").write_text("try:\n    import cutlass.cute as cute\nexcept ImportError:\n"
+                                               "    cute = None\n\n\ndef launch(x):\n"
+                                               "    return x if cute is None else cute.compile(x)\n")
+    from .precision_helpers import migrate_json
+    report = migrate_json(tmp_path)
+    found = sorted((f["path"], f["line"], f["code"], f["severity"]) for f in report["findings"] if not f["fixable"])
+    assert found == [("comm/drv.py", 1, "NPU911", "error"), ("pkg/kern.py", 1, "NPU911", "error")], found
+    assert any(s["path"] == "pkg/probe.py" and s.get("start_line") == 2 for s in report["skipped"]), report["skipped"]
+    from npu_migrate.testscopes import absent_packages
+    assert "cutlass" in absent_packages() and "cuda" not in absent_packages()

@@ -196,9 +196,14 @@ def test_kernel_module_input_check_without_trigger_words_is_a_named_scope(tmp_pa
     report = migrate_json(root)
     line = _line(CUTE_MODULE, "is_cuda")
     assert not _reported(report, "kern/sparsity.py", "NPU110")
-    assert any(s["path"] == "kern/sparsity.py" and s["start_line"] <= line <= s["end_line"]
-               and "a kernel module's input check kept meaning CUDA" in s["reason"]
-               for s in report["skipped"] if "start_line" in s)
+    # (since round 16 `cutlass` is a sweep package: the module's unguarded CuTe import is its own
+    # NPU911 error, which may fold the check in as one of its lines; otherwise the check is a
+    # named scope)
+    folded = [f for f in report["findings"] if f["path"] == "kern/sparsity.py" and f["code"] == "NPU911"
+              and line in [a[0] for a in f.get("also") or []]]
+    assert folded or any(s["path"] == "kern/sparsity.py" and s["start_line"] <= line <= s["end_line"]
+                         and "a kernel module's input check kept meaning CUDA" in s["reason"]
+                         for s in report["skipped"] if "start_line" in s)
 
 
 def test_same_input_check_outside_a_kernel_module_is_still_rewritten(tmp_path):

@@ -392,6 +392,10 @@ class Context:
         gates, widened = self._gates
         if kind in ("check", "available", "gate"):
             why = gates.at(position)
+            if why and kind != "available":
+                # (a check that raises unless the device is CUDA says so first: the CUDA-only code
+                # after it is what it keeps NPU tensors from, round 16's CuTe-DSL modules)
+                why = widened.raises_unless_cuda(position) or why
             if why or kind == "gate":
                 return why
         return widened.at(position, "check" if kind == "widened" else kind)

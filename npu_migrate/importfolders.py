@@ -1,0 +1,106 @@
+"""One NPU911 per folder of modules that fail at import on the same CUDA-only package (issue #16).
+
+SGLang vendors a CuTe-DSL flash-attention (`jit_kernel/flash_attention/cute/`, 30 modules), and
+vLLM and torchao hold folders of CuTe-DSL kernels: every module of such a folder starts with
+`import cutlass` / `import cutlass.cute as cute` / `import cuda.bindings.driver`, and once those
+packages became sweep packages (round 16: their imports had been silently missed) each module
+got the same NPU911 error, one per file: the per-file repetition the issue names as redundant
+(vendored `.cuh` headers one finding each). The port item is the folder: its kernels are written
+for NVIDIA GPUs, and none of its modules imports on an NPU host.
+
+A finding is folded when it is an open NPU911 error whose every line (its own and its `also`
+lines) is a module-level import statement (at column 0: not in a `try`, a function or a branch)
+of a package the sweep reports as NPU911 (rules/sweep.toml `module_codes`). Two or more such
+findings in one folder become one: the first file's (by path) keeps
+the error, and its message names the other modules; theirs are dropped (nothing is lost: each is
+named). A finding with any other line (a call, a cast, a guarded import) is never folded, nor is
+one alone in its folder. Text only: the lines are read from the files' bytes, no parse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+
+MAX_NAMED = 12
+FOLDED = "the other modules of this folder that import"
+
+_IMPORT = re.compile(r"(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*)\s*(?:#.*)?$)")
+
+
+def _packages() -> tuple[str, ...]:
+    from . import catalogue
+
+    codes = catalogue.read_table("sweep.toml")["module_codes"]
+    return tuple(sorted(m for m, code in codes.items() if code == "NPU911" and not m.startswith("torch.")))
+
+
+def _imported(line: str, packages: tuple[str, ...]) -> frozenset | None:
+    """The NPU911 packages a module-level import line names (all its modules must be such), or None."""
+    if not line or line[0].isspace():
+        return None
+    match = _IMPORT.match(line.rstrip())
+    if match is None:
+        return None
+    modules = [match.group(1)] if match.group(1) else [part.split()[0] for part in match.group(2).split(",")]
+    found = set()
+    for module in modules:
+        hit = next((p for p in packages if module == p or module.startswith(p + ".")), None)
+        if hit is None:
+            return None
+        found.add(hit)
+    return frozenset(found)
+
+
+def _candidate(finding) -> bool:
+    from .moot import is_moot
+
+    return (finding.code == "NPU911" and finding.severity == "error" and not finding.fixable
+            and finding.cell is None and not is_moot(finding) and FOLDED not in finding.message)
+
+
+def fold(results: list, paths: dict | None = None) -> list:
+    """The run's results with the folders' repeated import-only NPU911 errors folded (module doc)."""
+    paths = paths or {}
+    packages = _packages()
+    groups: dict[str, list[tuple[int, int, frozenset]]] = {}
+    from .modpaths import RunTexts
+
+    texts = RunTexts(results, paths)
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py"):
+            continue
+        for k, finding in enumerate(result.findings):
+            if not _candidate(finding):
+                continue
+            data = texts(i)
+            if data is None:
+                continue
+            lines = data.decode("utf-8", "replace").splitlines()
+            names: set = set()
+            for line in (finding.line, *(a[0] for a in finding.also)):
+                got = _imported(lines[line - 1] if 0 < line <= len(lines) else "", packages)
+                if got is None:
+                    break
+                names |= got
+            else:
+                groups.setdefault(os.path.dirname(result.relpath), []).append((i, k, frozenset(names)))
+    out = list(results)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(key=lambda m: results[m[0]].relpath)
+        (first, index, _names), rest = members[0], members[1:]
+        names = frozenset().union(*(m[2] for m in members))
+        shown = [f"`{os.path.basename(results[i].relpath)}`" for i, _k, _n in rest]
+        more = f" and {len(shown) - MAX_NAMED} more" if len(shown) > MAX_NAMED else ""
+        packs = ", ".join(f"`{p}`" for p in sorted(names))
+        note = (f"({FOLDED} CUDA-only packages ({packs}) unguarded at module level, and so fail to import on an NPU host "
+                f"all the same: {', '.join(shown[:MAX_NAMED])}{more})")
+        findings = list(out[first].findings)
+        findings[index] = replace(findings[index], message=f"{findings[index].message} {note}")
+        out[first] = replace(out[first], findings=findings)
+        for i, k, _n in rest:
+            out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
+    return out

@@ -1,0 +1,46 @@
+"""Round 16 (issue #16): one NPU911 per folder of modules that only fail at import on CUDA-only
+packages (importfolders.py)."""
+
+from .precision_helpers import migrate_json
+
+_CUTE = "import cutlass\nimport cutlass.cute as cute\n{extra}\n\ndef kernel_{name}(x):\n    return cute.compile(x)\n"
+
+
+def _open(report):
+    return sorted((f["path"], f["line"], f["code"], f["severity"]) for f in report["findings"] if not f["fixable"])
+
+
+def test_a_folder_of_cute_dsl_modules_is_one_finding_that_names_every_module(tmp_path):
+    """SGLang's vendored CuTe-DSL flash-attention: every module of the folder starts with the same
+    unguarded imports. One finding (the first module's) names the others; a module of the folder
+    whose finding holds anything but such imports (here a guarded use in a function) keeps its
+    own, and so does a lone module in another folder."""
+    cute = tmp_path / "pkg" / "cute"
+    cute.mkdir(parents=True)
+    for name, extra in (("mask", ""), ("softmax", "import cuda.bindings.driver as cuda\n"), ("utils", "")):
+        (cute / f"{name}.py").write_text(_CUTE.format(name=name, extra=extra))
+    (cute / "interface.py").write_text(
+        "import torch\nimport cutlass\n\n\ndef run(x):\n    from flashinfer import norm\n    return norm(x)\n")
+    (tmp_path / "pkg" / "other.py").write_text(_CUTE.format(name="other", extra=""))
+    report = migrate_json(tmp_path)
+    assert _open(report) == [
+        ("pkg/cute/interface.py", 2, "NPU911", "error"),
+        ("pkg/cute/mask.py", 1, "NPU911", "error"),
+        ("pkg/other.py", 1, "NPU911", "error"),
+    ], _open(report)
+    kept = next(f for f in report["findings"] if f["path"] == "pkg/cute/mask.py")
+    assert "`softmax.py`, `utils.py`" in kept["message"] and "`cuda.bindings`, `cutlass`" in kept["message"]
+    assert "interface.py" not in kept["message"]
+
+
+def test_guarded_imports_and_other_findings_are_not_folded(tmp_path):
+    """Imports in a `try` (indented) are probes, not failures; a folder where only one module fails
+    at import keeps that module's finding as it is."""
+    cute = tmp_path / "pkg" / "cute"
+    cute.mkdir(parents=True)
+    (cute / "a.py").write_text(_CUTE.format(name="a", extra=""))
+    (cute / "b.py").write_text("try:\n    import cutlass\nexcept ImportError:\n    cutlass = None\n")
+    report = migrate_json(tmp_path)
+    assert _open(report) == [("pkg/cute/a.py", 1, "NPU911", "error")], _open(report)
+    kept = report["findings"][0] if report["findings"][0]["path"] == "pkg/cute/a.py" else None
+    assert kept is None or "other modules of this folder" not in kept["message"]
