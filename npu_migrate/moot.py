@@ -164,6 +164,9 @@ AS_WRITTEN = (
     "a Triton helper without kernels, imported only after its importers' own Triton imports",
     # probes15.VERSION_CHECKED: `v = torch.version.cuda; return v is not None and ...` (round 14, AK#6)
     "`torch.version.cuda` read where the code checks it for None",
+    # gates16.BNB_NPU_FUNCTIONS: a lazy bitsandbytes import used only for functions its NPU backend has
+    # (round 15, AN#12: peft's `dequantize_bnb_weight`)
+    "bitsandbytes functions its NPU backend provides, called as written",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
