@@ -17,6 +17,16 @@ its reason in the message: nothing is dropped.
   without such a gate, or a project whose NPU accelerator answers anything but a literal False
   keeps the finding.
 
+- **Triton kernels imported only behind a gate that needs CUDA** (NPU910 info, AL#38: xformers'
+  `tiled_matmul_kernels` is imported only under `... and _should_use_triton(...)`, whose leading
+  `if ...: return False` exits include `if not _is_triton_available(): return False`, and that
+  function (`from .. import`, or `pkg._is_triton_available()` with `import pkg`) returns False where
+  `torch.cuda.is_available()` is False, a check the run leaves as written: labels7.requires_cuda_exit,
+  environment opt-ins named in the reason). Every import site of the module in the run must sit
+  under such a Triton test: info with CUDA_GATED_TRITON (a moot.PHRASES entry), in place of "with
+  Triton-Ascend installed these kernels run there". A gate that only probes Triton's import, or a
+  CUDA check the run rewrote, keeps the finding.
+
 - **A bitsandbytes import whose names only call functions the NPU backend has** (NPU914 warning,
   AN#12: peft's `dequantize_bnb_weight` imports `bitsandbytes as bnb` in its body and only calls
   `bnb.functional.dequantize_4bit` and `bnb.functional.int8_vectorwise_dequant`, testing the latter
@@ -57,6 +67,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 def review(results: list, paths: dict) -> list:
     results = _review_accelerator_gates(results, paths)
+    results = _review_cuda_gated_triton(results, paths)
     results = _review_bnb(results, paths)
     return _fold_build_args(results, paths)
 
@@ -318,4 +329,170 @@ def _fold_build_args(results: list, paths: dict) -> list:
                             f"{', '.join(str(p[0]) for p in sorted(folds[id(finding)]))})")
             findings.append(finding)
         out[i] = dataclasses.replace(result, findings=findings)
+    return out
+
+
+# ----------------------------------------------------------------------------- a Triton gate needing CUDA
+# (moot.PHRASES holds it: the finding becomes a named skipped scope)
+CUDA_GATED_TRITON = ("imported only behind a Triton gate that needs `torch.cuda.is_available()`, a check the run "
+                     "leaves as written: false on an NPU host, Triton-Ascend or not")
+
+
+def _module_of(results: list, relpath: str, tree: ast.Module, call: ast.AST) -> Optional[tuple[list, str]]:
+    """([indices of the run's files the called name may come from], the function's name) of a call
+    without arguments to `pkg.f()` (`import pkg`) or `f()` (`from pkg import f`, relative or not)."""
+    from .modpaths import module_names, resolve_relative
+
+    if not (isinstance(call, ast.Call) and not call.args and not call.keywords):
+        return None
+    dotted = astcache.dotted(call.func, strict=True)
+    if dotted is None:
+        return None
+    module, _, name = dotted.rpartition(".")
+    stems: set[str] = set()
+    if module:
+        if not any(isinstance(n, ast.Import) and any(a.name == module and a.asname is None for a in n.names)
+                   for n in tree.body):
+            return None
+    else:
+        source = next((n for n in tree.body if isinstance(n, ast.ImportFrom)
+                       and any((a.asname or a.name) == name and a.name == name for a in n.names)), None)
+        if source is None:
+            return None
+        if source.level:
+            base = resolve_relative(relpath, source.level, source.module or "")
+            stems = {base, base + "/__init__"}
+        else:
+            module = source.module or ""
+    found = [k for k, r in enumerate(results) if r.relpath.endswith(".py") and (
+        r.relpath[:-3] in stems if stems else module in module_names(r.relpath))]
+    return (found, name) if found else None
+
+
+def _cuda_gated_call(results: list, paths: dict, relpath: str, tree: ast.Module, call: ast.AST,
+                     texts: dict) -> Optional[str]:
+    """"path:line (opt-in)" when `call` calls a function of the run that returns False where
+    `torch.cuda.is_available()` is False, a check left as written (labels7.requires_cuda_exit)."""
+    from .labels7 import requires_cuda_exit
+    from .modpaths import result_bytes
+
+    target = _module_of(results, relpath, tree, call)
+    if target is None:
+        return None
+    indices, name = target
+    for k in indices:
+        if k not in texts:
+            texts[k] = result_bytes(results[k], paths)
+        data = texts[k]
+        if data is None or f"def {name}(".encode() not in data or b"torch.cuda.is_available" not in data:
+            continue
+        module = astcache.parse(data)
+        function = next((n for n in getattr(module, "body", ()) if isinstance(n, ast.FunctionDef)
+                         and n.name == name), None)
+        found = requires_cuda_exit(function) if function is not None else None
+        if found is None or any(f.fixable and f.line == found[0] for f in results[k].findings):
+            return None
+        opt_in = f", unless the opt-in `{found[1][0][:60]}` holds" if found[1] else ""
+        return f"{results[k].relpath}:{found[0]}{opt_in}"
+    return None
+
+
+def _early_false(statement: ast.stmt) -> Optional[ast.AST]:
+    """The test of `if TEST: return False` (no `else`), or None."""
+    if (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
+            and isinstance(statement.body[0], ast.Return) and isinstance(statement.body[0].value, ast.Constant)
+            and statement.body[0].value.value is False):
+        return statement.test
+    return None
+
+
+def _gate_needs_cuda(results, paths, relpath, tree, test, texts) -> Optional[str]:
+    """Where the Triton test needs CUDA: each disjunct (but `TYPE_CHECKING`) has a conjunct that is
+    such a call, or a call of a module-level function of the file whose leading `if ...: return
+    False` exits include `if not <such a call>: return False`."""
+    from .tritonguards import operands
+
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    disjuncts = [d for d in operands(test, ast.Or) if (astcache.dotted(d) or "").rsplit(".", 1)[-1] != "TYPE_CHECKING"]
+    where = None
+    for disjunct in disjuncts:
+        found = None
+        for conjunct in operands(disjunct, ast.And):
+            found = _cuda_gated_call(results, paths, relpath, tree, conjunct, texts)
+            if found is None and isinstance(conjunct, ast.Call) and isinstance(conjunct.func, ast.Name) \
+                    and conjunct.func.id in functions:
+                body = functions[conjunct.func.id].body
+                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                    body = body[1:]
+                for statement in body:
+                    exit_test = _early_false(statement)
+                    if exit_test is None:
+                        break
+                    if isinstance(exit_test, ast.UnaryOp) and isinstance(exit_test.op, ast.Not):
+                        found = _cuda_gated_call(results, paths, relpath, tree, exit_test.operand, texts)
+                        if found:
+                            found = f"{found}, through `{conjunct.func.id}()`"
+                            break
+            if found:
+                break
+        if found is None:
+            return None
+        where = where or found
+    return where
+
+
+def _review_cuda_gated_triton(results: list, paths: dict) -> list:
+    from .importgates import is_test
+    from .modpaths import module_names
+    from .moot import is_moot
+    from .tritonguards import TRITON_GATED_IMPORTERS, parents, run_imports, tests_triton
+
+    def candidate(f) -> bool:
+        return (f.code == "NPU910" and not f.fixable and f.cell is None and f.severity == "info"
+                and TRITON_GATED_IMPORTERS in f.message and not is_moot(f))
+
+    todo = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(candidate(f) for f in r.findings)]
+    if not todo:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    imports, text_of = run_imports(results, python, paths)
+    texts: dict = {}
+    trees: dict = {}
+    out = list(results)
+    for i in todo:
+        relpath = results[i].relpath
+        names, stem = set(module_names(relpath)), relpath[:-3]
+        # (the project's own importers first: the reason names one of them)
+        sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                        if (relative and name in (stem, stem.removesuffix("/__init__")))
+                        or (not relative and name in names)}, key=lambda s: (is_test(results[s[0]].relpath), s))
+        where = None
+        for j, line in sites:
+            if j not in trees:
+                data = text_of(j)
+                trees[j] = astcache.parse(data) if data else None
+            tree = trees[j]
+            if tree is None:
+                where = None
+                break
+            parent = parents(tree)
+            statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
+            found = None
+            for statement in statements:
+                child, current = statement, parent.get(id(statement))
+                while current is not None and not isinstance(current, ast.Module):
+                    if isinstance(current, ast.If) and child in current.body and tests_triton(current.test):
+                        found = _gate_needs_cuda(results, paths, results[j].relpath, tree, current.test, texts)
+                        break
+                    child, current = current, parent.get(id(current))
+                if found is None:
+                    break
+            if not statements or found is None:
+                where = None
+                break
+            where = where or f"{results[j].relpath}:{line}: {found}"
+        if where is None:
+            continue
+        findings = [_lower(f, f"{CUDA_GATED_TRITON} ({where})") if candidate(f) else f for f in results[i].findings]
+        out[i] = dataclasses.replace(results[i], findings=findings)
     return out

@@ -184,3 +184,105 @@ def test_lone_build_arg_stays(tmp_path):
     path = ".buildkite/release.yaml"
     nccl = [f for f in findings_at(report, path, "NPU703").values() if "NCCL_VERSION" in f["message"]]
     assert nccl and {8, 14} <= {nccl[0]["line"], *(a[0] for a in nccl[0].get("also", []))}
+
+
+_TOYX_INIT = '''\
+import os
+
+import torch
+
+
+def _is_triton_available():
+    if os.environ.get("TOYX_ENABLE_TRITON", "0") == "1":
+        return True
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import triton  # noqa
+
+        return True
+    except ImportError:
+        return False
+
+
+def _has_triton():
+    try:
+        import triton  # noqa
+
+        return True
+    except ImportError:
+        return False
+'''
+
+_TILED = '''\
+import os
+
+import torch
+
+from .. import _has_triton, _is_triton_available
+
+
+def _should_use_triton(device):
+    if not int(os.getenv("TOYX_TILED_TRITON", "1")):
+        return False
+    if not _is_triton_available():
+        return False
+    return True
+
+
+def _can_use_triton_add(device):
+    if not _has_triton():
+        return False
+    return True
+
+
+def matmul(a, b):
+    if a.dim() == 2 and _should_use_triton(a.device):
+        from ._triton.tiled_kernels import launch
+
+        return launch(a, b)
+    return a @ b
+
+
+def add(a, b):
+    if a.dim() == 2 and _can_use_triton_add(a.device):
+        from ._triton.add_kernels import launch_add
+
+        return launch_add(a, b)
+    return a + b
+'''
+
+_KERNELS = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _{name}_kernel(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(a_ptr + offs, mask=mask) + tl.load(b_ptr + offs, mask=mask), mask=mask)
+
+
+def {launch}(a, b):
+    out = torch.empty_like(a)
+    _{name}_kernel[(1,)](a, b, out, a.numel(), BLOCK=1024)
+    return out
+'''
+
+
+def test_triton_kernels_behind_a_gate_that_needs_cuda(tmp_path):
+    files = {"toyx/__init__.py": _TOYX_INIT, "toyx/ops/__init__.py": "", "toyx/ops/tiled.py": _TILED,
+             "toyx/ops/_triton/__init__.py": "",
+             "toyx/ops/_triton/tiled_kernels.py": _KERNELS.format(name="tiled", launch="launch"),
+             "toyx/ops/_triton/add_kernels.py": _KERNELS.format(name="add", launch="launch_add")}
+    report = migrate_json(write_project(tmp_path, files))
+    # `_should_use_triton` needs `_is_triton_available()`, False where torch.cuda.is_available() is
+    assert 2 not in findings_at(report, "toyx/ops/_triton/tiled_kernels.py", "NPU910")
+    scopes = scopes_at(report, "toyx/ops/_triton/tiled_kernels.py", "NPU910")
+    assert 2 in scopes and "toyx/__init__.py:9" in scopes[2] and "TOYX_ENABLE_TRITON" in scopes[2]
+    # a gate that only probes Triton's import: Triton-Ascend makes it true, the finding stays
+    kept = findings_at(report, "toyx/ops/_triton/add_kernels.py", "NPU910")
+    assert kept[2]["severity"] == "info" and "Triton-Ascend installed" in kept[2]["message"]
+    assert 2 not in scopes_at(report, "toyx/ops/_triton/add_kernels.py", "NPU910")
