@@ -310,3 +310,7 @@ def conversion_source(tree: Optional[ast.Module], line: int, column: int) -> Opt
     if not shown or not shown.startswith("torch.") or shown in _FLOAT64:
         return None
     return CONVERSION_SOURCE.format(function=function.name, line=function.lineno, dtype=f"`{shown}`")
+
+
+# ------------------------------------------------------------------ shared with gates16.py
+requires_cuda_exit = _requires_cuda

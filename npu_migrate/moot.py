@@ -83,6 +83,9 @@ PHRASES = (
     "a module nothing imports",  # optionalext.NOTHING_IMPORTS: a guarded Triton module no module imports (round 14)
     "called only from code an NPU host does not run",  # callersonly.CALLERS_ONLY: a helper only CUDA-only code calls
     "launched only under an accelerator method the NPU accelerator answers False",  # gates15.ACCELERATOR_FALSE (AH#29)
+    # gates16.CUDA_GATED_TRITON: Triton kernels imported only behind `_should_use_triton()` /
+    # `pkg._is_triton_available()`, which return False where `torch.cuda.is_available()` is (round 14, AL#38)
+    "imported only behind a Triton gate that needs `torch.cuda.is_available()`",
     # validated.VALIDATED: a backend or scheme the project's own argument validation rejects off NVIDIA
     # hardware (round 14, AK#15, AK#22)
     "in a backend the project's own validation rejects on an NPU host",
@@ -164,6 +167,9 @@ AS_WRITTEN = (
     "a Triton helper without kernels, imported only after its importers' own Triton imports",
     # probes15.VERSION_CHECKED: `v = torch.version.cuda; return v is not None and ...` (round 14, AK#6)
     "`torch.version.cuda` read where the code checks it for None",
+    # gates16.BNB_NPU_FUNCTIONS: a lazy bitsandbytes import used only for functions its NPU backend has
+    # (round 15, AN#12: peft's `dequantize_bnb_weight`)
+    "bitsandbytes functions its NPU backend provides, called as written",
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

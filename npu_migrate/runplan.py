@@ -345,6 +345,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
     from .tests15 import review as review_untaken15
     results = review_untaken15(results, paths)  # (another platform's enum member, a constant-false flag: tests15.py)
+    from .gates16 import review as review_gates16
+    # (imports behind an accelerator's `is_triton_supported()` False on NPU, bitsandbytes functions the
+    # NPU backend has, build arguments of a command already reported: gates16.py)
+    results = review_gates16(results, paths)
     results = to_scopes(review_platforms(results, paths))
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)

@@ -419,11 +419,29 @@ def _test_probe(test: ast.AST, scope: ast.AST, file: _File) -> Optional[tuple[st
 def _opt_in(finding: Finding, file: _File) -> Optional[str]:
     if finding.code not in ("NPU910", "NPU911"):
         return None
+    found = _reach_gates(finding, file)
+    if found is None:
+        return None
+    function, gates = found
+    return f"{OPT_IN}: `{function}` runs only when `{gates[0][0]}()` passes, which needs `{gates[0][1]}()`"
+
+
+def opt_in_gates(finding: Finding, tree: ast.Module, findings: list[Finding]) -> Optional[tuple[str, list]]:
+    """(the private function holding the finding's lazy import, [(function of the file, its
+    capability probe)] of every test that gates a call reaching it), or None: the shape `_opt_in`
+    reads, for any finding code (gates16.py asks which probe each gate needs)."""
+    try:
+        return _reach_gates(finding, _File(tree, findings))
+    except RecursionError:
+        return None
+
+
+def _reach_gates(finding: Finding, file: _File) -> Optional[tuple[str, list]]:
     function = file.top_function(finding.line)
     if function is None or not function.name.startswith("_") or any(
             not _inside(line, function) or line == function.lineno for line in _places(finding)):
         return None
-    names, frontier, gate = {function.name}, [function.name], None
+    names, frontier, gates = {function.name}, [function.name], []
     for _ in range(_MAX_HOPS + 1):
         following = []
         for name in frontier:
@@ -442,7 +460,7 @@ def _opt_in(finding: Finding, file: _File) -> Optional[str]:
                             break
                     statement, current = current, file.parents.get(id(current))
                 if found:
-                    gate = gate or found
+                    gates.append(found)
                     continue
                 if not outer.name.startswith("_") or outer.name not in file.functions:
                     return None
@@ -452,9 +470,9 @@ def _opt_in(finding: Finding, file: _File) -> Optional[str]:
         frontier = following
         if not frontier:
             break
-    if frontier or gate is None:
+    if frontier or not gates:
         return None
-    return f"{OPT_IN}: `{function.name}` runs only when `{gate[0]}()` passes, which needs `{gate[1]}()`"
+    return function.name, gates
 
 
 # ----------------------------------------------------------------------------- the entry point

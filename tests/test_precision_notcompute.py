@@ -251,11 +251,14 @@ def test_bitsandbytes_round_trip_in_a_test(tmp_path):
             return bnb.functional.dequantize_4bit(q, state)
         """
     library = body.replace("roundtrip", "quantize")  # (not a byte-identical copy: those are merged)
-    findings, _skipped = _run(tmp_path, {"tests/test_quant.py": body, "pkg/quant.py": library})
+    findings, skipped = _run(tmp_path, {"tests/test_quant.py": body, "pkg/quant.py": library})
     test = _at(findings, "tests/test_quant.py", "NPU914")
     assert test and test[0]["severity"] == "info" and "in a test file" in test[0]["message"]
-    library = _at(findings, "pkg/quant.py", "NPU914")
-    assert library and library[0]["severity"] == "warning"
+    # (round 15, AN#12: a library function that only calls bitsandbytes functions its NPU backend
+    # has runs as written there: a named scope, gates16.py)
+    assert not _at(findings, "pkg/quant.py", "NPU914")
+    assert any(s.get("path") == "pkg/quant.py" and "functions its NPU backend provides" in s.get("reason", "")
+               for s in skipped)
 
 
 def test_label_guard_folded_into_the_parametrize_list(tmp_path):
