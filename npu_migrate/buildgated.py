@@ -319,7 +319,7 @@ def fold_kernelless_headers(results: list, paths: dict) -> list:
     from .modpaths import RunTexts
 
     hosts = [i for i, r in enumerate(results) if r.relpath.lower().endswith(".cuh")
-             and any(f.code == "NPU912" and not f.fixable for f in r.findings)]
+             and any(map(_open_error, r.findings))]  # (a header folder already info or a scope stays so)
     if not hosts:
         return results
     texts = RunTexts(results, paths)
@@ -359,14 +359,12 @@ def fold_kernelless_headers(results: list, paths: dict) -> list:
         if first is None:
             continue
         names = ", ".join(sorted(posixpath.relpath(rel, folder) for rel in header_rels))
-        note = (f"with the kernel-less CUDA headers of `{folder}/` it and {len(every) - 1} other reported "
-                f"source{'s' if len(every) != 2 else ''} include: {names}") if len(every) > 1 else \
-               f"with the kernel-less CUDA headers of `{folder}/` it includes: {names}"
+        note = (f"also the kernel-less CUDA headers of `{folder}/`, included by {len(every)} reported "
+                f"source{'s' if len(every) > 1 else ''}: {names}")
         out[first] = replace(out[first], findings=[
             replace(f, message=f"{f.message} ({note})") if f.code == "NPU912" and not f.fixable else f
             for f in out[first].findings])
-        out[host] = replace(out[host], findings=[f for f in out[host].findings
-                                                 if not (f.code == "NPU912" and not f.fixable)])
+        out[host] = replace(out[host], findings=[f for f in out[host].findings if not _open_error(f)])
     return out
 
 

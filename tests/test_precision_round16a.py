@@ -196,7 +196,7 @@ def test_kernelless_headers_fold_into_their_reported_includers(tmp_path: Path) -
     assert not [f for f in report["findings"] if f["code"] == "NPU912" and "/include/" in f["path"]]
     [host] = _npu912(report, "pkg/csrc/a.cuh")
     assert host["severity"] == "error"
-    assert "kernel-less CUDA headers of `pkg/include/mykern/`" in host["message"]
+    assert "also the kernel-less CUDA headers of `pkg/include/mykern/`, included by 3 reported sources" in host["message"]
     assert "util.cuh, vec.cuh" in host["message"]
     assert _npu912(report, "pkg/other/c.cuh")
 
