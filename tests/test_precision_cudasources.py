@@ -189,7 +189,10 @@ def test_setup_cuda_home_probe_with_cpp_fallback_runs_as_written(tmp_path):
                for s in report["skipped"])
     assert any("setup.py builds its `CppExtension` on an NPU host" in s.get("reason", "") for s in report["skipped"])
     kernel = _finding(report, "csrc/op.cu", "NPU912")
-    assert kernel is not None and kernel["severity"] == "error"
+    # still reported on its own; info since round 16 (buildgated.py): the setup.py compiles it only
+    # under the CUDA test, so an NPU host never builds it (its ops still need a review)
+    assert kernel is not None and kernel["severity"] == "info"
+    assert "not compiled on an NPU host (setup.py:21 builds CUDA sources only when" in kernel["message"]
     # without CUDA sources in the run, setup.py's finding is the only word on the CUDA build: it stays
     alone = migrate_json(write_project(tmp_path / "alone", {"setup.py": SETUP, "csrc/op.cpp": "int f() { return 0; }\n"}))
     probe = _finding(alone, "setup.py", "NPU911")
