@@ -1091,7 +1091,7 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
             continue
         indexes.sort(key=lambda i: results[i].relpath)
         first, rest = indexes[0], indexes[1:]
-        names = [os.path.basename(results[i].relpath) for i in rest]
+        names = [_header_name(results[i]) for i in rest]
         shown = ", ".join(names[:MAX_HEADERS_NAMED])
         more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
         where = f"`{folder}/`" if folder else "the root folder"
@@ -1109,6 +1109,18 @@ def group_cuda_headers(results: list[FileResult]) -> list[FileResult]:
         for i in rest:
             out[i] = dataclasses.replace(results[i], findings=[f for f in results[i].findings if f.code != "NPU912"])
     return out
+
+
+_COPIES_NOTE = re.compile(r" (\(byte-identical (?:copy|copies): .*\))$")
+
+
+def _header_name(result: FileResult) -> str:
+    """A folded header as the finding that takes it in names it: its file name, with the copies
+    its own finding named (`_group_identical_sources`), which would otherwise go unnamed."""
+    name = os.path.basename(result.relpath)
+    note = next((m.group(1) for f in result.findings if f.code == "NPU912"
+                 for m in [_COPIES_NOTE.search(f.message)] if m), None)
+    return f"{name} {note}" if note else name
 
 
 def _fold_headers_into_sources(results: list[FileResult]) -> list[FileResult]:
@@ -1132,7 +1144,7 @@ def _fold_headers_into_sources(results: list[FileResult]) -> list[FileResult]:
         if folder not in sources:
             continue
         host = sources[folder]
-        names = sorted(os.path.basename(results[i].relpath) for i in indexes)
+        names = sorted(_header_name(results[i]) for i in indexes)
         shown = ", ".join(names[:MAX_HEADERS_NAMED])
         more = f" and {len(names) - MAX_HEADERS_NAMED} more" if len(names) > MAX_HEADERS_NAMED else ""
         noun = "header" if len(names) == 1 else "headers"

@@ -44,3 +44,18 @@ def test_guarded_imports_and_other_findings_are_not_folded(tmp_path):
     assert _open(report) == [("pkg/cute/a.py", 1, "NPU911", "error")], _open(report)
     kept = report["findings"][0] if report["findings"][0]["path"] == "pkg/cute/a.py" else None
     assert kept is None or "other modules of this folder" not in kept["message"]
+
+
+def test_a_header_copy_in_another_folder_stays_named_when_its_header_is_folded(tmp_path):
+    """A `.cuh` byte-identical to one in another folder is reported once, on the first path, naming
+    the copy; that first header is then folded into the `.cu` beside it. The copy's name must come
+    along (before round 16 it was dropped: a silent miss, h59's review)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    header = "#pragma once\n__device__ inline float twice(float x) { return x * 2; }\n"
+    (tmp_path / "a" / "h.cuh").write_text(header)
+    (tmp_path / "b" / "h.cuh").write_text(header)
+    (tmp_path / "a" / "k.cu").write_text('#include "h.cuh"\n__global__ void k(float* x) { x[0] = twice(x[0]); }\n')
+    report = migrate_json(tmp_path)
+    assert _open(report) == [("a/k.cu", 1, "NPU912", "error")], _open(report)
+    assert "h.cuh (byte-identical copy: `b/h.cuh`)" in report["findings"][0]["message"]
