@@ -199,6 +199,8 @@ NO_WORK = (
     "the class's own `cuda()` delegating to its members",
     "a handler of `Tensor.cuda` itself",
     "a registration, not a use",
+    # ncclonly.NCCL_ONLY: `os.environ["NCCL_CUMEM_ENABLE"] = ...`, a setting HCCL has no counterpart for (AN#1)
+    "an NCCL-only setting HCCL never reads",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 
