@@ -42,3 +42,75 @@ def use_cumem():
     scopes = [s for s in report["skipped"] if s["path"] == "engine.py"
               and s["reason"].startswith("no port work on an NPU host (NPU602): an NCCL-only setting")]
     assert scopes and scopes[0]["start_line"] == 5 and scopes[0]["end_line"] == 8, report["skipped"]
+
+
+_CHAIN = '''\
+import torch
+
+from mypkg.utils import is_cuda_alike, is_flashinfer_available
+
+if is_flashinfer_available():
+    from flashinfer import fp4_quantize
+elif is_cuda_alike():
+    from sgl_kernel import scaled_fp4_quant as fp4_quantize
+else:
+    fp4_quantize = None
+
+
+def prepare(layer):
+    from flashinfer import shuffle_matrix_a
+
+    return shuffle_matrix_a(layer.weight, 64)
+
+
+def quantize_fp4(x, scale):
+    q, sf = fp4_quantize(x, scale, 16)
+    sf = sf.float().to(torch.float8_e4m3fn).reshape(x.shape[0], -1)
+    return q, sf
+
+
+def quantize_fp8(x):
+    scale = x.abs().amax() / 448.0
+    return (x / scale).to(torch.float8_e4m3fn), scale
+'''
+
+
+def test_fp8_after_a_call_of_a_name_bound_only_to_a_failing_import_or_none(tmp_path):
+    """AM#33: an FP8 cast of the scales after `fp4_quantize(...)`, a name the module binds only
+    to a CUDA-only import (reported) or None: the call fails on an NPU host, so the FP8 line folds
+    into the import's finding. FP8 compute in a function that does not call it stays NPU913."""
+    root = write_project(tmp_path, {"runner.py": _CHAIN})
+    report = migrate_json(root)
+    imports = [f for f in _findings(report, "runner.py", "NPU911") if f["severity"] == "error"]
+    assert imports and 21 in set().union(*map(_lines, imports)), report["findings"]
+    fp8 = _findings(report, "runner.py", "NPU913")
+    lines = set().union(*map(_lines, fp8))
+    assert 21 not in lines and 27 in lines, fp8
+    # the finding that stays names its own place, not a place folded elsewhere
+    assert all(f["source"].split("(")[0] in f["message"] for f in fp8), fp8
+
+
+def test_a_name_also_bound_otherwise_is_no_failing_callable(tmp_path):
+    """The same shape where the `else:` binds a torch fallback: the call runs on an NPU host, and the
+    FP8 after it stays reported."""
+    text = _CHAIN.replace("    fp4_quantize = None\n", "    def fp4_quantize(x, scale, n):\n        return x, scale\n")
+    root = write_project(tmp_path, {"runner.py": text})
+    report = migrate_json(root)
+    lines = set().union(*map(_lines, _findings(report, "runner.py", "NPU913")))
+    assert 22 in lines, report["findings"]
+
+
+def test_rebuilt_names_its_new_anchor():
+    """AM#33: a merged finding whose first place moved away named that place's call; it names its
+    new anchor once rebuilt."""
+    from npu_migrate.findings import Finding
+    from npu_migrate.folding import rebuilt
+
+    finding = Finding(path="a.py", line=250, column=21, code="NPU913",
+                      message="FP8 compute: `per_token_group_quant_fp8(...)` (also at line 387)",
+                      fixable=False, source="per_token_group_quant_fp8(hidden_states, k)",
+                      also=((387, 30, "torch.float8_e4m3fn"),))
+    out = rebuilt(finding, [(387, 30, "torch.float8_e4m3fn")])
+    assert out.line == 387 and "`torch.float8_e4m3fn`" in out.message and "per_token" not in out.message
+    same = rebuilt(finding, [(250, 21, "per_token_group_quant_fp8(hidden_states, k)")])
+    assert "`per_token_group_quant_fp8(...)`" in same.message
