@@ -162,6 +162,8 @@ AS_WRITTEN = (
     # redundant14.HELPER_OF_REPORTED: an autotuner helper that runs only where its importers' own Triton
     # kernels run, reported there (round 13, AH#5)
     "a Triton helper without kernels, imported only after its importers' own Triton imports",
+    # probes15.SELECTOR: `if should_use_flashinfer_...(): from flashinfer import ...` (round 14, AL#40)
+    "behind a selector of the package's own backend",
     # probes15.VERSION_CHECKED: `v = torch.version.cuda; return v is not None and ...` (round 14, AK#6)
     "`torch.version.cuda` read where the code checks it for None",
 )

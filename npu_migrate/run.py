@@ -155,7 +155,10 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             result.findings = review_fallbacks(result.findings, text)  # (fallbacks.py)
             # (probes15.py: an availability check, importorskip or None check an NPU host fails)
-            result.findings = probes15.review(result.findings, text)
+            lowered = probes15.review(result.findings, text)
+            if lowered != result.findings:  # (an import it lowered absorbs a fallback's import no more)
+                lowered = review_fallbacks(lowered, text)
+            result.findings = lowered
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)

@@ -114,3 +114,56 @@ def test_rebuilt_names_its_new_anchor():
     assert out.line == 387 and "`torch.float8_e4m3fn`" in out.message and "per_token" not in out.message
     same = rebuilt(finding, [(250, 21, "per_token_group_quant_fp8(hidden_states, k)")])
     assert "`per_token_group_quant_fp8(...)`" in same.message
+
+
+_DISPATCHER = '''\
+import torch
+
+from mypkg.utils import is_sm120_supported, should_use_flashinfer_cutlass_allgather, use_fast_path
+
+try:
+    if is_sm120_supported():
+        from flashinfer import fp4_quantize
+    else:
+        from sgl_kernel import scaled_fp4_quant as fp4_quantize
+
+    from flashinfer import fp4_quantize as fp4_quantize_flashinfer
+except ImportError:
+    fp4_quantize = None
+
+
+class Dispatcher:
+    def dispatch(self, x, scale):
+        if should_use_flashinfer_cutlass_allgather():
+            from flashinfer import nvfp4_block_scale_interleave
+
+            q, sf = fp4_quantize_flashinfer(x, scale)
+            return q, nvfp4_block_scale_interleave(sf)
+        return x, None
+'''
+
+_COMBINER = '''\
+from mypkg.utils import use_fast_path
+
+
+def combine(x):
+    if use_fast_path():
+        from flashinfer import fused_combine
+
+        return fused_combine(x)
+    return x
+'''
+
+
+def test_import_behind_a_selector_of_the_package_backend(tmp_path):
+    """AL#40: `if should_use_flashinfer_cutlass_allgather(): from flashinfer import ...` is behind a
+    selector of flashinfer's own backend (a named scope), and the optional `try` at the top, whose
+    `except ImportError` falls back, is no longer absorbed by it. The same import behind a selector
+    that does not name the package stays an error."""
+    root = write_project(tmp_path, {"dispatcher.py": _DISPATCHER, "combiner.py": _COMBINER})
+    report = migrate_json(root)
+    assert not [f for f in _findings(report, "dispatcher.py", "NPU911") if f["severity"] == "error"], report["findings"]
+    kept = [f for f in _findings(report, "combiner.py", "NPU911") if f["severity"] == "error"]
+    assert kept and kept[0]["line"] == 6, report["findings"]
+    scopes = [s for s in report["skipped"] if s["path"] == "dispatcher.py" and "(NPU911)" in s["reason"]]
+    assert any(s["start_line"] <= 9 and s["end_line"] >= 19 for s in scopes), report["skipped"]
