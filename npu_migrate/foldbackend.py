@@ -204,7 +204,7 @@ def fold_after_failing_import(findings: list[Finding], tree: ast.Module) -> list
 def _chain_bound(findings: list[Finding], tree: ast.Module) -> dict[str, Finding]:
     """{name: the failing finding} of the names the module binds only in a module-level `if`/`elif`/
     `else` chain, each binding an import of a CUDA-only package (one of them reported as failing)
-    or None (`if is_flashinfer_available(): from flashinfer import fp4_quantize elif is_cuda_alike():
+    or None, at least one None (`if is_flashinfer_available(): from flashinfer import fp4_quantize elif is_cuda_alike():
     from sgl_kernel import scaled_fp4_quant as fp4_quantize else: fp4_quantize = None`, round-14
     AM#33): on an NPU host the name is None or its import fails, so a call of it fails there."""
     from .folding import ours, places_of
@@ -218,6 +218,7 @@ def _chain_bound(findings: list[Finding], tree: ast.Module) -> dict[str, Finding
         return {}
     reported: dict[str, Finding] = {}
     spoiled: set[str] = set()
+    nones: set[str] = set()  # (a chain without its None branch leaves the name unbound: another pass's shape)
 
     def visit(block: list, in_chain: bool) -> None:
         for stmt in block:
@@ -234,7 +235,7 @@ def _chain_bound(findings: list[Finding], tree: ast.Module) -> dict[str, Finding
                         reported.setdefault(name, lines[stmt.lineno])
             elif isinstance(stmt, ast.Assign) and in_chain and isinstance(stmt.value, ast.Constant) \
                     and stmt.value.value is None and all(isinstance(t, ast.Name) for t in stmt.targets):
-                continue
+                nones.update(t.id for t in stmt.targets)
             else:
                 for node in ast.walk(stmt):  # (any other binding: a def, an assignment, a `try`)
                     if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
@@ -245,7 +246,7 @@ def _chain_bound(findings: list[Finding], tree: ast.Module) -> dict[str, Finding
                         spoiled.add((node.asname or node.name).split(".")[0])
 
     visit(tree.body, False)
-    return {name: finding for name, finding in reported.items() if name not in spoiled}
+    return {name: finding for name, finding in reported.items() if name not in spoiled and name in nones}
 
 
 def _after_chained_call(function, line: int, chained: dict[str, Finding]) -> Finding | None:
