@@ -167,3 +167,42 @@ def test_import_behind_a_selector_of_the_package_backend(tmp_path):
     assert kept and kept[0]["line"] == 6, report["findings"]
     scopes = [s for s in report["skipped"] if s["path"] == "dispatcher.py" and "(NPU911)" in s["reason"]]
     assert any(s["start_line"] <= 9 and s["end_line"] >= 19 for s in scopes), report["skipped"]
+
+
+_COMM = '''\
+from mypkg.nccl_wrapper import NCCLLibrary
+
+
+class Communicator:
+    def __init__(self, path=None):
+        try:
+            self.nccl = NCCLLibrary(path)
+        except Exception:
+            self.disabled = True
+            return
+        self.disabled = False
+
+    def all_reduce(self, buf, n):
+        if self.disabled:
+            return
+        self.nccl.ncclAllReduce(buf, n)
+
+    def group_start(self):
+        self.nccl.ncclGroupStart()
+'''
+
+
+def test_unguarded_use_of_a_library_bound_only_where_it_loaded(tmp_path):
+    """AP#17: `self.nccl` is bound only in a `try` whose handler sets `self.disabled` and returns;
+    `group_start()` uses it without testing the flag: where the library did not load, as on an NPU
+    host, the object has no `nccl`, and the method is meant only for an enabled one (a named scope,
+    as the guarded use). With a class default `nccl = None` the unguarded use stays reported."""
+    root = write_project(tmp_path, {"comm.py": _COMM,
+                                    "comm2.py": _COMM.replace("class Communicator:\n",
+                                                              "class Communicator:\n    nccl = None\n\n")})
+    report = migrate_json(root)
+    assert not _findings(report, "comm.py", "NPU990"), report["findings"]
+    scopes = [s for s in report["skipped"] if s["path"] == "comm.py" and "disables the feature" in s["reason"]]
+    assert scopes and scopes[0]["end_line"] >= 19, report["skipped"]
+    kept = set().union(*map(_lines, _findings(report, "comm2.py", "NPU990")))
+    assert 21 in kept, report["findings"]
