@@ -11,6 +11,11 @@ before the per-file merge, on the file's `ast` (astcache):
   the check, which moot.py turns into a named skipped scope. Only a check that names the imported
   package (`is_<pkg>_available`, its initials: `is_te_available`, `<PKG>_AVAILABLE`) counts; an
   import of the same package with no such check before it keeps its error.
+* **Behind a selector of the package's own backend** (`SELECTOR`, a moot.PHRASES phrase). `if
+  should_use_flashinfer_cutlass_moe_fp4_allgather(): from flashinfer import ...` (sglang's MoE
+  dispatcher, round 14 AL#40): a call without arguments named `[should_|can_]use_<pkg>...` picks
+  that package's backend, which an NPU host lacking the package never selects. A selector that does
+  not name the imported package (`if use_fast_path():`) keeps the error.
 * **After `pytest.importorskip("pkg")`** (`fallbacks.SKIPPED_TEST`, a moot.PHRASES phrase). The
   statement before it in the same test skips the test where the package is missing, as on an NPU
   host (vllm's weight-cache test, AM#10): the import of that package after it is never reached
