@@ -206,3 +206,13 @@ def test_unguarded_use_of_a_library_bound_only_where_it_loaded(tmp_path):
     assert scopes and scopes[0]["end_line"] >= 19, report["skipped"]
     kept = set().union(*map(_lines, _findings(report, "comm2.py", "NPU990")))
     assert 21 in kept, report["findings"]
+
+
+def test_a_chain_without_a_none_branch_folds_nothing(tmp_path):
+    """A chain with no `else: name = None` leaves the name unbound where no branch is taken: not the
+    chained shape (fp8cpu's own reasons judge it), so the FP8 after its call stays its own finding."""
+    text = _CHAIN.replace("else:\n    fp4_quantize = None\n", "")
+    root = write_project(tmp_path, {"runner.py": text})
+    report = migrate_json(root)
+    imports = [f for f in _findings(report, "runner.py", "NPU911") if f["severity"] == "error"]
+    assert not any(19 in _lines(f) for f in imports), report["findings"]
