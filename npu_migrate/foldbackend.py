@@ -165,7 +165,8 @@ def fold_after_failing_import(findings: list[Finding], tree: ast.Module) -> list
     from .folding import Fold, ours, places_of
 
     imports = _failing_imports(findings, tree)
-    if not imports:
+    chained = _chain_bound(findings, tree)
+    if not imports and not chained:
         return findings
     failing = _failing_callables(tree, imports)
     module_level = next((f for s, owner, f in imports if owner is None), None)
@@ -189,6 +190,8 @@ def fold_after_failing_import(findings: list[Finding], tree: ast.Module) -> list
                 if target is None and owner is not None and any(owner is n for n in holding) \
                         and (stmt.end_lineno or stmt.lineno) < line:
                     target = found
+            if target is None and holding and chained:  # (after a call of a name bound only so)
+                target = _after_chained_call(min(holding, key=lambda n: _span(n)[1] - _span(n)[0]), line, chained)
             if target is None and holding and failing:
                 if parents is None:
                     parents = _parents(tree)
@@ -196,6 +199,76 @@ def fold_after_failing_import(findings: list[Finding], tree: ast.Module) -> list
             if target is not None and fold.movable(finding, target):
                 fold.move(finding, [place], target)
     return sorted(fold.result(name_them=AFTER_IMPORT))
+
+
+def _chain_bound(findings: list[Finding], tree: ast.Module) -> dict[str, Finding]:
+    """{name: the failing finding} of the names the module binds only in a module-level `if`/`elif`/
+    `else` chain, each binding an import of a CUDA-only package (one of them reported as failing)
+    or None, at least one None (`if is_flashinfer_available(): from flashinfer import fp4_quantize elif is_cuda_alike():
+    from sgl_kernel import scaled_fp4_quant as fp4_quantize else: fp4_quantize = None`, round-14
+    AM#33): on an NPU host the name is None or its import fails, so a call of it fails there."""
+    from .folding import ours, places_of
+
+    lines: dict[int, Finding] = {}
+    for finding in findings:
+        if finding.code == FAILING and finding.severity == "error" and ours(finding):
+            for line, _c, _s in places_of(finding):
+                lines.setdefault(line, finding)
+    if not lines:
+        return {}
+    reported: dict[str, Finding] = {}
+    spoiled: set[str] = set()
+    nones: set[str] = set()  # (a chain without its None branch leaves the name unbound: another pass's shape)
+
+    def visit(block: list, in_chain: bool) -> None:
+        for stmt in block:
+            if isinstance(stmt, ast.If):
+                visit(stmt.body, True)
+                visit(stmt.orelse, True)
+            elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                for alias in stmt.names:
+                    module = (stmt.module or "") if isinstance(stmt, ast.ImportFrom) else alias.name
+                    name = (alias.asname or alias.name).split(".")[0]
+                    if not in_chain or (isinstance(stmt, ast.ImportFrom) and stmt.level) or not _cuda_only(module):
+                        spoiled.add(name)
+                    elif stmt.lineno in lines:
+                        reported.setdefault(name, lines[stmt.lineno])
+            elif isinstance(stmt, ast.Assign) and in_chain and isinstance(stmt.value, ast.Constant) \
+                    and stmt.value.value is None and all(isinstance(t, ast.Name) for t in stmt.targets):
+                nones.update(t.id for t in stmt.targets)
+            else:
+                for node in ast.walk(stmt):  # (any other binding: a def, an assignment, a `try`)
+                    if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+                        spoiled.add(node.name)
+                    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        spoiled.add(node.id)
+                    elif isinstance(node, ast.alias):
+                        spoiled.add((node.asname or node.name).split(".")[0])
+
+    visit(tree.body, False)
+    return {name: finding for name, finding in reported.items() if name not in spoiled and name in nones}
+
+
+def _after_chained_call(function, line: int, chained: dict[str, Finding]) -> Finding | None:
+    """The failing finding of a chain-bound name that a simple statement of the function's own body
+    calls before `line` (`hs_fp4, hs_sf = fp4_quantize(x, scale)`, then `hs_sf.view(torch.float8_e4m3fn)`):
+    on an NPU host that call fails, and nothing after it runs. The function must not bind the name."""
+    if any(isinstance(n, ast.Name) and n.id in chained and isinstance(n.ctx, ast.Store) for n in ast.walk(function)):
+        return None
+    for stmt in function.body:
+        if (stmt.end_lineno or stmt.lineno) >= line:
+            return None
+        if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return)):
+            stack = [stmt]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, (ast.Lambda, ast.IfExp, ast.BoolOp, ast.ListComp, ast.SetComp,
+                                     ast.DictComp, ast.GeneratorExp)):
+                    continue  # (a call there may not run)
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in chained:
+                    return chained[node.func.id]
+                stack.extend(ast.iter_child_nodes(node))
+    return None
 
 
 def _feeding(function, line: int, failing: dict[str, Finding], parents) -> Finding | None:

@@ -165,6 +165,8 @@ AS_WRITTEN = (
     # redundant14.HELPER_OF_REPORTED: an autotuner helper that runs only where its importers' own Triton
     # kernels run, reported there (round 13, AH#5)
     "a Triton helper without kernels, imported only after its importers' own Triton imports",
+    # probes15.SELECTOR: `if should_use_flashinfer_...(): from flashinfer import ...` (round 14, AL#40)
+    "behind a selector of the package's own backend",
     # probes15.VERSION_CHECKED: `v = torch.version.cuda; return v is not None and ...` (round 14, AK#6)
     "`torch.version.cuda` read where the code checks it for None",
     # gates16.BNB_NPU_FUNCTIONS: a lazy bitsandbytes import used only for functions its NPU backend has
@@ -205,6 +207,8 @@ NO_WORK = (
     "the class's own `cuda()` delegating to its members",
     "a handler of `Tensor.cuda` itself",
     "a registration, not a use",
+    # ncclonly.NCCL_ONLY: `os.environ["NCCL_CUMEM_ENABLE"] = ...`, a setting HCCL has no counterpart for (AN#1)
+    "an NCCL-only setting HCCL never reads",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

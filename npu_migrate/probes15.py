@@ -11,6 +11,11 @@ before the per-file merge, on the file's `ast` (astcache):
   the check, which moot.py turns into a named skipped scope. Only a check that names the imported
   package (`is_<pkg>_available`, its initials: `is_te_available`, `<PKG>_AVAILABLE`) counts; an
   import of the same package with no such check before it keeps its error.
+* **Behind a selector of the package's own backend** (`SELECTOR`, a moot.PHRASES phrase). `if
+  should_use_flashinfer_cutlass_moe_fp4_allgather(): from flashinfer import ...` (sglang's MoE
+  dispatcher, round 14 AL#40): a call without arguments named `[should_|can_]use_<pkg>...` picks
+  that package's backend, which an NPU host lacking the package never selects. A selector that does
+  not name the imported package (`if use_fast_path():`) keeps the error.
 * **After `pytest.importorskip("pkg")`** (`fallbacks.SKIPPED_TEST`, a moot.PHRASES phrase). The
   statement before it in the same test skips the test where the package is missing, as on an NPU
   host (vllm's weight-cache test, AM#10): the import of that package after it is never reached
@@ -40,6 +45,8 @@ from .findings import Finding
 from .probes import parse_text
 
 GATED = "behind an availability check an NPU host fails"
+# `if should_use_flashinfer_cutlass_moe_fp4_allgather(): from flashinfer import ...` (round 14, AL#40)
+SELECTOR = "behind a selector of the package's own backend, which an NPU host lacking the package never selects"
 VERSION_CHECKED = ("`torch.version.cuda` read where the code checks it for None: it is None on an NPU "
                    "host, and the code's own answer for a build without CUDA runs there")
 # packages an NPU host has under the same name: its importorskip passes there
@@ -47,6 +54,7 @@ _PRESENT_ON_NPU = frozenset({"torch", "triton"})
 
 _IMPORT = re.compile(r"\bimport (?:of|from) (?:compiled extension module )?`([\w.]+)`")
 _CHECK_CALL = re.compile(r"^_?(?:is|has)_(\w+?)_(?:available|installed)$")
+_SELECTOR_CALL = re.compile(r"^_?(?:should_|can_)?use_(\w+)$")
 _CHECK_FLAG = re.compile(r"^_?(?:HAS_|IS_)?(\w+?)_(?:AVAILABLE|INSTALLED)$")
 _BLOCKS = ("body", "orelse", "finalbody")
 
@@ -91,6 +99,20 @@ def _checks(test: ast.AST, package: str) -> tuple[int, str]:
         if found and name.isupper() and _names(package, found.group(1)):
             return 1, name
     return 0, ""
+
+
+def _selects(test: ast.AST, package: str) -> str:
+    """`should_use_flashinfer_cutlass_moe_fp4_allgather()` (a call without arguments whose name, after
+    `use_`, starts with the package's name), alone or as an operand of an `and`: the check shown, or ""."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return next((shown for value in test.values for shown in [_selects(value, package)] if shown), "")
+    if isinstance(test, ast.Call) and not test.args and not test.keywords:
+        name = astcache.dotted(test.func).rpartition(".")[2]
+        found = _SELECTOR_CALL.match(name)
+        core = found.group(1).lower() if found else ""
+        if core == package.lower() or core.startswith(package.lower() + "_"):
+            return f"{name}()"
+    return ""
 
 
 def _stops(block: list) -> bool:
@@ -142,6 +164,9 @@ def _reason(stmt: ast.stmt, package: str, holders: dict) -> str | None:
             sign, shown = _checks(holder.test, package)
             if (sign == 1 and block is holder.body) or (sign == -1 and block is holder.orelse):
                 return f"{GATED}: `{shown}`, and `{package}` has no NPU build"
+            shown = _selects(holder.test, package) if block is holder.body else ""
+            if shown:
+                return f"{SELECTOR}: `{shown}`, and `{package}` has no NPU build"
         for earlier in block[:block.index(current)]:
             asked = _importorskip(earlier)
             if asked and asked.split(".")[0] == package and package not in _PRESENT_ON_NPU:
@@ -241,7 +266,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     with the reason (see the module's doc)."""
     open_ = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"]
     if not open_ or not ("_available" in text or "_AVAILABLE" in text or "importorskip" in text
-                         or "version.cuda" in text or "_installed" in text or "_INSTALLED" in text):
+                         or "version.cuda" in text or "_installed" in text or "_INSTALLED" in text
+                         or "use_" in text):
         return findings
     imports = {}
     versions = set()

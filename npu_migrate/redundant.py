@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from . import astcache, keptgates, moot
 from .findings import Finding
+from .ncclonly import NCCL_ONLY
 from .folding import ALSO as _ALSO, RANK, Fold as _Fold, Place, absorb, may_absorb as _may_absorb
 from .folding import named as _named, ours as _ours, places_of as _places, rebuilt as _rebuilt
 from .secondary import (fold_after_failing_calls, fold_fp8_into_package_class, move_fp8_defaults_to_calls,
@@ -263,9 +264,10 @@ def fold_nccl_settings(findings: list[Finding], tree: ast.Module) -> list[Findin
         return min(holding, key=lambda s: s[1] - s[0]) if holding else None
 
     fold = _Fold(findings)
-    anchors: dict[bool, tuple[Finding, Finding]] = {}  # determinism or not -> (anchor, previous)
+    anchors: dict[tuple, tuple[Finding, Finding]] = {}  # (determinism?, NCCL-only?) -> (anchor, previous)
     for finding in ours:
-        kind = bool(DETERMINISM.search(finding.message))
+        # (an NCCL-only setting lowered by ncclonly.py is no port work: it joins no setting to port)
+        kind = (bool(DETERMINISM.search(finding.message)), NCCL_ONLY in finding.message)
         anchor, previous = anchors.get(kind, (None, None))
         if anchor is not None and finding.line - previous.line <= NCCL_BLOCK \
                 and scope(finding.line) == scope(anchor.line) and fold.movable(finding, anchor):

@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, guards15, notcompute, probes14, probes15, samefile, testprobes, typerefs
+from . import disabled, guards15, ncclonly, notcompute, probes14, probes15, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -155,7 +155,10 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = review_type_check_imports(review_guarded_probes(findings, text), text)
             result.findings = review_fallbacks(result.findings, text)  # (fallbacks.py)
             # (probes15.py: an availability check, importorskip or None check an NPU host fails)
-            result.findings = probes15.review(result.findings, text)
+            lowered = probes15.review(result.findings, text)
+            if lowered != result.findings:  # (an import it lowered absorbs a fallback's import no more)
+                lowered = review_fallbacks(lowered, text)
+            result.findings = lowered
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
@@ -163,6 +166,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = disabled.review(result.findings, text)
             # (notcompute.py: annotations never evaluated, test tolerances, a DataParallel never called)
             result.findings = notcompute.review(result.findings, text, relpath)
+            # (ncclonly.py: NCCL-only settings written into an environment, HCCL has no counterpart)
+            result.findings = ncclonly.review(result.findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
