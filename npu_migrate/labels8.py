@@ -301,3 +301,123 @@ def _not_moot(finding) -> bool:
     from .moot import is_moot
 
     return not is_moot(finding)
+
+
+# ------------------------------------------------------------------ a test device never "cuda" on an NPU host (AS#27)
+# (moot.AS_WRITTEN) `device == "cuda"` in a test parametrized over a project device list whose
+# "cuda" entry is added only behind a CUDA check the run keeps as written
+NEVER_CUDA = 'a test device that is never "cuda" on an NPU host'
+_KEPT_LABEL = 'it guards adding the label "cuda"'
+_TEST_PATH = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+
+
+def review_never_cuda_devices(results: list, paths: dict) -> list:
+    """NPU108 (a "cuda" comparison left unchanged) on `device == "cuda"` in a test whose `device`
+    comes from `@parametrize("device", DEVICES)`, `DEVICES = get_devices()` imported from a module
+    of the run, whose only "cuda" is added behind a check that module keeps meaning CUDA (its NPU110
+    "it guards adding the label"): the comparison is False on an NPU host, as on any machine
+    without CUDA, and correct as written (NEVER_CUDA, a named scope)."""
+    candidates = [i for i, r in enumerate(results) if _TEST_PATH.search(r.relpath) and r.relpath.endswith(".py")
+                  and any(_open108(f) for f in r.findings)]
+    if not candidates:
+        return results
+    from .findings import lower_pieces
+    from .modpaths import RunTexts
+
+    text_of = RunTexts(results, paths)
+    by_path = {r.relpath: j for j, r in enumerate(results)}
+    out = list(results)
+    for i in candidates:
+        data = text_of(i)
+        if not data or b"parametrize" not in data or b"import" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        changed, findings = False, []
+        for finding in results[i].findings:
+            if _open108(finding):
+                pieces = lower_pieces(finding, lambda line: _never_cuda(tree, line, results, by_path, text_of))
+                if pieces is not None:
+                    findings.extend(pieces)
+                    changed = True
+                    continue
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=findings)
+    return out
+
+
+def _open108(finding) -> bool:
+    if finding.code != "NPU108" or finding.fixable or finding.cell is not None:
+        return False
+    from .moot import is_moot
+
+    return not is_moot(finding)
+
+
+def _never_cuda(tree: ast.Module, line: int, results: list, by_path: dict, text_of) -> Optional[str]:
+    """Why the place is a `param == "cuda"` whose parameter's list never holds "cuda" on an NPU host."""
+    function = next((f for f in astcache.nodes(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     if f.lineno <= line <= (f.end_lineno or f.lineno) and f.name.startswith("test")), None)
+    if function is None:
+        return None
+    names = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq) and isinstance(node.left, ast.Name) \
+                and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "cuda":
+            names.add(node.left.id)
+    if len(names) != 1:
+        return None
+    source = _parametrized_from(tree, function, names.pop())
+    why = source and _list_without_cuda(tree, source, results, by_path, text_of)
+    return f"{NEVER_CUDA}: {why}" if why else None
+
+
+def _parametrized_from(tree: ast.Module, function: ast.AST, name: str) -> Optional[str]:
+    """The module-level name whose list `@parametrize("name", LIST)` gives the test's parameter."""
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and (astcache.dotted(decorator.func) or "").endswith("parametrize") \
+                and len(decorator.args) >= 2 and isinstance(decorator.args[0], ast.Constant) \
+                and decorator.args[0].value == name and isinstance(decorator.args[1], ast.Name):
+            return decorator.args[1].id
+    return None
+
+
+def _list_without_cuda(tree: ast.Module, list_name: str, results: list, by_path: dict, text_of) -> Optional[str]:
+    assigns = [s for s in tree.body if isinstance(s, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == list_name for t in s.targets)]
+    if len(assigns) != 1 or not isinstance(assigns[0].value, ast.Call) or assigns[0].value.args \
+            or not isinstance(assigns[0].value.func, ast.Name):
+        return None
+    getter = assigns[0].value.func.id
+    module = next((s.module for s in tree.body if isinstance(s, ast.ImportFrom) and s.module and not s.level
+                   and any(a.name == getter and (a.asname or a.name) == getter for a in s.names)), None)
+    if module is None:
+        return None
+    stem = module.replace(".", "/")
+    j = next((by_path[p] for p in by_path if p.endswith((stem + ".py", stem + "/__init__.py"))
+              and (p in (stem + ".py", stem + "/__init__.py") or p.endswith(("/" + stem + ".py", "/" + stem + "/__init__.py")))),
+             None)
+    if j is None:
+        return None
+    data = text_of(j) or b""
+    if f"def {getter}(".encode() not in data:
+        return None
+    other = astcache.parse(data)
+    if other is None:
+        return None
+    defs = [s for s in other.body if isinstance(s, ast.FunctionDef) and s.name == getter]
+    if len(defs) != 1:
+        return None
+    start, end = defs[0].lineno, defs[0].end_lineno or defs[0].lineno
+    kept = [f for f in results[j].findings if f.code == "NPU110" and not f.fixable and _KEPT_LABEL in f.message
+            and start <= f.line <= end]
+    covered = {line for f in kept for line in (f.line, *(p[0] for p in f.also))}
+    cuda = [n.lineno for n in ast.walk(defs[0]) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value.split(":")[0] == "cuda"]
+    if not kept or not cuda or not all(line in covered for line in cuda):
+        return None
+    return (f"`{list_name} = {getter}()` ({results[j].relpath}:{start}) adds \"cuda\" only behind the check kept "
+            f"meaning CUDA at line {kept[0].line}, so the comparison is False there, as on any machine without CUDA")

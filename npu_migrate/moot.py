@@ -111,6 +111,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
+    'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
     "a CUDA architecture probe whose empty answer the code handles",  # probes14.ARCH_LIST_EMPTY (AI#10)
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
     "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path
