@@ -6,8 +6,8 @@
   the option in the file hands it on (comparisons with strings, records: a dict value, an
   f-string, `print`): the name of a choice (a baseline, a mode), not a device (AR#7). Information with the reason (OPTION_LABEL, moot.NO_WORK). A device
   option (`--device`, `choices=["cpu", "cuda"]`) keeps its rewrite or finding.
-- a Triton decorator whose head name the enclosing function binds by assignment
-  (`triton = TritonPlaceholder()` then `@triton.jit`): a local object, not the triton package
+- a Triton decorator whose head name the enclosing function binds to the result of a call that
+  imports nothing (`triton = TritonPlaceholder()` then `@triton.jit`): a local object, not the triton package
   (AS#2); `local_binding` tells the sweep (Sweep._triton_decorator), and the function is swept
   as plain code. A module-level `import triton` kernel stays NPU910.
 - an SDPA backend switch (NPU405) inside a module-level function that no code of the run
@@ -185,8 +185,8 @@ def local_binding(functions: list, head: str) -> bool:
                 if type(small).__name__ != "Assign":
                     continue
                 value = small.value
-                if type(value).__name__ == "Call" and "import" in _callee(value.func):
-                    continue  # (`triton = importlib.import_module("triton")`: the package)
+                if type(value).__name__ != "Call" or "import" in _callee(value.func):
+                    continue  # (`triton = importlib.import_module("triton")`, `triton = _triton`: the package)
                 if any(type(t.target).__name__ == "Name" and t.target.value == head for t in small.targets):
                     return True
     return False

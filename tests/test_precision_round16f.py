@@ -105,17 +105,36 @@ def test_kernel():
     assert add is not None
 """
 
+ALIASED_KERNEL = """\
+import triton as _triton_mod
+
+
+def make():
+    triton = _triton_mod
+
+    @triton.jit
+    def add(x_ptr):
+        pass
+
+    return add
+"""
+
 
 def test_a_local_triton_placeholder_is_not_triton(tmp_path: Path) -> None:
     """AS#2: `triton = TritonPlaceholder()` in the test, then `@triton.jit`: a local object, no
-    Triton kernel (no NPU910). A kernel decorated with the imported `triton` stays NPU910."""
+    Triton kernel (no NPU910). A kernel decorated with the imported `triton`, or with a local
+    alias of the imported module, stays NPU910."""
     report = migrate_json(write_project(tmp_path, {
         "mypkg/__init__.py": "", "mypkg/triton_utils.py": PLACEHOLDER,
-        "tests/test_placeholder.py": PLACEHOLDER_TEST, "tests/test_kernel.py": REAL_KERNEL}))
+        "tests/test_placeholder.py": PLACEHOLDER_TEST, "tests/test_kernel.py": REAL_KERNEL,
+        "mypkg/aliased.py": ALIASED_KERNEL}))
     assert _open(report, "tests/test_placeholder.py") == []
     assert not [s for s in _scopes(report, "tests/test_placeholder.py") if "NPU910" in s["reason"]]
     kernel = _open(report, "tests/test_kernel.py", "NPU910")
     assert kernel and kernel[0]["severity"] == "error"
+    # (a local name bound to the imported package itself is still Triton)
+    aliased = _open(report, "mypkg/aliased.py", "NPU910")
+    assert len(aliased) == 1 and "also at line 7" in aliased[0]["message"]  # (line 7: `@triton.jit`)
 
 
 SWITCHES = """\
