@@ -41,6 +41,8 @@ from .model import FileResult
 PHRASES = (
     "in a test that does not run on an NPU host",
     "in a helper ",
+    # labels8.EXIT_PROBE: a shell script that exits 0 where its CUDA variable is unset (round 16, AR#10)
+    "in a script that exits cleanly where the CUDA variable is unset",
     "in a branch an NPU host does not take",
     "in a test that never calls the compiled object",
     "a test skip: the test keeps being skipped on an NPU host",
@@ -112,6 +114,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
+    'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
     "a CUDA architecture probe whose empty answer the code handles",  # probes14.ARCH_LIST_EMPTY (AI#10)
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
     "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path
@@ -182,6 +185,7 @@ NO_WORK = (
     "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
+    "a command-line option's label, not a device: ",  # labels8.OPTION_LABEL: `args.baseline == "cuda"` (AR#7)
     "only named in a message the script prints",  # shellprobes.py: `echo "nvidia-smi not found"`
     # typerefs.py: a torch.cuda class every torch build has, named only as a type; a CUDA name
     # beside `torch.OutOfMemoryError` in one handler; CUDA_HOME/CUDAExtension only returned

@@ -300,7 +300,7 @@ def _unused_function(tree: ast.Module, places: list[int]) -> ast.AST | None:
     return None
 
 
-def _named_in_file(tree: ast.Module, function: ast.AST) -> bool:
+def named_in_file(tree: ast.Module, function: ast.AST) -> bool:
     """Whether the file names the function anywhere but its own `def` (a call, an attribute, a
     string: `__all__`, `getattr`)."""
     name = function.name
@@ -353,7 +353,7 @@ def review_unused_helpers(results: list, paths: dict) -> list:
                     and finding.severity != "info":
                 function = _unused_function(tree, [finding.line, *(p[0] for p in finding.also)])
                 if function is not None and (test_file or function.name.startswith("_")) \
-                        and not _named_in_file(tree, function):
+                        and not named_in_file(tree, function):
                     if python is None:
                         python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
                     # (another file calls it only through the module: it names the module too; a

@@ -324,6 +324,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_resolved(results, paths)  # (labels, backends and notes the code resolves: resolved.py)
     from .npugates import review_unused_helpers
     results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
+    from .labels8 import review_unreferenced_switches
+    results = review_unreferenced_switches(results, paths)  # (an SDPA switch in a helper nothing references)
+    from .labels8 import review_never_cuda_devices
+    results = review_never_cuda_devices(results, paths)  # (`device == "cuda"` over a device list never "cuda" there)
     from .callersonly import review as review_callers_only
     results = review_callers_only(results, paths)  # (a lazy CUDA-only import in a helper only CUDA-only code calls)
     from .gates15 import review_accelerator_gated

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import astcache, catalogue, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6
+from . import astcache, catalogue, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6, labels8
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -618,6 +618,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labelflow.mark(self, node)  # labels by where they flow (labelflow.py)
         labels5.mark(self, node)  # references, version probes, choices, storage tags (labels5.py)
         labels6.mark(self, node)  # implementation names, direction labels, fixtures skipping "cuda" (labels6.py)
+        labels8.mark(self, node)  # "cuda" compared with a command-line option that names choices (labels8.py)
         gates15.mark(self, node)  # "cuda" tests that only record why an op is unsupported (gates15.py)
         if id(node) in self.gates:
             return False
@@ -762,6 +763,8 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         target = node.decorator.func if isinstance(node.decorator, cst.Call) else node.decorator
         name = dotted_name(target) or ""
         head = name.split(".")[0]
+        if head not in self.triton_names and labels8.local_binding(self.functions, head):
+            return None  # (`triton = TritonPlaceholder()` in the enclosing function: a local object, labels8.py)
         if head == "triton" or head in self.triton_names or (self.m.qualname(target) or "").startswith("triton"):
             return name
         return None

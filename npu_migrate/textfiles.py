@@ -1248,6 +1248,10 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
         from .shellprobes import review as review_probes
 
         result.findings = review_probes(result.findings, scan.lexed.code)
+        if kind == "shell":  # (a script that exits 0 where its CUDA variable is unset: labels8.py)
+            from .labels8 import review_exit_probe
+
+            result.findings = review_exit_probe(result.findings, scan.lexed.code)
     if kind == "yaml" and result.findings:  # documentation, CUDA CI jobs, platform-aware entries
         result.findings, result.skipped_scopes = yamlscopes.refine(
             text, scan.lexed.code, relpath, result.findings, options.enabled)
