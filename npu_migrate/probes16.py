@@ -1,0 +1,225 @@
+"""Guarded imports whose `except` binds a fallback, still reported as failing (issue #16, round-16
+audits AS#18, AS#38, AR#4). Per file, after probes15.review and before the per-file merge (run.py).
+
+A `try: from sgl_kernel.scalar_type import ScalarType, scalar_types; return ScalarType, scalar_types
+except ImportError: class MockScalarType: ...; return MockScalarType, MockScalarTypes()` (SGLang's
+quantization utils), `try: from flashinfer.fused_moe import f except ImportError: f = None`, or
+`try: import flashinfer.comm as comm; _ok = hasattr(...) except ImportError: comm = None; _ok = False`
+(vLLM's PCIe IPC all-reduce) is a probe: on an NPU host the import fails, the `except` binds the
+fallback, and the import itself fails nothing. probes.review_guarded_probes leaves such an import an
+error when a name it binds is read anywhere else, or when the file has another finding of the same
+code to merge it into; the merged finding then stands on the probe's line for unrelated code
+(round 16: "the anchor sits in a clean fallback"). Here, for an NPU911/NPU910 error or warning on an
+import in the body of a `try` that catches ImportError and whose every handler binds (a name, a
+class, a `return`) and never raises:
+
+* the reads of its names are counted in the probe's own scope only: a `try` inside a function binds
+  function locals, so the module-level `ScalarType, scalar_types = get_scalar_types()` and its reads
+  are the function's result, not the import;
+* a read behind a test of one of the probe's names (`if comm is not None:`, `x and x(...)`, after
+  `if not _ok: return` in the same function) or on a line the file reports anyway is checked;
+* with no other read, the import is info with probes.GUARDED (moot.AS_WRITTEN: a named scope), even
+  where the file reports other findings of the same code: those stand on their own lines;
+* where the other reads all lie in a class or function named for the package (`FlashInferFP4MoE`,
+  `FlashInferPcieIpcAllReduce`: that package's backend, which a deployment selects only where the
+  package runs), the import is info with BACKEND_ONLY naming them (a finding to review, not a scope).
+
+A read outside such places (the fallback's None called on a path an NPU host takes) keeps the
+import's finding and severity; so does a handler that raises, an unguarded import, and a `try` whose
+handler binds nothing. Nothing is dropped: each change lowers to info with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+
+from . import astcache
+from .findings import Finding
+
+BACKEND_ONLY = ("guarded import whose `except` binds a fallback where the package is missing (line {line}): "
+                "the import fails nothing on an NPU host; its names are read only in {owners}, code named for "
+                "that package's backend, which an NPU host runs only if that backend is selected there")
+
+_CODES = frozenset({"NPU911", "NPU910"})
+_CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _candidates(findings: list[Finding]) -> bool:
+    return any(f.code in _CODES and not f.fixable and f.cell is None and f.severity != "info" and not f.also
+               for f in findings)
+
+
+def _catches(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((astcache.dotted(k) or "").rpartition(".")[2] in _CAUGHT for k in kinds)
+
+
+def _binds_fallback(handler: ast.ExceptHandler) -> bool:
+    """A handler that never raises and binds something (a name, a class, a def) or returns."""
+    binds = False
+    for node in ast.walk(handler):
+        if isinstance(node, ast.Raise):
+            return False
+        if isinstance(node, (ast.Return, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            binds = True
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            binds = True
+    return binds
+
+
+def _bound(stmt: ast.AST) -> set[str]:
+    if isinstance(stmt, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in stmt.names}
+    return {alias.asname or alias.name for alias in stmt.names if alias.name != "*"}
+
+
+def _package(stmt: ast.AST) -> str:
+    if isinstance(stmt, ast.Import):
+        return stmt.names[0].name.split(".")[0]
+    return "" if stmt.level else (stmt.module or "").split(".")[0]
+
+
+def _stored(block: list) -> set[str]:
+    """Plain names the statements bind (a flag, a placeholder)."""
+    return {node.id for stmt in block for node in ast.walk(stmt)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+def _reads(node: ast.AST | None, names: set[str]) -> bool:
+    return node is not None and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _exits(block: list) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
+    """Whether the read lies behind a test of one of `names`: in an `if`/`while`/conditional
+    expression on such a test, after such an operand of `and`/`or`, or after an earlier statement
+    `if <such a test>: return` of a block holding it."""
+    child: ast.AST = read
+    node = parents.get(id(read))
+    while node is not None and not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Module)):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and child is not node.test and _reads(node.test, names):
+            return True
+        if isinstance(node, ast.BoolOp) and child in node.values:
+            if any(_reads(v, names) for v in node.values[:node.values.index(child)]):
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[:block.index(child)]:
+                    if isinstance(stmt, ast.If) and _reads(stmt.test, names) and _exits(stmt.body):
+                        return True
+                    if isinstance(stmt, ast.Assert) and _reads(stmt.test, names):
+                        return True
+        child, node = node, parents.get(id(node))
+    return False
+
+
+def _owners(read: ast.AST, parents: dict) -> list[str]:
+    out = []
+    node = parents.get(id(read))
+    while node is not None:
+        if isinstance(node, _SCOPES):
+            out.append(node.name)
+        node = parents.get(id(node))
+    return out
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _scope(node: ast.AST, parents: dict) -> ast.AST | None:
+    """The function holding `node` (None at module or class level)."""
+    node = parents.get(id(node))
+    while node is not None:
+        if isinstance(node, _FUNCTIONS):
+            return node
+        node = parents.get(id(node))
+    return None
+
+
+def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, reported: set[int]) -> str | None:
+    """GUARDED, a BACKEND_ONLY reason, or None (the import keeps its finding)."""
+    from .probes import GUARDED
+
+    names = _bound(stmt)
+    if not names:
+        return None
+    function = _scope(trial, parents)
+    if function is not None and any(isinstance(n, (ast.Global, ast.Nonlocal)) and names & set(n.names)
+                                    for n in ast.walk(function)):
+        return None
+    checks = names | _stored(trial.body) | {n for h in trial.handlers for n in _stored(h.body)}
+    first, last = trial.lineno, trial.end_lineno or trial.lineno
+    package = _squash(_package(stmt))
+    owners: list[str] = []
+    for node in ast.walk(function if function is not None else tree):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
+            continue
+        if first <= node.lineno <= last or node.lineno in reported:
+            continue
+        if function is None and _scope(node, parents) is not None and node.id in _local_names(_scope(node, parents)):
+            continue  # (a function's own binding of the name)
+        if _checked(node, checks, parents):
+            continue
+        named = [o for o in _owners(node, parents) if len(package) >= 4 and package in _squash(o)]
+        if not named:
+            return None
+        owners.append(named[-1])
+    if not owners:
+        return GUARDED
+    shown = ", ".join(f"`{o}`" for o in dict.fromkeys(owners))
+    return BACKEND_ONLY.format(line=trial.handlers[0].lineno, owners=shown)
+
+
+def _local_names(function: ast.AST) -> set[str]:
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
+        return set()
+    args = function.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    return params | {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU911/NPU910 on the imports of guarded probes whose `except` binds a fallback, lowered to
+    info with the reason (see the module's docstring)."""
+    if "except" not in text or "import" not in text or not _candidates(findings):
+        return findings
+    from .probes import parse_text
+
+    tree = parse_text(text)
+    if tree is None:
+        return findings
+    wanted = {f.line for f in findings if f.code in _CODES and not f.fixable and f.cell is None
+              and f.severity != "info" and not f.also}
+    imports: dict[int, tuple[ast.AST, ast.Try]] = {}
+    for trial in astcache.nodes(tree, (ast.Try,)):
+        if not trial.handlers or not any(map(_catches, trial.handlers)) or not all(map(_binds_fallback, trial.handlers)):
+            continue
+        for stmt in trial.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted:
+                imports.setdefault(stmt.lineno, (stmt, trial))
+    if not imports:
+        return findings
+    parents = astcache.parents(tree)
+    reported = {f.line for f in findings if (f.code in _CODES or f.code == "NPU990") and not f.fixable
+                and f.cell is None and f.line not in imports}
+    reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()}
+    out = []
+    for finding in findings:
+        reason = reasons.get(finding.line) if finding.code in _CODES and not finding.fixable \
+            and finding.cell is None and finding.severity != "info" and not finding.also else None
+        if reason:
+            finding = replace(finding, severity="info", message=f"{finding.message} ({reason})")
+        out.append(finding)
+    return out
