@@ -105,7 +105,7 @@ def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
     `if <such a test>: return` of a block holding it."""
     child: ast.AST = read
     node = parents.get(id(read))
-    while node is not None and not isinstance(node, (*_FUNCTIONS, ast.ClassDef, ast.Module)):
+    while node is not None and not isinstance(node, (ast.Lambda, ast.ClassDef, ast.Module)):
         if isinstance(node, (ast.If, ast.While, ast.IfExp)) and child is not node.test and _reads(node.test, names):
             return True
         if isinstance(node, ast.BoolOp) and child in node.values:
@@ -119,6 +119,8 @@ def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
                         return True
                     if isinstance(stmt, ast.Assert) and _reads(stmt.test, names):
                         return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False  # (the function's own body was the last block)
         child, node = node, parents.get(id(node))
     return False
 
