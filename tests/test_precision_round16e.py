@@ -177,3 +177,65 @@ class FlashInferMoE(torch.nn.Module):
     report = migrate_json(root)
     kept = [f for f in _findings(report, "moe.py", "NPU911") if 7 in _lines(f)]
     assert kept and kept[0]["severity"] == "error", kept
+
+
+_WRAPPED_KERNELS = '''\
+import torch
+
+from mypkg.utils import is_triton_available
+
+if is_triton_available():
+    import triton
+    import triton.language as tl
+
+
+def _jit(fn):
+    return triton.jit(fn) if is_triton_available() else fn
+
+
+_TRITON = is_triton_available()
+
+
+def _use_triton(device):
+    return _TRITON and device.type in ("cuda", "xpu")
+
+
+@_jit
+def _scale(z, s):
+    return z * s
+
+
+@_jit
+def _fold_kernel(x_ptr, out_ptr, s, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, _scale(tl.load(x_ptr + i), s))
+
+
+def _fold_tile(x, out, s, BLOCK):
+    out.copy_(x * s)
+
+
+def fold(x, s):
+    out = torch.empty_like(x)
+    step = _fold_kernel[(1,)] if _use_triton(x.device) else _fold_tile
+    step(x, out, s, BLOCK=1024)
+    return out
+'''
+
+
+def test_wrapped_kernels_chosen_only_for_a_cuda_device_are_a_scope(tmp_path):
+    """AS#23: kernels made by a module wrapper (`@_jit`, which calls `triton.jit`), chosen by
+    `_kernel[grid] if _use_triton(device) else _tile` where `_use_triton` needs a "cuda"/"xpu"
+    device the migration keeps: an NPU host runs the torch tile. A launch with no such choice keeps
+    the error."""
+    root = write_project(tmp_path, {"chunked.py": _WRAPPED_KERNELS})
+    report = migrate_json(root)
+    errors = [f for f in _findings(report, "chunked.py", "NPU910") if f["severity"] != "info"]
+    assert not errors, errors
+    assert any("launched only on CUDA tensors" in r for r in _scoped(report, "chunked.py", 6)), report["skipped"]
+    text = _WRAPPED_KERNELS.replace("_fold_kernel[(1,)] if _use_triton(x.device) else _fold_tile",
+                                    "_fold_kernel[(1,)]")
+    root = write_project(tmp_path / "kept", {"chunked.py": text})
+    report = migrate_json(root)
+    kept = [f for f in _findings(report, "chunked.py", "NPU910") if f["severity"] == "error"]
+    assert kept, report["findings"]
