@@ -20,9 +20,16 @@ class, a `return`) and never raises:
   `if not _ok: return` in the same function) or on a line the file reports anyway is checked;
 * with no other read, the import is info with probes.GUARDED (moot.AS_WRITTEN: a named scope), even
   where the file reports other findings of the same code: those stand on their own lines;
-* where the other reads all lie in a class or function named for the package (`FlashInferFP4MoE`,
-  `FlashInferPcieIpcAllReduce`: that package's backend, which a deployment selects only where the
-  package runs), the import is info with BACKEND_ONLY naming them (a finding to review, not a scope).
+* a class whose constructor keeps an attribute at its first constant when a test of the probe
+  returns early (`self.disabled = True`, `if not _ipc_available: return`, `self.disabled = False`,
+  vLLM's PCIe IPC all-reduce) checks the probe wherever its methods test that attribute;
+* where the `try` sits under an `if` whose test names the package (`if get_moe_runner_backend().
+  is_flashinfer_trtllm():`) and the other reads all lie in a class or function named for it
+  (`FlashInferFP4MoE`: that backend's class, chosen under the same test), the import is info with
+  BACKEND_ONLY naming them (a finding to review, not a scope; `merge` keeps it apart from the
+  file's named scopes of the same code, which would otherwise swallow it under their reason).
+  Without such a test (`try: from nunchaku.ops import svdq_gemm_cuda except ImportError: ... = None`
+  read in `NunchakuSVDQLinearMethod`, round-15 AO#24: a model an NPU host may load) the error stays.
 
 A read outside such places (the fallback's None called on a path an NPU host takes) keeps the
 import's finding and severity; so does a handler that raises, an unguarded import, and a `try` whose
@@ -38,9 +45,10 @@ from dataclasses import replace
 from . import astcache
 from .findings import Finding
 
-BACKEND_ONLY = ("guarded import whose `except` binds a fallback where the package is missing (line {line}): "
-                "the import fails nothing on an NPU host; its names are read only in {owners}, code named for "
-                "that package's backend, which an NPU host runs only if that backend is selected there")
+BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback where the package is missing "
+                "(line {line}): the import fails nothing on an NPU host; its names are read only in {owners}, "
+                "code named for that package's backend, which an NPU host runs only if that backend is "
+                "selected there")
 
 _CODES = frozenset({"NPU911", "NPU910"})
 _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
@@ -92,7 +100,37 @@ def _stored(block: list) -> set[str]:
 
 
 def _reads(node: ast.AST | None, names: set[str]) -> bool:
-    return node is not None and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    """Whether `node` reads one of `names` (plain names, or `self.attr` for a flag attribute)."""
+    return node is not None and any(
+        (isinstance(n, ast.Name) and n.id in names)
+        or (isinstance(n, ast.Attribute) and (astcache.dotted(n) or "") in names) for n in ast.walk(node))
+
+
+def _flag_attributes(tree: ast.Module, checks: set[str]) -> dict[str, set[str]]:
+    """{class name: {"self.attr"}} of the attributes a constructor keeps at their first value when
+    the probe failed: `self.disabled = True`, then `if not _ipc_available: ...; return`, then
+    `self.disabled = False` (vLLM's PCIe IPC all-reduce, AR#4): a test of `self.disabled` in that
+    class's methods is a test of the probe."""
+    out: dict[str, set[str]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is None:
+            continue
+        first: dict[str, int] = {}
+        exits: list[int] = []
+        for index, stmt in enumerate(init.body):
+            if isinstance(stmt, ast.If) and _reads(stmt.test, checks) and _exits(stmt.body):
+                exits.append(index)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                name = astcache.dotted(stmt.targets[0]) or ""
+                if name.startswith("self.") and name.count(".") == 1:
+                    if name not in first and isinstance(stmt.value, ast.Constant):
+                        first[name] = index
+                    elif name in first and any(first[name] < e < index for e in exits):
+                        out.setdefault(cls.name, set()).add(name)
+    return out
 
 
 def _exits(block: list) -> bool:
@@ -123,6 +161,15 @@ def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
             return False  # (the function's own body was the last block)
         child, node = node, parents.get(id(node))
     return False
+
+
+def _holders(node: ast.AST, parents: dict) -> list[ast.AST]:
+    out = []
+    node = parents.get(id(node))
+    while node is not None:
+        out.append(node)
+        node = parents.get(id(node))
+    return out
 
 
 def _owners(read: ast.AST, parents: dict) -> list[str]:
@@ -163,6 +210,11 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
     checks = names | _stored(trial.body) | {n for h in trial.handlers for n in _stored(h.body)}
     first, last = trial.lineno, trial.end_lineno or trial.lineno
     package = _squash(_package(stmt))
+    flags = _flag_attributes(tree, checks) if function is None else {}
+    # (the module imports the package only where a test naming it holds: `if get_moe_runner_backend().
+    # is_flashinfer_trtllm():` around the `try`, AS#38; its backend's classes may then read the names)
+    selected = next((node.test for node in _holders(trial, parents) if len(package) >= 4
+                     and isinstance(node, ast.If) and package in _squash(ast.unparse(node.test))), None)
     owners: list[str] = []
     for node in ast.walk(function if function is not None else tree):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
@@ -171,16 +223,19 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
             continue
         if function is None and _scope(node, parents) is not None and node.id in _local_names(_scope(node, parents)):
             continue  # (a function's own binding of the name)
-        if _checked(node, checks, parents):
+        held = _owners(node, parents)
+        if _checked(node, checks | (flags.get(held[-1], set()) if held else set()), parents):
             continue
-        named = [o for o in _owners(node, parents) if len(package) >= 4 and package in _squash(o)]
+        named = [o for o in held if selected is not None and package in _squash(o)]
         if not named:
             return None
         owners.append(named[-1])
     if not owners:
         return GUARDED
     shown = ", ".join(f"`{o}`" for o in dict.fromkeys(owners))
-    return BACKEND_ONLY.format(line=trial.handlers[0].lineno, owners=shown)
+    test = ast.unparse(selected)
+    return BACKEND_ONLY.format(test=test if len(test) <= 80 else test[:77] + "...",
+                               line=trial.handlers[0].lineno, owners=shown)
 
 
 def _local_names(function: ast.AST) -> set[str]:
@@ -225,3 +280,15 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
             finding = replace(finding, severity="info", message=f"{finding.message} ({reason})")
         out.append(finding)
     return out
+
+
+def merge(findings: list[Finding], secondary=None) -> list[Finding]:
+    """findings.merge_per_file, with the BACKEND_ONLY infos merged apart: merged with a named scope's
+    info of the same code they would become that scope (moot.to_scopes), under its reason."""
+    from .findings import merge_per_file
+
+    own = [f for f in findings if f.severity == "info" and not f.fixable and "code named for that package's backend" in f.message]
+    if not own:
+        return merge_per_file(findings, secondary)
+    rest = [f for f in findings if not any(f is o for o in own)]
+    return sorted([*merge_per_file(rest, secondary), *merge_per_file(own)])

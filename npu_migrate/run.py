@@ -170,7 +170,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
-                fold_repeated_imports(merge_per_file(result.findings, secondary), text))
+                fold_repeated_imports(probes16.merge(result.findings, secondary), text))
             # (typerefs.py: torch.cuda classes named only as types, an import restating its reported
             # use, torch.cuda.OutOfMemoryError, CUDA_HOME only passed on)
             result.findings = typerefs.review(result.findings, text)
