@@ -51,7 +51,6 @@ BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback w
                 "selected there")
 
 _CODES = frozenset({"NPU911", "NPU910"})
-_CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -61,18 +60,13 @@ def _candidates(findings: list[Finding]) -> bool:
                for f in findings)
 
 
-def _catches(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    return any((astcache.dotted(k) or "").rpartition(".")[2] in _CAUGHT for k in kinds)
-
-
 def _binds_fallback(handler: ast.ExceptHandler) -> bool:
-    """A handler that never raises and binds something (a name, a class, a def) or returns."""
+    """A handler that never raises nor imports (`except ImportError: from sgl_kernel import
+    other_name`: a second import, judged on its own) and binds something (a name, a class, a def) or
+    returns."""
     binds = False
     for node in ast.walk(handler):
-        if isinstance(node, ast.Raise):
+        if isinstance(node, (ast.Raise, ast.Import, ast.ImportFrom)):
             return False
         if isinstance(node, (ast.Return, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             binds = True
@@ -252,19 +246,25 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     info with the reason (see the module's docstring)."""
     if "except" not in text or "import" not in text or not _candidates(findings):
         return findings
-    from .probes import parse_text
+    from .probes import parse_text, probe_tries
 
     tree = parse_text(text)
     if tree is None:
         return findings
     wanted = {f.line for f in findings if f.code in _CODES and not f.fixable and f.cell is None
               and f.severity != "info" and not f.also}
+    # (a package the module imports unguarded at its top, reported: the module fails to import
+    # there anyway, and probes.review_guarded_probes merges the probe into that finding)
+    failing = {(f.code, _package(stmt)) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+               for f in findings if f.line == stmt.lineno and f.code in _CODES and f.severity != "info"
+               and not f.fixable and f.cell is None}
     imports: dict[int, tuple[ast.AST, ast.Try]] = {}
-    for trial in astcache.nodes(tree, (ast.Try,)):
-        if not trial.handlers or not any(map(_catches, trial.handlers)) or not all(map(_binds_fallback, trial.handlers)):
+    for trial, _statements in probe_tries(tree):  # (a body that only imports, sets flags, returns)
+        if not all(map(_binds_fallback, trial.handlers)):
             continue
         for stmt in trial.body:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted \
+                    and not any((code, _package(stmt)) in failing for code in _CODES):
                 imports.setdefault(stmt.lineno, (stmt, trial))
     if not imports:
         return findings
