@@ -11,7 +11,11 @@ make it moot, because the code as written never sends an NPU host into Triton:
   `if`. The guard may be one step away: the kernels launch in a private function or class that
   the module uses only in such a branch, or in a branch whose test calls a private selector that
   holds a device check the migration kept for the Triton path (NPU110, rewrite_gates.py:
-  `_resolve_backend(...) == "triton"`). An NPU host runs the fallback: the finding becomes info
+  `_resolve_backend(...) == "triton"`). A launch may also be chosen against a torch tile by a
+  conditional on such a test (`fold = _kernel[(n,)] if _use_triton(device) else _fold_tile`, then
+  `fold(...)`), a kernel may be made by a module wrapper that calls `triton.jit` (`@_jit`), and a
+  kernel called only inside another kernel runs where that one runs (trl, round-16 AS#23).
+  An NPU host runs the fallback: the finding becomes info
   with an AS_WRITTEN reason (moot.py names it as a skipped scope). A device test the migration
   rewrites (NPU104: `.is_cuda` to the accelerator) would send the NPU into the kernel: it is no
   guard, and the error stays; so does a kernel launched anywhere without one, or named any other
