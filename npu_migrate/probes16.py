@@ -50,6 +50,12 @@ BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback w
                 "code named for that package's backend, which an NPU host runs only if that backend is "
                 "selected there")
 
+# (a probes.GUARDED reason: moot.AS_WRITTEN makes it a named scope; the words after it keep it apart
+# in `merge` from the file's other scopes of the code, which would otherwise name it their reason)
+READ_CHECKED = "its names are read only where the import worked: its own function, or behind a test of them"
+BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
+                "package only under `{test}`: an NPU host runs it only if that backend is selected there")
+_MARKS = ("code named for that package's backend", READ_CHECKED)
 _CODES = frozenset({"NPU911", "NPU910"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -225,11 +231,35 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
             return None
         owners.append(named[-1])
     if not owners:
-        return GUARDED
+        return f"{GUARDED}; {READ_CHECKED}"
     shown = ", ".join(f"`{o}`" for o in dict.fromkeys(owners))
     test = ast.unparse(selected)
     return BACKEND_ONLY.format(test=test if len(test) <= 80 else test[:77] + "...",
                                line=trial.handlers[0].lineno, owners=shown)
+
+
+def _backend_lazy(tree: ast.Module, parents: dict, lines: set[int], selected: list) -> dict[int, str]:
+    """{line: BACKEND_LAZY} of the imports on `lines` of a package whose probe got BACKEND_ONLY (the
+    module imports it only under a test naming it) that lie in a function or class named for it
+    (`from flashinfer.fused_moe import trtllm_bf16_moe` in `FlashInferFusedMoE.forward_impl`, AS#38)."""
+    out: dict[int, str] = {}
+    if not selected or not lines:
+        return out
+    tests = {}
+    for stmt, trial in selected:
+        test = next(node.test for node in _holders(trial, parents) if isinstance(node, ast.If)
+                    and _squash(_package(stmt)) in _squash(ast.unparse(node.test)))
+        tests.setdefault(_squash(_package(stmt)), ast.unparse(test))
+    for node in astcache.nodes(tree, (ast.Import, ast.ImportFrom)):
+        package = _squash(_package(node))
+        if node.lineno not in lines or package not in tests:
+            continue
+        named = [o for o in _owners(node, parents) if package in _squash(o)]
+        if named and _scope(node, parents) is not None:
+            test = tests[package]
+            out[node.lineno] = BACKEND_LAZY.format(owner=f"`{named[-1]}`",
+                                                   test=test if len(test) <= 80 else test[:77] + "...")
+    return out
 
 
 def _local_names(function: ast.AST) -> set[str]:
@@ -272,6 +302,8 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     reported = {f.line for f in findings if (f.code in _CODES or f.code == "NPU990") and not f.fixable
                 and f.cell is None and f.line not in imports}
     reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()}
+    reasons.update(_backend_lazy(tree, parents, wanted - set(reasons), [
+        (stmt, trial) for line, (stmt, trial) in imports.items() if (reasons[line] or "").startswith("guarded import under")]))
     out = []
     for finding in findings:
         reason = reasons.get(finding.line) if finding.code in _CODES and not finding.fixable \
@@ -283,12 +315,17 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
 
 
 def merge(findings: list[Finding], secondary=None) -> list[Finding]:
-    """findings.merge_per_file, with the BACKEND_ONLY infos merged apart: merged with a named scope's
-    info of the same code they would become that scope (moot.to_scopes), under its reason."""
+    """findings.merge_per_file, with this module's infos merged apart (each reason by itself): merged
+    with a named scope's info of the same code they would become that scope (moot.to_scopes), under
+    its reason (a BACKEND_ONLY finding would vanish; a probe would be named an untaken branch)."""
     from .findings import merge_per_file
 
-    own = [f for f in findings if f.severity == "info" and not f.fixable and "code named for that package's backend" in f.message]
-    if not own:
+    groups: dict[str, list[Finding]] = {}
+    rest = []
+    for finding in findings:
+        mark = next((m for m in _MARKS if m in finding.message), None) \
+            if finding.severity == "info" and not finding.fixable else None
+        (groups.setdefault(mark, []) if mark else rest).append(finding)
+    if not groups:
         return merge_per_file(findings, secondary)
-    rest = [f for f in findings if not any(f is o for o in own)]
-    return sorted([*merge_per_file(rest, secondary), *merge_per_file(own)])
+    return sorted([*merge_per_file(rest, secondary), *(f for group in groups.values() for f in merge_per_file(group))])
