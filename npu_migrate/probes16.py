@@ -1,5 +1,6 @@
 """Guarded imports whose `except` binds a fallback, still reported as failing (issue #16, round-16
 audits AS#18, AS#38, AR#4). Per file, after probes15.review and before the per-file merge (run.py).
+NPU911 only: a Triton probe's import works on an NPU host with Triton-Ascend (tritonguards.py).
 
 A `try: from sgl_kernel.scalar_type import ScalarType, scalar_types; return ScalarType, scalar_types
 except ImportError: class MockScalarType: ...; return MockScalarType, MockScalarTypes()` (SGLang's
@@ -9,7 +10,7 @@ quantization utils), `try: from flashinfer.fused_moe import f except ImportError
 fallback, and the import itself fails nothing. probes.review_guarded_probes leaves such an import an
 error when a name it binds is read anywhere else, or when the file has another finding of the same
 code to merge it into; the merged finding then stands on the probe's line for unrelated code
-(round 16: "the anchor sits in a clean fallback"). Here, for an NPU911/NPU910 error or warning on an
+(round 16: "the anchor sits in a clean fallback"). Here, for an NPU911 error or warning on an
 import in the body of a `try` that catches ImportError and whose every handler binds (a name, a
 class, a `return`) and never raises:
 
@@ -56,7 +57,9 @@ READ_CHECKED = "its names are read only where the import worked: its own functio
 BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
                 "package only under `{test}`: an NPU host runs it only if that backend is selected there")
 _MARKS = ("code named for that package's backend", READ_CHECKED)
-_CODES = frozenset({"NPU911", "NPU910"})
+# (NPU911 only: Triton-Ascend installs `triton` on an NPU host, where a Triton probe's import works
+# and the kernels behind it run; tritonguards.py, guards15.py and optionalguards.py judge those)
+_CODES = frozenset({"NPU911"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -272,7 +275,7 @@ def _local_names(function: ast.AST) -> set[str]:
 
 
 def review(findings: list[Finding], text: str) -> list[Finding]:
-    """NPU911/NPU910 on the imports of guarded probes whose `except` binds a fallback, lowered to
+    """NPU911 on the imports of guarded probes whose `except` binds a fallback, lowered to
     info with the reason (see the module's docstring)."""
     if "except" not in text or "import" not in text or not _candidates(findings):
         return findings
