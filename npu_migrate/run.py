@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, guards15, ncclonly, notcompute, probes14, probes15, samefile, testprobes, typerefs
+from . import disabled, guards15, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -159,6 +159,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             if lowered != result.findings:  # (an import it lowered absorbs a fallback's import no more)
                 lowered = review_fallbacks(lowered, text)
             result.findings = lowered
+            # (probes16.py: a guarded import whose `except` binds a fallback, its names read only behind a check)
+            result.findings = probes16.review(result.findings, text)
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
@@ -173,7 +175,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
-                fold_repeated_imports(merge_per_file(result.findings, secondary), text))
+                fold_repeated_imports(probes16.merge(result.findings, secondary), text))
             # (typerefs.py: torch.cuda classes named only as types, an import restating its reported
             # use, torch.cuda.OutOfMemoryError, CUDA_HOME only passed on)
             result.findings = typerefs.review(result.findings, text)

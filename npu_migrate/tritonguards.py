@@ -11,7 +11,11 @@ make it moot, because the code as written never sends an NPU host into Triton:
   `if`. The guard may be one step away: the kernels launch in a private function or class that
   the module uses only in such a branch, or in a branch whose test calls a private selector that
   holds a device check the migration kept for the Triton path (NPU110, rewrite_gates.py:
-  `_resolve_backend(...) == "triton"`). An NPU host runs the fallback: the finding becomes info
+  `_resolve_backend(...) == "triton"`). A launch may also be chosen against a torch tile by a
+  conditional on such a test (`fold = _kernel[(n,)] if _use_triton(device) else _fold_tile`, then
+  `fold(...)`), a kernel may be made by a module wrapper that calls `triton.jit` (`@_jit`), and a
+  kernel called only inside another kernel runs where that one runs (trl, round-16 AS#23).
+  An NPU host runs the fallback: the finding becomes info
   with an AS_WRITTEN reason (moot.py names it as a skipped scope). A device test the migration
   rewrites (NPU104: `.is_cuda` to the accelerator) would send the NPU into the kernel: it is no
   guard, and the error stays; so does a kernel launched anywhere without one, or named any other
@@ -120,14 +124,28 @@ class _Module:
         self.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.guards: list[ast.AST] = []  # the tests that keep the kernels off the NPU
 
+    def _wrappers(self) -> set[str]:
+        """Module functions that make a kernel of what they wrap (`def _jit(fn): return triton.jit(fn)
+        if is_triton_available() else fn`, round-16 AS#23): used as decorators, they make kernels."""
+        found = set()
+        for function in self.functions.values():
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call):
+                    name = astcache.dotted(node.func, strict=True) or ""
+                    if "triton" in name.split(".")[0] and _KERNEL_DECORATOR.search(name):
+                        found.add(function.name)
+                        break
+        return found
+
     def kernels(self) -> dict[str, ast.AST]:
         found = {}
+        wrappers = self._wrappers()
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for decorator in node.decorator_list:
                     target = decorator.func if isinstance(decorator, ast.Call) else decorator
                     name = astcache.dotted(target, strict=True) or ""
-                    if "triton" in name.split(".")[0] and _KERNEL_DECORATOR.search(name):
+                    if ("triton" in name.split(".")[0] and _KERNEL_DECORATOR.search(name)) or name in wrappers:
                         found[node.name] = node
                         break
         return found
@@ -248,10 +266,15 @@ class _Module:
         if not uses:
             return None
         for use in uses:
+            if any(self._inside(use, k) for k in kernels.values()):
+                continue  # (a device function called in a kernel's body runs where that kernel runs)
             subscript = self.parent.get(id(use))
             call = self.parent.get(id(subscript))
+            # (`fold = _kernel[(n,)] if _use_triton(device) else _fold_tile`: the launch chosen against
+            # a fallback by the conditional's test, then called; round-16 AS#23)
+            chosen = isinstance(call, ast.IfExp) and subscript in (call.body, call.orelse)
             if not (isinstance(subscript, ast.Subscript) and subscript.value is use
-                    and isinstance(call, ast.Call) and call.func is subscript):
+                    and ((isinstance(call, ast.Call) and call.func is subscript) or chosen)):
                 return None  # passed, stored, returned, exported: not known where it runs
             if not self.guarded(use):
                 return None

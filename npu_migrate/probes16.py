@@ -1,0 +1,334 @@
+"""Guarded imports whose `except` binds a fallback, still reported as failing (issue #16, round-16
+audits AS#18, AS#38, AR#4). Per file, after probes15.review and before the per-file merge (run.py).
+NPU911 only: a Triton probe's import works on an NPU host with Triton-Ascend (tritonguards.py).
+
+A `try: from sgl_kernel.scalar_type import ScalarType, scalar_types; return ScalarType, scalar_types
+except ImportError: class MockScalarType: ...; return MockScalarType, MockScalarTypes()` (SGLang's
+quantization utils), `try: from flashinfer.fused_moe import f except ImportError: f = None`, or
+`try: import flashinfer.comm as comm; _ok = hasattr(...) except ImportError: comm = None; _ok = False`
+(vLLM's PCIe IPC all-reduce) is a probe: on an NPU host the import fails, the `except` binds the
+fallback, and the import itself fails nothing. probes.review_guarded_probes leaves such an import an
+error when a name it binds is read anywhere else, or when the file has another finding of the same
+code to merge it into; the merged finding then stands on the probe's line for unrelated code
+(round 16: "the anchor sits in a clean fallback"). Here, for an NPU911 error or warning on an
+import in the body of a `try` that catches ImportError and whose every handler binds (a name, a
+class, a `return`) and never raises:
+
+* the reads of its names are counted in the probe's own scope only: a `try` inside a function binds
+  function locals, so the module-level `ScalarType, scalar_types = get_scalar_types()` and its reads
+  are the function's result, not the import;
+* a read behind a test of one of the probe's names (`if comm is not None:`, `x and x(...)`, after
+  `if not _ok: return` in the same function) or on a line the file reports anyway is checked;
+* with no other read, the import is info with probes.GUARDED (moot.AS_WRITTEN: a named scope), even
+  where the file reports other findings of the same code: those stand on their own lines;
+* a class whose constructor keeps an attribute at its first constant when a test of the probe
+  returns early (`self.disabled = True`, `if not _ipc_available: return`, `self.disabled = False`,
+  vLLM's PCIe IPC all-reduce) checks the probe wherever its methods test that attribute;
+* where the `try` sits under an `if` whose test names the package (`if get_moe_runner_backend().
+  is_flashinfer_trtllm():`) and the other reads all lie in a class or function named for it
+  (`FlashInferFP4MoE`: that backend's class, chosen under the same test), the import is info with
+  BACKEND_ONLY naming them (a finding to review, not a scope; `merge` keeps it apart from the
+  file's named scopes of the same code, which would otherwise swallow it under their reason).
+  Without such a test (`try: from nunchaku.ops import svdq_gemm_cuda except ImportError: ... = None`
+  read in `NunchakuSVDQLinearMethod`, round-15 AO#24: a model an NPU host may load) the error stays.
+
+A read outside such places (the fallback's None called on a path an NPU host takes) keeps the
+import's finding and severity; so does a handler that raises, an unguarded import, and a `try` whose
+handler binds nothing. Nothing is dropped: each change lowers to info with the reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+
+from . import astcache
+from .findings import Finding
+
+BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback where the package is missing "
+                "(line {line}): the import fails nothing on an NPU host; its names are read only in {owners}, "
+                "code named for that package's backend, which an NPU host runs only if that backend is "
+                "selected there")
+
+# (a probes.GUARDED reason: moot.AS_WRITTEN makes it a named scope; the words after it keep it apart
+# in `merge` from the file's other scopes of the code, which would otherwise name it their reason)
+READ_CHECKED = "its names are read only where the import worked: its own function, or behind a test of them"
+BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
+                "package only under `{test}`: an NPU host runs it only if that backend is selected there")
+_MARKS = ("code named for that package's backend", READ_CHECKED)
+# (NPU911 only: Triton-Ascend installs `triton` on an NPU host, where a Triton probe's import works
+# and the kernels behind it run; tritonguards.py, guards15.py and optionalguards.py judge those)
+_CODES = frozenset({"NPU911"})
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _candidates(findings: list[Finding]) -> bool:
+    return any(f.code in _CODES and not f.fixable and f.cell is None and f.severity != "info" and not f.also
+               for f in findings)
+
+
+def _binds_fallback(handler: ast.ExceptHandler) -> bool:
+    """A handler that never raises nor imports (`except ImportError: from sgl_kernel import
+    other_name`: a second import, judged on its own) and binds something (a name, a class, a def) or
+    returns."""
+    binds = False
+    for node in ast.walk(handler):
+        if isinstance(node, (ast.Raise, ast.Import, ast.ImportFrom)):
+            return False
+        if isinstance(node, (ast.Return, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            binds = True
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            binds = True
+    return binds
+
+
+def _bound(stmt: ast.AST) -> set[str]:
+    if isinstance(stmt, ast.Import):
+        return {alias.asname or alias.name.split(".")[0] for alias in stmt.names}
+    return {alias.asname or alias.name for alias in stmt.names if alias.name != "*"}
+
+
+def _package(stmt: ast.AST) -> str:
+    if isinstance(stmt, ast.Import):
+        return stmt.names[0].name.split(".")[0]
+    return "" if stmt.level else (stmt.module or "").split(".")[0]
+
+
+def _stored(block: list) -> set[str]:
+    """Plain names the statements bind (a flag, a placeholder)."""
+    return {node.id for stmt in block for node in ast.walk(stmt)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+def _reads(node: ast.AST | None, names: set[str]) -> bool:
+    """Whether `node` reads one of `names` (plain names, or `self.attr` for a flag attribute)."""
+    return node is not None and any(
+        (isinstance(n, ast.Name) and n.id in names)
+        or (isinstance(n, ast.Attribute) and (astcache.dotted(n) or "") in names) for n in ast.walk(node))
+
+
+def _flag_attributes(tree: ast.Module, checks: set[str]) -> dict[str, set[str]]:
+    """{class name: {"self.attr"}} of the attributes a constructor keeps at their first value when
+    the probe failed: `self.disabled = True`, then `if not _ipc_available: ...; return`, then
+    `self.disabled = False` (vLLM's PCIe IPC all-reduce, AR#4): a test of `self.disabled` in that
+    class's methods is a test of the probe."""
+    out: dict[str, set[str]] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is None:
+            continue
+        first: dict[str, int] = {}
+        exits: list[int] = []
+        for index, stmt in enumerate(init.body):
+            if isinstance(stmt, ast.If) and _reads(stmt.test, checks) and _exits(stmt.body):
+                exits.append(index)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                name = astcache.dotted(stmt.targets[0]) or ""
+                if name.startswith("self.") and name.count(".") == 1:
+                    if name not in first and isinstance(stmt.value, ast.Constant):
+                        first[name] = index
+                    elif name in first and any(first[name] < e < index for e in exits):
+                        out.setdefault(cls.name, set()).add(name)
+    return out
+
+
+def _exits(block: list) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
+    """Whether the read lies behind a test of one of `names`: in an `if`/`while`/conditional
+    expression on such a test, after such an operand of `and`/`or`, or after an earlier statement
+    `if <such a test>: return` of a block holding it."""
+    child: ast.AST = read
+    node = parents.get(id(read))
+    while node is not None and not isinstance(node, (ast.Lambda, ast.ClassDef, ast.Module)):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) and child is not node.test and _reads(node.test, names):
+            return True
+        if isinstance(node, ast.BoolOp) and child in node.values:
+            if any(_reads(v, names) for v in node.values[:node.values.index(child)]):
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[:block.index(child)]:
+                    if isinstance(stmt, ast.If) and _reads(stmt.test, names) and _exits(stmt.body):
+                        return True
+                    if isinstance(stmt, ast.Assert) and _reads(stmt.test, names):
+                        return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False  # (the function's own body was the last block)
+        child, node = node, parents.get(id(node))
+    return False
+
+
+def _holders(node: ast.AST, parents: dict) -> list[ast.AST]:
+    out = []
+    node = parents.get(id(node))
+    while node is not None:
+        out.append(node)
+        node = parents.get(id(node))
+    return out
+
+
+def _owners(read: ast.AST, parents: dict) -> list[str]:
+    out = []
+    node = parents.get(id(read))
+    while node is not None:
+        if isinstance(node, _SCOPES):
+            out.append(node.name)
+        node = parents.get(id(node))
+    return out
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _scope(node: ast.AST, parents: dict) -> ast.AST | None:
+    """The function holding `node` (None at module or class level)."""
+    node = parents.get(id(node))
+    while node is not None:
+        if isinstance(node, _FUNCTIONS):
+            return node
+        node = parents.get(id(node))
+    return None
+
+
+def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, reported: set[int]) -> str | None:
+    """GUARDED, a BACKEND_ONLY reason, or None (the import keeps its finding)."""
+    from .probes import GUARDED
+
+    names = _bound(stmt)
+    if not names:
+        return None
+    function = _scope(trial, parents)
+    if function is not None and any(isinstance(n, (ast.Global, ast.Nonlocal)) and names & set(n.names)
+                                    for n in ast.walk(function)):
+        return None
+    checks = names | _stored(trial.body) | {n for h in trial.handlers for n in _stored(h.body)}
+    first, last = trial.lineno, trial.end_lineno or trial.lineno
+    package = _squash(_package(stmt))
+    flags = _flag_attributes(tree, checks) if function is None else {}
+    # (the module imports the package only where a test naming it holds: `if get_moe_runner_backend().
+    # is_flashinfer_trtllm():` around the `try`, AS#38; its backend's classes may then read the names)
+    selected = next((node.test for node in _holders(trial, parents) if len(package) >= 4
+                     and isinstance(node, ast.If) and package in _squash(ast.unparse(node.test))), None)
+    owners: list[str] = []
+    for node in ast.walk(function if function is not None else tree):
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
+            continue
+        if first <= node.lineno <= last or node.lineno in reported:
+            continue
+        if function is None and _scope(node, parents) is not None and node.id in _local_names(_scope(node, parents)):
+            continue  # (a function's own binding of the name)
+        held = _owners(node, parents)
+        if _checked(node, checks | (flags.get(held[-1], set()) if held else set()), parents):
+            continue
+        named = [o for o in held if selected is not None and package in _squash(o)]
+        if not named:
+            return None
+        owners.append(named[-1])
+    if not owners:
+        return f"{GUARDED}; {READ_CHECKED}"
+    shown = ", ".join(f"`{o}`" for o in dict.fromkeys(owners))
+    test = ast.unparse(selected)
+    return BACKEND_ONLY.format(test=test if len(test) <= 80 else test[:77] + "...",
+                               line=trial.handlers[0].lineno, owners=shown)
+
+
+def _backend_lazy(tree: ast.Module, parents: dict, lines: set[int], selected: list) -> dict[int, str]:
+    """{line: BACKEND_LAZY} of the imports on `lines` of a package whose probe got BACKEND_ONLY (the
+    module imports it only under a test naming it) that lie in a function or class named for it
+    (`from flashinfer.fused_moe import trtllm_bf16_moe` in `FlashInferFusedMoE.forward_impl`, AS#38)."""
+    out: dict[int, str] = {}
+    if not selected or not lines:
+        return out
+    tests = {}
+    for stmt, trial in selected:
+        test = next(node.test for node in _holders(trial, parents) if isinstance(node, ast.If)
+                    and _squash(_package(stmt)) in _squash(ast.unparse(node.test)))
+        tests.setdefault(_squash(_package(stmt)), ast.unparse(test))
+    for node in astcache.nodes(tree, (ast.Import, ast.ImportFrom)):
+        package = _squash(_package(node))
+        if node.lineno not in lines or package not in tests:
+            continue
+        named = [o for o in _owners(node, parents) if package in _squash(o)]
+        if named and _scope(node, parents) is not None:
+            test = tests[package]
+            out[node.lineno] = BACKEND_LAZY.format(owner=f"`{named[-1]}`",
+                                                   test=test if len(test) <= 80 else test[:77] + "...")
+    return out
+
+
+def _local_names(function: ast.AST) -> set[str]:
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
+        return set()
+    args = function.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    return params | {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU911 on the imports of guarded probes whose `except` binds a fallback, lowered to
+    info with the reason (see the module's docstring)."""
+    if "except" not in text or "import" not in text or not _candidates(findings):
+        return findings
+    from .probes import parse_text, probe_tries
+
+    tree = parse_text(text)
+    if tree is None:
+        return findings
+    wanted = {f.line for f in findings if f.code in _CODES and not f.fixable and f.cell is None
+              and f.severity != "info" and not f.also}
+    # (a package the module imports unguarded at its top, reported: the module fails to import
+    # there anyway, and probes.review_guarded_probes merges the probe into that finding)
+    failing = {(f.code, _package(stmt)) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+               for f in findings if f.line == stmt.lineno and f.code in _CODES and f.severity != "info"
+               and not f.fixable and f.cell is None}
+    imports: dict[int, tuple[ast.AST, ast.Try]] = {}
+    for trial, _statements in probe_tries(tree):  # (a body that only imports, sets flags, returns)
+        if not all(map(_binds_fallback, trial.handlers)):
+            continue
+        for stmt in trial.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted \
+                    and not any((code, _package(stmt)) in failing for code in _CODES):
+                imports.setdefault(stmt.lineno, (stmt, trial))
+    if not imports:
+        return findings
+    parents = astcache.parents(tree)
+    reported = {f.line for f in findings if (f.code in _CODES or f.code == "NPU990") and not f.fixable
+                and f.cell is None and f.line not in imports}
+    reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()}
+    reasons.update(_backend_lazy(tree, parents, wanted - set(reasons), [
+        (stmt, trial) for line, (stmt, trial) in imports.items() if (reasons[line] or "").startswith("guarded import under")]))
+    out = []
+    for finding in findings:
+        reason = reasons.get(finding.line) if finding.code in _CODES and not finding.fixable \
+            and finding.cell is None and finding.severity != "info" and not finding.also else None
+        if reason:
+            finding = replace(finding, severity="info", message=f"{finding.message} ({reason})")
+        out.append(finding)
+    return out
+
+
+def merge(findings: list[Finding], secondary=None) -> list[Finding]:
+    """findings.merge_per_file, with this module's infos merged apart (each reason by itself): merged
+    with a named scope's info of the same code they would become that scope (moot.to_scopes), under
+    its reason (a BACKEND_ONLY finding would vanish; a probe would be named an untaken branch)."""
+    from .findings import merge_per_file
+
+    groups: dict[str, list[Finding]] = {}
+    rest = []
+    for finding in findings:
+        mark = next((m for m in _MARKS if m in finding.message), None) \
+            if finding.severity == "info" and not finding.fixable else None
+        (groups.setdefault(mark, []) if mark else rest).append(finding)
+    if not groups:
+        return merge_per_file(findings, secondary)
+    return sorted([*merge_per_file(rest, secondary), *(f for group in groups.values() for f in merge_per_file(group))])
