@@ -345,6 +345,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
     from .tests15 import review as review_untaken15
     results = review_untaken15(results, paths)  # (another platform's enum member, a constant-false flag: tests15.py)
+    from .flags16 import review as review_platform_flags
+    results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     return to_scopes(review_platforms(results, paths))
 
 
