@@ -1,0 +1,167 @@
+"""Round-16 audit (issue #16), flags16.py: CUDA-only imports under a module-level platform flag an
+NPU host answers False, whose predicate is defined in another module of the project (AQ#14, AQ#15,
+AQ#20, AQ#27), and the names they bind read where an NPU host goes (a NameError there)."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, moot_lines, write_project
+
+UTILS = '''\
+import functools
+
+import torch
+
+
+@functools.lru_cache(maxsize=1)
+def is_cuda():
+    return torch.cuda.is_available() and torch.version.cuda
+
+
+def is_hip() -> bool:
+    return torch.version.hip is not None
+
+
+def is_xpu() -> bool:
+    return hasattr(torch, "xpu") and torch.xpu.is_available()
+
+
+def use_intel_xpu_backend():
+    return bool(1) and is_xpu()
+
+
+def is_npu() -> bool:
+    if not hasattr(torch, "npu"):
+        return False
+    return True
+'''
+
+FLAGS = '''\
+from pkg.utils import is_cuda, is_npu
+
+_is_cuda = is_cuda()
+_is_npu = is_npu()
+'''
+
+MOE = '''\
+import torch
+
+from pkg.utils import is_cuda, is_hip, is_xpu, use_intel_xpu_backend
+
+_is_cuda = is_cuda()
+_is_hip = is_hip()
+_is_xpu = is_xpu()
+_use_xpu = use_intel_xpu_backend()
+
+if _is_cuda:
+    from sgl_kernel import silu_and_mul
+elif _is_hip:
+    from sgl_kernel import moe_sum
+elif _is_xpu:
+    from sgl_kernel import moe_sum_reduce
+
+
+def act(x, out):
+    if _is_cuda:
+        silu_and_mul(x, out)
+    elif _is_xpu:
+        moe_sum_reduce(x, out)
+    else:
+        out.copy_(torch.nn.functional.silu(x))
+
+
+def combine(x, out):
+    if _is_cuda:
+        out.copy_(x.sum(1))
+    elif _is_hip:
+        moe_sum(x, out)
+    else:
+        moe_sum(x, out)
+
+
+def experts(x):
+    if _use_xpu:
+        from sgl_kernel import fused_experts
+
+        return fused_experts(x)
+    return x
+'''
+
+ATTN = '''\
+from pkg.flags import _is_cuda, _is_npu
+
+if _is_cuda:
+    from sgl_kernel import concat_mla_k
+
+if not _is_npu and _is_cuda:
+    from sgl_kernel import merge_state
+
+if _is_npu or _is_cuda:
+    from sgl_kernel import rotary
+
+
+def concat(k, out):
+    if _is_cuda:
+        concat_mla_k(k, out)
+    return rotary(k)
+
+
+def merged(a, b):
+    return merge_state(a, b)
+'''
+
+PLAIN = '''\
+from sgl_kernel import topk_softmax
+
+
+def route(x):
+    return topk_softmax(x)
+'''
+
+
+def _run(tmp_path, files: dict[str, str]):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/flags.py": FLAGS, **files})
+    report = migrate_json(root)
+    return [f for f in report["findings"] if not f["fixable"]], report["skipped"]
+
+
+def _at(findings, path, line, code="NPU911"):
+    return [f for f in findings if f["path"] == path and f["code"] == code and (
+        f["line"] == line or any(a[0] == line for a in f.get("also") or ()))]
+
+
+def test_imports_under_flags_bound_to_false_project_predicates_are_scopes(tmp_path):
+    """AQ#14, AQ#20: `_is_cuda = is_cuda()`, `_is_xpu = is_xpu()` and `_use_xpu =
+    use_intel_xpu_backend()` (false through `is_xpu()`) with the predicates in the project's
+    utils: the imports under them never run on an NPU host; an unguarded import stays an error."""
+    findings, skipped = _run(tmp_path, {"pkg/moe.py": MOE, "pkg/plain.py": PLAIN})
+    moot = moot_lines(skipped, "NPU911", "pkg/moe.py")
+    assert "`is_cuda()` is false or None there" in moot[11]
+    assert "`is_xpu()` is false or None there" in moot[15]
+    assert "`use_intel_xpu_backend()` is false or None there" in moot[38]
+    for line in (11, 15, 38):
+        assert not _at(findings, "pkg/moe.py", line)
+    kept = _at(findings, "pkg/plain.py", 1)
+    assert kept and kept[0]["severity"] == "error"
+
+
+def test_flag_imported_from_the_module_that_binds_it(tmp_path):
+    """AQ#15: `from pkg.flags import _is_cuda` with `_is_cuda = is_cuda()` in pkg/flags.py: the
+    import under `if _is_cuda:` is a scope; an import under a flag true on an NPU host (`_is_npu or
+    _is_cuda`) stays, and so does one whose name is read outside every such block (`merged`)."""
+    findings, skipped = _run(tmp_path, {"pkg/attn.py": ATTN})
+    moot = moot_lines(skipped, "NPU911", "pkg/attn.py")
+    assert 4 in moot and "is_cuda()" in moot[4]
+    assert not _at(findings, "pkg/attn.py", 4)
+    assert _at(findings, "pkg/attn.py", 10) and _at(findings, "pkg/attn.py", 10)[0]["severity"] == "error"
+    assert _at(findings, "pkg/attn.py", 7) and _at(findings, "pkg/attn.py", 7)[0]["severity"] == "error"
+    assert 7 not in moot and 10 not in moot
+
+
+def test_name_bound_only_for_another_platform_read_in_the_npu_branch_is_reported(tmp_path):
+    """AQ#20's note: `moe_sum` imported only under `elif _is_hip:` and read in the last `else:` of
+    `if _is_cuda: ... elif _is_hip: ... else:`, the branch an NPU host takes: a NameError there,
+    reported at the read (error); the read under `elif _is_hip:` is not."""
+    findings, _skipped = _run(tmp_path, {"pkg/moe.py": MOE})
+    reads = [f for f in findings if f["path"] == "pkg/moe.py" and f["code"] == "NPU911" and f["severity"] == "error"]
+    assert [f["line"] for f in reads] == [33]
+    assert "NameError" in reads[0]["message"] and "`moe_sum`" in reads[0]["message"]
