@@ -296,10 +296,11 @@ def review(results: list, paths: dict) -> list:
                     not is_moot(f) or f.code == "NPU911" and _in_branch(f))
                 for n in (f.line, *(line for line, _c, _s in f.also))]
 
+    text_of = RunTexts(results, paths)
+    results = soften_caught(results, text_of)
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and open_places(r)]
     if not candidates:
         return results
-    text_of = RunTexts(results, paths)
     predicates: Optional[frozenset] = None
     modules: Optional[_Modules] = None
     out = list(results)
@@ -398,3 +399,76 @@ def _moved_reads(finding, tree: ast.Module, blocks: list, taken: list, block_at,
         return None
     opened = [f for f in kept if f.severity != "info"]
     return moved + [f for f in kept if f.severity == "info"] + (merge_per_file(opened) if opened else [])
+
+
+# ----------------------------------------------------------------------------- a CUDA call whose failure is caught
+CAUGHT = ("inside a `try` whose `{caught}` reports the failure and goes on: on an NPU host the call "
+          "fails there and the program continues without it")
+_BROAD = frozenset({"Exception", "BaseException"})
+
+
+def _caught_by(tree: ast.Module, line: int) -> Optional[str]:
+    """The handler name of the innermost `try` whose body holds `line` when every handler of it is
+    broad (`except Exception`, a bare `except`), none raises, exits or skips, and each only logs
+    or passes (fallbacks.goes_on: None); else None."""
+    from .fallbacks import goes_on
+
+    best = None
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Try) and node.body and node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    if best is None or not best.handlers:
+        return None
+    names = []
+    for handler in best.handlers:
+        kind = handler.type
+        name = "" if kind is None else kind.id if isinstance(kind, ast.Name) else None
+        if name is None or (name and name not in _BROAD):
+            return None
+        if any(isinstance(n, ast.Raise) for n in ast.walk(handler)) or goes_on(handler.body) is False:
+            return None
+        if any(not isinstance(s, (ast.Expr, ast.Pass)) for s in handler.body):
+            return None  # (a handler that binds or returns a fallback is another shape)
+        names.append(name or ":")
+    return names[0] if names[0] != ":" else ""
+
+
+def soften_caught(results: list, text_of) -> list:
+    """NPU202 (an API torch_npu lacks) called only inside a `try` whose broad handlers only log and
+    go on (SGLang's `try: torch.cuda.cudart().cudaProfilerStart() except Exception as e:
+    rank_print(f"Failed to start CUDA profiler: {e}")`, round-16 audit AQ#29): it does not fail on
+    an NPU host, it does nothing there: a warning (runs but differs), with the reason."""
+    from .findings import merge_per_file, split_merged
+
+    out = list(results)
+    for i, result in enumerate(results):
+        wanted = [f for f in result.findings if f.code == "NPU202" and not f.fixable and f.cell is None
+                  and f.severity == "error"]
+        if not wanted or not result.relpath.endswith(".py"):
+            continue
+        data = text_of(i)
+        if not data or b"try:" not in data or b"except" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        findings, changed = [], False
+        for finding in result.findings:
+            if finding not in wanted:
+                findings.append(finding)
+                continue
+            softened, kept = [], []
+            for piece in split_merged(finding):
+                caught = _caught_by(tree, piece.line)
+                if caught is None:
+                    kept.append(piece)
+                    continue
+                handler = f"except {caught}" if caught else "except"
+                softened.append(dataclasses.replace(piece, severity="warning",
+                                                    message=f"{piece.message} ({CAUGHT.format(caught=handler)})"))
+            changed = changed or bool(softened)
+            findings.extend(softened + (merge_per_file(kept) if softened and kept else [] if softened else [finding]))
+        if changed:
+            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out

@@ -165,3 +165,91 @@ def test_name_bound_only_for_another_platform_read_in_the_npu_branch_is_reported
     reads = [f for f in findings if f["path"] == "pkg/moe.py" and f["code"] == "NPU911" and f["severity"] == "error"]
     assert [f["line"] for f in reads] == [33]
     assert "NameError" in reads[0]["message"] and "`moe_sum`" in reads[0]["message"]
+
+
+def test_cuda_runtime_call_inside_a_try_that_logs_and_goes_on_is_a_warning(tmp_path):
+    """AQ#29: `torch.cuda.cudart().cudaProfilerStart()` inside `try` / `except Exception as e:
+    print(...)` does not fail on an NPU host: a warning with the reason; the same call outside a
+    `try` stays an error."""
+    root = write_project(tmp_path, {"bench.py": '''\
+import torch
+
+
+def start_profile(modes, rank_print=print):
+    if "CUDA_PROFILER" in modes:
+        try:
+            torch.cuda.cudart().cudaProfilerStart()
+            rank_print("started")
+        except Exception as e:
+            rank_print(f"Failed to start CUDA profiler: {e}")
+        return None
+    return 1
+
+
+def stop_profile():
+    torch.cuda.cudart().cudaProfilerStop()
+'''})
+    findings = [f for f in migrate_json(root)["findings"] if f["code"] == "NPU202"]
+    by_line = {f["line"]: f for f in findings}
+    assert by_line[7]["severity"] == "warning" and "`except Exception` reports the failure" in by_line[7]["message"]
+    assert by_line[16]["severity"] == "error"
+
+
+def test_backend_from_a_project_helper_with_an_hccl_branch(tmp_path):
+    """AQ#24: `init_process_group(backend=helper.get_process_group_backend())` where the helper of
+    a directly imported module returns "hccl" for the NPU: resolved (a named scope); a helper
+    without such a branch keeps its NPU304 warning."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/helper.py": '''\
+import torch
+
+
+def get_process_group_backend() -> str:
+    if torch.accelerator.current_accelerator().type == "npu":
+        return "hccl"
+    elif torch.accelerator.current_accelerator().type == "cuda":
+        return "nccl"
+    return "gloo"
+
+
+def get_other_backend() -> str:
+    return load_setting("backend")
+
+
+def load_setting(name):
+    return name
+''', "pkg/interface.py": '''\
+from torch.distributed import init_process_group
+
+from . import helper
+
+
+def setup():
+    init_process_group(backend=helper.get_process_group_backend())
+
+
+def setup_other():
+    init_process_group(backend=helper.get_other_backend())
+'''})
+    report = migrate_json(root)
+    lines = [f["line"] for f in report["findings"] if f["code"] == "NPU304" and f["severity"] != "info"]
+    assert lines == [11]
+    scopes = [s for s in report["skipped"] if s.get("path") == "pkg/interface.py" and s.get("start_line") == 7]
+    assert scopes and "get_process_group_backend" in scopes[0]["reason"]
+
+
+def test_cuda_key_echoing_an_argument_of_its_name_is_a_label(tmp_path):
+    """AQ#4: `{"cpu": cpu, "cuda": cuda, "xpu": xpu, ...}`, a record of the function's arguments
+    each under its own name: "cuda" names the boolean `cuda`, not reported; a per-device table
+    looked up by a tensor's device type is still reported."""
+    root = write_project(tmp_path, {"prof.py": '''\
+def setup_profiler(enabled, output_dir, cpu, cuda, xpu, profile_memory):
+    cfg = dict({"enabled": enabled, "cpu": cpu, "cuda": cuda, "xpu": xpu, "profile_memory": profile_memory})
+    return cfg
+
+
+def per_device(x):
+    table = {"cpu": 1, "cuda": 2}
+    return table[x.device.type]
+'''})
+    lines = [f["line"] for f in migrate_json(root)["findings"] if f["code"] == "NPU990"]
+    assert lines == [7]
