@@ -24,10 +24,12 @@ inside; this pass adds:
 * merged findings split (findings.lower_pieces): the places inside such a block become info, the
   others stay as they were (fused_moe.py's probe under `if not _is_cuda and not _is_hip ...:`).
 
-A place that is an import is lowered only when no name it binds is read outside every such block
-unless bound there too: a name bound only under `if _is_hip:` and read in an `else:` an NPU host
-takes is a NameError there (SGLang's moe_runner/triton.py `vllm_ops.moe_sum` in its last `else`),
-and that import keeps its finding. The lowered places are info with "in a branch an NPU host does
+A name such an import binds (and nothing outside the blocks binds) that is read in a block an NPU
+host takes whenever the code around it runs (the `else:` of `if _is_cuda: ... elif _is_hip: ...`,
+in the same function) is a NameError there (SGLang's moe_runner/triton.py `vllm_ops.moe_sum` in its
+last `else`): that read is reported (error), and the import itself is info. A read elsewhere (in a
+function an NPU host may never call) is not taken as proof either way: the import is lowered, as
+gatedcalls.predicate_branches lowers one under a flag the file binds itself. The lowered places are info with "in a branch an NPU host does
 not take" (moot.PHRASES: a named skipped scope), quoting the condition and the predicates read.
 
 Cheap byte tests select the files before any parse: an open report-only finding on an indented line,
@@ -224,6 +226,17 @@ def false_blocks(tree: ast.Module, lines: list[str], bound: dict, predicates: fr
     return out
 
 
+def _function_at(tree: ast.Module, line: int) -> Optional[ast.AST]:
+    """The innermost function whose body holds `line` (None: module level)."""
+    best = None
+    for node in astcache.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node.body:
+            first = node.body[0].lineno if isinstance(node.body, list) else node.lineno
+            if first <= line <= (node.end_lineno or node.lineno) and (best is None or node.lineno >= best.lineno):
+                best = node
+    return best
+
+
 def _told(condition: str, bound: dict, predicates: frozenset) -> str:
     """What makes the condition false: the project's predicates its flags are bound to (`(the
     project's `is_cuda()` is false or None there)`), or a flag bound so in another module."""
@@ -333,16 +346,13 @@ def review(results: list, paths: dict) -> list:
         def block_at(line: int, blocks=blocks):
             return next((b for b in blocks if b[0] <= line <= b[1]), None)
 
-        def told(condition: str, bound=bound) -> str:
+        def told(condition: str, bound=bound, predicates=predicates) -> str:
             return _told(condition, bound, predicates)
 
-        def reason_of(line: int, block_at=block_at, tree=tree, told=told, blocks=blocks) -> Optional[str]:
+        def reason_of(line: int, block_at=block_at, told=told) -> Optional[str]:
             block = block_at(line)
             if block is None:
                 return None
-            statement = _import_at(tree, line)
-            if statement is not None and read_outside(tree, statement, blocks):
-                return None  # (a name bound only there, read where an NPU host goes: moved to that read)
             return f"{BRANCH}: `{block[2]}`{told(block[2])}"
 
         changed, findings = False, []
@@ -377,7 +387,10 @@ def _moved_reads(finding, tree: ast.Module, blocks: list, taken: list, block_at,
         block = block_at(piece.line)
         statement = _import_at(tree, piece.line) if block is not None else None
         reads = read_outside(tree, statement, blocks) if statement is not None else []
-        sure = [(name, line) for name, line in reads if any(a <= line <= b for a, b, _why in taken)]
+        # (the read in the taken block itself, not in a function defined there: the `if` is decided
+        # each time the code around the read runs, fp8_kernel.py's `else:` defining a function is not)
+        sure = [(name, line) for name, line in reads
+                if any(a <= line <= b and _function_at(tree, a) is _function_at(tree, line) for a, b, _why in taken)]
         if not sure:
             kept.append(piece)
             continue
