@@ -226,6 +226,16 @@ def false_blocks(tree: ast.Module, lines: list[str], bound: dict, predicates: fr
     return out
 
 
+def _only_folded(pieces: list, tree: ast.Module) -> bool:
+    """Whether the places a split NPU911 keeps are all uses folded into its imports (no import
+    statement among them): left alone, they would stand under the import's message at a line that
+    holds none (`torch.float8_e4m3fn` "in a class that computes with this CUDA-only package's ops");
+    the finding then stays whole, as it was."""
+    kept = [p for p in pieces if p.severity != "info"]
+    places = [n for p in kept for n in (p.line, *(line for line, _c, _s in p.also))]
+    return bool(places) and not any(_import_at(tree, n) is not None for n in places)
+
+
 def _function_at(tree: ast.Module, line: int) -> Optional[ast.AST]:
     """The innermost function whose body holds `line` (None: module level)."""
     best = None
@@ -366,6 +376,8 @@ def review(results: list, paths: dict) -> list:
                     (lower_pieces(p, reason_of) or [p]) if not p.fixable and not is_moot(p) else [p])]
             elif not finding.fixable and finding.cell is None and not is_moot(finding):
                 pieces = lower_pieces(finding, reason_of)
+                if pieces and finding.code == "NPU911" and _only_folded(pieces, tree):
+                    pieces = None  # (the places left would be FP8 uses folded into the import, under its message)
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:

@@ -278,3 +278,42 @@ else:
 '''})
     assert not [f for f in findings if f["path"] == "pkg/quant.py" and f["code"] == "NPU911"]
     assert 7 in moot_lines(_skipped, "NPU911", "pkg/quant.py")
+
+
+def test_gated_import_with_only_folded_uses_left_stays_whole(tmp_path):
+    """A merged NPU911 whose only import is gated but which also stands for FP8 uses of the
+    package's ops in a class: splitting would leave those uses under the import's message at a
+    line with no import, so the finding stays as it was (an error); a lone gated import is a scope."""
+    findings, skipped = _run(tmp_path, {"pkg/model.py": '''\
+import torch
+
+from pkg.utils import is_cuda
+
+if is_cuda():
+    from sgl_kernel import bmm_fp8
+
+
+class Attention(torch.nn.Module):
+    def forward(self, q, w, scale):
+        if w.dtype == torch.float8_e4m3fn:
+            q8 = q.to(torch.float8_e4m3fn)
+            return bmm_fp8(q8, w, scale, scale, torch.bfloat16)
+        return q @ w
+''', "pkg/lone.py": '''\
+from pkg.utils import is_cuda
+
+_is_cuda = is_cuda()
+
+if _is_cuda:
+    from sgl_kernel import bmm_fp8
+
+
+def mm(a, b):
+    if _is_cuda:
+        return bmm_fp8(a, b)
+    return a @ b
+'''})
+    model = [f for f in findings if f["path"] == "pkg/model.py" and f["code"] == "NPU911"]
+    assert [(f["line"], f["severity"]) for f in model] == [(6, "error")]
+    assert [a[0] for a in model[0]["also"]] == [12]
+    assert 6 in moot_lines(skipped, "NPU911", "pkg/lone.py")
