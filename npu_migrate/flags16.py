@@ -60,10 +60,13 @@ _MAX_DEPTH = 4
 def false_predicates(results: list, text_of) -> frozenset:
     """Names of the run's top-level functions without parameters whose every definition is one
     `return` false on an NPU host, reading calls of the others found so as False."""
+    from . import catalogue
+
+    rocm = re.compile(catalogue.read_table("scopes.toml")["files"]["rocm_name"], re.IGNORECASE)
     bodies: dict[str, list[Optional[ast.AST]]] = {}
     for i, result in enumerate(results):
-        if not result.relpath.endswith(".py"):
-            continue
+        if not result.relpath.endswith(".py") or rocm.search(result.relpath.rsplit("/", 1)[-1][:-3]):
+            continue  # (a ROCm module's own `is_hip()`, asking Triton's backend, is no project predicate)
         data = text_of(i)
         if not data or b"return" not in data or b"def " not in data:
             continue
@@ -179,6 +182,13 @@ def bindings(tree: ast.Module, modules: Optional[_Modules], relpath: str, depth:
         elif isinstance(node, ast.alias):
             name = (node.asname or node.name).split(".")[0]
             stores[name] = stores.get(name, 0) + 1
+    same: dict[str, list] = {}  # (a flag bound twice to the same call at the top: `_is_xpu = is_xpu()` twice)
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            same.setdefault(stmt.targets[0].id, []).append(stmt.value)
+    for name, values in same.items():
+        if name not in bound and len(values) == stores.get(name, 0) > 1 and len({ast.dump(v) for v in values}) == 1:
+            bound[name] = values[0]
     for stmt in tree.body:
         if not isinstance(stmt, ast.ImportFrom) or any(a.name == "*" for a in stmt.names):
             continue
@@ -224,6 +234,19 @@ def false_blocks(tree: ast.Module, lines: list[str], bound: dict, predicates: fr
             if taken is not None:
                 taken.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, shown))
     return out
+
+
+_FROM_SOURCE = re.compile(r"from\s+([\w.]+)\s+import\b")
+_FROM_MESSAGE = re.compile(r"^(C\+\+/CUDA extension or CUDA-only compiled package: import from )`[\w.]+`")
+
+
+def _own_module(piece):
+    """A place split from a merged NPU911 names its own module (`from vllm import _custom_ops`
+    merged under "import from `sgl_kernel`" says vllm once on its own)."""
+    match = _FROM_SOURCE.match(piece.source or "")
+    if match is None or not _FROM_MESSAGE.match(piece.message):
+        return piece
+    return dataclasses.replace(piece, message=_FROM_MESSAGE.sub(lambda m: f"{m.group(1)}`{match.group(1)}`", piece.message, 1))
 
 
 def _only_folded(pieces: list, tree: ast.Module) -> bool:
@@ -375,7 +398,7 @@ def review(results: list, paths: dict) -> list:
                 pieces = [q for p in pieces for q in (
                     (lower_pieces(p, reason_of) or [p]) if not p.fixable and not is_moot(p) else [p])]
             elif not finding.fixable and finding.cell is None and not is_moot(finding):
-                pieces = lower_pieces(finding, reason_of)
+                pieces = lower_pieces(finding, reason_of, _own_module if finding.code == "NPU911" else None)
                 if pieces and finding.code == "NPU911" and _only_folded(pieces, tree):
                     pieces = None  # (the places left would be FP8 uses folded into the import, under its message)
             changed = changed or pieces is not None

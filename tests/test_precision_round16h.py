@@ -317,3 +317,47 @@ def mm(a, b):
     assert [(f["line"], f["severity"]) for f in model] == [(6, "error")]
     assert [a[0] for a in model[0]["also"]] == [12]
     assert 6 in moot_lines(skipped, "NPU911", "pkg/lone.py")
+
+
+def test_flag_bound_twice_alike_and_a_rocm_modules_own_predicate(tmp_path):
+    """SGLang's topk.py binds `_is_xpu = is_xpu()` twice (the same call): still a flag; its
+    ngram_info.py asks `is_hip()`, which a ROCm module (`rocm_decode.py`) also defines by asking
+    Triton's backend: that definition is the ROCm module's own, the predicate stays false. A split
+    place names its own module; an import outside every block stays an error."""
+    findings, skipped = _run(tmp_path, {"pkg/topk.py": '''\
+from pkg.utils import is_cuda, is_hip, is_xpu
+
+_is_cuda = is_cuda()
+_is_xpu = is_xpu()
+_is_xpu = is_xpu()
+
+if _is_cuda or _is_xpu:
+    from sgl_kernel import topk_softmax
+
+if not _is_cuda:
+    try:
+        from vllm import _custom_ops as ops
+    except ImportError:
+        ops = None
+''', "pkg/rocm_decode.py": '''\
+import triton
+
+
+def is_hip():
+    return triton.runtime.driver.active.get_current_target().backend == "hip"
+''', "pkg/spec.py": '''\
+from pkg.utils import is_cuda, is_hip
+
+if is_cuda():
+    from sgl_kernel import verify_tree
+elif is_hip():
+    from sgl_kernel import verify_tree_hip
+'''})
+    assert 8 in moot_lines(skipped, "NPU911", "pkg/topk.py")
+    assert not _at(findings, "pkg/topk.py", 8)
+    spec = moot_lines(skipped, "NPU911", "pkg/spec.py")
+    assert 4 in spec and 6 in spec
+    assert not [f for f in findings if f["path"] == "pkg/spec.py" and f["code"] == "NPU911"]
+    kept = [f for f in findings if f["path"] == "pkg/topk.py" and f["code"] == "NPU911" and f["severity"] != "info"]
+    for f in kept:
+        assert "`sgl_kernel`" not in f["message"] or f["line"] == 8
