@@ -408,6 +408,11 @@ def _backend(run: _Run, result: FileResult, finding: Finding, line: int) -> Opti
         return None
     piece = next((p for p in split_merged(finding) if p.line == line), finding)
     source = piece.source.strip()
+    if re.fullmatch(r"[A-Za-z_][\w.]*\(\)", source):
+        # (the backend given as the call itself: `backend=helper.get_process_group_backend()`,
+        # the project's function with an "hccl" branch; round-16 audit AQ#24)
+        why = _backend_value(run, result, tree, tree, ast.parse(source, mode="eval").body)
+        return BACKEND + why if why else None
     if not re.fullmatch(r"(self\.)?[A-Za-z_]\w*", source):
         return None
     func = _enclosing(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))

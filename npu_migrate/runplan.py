@@ -355,6 +355,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # (imports behind an accelerator's `is_triton_supported()` False on NPU, bitsandbytes functions the
     # NPU backend has, build arguments of a command already reported: gates16.py)
     results = review_gates16(results, paths)
+    from .flags16 import review as review_platform_flags
+    results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     results = to_scopes(review_platforms(results, paths))
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)

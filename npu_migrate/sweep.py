@@ -394,7 +394,14 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labels, device_types, *_ = _label_table()
         # (inside a platform-aware scope the sweep lists it as NPU991, as it does any leftover there)
         cuda = [k for k in cuda if self.m.platform_scope(k) is None]
-        if cuda and values & labels:
+        echoes = [e for e in node.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                  and isinstance(e.value, cst.Name) and literal_value(e.key.value) == e.value.value]
+        if cuda and len(echoes) >= 3 and any(literal_value(e.key.value) == "cuda" for e in echoes):
+            # a record of settings, each key echoing the argument of its name (`{"cpu": cpu, "cuda":
+            # cuda, "profile_memory": profile_memory}`: torchtune's profiler config): "cuda" names the
+            # boolean `cuda`, a label no device type looks up (round-16 audit AQ#4)
+            self.gates.update(id(e.key) for e in echoes if literal_value(e.key.value) == "cuda")
+        elif cuda and values & labels:
             self.gates.update(id(k) for k in cuda)
         elif cuda and values & device_types:
             if "npu" in values or re.search(r"""["']npu["']""", self.m.file_text()):
