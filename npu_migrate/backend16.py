@@ -88,7 +88,7 @@ def fold_triton_imports(findings: list[Finding], tree: ast.Module, text: Optiona
 
 # ----------------------------------------------------------------------------- whole run
 _GATED_IMPORT = re.compile(rb"\nif [^\n]*:[ \t]*\n[ \t]+(?:from|import) ")
-_FROM_IMPORT = re.compile(rb"^from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([^)\n]*(?:\n[^)\n]*)*?)\)?[ \t]*$", re.MULTILINE)
+_FROM_IMPORT = re.compile(rb"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))", re.MULTILINE)
 
 
 def _open(finding: Finding, codes=None) -> bool:
@@ -309,7 +309,7 @@ def _review_imported_flags(results: list, paths: dict) -> list:
             continue
         imported = {}
         for match in _FROM_IMPORT.finditer(data):
-            for part in re.split(rb"[,\s]+", match.group(2)):
+            for part in re.split(rb"[,\s]+", match.group(2) or match.group(3) or b""):
                 if re.fullmatch(rb"\w+", part) and part != b"as":
                     imported[part.decode()] = match.group(1).decode()
         tested = [n for n in imported if re.search(rb"^[ \t]*(?:el)?if[ \t]+[^\n]*\b" + re.escape(n.encode()) + rb"\b",
@@ -370,8 +370,11 @@ def _review_imported_flags(results: list, paths: dict) -> list:
 
 def _rebound(values: dict, results, python: list[int], texts, tree: ast.Module) -> bool:
     """Whether a module of the run assigns one of the flags as an attribute (`guard.FLAG = True`)
-    or the importer rebinds it: then its value is not the one bound where it is defined."""
-    pattern = re.compile(rb"\.(?:" + b"|".join(re.escape(n.encode()) for n in values) + rb")\s*=[^=]")
+    or patches it, or the importer rebinds it: then its value is not the one bound where it is
+    defined."""
+    names = b"|".join(re.escape(n.encode()) for n in values)
+    # (`guard.FLAG = True`, `setattr(guard, "FLAG", ...)`, `mock.patch("pkg.guard.FLAG", ...)`)
+    pattern = re.compile(rb"\.(?:" + names + rb")\s*=[^=]|(?:setattr|patch|patch\.object)\([^)]*\b(?:" + names + rb")\b")
     for j in python:
         data = texts(j)
         if data and pattern.search(data):

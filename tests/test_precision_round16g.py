@@ -107,6 +107,18 @@ if HAS_FLEX:
         return torch.compile(torch.nn.functional.softmax, mode="max-autotune")
 """
 
+FLAGGED_PARENTHESIZED = """\
+import torch
+
+from pkg.guard import (
+    HAS_FLEX,
+)
+
+if HAS_FLEX and torch.__version__ >= "2.5":
+    def compiled():
+        return torch.compile(torch.nn.functional.softmax, mode="max-autotune")
+"""
+
 # (a flag an NPU host may set: torch.cuda.is_available() is migrated to the NPU's)
 FLAGGED_AVAILABLE = """\
 import torch
@@ -129,21 +141,26 @@ def always():
 
 def test_compile_under_an_imported_capability_flag_is_a_named_scope(tmp_path):
     root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/guard.py": GUARD, "pkg/attn.py": FLAGGED,
+                                    "pkg/attn_paren.py": FLAGGED_PARENTHESIZED,
                                     "pkg/attn_cuda.py": FLAGGED_AVAILABLE, "pkg/plain.py": PLAIN})
     report = migrate_json(root)
     assert not _open(report, "pkg/attn.py", "NPU903")
     scopes = moot_lines(report["skipped"], "NPU903", "pkg/attn.py")
     assert "in a branch an NPU host does not take" in scopes[7] and "pkg/guard.py:3" in scopes[7]
+    assert not _open(report, "pkg/attn_paren.py", "NPU903")
+    assert 9 in moot_lines(report["skipped"], "NPU903", "pkg/attn_paren.py")
     # nearby true cases: the same compile without the flag, and under a flag true on an NPU host
     assert [f["line"] for f in _open(report, "pkg/plain.py", "NPU903")] == [5]
     assert [f["line"] for f in _open(report, "pkg/attn_cuda.py", "NPU903")] == [7]
 
 
 def test_a_flag_another_module_assigns_is_not_trusted(tmp_path):
-    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/guard.py": GUARD, "pkg/attn.py": FLAGGED,
-                                    "pkg/setup_flags.py": "import pkg.guard as g\ng.HAS_FLEX = True\n"})
-    report = migrate_json(root)
-    assert [f["line"] for f in _open(report, "pkg/attn.py", "NPU903")] == [7]
+    for setter in ("import pkg.guard as g\ng.HAS_FLEX = True\n",
+                   "from unittest import mock\n\nPATCH = mock.patch('pkg.guard.HAS_FLEX', True)\n"):
+        root = write_project(tmp_path / str(len(setter)), {"pkg/__init__.py": "", "pkg/guard.py": GUARD,
+                                                           "pkg/attn.py": FLAGGED, "pkg/setup_flags.py": setter})
+        report = migrate_json(root)
+        assert [f["line"] for f in _open(report, "pkg/attn.py", "NPU903")] == [7]
 
 
 BENCH = """\
