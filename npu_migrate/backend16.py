@@ -29,7 +29,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Optional
 
 from . import astcache
 from .findings import Finding
@@ -52,7 +51,7 @@ def _triton_import(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.ImportFrom) and not stmt.level and (stmt.module or "").split(".")[0] == "triton"
 
 
-def fold_triton_imports(findings: list[Finding], tree: ast.Module, text: Optional[bytes] = None) -> list[Finding]:
+def fold_triton_imports(findings: list[Finding], tree: ast.Module, text: bytes | None = None) -> list[Finding]:
     """A Triton finding (NPU910) left standing only for module-level `import triton...`
     statements of a module without Triton kernels, folded into the module's unguarded failing
     CUDA-only import (NPU911) (see the module's doc)."""
@@ -88,6 +87,8 @@ def fold_triton_imports(findings: list[Finding], tree: ast.Module, text: Optiona
 
 # ----------------------------------------------------------------------------- whole run
 _GATED_IMPORT = re.compile(rb"\nif [^\n]*:[ \t]*\n[ \t]+(?:from|import) ")
+_IF_TEST = re.compile(rb"^[ \t]*(?:el)?if[ \t]+([^\n]*)", re.MULTILINE)
+_BARE_NAME = re.compile(rb"(?<![\w.])([A-Za-z_]\w*)\b(?![ \t]*[(.\[])")  # (a name read as a value, not called)
 _FROM_IMPORT = re.compile(rb"^from[ \t]+([\w.]+)[ \t]+import[ \t]+(?:\(([^)]*)\)|([^\n]*))", re.MULTILINE)
 
 
@@ -186,7 +187,7 @@ def _chain(function: ast.AST, line: int) -> list[tuple[list, int]]:
         node = found[0][found[1]]
 
 
-def _first_call(function, line: int, column: int, failing: dict[str, str]) -> Optional[tuple[str, ast.If]]:
+def _first_call(function, line: int, column: int, failing: dict[str, str]) -> tuple[str, ast.If] | None:
     """(the failing name, the innermost enclosing `if`) when every run of `function` that reaches
     (line, column) has called a failing name before, in a statement of the same block or of a
     block around it; None otherwise (or when no `if` encloses the place: fp8cpu reads whole
@@ -271,29 +272,38 @@ class _Substitute(ast.NodeTransformer):
         return ast.copy_location(value, node) if value is not None else node
 
 
-def _flag_values(results, paths, index, importer: int, module: str, names: list[str], texts) -> dict:
-    """{name: (value expression, defining relpath, line)} of the names a module of the run binds
-    once at module level to an expression false on an NPU host."""
-    from .importgates import module_bindings
-    from .testscopes import false_on_npu
+class _Flags:
+    """What the modules of the run bind their flags to: a module is read (bytes) once, and parsed
+    only when it binds one of the names asked at module level (`NAME = ...`)."""
 
-    found = index.files([(module, 0, False)], importer)
-    if len(found) != 1:
-        return {}
-    j = found[0][0]
-    data = texts(j)
-    if not data or not any(re.search(rb"^" + re.escape(n.encode()) + rb"\s*[:=]", data, re.MULTILINE) for n in names):
-        return {}
-    tree = astcache.parse(data)
-    if tree is None:
-        return {}
-    bound = module_bindings(tree)
-    out = {}
-    for name in names:
-        value = bound.get(name)
-        if value is not None and false_on_npu(ast.unparse(value)):
-            out[name] = (value, results[j].relpath, value.lineno)
-    return out
+    def __init__(self, results, texts, index) -> None:
+        self.results, self.texts, self.index = results, texts, index
+        self.bindings: dict[int, dict | None] = {}
+
+    def values(self, importer: int, module: str, names: list[str]) -> dict:
+        """{name: (value expression, defining relpath, line)} of the names `module` (a file of the
+        run) binds once at module level to an expression false on an NPU host."""
+        from .importgates import module_bindings
+        from .testscopes import false_on_npu
+
+        found = self.index.files([(module, 0, False)], importer)
+        if len(found) != 1:
+            return {}
+        j = found[0][0]
+        data = self.texts(j)
+        if not data or not any(re.search(rb"^" + re.escape(n.encode()) + rb"[ \t]*(?::[^=\n]*)?=[^=]", data,
+                                         re.MULTILINE) for n in names):
+            return {}  # (cheap before the parse: no module-level binding of these names)
+        if j not in self.bindings:
+            tree = astcache.parse(data)
+            self.bindings[j] = None if tree is None else module_bindings(tree)
+        bound = self.bindings[j] or {}
+        out = {}
+        for name in names:
+            value = bound.get(name)
+            if value is not None and false_on_npu(ast.unparse(value)):
+                out[name] = (value, self.results[j].relpath, value.lineno)
+        return out
 
 
 def _review_imported_flags(results: list, paths: dict) -> list:
@@ -312,16 +322,24 @@ def _review_imported_flags(results: list, paths: dict) -> list:
             for part in re.split(rb"[,\s]+", match.group(2) or match.group(3) or b""):
                 if re.fullmatch(rb"\w+", part) and part != b"as":
                     imported[part.decode()] = match.group(1).decode()
-        tested = [n for n in imported if re.search(rb"^[ \t]*(?:el)?if[ \t]+[^\n]*\b" + re.escape(n.encode()) + rb"\b",
-                                                  data, re.MULTILINE)]
+        if not imported:
+            continue
+        flags = {m.decode() for test in _IF_TEST.findall(data) for m in _BARE_NAME.findall(test)}
+        tested = [n for n in imported if n in flags]
         if tested:
             candidates.append((i, {n: imported[n] for n in tested}))
     if not candidates:
         return results
     python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
-    index = ImportIndex(results, python)
+    flags = _Flags(results, texts, ImportIndex(results, python))
+    rebound: dict[str, bool] = {}
     out = list(results)
     for i, tested in candidates:
+        by_module: dict[str, list[str]] = {}
+        for name, module in tested.items():
+            by_module.setdefault(module, []).append(name)
+        if not any(flags.values(i, module, names) for module, names in by_module.items()):
+            continue  # (no flag bound false on an NPU host: the importer is not parsed)
         tree = astcache.parse(texts(i))
         if tree is None:
             continue
@@ -333,8 +351,8 @@ def _review_imported_flags(results: list, paths: dict) -> list:
                         aliases.setdefault(stmt.module, []).append(alias.name)
         values = {}
         for module, names in aliases.items():
-            values.update(_flag_values(results, paths, index, i, module, names, texts))
-        if not values or _rebound(values, results, python, texts, tree):
+            values.update(flags.values(i, module, names))
+        if not values or _rebound(values, results, paths, python, tree, rebound):
             continue
         branches = []
         for node in astcache.walk(tree):
@@ -368,16 +386,20 @@ def _review_imported_flags(results: list, paths: dict) -> list:
     return out
 
 
-def _rebound(values: dict, results, python: list[int], texts, tree: ast.Module) -> bool:
+def _rebound(values: dict, results, paths: dict, python: list[int], tree: ast.Module, seen: dict) -> bool:
     """Whether a module of the run assigns one of the flags as an attribute (`guard.FLAG = True`)
     or patches it, or the importer rebinds it: then its value is not the one bound where it is
-    defined."""
-    names = b"|".join(re.escape(n.encode()) for n in values)
-    # (`guard.FLAG = True`, `setattr(guard, "FLAG", ...)`, `mock.patch("pkg.guard.FLAG", ...)`)
-    pattern = re.compile(rb"\.(?:" + names + rb")\s*=[^=]|(?:setattr|patch|patch\.object)\([^)]*\b(?:" + names + rb")\b")
-    for j in python:
-        data = texts(j)
-        if data and pattern.search(data):
+    defined. `seen`: name -> answer, so that the run's files are read once per flag name."""
+    from .modpaths import result_bytes
+
+    for name in values:
+        if name not in seen:
+            word = re.escape(name.encode())
+            # (`guard.FLAG = True`, `setattr(guard, "FLAG", ...)`, `mock.patch("pkg.guard.FLAG", ...)`)
+            pattern = re.compile(rb"\." + word + rb"\s*=[^=]|(?:setattr|patch|patch\.object)\([^)]*\b" + word + rb"\b")
+            seen[name] = any(name.encode() in data and pattern.search(data) is not None
+                             for j in python for data in [result_bytes(results[j], paths)] if data)
+        if seen[name]:
             return True
     return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in values
                for n in astcache.walk(tree))
