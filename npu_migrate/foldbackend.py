@@ -57,6 +57,8 @@ def review(findings: list[Finding], tree: ast.Module) -> list[Finding]:
     """A Python file's findings with the ones this module folds folded (after the per-file merge)."""
     if _cheap(findings):
         findings = fold_after_failing_import(findings, tree)
+        from .backend16 import fold_triton_imports  # (round 16: what is left is a kernel-less module's import)
+        findings = fold_triton_imports(findings, tree)
     if sum(f.code in REPEATED for f in findings) > 1:
         findings = fold_repeated_imports(findings, tree)
         from .optional13 import fold_class_loader_imports  # (round 13: a class and its loaders)

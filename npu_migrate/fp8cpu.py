@@ -272,6 +272,16 @@ def _cannot_run(tree: ast.Module, line: int, gated: dict[str, str]) -> Optional[
     return None
 
 
+def cannot_run(tree: ast.Module, line: int, gated: dict[str, str]) -> Optional[str]:
+    """Public for backend16.py: see _cannot_run."""
+    return _cannot_run(tree, line, gated)
+
+
+def plain_calls(stmt: ast.AST):
+    """Public for backend16.py: see _plain_calls."""
+    return _plain_calls(stmt)
+
+
 def _own_nodes(stmt: ast.AST, keep_defs: bool = False):
     """The nodes of a statement, the bodies of nested functions and classes left out (with
     `keep_defs`, their `def`/`class` statements themselves are kept: they bind a name)."""

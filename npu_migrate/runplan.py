@@ -339,6 +339,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
     from .fp8cpu import review_gated
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
+    from .backend16 import review as review_backend_branches
+    results = review_backend_branches(results, paths)  # (FP8 in a CUDA backend's branch, a false imported flag)
     from .capskips import review as review_capability_skips
     results = review_capability_skips(results, paths)  # (a module skip through a helper requiring SM90+: capskips.py)
     from .optionalcu import review as review_optional_cuda
