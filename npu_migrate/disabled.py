@@ -9,10 +9,7 @@ reason moot.py names as a skipped scope (nothing is dropped: each keeps its code
   NCCLLibrary(path) except Exception: self.disabled = True; return`): the uses of `self.nccl`
   after the `try` in the same method (when the handler returns) or behind a test of the flag
   the handler sets (`if self.disabled: return` first, `if not self.disabled:`, `if self.nccl is
-  None: return`) run only where the CUDA library loaded; so do the uses in the class's other
-  methods when the handler sets such a flag and returns before anything binds the attribute (it
-  does not exist where the library failed to load; round 15, AP#17: `group_start()`), unless the
-  class body gives it a default. Reason `LIBRARY_DISABLED` (AS_WRITTEN:
+  None: return`) run only where the CUDA library loaded. Reason `LIBRARY_DISABLED` (AS_WRITTEN:
   the handler, the code's own answer to a missing library, is what an NPU host runs). Only a
   value whose callee names a CUDA library (`_CUDA_LIBRARY`: NCCL, cuBLAS, NVML, the CUDA
   runtime, cupy, NVSHMEM; never `torch.cuda.*`, which the migration rewrites) counts; a use that no flag test guards stays a finding.
@@ -189,31 +186,7 @@ def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
                 for other in methods:
                     for line in _guarded_lines(other, attr, flags):
                         out.setdefault(line, attr)
-                if returns and flags and not _class_default(cls, attr):
-                    # (round 15, AP#17) the handler sets the flag its callers test and returns
-                    # before anything binds `self.<attr>`: where the library did not load, as on an
-                    # NPU host, the object has no such attribute, so an unguarded use in another
-                    # method (`group_start()`: `self.nccl.ncclGroupStart()`) is code meant only
-                    # for an enabled object, as the guarded ones are
-                    for other in methods:
-                        if other is method:
-                            continue
-                        for node in ast.walk(other):
-                            if isinstance(node, ast.Attribute) and _self_attr(node) == attr \
-                                    and isinstance(node.ctx, ast.Load):
-                                out.setdefault(node.lineno, attr)
     return out
-
-
-def _class_default(cls: ast.ClassDef, attr: str) -> bool:
-    """Whether the class body gives the attribute a value of its own (`nccl = None`), which an
-    instance whose library did not load still has."""
-    for stmt in cls.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-            stmt, ast.AnnAssign) and stmt.value is not None else []
-        if any(isinstance(t, ast.Name) and t.id == attr for t in targets):
-            return True
-    return False
 
 
 # ----------------------------------------------------------------------------- (c) a flag true on an NPU host
