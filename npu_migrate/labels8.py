@@ -214,8 +214,21 @@ def _function_at(tree: ast.Module, lines: list[int]) -> Optional[ast.AST]:
     return None
 
 
+_TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
+
+
+def _not_api(relpath: str, name: str) -> bool:
+    """A function no user of the project calls from outside: a private one (`_helper`), one in a
+    test file, or one in a private package or module (`torchao/_models/...`). A public function of
+    a library is its API even where the run never calls it (npugates.review_unused_helpers' rule)."""
+    parts = relpath.split("/")
+    return name.startswith("_") or bool(_TEST_FILE.search(relpath)) or any(
+        p.startswith("_") and p != "__init__.py" for p in parts)
+
+
 def review_unreferenced_switches(results: list, paths: dict) -> list:
-    """NPU405 warnings inside a module-level function no code of the run references: information
+    """NPU405 warnings inside a module-level function no code of the run references, and no user
+    either (`_not_api`: private, in a test file or a private package): information
     with npugates.UNUSED_HELPER's reason (a named scope)."""
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
         f.code in _SWITCH_CODES and not f.fixable and f.cell is None and f.severity != "info" for f in r.findings)]
@@ -245,7 +258,8 @@ def review_unreferenced_switches(results: list, paths: dict) -> list:
             if finding.code in _SWITCH_CODES and not finding.fixable and finding.cell is None \
                     and finding.severity != "info":
                 function = _function_at(tree, [finding.line, *(p[0] for p in finding.also)])
-                if function is not None and not named_in_file(tree, function):
+                if function is not None and _not_api(result.relpath, function.name) \
+                        and not named_in_file(tree, function):
                     if python is None:
                         python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
                     word = function.name.encode()

@@ -237,7 +237,11 @@ def attend(q, k, v):
 def attend_math(q, k, v):
     with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False):
         return F.scaled_dot_product_attention(q, k, v)
+
+
+BACKENDS = {"default": attend, "math": attend_math}
 """
+    # (both helpers referenced: a switch in a helper nothing references is a named scope, labels8.py)
     report = migrate_json(write_project(tmp_path, {"attn.py": code}))
     found = _findings(report, "attn.py", "NPU405")
     assert 6 not in found and 6 in _scopes(report, "attn.py", "NPU405")

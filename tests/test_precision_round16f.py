@@ -183,15 +183,21 @@ def shared_context(dropout_p):
 
 
 def test_an_sdpa_switch_in_a_helper_nothing_references(tmp_path: Path) -> None:
-    """AS#29: `sdp_kernel_context` named only in comments and its `def`: a named scope. A helper
-    called in the file, or from another file of the run, keeps its NPU405 warning."""
+    """AS#29: `sdp_kernel_context` named only in comments and its `def`, in a private package
+    (torchao's `_models/`): a named scope. A helper called in the file, or from another file of the
+    run, keeps its NPU405 warning, and so does an uncalled public function of a public module (a
+    library's API: its users call it from outside the run)."""
+    public = SWITCHES.replace("sdp_kernel_context", "public_kernel_context").replace(
+        "used_kernel_context", "other_kernel_context")
     report = migrate_json(write_project(tmp_path, {
-        "mypkg/__init__.py": "", "mypkg/attn.py": SWITCHES, "mypkg/attn2.py": SHARED, "mypkg/user.py": OTHER_CALLER}))
-    scopes = [s for s in _scopes(report, "mypkg/attn.py") if "in a helper nothing references" in s["reason"]]
+        "mypkg/__init__.py": "", "mypkg/_models/__init__.py": "", "mypkg/_models/attn.py": SWITCHES,
+        "mypkg/attn2.py": SHARED, "mypkg/user.py": OTHER_CALLER, "mypkg/api.py": public}))
+    scopes = [s for s in _scopes(report, "mypkg/_models/attn.py") if "in a helper nothing references" in s["reason"]]
     assert [(s["start_line"], s["end_line"]) for s in scopes] == [(12, 12)]
     assert "`sdp_kernel_context`" in scopes[0]["reason"]
-    assert [(f["line"], f["severity"]) for f in _open(report, "mypkg/attn.py", "NPU405")] == [(16, "warning")]
+    assert [(f["line"], f["severity"]) for f in _open(report, "mypkg/_models/attn.py", "NPU405")] == [(16, "warning")]
     assert [f["severity"] for f in _open(report, "mypkg/attn2.py", "NPU405")] == ["warning"]
+    assert [(f["line"], f["severity"]) for f in _open(report, "mypkg/api.py", "NPU405")] == [(12, "warning"), (16, "warning")]
 
 
 EXIT_PROBE = """\
