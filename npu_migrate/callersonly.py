@@ -61,6 +61,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
+_MEMOIZING = frozenset({"cache", "lru_cache"})  # (functools: the helper keeps its name and its callers)
 _SCANS = 24  # (names looked up by a byte scan of every Python file before the identifier index)
 _TOKEN = re.compile(rb"[A-Za-z_]\w*")
 # (a Triton kernel's NPU910 finding: reached only from CUDA-only code, an NPU host never launches it)
@@ -88,10 +89,18 @@ def _holder(tree: ast.Module, finding, line: int):
             continue
         if finding.code in _BODY_CODES:
             if stmt.lineno < line <= (stmt.end_lineno or stmt.lineno):
-                return None if stmt.decorator_list else stmt
+                return None if not memoized_only(stmt) else stmt
         elif stmt.decorator_list and stmt.decorator_list[0].lineno <= line < stmt.lineno:
             return stmt
     return None
+
+
+def memoized_only(function: ast.AST) -> bool:
+    """Whether a function is undecorated, or decorated only by a memoizing cache
+    (`@functools.cache`, `@lru_cache(maxsize=None)`): it is still called by its name, where its
+    callers are, and runs its body on the first call."""
+    return all((astcache.dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
+               in _MEMOIZING for d in function.decorator_list)
 
 
 def _package(finding) -> str | None:
@@ -360,12 +369,25 @@ class CallerFinder:
                 source = file(j)
                 if source is None:
                     return None
-                for node in source.nodes_on(pattern):
+                from .capcallers import attribute_writes, rebinds_other
+
+                nodes = source.nodes_on(pattern)
+                # (a file that binds the name to another object only, `import autotune as
+                # flashinfer_autotune`: its bare uses of the name are that object's; capcallers.py)
+                other = rebinds_other(source.tree, name, nodes)
+                writes = None
+                for node in nodes:
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
-                        return None  # (named in a string: a lookup by name, an export)
-                    if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
+                        if writes is None:  # (`monkeypatch.setattr(mod, "name", fake)` writes, looks nothing up)
+                            writes = attribute_writes(source.tree, name)
+                        if id(node) not in writes:
+                            return None  # (named in a string: a lookup by name, an export)
+                        continue
+                    if isinstance(node, ast.alias) and node.name.rsplit(".", 1)[-1] == name \
                             and node.asname not in (None, name):
-                        return None  # (imported under another name)
+                        return None  # (imported under another name: its uses are not seen by this one)
+                    if other and isinstance(node, ast.Name):
+                        continue
                     if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
                             or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
                         continue
@@ -403,6 +425,14 @@ class CallerFinder:
                 bases = [astcache.dotted(b) or "" for b in cls.bases]
                 if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
                     return f"in the CUDA extension class `{cls.name}`"
+            from .capcallers import stub_reason
+
+            key = ("stub", package)  # (one reading per file and package)
+            if key not in source.bound:
+                source.bound[key] = stub_reason(source.relpath, source.data, source.tree, package)
+            stubbed = source.bound[key]
+            if stubbed is not None:
+                return stubbed
             from .dispatchops import cuda_dispatch_reason
 
             dispatched = cuda_dispatch_reason(source.tree, chain)
@@ -429,7 +459,7 @@ class CallerFinder:
             # `.name` of the run counts as its reference)
             helper = len(chain) == 1 or (len(chain) == 2 and isinstance(chain[0], ast.ClassDef)
                                          and inner.name.startswith("_") and not inner.name.endswith("__"))
-            if helper and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
+            if helper and isinstance(inner, _FUNCTIONS) and memoized_only(inner):
                 deeper = callers(inner.name, package, seen, depth + 1)
                 if deeper:
                     return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
