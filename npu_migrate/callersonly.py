@@ -36,6 +36,12 @@ launched on an NPU host. So does a CUDA device-property field (NPU931) read in s
 (round-14 audit AL#33: sglang's `_get_launch_config_1d/2d`, reached only from the CUTLASS W4A8 MoE
 path).
 
+Mentions that call nothing (a `monkeypatch.setattr(mod, "helper", fake)` string, a bare name a
+file binds only to another object) are not references, and a reference in a test that stubs the
+package in `sys.modules` reaches no CUDA-only code (capcallers.py; round-15 audit AP#2). A helper
+decorated only by `functools.cache`/`lru_cache` is read as undecorated (AO#2); one imported under
+another name (`import helper as tune`) keeps its finding, its calls by that name being unread.
+
 Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
 scope that names the callers). One reference anywhere else (plain code, a module-level statement,
 a string naming the helper: a dynamic lookup, an export) keeps the finding, as does a helper nobody
