@@ -55,6 +55,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import posixpath
 import re
 
 from . import astcache
@@ -358,7 +359,33 @@ class CallerFinder:
                 files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
             return files[j]
 
-        def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
+        lookups: dict[str, str | None] = {}
+
+        def looked_up(home: str | None) -> str | None:
+            """What may look a function of the module `home` (a relpath) up by a string: a lookup
+            in a file naming that module (capcallers.looks_up); "unknown" for no module or a
+            package's `__init__` (an export), None when no file of the run may."""
+            if home is None or not home.endswith(".py") or posixpath.basename(home) == "__init__.py":
+                return "unknown"
+            if home not in lookups:
+                from .capcallers import looks_up
+
+                stem = posixpath.basename(home)[:-3]
+                word, found = stem.encode(), None
+                for j in naming(word):
+                    data = text_of(j)
+                    if not data or word not in data:
+                        continue
+                    source = file(j)
+                    found = "unparsed" if source is None else looks_up(source.tree, stem)
+                    if found is not None:
+                        found = f"{found} in {results[j].relpath}"
+                        break
+                lookups[home] = found
+            return lookups[home]
+
+        def callers(name: str, package: str | None, seen: frozenset, depth: int,
+                    home: str | None = None) -> list | None:
             """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
             not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
             every reference first; a file's untaken blocks and the helper chain only of the rest."""
@@ -381,13 +408,18 @@ class CallerFinder:
                 # (a file that binds the name to another object only, `import autotune as
                 # flashinfer_autotune`: its bare uses of the name are that object's; capcallers.py)
                 other = rebinds_other(source.tree, name, nodes)
-                writes = None
+                writes = passed = None
                 for node in nodes:
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
                         if writes is None:  # (`monkeypatch.setattr(mod, "name", fake)` writes, looks nothing up)
-                            writes = attribute_writes(source.tree, name)
-                        if id(node) not in writes:
-                            return None  # (named in a string: a lookup by name, an export)
+                            from .capcallers import passed_strings
+
+                            writes, passed = attribute_writes(source.tree, name), passed_strings(source.tree, name)
+                        if id(node) not in writes and (id(node) in passed or source.relpath == home
+                                                       or looked_up(home) is not None):
+                            # (named in a string: a lookup by name, an export; harmless only where no
+                            # file naming the helper's module, `home`, can look a name up in it)
+                            return None
                         continue
                     if isinstance(node, ast.alias) and node.name.rsplit(".", 1)[-1] == name \
                             and node.asname not in (None, name):
@@ -466,7 +498,7 @@ class CallerFinder:
             helper = len(chain) == 1 or (len(chain) == 2 and isinstance(chain[0], ast.ClassDef)
                                          and inner.name.startswith("_") and not inner.name.endswith("__"))
             if helper and isinstance(inner, _FUNCTIONS) and memoized_only(inner):
-                deeper = callers(inner.name, package, seen, depth + 1)
+                deeper = callers(inner.name, package, seen, depth + 1, source.relpath)
                 if deeper:
                     return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
                         f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
@@ -512,7 +544,7 @@ def review(results: list, paths: dict) -> list:
                 reasons = []
                 if all(f is not None for f in functions):
                     for function in dict.fromkeys(functions):
-                        ends = callers(function.name, _package(finding), frozenset(), 0)
+                        ends = callers(function.name, _package(finding), frozenset(), 0, result.relpath)
                         if not ends or named_outside_python(function.name):
                             reasons = []
                             break

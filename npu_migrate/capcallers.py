@@ -52,12 +52,14 @@ def attribute_writes(tree: ast.Module, name: str) -> set[int]:
 def rebinds_other(tree: ast.Module, name: str, nodes: list) -> bool:
     """Whether the file binds `name` only as another object's alias (`import x as name`, `from m
     import other as name`, `other` not `name`): nothing else binds it (a def, a class, an
-    assignment, a plain import of `name`, a parameter). `nodes`: the file's nodes on lines naming
+    assignment, a plain import of `name`, a parameter, a star import). `nodes`: the file's nodes on lines naming
     it (callersonly's byte test); the whole tree is walked only when one of them is such an alias."""
     if not any(isinstance(n, ast.alias) and n.asname == name and n.name.rsplit(".", 1)[-1] != name for n in nodes):
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.alias):
+            if node.name == "*":
+                return False  # (a star import may bind it too)
             if (node.asname or node.name.split(".", 1)[0]) == name and not (
                     node.asname == name and node.name.rsplit(".", 1)[-1] != name):
                 return False
@@ -107,3 +109,78 @@ def stub_reason(relpath: str, data: bytes, tree: ast.Module, package: str | None
         return None
     shown = ", ".join(f"`{m}`" for m in stubs[:3]) + (f" and {len(stubs) - 3} more" if len(stubs) > 3 else "")
     return f"in a test that installs stubs of {shown} in sys.modules: the import there resolves to them"
+
+
+_LOOKUP_CALLS = frozenset({"__import__", "import_module", "attrgetter", "methodcaller", "getmembers"})
+_SYS_WRITES = frozenset({"setitem", "dict", "delitem", "pop"})
+
+
+def module_bindings(tree: ast.Module, stem: str) -> set[str]:
+    """The names (dotted) by which a file holds the module whose last component is `stem`:
+    `import a.b.stem` (`a.b.stem`), `import a.b.stem as m` (`m`), `from a.b import stem [as m]`."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == stem or a.name.endswith("." + stem):
+                    out.add(a.asname or a.name)
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name == stem:
+                    out.add(a.asname or stem)
+    return out
+
+
+def looks_up(tree: ast.Module, stem: str) -> str | None:
+    """What in a file naming the module `stem` may look a function of it up by a string (a lookup
+    by name needs the module object, so a file that does not name the module cannot): `getattr`
+    with a computed name on a name bound to the module, `globals()`, `vars()`, `__dict__`,
+    `sys.modules` read (not only written: stubs; not only read by another module's name),
+    `import_module`, `__import__`, `attrgetter`,
+    `getmembers`. None when there is none."""
+    from . import astcache
+
+    held = module_bindings(tree, stem)
+    writes: set[int] = set()
+    def other_module(key: ast.AST | None) -> bool:  # (`sys.modules.get("pkg.other")`: another module)
+        return isinstance(key, ast.Constant) and isinstance(key.value, str) \
+            and key.value.rpartition(".")[2] != stem
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _last(node.func) in _SYS_WRITES and node.args:
+            writes.add(id(node.args[0]))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and other_module(node.args[0]):
+            writes.add(id(node.func.value))
+        elif isinstance(node, ast.Subscript) and (not isinstance(node.ctx, ast.Load) or other_module(node.slice)):
+            writes.add(id(node.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            last = _last(node.func)
+            if last in _LOOKUP_CALLS:
+                return f"`{last}(...)`"
+            if last in ("globals", "vars") and not node.args and isinstance(node.func, ast.Name):
+                return f"`{last}()`"
+            if last == "getattr" and isinstance(node.func, ast.Name) and len(node.args) >= 2 \
+                    and not isinstance(node.args[1], ast.Constant) and astcache.dotted(node.args[0], strict=True) in held:
+                return f"`getattr({astcache.dotted(node.args[0])}, ...)`"
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "__dict__":
+                return "`__dict__`"
+            if _sys_modules(node) and id(node) not in writes:
+                return "`sys.modules`"
+    return None
+
+
+def passed_strings(tree: ast.Module, name: str) -> set[int]:
+    """The ids of the string constants `name` passed to a call (`getattr(mod, "name")`,
+    `registry.get("name")`, `resolve("name")`): a call may look the name up; a string merely held
+    (a dict value, a class attribute, a comparison) is not, unless something holding the module
+    looks names up (looks_up)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                if isinstance(arg, ast.Constant) and arg.value == name:
+                    out.add(id(arg))
+    return out

@@ -35,6 +35,8 @@ from vllm.utils.flashinfer import has_flashinfer
 
 
 class Cache:
+    kind = "autotune_all"
+
     def warmup(self, cfg, runner):
         if cfg.disabled or not has_flashinfer() or not current_platform.has_device_capability(90):
             return
@@ -62,6 +64,9 @@ import pkg.sparse as sparse
 from pkg.warm import autotune_all
 
 
+REQUEST = {"kind": "autotune_all", "token": "t"}
+
+
 def test_autotune(monkeypatch):
     monkeypatch.setattr(sparse, "autotune_all", lambda *a, **k: None)
     stub = ModuleType("flashinfer.autotuner")
@@ -74,7 +79,9 @@ def test_helper_behind_flashinfer_and_capability_gates_is_a_scope(tmp_path):
     """AP#2: a lazy flashinfer import in a helper called only behind `has_flashinfer() and
     current_platform.has_device_capability(90)` (and after its negation's early return), from a
     module that binds the name to another object, and from a test that stubs the package in
-    sys.modules and replaces the attribute with `monkeypatch.setattr`: a named scope."""
+    sys.modules and replaces the attribute with `monkeypatch.setattr`; strings naming it are held
+    as data (a class attribute, a dict value) where nothing holding its module looks names up: a
+    named scope."""
     report = migrate_json(write_project(tmp_path, {
         "pkg/__init__.py": "", "pkg/warm.py": _WARMUP, "pkg/cache.py": _CACHE, "pkg/sparse.py": _SPARSE,
         "tests/test_warm.py": _TEST}))
@@ -158,3 +165,12 @@ def test_memoized_helper_behind_blackwell_family_gate_is_a_scope(tmp_path):
     assert 6 not in found
     assert "called only from code an NPU host does not run" in _scopes(report, "pkg/proj.py", "NPU911")[6]
     assert _findings(report, "pkg/plain.py", "NPU911")[6]["severity"] == "error"
+
+
+def test_computed_lookup_on_the_helper_module_keeps_it_reported(tmp_path):
+    """The held string `kind = "autotune_all"` is harmless only while no file holding the module
+    looks a name up in it: a `getattr(warm, kind)` with a computed name keeps the finding."""
+    lookup = "import pkg.warm as warm\n\n\ndef run(worker, kind):\n    getattr(warm, kind)(worker)\n"
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/warm.py": _WARMUP, "pkg/cache.py": _CACHE, "pkg/other.py": lookup}))
+    assert _findings(report, "pkg/warm.py", "NPU911")[6]["severity"] == "error"
