@@ -17,6 +17,13 @@ the helper, read here off the tree callersonly already parsed (no parse of its o
   = stub`, `patch.dict(sys.modules, {"flashinfer.x": stub})`): there the lazy import resolves to
   the stub, it does not reach the CUDA-only package (stub_reason).
 
+A string equal to the helper's name, held as data (`kind = "flashinfer_autotune"`, a dict value in a
+test) and passed to no call (passed_strings), is no lookup where no file that names the helper's
+module can look a name up in it (looks_up: a computed `getattr` on a name bound to that module,
+`globals()`, `vars()`, `__dict__`, `sys.modules` read by a computed or its own name,
+`import_module`, `attrgetter`); a string in the helper's own module, or for a package's
+`__init__`, still keeps the finding.
+
 A helper imported under another name (`from pkg.warm import helper as tune`) keeps its finding:
 its calls through that name are not read (callersonly, fixed in the same change: the test it had
 could never hold).
