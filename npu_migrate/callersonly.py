@@ -36,6 +36,12 @@ launched on an NPU host. So does a CUDA device-property field (NPU931) read in s
 (round-14 audit AL#33: sglang's `_get_launch_config_1d/2d`, reached only from the CUTLASS W4A8 MoE
 path).
 
+Mentions that call nothing (a `monkeypatch.setattr(mod, "helper", fake)` string, a bare name a
+file binds only to another object) are not references, and a reference in a test that stubs the
+package in `sys.modules` reaches no CUDA-only code (capcallers.py; round-15 audit AP#2). A helper
+decorated only by `functools.cache`/`lru_cache` is read as undecorated (AO#2); one imported under
+another name (`import helper as tune`) keeps its finding, its calls by that name being unread.
+
 Then the finding becomes info with the reason (CALLERS_ONLY, a moot.PHRASES entry: a named skipped
 scope that names the callers). One reference anywhere else (plain code, a module-level statement,
 a string naming the helper: a dynamic lookup, an export) keeps the finding, as does a helper nobody
@@ -49,6 +55,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import posixpath
 import re
 
 from . import astcache
@@ -61,6 +68,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CUDA_CLASS = re.compile(r"cuda\w*(?:extension|opbuilder)|(?:extension|opbuilder)\w*cuda", re.IGNORECASE)
 _IMPORTED = re.compile(r"import (?:of|from) `([\w.]+)`")
 _MAX_DEPTH = 4
+_MEMOIZING = frozenset({"cache", "lru_cache"})  # (functools: the helper keeps its name and its callers)
 _SCANS = 24  # (names looked up by a byte scan of every Python file before the identifier index)
 _TOKEN = re.compile(rb"[A-Za-z_]\w*")
 # (a Triton kernel's NPU910 finding: reached only from CUDA-only code, an NPU host never launches it)
@@ -88,10 +96,18 @@ def _holder(tree: ast.Module, finding, line: int):
             continue
         if finding.code in _BODY_CODES:
             if stmt.lineno < line <= (stmt.end_lineno or stmt.lineno):
-                return None if stmt.decorator_list else stmt
+                return None if not memoized_only(stmt) else stmt
         elif stmt.decorator_list and stmt.decorator_list[0].lineno <= line < stmt.lineno:
             return stmt
     return None
+
+
+def memoized_only(function: ast.AST) -> bool:
+    """Whether a function is undecorated, or decorated only by a memoizing cache
+    (`@functools.cache`, `@lru_cache(maxsize=None)`): it is still called by its name, where its
+    callers are, and runs its body on the first call."""
+    return all((astcache.dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
+               in _MEMOIZING for d in function.decorator_list)
 
 
 def _package(finding) -> str | None:
@@ -343,7 +359,33 @@ class CallerFinder:
                 files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
             return files[j]
 
-        def callers(name: str, package: str | None, seen: frozenset, depth: int) -> list | None:
+        lookups: dict[str, str | None] = {}
+
+        def looked_up(home: str | None) -> str | None:
+            """What may look a function of the module `home` (a relpath) up by a string: a lookup
+            in a file naming that module (capcallers.looks_up); "unknown" for no module or a
+            package's `__init__` (an export), None when no file of the run may."""
+            if home is None or not home.endswith(".py") or posixpath.basename(home) == "__init__.py":
+                return "unknown"
+            if home not in lookups:
+                from .capcallers import looks_up
+
+                stem = posixpath.basename(home)[:-3]
+                word, found = stem.encode(), None
+                for j in naming(word):
+                    data = text_of(j)
+                    if not data or word not in data:
+                        continue
+                    source = file(j)
+                    found = "unparsed" if source is None else looks_up(source.tree, stem)
+                    if found is not None:
+                        found = f"{found} in {results[j].relpath}"
+                        break
+                lookups[home] = found
+            return lookups[home]
+
+        def callers(name: str, package: str | None, seen: frozenset, depth: int,
+                    home: str | None = None) -> list | None:
             """Where each reference of `name` lies ("file:line (why)"), all in code an NPU host does
             not run; None when one is elsewhere, or there is none. The cheap reasons are asked of
             every reference first; a file's untaken blocks and the helper chain only of the rest."""
@@ -360,12 +402,30 @@ class CallerFinder:
                 source = file(j)
                 if source is None:
                     return None
-                for node in source.nodes_on(pattern):
+                from .capcallers import attribute_writes, rebinds_other
+
+                nodes = source.nodes_on(pattern)
+                # (a file that binds the name to another object only, `import autotune as
+                # flashinfer_autotune`: its bare uses of the name are that object's; capcallers.py)
+                other = rebinds_other(source.tree, name, nodes)
+                writes = passed = None
+                for node in nodes:
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
-                        return None  # (named in a string: a lookup by name, an export)
-                    if isinstance(node, ast.alias) and (node.asname or node.name.rsplit(".", 1)[-1]) == name \
+                        if writes is None:  # (`monkeypatch.setattr(mod, "name", fake)` writes, looks nothing up)
+                            from .capcallers import passed_strings
+
+                            writes, passed = attribute_writes(source.tree, name), passed_strings(source.tree, name)
+                        if id(node) not in writes and (id(node) in passed or source.relpath == home
+                                                       or looked_up(home) is not None):
+                            # (named in a string: a lookup by name, an export; harmless only where no
+                            # file naming the helper's module, `home`, can look a name up in it)
+                            return None
+                        continue
+                    if isinstance(node, ast.alias) and node.name.rsplit(".", 1)[-1] == name \
                             and node.asname not in (None, name):
-                        return None  # (imported under another name)
+                        return None  # (imported under another name: its uses are not seen by this one)
+                    if other and isinstance(node, ast.Name):
+                        continue
                     if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
                             or isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)):
                         continue
@@ -403,6 +463,14 @@ class CallerFinder:
                 bases = [astcache.dotted(b) or "" for b in cls.bases]
                 if _CUDA_CLASS.search(cls.name) or any(_CUDA_CLASS.search(b) for b in bases):
                     return f"in the CUDA extension class `{cls.name}`"
+            from .capcallers import stub_reason
+
+            key = ("stub", package)  # (one reading per file and package)
+            if key not in source.bound:
+                source.bound[key] = stub_reason(source.relpath, source.data, source.tree, package)
+            stubbed = source.bound[key]
+            if stubbed is not None:
+                return stubbed
             from .dispatchops import cuda_dispatch_reason
 
             dispatched = cuda_dispatch_reason(source.tree, chain)
@@ -429,8 +497,8 @@ class CallerFinder:
             # `.name` of the run counts as its reference)
             helper = len(chain) == 1 or (len(chain) == 2 and isinstance(chain[0], ast.ClassDef)
                                          and inner.name.startswith("_") and not inner.name.endswith("__"))
-            if helper and isinstance(inner, _FUNCTIONS) and not inner.decorator_list:
-                deeper = callers(inner.name, package, seen, depth + 1)
+            if helper and isinstance(inner, _FUNCTIONS) and memoized_only(inner):
+                deeper = callers(inner.name, package, seen, depth + 1, source.relpath)
                 if deeper:
                     return f"in `{inner.name}`, reached only from " + "; ".join(deeper[:2]) + (
                         f"; and {len(deeper) - 2} more" if len(deeper) > 2 else "")
@@ -476,7 +544,7 @@ def review(results: list, paths: dict) -> list:
                 reasons = []
                 if all(f is not None for f in functions):
                     for function in dict.fromkeys(functions):
-                        ends = callers(function.name, _package(finding), frozenset(), 0)
+                        ends = callers(function.name, _package(finding), frozenset(), 0, result.relpath)
                         if not ends or named_outside_python(function.name):
                             reasons = []
                             break
