@@ -450,7 +450,7 @@ def _moved_reads(finding, tree: ast.Module, blocks: list, taken: list, block_at,
 
 
 # ----------------------------------------------------------------------------- a CUDA call whose failure is caught
-CAUGHT = ("inside a `try` whose `{caught}` reports the failure and goes on: on an NPU host the call "
+CAUGHT = ("inside a `try` whose `{caught}` only reports or ignores the failure and goes on: on an NPU host the call "
           "fails there and the program continues without it")
 _BROAD = frozenset({"Exception", "BaseException"})
 
@@ -516,7 +516,9 @@ def soften_caught(results: list, text_of) -> list:
                 softened.append(dataclasses.replace(piece, severity="warning",
                                                     message=f"{piece.message} ({CAUGHT.format(caught=handler)})"))
             changed = changed or bool(softened)
-            findings.extend(softened + (merge_per_file(kept) if softened and kept else [] if softened else [finding]))
+            # (the softened places are one warning, as the engine merges a file's places per code and severity)
+            findings.extend((merge_per_file(softened) if len(softened) > 1 else softened)
+                            + (merge_per_file(kept) if softened and kept else [] if softened else [finding]))
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
     return out

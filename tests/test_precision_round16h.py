@@ -189,11 +189,20 @@ def start_profile(modes, rank_print=print):
 
 def stop_profile():
     torch.cuda.cudart().cudaProfilerStop()
+
+
+def quiet_stop():
+    try:
+        torch.cuda.cudart().cudaProfilerStop()
+    except Exception:
+        pass
 '''})
     findings = [f for f in migrate_json(root)["findings"] if f["code"] == "NPU202"]
     by_line = {f["line"]: f for f in findings}
-    assert by_line[7]["severity"] == "warning" and "`except Exception` reports the failure" in by_line[7]["message"]
+    assert by_line[7]["severity"] == "warning" and "`except Exception` only reports or ignores the failure" in by_line[7]["message"]
     assert by_line[16]["severity"] == "error"
+    # (the two caught places are one warning, vLLM's alloc_conf.py shape: not one warning each)
+    assert len(findings) == 2 and [a[0] for a in by_line[7].get("also") or []] == [21], findings
 
 
 def test_backend_from_a_project_helper_with_an_hccl_branch(tmp_path):
