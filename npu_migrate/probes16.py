@@ -161,9 +161,35 @@ def _checked(read: ast.Name, names: set[str], parents: dict) -> bool:
                     if isinstance(stmt, ast.Assert) and _reads(stmt.test, names):
                         return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return False  # (the function's own body was the last block)
+            # (the function's own body was the last block; a test skipped unless the probe passed,
+            # `@pytest.mark.skipif(not AVAILABLE, ...)` on it or on its class, or a module
+            # `pytestmark` of that kind, runs its reads only where the import succeeded)
+            holder = parents.get(id(node))
+            marked = [node, *([holder] if isinstance(holder, ast.ClassDef) else [])]
+            if any(_skip_marker(d, names) for owner in marked for d in owner.decorator_list):
+                return True
+            module = node
+            while parents.get(id(module)) is not None:
+                module = parents[id(module)]
+            return isinstance(module, ast.Module) and any(
+                isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets)
+                and any(_skip_marker(v, names) for v in (stmt.value.elts if isinstance(stmt.value, (ast.List, ast.Tuple))
+                                                          else [stmt.value]))
+                for stmt in module.body)
         child, node = node, parents.get(id(node))
     return False
+
+
+_SKIP_MARKERS = ("skipif", "skipIf", "skipUnless")
+
+
+def _skip_marker(node: ast.AST, names: set[str]) -> bool:
+    """`pytest.mark.skipif(<reads names>, ...)`, `unittest.skipIf(...)` / `skipUnless(...)`."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return False
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return last in _SKIP_MARKERS and _reads(node.args[0], names)
 
 
 def _holders(node: ast.AST, parents: dict) -> list[ast.AST]:

@@ -59,3 +59,47 @@ def test_a_header_copy_in_another_folder_stays_named_when_its_header_is_folded(t
     report = migrate_json(tmp_path)
     assert _open(report) == [("a/k.cu", 1, "NPU912", "error")], _open(report)
     assert "h.cuh (byte-identical copy: `b/h.cuh`)" in report["findings"][0]["message"]
+
+
+_GDN_TEST = '''\
+import pytest
+import torch
+
+try:
+    import cuda.bindings.driver as cuda_driver
+    import cutlass  # noqa: F401
+    from cutlass.cute.runtime import from_dlpack
+
+    from pkg.jit import gdn
+
+    CUTEDSL_AVAILABLE = True
+except ImportError:
+    CUTEDSL_AVAILABLE = False
+    gdn = None
+
+
+{marker}def test_kernel():
+    x = torch.ones(4)
+    assert gdn.run(from_dlpack(x)) is not None
+'''
+
+
+def test_a_probe_whose_names_only_skip_marked_tests_read_is_a_scope(tmp_path):
+    """Round 17 AV#32 (SGLang's test_cutedsl_gdn.py): the CuTe-DSL imports sit in a `try` that sets
+    `CUTEDSL_AVAILABLE`, and every test reading their names is `skipif(not CUTEDSL_AVAILABLE)`:
+    an NPU host skips them cleanly (a named scope). Without the marker the test reads
+    `from_dlpack` where the import failed: still an error."""
+    def project(root, marker):
+        (root / "pkg" / "jit").mkdir(parents=True)
+        (root / "pkg" / "tests").mkdir()
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "jit" / "__init__.py").write_text("")
+        (root / "pkg" / "jit" / "gdn.py").write_text("import cutlass.cute as cute\n\n\ndef run(x):\n    return cute.compile(x)\n")
+        (root / "pkg" / "tests" / "test_gdn.py").write_text(_GDN_TEST.format(marker=marker))
+        return [f for f in migrate_json(root)["findings"] if f["path"] == "pkg/tests/test_gdn.py" and not f["fixable"]]
+
+    (tmp_path / "marked").mkdir()
+    (tmp_path / "plain").mkdir()
+    assert project(tmp_path / "marked", '@pytest.mark.skipif(not CUTEDSL_AVAILABLE, reason="no CuTe DSL")\n') == []
+    plain = project(tmp_path / "plain", "")
+    assert [(f["line"], f["code"], f["severity"]) for f in plain] == [(7, "NPU911", "error")], plain
