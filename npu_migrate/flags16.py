@@ -388,7 +388,7 @@ def review(results: list, paths: dict) -> list:
                 return None
             return f"{BRANCH}: `{block[2]}`{told(block[2])}"
 
-        changed, findings = False, []
+        changed, findings, opened = False, [], []
         for finding in results[i].findings:
             pieces = None
             if finding.code == "NPU911" and not finding.fixable and finding.cell is None and (
@@ -400,12 +400,80 @@ def review(results: list, paths: dict) -> list:
             elif not finding.fixable and finding.cell is None and not is_moot(finding):
                 pieces = lower_pieces(finding, reason_of, _own_module if finding.code == "NPU911" else None)
                 if pieces and finding.code == "NPU911" and _only_folded(pieces, tree):
-                    pieces = None  # (the places left would be FP8 uses folded into the import, under its message)
+                    # (the places left are FP8 uses folded into the import: the import becomes a named
+                    # scope, and each FP8 use is reported once, by another finding or as its own NPU913)
+                    pieces, fp8 = unfold_fp8(pieces, finding, results[i].findings, tree)
+                    opened.extend(fp8)
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
+        if opened:
+            findings = with_fp8(findings, opened)
         if changed:
             out[i] = dataclasses.replace(results[i], findings=sorted(findings))
     return out
+
+
+def _statement_span(tree: ast.Module, line: int) -> tuple[int, int]:
+    """(first, last) line of the innermost simple statement holding `line` (its own line alone
+    when none does)."""
+    best = (line, line)
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            span = (node.lineno, node.end_lineno or node.lineno)
+            if best == (line, line) or span[1] - span[0] < best[1] - best[0]:
+                best = span
+    return best
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+             ast.With, ast.AsyncWith, ast.Try)
+
+
+def unfold_fp8(pieces: list, finding, others: list, tree: ast.Module) -> tuple[list, list]:
+    """A CUDA-only import (NPU911) lowered as under a branch an NPU host does not take whose other
+    places are FP8 uses folded into it (round-17 audit AT#36, AT#32): (the lowered places, the FP8
+    uses as their own NPU913 findings). A use in a statement another open finding of the file
+    already lists stays there only (minicpm3.py's `torch.float8_e4m3fn` inside the
+    `input_to_float8(...)` NPU913 reports); the others are never dropped: an FP8 use is FP8 port work
+    whether or not the import beside it runs."""
+    from .findings import split_merged
+    from .moot import is_moot
+
+    lowered = [p for p in pieces if p.severity == "info"]
+    spans = [_statement_span(tree, n) for f in others if f is not finding and not f.fixable and f.cell is None
+             and not is_moot(f) for n in (f.line, *(line for line, _c, _s in f.also))]
+    import_of = next((p.message for p in lowered), finding.message)
+    match = _FROM_MESSAGE.match(import_of)
+    named = re.search(r"`([\w.]+)`", import_of[match.end(1):] if match else import_of)
+    package = f"`{named.group(1)}`" if named else "a CUDA-only package"
+    fp8 = []
+    for piece in (q for p in pieces if p.severity != "info" for q in split_merged(p)):
+        if any(first <= piece.line <= last for first, last in spans):
+            continue  # (listed by another finding of the file)
+        fp8.append(dataclasses.replace(
+            piece, code="NPU913", severity="error", also=(),
+            message=f"FP8 compute: `{piece.source}` (in code that computes with {package}'s ops, whose import is "
+                    f"in a branch an NPU host does not take; this FP8 use is reported on its own)"))
+    return lowered, fp8
+
+
+def with_fp8(findings: list, fp8: list) -> list:
+    """The file's findings with the FP8 uses `unfold_fp8` gave: in the file's open NPU913 error
+    when it has one (one finding per file, as the catalogue merges NPU913), else as one."""
+    from .findings import merge_per_file
+    from .folding import absorb
+    from .moot import is_moot
+
+    target = next((f for f in findings if f.code == "NPU913" and f.severity == "error" and not f.fixable
+                   and f.cell is None and not is_moot(f)), None)
+    if target is None:
+        return findings + merge_per_file(fp8)
+    return [absorb(f, fp8, UNFOLDED) if f is target else f for f in findings]
+
+
+UNFOLDED = "in code that computes with a CUDA-only package's ops whose import an NPU host skips"
+
 
 
 def _moved_reads(finding, tree: ast.Module, blocks: list, taken: list, block_at, told) -> Optional[list]:
