@@ -344,6 +344,7 @@ def review(results: list, paths: dict) -> list:
 
     text_of = RunTexts(results, paths)
     results = soften_caught(results, text_of)
+    results = fold_cute_fp8(results, text_of)
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and open_places(r)]
     if not candidates:
         return results
@@ -589,4 +590,81 @@ def soften_caught(results: list, text_of) -> list:
                             + (merge_per_file(kept) if softened and kept else [] if softened else [finding]))
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
+
+
+# ----------------------------------------------------------------------------- FP8 in a CuTe-DSL kernel's wrapper
+CUTE = "in a function that launches this module's CuTe-DSL kernels, whose `cutlass` import fails on an NPU host"
+_CUTE_PACKAGES = ("cutlass", "cuda.bindings")
+
+
+def _cute_names(tree: ast.Module) -> set[str]:
+    """The names the module binds by importing a `cutlass` module (`import cutlass.cute as cute`)."""
+    names = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.asname and a.name.split(".")[0] == "cutlass")
+            names.update("cutlass" for a in node.names if not a.asname and a.name.split(".")[0] == "cutlass")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "cutlass":
+            names.update(a.asname or a.name for a in node.names if a.name != "*")
+    return names
+
+
+def _launches(function: ast.AST, kernels: set[str], cute: set[str]) -> bool:
+    """Whether the function uses a CuTe name itself (`cute.compile(...)`) or calls, by name, one
+    of the module's functions that does."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in cute:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kernels:
+            return True
+    return False
+
+
+def fold_cute_fp8(results: list, text_of) -> list:
+    """FP8 uses (NPU913) inside a function that launches the module's CuTe-DSL kernels (uses
+    `cute.` names, or calls a module function that does) folded into the module's open NPU911 of its
+    `cutlass` import (round-17 audit AV#18: torchao's `mxfp8_quantize_cutedsl_2d_1x32` allocates its
+    FP8 output, then calls `_compile_...()`, which imports `cutlass.cute`): the port item is the CuTe
+    kernel, already reported. FP8 in a function with no CuTe use stays reported."""
+    from .folding import Fold, ours, places_of
+    from .moot import is_moot
+
+    def open_(finding, code: str) -> bool:
+        return finding.code == code and ours(finding) and finding.severity != "info" and not is_moot(finding)
+
+    out = list(results)
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py") or not any(open_(f, "NPU913") for f in result.findings):
+            continue
+        targets = [f for f in result.findings if open_(f, "NPU911") and any(
+            (s or "").lstrip().startswith((f"import {p}", f"from {p}")) for _l, _c, s in places_of(f) for p in _CUTE_PACKAGES)]
+        if not targets:
+            continue
+        data = text_of(i)
+        if not data or b"cutlass" not in data or b"float8" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        cute = _cute_names(tree)
+        if not cute:
+            continue
+        functions = [n for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        kernels = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and _launches(n, set(), cute)}
+        fold = Fold(result.findings)
+        target = targets[0]
+        fold.targets.add(id(target))
+        for finding in result.findings:
+            if not open_(finding, "NPU913"):
+                continue
+            for place in places_of(finding):
+                holding = [n for n in functions if n.lineno <= place[0] <= (n.end_lineno or n.lineno)]
+                if holding and _launches(min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno), kernels, cute) \
+                        and fold.movable(finding, target):
+                    fold.move(finding, [place], target)
+        folded = fold.result(name_them=CUTE)
+        if folded is not result.findings:
+            out[i] = dataclasses.replace(result, findings=sorted(folded))
     return out
