@@ -32,6 +32,12 @@ function an NPU host may never call) is not taken as proof either way: the impor
 gatedcalls.predicate_branches lowers one under a flag the file binds itself. The lowered places are info with "in a branch an NPU host does
 not take" (moot.PHRASES: a named skipped scope), quoting the condition and the predicates read.
 
+A merged NPU911 whose only import lies in such a block and whose other places are FP8 uses folded
+into it (minicpm3.py's `bmm_fp8`, round-17 AT#36) is split too: the import is a named scope, and each
+FP8 use stays only in another open finding of the file whose statement holds it, else comes back as
+its own NPU913 (`unfold_fp8`). FP8 in a function that launches the module's CuTe-DSL kernels folds
+into the NPU911 of the module's `cutlass` import (`fold_cute_fp8`, AV#18).
+
 Cheap byte tests select the files before any parse: an open report-only finding on an indented line,
 an `if` naming a flag bound or imported by the file; predicates are read once per run, only from
 files whose bytes hold a platform-named `def` with a one-line `return`.
