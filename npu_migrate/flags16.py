@@ -32,6 +32,12 @@ function an NPU host may never call) is not taken as proof either way: the impor
 gatedcalls.predicate_branches lowers one under a flag the file binds itself. The lowered places are info with "in a branch an NPU host does
 not take" (moot.PHRASES: a named skipped scope), quoting the condition and the predicates read.
 
+A merged NPU911 whose only import lies in such a block and whose other places are FP8 uses folded
+into it (minicpm3.py's `bmm_fp8`, round-17 AT#36) is split too: the import is a named scope, and each
+FP8 use stays only in another open finding of the file whose statement holds it, else comes back as
+its own NPU913 (`unfold_fp8`). FP8 in a function that launches the module's CuTe-DSL kernels folds
+into the NPU911 of the module's `cutlass` import (`fold_cute_fp8`, AV#18).
+
 Cheap byte tests select the files before any parse: an open report-only finding on an indented line,
 an `if` naming a flag bound or imported by the file; predicates are read once per run, only from
 files whose bytes hold a platform-named `def` with a one-line `return`.
@@ -344,6 +350,7 @@ def review(results: list, paths: dict) -> list:
 
     text_of = RunTexts(results, paths)
     results = soften_caught(results, text_of)
+    results = fold_cute_fp8(results, text_of)
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and open_places(r)]
     if not candidates:
         return results
@@ -388,7 +395,7 @@ def review(results: list, paths: dict) -> list:
                 return None
             return f"{BRANCH}: `{block[2]}`{told(block[2])}"
 
-        changed, findings = False, []
+        changed, findings, opened = False, [], []
         for finding in results[i].findings:
             pieces = None
             if finding.code == "NPU911" and not finding.fixable and finding.cell is None and (
@@ -400,12 +407,80 @@ def review(results: list, paths: dict) -> list:
             elif not finding.fixable and finding.cell is None and not is_moot(finding):
                 pieces = lower_pieces(finding, reason_of, _own_module if finding.code == "NPU911" else None)
                 if pieces and finding.code == "NPU911" and _only_folded(pieces, tree):
-                    pieces = None  # (the places left would be FP8 uses folded into the import, under its message)
+                    # (the places left are FP8 uses folded into the import: the import becomes a named
+                    # scope, and each FP8 use is reported once, by another finding or as its own NPU913)
+                    pieces, fp8 = unfold_fp8(pieces, finding, results[i].findings, tree)
+                    opened.extend(fp8)
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
+        if opened:
+            findings = with_fp8(findings, opened)
         if changed:
             out[i] = dataclasses.replace(results[i], findings=sorted(findings))
     return out
+
+
+def _statement_span(tree: ast.Module, line: int) -> tuple[int, int]:
+    """(first, last) line of the innermost simple statement holding `line` (its own line alone
+    when none does)."""
+    best = (line, line)
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.stmt) and not isinstance(node, _COMPOUND) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            span = (node.lineno, node.end_lineno or node.lineno)
+            if best == (line, line) or span[1] - span[0] < best[1] - best[0]:
+                best = span
+    return best
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.AsyncFor, ast.While,
+             ast.With, ast.AsyncWith, ast.Try)
+
+
+def unfold_fp8(pieces: list, finding, others: list, tree: ast.Module) -> tuple[list, list]:
+    """A CUDA-only import (NPU911) lowered as under a branch an NPU host does not take whose other
+    places are FP8 uses folded into it (round-17 audit AT#36, AT#32): (the lowered places, the FP8
+    uses as their own NPU913 findings). A use in a statement another open finding of the file
+    already lists stays there only (minicpm3.py's `torch.float8_e4m3fn` inside the
+    `input_to_float8(...)` NPU913 reports); the others are never dropped: an FP8 use is FP8 port work
+    whether or not the import beside it runs."""
+    from .findings import split_merged
+    from .moot import is_moot
+
+    lowered = [p for p in pieces if p.severity == "info"]
+    spans = [_statement_span(tree, n) for f in others if f is not finding and not f.fixable and f.cell is None
+             and not is_moot(f) for n in (f.line, *(line for line, _c, _s in f.also))]
+    import_of = next((p.message for p in lowered), finding.message)
+    match = _FROM_MESSAGE.match(import_of)
+    named = re.search(r"`([\w.]+)`", import_of[match.end(1):] if match else import_of)
+    package = f"`{named.group(1)}`" if named else "a CUDA-only package"
+    fp8 = []
+    for piece in (q for p in pieces if p.severity != "info" for q in split_merged(p)):
+        if any(first <= piece.line <= last for first, last in spans):
+            continue  # (listed by another finding of the file)
+        fp8.append(dataclasses.replace(
+            piece, code="NPU913", severity="error", also=(),
+            message=f"FP8 compute: `{piece.source}` (in code that computes with {package}'s ops, whose import is "
+                    f"in a branch an NPU host does not take; this FP8 use is reported on its own)"))
+    return lowered, fp8
+
+
+def with_fp8(findings: list, fp8: list) -> list:
+    """The file's findings with the FP8 uses `unfold_fp8` gave: in the file's open NPU913 error
+    when it has one (one finding per file, as the catalogue merges NPU913), else as one."""
+    from .findings import merge_per_file
+    from .folding import absorb
+    from .moot import is_moot
+
+    target = next((f for f in findings if f.code == "NPU913" and f.severity == "error" and not f.fixable
+                   and f.cell is None and not is_moot(f)), None)
+    if target is None:
+        return findings + merge_per_file(fp8)
+    return [absorb(f, fp8, UNFOLDED) if f is target else f for f in findings]
+
+
+UNFOLDED = "in code that computes with a CUDA-only package's ops whose import an NPU host skips"
+
 
 
 def _moved_reads(finding, tree: ast.Module, blocks: list, taken: list, block_at, told) -> Optional[list]:
@@ -521,4 +596,81 @@ def soften_caught(results: list, text_of) -> list:
                             + (merge_per_file(kept) if softened and kept else [] if softened else [finding]))
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
+
+
+# ----------------------------------------------------------------------------- FP8 in a CuTe-DSL kernel's wrapper
+CUTE = "in a function that launches this module's CuTe-DSL kernels, whose `cutlass` import fails on an NPU host"
+_CUTE_PACKAGES = ("cutlass", "cuda.bindings")
+
+
+def _cute_names(tree: ast.Module) -> set[str]:
+    """The names the module binds by importing a `cutlass` module (`import cutlass.cute as cute`)."""
+    names = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname for a in node.names if a.asname and a.name.split(".")[0] == "cutlass")
+            names.update("cutlass" for a in node.names if not a.asname and a.name.split(".")[0] == "cutlass")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "cutlass":
+            names.update(a.asname or a.name for a in node.names if a.name != "*")
+    return names
+
+
+def _launches(function: ast.AST, kernels: set[str], cute: set[str]) -> bool:
+    """Whether the function uses a CuTe name itself (`cute.compile(...)`) or calls, by name, one
+    of the module's functions that does."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in cute:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kernels:
+            return True
+    return False
+
+
+def fold_cute_fp8(results: list, text_of) -> list:
+    """FP8 uses (NPU913) inside a function that launches the module's CuTe-DSL kernels (uses
+    `cute.` names, or calls a module function that does) folded into the module's open NPU911 of its
+    `cutlass` import (round-17 audit AV#18: torchao's `mxfp8_quantize_cutedsl_2d_1x32` allocates its
+    FP8 output, then calls `_compile_...()`, which imports `cutlass.cute`): the port item is the CuTe
+    kernel, already reported. FP8 in a function with no CuTe use stays reported."""
+    from .folding import Fold, ours, places_of
+    from .moot import is_moot
+
+    def open_(finding, code: str) -> bool:
+        return finding.code == code and ours(finding) and finding.severity != "info" and not is_moot(finding)
+
+    out = list(results)
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py") or not any(open_(f, "NPU913") for f in result.findings):
+            continue
+        targets = [f for f in result.findings if open_(f, "NPU911") and any(
+            (s or "").lstrip().startswith((f"import {p}", f"from {p}")) for _l, _c, s in places_of(f) for p in _CUTE_PACKAGES)]
+        if not targets:
+            continue
+        data = text_of(i)
+        if not data or b"cutlass" not in data or b"float8" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        cute = _cute_names(tree)
+        if not cute:
+            continue
+        functions = [n for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        kernels = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and _launches(n, set(), cute)}
+        fold = Fold(result.findings)
+        target = targets[0]
+        fold.targets.add(id(target))
+        for finding in result.findings:
+            if not open_(finding, "NPU913"):
+                continue
+            for place in places_of(finding):
+                holding = [n for n in functions if n.lineno <= place[0] <= (n.end_lineno or n.lineno)]
+                if holding and _launches(min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno), kernels, cute) \
+                        and fold.movable(finding, target):
+                    fold.move(finding, [place], target)
+        folded = fold.result(name_them=CUTE)
+        if folded is not result.findings:
+            out[i] = dataclasses.replace(result, findings=sorted(folded))
     return out

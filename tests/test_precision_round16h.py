@@ -289,10 +289,11 @@ else:
     assert 7 in moot_lines(_skipped, "NPU911", "pkg/quant.py")
 
 
-def test_gated_import_with_only_folded_uses_left_stays_whole(tmp_path):
+def test_gated_import_with_only_folded_uses_left_is_a_scope_and_its_fp8_uses_their_own(tmp_path):
     """A merged NPU911 whose only import is gated but which also stands for FP8 uses of the
-    package's ops in a class: splitting would leave those uses under the import's message at a
-    line with no import, so the finding stays as it was (an error); a lone gated import is a scope."""
+    package's ops in a class: the import is a scope (round 17, AT#36/AT#32: flags16.unfold_fp8), and
+    the FP8 uses, which no longer stand under the import's message, are their own NPU913 error
+    (never dropped); a lone gated import is a scope."""
     findings, skipped = _run(tmp_path, {"pkg/model.py": '''\
 import torch
 
@@ -322,9 +323,10 @@ def mm(a, b):
         return bmm_fp8(a, b)
     return a @ b
 '''})
-    model = [f for f in findings if f["path"] == "pkg/model.py" and f["code"] == "NPU911"]
-    assert [(f["line"], f["severity"]) for f in model] == [(6, "error")]
-    assert [a[0] for a in model[0]["also"]] == [12]
+    assert not [f for f in findings if f["path"] == "pkg/model.py" and f["code"] == "NPU911"]
+    assert 6 in moot_lines(skipped, "NPU911", "pkg/model.py")
+    fp8 = [f for f in findings if f["path"] == "pkg/model.py" and f["code"] == "NPU913"]
+    assert [(f["line"], f["severity"]) for f in fp8] == [(12, "error")], fp8
     assert 6 in moot_lines(skipped, "NPU911", "pkg/lone.py")
 
 
