@@ -422,7 +422,10 @@ def _overridden_methods(results, python, targets, texts, facts_of) -> dict[int, 
             if node.name not in npu_classes:
                 continue
             for stmt in node.body:
-                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name.startswith("__"):
+                # (dunder methods count too, `__call__` of a piecewise CUDA-graph backend (round 17
+                # AV#30), but not the constructors: an NPU class's own `__init__` still builds the
+                # parent's state by other means often enough)
+                if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) or stmt.name in _CONSTRUCTORS:
                     continue
                 for j, subclass in npu_classes[node.name]:
                     if stmt.name in methods(j, subclass):
@@ -434,6 +437,9 @@ def _overridden_methods(results, python, targets, texts, facts_of) -> dict[int, 
         if spans:
             out[i] = spans
     return out
+
+
+_CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__", "__class_getitem__"})
 
 
 def _calls_parent(method) -> bool:

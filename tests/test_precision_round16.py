@@ -103,3 +103,54 @@ def test_a_probe_whose_names_only_skip_marked_tests_read_is_a_scope(tmp_path):
     assert project(tmp_path / "marked", '@pytest.mark.skipif(not CUTEDSL_AVAILABLE, reason="no CuTe DSL")\n') == []
     plain = project(tmp_path / "plain", "")
     assert [(f["line"], f["code"], f["severity"]) for f in plain] == [(7, "NPU911", "error")], plain
+
+
+_PIECEWISE = '''\
+import torch
+
+
+class CUDAPiecewiseBackend:
+    def __init__(self, graph):
+        self.graph = graph
+
+    def __call__(self, *args):
+        cudagraph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cudagraph):
+            out = self.graph(*args)
+        return out
+'''
+
+_NPU_PIECEWISE = '''\
+import torch
+
+from pkg.cuda_backend import CUDAPiecewiseBackend
+
+
+class NPUPiecewiseBackend(CUDAPiecewiseBackend):
+    def __init__(self, graph):
+        super().__init__(graph)
+
+    def __call__(self, *args):
+        return self.graph(*args)
+'''
+
+
+def test_a_call_method_an_npu_subclass_overrides_is_not_run_there(tmp_path):
+    """Round 17 AV#30 (SGLang's piecewise CUDA-graph backend): `NPUPiecewiseBackend` redefines
+    `__call__` without calling the parent's, so the CUDA graph capture in the parent's `__call__`
+    never runs on an NPU host (a named scope naming the override; dunder methods were left out
+    before). Without the NPU subclass in the run the capture stays an error."""
+    def run(root, with_npu):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "__init__.py").write_text("")
+        (root / "pkg" / "cuda_backend.py").write_text(_PIECEWISE)
+        if with_npu:
+            (root / "pkg" / "npu_backend.py").write_text(_NPU_PIECEWISE)
+        return migrate_json(root)
+
+    report = run(tmp_path / "npu", True)
+    assert not [f for f in report["findings"] if f["path"] == "pkg/cuda_backend.py" and not f["fixable"]], report["findings"]
+    assert any(s["path"] == "pkg/cuda_backend.py" and s.get("start_line", 99) <= 9 <= s.get("end_line", 0)
+               and "NPUPiecewiseBackend.__call__" in s["reason"] for s in report["skipped"]), report["skipped"]
+    plain = run(tmp_path / "plain", False)
+    assert [(f["line"], f["code"], f["severity"]) for f in plain["findings"] if not f["fixable"]] == [(9, "NPU202", "error")]
