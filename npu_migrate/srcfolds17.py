@@ -26,6 +26,12 @@ Three shapes, read across files (whole-run pass, runplan.whole_run_passes, after
   names its callers. A host-only file with a function no reported `.cu` calls (vLLM's
   cuda_utils_kernels.cu: `get_max_shared_memory_per_block_device_attribute` is an op
   torch_bindings.cpp registers) keeps the wording.
+* **CUDA build variables of a Dockerfile that runs `nvcc`.** A Dockerfile with no CUDA base-image
+  finding (`FROM ${BASE_IMAGE}`, another project image: redundant.fold_into_base_image has nothing
+  to fold into) whose steps run `nvcc` (vLLM's docker/Dockerfile.efa builds DeepEP so): its NPU703
+  CUDA build variables (`TORCH_CUDA_ARCH_LIST`, `CUDA_HOME`, `NCCL_ROOT`) are inputs of a build
+  that needs the CUDA toolkit: info naming the step, a skipped scope. NCCL runtime settings
+  (`NCCL_NET_PLUGIN`) and a Dockerfile without `nvcc` keep their findings.
 
 Cheap first: nothing is read without an NPU912 finding on a `.cu`; `.cu` files are byte-tested
 (a registration, a host function's name); one setup.py with an NPU911 `CUDAExtension` finding is
@@ -77,8 +83,58 @@ def _open(finding) -> bool:
 
 
 def review(results: list, paths: dict) -> list:
-    """The three reviews of the module docstring, over a run's results (a new list)."""
-    return fold_setup_extensions(name_host_helpers(fold_helper_sources(results, paths), paths), paths)
+    """The four reviews of the module docstring, over a run's results (a new list)."""
+    out = fold_setup_extensions(name_host_helpers(fold_helper_sources(results, paths), paths), paths)
+    return nvcc_dockerfiles(out, paths)
+
+
+# ----------------------------------------------------------------------------- Dockerfiles that run nvcc
+
+NVCC_PHRASE = "in a Dockerfile that runs `nvcc`"  # (moot.PHRASES carries it)
+_NVCC = re.compile(rb"\bnvcc\b")
+
+
+def _dockerfile(relpath: str) -> bool:
+    name = posixpath.basename(relpath).lower()
+    return name.startswith(("dockerfile", "containerfile")) or name.endswith(".dockerfile")
+
+
+def nvcc_line(data: bytes) -> Optional[int]:
+    """The first line (1-based) of a Dockerfile that runs `nvcc` outside a comment, or None."""
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.lstrip().startswith(b"#") and _NVCC.search(line):
+            return number
+    return None
+
+
+def nvcc_dockerfiles(results: list, paths: dict) -> list:
+    """Module's doc, fourth shape: CUDA build variables (NPU703) of a Dockerfile without a CUDA
+    base-image finding (NPU707: redundant.fold_into_base_image folds them there) whose steps run
+    `nvcc`: info naming that step, a skipped scope (moot.py)."""
+    from .modpaths import RunTexts
+    from .moot import is_moot
+    from .redundant import IMAGE_VARIABLE
+
+    def build_variable(f) -> bool:
+        return (f.code == "NPU703" and not f.fixable and not is_moot(f)
+                and bool(IMAGE_VARIABLE.search((f.source or "").split("=", 1)[0])))
+
+    files = [i for i, r in enumerate(results) if _dockerfile(r.relpath) and any(map(build_variable, r.findings))
+             and not any(f.code == "NPU707" for f in r.findings)]
+    if not files:
+        return results
+    texts = RunTexts(results, paths)
+    out = list(results)
+    for k in files:
+        line = nvcc_line(texts(k) or b"")
+        if line is None:
+            continue
+        why = (f"{NVCC_PHRASE} (line {line}): a CUDA build input of an image that builds only where the CUDA "
+               f"toolkit is installed, never for an NPU host")
+        out[k] = replace(out[k], findings=[
+            replace(f, severity="info", message=f"{f.message} ({why})") if build_variable(f) else f
+            for f in out[k].findings])
+    return out
 
 
 # ----------------------------------------------------------------------------- host-only .cu helpers

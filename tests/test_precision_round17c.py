@@ -207,3 +207,30 @@ def test_setup_cuda_extensions_fold_into_the_cuda_requirement(tmp_path):
     })
     report = migrate_json(root)
     assert [f for f in report["findings"] if f["path"] == "setup.py" and f["code"] == "NPU911"]
+
+
+DOCKERFILE = """\
+ARG BASE_IMAGE=example/serving:latest
+FROM ${BASE_IMAGE}
+
+ENV NCCL_NET_PLUGIN=ofi
+RUN CUDA_MAJOR=$(nvcc --version | sed -n 's/.*release \\\\([0-9]*\\\\).*/\\\\1/p') && echo $CUDA_MAJOR
+RUN export NCCL_ROOT="$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')" && \\
+    TORCH_CUDA_ARCH_LIST="9.0" pip install --no-build-isolation ./ext
+"""
+
+
+def test_cuda_build_variables_of_a_dockerfile_that_runs_nvcc(tmp_path):
+    from .precision_helpers import moot_lines
+
+    root = write_project(tmp_path / "nvcc", {"docker/Dockerfile.ext": DOCKERFILE})
+    report = migrate_json(root)
+    docker = [f for f in report["findings"] if f["path"] == "docker/Dockerfile.ext" and f["code"] == "NPU703"]
+    assert not [f for f in docker if "TORCH_CUDA_ARCH_LIST" in f["source"] or "NCCL_ROOT" in f["source"]]
+    assert "runs `nvcc` (line 5)" in moot_lines(report["skipped"], "NPU703", "docker/Dockerfile.ext")[7]
+    # kept: an NCCL runtime setting of the same file, and the same variables without an nvcc step
+    assert [f for f in docker if "NCCL_NET_PLUGIN" in f["source"]]
+    root = write_project(tmp_path / "plain", {"docker/Dockerfile.ext": DOCKERFILE.replace(
+        "RUN CUDA_MAJOR=$(nvcc --version | sed -n 's/.*release \\\\([0-9]*\\\\).*/\\\\1/p') && echo $CUDA_MAJOR\n", "")})
+    report = migrate_json(root)
+    assert [f for f in report["findings"] if f["code"] == "NPU703" and "TORCH_CUDA_ARCH_LIST" in f["source"]]
