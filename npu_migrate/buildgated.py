@@ -38,8 +38,8 @@ import re
 from dataclasses import replace
 from typing import Optional
 
-GATED = ("not compiled on an NPU host ({where} builds CUDA sources only when {when}); the ops it "
-         "registers have no NPU kernel: review their Python callers")
+REGISTERS = "the ops it registers have no NPU kernel: review their Python callers"
+GATED = "not compiled on an NPU host ({where} builds CUDA sources only when {when}); " + REGISTERS
 
 _CUDA_SOURCE = re.compile(r"^[\w*./\\${}\-]*[\w*}]\.cu$")
 _IS_CUDA_HELPER = re.compile(r"^_?(?:is_)?cuda(?:_\w+)?$|^_?is_cuda\w*$", re.IGNORECASE)

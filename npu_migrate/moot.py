@@ -43,6 +43,8 @@ PHRASES = (
     "in a helper ",
     # labels8.EXIT_PROBE: a shell script that exits 0 where its CUDA variable is unset (round 16, AR#10)
     "in a script that exits cleanly where the CUDA variable is unset",
+    # srcfolds17.NVCC_PHRASE: a CUDA build variable of a Dockerfile whose steps run nvcc (round 17, AT#10)
+    "in a Dockerfile that runs `nvcc`",
     "in a branch an NPU host does not take",
     "in a test that never calls the compiled object",
     "a test skip: the test keeps being skipped on an NPU host",

@@ -347,6 +347,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .buildgated import review as review_build_gated
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
+    from .srcfolds17 import review as review_source_folds
+    results = review_source_folds(results, paths)  # (a helper .cu a reported .cu calls; setup.py CUDAExtension lines: srcfolds17.py)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
