@@ -215,6 +215,10 @@ NO_WORK = (
     "a registration, not a use",
     # ncclonly.NCCL_ONLY: `os.environ["NCCL_CUMEM_ENABLE"] = ...`, a setting HCCL has no counterpart for (AN#1)
     "an NCCL-only setting HCCL never reads",
+    # labels9.py (round 17): an NCCL name in a list of backends / names to leave out (AT#7, AV#8),
+    # "cuda" among Tensor method names beside "to" (AT#22)
+    "an NCCL name listed as a label, not a setting: ",
+    "a Tensor method name among others (`to`, ...), not a device",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

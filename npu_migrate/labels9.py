@@ -1,0 +1,153 @@
+"""Names that are labels, not settings or devices; HCCL counterparts of NCCL settings (issue #16,
+round-17 audits).
+
+- an NCCL_* string that is an entry of a collection whose name says it lists backends or names to
+  leave out (`all_potential_ar_backends = ["NCCL_SYMM_MEM", ...]`, `backends.append("NCCL_SYMM_MEM")`,
+  `EXCLUDE_ENVS = {"JOB": ["NCCL_IB_HCA"]}`): a label, not an environment key, `getenv` argument or
+  assignment target, so nothing is tuned there (AT#7, AV#8). The NPU602 finding (information) is
+  lowered with NAME_LABEL, a moot.NO_WORK phrase (a named scope). An NCCL variable written into
+  `os.environ` keeps its finding.
+- an NCCL variable with a documented HCCL counterpart of the same meaning (rules/env.toml
+  `[hccl_counterpart]`: NCCL_SOCKET_IFNAME -> HCCL_SOCKET_IFNAME, ...): its NPU602 message names
+  the counterpart instead of saying there is none (AU#20). Still information: the value is carried
+  over by hand.
+- a "cuda" string in a collection of Tensor method names that includes "to" (`name in
+  {"contiguous", "cuda", "half", "data", "to"}` in a lazy tensor's `__getattr__`): a method name,
+  not a device; the migration turns `.cuda()` calls into `.to(...)`, which the set lists (AT#22).
+  Information with METHOD_NAMES (moot.NO_WORK). A device list (`{"cpu", "cuda"}`) keeps its finding.
+
+`review` runs per file before the per-file merge (run.migrate_file), after ncclonly.review;
+`mark` is called by the sweep for each node it enters, as labels8.mark is.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import re
+from typing import Any
+
+from . import astcache, catalogue
+from .findings import Finding
+
+Sweep = Any  # sweep.Sweep
+
+# (moot.NO_WORK) an NCCL name listed as a label (a backend, a name to leave out), not set anywhere here
+NAME_LABEL = "an NCCL name listed as a label, not a setting: "
+# (moot.NO_WORK) "cuda" as a Tensor method name beside "to" in a set of attribute names
+METHOD_NAMES = "a Tensor method name among others (`to`, ...), not a device"
+
+_LABEL_LIST = re.compile(r"(?i)backend|exclude|excluded|ignore|skip|deny|block|blacklist|unset|drop")
+_NCCL = re.compile(r"^(TORCH_)?NCCL_[A-Z0-9_]+$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DEVICES = frozenset({"cpu", "npu", "xpu", "mps", "hpu", "meta", "xla", "gpu", "auto", "tpu", "hip", "rocm",
+                      "musa", "mlu", "ipu", "privateuseone"})
+
+
+@functools.lru_cache(maxsize=1)
+def counterparts() -> dict[str, str]:
+    """rules/env.toml `[hccl_counterpart]`: NCCL variable -> the HCCL variable of the same meaning."""
+    return dict(catalogue.env_table().get("hccl_counterpart", {}))
+
+
+# ------------------------------------------------------------------ NPU602: labels and counterparts
+def _target_name(node: ast.AST) -> str:
+    return astcache.dotted(node) or ""
+
+
+def _label_holder(node: ast.Constant, parents: dict) -> str:
+    """The name of the backend / exclusion collection the string is an entry of, or ""."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) \
+            and parent.func.attr in ("append", "add", "insert") and node in parent.args:
+        name = _target_name(parent.func.value)
+        return name if _LABEL_LIST.search(name.rpartition(".")[2]) else ""
+    if not isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+        return ""
+    holder = parents.get(id(parent))
+    while isinstance(holder, (ast.List, ast.Tuple, ast.Set, ast.Dict)):  # (nested: a dict's value)
+        if isinstance(holder, ast.Dict) and any(key is parent for key in holder.keys):
+            return ""
+        parent, holder = holder, parents.get(id(holder))
+    targets = []
+    if isinstance(holder, ast.Assign):
+        targets = holder.targets
+    elif isinstance(holder, ast.AnnAssign) and holder.value is parent:
+        targets = [holder.target]
+    names = [_target_name(t) for t in targets]
+    return next((n for n in names if n and _LABEL_LIST.search(n.rpartition(".")[2])), "")
+
+
+def _with_counterpart(finding: Finding) -> Finding:
+    name = finding.source.strip("\"'rbuf")
+    match = re.search(r"`((?:TORCH_)?NCCL_[A-Z0-9_]+)`", finding.message)
+    name = match.group(1) if match else name
+    hccl = counterparts().get(name)
+    old = "has no one-to-one HCCL counterpart; left unchanged"
+    if not hccl or old not in finding.message:
+        return finding
+    new = (f"has the HCCL counterpart `{hccl}` (CANN), which an NPU host reads instead; left unchanged: "
+           f"set `{hccl}` by hand for NPU runs")
+    return dataclasses.replace(finding, message=finding.message.replace(old, new, 1))
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU602 findings on NCCL names listed as labels lowered with NAME_LABEL; NCCL variables with an
+    HCCL counterpart named in the message (module doc)."""
+    if not any(f.code == "NPU602" for f in findings):
+        return findings
+    findings = [_with_counterpart(f) if f.code == "NPU602" else f for f in findings]
+    hits = [f for f in findings if f.code == "NPU602" and not f.fixable and f.cell is None
+            and f.severity == "info" and NAME_LABEL not in f.message and _NCCL.match(f.source.strip("\"'rbuf"))]
+    if not hits or not _LABEL_LIST.search(text):
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    parents: dict = {}
+    at: dict = {}
+    for node in astcache.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            at[(node.lineno, node.col_offset + 1)] = node
+    lowered: dict[int, str] = {}
+    for finding in hits:
+        places = [(finding.line, finding.column), *((a[0], a[1]) for a in (finding.also or ()))]
+        holders = []
+        for place in places:
+            node = at.get(tuple(place))
+            holders.append(_label_holder(node, parents) if node is not None and _NCCL.match(node.value) else "")
+        if holders and all(holders):
+            lowered[id(finding)] = holders[0]
+    if not lowered:
+        return findings
+    return [dataclasses.replace(f, message=f"{f.message} ({NAME_LABEL}an entry of `{lowered[id(f)]}`)")
+            if id(f) in lowered else f for f in findings]
+
+
+# ------------------------------------------------------------------ "cuda" among Tensor method names
+def mark(sweep: Sweep, node) -> None:
+    """Called by the sweep for each node it enters: the "cuda" entry of a set/list/tuple of method
+    names that includes "to" becomes information (sweep.label_info)."""
+    kind = type(node).__name__
+    if kind not in ("Set", "List", "Tuple"):
+        return
+    strings = []
+    for element in node.elements:
+        value = element.value
+        if type(value).__name__ != "SimpleString":
+            return
+        raw = value.value
+        text = raw[1:-1] if raw[:1] in "\"'" and raw[-1:] == raw[:1] and len(raw) >= 2 else None
+        if text is None or not _IDENTIFIER.match(text):
+            return
+        strings.append((text, value))
+    names = {text for text, _ in strings}
+    others = names - _DEVICES - {"cuda"}
+    if "cuda" not in names or "to" not in others or len(others) < 2 or names & {"npu", "xpu", "mps", "hpu"}:
+        return
+    for text, value in strings:
+        if text == "cuda":
+            sweep.label_info.setdefault(id(value), METHOD_NAMES)
