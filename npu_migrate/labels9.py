@@ -151,3 +151,40 @@ def mark(sweep: Sweep, node) -> None:
     for text, value in strings:
         if text == "cuda":
             sweep.label_info.setdefault(id(value), METHOD_NAMES)
+
+
+# ------------------------------------------------------------------ NPU304: an accelerator attribute set to "hccl"
+_BACKEND_ATTRIBUTE = re.compile(r"(?i)backend")
+
+
+def hccl_attribute(run: Any, attribute: str) -> str:
+    """Where the project sets its accelerators' backend attribute `attribute` to "hccl" (ColossalAI's
+    `super().__init__(name="npu", communication_backend="hccl")`, `self._backend = "hccl"`), as
+    "path:line", or "" (also "" unless another place sets it to "nccl": one attribute of a family
+    of accelerator classes). A backend read from that attribute (`get_accelerator().communication_backend`)
+    is HCCL on an NPU host (AV#29). resolved._backend_value asks; a byte test before any regex pass,
+    the answer kept on the run."""
+    if not _BACKEND_ATTRIBUTE.search(attribute):
+        return ""
+    cache = run.__dict__.setdefault("_labels9_hccl", {})
+    if attribute in cache:
+        return cache[attribute]
+    name = re.escape(attribute.lstrip("_").encode())
+    setter = rb"(?:\b|self\._?)" + name + rb"\s*(?::\s*str\s*)?=\s*[\"']"
+    hccl, nccl = re.compile(setter + rb"hccl[\"']"), re.compile(setter + rb"nccl[\"']")
+    found, other = "", False
+    for result in run.results:
+        if not result.relpath.endswith(".py"):
+            continue
+        data = run.data(result.relpath) or b""
+        if b"ccl" not in data or attribute.lstrip("_").encode() not in data:
+            continue
+        match = hccl.search(data) if not found else None
+        if match:
+            line = data.count(b"\n", 0, match.start()) + 1
+            found = f"{result.relpath}:{line}"
+        other = other or bool(nccl.search(data))
+        if found and other:
+            break
+    cache[attribute] = found if other else ""
+    return cache[attribute]

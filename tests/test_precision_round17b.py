@@ -121,3 +121,72 @@ def test_cuda_among_tensor_method_names_is_a_label(tmp_path):
     # a device set keeps its finding (or rewrite), and so do the other "cuda" strings
     others = {f["line"] for f in report["findings"] if f["path"] == "pkg/lazy.py"}
     assert {15, 25} <= others, report["findings"]
+
+
+BASE_ACCELERATOR = '''\
+class BaseAccelerator:
+    def __init__(self, name: str, communication_backend: str) -> None:
+        self._name = name
+        self._communication_backend = communication_backend
+
+    @property
+    def communication_backend(self) -> str:
+        return self._communication_backend
+'''
+
+CUDA_ACCELERATOR = '''\
+from pkg.accelerator.base import BaseAccelerator
+
+
+class CudaAccelerator(BaseAccelerator):
+    def __init__(self):
+        super().__init__(name="cuda", communication_backend="nccl")
+'''
+
+NPU_ACCELERATOR = '''\
+from pkg.accelerator.base import BaseAccelerator
+
+
+class NpuAccelerator(BaseAccelerator):
+    def __init__(self):
+        super().__init__(name="npu", communication_backend="hccl")
+'''
+
+LAUNCH = '''\
+import torch.distributed as dist
+
+from pkg.accelerator import get_accelerator
+
+
+def launch(rank, world_size, options):
+    cur_accelerator = get_accelerator()
+    backend = cur_accelerator.communication_backend
+    dist.init_process_group(rank=rank, world_size=world_size, backend=backend)
+
+
+def launch_option(rank, world_size, options):
+    backend = options.backend
+    dist.init_process_group(rank=rank, world_size=world_size, backend=backend)
+'''
+
+ACCELERATOR_INIT = '''\
+def get_accelerator():
+    from pkg.accelerator.cuda import CudaAccelerator
+
+    return CudaAccelerator()
+'''
+
+
+def test_backend_from_accelerator_that_sets_hccl_is_resolved(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/accelerator/__init__.py": ACCELERATOR_INIT,
+             "pkg/accelerator/base.py": BASE_ACCELERATOR, "pkg/accelerator/cuda.py": CUDA_ACCELERATOR,
+             "pkg/accelerator/npu.py": NPU_ACCELERATOR, "pkg/launch.py": LAUNCH}
+    report = migrate_json(write_project(tmp_path, files))
+    findings = findings_at(report, "pkg/launch.py", "NPU304")
+    assert 9 not in findings, findings  # (AV#29: the NPU accelerator sets "hccl")
+    assert "pkg/accelerator/npu.py:6" in scopes_at(report, "pkg/launch.py", "NPU304")[9]
+    assert 14 in findings, findings  # (a backend from an option: still unseen)
+    # without an NPU accelerator, the accelerator's backend stays unseen
+    del files["pkg/accelerator/npu.py"]
+    report = migrate_json(write_project(tmp_path / "cuda_only", files))
+    assert 9 in findings_at(report, "pkg/launch.py", "NPU304")
