@@ -188,3 +188,92 @@ def hccl_attribute(run: Any, attribute: str) -> str:
             break
     cache[attribute] = found if other else ""
     return cache[attribute]
+
+
+# ------------------------------------------------------------------ NPU202: a patch target; NPU918: NPU declared
+# (moot.AS_WRITTEN) `monkeypatch.setattr(torch.cuda.memory, "name", fake)`: written, never called
+PATCH_TARGET = "a torch.cuda module a test only patches (a patch target, not a call): every torch build has it"
+# (moot.NO_WORK) the class lists the NPU among the devices it supports (`_device = [DeviceType.CUDA, DeviceType.NPU]`)
+NPU_DECLARED = "in a class that already lists the NPU among its devices: "
+_PATCHERS = frozenset({"setattr", "delattr", "object"})
+_PATCH_MODULES = frozenset({"torch.cuda", "torch.cuda.memory", "torch.cuda.random", "torch.cuda.graphs",
+                            "torch.cuda.streams", "torch.cuda.amp", "torch.cuda.nccl"})
+_DEVICE_LIST = re.compile(r"(?i)device|platform|backend")
+
+
+def _patch_target(node: ast.AST, parents: dict) -> bool:
+    parent = parents.get(id(node))
+    if not (isinstance(parent, ast.Call) and parent.args and parent.args[0] is node
+            and isinstance(parent.func, ast.Attribute) and parent.func.attr in _PATCHERS):
+        return False
+    receiver = astcache.dotted(parent.func.value) or ""
+    last = receiver.rpartition(".")[2]
+    return last in ("monkeypatch", "patch", "mocker") or receiver.endswith("mock.patch")
+
+
+def _declared_npu(tree: ast.Module, line: int) -> str:
+    """`Class._device` when the class around `line` assigns a device list naming the NPU."""
+    for node in astcache.walk(tree):
+        if not (isinstance(node, ast.ClassDef) and node.lineno <= line <= (node.end_lineno or 0)):
+            continue
+        for statement in node.body:
+            if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+                continue
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name) and _DEVICE_LIST.search(t.id)]
+            if not names or not isinstance(statement.value, (ast.List, ast.Tuple, ast.Set)):
+                continue
+            for element in statement.value.elts:
+                text = ast.unparse(element)
+                if text.rpartition(".")[2].upper() == "NPU" or text.strip("\"'").lower() == "npu":
+                    return f"`{node.name}.{names[0]}` (line {statement.lineno}) lists `{text}`"
+    return ""
+
+
+def review_targets(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU202 on torch.cuda modules only patched by tests (PATCH_TARGET): information, a named
+    scope. Before the per-file merge (the lowered message joins no kept one)."""
+    patch = [f for f in findings if f.code == "NPU202" and not f.fixable and f.cell is None
+             and f.source.strip() in _PATCH_MODULES and PATCH_TARGET not in f.message]
+    if not patch or "patch" not in text:
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    changed: dict[int, Finding] = {}
+    if patch:
+        parents: dict = {}
+        at: dict = {}
+        for node in astcache.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[id(child)] = node
+            if isinstance(node, ast.Attribute):
+                at.setdefault((node.lineno, node.col_offset + 1), node)
+        for finding in patch:
+            places = [(finding.line, finding.column), *((a[0], a[1]) for a in (finding.also or ()))]
+            if all(at.get(tuple(p)) is not None and _patch_target(at[tuple(p)], parents) for p in places):
+                changed[id(finding)] = dataclasses.replace(
+                    finding, severity="info", message=f"{finding.message} ({PATCH_TARGET})")
+    return [changed.get(id(f), f) for f in findings] if changed else findings
+
+
+def review_declared(findings: list[Finding], source: bytes) -> list[Finding]:
+    """NPU918 places in a class that already lists the NPU among its devices (NPU_DECLARED):
+    information, a named scope; the other places stay one finding. After the per-file merge
+    (NPU918 is merged per code): the merged finding is split and its places lowered one by one."""
+    declared = [f for f in findings if f.code == "NPU918" and not f.fixable and f.cell is None
+                and NPU_DECLARED not in f.message]
+    if not declared or not re.search(rb"\bNPU\b|[\"']npu[\"']", source):
+        return findings
+    tree = astcache.parse(source)
+    if tree is None:
+        return findings
+    from .findings import lower_pieces
+
+    out = []
+    for finding in findings:
+        pieces = None
+        if any(finding is f for f in declared):
+            pieces = lower_pieces(finding, lambda line: (NPU_DECLARED + why) if (why := _declared_npu(tree, line)) else None)
+        out.extend(pieces if pieces is not None else [finding])
+    return out

@@ -171,7 +171,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (ncclonly.py: NCCL-only settings written into an environment, HCCL has no counterpart)
             result.findings = ncclonly.review(result.findings, text)
             # (labels9.py: NCCL names listed as labels; HCCL counterparts named in the message)
-            result.findings = labels9.review(result.findings, text)
+            result.findings = labels9.review_targets(labels9.review(result.findings, text), text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
@@ -193,6 +193,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = testprobes.review(result.findings, text, relpath)
             # (a CUDA architecture list only iterated or tested for emptiness: probes14.py)
             result.findings = probes14.review_arch_list(result.findings, text)
+            # (labels9.py: Liger in a class that already lists the NPU among its devices, AV#40)
+            result.findings = labels9.review_declared(result.findings, source)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -190,3 +190,75 @@ def test_backend_from_accelerator_that_sets_hccl_is_resolved(tmp_path):
     del files["pkg/accelerator/npu.py"]
     report = migrate_json(write_project(tmp_path / "cuda_only", files))
     assert 9 in findings_at(report, "pkg/launch.py", "NPU304")
+
+
+PATCHING_TEST = '''\
+from unittest.mock import patch
+
+import torch
+
+
+def test_async_allocator(monkeypatch):
+    monkeypatch.setattr(
+        torch.cuda.memory, "get_allocator_backend", lambda: "cudaMallocAsync"
+    )
+    with patch.object(torch.cuda.memory, "_snapshot") as snapshot:
+        pass
+    snapshot.assert_not_called()
+
+
+def test_calls_it():
+    assert torch.cuda.memory.get_allocator_backend() == "native"
+'''
+
+
+def test_torch_cuda_memory_patch_target_is_no_call(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"tests/test_alloc.py": PATCHING_TEST}))
+    findings = findings_at(report, "tests/test_alloc.py", "NPU202")
+    assert 8 not in findings and 10 not in findings, findings  # (AU#6: patch targets)
+    assert 16 in findings and findings[16]["severity"] == "error", findings  # a real call keeps its error
+
+
+LIGER_DECLARED = '''\
+import enum
+
+
+class DeviceType(enum.Enum):
+    CUDA = "cuda"
+    NPU = "npu"
+
+
+class LigerKernel:
+    _device = [DeviceType.CUDA, DeviceType.NPU]
+
+    @classmethod
+    def check_deps(cls) -> bool:
+        try:
+            import liger_kernel  # noqa: F401
+
+            return True
+        except ImportError:
+            return False
+
+
+class CudaOnlyLiger:
+    _device = [DeviceType.CUDA]
+
+    @classmethod
+    def check_deps(cls) -> bool:
+        try:
+            import liger_kernel  # noqa: F401
+
+            return True
+        except ImportError:
+            return False
+'''
+
+
+def test_liger_in_a_class_that_lists_the_npu_is_no_finding(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/liger.py": LIGER_DECLARED}))
+    found = [f for f in report["findings"] if f["path"] == "pkg/liger.py" and f["code"] == "NPU918"]
+    scopes = scopes_at(report, "pkg/liger.py", "NPU918")
+    assert 15 in scopes and "DeviceType.NPU" in scopes[15], (found, scopes)  # (AV#40)
+    lines = {f["line"] for f in found} | {a[0] for f in found for a in f.get("also", [])}
+    assert 28 in lines, found  # the CUDA-only class keeps its finding
