@@ -423,7 +423,12 @@ def _backend(run: _Run, result: FileResult, finding: Finding, line: int) -> Opti
               and node.value is not None
               and any(ast.unparse(t) == source for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
     whys = []
-    if not source.startswith("self.") and any(a.arg == source for a in _params(func)):
+    # (a parameter the function's body assigns again before the line, at its top level: ColossalAI's
+    # `backend = cur_accelerator.communication_backend` over `backend: str = "nccl"`, AV#29)
+    reassigned = func is not None and any(
+        isinstance(s, ast.Assign) and s.lineno < line and any(isinstance(t, ast.Name) and t.id == source for t in s.targets)
+        for s in func.body)
+    if not source.startswith("self.") and not reassigned and any(a.arg == source for a in _params(func)):
         why = _rewritten_default(run, result, tree, func, source)
         if why is None:
             return None

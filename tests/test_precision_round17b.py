@@ -144,6 +144,8 @@ class CudaAccelerator(BaseAccelerator):
 '''
 
 NPU_ACCELERATOR = '''\
+import torch_npu  # noqa: F401
+
 from pkg.accelerator.base import BaseAccelerator
 
 
@@ -158,7 +160,7 @@ import torch.distributed as dist
 from pkg.accelerator import get_accelerator
 
 
-def launch(rank, world_size, options):
+def launch(rank, world_size, options, backend: str = "nccl"):
     cur_accelerator = get_accelerator()
     backend = cur_accelerator.communication_backend
     dist.init_process_group(rank=rank, world_size=world_size, backend=backend)
@@ -167,6 +169,10 @@ def launch(rank, world_size, options):
 def launch_option(rank, world_size, options):
     backend = options.backend
     dist.init_process_group(rank=rank, world_size=world_size, backend=backend)
+
+
+def launch_from(options, backend: str = "nccl"):
+    launch(0, 1, options, backend=backend)
 '''
 
 ACCELERATOR_INIT = '''\
@@ -184,7 +190,7 @@ def test_backend_from_accelerator_that_sets_hccl_is_resolved(tmp_path):
     report = migrate_json(write_project(tmp_path, files))
     findings = findings_at(report, "pkg/launch.py", "NPU304")
     assert 9 not in findings, findings  # (AV#29: the NPU accelerator sets "hccl")
-    assert "pkg/accelerator/npu.py:6" in scopes_at(report, "pkg/launch.py", "NPU304")[9]
+    assert "pkg/accelerator/npu.py:8" in scopes_at(report, "pkg/launch.py", "NPU304")[9]
     assert 14 in findings, findings  # (a backend from an option: still unseen)
     # without an NPU accelerator, the accelerator's backend stays unseen
     del files["pkg/accelerator/npu.py"]
