@@ -119,6 +119,8 @@ AS_WRITTEN = (
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
     'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
+    # labels9.PATCH_TARGET: `monkeypatch.setattr(torch.cuda.memory, "name", fake)` (round 17, AU#6)
+    "a torch.cuda module a test only patches (a patch target, not a call)",
     "a CUDA architecture probe whose empty answer the code handles",  # probes14.ARCH_LIST_EMPTY (AI#10)
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
     "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path
@@ -217,6 +219,11 @@ NO_WORK = (
     "a registration, not a use",
     # ncclonly.NCCL_ONLY: `os.environ["NCCL_CUMEM_ENABLE"] = ...`, a setting HCCL has no counterpart for (AN#1)
     "an NCCL-only setting HCCL never reads",
+    # labels9.py (round 17): an NCCL name in a list of backends / names to leave out (AT#7, AV#8),
+    # "cuda" among Tensor method names beside "to" (AT#22)
+    "an NCCL name listed as a label, not a setting: ",
+    "a Tensor method name among others (`to`, ...), not a device",
+    "in a class that already lists the NPU among its devices: ",  # labels9.NPU_DECLARED (AV#40)
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

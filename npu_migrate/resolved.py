@@ -423,7 +423,12 @@ def _backend(run: _Run, result: FileResult, finding: Finding, line: int) -> Opti
               and node.value is not None
               and any(ast.unparse(t) == source for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
     whys = []
-    if not source.startswith("self.") and any(a.arg == source for a in _params(func)):
+    # (a parameter the function's body assigns again before the line, at its top level: ColossalAI's
+    # `backend = cur_accelerator.communication_backend` over `backend: str = "nccl"`, AV#29)
+    reassigned = func is not None and any(
+        isinstance(s, ast.Assign) and s.lineno < line and any(isinstance(t, ast.Name) and t.id == source for t in s.targets)
+        for s in func.body)
+    if not source.startswith("self.") and not reassigned and any(a.arg == source for a in _params(func)):
         why = _rewritten_default(run, result, tree, func, source)
         if why is None:
             return None
@@ -459,6 +464,13 @@ def _backend_value(run: _Run, result: FileResult, tree: ast.Module, scope: ast.A
                                      for k, v in zip(table.keys, table.values)):
             return f"`{base}` has \"npu\": \"hccl\" (line {table.lineno})"
         return None
+    if isinstance(value, ast.Attribute) and _accelerator_object(scope, value.value):
+        # (`get_accelerator().communication_backend`: the project's NPU accelerator sets it to "hccl",
+        # round-17 audit AV#29; labels9.py)
+        from .labels9 import hccl_attribute
+
+        where = hccl_attribute(run, value.attr)
+        return f"`{text}`: the project's NPU accelerator sets `{value.attr}` to \"hccl\" ({where})" if where else None
     if isinstance(value, ast.Call):
         callee = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", None)
         defs = run.defs(callee) if callee and not _external(run, result.relpath, value.func) else []
@@ -472,6 +484,17 @@ def _backend_value(run: _Run, result: FileResult, tree: ast.Module, scope: ast.A
         relpath, func = defs[0]
         return f"`{callee}` ({relpath}:{func.lineno}) picks it for the device (torch's device-to-backend map or an \"hccl\" branch)"
     return None
+
+
+def _accelerator_object(scope: ast.AST, value: ast.AST) -> bool:
+    """A call's result (`get_accelerator()`), or a name the scope binds only to one."""
+    if isinstance(value, ast.Call):
+        return True
+    if not isinstance(value, ast.Name):
+        return False
+    bound = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == value.id for t in n.targets)]
+    return bool(bound) and all(isinstance(v, ast.Call) for v in bound)
 
 
 def _literal_table(tree: ast.Module, scope: ast.AST, base: str) -> Optional[ast.Dict]:

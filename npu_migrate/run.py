@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, guards15, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
+from . import disabled, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -170,6 +170,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = notcompute.review(result.findings, text, relpath)
             # (ncclonly.py: NCCL-only settings written into an environment, HCCL has no counterpart)
             result.findings = ncclonly.review(result.findings, text)
+            # (labels9.py: NCCL names listed as labels; HCCL counterparts named in the message)
+            result.findings = labels9.review_targets(labels9.review(result.findings, text), text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
@@ -191,6 +193,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = testprobes.review(result.findings, text, relpath)
             # (a CUDA architecture list only iterated or tested for emptiness: probes14.py)
             result.findings = probes14.review_arch_list(result.findings, text)
+            # (labels9.py: Liger in a class that already lists the NPU among its devices, AV#40)
+            result.findings = labels9.review_declared(result.findings, source)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -20,7 +20,7 @@ from typing import Optional
 
 import libcst as cst
 
-from . import astcache, catalogue, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6, labels8
+from . import astcache, catalogue, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6, labels8, labels9
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -626,6 +626,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labels5.mark(self, node)  # references, version probes, choices, storage tags (labels5.py)
         labels6.mark(self, node)  # implementation names, direction labels, fixtures skipping "cuda" (labels6.py)
         labels8.mark(self, node)  # "cuda" compared with a command-line option that names choices (labels8.py)
+        labels9.mark(self, node)  # "cuda" among Tensor method names beside "to" (labels9.py)
         gates15.mark(self, node)  # "cuda" tests that only record why an op is unsupported (gates15.py)
         if id(node) in self.gates:
             return False
