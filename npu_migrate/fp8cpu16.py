@@ -1,0 +1,184 @@
+"""FP8 that is no FP8 compute on an NPU device, and modules an NPU host stops before (issue #16, round 17).
+
+The round-17 audits read these NPU913 errors as false:
+
+* **A dtype getter** (AU#7). `Platform.fp8_dtype()` whose body (its docstring left out) is only
+  `return torch.float8_e4m3fn`: the function hands a dtype object back, no tensor is made
+  (`getter_reason`, asked by fp8data.FileData.reason).
+* **A fresh CPU tensor cast to FP8** (AT#13). `torch.arange(8).reshape(4, 2).to(torch.float8_e4m3fn)`
+  in a test file that sets no default device: the receiver is built from torch factories and
+  constants only, with no `device=` and outside any `with torch.device(...)`, or is a local name
+  assigned once from such an expression; the cast makes FP8 data on the CPU, which an NPU host's
+  CPU holds as any other (`fresh_cpu_reason`).
+* **A test-support module that names no device** (AV#3). `torchao/testing/pt2e/utils.py`, a
+  fake-quant helper module under `testing/` (or a test file) whose text names no device at all (no
+  device string, no `device` word, no `torch.cuda`, no `.cuda()`, no platform): its tensors are
+  built on the CPU (`device_free_reason`).
+* **A module an NPU host stops before** (AU#10). A module-level `assert current_platform.is_cuda(), "..."`
+  (or `if not <predicate>: raise/sys.exit(...)`) on a predicate false on an NPU host
+  (testscopes.false_on_npu): importing the module fails there with the module's own message, so
+  every report-only finding after that statement is code an NPU host never runs: info with
+  STOPPED (a named skipped scope, moot.py). The statement's own findings stay as they are.
+
+Kept: FP8 on a device (`device="cuda"`, a device variable, a default device, a `with
+torch.device(...)` block), `torch._scaled_mm`, a getter that computes anything, a module with no
+such assert, an assert on a predicate an NPU host may pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Callable, Optional
+
+from . import astcache
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# why findings after a module-level stop are moot (moot.PHRASES)
+STOPPED = "after a module-level check an NPU host fails at import"
+_FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange",
+                        "tensor", "as_tensor", "linspace", "eye"})
+# a device anywhere in a file's text (fp8cpu's list, with the word `device` and platforms)
+_ANY_DEVICE = re.compile(r"""["'](?:cuda|npu|xpu|hpu|mps|gpu|xla|musa)(?::\d+)?["']|\btorch\.cuda\b|\.(?:cuda|npu|xpu)\("""
+                         r"""|\bis_cuda\b|set_default_device|platform|device|accelerator""")
+_SUPPORT_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$")
+_TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
+Parent = Callable[[ast.AST], Optional[ast.AST]]
+
+
+# ----------------------------------------------------------------------------- FP8 places (fp8data.FileData.reason)
+def reason(relpath: str, text: str, node: ast.AST, parent: Parent, prefix: str) -> Optional[str]:
+    """Why the FP8 place `node` is no FP8 compute (a reason starting with `prefix`), or None."""
+    return (getter_reason(node, parent, prefix) or fresh_cpu_reason(relpath, text, node, parent, prefix)
+            or device_free_reason(relpath, text, prefix))
+
+
+def getter_reason(node: ast.AST, parent: Parent, prefix: str) -> Optional[str]:
+    """`def fp8_dtype(cls): return torch.float8_e4m3fn` (a docstring aside, nothing else)."""
+    holder = parent(node)
+    if not isinstance(holder, ast.Return) or holder.value is not node:
+        return None
+    function = parent(holder)
+    if not isinstance(function, _FUNCTIONS):
+        return None
+    body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                                             and isinstance(s.value.value, str))]
+    if body != [holder]:
+        return None
+    return f"{prefix}a dtype getter, `{function.name}` only returns the dtype object; no tensor is made"
+
+
+def fresh_cpu_reason(relpath: str, text: str, node: ast.AST, parent: Parent, prefix: str) -> Optional[str]:
+    """`<torch factories, no device>.to(torch.float8_*)` in a test file with no default device."""
+    if not _TEST_PATH.search(relpath) or "set_default_device" in text:
+        return None
+    call = parent(node)
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "to"
+            and call.args == [node] and not call.keywords):
+        return None
+    receiver = call.func.value
+    function, current = None, call
+    while current is not None:
+        holder = parent(current)
+        if isinstance(holder, (ast.With, ast.AsyncWith)) and any(
+                "device" in (astcache.dotted(n) or "") for item in holder.items for n in ast.walk(item.context_expr)
+                if isinstance(n, (ast.Name, ast.Attribute))):
+            return None  # (`with torch.device(device):` sets the factories' device)
+        if isinstance(holder, _FUNCTIONS) and function is None:
+            function = holder
+        current = holder
+    if isinstance(receiver, ast.Name) and function is not None:
+        values = [n.value for n in ast.walk(function) if isinstance(n, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == receiver.id for t in n.targets)]
+        stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == receiver.id
+                  and isinstance(n.ctx, ast.Store)]
+        args = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        if len(values) != 1 or len(stores) != 1 or receiver.id in args:
+            return None
+        receiver = values[0]
+    if not _fresh_cpu(receiver):
+        return None
+    return f"{prefix}FP8 data on the CPU: a tensor built by torch factories with no device, cast to FP8"
+
+
+def _fresh_cpu(expr: ast.AST) -> bool:
+    """An expression of constants, torch factories with no device and methods on them only."""
+    factories = 0
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name) and node.id != "torch":
+            return False
+        if isinstance(node, ast.keyword) and (node.arg is None or "device" in node.arg):
+            return False
+        if isinstance(node, ast.Call):
+            name = astcache.dotted(node.func) or ""
+            if name.startswith("torch."):
+                if name.count(".") != 1 or name.rsplit(".", 1)[-1] not in _FACTORIES:
+                    return False
+                factories += 1
+            elif isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("cuda", "npu", "xpu", "to", "pin_memory"):
+                    return False
+            else:
+                return False
+    return factories > 0
+
+
+def device_free_reason(relpath: str, text: str, prefix: str) -> Optional[str]:
+    """A test or test-support module (`testing/`) whose text names no device at all."""
+    if not _SUPPORT_PATH.search(relpath) or _ANY_DEVICE.search(text):
+        return None
+    return (f"{prefix}FP8 data on the CPU: `{relpath.rsplit('/', 1)[-1]}`, a test-support module, names no "
+            "device (no device string, `device` or CUDA call): its tensors are built on the CPU")
+
+
+# ----------------------------------------------------------------------------- modules an NPU host stops before
+_STOP = re.compile(r"^(?:assert\s|if\s+not\b)", re.M)
+
+
+def review(findings: list, text: str) -> list:
+    """Report-only findings after a module-level assert (or `if not <p>: raise/sys.exit`) on a
+    predicate false on an NPU host: info with STOPPED (module doc)."""
+    open_ = [f for f in findings if not f.fixable and f.cell is None and f.severity != "info"]
+    if not open_ or not _STOP.search(text):
+        return findings
+    body = text.encode("utf-8", "surrogatepass")
+    tree = astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
+    if tree is None:
+        return findings
+    stop = _module_stop(tree)
+    if stop is None:
+        return findings
+    line, end, shown = stop
+    out = []
+    for finding in findings:
+        if finding in open_ and finding.line > end and all(p[0] > end for p in finding.also):
+            finding = dataclasses.replace(
+                finding, severity="info",
+                message=f"{finding.message} ({STOPPED}: line {line}, `{shown}`, is false there)")
+        out.append(finding)
+    return out
+
+
+def _module_stop(tree: ast.Module) -> Optional[tuple[int, int, str]]:
+    """(line, end line, predicate) of the first module-level statement that stops an NPU host."""
+    from .testscopes import false_on_npu
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assert):
+            shown = ast.unparse(stmt.test)
+            if false_on_npu(shown):
+                return stmt.lineno, stmt.end_lineno or stmt.lineno, shown
+        elif isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.test, ast.UnaryOp) \
+                and isinstance(stmt.test.op, ast.Not) and stmt.body and _stops(stmt.body[-1]):
+            shown = ast.unparse(stmt.test.operand)
+            if false_on_npu(shown):
+                return stmt.lineno, stmt.end_lineno or stmt.lineno, shown
+    return None
+
+
+def _stops(stmt: ast.AST) -> bool:
+    if isinstance(stmt, ast.Raise):
+        return True
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and (astcache.dotted(stmt.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit"))
