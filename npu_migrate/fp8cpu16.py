@@ -41,7 +41,7 @@ _FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "rand
                         "tensor", "as_tensor", "linspace", "eye"})
 # a device anywhere in a file's text (fp8cpu's list, with the word `device` and platforms)
 _ANY_DEVICE = re.compile(r"""["'](?:cuda|npu|xpu|hpu|mps|gpu|xla|musa)(?::\d+)?["']|\btorch\.cuda\b|\.(?:cuda|npu|xpu)\("""
-                         r"""|\bis_cuda\b|set_default_device|platform|device|accelerator""")
+                         r"""|\bis_cuda\b|set_default_device|_platform\b|\bplatform\.|\bis_(?:rocm|hip)\b|device|accelerator""")
 _SUPPORT_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$")
 _TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 Parent = Callable[[ast.AST], Optional[ast.AST]]
