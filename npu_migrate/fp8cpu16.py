@@ -11,7 +11,7 @@ The round-17 audits read these NPU913 errors as false:
   assigned once from such an expression; the cast makes FP8 data on the CPU, which an NPU host's
   CPU holds as any other (`fresh_cpu_reason`).
 * **A test-support module that names no device** (AV#3). `torchao/testing/pt2e/utils.py`, a
-  fake-quant helper module under `testing/` (or a test file) whose text names no device at all (no
+  fake-quant helper module under `testing/` (not a test file) whose text names no device at all (no
   device string, no `device` word, no `torch.cuda`, no `.cuda()`, no platform): its tensors are
   built on the CPU (`device_free_reason`).
 * **A module an NPU host stops before** (AU#10). A module-level `assert current_platform.is_cuda(), "..."`
@@ -42,7 +42,9 @@ _FACTORIES = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "rand
 # a device anywhere in a file's text (fp8cpu's list, with the word `device` and platforms)
 _ANY_DEVICE = re.compile(r"""["'](?:cuda|npu|xpu|hpu|mps|gpu|xla|musa)(?::\d+)?["']|\btorch\.cuda\b|\.(?:cuda|npu|xpu)\("""
                          r"""|\bis_cuda\b|set_default_device|_platform\b|\bplatform\.|\bis_(?:rocm|hip)\b|device|accelerator""")
-_SUPPORT_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$")
+# a test-support package (`torchao/testing/`): helpers for tests, not a test file itself (a test
+# file's fixtures from elsewhere, a `model_runner`, may bring a device: fp8data keeps those)
+_SUPPORT_PATH = re.compile(r"(^|/)testing/")
 _TEST_PATH = re.compile(r"(^|/)tests?/|(^|/)test_[^/]*\.py$|_test\.py$")
 Parent = Callable[[ast.AST], Optional[ast.AST]]
 
@@ -125,8 +127,8 @@ def _fresh_cpu(expr: ast.AST) -> bool:
 
 
 def device_free_reason(relpath: str, text: str, prefix: str) -> Optional[str]:
-    """A test or test-support module (`testing/`) whose text names no device at all."""
-    if not _SUPPORT_PATH.search(relpath) or _ANY_DEVICE.search(text):
+    """A test-support module (under `testing/`, not a test file) whose text names no device at all."""
+    if not _SUPPORT_PATH.search(relpath) or _TEST_PATH.search(relpath) or _ANY_DEVICE.search(text):
         return None
     return (f"{prefix}FP8 data on the CPU: `{relpath.rsplit('/', 1)[-1]}`, a test-support module, names no "
             "device (no device string, `device` or CUDA call): its tensors are built on the CPU")
