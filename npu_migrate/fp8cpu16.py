@@ -184,3 +184,141 @@ def _stops(stmt: ast.AST) -> bool:
         return True
     return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
             and (astcache.dotted(stmt.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit"))
+
+
+# ----------------------------------------------------------------------------- tests behind an imported skip marker
+_DECORATED = re.compile(rb"^[ \t]*@(\w+)[ \t]*$", re.M)
+_FROM_IMPORT = re.compile(rb"^from[ \t]+(\.?[\w.]+)[ \t]+import[ \t]+([\w, \t]+)$", re.M)
+SKIPPED_TEST = "in a test that does not run on an NPU host"  # (moot.PHRASES)
+SKIPPED_HELPER = "in a helper only tests an NPU host skips call"  # (moot.PHRASES: "in a helper ")
+
+
+def review_imported_markers(results: list, paths: dict) -> list:
+    """Report-only findings of a test file every place of which lies in a test decorated with a
+    skip marker the file imports (`from utils import requires_mx`, where the run's utils.py binds
+    `requires_mx = pytest.mark.skipif(not (current_platform.is_rocm() and ...), ...)`, a condition
+    true on an NPU host), or in a helper of the file only such tests call: info, with the reason
+    (a named skipped scope, moot.py). A whole-run pass: the marker is another file's fact."""
+    from .modpaths import result_bytes
+
+    def open_(f) -> bool:
+        return not f.fixable and f.cell is None and f.severity != "info"
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and _TEST_PATH.search(r.relpath)
+                  and any(map(open_, r.findings))]
+    if not candidates:
+        return results
+    by_path = {r.relpath: i for i, r in enumerate(results)}
+    out = list(results)
+    for i in candidates:
+        result = results[i]
+        data = result_bytes(result, paths)
+        if not data:
+            continue
+        decorated = set(_DECORATED.findall(data))
+        if not decorated:
+            continue  # (cheap before any parse: a bare `@name` decorator)
+        imported = {}
+        for module, names in _FROM_IMPORT.findall(data):
+            for item in names.split(b","):
+                parts = item.split()
+                if parts and parts[-1] in decorated and (len(parts) == 1 or (len(parts) == 3 and parts[1] == b"as")):
+                    imported[parts[-1].decode()] = (module.decode(), parts[0].decode())
+        markers = {}
+        for local, (module, name) in imported.items():
+            found = _marker(results, paths, by_path, result.relpath, module, name, result_bytes)
+            if found is not None:
+                markers[local] = found
+        if not markers:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        scopes = _marked_scopes(tree, markers)
+        if not scopes:
+            continue
+        findings, changed = [], False
+        for finding in result.findings:
+            if open_(finding):
+                lines = [finding.line, *(p[0] for p in finding.also)]
+                holders = [next((s for s in scopes if s[0] <= line <= s[1]), None) for line in lines]
+                if all(holders):
+                    finding = dataclasses.replace(finding, severity="info",
+                                                  message=f"{finding.message} ({holders[0][2]})")
+                    changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=findings)
+    return out
+
+
+def _marker(results, paths, by_path, importer: str, module: str, name: str, read) -> Optional[tuple[str, str]]:
+    """(where, condition) of `name = pytest.mark.skipif(<condition>, ...)` at module level in the
+    run's file `module` names (beside the importer, or from the run's root), with a condition true
+    on an NPU host; None otherwise."""
+    from .testscopes import false_on_npu
+
+    folder = importer.rsplit("/", 1)[0] if "/" in importer else ""
+    dots = len(module) - len(module.lstrip("."))
+    rest = module.lstrip(".").replace(".", "/")
+    if dots:
+        base = folder
+        for _ in range(dots - 1):
+            base = base.rsplit("/", 1)[0] if "/" in base else ""
+        options = [f"{base}/{rest}.py" if base else f"{rest}.py"]
+    else:
+        options = [f"{folder}/{rest}.py" if folder else f"{rest}.py", f"{rest}.py"]
+    for option in options:
+        j = by_path.get(option)
+        if j is None:
+            continue
+        data = read(results[j], paths)
+        if not data or f"{name} =".encode() not in data or b"skipif" not in data:
+            return None
+        tree = astcache.parse(data)
+        if tree is None:
+            return None
+        for stmt in tree.body:
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                    and stmt.targets[0].id == name and isinstance(stmt.value, ast.Call) and stmt.value.args
+                    and (astcache.dotted(stmt.value.func) or "").endswith("mark.skipif")):
+                condition = ast.unparse(stmt.value.args[0])
+                if false_on_npu(f"not ({condition})"):
+                    return f"{option}:{stmt.lineno}", condition
+        return None
+    return None
+
+
+def _marked_scopes(tree: ast.Module, markers: dict) -> list[tuple[int, int, str]]:
+    """(first line, last line, reason) of the tests a skipping marker decorates (a test class's
+    methods too), then of the module-level helpers only those tests reference."""
+    scopes = []
+    for stmt in tree.body:
+        members = [stmt] if isinstance(stmt, _FUNCTIONS) else []
+        if isinstance(stmt, ast.ClassDef):
+            members = [stmt] if any(isinstance(d, ast.Name) and d.id in markers for d in stmt.decorator_list) \
+                else [s for s in stmt.body if isinstance(s, _FUNCTIONS)]
+        for member in members:
+            mark = next((d.id for d in member.decorator_list if isinstance(d, ast.Name) and d.id in markers), None)
+            if mark is not None and (isinstance(member, ast.ClassDef) or member.name.startswith("test")):
+                where, condition = markers[mark]
+                first = min([member.lineno, *(d.lineno for d in member.decorator_list)])
+                scopes.append((first, member.end_lineno or member.lineno,
+                               f"{SKIPPED_TEST}: `@{mark}` ({where}) skips it, `{condition}` is true there"))
+    if not scopes:
+        return scopes
+    helpers = [s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.name.startswith("test")
+               and not s.decorator_list]
+    names = [s.name for s in tree.body if isinstance(s, (*_FUNCTIONS, ast.ClassDef))]
+    uses: dict[str, list[int]] = {}
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            uses.setdefault(node.id, []).append(node.lineno)
+    tests = list(scopes)
+    for helper in helpers:
+        lines = uses.get(helper.name, [])
+        if names.count(helper.name) == 1 and lines and all(any(a <= line <= b for a, b, _r in tests) for line in lines):
+            scopes.append((helper.lineno, helper.end_lineno or helper.lineno,
+                           f"{SKIPPED_HELPER}: `{helper.name}` is referenced only by tests an imported skip "
+                           "marker skips there"))
+    return scopes

@@ -169,3 +169,46 @@ def test_findings_after_a_module_level_cuda_assert_are_a_named_scope(tmp_path):
         moot_lines(report["skipped"], "NPU913", "benchmarks/bench_fp8.py"))
     for path in ("benchmarks/bench_plain.py", "benchmarks/bench_any.py"):
         assert [f["severity"] for f in _fp8(report, path)] == ["error"], _fp8(report, path)
+
+
+_MARKERS = '''import pytest
+import torch
+
+from pkg.platforms import current_platform
+
+requires_mx = pytest.mark.skipif(
+    not (current_platform.is_rocm() and current_platform.supports_mx()),
+    reason="requires a ROCm device with native MX support",
+)
+requires_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+'''
+
+_MX_TEST = '''import pytest
+import torch
+from utils import requires_gpu, requires_mx
+
+
+def _fp8_weights(n):
+    return torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+
+
+@requires_mx
+def test_mx_linear():
+    assert _fp8_weights(4).dtype == torch.float8_e4m3fn
+'''
+
+
+def test_tests_behind_an_imported_skip_marker_an_npu_host_takes_are_a_named_scope(tmp_path):
+    """AT#5: `@requires_mx`, bound in the directly imported utils.py as a `skipif` true on an NPU
+    host (`not (is_rocm() and ...)`): the helper only those tests call is a named scope. A marker an
+    NPU host may pass (`not torch.cuda.is_available()`), or an unmarked test, keeps the error."""
+    kept_marker = _MX_TEST.replace("@requires_mx", "@requires_gpu")
+    unmarked = _MX_TEST + "\n\ndef test_plain():\n    assert _fp8_weights(2).dtype\n"
+    files = {"pkg/__init__.py": "", "pkg/platforms.py": _PLATFORMS, "tests/mx/utils.py": _MARKERS,
+             "tests/mx/test_mx.py": _MX_TEST, "tests/mx/test_gpu.py": kept_marker, "tests/mx/test_plain.py": unmarked}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not [f for f in _fp8(report, "tests/mx/test_mx.py") if f["severity"] != "info"]
+    assert "in a helper only tests an NPU host skips call: `_fp8_weights`" in str(
+        moot_lines(report["skipped"], "NPU913", "tests/mx/test_mx.py")), report["skipped"]
+    for path in ("tests/mx/test_gpu.py", "tests/mx/test_plain.py"):
+        assert [f["severity"] for f in _fp8(report, path)] == ["error"], _fp8(report, path)
