@@ -148,7 +148,14 @@ class FileData:
         if found is None:
             return None
         return (self._metadata(found) or self._listing(found) or self._cpu_data(found) or self._cpu_only(found)
-                or self._meta_only(found))
+                or self._meta_only(found) or self._round17(found))
+
+    def _round17(self, node: ast.AST) -> Optional[str]:
+        """A dtype getter, a fresh CPU tensor cast to FP8, a test-support module naming no device
+        (fp8cpu16.py, round 17)."""
+        from .fp8cpu16 import reason
+
+        return reason(self.relpath, self.text or "", node, self._parent, NOT_COMPUTE)
 
     def _meta_only(self, node: ast.AST) -> Optional[str]:
         """An FP8 dtype in a meta (shape-only) registration (fp8cpu.meta_reason, round 14)."""

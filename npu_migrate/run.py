@@ -31,7 +31,7 @@ from .cache import digest, options_key
 from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
-from . import disabled, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
+from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -168,6 +168,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = disabled.review(result.findings, text)
             # (notcompute.py: annotations never evaluated, test tolerances, a DataParallel never called)
             result.findings = notcompute.review(result.findings, text, relpath)
+            # (fp8cpu16.py: findings after a module-level assert an NPU host fails at import)
+            result.findings = fp8cpu16.review(result.findings, text)
             # (ncclonly.py: NCCL-only settings written into an environment, HCCL has no counterpart)
             result.findings = ncclonly.review(result.findings, text)
             # (labels9.py: NCCL names listed as labels; HCCL counterparts named in the message)

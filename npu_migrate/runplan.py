@@ -339,6 +339,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
     from .fp8cpu import review_gated
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
+    from .fp8cpu16 import review_imported_markers
+    results = review_imported_markers(results, paths)  # (tests behind a skip marker another file binds: fp8cpu16.py)
     from .backend16 import review as review_backend_branches
     results = review_backend_branches(results, paths)  # (FP8 in a CUDA backend's branch, a false imported flag)
     from .capskips import review as review_capability_skips

@@ -122,10 +122,11 @@ def test_is_supported_false_off_blackwell_makes_the_methods_a_named_scope(tmp_pa
 
 def test_a_classmethod_of_a_gated_class_keeps_its_finding(tmp_path):
     # (a classmethod runs without an instance; the finding that stands for both places stays)
-    text = SELECTED.replace("    def apply_weights", "    @classmethod\n    def fp8_dtype(cls):\n"
-                            "        return torch.float8_e4m3fn\n\n    def apply_weights")
+    # (a classmethod that only returns the dtype makes no tensor: fp8cpu16.getter_reason; this one casts)
+    text = SELECTED.replace("    def apply_weights", "    @classmethod\n    def to_fp8(cls, x):\n"
+                            "        return x.to(torch.float8_e4m3fn)\n\n    def apply_weights")
     found, moot = _run(tmp_path, text)
-    assert found.get(_line(text, "return torch.float8_e4m3fn")) == "error"
+    assert found.get(_line(text, "return x.to(torch.float8_e4m3fn)")) == "error"
 
 
 def test_a_gated_class_with_a_subclass_in_the_file_keeps_its_findings(tmp_path):
