@@ -68,6 +68,12 @@ def parents(tree: ast.Module) -> dict:
     return entry[2]
 
 
+def strings_at(tree: ast.Module) -> dict:
+    """{(line, column + 1): node} of the module's string constants: a finding's place (1-based
+    column, as findings give it) to the literal it names."""
+    return {(n.lineno, n.col_offset + 1): n for n in nodes(tree, ast.Constant) if isinstance(n.value, str)}
+
+
 def dotted(node: ast.AST, strict: bool = False) -> Optional[str]:
     """`a.b.c` of an attribute chain on a name. A chain on something else (a call, a subscript)
     gives its attribute names (`f().x.y` -> `x.y`), or None when `strict`."""

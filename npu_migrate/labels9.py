@@ -105,13 +105,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
         return findings
-    parents: dict = {}
-    at: dict = {}
-    for node in astcache.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            at[(node.lineno, node.col_offset + 1)] = node
+    parents, at = astcache.parents(tree), astcache.strings_at(tree)
     lowered: dict[int, str] = {}
     for finding in hits:
         places = [(finding.line, finding.column), *((a[0], a[1]) for a in (finding.also or ()))]
@@ -242,13 +236,10 @@ def review_targets(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     changed: dict[int, Finding] = {}
     if patch:
-        parents: dict = {}
+        parents = astcache.parents(tree)
         at: dict = {}
-        for node in astcache.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-            if isinstance(node, ast.Attribute):
-                at.setdefault((node.lineno, node.col_offset + 1), node)
+        for node in astcache.nodes(tree, ast.Attribute):
+            at.setdefault((node.lineno, node.col_offset + 1), node)
         for finding in patch:
             places = [(finding.line, finding.column), *((a[0], a[1]) for a in (finding.also or ()))]
             if all(at.get(tuple(p)) is not None and _patch_target(at[tuple(p)], parents) for p in places):

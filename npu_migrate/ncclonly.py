@@ -73,13 +73,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
         return findings
-    parents: dict = {}
-    at: dict = {}
-    for node in astcache.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            at[(node.lineno, node.col_offset + 1)] = node
+    parents, at = astcache.parents(tree), astcache.strings_at(tree)
     lowered = set()
     for finding in hits:
         node = at.get((finding.line, finding.column))
