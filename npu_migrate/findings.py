@@ -80,14 +80,40 @@ def _merged(findings: list[Finding]) -> tuple[tuple[int, int, str], ...]:
 _ALSO = re.compile(r" \(also at [^()]*\)$")
 
 
+_NAMED = re.compile(r"`([^`]+)`")
+
+
+def renamed(message: str, old: str, new: str) -> str:
+    """A message that named its old anchor (`per_token_group_quant_fp8(...)`) naming the new one
+    (`torch.float8_e4m3fn`) instead, once the old anchor's place moved away (round-14 AM#33: a
+    finding at line 387 named the call at line 250, folded elsewhere)."""
+    match = _NAMED.search(message)
+    if not match or not old or not new:
+        return message
+    name = match.group(1)
+    stem = name[:-5] if name.endswith("(...)") else None
+    if not (name == old or (stem and old.startswith(stem + "("))):
+        return message
+    if name in new or new in name or (stem and new.startswith(stem + "(")):
+        return message
+    head = new.split("(", 1)[0]
+    shown = f"{head}(...)" if "(" in new and stem is not None else new
+    if len(shown) > 80 or "`" in shown:
+        return message
+    return message[:match.start(1)] + shown + message[match.end(1):]
+
+
 def split_merged(finding: Finding) -> list[Finding]:
     """The findings a per-file finding stands for (itself when it stands for none): what
-    `merge_per_file` joined, with their own places and the message they had."""
+    `merge_per_file` joined, with their own places and the message they had, each naming its own
+    construct where the message named the first one's (round 17 AX#7: a split-off place of vLLM's
+    alloc_conf.py kept naming `torch.cuda.memory._snapshot` at a `_set_allocator_settings` call)."""
     if not finding.also:
         return [finding]
     message = _ALSO.sub("", finding.message)
     first = replace(finding, message=message, also=())
-    return [first, *(replace(first, line=line, column=column, source=source)
+    return [first, *(replace(first, line=line, column=column, source=source,
+                             message=renamed(message, finding.source or "", source or ""))
                      for line, column, source in finding.also)]
 
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 
 from . import moot
-from .findings import MAX_LISTED, Finding, split_merged
+from .findings import MAX_LISTED, Finding, renamed, split_merged
 
 RANK = {"info": 0, "warning": 1, "error": 2}
 ALSO = re.compile(r" \(also at [^()]*\)$")
@@ -110,26 +110,6 @@ class Fold:
         return out
 
 
-def _renamed(message: str, old: str, new: str) -> str:
-    """A message that named its old anchor (`per_token_group_quant_fp8(...)`) naming the new one
-    (`torch.float8_e4m3fn`) instead, once the old anchor's place moved away (round-14 AM#33: a
-    finding at line 387 named the call at line 250, folded elsewhere)."""
-    match = _NAMED.search(message)
-    if not match or not old or not new:
-        return message
-    name = match.group(1)
-    stem = name[:-5] if name.endswith("(...)") else None
-    if not (name == old or (stem and old.startswith(stem + "("))):
-        return message
-    if name in new or new in name or (stem and new.startswith(stem + "(")):
-        return message
-    head = new.split("(", 1)[0]
-    shown = f"{head}(...)" if "(" in new and stem is not None else new
-    if len(shown) > 80 or "`" in shown:
-        return message
-    return message[:match.start(1)] + shown + message[match.end(1):]
-
-
 def rebuilt(finding: Finding, places: list[Place]) -> Finding:
     """`finding` standing for `places` only (the first is its anchor)."""
     if places == places_of(finding):
@@ -137,6 +117,6 @@ def rebuilt(finding: Finding, places: list[Place]) -> Finding:
     (line, column, source), rest = places[0], places[1:]
     message = ALSO.sub("", finding.message)
     if (line, column) != (finding.line, finding.column):
-        message = _renamed(message, finding.source or "", source or "")
+        message = renamed(message, finding.source or "", source or "")
     bare = replace(finding, line=line, column=column, source=source, also=tuple(rest), message=message)
     return absorb(bare, []) if rest else bare

@@ -154,3 +154,18 @@ def test_a_call_method_an_npu_subclass_overrides_is_not_run_there(tmp_path):
                and "NPUPiecewiseBackend.__call__" in s["reason"] for s in report["skipped"]), report["skipped"]
     plain = run(tmp_path / "plain", False)
     assert [(f["line"], f["code"], f["severity"]) for f in plain["findings"] if not f["fixable"]] == [(9, "NPU202", "error")]
+
+
+def test_a_place_split_off_a_merged_finding_names_its_own_construct(tmp_path):
+    """Round 17 AX#7 (vLLM's alloc_conf.py): the caught `_snapshot()` call becomes a warning and the
+    uncaught `_set_allocator_settings(...)` stays an error, split off the merged finding: its message
+    must name its own call, not the first place's."""
+    (tmp_path / "alloc.py").write_text(
+        "import torch\n\n\ndef enabled():\n    try:\n"
+        "        return torch.cuda.memory._snapshot().get(\"allocator_settings\")\n"
+        "    except Exception:  # noqa: BLE001\n        pass\n    return None\n\n\n"
+        "def set_conf(conf):\n    torch.cuda.memory._set_allocator_settings(conf)\n")
+    found = {f["line"]: f for f in migrate_json(tmp_path)["findings"] if not f["fixable"] and f["code"] == "NPU202"}
+    assert found[6]["severity"] == "warning" and found[6]["message"].startswith("`torch.cuda.memory._snapshot`")
+    assert found[13]["severity"] == "error"
+    assert found[13]["message"].startswith("`torch.cuda.memory._set_allocator_settings`"), found[13]["message"]
