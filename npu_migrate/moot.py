@@ -191,6 +191,10 @@ AS_WRITTEN = (
 # as noise; the FP8 compute sites elsewhere stay findings.
 NO_WORK = (
     "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
+    # a `.cu` with nothing that runs on the GPU (builders.NO_KERNEL: compiler macros or host code only;
+    # cudasources.HOST_ONLY: CPU implementations): nothing to port, two round-18 reviewers (AX#26, AY#26)
+    "no kernel in the file",
+    "host code compiled only in the CUDA build",
     "names FP8 dtypes only",
     "the default of a setting nothing reads",  # labels6.review_unread_settings
     "a command-line option's label, not a device: ",  # labels8.OPTION_LABEL: `args.baseline == "cuda"` (AR#7)
