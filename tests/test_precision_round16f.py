@@ -278,6 +278,20 @@ def test_a_device_default_inside_form_is_rewritten_as_the_bare_default(tmp_path:
     assert sorted(_rewrites(report, "api/edit.py", "NPU102")) == [8, 9, 13]
     kept = _open(report, "api/edit.py", "NPU990")
     assert [f["line"] for f in kept] == [10] and "also at line 14" in kept[0]["message"]
+    # written for real into a copy: the defaults become the shim's expression (the CUDA device
+    # where CUDA is), and migrating the copy again changes nothing
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    out = tmp_path / "out"
+    run = CliRunner().invoke(main, ["migrate", str(tmp_path / "project"), "--output-dir", str(out),
+                                    "--no-cache", "--isolated", "--allow-dirty", "-j", "1"])
+    assert run.exit_code in (0, 1), run.output
+    text = (out / "api" / "edit.py").read_text()
+    assert 'Form("cuda")' not in text.split("backend")[0] and 'backend: Optional[str] = Form("cuda")' in text
+    again = migrate_json(out)
+    assert not [f for f in again["findings"] if f["fixable"] and f["path"] == "api/edit.py"], again["findings"]
 
 
 DEVICE_UTILS = """\
