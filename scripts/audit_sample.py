@@ -1,0 +1,170 @@
+"""Draw, and score, the manual precision sample of issue #16 (section 2).
+
+The ecosystem check (`scripts/ecosystem.py --all --keep DIR`) keeps every package's JSON report.
+This script draws the audit sample from those reports, the same way every round of the audit has:
+
+* the population is every report-only finding (``fixable`` false) of every package;
+* it is sorted (package, path, line, column, code), shuffled with a seed, and taken in that order
+  with at most ``--per-package`` findings of one package (vLLM holds about two thirds of the
+  population; uncapped, a sample would be mostly vLLM);
+* findings already drawn in earlier samples (``--exclude`` their sample files) are skipped, so a
+  round's samples are disjoint.
+
+Reviewers classify each finding (TRUE, FALSE, FALSE-WP for false only with knowledge from another
+file, REDUNDANT, UNSURE) in the sample file's ``verdict`` column. ``--score`` reads filled-in
+samples and prints the bad rate twice: as drawn, and weighted by each package's share of the
+population (the per-package cap under-weights the largest package; the weighted figure corrects
+for it).
+
+    python scripts/audit_sample.py draw /tmp/eco 1091 /tmp/audit_A.md
+    python scripts/audit_sample.py draw /tmp/eco 1093 /tmp/audit_B.md --exclude /tmp/audit_A.md
+    python scripts/audit_sample.py score /tmp/eco /tmp/audit_A.md /tmp/audit_B.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+BAD = {"FALSE", "FALSE-WP", "REDUNDANT"}
+VERDICTS = BAD | {"TRUE", "UNSURE"}
+_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*([A-Z-]*)\s*\|\s*([^|]+?)\s*\|\s*`?([^|`]+?)`?\s*\|\s*(NPU\d+)\s*\|")
+
+
+def population(tree: Path) -> list[dict]:
+    found = []
+    for report in sorted(tree.glob("*/npu-migrate.json")):
+        package = report.parent.name
+        data = json.loads(report.read_text(encoding="utf-8"))
+        for item in data.get("findings", []):
+            if item.get("fixable"):
+                continue
+            found.append({"package": package, **item})
+    found.sort(key=lambda f: (f["package"], f["path"], f["line"], f.get("column") or 0, f["code"]))
+    return found
+
+
+def _key(package: str, location: str, code: str) -> tuple[str, str, str]:
+    return package, location, code
+
+
+def drawn(paths: list[Path]) -> set[tuple[str, str, str]]:
+    keys = set()
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = _ROW.match(line)
+            if match:
+                keys.add(_key(match.group(3), match.group(4), match.group(5)))
+    return keys
+
+
+def draw(tree: Path, seed: int, size: int, per_package: int, exclude: list[Path]) -> list[dict]:
+    pool = population(tree)
+    random.Random(seed).shuffle(pool)
+    skip = drawn(exclude)
+    taken: list[dict] = []
+    per = Counter()
+    for item in pool:
+        key = _key(item["package"], f"{item['path']}:{item['line']}", item["code"])
+        if key in skip or per[item["package"]] >= per_package:
+            continue
+        per[item["package"]] += 1
+        taken.append(item)
+        if len(taken) == size:
+            break
+    return taken
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def write_sample(items: list[dict], out: Path, tree: Path, seed: int) -> None:
+    lines = [
+        f"# Audit sample: seed {seed}, {len(items)} report-only findings of {tree}",
+        "",
+        "Fill the verdict column with TRUE, FALSE, FALSE-WP, REDUNDANT or UNSURE, and give the reason",
+        "under the table, one paragraph per number.",
+        "",
+        "| # | verdict | package | location | code | severity | message | source |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for number, item in enumerate(items, 1):
+        lines.append(
+            f"| {number} |  | {item['package']} | `{item['path']}:{item['line']}` | {item['code']} | "
+            f"{item.get('severity', '')} | {_cell(item['message'])} | `{_cell(item.get('source') or '')}` |"
+        )
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def score(tree: Path, samples: list[Path]) -> str:
+    pool = population(tree)
+    share = Counter(item["package"] for item in pool)
+    total = sum(share.values())
+    per_package: dict[str, Counter] = defaultdict(Counter)
+    overall = Counter()
+    for path in samples:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = _ROW.match(line)
+            if not match:
+                continue
+            verdict = match.group(2)
+            if not verdict:  # not judged yet
+                continue
+            per_package[match.group(3)][verdict] += 1
+            overall[verdict] += 1
+    judged = sum(overall.values())
+    bad = sum(overall[v] for v in BAD)
+    out = [f"{judged} findings judged: " + ", ".join(f"{v} {n}" for v, n in sorted(overall.items()))]
+    unknown = set(overall) - VERDICTS
+    if unknown:
+        out.append("unknown verdicts (counted as not false): " + ", ".join(sorted(unknown)))
+    if judged:
+        out.append(f"false or redundant, as drawn: {bad}/{judged} = {100 * bad / judged:.1f}%")
+    weighted = 0.0
+    covered = 0
+    for package, verdicts in sorted(per_package.items()):
+        n = sum(verdicts.values())
+        rate = sum(verdicts[v] for v in BAD) / n
+        weighted += rate * share[package]
+        covered += share[package]
+        out.append(f"  {package}: {sum(verdicts[v] for v in BAD)}/{n} bad, {share[package]} in the population")
+    if covered:
+        out.append(f"false or redundant, weighted by population share (of the {covered}/{total} findings "
+                   f"in sampled packages): {100 * weighted / covered:.1f}%")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("draw", help="draw a sample")
+    d.add_argument("tree", type=Path, help="an ecosystem.py --keep folder")
+    d.add_argument("seed", type=int)
+    d.add_argument("out", type=Path)
+    d.add_argument("--size", type=int, default=40)
+    d.add_argument("--per-package", type=int, default=8)
+    d.add_argument("--exclude", type=Path, action="append", default=[])
+    s = sub.add_parser("score", help="score filled-in samples")
+    s.add_argument("tree", type=Path)
+    s.add_argument("samples", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    if args.command == "draw":
+        items = draw(args.tree, args.seed, args.size, args.per_package, args.exclude)
+        if not items:
+            print(f"error: no report-only findings under {args.tree}", file=sys.stderr)
+            return 1
+        write_sample(items, args.out, args.tree, args.seed)
+        print(f"{len(items)} findings written to {args.out}")
+        return 0
+    print(score(args.tree, args.samples))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
