@@ -1,0 +1,91 @@
+"""scripts/audit_sample.py: the precision audit's sampling method and scores (issue #16)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("_script_audit_sample", REPO / "scripts" / "audit_sample.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+audit = _script()
+
+
+def _tree(tmp_path: Path, counts: dict[str, int]) -> Path:
+    for package, n in counts.items():
+        findings = []
+        for i in range(n):
+            findings.append({"path": f"{package}/m{i}.py", "line": i + 1, "column": 0, "code": "NPU910",
+                             "message": "Triton | kernel", "source": "import triton", "fixable": False,
+                             "severity": "error"})
+            # a rewrite is never part of the population
+            findings.append({"path": f"{package}/m{i}.py", "line": i + 1, "column": 4, "code": "NPU101",
+                             "message": "rewritten", "source": ".cuda()", "fixable": True, "severity": "info"})
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "npu-migrate.json").write_text(json.dumps({"findings": findings}))
+    return tmp_path
+
+
+def test_population_is_report_only_findings(tmp_path):
+    pool = audit.population(_tree(tmp_path, {"big": 5, "small": 2}))
+    assert len(pool) == 7
+    assert {f["code"] for f in pool} == {"NPU910"}
+
+
+def test_draw_caps_each_package_and_is_reproducible(tmp_path):
+    tree = _tree(tmp_path, {"big": 50, "small": 3, "mid": 10})
+    first = audit.draw(tree, 7, size=12, per_package=5, exclude=[])
+    again = audit.draw(tree, 7, size=12, per_package=5, exclude=[])
+    other = audit.draw(tree, 8, size=12, per_package=5, exclude=[])
+    assert first == again
+    assert first != other
+    per = {p: sum(f["package"] == p for f in first) for p in ("big", "small", "mid")}
+    assert per["big"] <= 5 and per["mid"] <= 5 and per["small"] <= 3
+    assert len(first) == 12 and sum(per.values()) == 12
+
+
+def test_later_samples_are_disjoint_from_earlier_ones(tmp_path):
+    tree = _tree(tmp_path, {"big": 30, "small": 4})
+    first = audit.draw(tree, 1, size=10, per_package=8, exclude=[])
+    audit.write_sample(first, tmp_path / "a.md", tree, 1)
+    second = audit.draw(tree, 2, size=10, per_package=8, exclude=[tmp_path / "a.md"])
+    key = lambda f: (f["package"], f["path"], f["line"])
+    assert not {key(f) for f in first} & {key(f) for f in second}
+    # the message's "|" is escaped, so the table still parses back to every row
+    assert len(audit.drawn([tmp_path / "a.md"])) == 10
+
+
+def test_score_as_drawn_and_weighted(tmp_path):
+    tree = _tree(tmp_path, {"big": 90, "small": 10})
+    sample = audit.draw(tree, 3, size=8, per_package=4, exclude=[])
+    out = tmp_path / "s.md"
+    audit.write_sample(sample, out, tree, 3)
+    # big: 2 of 4 false; small: 0 of 4 false; one row left unjudged
+    rows, big_bad, small_seen = [], 0, 0
+    for line in out.read_text().splitlines():
+        if line.startswith("| ") and "| big |" in line and big_bad < 2:
+            line = line.replace("|  | big |", "| FALSE | big |", 1)
+            big_bad += 1
+        elif "|  | big |" in line:
+            line = line.replace("|  | big |", "| TRUE | big |", 1)
+        elif "|  | small |" in line:
+            small_seen += 1
+            if small_seen < 4:
+                line = line.replace("|  | small |", "| TRUE | small |", 1)
+        rows.append(line)
+    out.write_text("\n".join(rows) + "\n")
+    text = audit.score(tree, [out])
+    assert "7 findings judged" in text
+    assert "as drawn: 2/7 = 28.6%" in text
+    # big's rate 2/4 weighs 90 of 100, small's 0/3 weighs 10: 45.0%
+    assert "weighted by population share" in text and "45.0%" in text
