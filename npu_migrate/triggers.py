@@ -13,7 +13,7 @@ TRIGGERS = (
     r"|DataParallel|data_parallel|GradScaler|reduce-overhead|max-autotune|init_process_group|new_group"
     r"|float8|_scaled_mm|_scaled_grouped_mm|vllm|deepspeed|torchao"
     # the sweep's CUDA-ecosystem packages that hold none of the words above (rules/sweep.toml)
-    r"|amp_C|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|spas_sage_attn|\bfla\b|\bsgl_kernel\b|\bcutlass\b"
+    r"|amp_C|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|spas_sage_attn|\bfla\b|\bsgl_kernel\b|\bcutlass\b|\bdeep_gemm\b"
     # names the rule tables act on that hold none of the words above
     r"|new_subgroups|is_backend_available"
 )

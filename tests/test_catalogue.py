@@ -205,3 +205,22 @@ def test_cute_dsl_and_cuda_python_imports_are_reported(tmp_path):
     assert any(s["path"] == "pkg/probe.py" and s.get("start_line") == 2 for s in report["skipped"]), report["skipped"]
     from npu_migrate.testscopes import absent_packages
     assert "cutlass" in absent_packages() and "cuda" not in absent_packages()
+
+
+def test_deep_gemm_imports_are_reported(tmp_path):
+    """DeepGEMM (`deep_gemm`: FP8 GEMM JIT kernels for SM90/SM100) has no NPU build. It was only
+    a probed package for test skips; an unguarded `from deep_gemm import ...` in a module went
+    unreported and the module's FP8 code was blamed instead (round 19 AZ#32). Now NPU911, and a
+    guarded import whose fallback runs stays a named scope."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "gemm.py").write_text(
+        "import torch\nfrom deep_gemm import fp8_gemm_nt\n\n\n"
+        "def run(a, b, out):\n    fp8_gemm_nt(a, b, out)\n    return out\n")
+    (tmp_path / "pkg" / "probe.py").write_text(
+        "try:\n    import deep_gemm\nexcept ImportError:\n    deep_gemm = None\n\n\n"
+        "def run(a, b):\n    return a @ b if deep_gemm is None else deep_gemm.fp8_gemm_nt(a, b)\n")
+    from .precision_helpers import migrate_json
+    report = migrate_json(tmp_path)
+    found = sorted((f["path"], f["line"], f["code"], f["severity"]) for f in report["findings"] if not f["fixable"])
+    assert found == [("pkg/gemm.py", 2, "NPU911", "error")], found
+    assert any(s["path"] == "pkg/probe.py" and s.get("start_line") == 2 for s in report["skipped"]), report["skipped"]

@@ -108,6 +108,22 @@ state = torch.load("model.pt", map_location=npu_compat.device_str(0))
             codes=('NPU102', 'NPU201', 'NPU102'),
         ),
         Example(
+            note='"cuda" given to a `default_device=` keyword (a lazy-init context\'s target device)',
+            before="""\
+from colossalai.lazy import LazyInitContext
+
+ctx = LazyInitContext(default_device="cuda")
+""",
+            after="""\
+from colossalai.lazy import LazyInitContext
+
+import npu_compat
+
+ctx = LazyInitContext(default_device=npu_compat.device_type())
+""",
+            codes=('NPU102',),
+        ),
+        Example(
             note='an f-string that is exactly `cuda:{expr}`',
             before="""\
 import torch

@@ -83,6 +83,22 @@ def setup(rank, world_size):
             codes=('NPU301',),
         ),
         Example(
+            note='"nccl" given to a framework\'s `dist_backend=` keyword (DeepSpeed\'s `init_distributed`)',
+            before="""\
+import deepspeed
+
+deepspeed.init_distributed(dist_backend="nccl")
+""",
+            after="""\
+import deepspeed
+
+import npu_compat
+
+deepspeed.init_distributed(dist_backend=npu_compat.dist_backend())
+""",
+            codes=('NPU301',),
+        ),
+        Example(
             note='a backend variable with a "gloo" fallback',
             before="""\
 import torch
