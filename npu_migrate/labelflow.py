@@ -30,7 +30,9 @@ role, read from the names around them, is a label and not a device (issue #16, r
   curve, not a device (gated);
 - an op's name looked up in `torch.ops.<ns>` (`getattr(torch.ops.aten, "_scaled_dot_product_
   flash_attention", None)`, or the strings of a tuple iterated into such a lookup): a name asked
-  for, absent from a build that lacks it (gated).
+  for, absent from a build that lacks it (gated); a string compared with a dispatched op's name
+  (`func.overloadpacket.__name__ == "_scaled_dot_product_flash_attention"` in a
+  `__torch_dispatch__`): an op's name, matched or not (gated).
 
 The sweep calls `mark` for each node it enters (labels.mark); what is found goes into the sweep's
 gates (not reported) or its `label_info` (information, with the reason).
@@ -138,7 +140,8 @@ def _gate_cuda(sweep: Sweep, value: cst.CSTNode) -> None:
 
 def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
     """`QuantLinear.QUANT_TYPE == "cuda"`, `policy_name == "cuda"`: a label compared with a label;
-    `"nccl" in op_name.lower()`: a word looked for in a name."""
+    `"nccl" in op_name.lower()`: a word looked for in a name; `func.overloadpacket.__name__ ==
+    "_scaled_dot_product_flash_attention"`: an op's name."""
     if len(node.comparisons) != 1:
         return
     left, right = node.left, node.comparisons[0].comparator
@@ -151,6 +154,16 @@ def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
     for string, other in ((left, right), (right, left)):
         if _cuda_label(_string(string)) and (_kind_constant(_last(other)) or _label_variable(other)):
             sweep.gates.add(id(string))
+        elif isinstance(string, cst.SimpleString) and _op_name_of(other):
+            sweep.gates.add(id(string))
+
+
+def _op_name_of(node: cst.CSTNode) -> bool:
+    """`func.overloadpacket.__name__`, `func._opname` (in a `__torch_dispatch__`): an aten op's
+    name, so a string compared with it (`"_scaled_dot_product_flash_attention"`) names an op, not
+    a CUDA API (round 19 BB#13: xformers' checkpoint profiler)."""
+    name = dotted_name(node) if isinstance(node, cst.Attribute) else None
+    return bool(name) and name.endswith(("overloadpacket.__name__", "._opname"))
 
 
 def _unwrap_case(node: cst.CSTNode) -> cst.CSTNode:
