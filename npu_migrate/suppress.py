@@ -33,7 +33,7 @@ from .findings import Finding
 
 # Bytes without a match hold no comment that can suppress one of our codes: a `noqa` must name an
 # NPU code on its line, the other forms start with `npu-migrate:`. (Code bases are full of
-# `# noqa` for other linters; tokenizing each of those files would cost more than the migration.)
+# noqa comments for other linters; tokenizing each of those files would cost more than the migration.)
 _ANY = re.compile(rb"noqa[ \t]*:[^\n]*?npu|npu-migrate[ \t]*:", re.I)
 _CODE = r"NPU\d{0,3}"
 NOQA = re.compile(r"#\s*noqa\s*:\s*(?P<codes>[A-Z]+[0-9]*(?:[\s,]+[A-Z]+[0-9]*)*)", re.I)
@@ -96,7 +96,7 @@ class Suppressions:
         noqa = NOQA.search(text)
         if noqa:
             codes = _codes(noqa.group("codes"))
-            if codes:  # `# noqa: E501` alone says nothing about our codes
+            if codes:  # (a noqa naming only E501 says nothing about our codes)
                 self._add(lines, codes)
 
 

@@ -445,7 +445,7 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
             if id(finding) not in chosen:
                 out.append(finding)
                 continue
-            places = [(finding.line, finding.column), *((l, c) for l, c, _s in finding.also)]
+            places = [(finding.line, finding.column), *((ln, c) for ln, c, _s in finding.also)]
             reasons: dict[int, Optional[str]] = {}
             for line, column in places:
                 why = _reason_at(file, text, relpath, line, column)

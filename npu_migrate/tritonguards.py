@@ -508,7 +508,7 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
             chain = {f"{results[k].relpath}:{reported[k]}": "; ".join(f"{gp}:{gl}" for gp, gl, _g in decided[k])
                      for k in through}
             if all(g[1] in chain for _p, _l, g in guards if g[0] == "restated"):
-                decided[i] = [(p, l, ("through", chain[g[1]]) if g[0] == "restated" else g) for p, l, g in guards]
+                decided[i] = [(p, ln, ("through", chain[g[1]]) if g[0] == "restated" else g) for p, ln, g in guards]
                 refs[i] = set()
         elif through and all(k in decided and not refs.get(k) and decided[k]
                              and all(g[0] == "triton" for _p, _l, g in decided[k]) for k in through):
@@ -518,8 +518,8 @@ def review_importers(results: list, paths: Optional[dict[str, str]] = None) -> l
                                                                       for gp, gl, g in decided[k][:2])
                      for k in through}
             if all(g[1] in chain for _p, _l, g in guards if g[0] == "restated"):
-                decided[i] = [(p, l, ("through-triton", chain[g[1]]) if g[0] == "restated" else g)
-                              for p, l, g in guards]
+                decided[i] = [(p, ln, ("through-triton", chain[g[1]]) if g[0] == "restated" else g)
+                              for p, ln, g in guards]
                 refs[i] = set()
     # a finding restated by one that is lowered itself is not redundant: it stays (no cycle of
     # modules each redundant with the other leaves nothing reported)

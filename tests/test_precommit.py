@@ -113,7 +113,7 @@ def test_commit_with_a_new_cuda_call_is_refused_then_fixed(repo, tmp_path):
     out = refused.stdout + refused.stderr
     assert refused.returncode != 0, out
     assert "npu-migrate check" in out and "Failed" in out
-    findings = [l for l in out.splitlines() if ": NPU" in l]
+    findings = [line for line in out.splitlines() if ": NPU" in line]
     assert findings == [f"flatquant_mini/model_tools.py:{line}:5: NPU201 [*] `torch.cuda.synchronize`: "
                         "can be rewritten to `npu_compat.synchronize` (torch.npu offers the same) [error]"], out
     assert "Found 1 new finding" in out and "accepted by the baseline" in out

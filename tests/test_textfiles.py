@@ -159,8 +159,8 @@ def test_report_only_writes_nothing(rel):
     result = _scan(rel, REPORT)
     assert result.new is None and result.original == (FIXTURES / rel).read_bytes()
     assert not any(f.fixable for f in result.findings)
-    assert [(l, c, code) for l, c, code, _ in _rows(result)] == [
-        (l, c, code) for l, c, code, _ in EXPECTED_FINDINGS[rel]
+    assert [(ln, c, code) for ln, c, code, _ in _rows(result)] == [
+        (ln, c, code) for ln, c, code, _ in EXPECTED_FINDINGS[rel]
     ]
 
 

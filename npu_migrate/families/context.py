@@ -233,7 +233,7 @@ class Context:
             self.feature_gate_re,
         ) = device_tables()
 
-        self.suppressed = suppressed  # (code, line) -> bool: a `# noqa: CODE` comment says leave it
+        self.suppressed = suppressed  # (code, line) -> bool: a noqa comment naming CODE says leave it
         self.suppressed_count = 0
         self.findings: list[Finding] = []
         self.claimed: set[int] = set()
