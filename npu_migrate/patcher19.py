@@ -302,6 +302,7 @@ def covered(source: str, cuda: frozenset, profiler: frozenset, rebound: frozense
 
 
 CODES = {"NPU202": "cuda", "NPU935": "profiler"}
+_ALSO_SUFFIX = re.compile(r" \(also at [^()]*\)$")
 
 
 def review(results: list, paths: dict) -> list:
@@ -357,10 +358,17 @@ def review(results: list, paths: dict) -> list:
             for piece in split_merged(finding):
                 sources.setdefault(piece.line, []).append(piece.source or "")
 
-            def reason_of(line: int, sources=sources) -> Optional[str]:
+            def reason_of(line: int, sources=sources, why=why, rebound=rebound) -> Optional[str]:
                 found = sources.get(line, [])
                 return why if found and all(covered(s, cuda, profiler, rebound) for s in found) else None
 
+            if all(reason_of(line) for line in sources):  # (every place: the finding as it stands)
+                also = _ALSO_SUFFIX.search(finding.message)
+                head = finding.message[:also.start()] if also else finding.message
+                findings.append(dataclasses.replace(finding, severity="info", message=(
+                    f"{head} ({why})" + (also.group(0) if also else ""))))
+                changed = True
+                continue
             pieces = lower_pieces(finding, reason_of)
             if pieces is not None:  # (the lowered places of a merged finding stay one finding)
                 lowered = [p for p in pieces if p.severity == "info"]
