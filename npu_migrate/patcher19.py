@@ -31,7 +31,9 @@ Where the patcher is loaded (the module whose module-level code loads it, "the l
   sglang/srt/model_executor/model_runner.py; the package itself for a loading `__init__.py`), whose
   modules a loading process imports (models, layers, graph runners): "runs on the NPU where the
   process imports <loader> first". Its tests and `__main__` scripts that do not import the loader run
-  in processes of their own and keep their findings.
+  in processes of their own and keep their findings. A loader one folder below the top (`pkg/sub/x.py`)
+  covers its own package only; a top-level module, a test or a `__main__` script that loads the
+  patcher (a test runner helper) covers only its importers.
 
 Kept as before: a `torch.cuda` name the patcher does not cover (`torch.cuda.cudart`), a finding
 whose problem is not the name (NPU931: a device property unset on NPU), anything outside these
