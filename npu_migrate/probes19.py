@@ -1,0 +1,272 @@
+"""Guarded imports whose fallback names are read only in private helpers every caller of which tests
+the probe (issue #16, precision wave 19). Per file, right after probes16.review (run.py). NPU911 only,
+as probes16.py (a Triton probe's import works on an NPU host with Triton-Ascend: tritonguards.py).
+
+`try: from fastkern.ops import gemm_cuda as _gemm; _fused_ok = True` / `except Exception: _gemm =
+None; _fused_ok = False` at module level, the names read only in a module-level helper
+`def _fused_mlp(x): ... _gemm(...)` that the module calls only under `if _fused_ok:` (in a method of a
+class, or through a second such helper): on an NPU host the import fails, the handler binds the
+fallback and clears the flag, and the helper never runs. probes16.py counts a read as checked only
+when the test of the probe's names or flags encloses the read itself, so the helper's reads kept the
+import an error. Here, for an NPU911 error or warning that probes16.py left on an import in the body
+of a module-level probe `try` (probes.probe_tries: a body that only imports, sets flags, returns)
+whose every handler binds a fallback and never raises:
+
+* every read of a name the import binds, outside the `try`, must be checked as probes16.py checks it
+  (`probes16._checked`: behind a test of the names or flags, an early `return`, a skip marker), or
+  lie in a GATED helper;
+* a gated helper is a module-level function with a private name (a leading underscore: no other
+  module is meant to call it), no decorator but a cache, compile or no-grad wrapper, not rebinding
+  the name, referenced in the module only as the callee of calls (never passed on as a value), at
+  least once, each call lying in the helper itself (recursion), in another gated helper, or on the
+  branch of an `if`/`while`/conditional expression (or after an `and` operand, or after an
+  `if <test>: return`) where a test of the probe says the import worked: a flag the `try` body sets
+  True and every handler sets False (`if flag:`, `if not flag: return`; the reverse for a flag set
+  False in the body), or a name every handler binds to None (`if _gemm is not None:`, `if _gemm:`);
+* then the import is info with probes.GUARDED and probes16.READ_CHECKED (moot.AS_WRITTEN: a named
+  scope "runs as written on an NPU host"), naming the helpers and the lines of their gated calls.
+
+A helper called once outside such a branch (`return y + _fused_mlp(x)` after the `if`), on the
+branch where the probe failed (`if not _fused_ok: _fused_mlp(x)`), passed as a value, public (another
+module may call it), or a flag set in the `try` body but not in every handler keeps the import's
+finding and severity. Nothing is dropped: each change lowers to info with the reason. The helper's
+own findings are samefile.py's (FLAG: "a branch an NPU host does not take"); this module judges only
+the import that binds what the helper calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from . import astcache, probes16
+from .findings import Finding
+
+THROUGH = "through {helpers}, called only where the probe's test says the import worked (line {lines})"
+_CODES = frozenset({"NPU911"})
+# (wrappers that keep a helper a plain function of this module: the last part of the decorator's name)
+_WRAPPERS = frozenset({"lru_cache", "cache", "compile", "no_grad", "inference_mode", "script", "wraps"})
+
+
+def _candidate(finding: Finding) -> bool:
+    return finding.code in _CODES and not finding.fixable and finding.cell is None \
+        and finding.severity != "info" and not finding.also
+
+
+def _constant(block: list, name: str) -> object:
+    """The constant every plain assignment of `name` in `block` binds (a sentinel when none or several)."""
+    assigns = [node for stmt in block for node in ast.walk(stmt) if isinstance(node, ast.Assign)
+               and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)]
+    values = {repr(node.value.value) for node in assigns if isinstance(node.value, ast.Constant)}
+    plain = all(isinstance(node.value, ast.Constant) for node in assigns)
+    return values.pop() if len(values) == 1 and plain else _NONE
+
+
+_NONE = object()
+
+
+def _tests(trial: ast.Try, names: set[str]) -> dict[str, bool]:
+    """{name: True when its truth means the import worked, False when its falsity does}: flags the
+    body sets to a bool constant that every handler sets to the other one, and the import's names
+    every handler binds to None."""
+    out: dict[str, bool] = {}
+    for name in probes16._stored(trial.body):
+        body = _constant(trial.body, name)
+        handlers = {_constant(h.body, name) for h in trial.handlers}
+        if body in ("True", "False") and len(handlers) == 1:
+            other = handlers.pop()
+            if other in ("True", "False") and other != body:
+                out[name] = body == "True"
+    for name in names:
+        if all(_constant(h.body, name) == "None" for h in trial.handlers):
+            out[name] = True
+    return out
+
+
+def _worked(test: ast.AST, tests: dict[str, bool]) -> bool | None:
+    """True when `test` holds only where the import worked, False when it fails only there (its
+    negation holds only where it worked), None when it says neither."""
+    if isinstance(test, ast.Name) and test.id in tests:
+        return tests[test.id]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _worked(test.operand, tests)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and tests.get(test.left.id) is True and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        return {ast.IsNot: True, ast.NotEq: True, ast.Is: False, ast.Eq: False}.get(type(test.ops[0]))
+    if isinstance(test, ast.BoolOp):
+        values = [_worked(v, tests) for v in test.values]
+        if isinstance(test.op, ast.And) and True in values:
+            return True
+        if isinstance(test.op, ast.Or) and False in values:
+            return False
+    return None
+
+
+def _gated_call(node: ast.AST, tests: dict[str, bool], parents: dict) -> int | None:
+    """The line of the test that keeps `node` to where the import worked, inside its own function
+    (None when there is none)."""
+    child, parent = node, parents.get(id(node))
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                                         ast.ClassDef, ast.Module)):
+        if isinstance(parent, (ast.If, ast.IfExp, ast.While)) and child is not parent.test:
+            worked = _worked(parent.test, tests)
+            into_body = child is parent.body or (isinstance(parent.body, list) and child in parent.body)
+            if worked is not None and worked == into_body and not (isinstance(parent, ast.While) and not into_body):
+                return parent.test.lineno
+        if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And) and child in parent.values \
+                and any(_worked(v, tests) is True for v in parent.values[:parent.values.index(child)]):
+            return parent.lineno
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for stmt in block[:block.index(child)]:
+                    if isinstance(stmt, ast.If) and not stmt.orelse and probes16._exits(stmt.body) \
+                            and _worked(stmt.test, tests) is False:
+                        return stmt.test.lineno
+        child, parent = parent, parents.get(id(parent))
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for stmt in parent.body[:parent.body.index(child)] if child in parent.body else ():
+            if isinstance(stmt, ast.If) and not stmt.orelse and probes16._exits(stmt.body) \
+                    and _worked(stmt.test, tests) is False:
+                return stmt.test.lineno
+    return None
+
+
+def _in_test(node: ast.AST, tests: dict[str, bool], parents: dict) -> bool:
+    """Whether `node` is read only by a test of the probe (`if _gemm is not None:`, `not _gemm`)."""
+    child, parent = node, parents.get(id(node))
+    while isinstance(parent, (ast.Compare, ast.UnaryOp, ast.BoolOp)):
+        child, parent = parent, parents.get(id(parent))
+    return isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and child is parent.test \
+        and _worked(child, tests) is not None
+
+
+def _top_function(node: ast.AST, parents: dict, tree: ast.Module) -> ast.AST | None:
+    """The module-level function holding `node` (None when it is not in one)."""
+    while node is not None:
+        parent = parents.get(id(node))
+        if parent is tree:
+            return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        node = parent
+    return None
+
+
+def _plain(function: ast.AST) -> bool:
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = astcache.dotted(target) or ""
+        if name.rsplit(".", 1)[-1] not in _WRAPPERS:
+            return False
+    return function.name.startswith("_") and not function.name.startswith("__")
+
+
+def _gated_helper(function: ast.AST, tree: ast.Module, parents: dict, tests: dict[str, bool],
+                  memo: dict[str, list[int] | None], visiting: set[str]) -> list[int] | None:
+    """The lines of the tests that keep every call of the module-level `function` to where the import
+    worked (see the module's docstring), or None."""
+    name = function.name
+    if name in memo:
+        return memo[name]
+    if name in visiting or not _plain(function) \
+            or sum(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name
+                   or isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+                   for s in tree.body) != 1:
+        return None
+    visiting.add(name)
+    lines: list[int] = []
+    calls = 0
+    for node in astcache.nodes(tree, ast.Name):
+        if node.id != name or not isinstance(node.ctx, ast.Load):
+            continue
+        call = parents.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node):
+            lines = None
+            break
+        holder = _top_function(node, parents, tree)
+        if holder is function:
+            continue  # (a recursive call: reached only through a gated one)
+        calls += 1
+        line = _gated_call(node, tests, parents)
+        if line is None and holder is not None and name not in probes16._local_names(holder):
+            outer = _gated_helper(holder, tree, parents, tests, memo, visiting)
+            line = min(outer) if outer else None
+        if line is None:
+            lines = None
+            break
+        lines.append(line)
+    visiting.discard(name)
+    memo[name] = sorted(set(lines)) if lines is not None and calls else None
+    return memo[name]
+
+
+def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, reported: set[int]) -> str | None:
+    from .probes import GUARDED
+
+    names = probes16._bound(stmt)
+    tests = _tests(trial, names)
+    if not names or not tests:
+        return None
+    checks = names | probes16._stored(trial.body) | {n for h in trial.handlers for n in probes16._stored(h.body)}
+    first, last = trial.lineno, trial.end_lineno or trial.lineno
+    memo: dict[str, list[int] | None] = {}
+    helpers: dict[str, list[int]] = {}
+    for node in astcache.nodes(tree, ast.Name):
+        if node.id not in names or not isinstance(node.ctx, ast.Load):
+            continue
+        if first <= node.lineno <= last or node.lineno in reported:
+            continue
+        if _in_test(node, tests, parents):
+            continue  # (`if _gemm is not None:`: the probe's test itself)
+        holder = _top_function(node, parents, tree)
+        if holder is None:
+            return None
+        if node.id in probes16._local_names(holder):
+            return None  # (rebound, or declared global: not the probe's name alone)
+        if probes16._checked(node, checks, parents):
+            continue
+        gated = _gated_helper(holder, tree, parents, tests, memo, set())
+        if gated is None:
+            return None
+        helpers[holder.name] = gated
+    if not helpers:
+        return None
+    shown = ", ".join(f"`{h}`" for h in helpers)
+    lines = ", ".join(str(n) for n in sorted({line for found in helpers.values() for line in found}))
+    return f"{GUARDED}; {probes16.READ_CHECKED} ({THROUGH.format(helpers=shown, lines=lines)})"
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU911 on the imports of module-level probes whose names are read only in private helpers
+    called behind a test of the probe, lowered to info with the reason (module docstring)."""
+    if "except" not in text or "import" not in text or not any(map(_candidate, findings)):
+        return findings
+    from .probes import parse_text, probe_tries
+
+    tree = parse_text(text)
+    if tree is None:
+        return findings
+    wanted = {f.line for f in findings if _candidate(f)}
+    parents = astcache.parents(tree)
+    imports: dict[int, tuple[ast.AST, ast.Try]] = {}
+    for trial, _statements in probe_tries(tree):
+        if parents.get(id(trial)) is not tree or not all(map(probes16._binds_fallback, trial.handlers)):
+            continue
+        for stmt in trial.body:
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted:
+                imports.setdefault(stmt.lineno, (stmt, trial))
+    if not imports:
+        return findings
+    # (a package the module also imports unguarded at its top, reported: the module fails there anyway)
+    failing = {probes16._package(stmt) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+               and stmt.lineno in wanted}
+    reported = {f.line for f in findings if (f.code in _CODES or f.code == "NPU990") and not f.fixable
+                and f.cell is None and f.line not in imports}
+    reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()
+               if probes16._package(stmt) not in failing}
+    out = []
+    for finding in findings:
+        reason = reasons.get(finding.line) if _candidate(finding) else None
+        out.append(replace(finding, severity="info", message=f"{finding.message} ({reason})") if reason else finding)
+    return out

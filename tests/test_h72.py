@@ -1,0 +1,124 @@
+"""Precision wave 19 (issue #16), probes the tool did not read as probes (npu_migrate/probes19.py).
+
+A module-level guarded import of a CUDA extension whose `except` binds None and clears a flag, its
+names read only in a private helper that the module calls only under `if <flag>:` (through a method
+of a class, or a second helper): the import is a named scope. The nearest true cases keep the error:
+the helper also called once outside the branch, called on the branch where the probe failed, a
+public helper, a flag the handler does not clear."""
+
+from __future__ import annotations
+
+from npu_migrate import probes19
+from npu_migrate.findings import Finding
+
+from .precision_helpers import migrate_json, write_project
+
+_GATED = '''\
+import torch
+
+try:
+    from fastkern.ops.gemm import gemm_w4_cuda as _gemm_w4
+    from fastkern.ops.quantize import quantize_w4_cuda as _quantize_w4
+
+    _fused_ok = True
+except Exception:
+    _gemm_w4 = None
+    _quantize_w4 = None
+    _fused_ok = False
+
+
+def _fused_mlp(x, fc1, fc2):
+    q, scales = _quantize_w4(x, fc1.smooth)
+    out = torch.empty_like(x)
+    _gemm_w4(q, fc1.weight, out, scales)
+    return out
+
+
+def _outer(x, fc1, fc2):
+    return _fused_mlp(x, fc1, fc2) * 2
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        if _fused_ok:
+            y = _outer(x, self.fc1, self.fc2)
+        else:
+            y = self.mlp(x)
+        return y
+'''
+
+
+def _import_findings(report: dict, path: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU911"]
+
+
+def _scopes(report: dict, path: str, line: int) -> list[str]:
+    return [s["reason"] for s in report["skipped"] if s["path"] == path and "start_line" in s
+            and s["start_line"] <= line <= s["end_line"]]
+
+
+def test_import_read_only_in_a_helper_called_under_the_flag_is_a_scope(tmp_path):
+    """SGLang-shaped (wave 19): the names are read only in `_fused_mlp`, reached only through
+    `_outer` under `if _fused_ok:` in a method: on an NPU host the helper never runs."""
+    report = migrate_json(write_project(tmp_path, {"block.py": _GATED}))
+    assert not _import_findings(report, "block.py"), report["findings"]
+    reasons = _scopes(report, "block.py", 4)
+    assert any("runs as written on an NPU host (NPU911)" in r and "`_fused_mlp`" in r and "line 27" in r
+               for r in reasons), report["skipped"]
+
+
+def test_helper_also_called_outside_the_flag_keeps_the_error(tmp_path):
+    """The nearest true case: one call of the helper after the `if` runs on an NPU host and calls
+    the None the handler bound."""
+    text = _GATED.replace("        return y\n", "        return y + _fused_mlp(x, self.fc1, self.fc2)\n")
+    report = migrate_json(write_project(tmp_path, {"block.py": text}))
+    found = _import_findings(report, "block.py")
+    assert found and found[0]["severity"] == "error" and found[0]["line"] == 4, found
+
+
+def _review(text: str) -> list[Finding]:
+    findings = [Finding(path="m.py", line=4, column=5, code="NPU911", message="import of `fastkern`",
+                        fixable=False, source="", severity="error")]
+    return probes19.review(findings, text)
+
+
+def test_helper_called_on_the_failed_branch_keeps_the_error():
+    text = _GATED.replace("        if _fused_ok:\n", "        if not _fused_ok:\n")
+    assert _review(text)[0].severity == "error"
+
+
+def test_public_helper_keeps_the_error():
+    """Another module may import a public helper and call it unguarded."""
+    text = _GATED.replace("_outer", "outer")
+    assert _review(text)[0].severity == "error"
+
+
+def test_helper_passed_as_a_value_keeps_the_error():
+    text = _GATED.replace("        return y\n", "        self.hook = _fused_mlp\n        return y\n")
+    assert _review(text)[0].severity == "error"
+
+
+def test_flag_the_handler_does_not_clear_keeps_the_error():
+    text = _GATED.replace("    _fused_ok = False\n", "    pass\n")
+    assert _review(text)[0].severity == "error"
+
+
+def test_inverted_flag_and_early_return_are_read_the_right_way_round():
+    """A flag the `try` body sets False (`_missing = False`, True in the handler): `if _missing:
+    return` before the call gates it; `if _missing:` around the call does not."""
+    inverted = _GATED.replace("_fused_ok = True", "_missing = False").replace("_fused_ok = False", "_missing = True")
+    early = inverted.replace("        if _fused_ok:\n            y = _outer(x, self.fc1, self.fc2)\n        else:\n"
+                             "            y = self.mlp(x)\n",
+                             "        if _missing:\n            return self.mlp(x)\n        y = _outer(x, self.fc1, self.fc2)\n")
+    assert "_outer(x" in early and "if _missing:" in early
+    lowered = _review(early)[0]
+    assert lowered.severity == "info" and "called only where the probe's test says the import worked" in lowered.message
+    wrong = inverted.replace("        if _fused_ok:\n", "        if _missing:\n")
+    assert _review(wrong)[0].severity == "error"
+
+
+def test_none_test_of_the_name_gates_the_helper():
+    text = _GATED.replace("        if _fused_ok:\n", "        if _gemm_w4 is not None:\n")
+    assert _review(text)[0].severity == "info"
+    text = _GATED.replace("        if _fused_ok:\n", "        if _gemm_w4 is None:\n")
+    assert _review(text)[0].severity == "error"
