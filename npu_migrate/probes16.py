@@ -56,7 +56,8 @@ BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback w
 READ_CHECKED = "its names are read only where the import worked: its own function, or behind a test of them"
 BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
                 "package only under `{test}`: an NPU host runs it only if that backend is selected there")
-_MARKS = ("code named for that package's backend", READ_CHECKED)
+# (and probes19.PROBE_ONLY: an availability function's own import, kept apart the same way)
+_MARKS = ("code named for that package's backend", READ_CHECKED, "an availability probe: imported only after")
 # (NPU911 only: Triton-Ascend installs `triton` on an NPU host, where a Triton probe's import works
 # and the kernels behind it run; tritonguards.py, guards15.py and optionalguards.py judge those)
 _CODES = frozenset({"NPU911"})

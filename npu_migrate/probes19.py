@@ -32,6 +32,20 @@ module may call it), or a flag set in the `try` body but not in every handler ke
 finding and severity. Nothing is dropped: each change lowers to info with the reason. The helper's
 own findings are samefile.py's (FLAG: "a branch an NPU host does not take"); this module judges only
 the import that binds what the helper calls.
+
+An availability function that imports the package only after its own test of it (issue #16, wave 19):
+`def is_bnb_4bit_available(): if not is_bnb_available(): return False; import bitsandbytes as bnb;
+return hasattr(bnb.nn, "Linear4bit")` (or `... return version.parse(pkg.__version__) >= ...`). The
+import runs only where the package is installed (the earlier `if <test naming the package or its
+alias>: return <constant>`, or an enclosing `if` naming it), and what it binds is read only by
+`hasattr(...)` tests and `__version__` reads: it answers a question and computes nothing, so on an
+NPU host it either is not reached or works (bitsandbytes imports on an NPU host; see gates16.py).
+NPU911 or NPU914 there is info with probes.GUARDED and PROBE_ONLY (moot.AS_WRITTEN: a named scope).
+A read that calls or builds anything (`bnb.nn.Linear4bit(...)`, `bnb.functional.f(...)`, the module
+returned or passed on), an import with no test before it (it fails where the package is missing),
+or a test that names another package keeps the finding. Code that runs under such a function's
+`if is_x_available():` (peft's LoftQ quantizing with `bnb.nn.Params4bit`) keeps its finding: the
+test says the package is installed, not that its kernels run on the NPU.
 """
 
 from __future__ import annotations
@@ -43,7 +57,10 @@ from . import astcache, probes16
 from .findings import Finding
 
 THROUGH = "through {helpers}, called only where the probe's test says the import worked (line {lines})"
+PROBE_ONLY = ("an availability probe: imported only after the function's own test of the package "
+              "(line {line}), and read only by {reads}: it computes nothing")
 _CODES = frozenset({"NPU911"})
+_PROBE_CODES = frozenset({"NPU911", "NPU914"})
 # (wrappers that keep a helper a plain function of this module: the last part of the decorator's name)
 _WRAPPERS = frozenset({"lru_cache", "cache", "compile", "no_grad", "inference_mode", "script", "wraps"})
 
@@ -238,6 +255,12 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
 
 
 def review(findings: list[Finding], text: str) -> list[Finding]:
+    """Both shapes of the module's docstring: probes read through gated helpers, then availability
+    functions (run.migrate_file, after probes16.review)."""
+    return review_availability(review_helpers(findings, text), text)
+
+
+def review_helpers(findings: list[Finding], text: str) -> list[Finding]:
     """NPU911 on the imports of module-level probes whose names are read only in private helpers
     called behind a test of the probe, lowered to info with the reason (module docstring)."""
     if "except" not in text or "import" not in text or not any(map(_candidate, findings)):
@@ -268,5 +291,110 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     out = []
     for finding in findings:
         reason = reasons.get(finding.line) if _candidate(finding) else None
+        out.append(replace(finding, severity="info", message=f"{finding.message} ({reason})") if reason else finding)
+    return out
+
+
+# ----------------------------------------------------------------------------- availability functions
+def _probe_read(node: ast.Name, parents: dict) -> str | None:
+    """`hasattr` or `__version__` when the read of a bound name only tests what the package has."""
+    top = node
+    while isinstance(parents.get(id(top)), ast.Attribute) and parents[id(top)].value is top:
+        top = parents[id(top)]
+        if top.attr == "__version__":
+            holder = parents.get(id(top))
+            return "`__version__`" if not (isinstance(holder, ast.Call) and holder.func is top) else None
+    holder = parents.get(id(top))
+    if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) and holder.func.id == "hasattr" \
+            and len(holder.args) == 2 and holder.args[0] is top and isinstance(holder.args[1], ast.Constant):
+        return "`hasattr` tests"
+    return None
+
+
+def _names_package(test: ast.AST, words: set[str]) -> bool:
+    text = probes16._squash(ast.unparse(test))
+    return any(len(word) >= 3 and word in text for word in words)
+
+
+def _tested_first(stmt: ast.AST, function: ast.AST, parents: dict, words: set[str]) -> int | None:
+    """The line of the test of the package that the import runs only after (or under), in `function`."""
+    child, parent = stmt, parents.get(id(stmt))
+    while parent is not None:
+        if isinstance(parent, ast.If) and child in parent.body and _names_package(parent.test, words) \
+                and not isinstance(parent.test, ast.UnaryOp):
+            return parent.test.lineno
+        for field in ("body", "orelse"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                for earlier in block[:block.index(child)]:
+                    if isinstance(earlier, ast.If) and not earlier.orelse and len(earlier.body) == 1 \
+                            and isinstance(earlier.body[0], ast.Return) \
+                            and isinstance(earlier.body[0].value, (ast.Constant, type(None))) \
+                            and isinstance(earlier.test, ast.UnaryOp) and isinstance(earlier.test.op, ast.Not) \
+                            and _names_package(earlier.test, words):
+                        return earlier.test.lineno
+        if parent is function:
+            return None
+        child, parent = parent, parents.get(id(parent))
+    return None
+
+
+def _probe_reason(stmt: ast.AST, tree: ast.Module, parents: dict) -> str | None:
+    from .probes import GUARDED
+
+    function = _scope_function(stmt, parents)
+    names = probes16._bound(stmt)
+    if function is None or not names or any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
+        return None
+    words = {probes16._squash(probes16._package(stmt))} | {probes16._squash(n) for n in names}
+    line = _tested_first(stmt, function, parents, words)
+    if line is None:
+        return None
+    reads: list[str] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id in names:
+            if not isinstance(node.ctx, ast.Load):
+                return None
+            read = _probe_read(node, parents)
+            if read is None:
+                return None
+            reads.append(read)
+    if not reads:
+        return None
+    return f"{GUARDED}; " + PROBE_ONLY.format(line=line, reads=" and ".join(sorted(set(reads))))
+
+
+def _scope_function(node: ast.AST, parents: dict) -> ast.AST | None:
+    node = parents.get(id(node))
+    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, (ast.ClassDef, ast.Lambda)):
+            return None
+        node = parents.get(id(node))
+    return node
+
+
+def review_availability(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU911/NPU914 on an import an availability function makes only after its own test of the
+    package, reading only `hasattr`/`__version__`: info with PROBE_ONLY (module docstring)."""
+    def wanted(f: Finding) -> bool:
+        return f.code in _PROBE_CODES and not f.fixable and f.cell is None and f.severity != "info" and not f.also
+
+    if "import" not in text or not any(map(wanted, findings)) or ("hasattr" not in text and "__version__" not in text):
+        return findings
+    from .probes import parse_text
+
+    tree = parse_text(text)
+    if tree is None:
+        return findings
+    parents = astcache.parents(tree)
+    lines = {f.line for f in findings if wanted(f)}
+    reasons: dict[int, str | None] = {}
+    for stmt in astcache.nodes(tree, (ast.Import, ast.ImportFrom)):
+        if stmt.lineno in lines and stmt.lineno not in reasons:
+            same = [s for s in astcache.nodes(tree, (ast.Import, ast.ImportFrom)) if s.lineno == stmt.lineno]
+            reasons[stmt.lineno] = _probe_reason(stmt, tree, parents) if len(same) == 1 else None
+    out = []
+    for finding in findings:
+        reason = reasons.get(finding.line) if wanted(finding) else None
         out.append(replace(finding, severity="info", message=f"{finding.message} ({reason})") if reason else finding)
     return out

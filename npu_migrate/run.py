@@ -162,7 +162,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = lowered
             # (probes16.py: a guarded import whose `except` binds a fallback, its names read only behind a check)
             result.findings = probes16.review(result.findings, text)
-            # (probes19.py: ... read only in private helpers every caller of which tests the probe)
+            # (probes19.py: ... read only in private helpers behind the probe's test; availability functions)
             result.findings = probes19.review(result.findings, text)
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)

@@ -122,3 +122,78 @@ def test_none_test_of_the_name_gates_the_helper():
     assert _review(text)[0].severity == "info"
     text = _GATED.replace("        if _fused_ok:\n", "        if _gemm_w4 is None:\n")
     assert _review(text)[0].severity == "error"
+
+
+_AVAILABILITY = '''\
+import importlib.util
+
+from packaging import version
+
+from .utils import is_torch_available
+
+
+def is_bnb_available():
+    return importlib.util.find_spec("bitsandbytes") is not None
+
+
+is_bitsandbytes_available = is_bnb_available
+
+
+def is_bnb_4bit_available():
+    if not is_bnb_available():
+        return False
+
+    import bitsandbytes as bnb
+
+    return hasattr(bnb.nn, "Linear4bit")
+
+
+def is_bnb_recent():
+    if is_bitsandbytes_available():
+        import bitsandbytes
+
+        return version.parse(bitsandbytes.__version__) >= version.parse("0.45")
+    return False
+
+
+def make_layer(n):
+    if not is_bnb_available():
+        return None
+
+    import bitsandbytes as bnb
+
+    return bnb.nn.Linear4bit(n, n)
+
+
+def unguarded_probe():
+    if not is_torch_available():
+        return False
+    import bitsandbytes as bnb
+
+    return hasattr(bnb.nn, "Linear4bit")
+'''
+
+
+def test_availability_function_import_is_a_scope(tmp_path):
+    """peft-shaped `is_bnb_4bit_available()` (wave 19): bitsandbytes imported only after the
+    function's own availability test, read only by `hasattr` / `__version__`: a named scope. A
+    function that builds a 4-bit layer after the same test keeps its NPU914, and so does the same
+    probe after a test of another package only (it fails where bitsandbytes is missing)."""
+    report = migrate_json(write_project(tmp_path, {"import_utils.py": _AVAILABILITY}))
+    kept = [f for f in report["findings"] if f["path"] == "import_utils.py" and f["code"] == "NPU914"]
+    places = {line for f in kept for line in (f["line"], *(p[0] for p in f.get("also") or ()))}
+    assert 19 not in places and 26 not in places, kept
+    assert 36 in places and 44 in places, kept
+    for line in (19, 26):
+        reasons = _scopes(report, "import_utils.py", line)
+        assert any("runs as written on an NPU host (NPU914)" in r and "an availability probe" in r
+                   for r in reasons), (line, report["skipped"])
+
+
+def test_availability_probe_that_calls_the_package_keeps_the_finding():
+    text = _AVAILABILITY.replace('return hasattr(bnb.nn, "Linear4bit")\n\n\ndef is_bnb_recent',
+                                 'return bnb.nn.Linear4bit is not None\n\n\ndef is_bnb_recent', 1)
+    finding = Finding(path="m.py", line=19, column=5, code="NPU914", message="import of `bitsandbytes`",
+                      fixable=False, source="", severity="error")
+    assert probes19.review([finding], text)[0].severity == "error"
+    assert probes19.review([finding], _AVAILABILITY)[0].severity == "info"
