@@ -46,6 +46,16 @@ returned or passed on), an import with no test before it (it fails where the pac
 or a test that names another package keeps the finding. Code that runs under such a function's
 `if is_x_available():` (peft's LoftQ quantizing with `bnb.nn.Params4bit`) keeps its finding: the
 test says the package is installed, not that its kernels run on the NPU.
+
+A comparison with "nccl" over a backend the run resolves (whole run, review_backend_comparisons,
+from runplan before moot.to_scopes): `def init(..., backend: str = "nccl"): if backend == "nccl" and
+not current_platform.is_cuda_alike(): backend = "gloo"` (a CPU fallback the comparison rewrite
+NPU302 leaves alone, so NPU990 reports the string). The run rewrote the default to the shim's backend
+and every call in the file passes none or one the platform layer gives (resolved._rewritten_default,
+NPU304's test): on an NPU host the backend is "hccl", the test is false and the branch is not taken.
+NPU990 there is info with resolved.BACKEND (moot.NO_WORK: a named scope). `!=`, an `else` that
+raises, a parameter assigned again before the test, a caller passing a backend from elsewhere, or a
+default the run left alone keeps the finding.
 """
 
 from __future__ import annotations
@@ -398,3 +408,82 @@ def review_availability(findings: list[Finding], text: str) -> list[Finding]:
         reason = reasons.get(finding.line) if wanted(finding) else None
         out.append(replace(finding, severity="info", message=f"{finding.message} ({reason})") if reason else finding)
     return out
+
+
+# ----------------------------------------------------------------------------- "nccl" comparisons
+COMPARED = ("compared with \"nccl\" in the test of the `if` at line {line}, false on an NPU host: "
+            "that branch is not taken there and nothing else raises for the backend")
+
+
+def _comparison_if(constant: ast.AST, parents: dict) -> tuple[str, ast.If] | None:
+    """(the parameter, the `if`) of `if <name> == "nccl" [and ...]:` holding the string, whose
+    `else` branches raise nothing."""
+    compare = parents.get(id(constant))
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1 and isinstance(compare.ops[0], ast.Eq)
+            and isinstance(compare.left, ast.Name) and compare.comparators[0] is constant):
+        return None
+    child, holder = compare, parents.get(id(compare))
+    if isinstance(holder, ast.BoolOp) and isinstance(holder.op, ast.And):
+        child, holder = holder, parents.get(id(holder))
+    if not (isinstance(holder, ast.If) and holder.test is child):
+        return None
+    if any(isinstance(n, ast.Raise) for stmt in holder.orelse for n in ast.walk(stmt)):
+        return None
+    return compare.left.id, holder
+
+
+def review_backend_comparisons(results: list, paths: dict) -> list:
+    """NPU990 on the "nccl" of `if backend == "nccl" ...:` where `backend` is a parameter whose
+    "nccl" default the run rewrote to the shim's backend and no call in the file passes "nccl"
+    (resolved.py's test, NPU304): on an NPU host the test is false and the branch is not taken.
+    Info with resolved.BACKEND (moot: a named scope "no port work"). A comparison with `!=`, an
+    `else` that raises (an unsupported-backend error), a parameter the function assigns again first,
+    or a default the run left as "nccl" keeps the finding. Called once from runplan.whole_run_passes
+    (before moot.to_scopes)."""
+    from . import resolved
+    from .findings import lower_pieces
+
+    def asks(finding: Finding) -> bool:
+        return finding.code == "NPU990" and not finding.fixable and finding.cell is None \
+            and finding.severity != "info" and finding.source.strip("'\"") == "nccl"
+
+    run = resolved._Run(results, paths)  # (reads and parses only what a check asks for)
+    out = []
+    for result in results:
+        if not result.relpath.endswith(".py") or result.new is None or not any(map(asks, result.findings)):
+            out.append(result)
+            continue
+        tree = run.tree(result.relpath)
+        if tree is None:
+            out.append(result)
+            continue
+        findings = []
+        for finding in result.findings:
+            pieces = lower_pieces(finding, lambda line, f=finding, r=result, t=tree, u=run: _comparison_reason(
+                u, r, t, f, line)) if asks(finding) else None
+            findings.extend(pieces if pieces is not None else [finding])
+        out.append(replace(result, findings=sorted(findings)))
+    return out
+
+
+def _comparison_reason(run, result, tree: ast.Module, finding: Finding, line: int) -> str | None:
+    """resolved.BACKEND with COMPARED for the "nccl" of `finding` at `line`, or None."""
+    from . import resolved
+
+    column = finding.column if line == finding.line else next(
+        (place[1] for place in finding.also or () if place[0] == line), None)
+    constant = astcache.strings_at(tree).get((line, column))
+    parents = astcache.parents(tree)
+    found = _comparison_if(constant, parents) if constant is not None and constant.value == "nccl" else None
+    if found is None:
+        return None
+    name, test = found
+    func = resolved._enclosing(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if func is None or not any(a.arg == name for a in resolved._params(func)) or any(
+            isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for target in
+                    (node.targets if isinstance(node, ast.Assign) else [node.target]) for t in ast.walk(target))
+            for node in ast.walk(func)):
+        return None
+    why = resolved._rewritten_default(run, result, tree, func, name)
+    return f"{resolved.BACKEND}{why}; {COMPARED.format(line=test.lineno)}" if why else None

@@ -197,3 +197,63 @@ def test_availability_probe_that_calls_the_package_keeps_the_finding():
                       fixable=False, source="", severity="error")
     assert probes19.review([finding], text)[0].severity == "error"
     assert probes19.review([finding], _AVAILABILITY)[0].severity == "info"
+
+
+_BACKEND_FALLBACK = '''\
+import torch.distributed as dist
+
+from mypkg.platforms import current_platform
+
+
+def init_env(world_size: int = 1, rank: int = 0, backend: str = "nccl"):
+    if backend == "nccl" and not current_platform.is_cuda_alike():
+        backend = "gloo"
+    dist.init_process_group(backend=backend, world_size=world_size, rank=rank)
+
+
+def main(args):
+    init_env(2, 0)
+    init_env(2, 1, backend=current_platform.get_torch_distributed_backend_str())
+'''
+
+
+def _nccl_990(report: dict, path: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU990" and "nccl" in f["source"]]
+
+
+def test_nccl_comparison_over_a_rewritten_default_is_no_port_work(tmp_path):
+    """sglang-shaped (wave 19): `if backend == "nccl" and not <platform is CUDA>: backend = "gloo"`,
+    the "nccl" default rewritten to the shim's backend and every call passing none or the platform's:
+    on an NPU host the test is false. The string is a named "no port work" scope."""
+    report = migrate_json(write_project(tmp_path, {"pstate.py": _BACKEND_FALLBACK}))
+    assert not _nccl_990(report, "pstate.py"), report["findings"]
+    assert any("no port work on an NPU host (NPU990)" in r and "compared with \"nccl\"" in r
+               for r in _scopes(report, "pstate.py", 7)), report["skipped"]
+
+
+def test_nccl_comparison_an_npu_host_may_still_meet_keeps_the_finding(tmp_path):
+    """The nearest true cases: a caller passes a backend from elsewhere (it may be "nccl"), or the
+    default is not the rewritten literal: the comparison may hold on an NPU host."""
+    passed = _BACKEND_FALLBACK.replace("backend=current_platform.get_torch_distributed_backend_str()",
+                                       "backend=args.backend")
+    other = _BACKEND_FALLBACK.replace('backend: str = "nccl"', "backend: str = None")
+    report = migrate_json(write_project(tmp_path, {"passed.py": passed, "other.py": other}))
+    for path in ("passed.py", "other.py"):
+        found = _nccl_990(report, path)
+        assert found and found[0]["line"] == 7 and found[0]["severity"] != "info", (path, report["findings"])
+
+
+def test_nccl_comparison_whose_else_raises_or_that_tests_inequality_is_not_read():
+    """`if backend == "nccl": ... else: raise ValueError(...)` raises on an NPU host, and `!=`
+    holds there: neither is an untaken branch."""
+    import ast
+
+    from npu_migrate import astcache
+
+    for text, expected in (('if backend == "nccl" and x:\n    y = 1\n', "backend"),
+                           ('if backend == "nccl":\n    y = 1\nelse:\n    raise ValueError(backend)\n', None),
+                           ('if backend != "nccl":\n    y = 1\n', None)):
+        tree = ast.parse(text)
+        constant = next(n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == "nccl")
+        found = probes19._comparison_if(constant, astcache.parents(tree))
+        assert (found[0] if found else None) == expected, text
