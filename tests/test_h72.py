@@ -257,3 +257,54 @@ def test_nccl_comparison_whose_else_raises_or_that_tests_inequality_is_not_read(
         constant = next(n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == "nccl")
         found = probes19._comparison_if(constant, astcache.parents(tree))
         assert (found[0] if found else None) == expected, text
+
+
+_NCCL_PIN = '''\
+import ctypes
+import os
+
+import torch
+
+_unpinned = None
+
+
+def _lib_has_no_cache() -> bool:
+    if torch.version.cuda is None:
+        return False
+    version = ctypes.c_int()
+    try:
+        ctypes.CDLL("libnccl.so.2").ncclGetVersion(ctypes.byref(version))
+    except Exception:
+        return False
+    return version.value >= 22907
+
+
+def pin(pins):
+    global _unpinned
+    saved = dict(pins)
+    if _unpinned is not None:
+        return
+    _unpinned = saved if _lib_has_no_cache() else {}
+    if _unpinned:
+        os.environ["NCCL_NO_CACHE"] = ",".join(pins)
+
+
+def pin_always(pins, wanted):
+    chosen = saved_pins(pins) if wanted else {}
+    if chosen:
+        os.environ["NCCL_NO_CACHE"] = ",".join(pins)
+    os.environ["NCCL_SOCKET_IFNAME"] = "eth0"
+'''
+
+
+def test_nccl_write_behind_a_value_an_npu_probe_empties_is_an_untaken_branch(tmp_path):
+    """vLLM-shaped (wave 19): `_env = launch_env if _lib_has_no_cache() else {}` then `if _env:`,
+    the probe False wherever torch has no CUDA: the NCCL_NO_CACHE write never runs on an NPU host (a
+    named scope). The same write behind a value chosen by the caller's flag, and a write of an NCCL
+    variable with an HCCL counterpart, stay reported."""
+    report = migrate_json(write_project(tmp_path, {"pins.py": _NCCL_PIN}))
+    assert any("in a branch an NPU host does not take" in r and "`_unpinned`" in r
+               for r in _scopes(report, "pins.py", 27)), report["skipped"]
+    kept = [f for f in report["findings"] if f["path"] == "pins.py" and f["code"] == "NPU602"]
+    places = {line for f in kept for line in (f["line"], *(p[0] for p in f.get("also") or ()))}
+    assert 27 not in places and {33, 34} <= places, kept
