@@ -246,13 +246,14 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
             continue
         if _in_test(node, tests, parents):
             continue  # (`if _gemm is not None:`: the probe's test itself)
-        holder = _top_function(node, parents, tree)
-        if holder is None:
-            return None
-        if node.id in probes16._local_names(holder):
+        scope = probes16._scope(node, parents)
+        if scope is not None and not isinstance(scope, ast.Lambda) and node.id in probes16._local_names(scope):
             return None  # (rebound, or declared global: not the probe's name alone)
         if probes16._checked(node, checks, parents):
             continue
+        holder = _top_function(node, parents, tree)
+        if holder is None:
+            return None
         gated = _gated_helper(holder, tree, parents, tests, memo, set())
         if gated is None:
             return None

@@ -308,3 +308,11 @@ def test_nccl_write_behind_a_value_an_npu_probe_empties_is_an_untaken_branch(tmp
     kept = [f for f in report["findings"] if f["path"] == "pins.py" and f["code"] == "NPU602"]
     places = {line for f in kept for line in (f["line"], *(p[0] for p in f.get("also") or ()))}
     assert 27 not in places and {33, 34} <= places, kept
+
+
+def test_a_checked_read_in_a_method_beside_the_gated_helper_still_counts():
+    text = _GATED.replace("            y = _outer(x, self.fc1, self.fc2)\n",
+                          "            y = _outer(x, self.fc1, self.fc2) + _gemm_w4(x, self.fc1.weight, x, 1)\n")
+    assert _review(text)[0].severity == "info"
+    unchecked = _GATED.replace("        return y\n", "        return y + _gemm_w4(x, self.fc1.weight, x, 1)\n")
+    assert _review(unchecked)[0].severity == "error"
