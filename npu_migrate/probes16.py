@@ -359,3 +359,8 @@ def merge(findings: list[Finding], secondary=None) -> list[Finding]:
     if not groups:
         return merge_per_file(findings, secondary)
     return sorted([*merge_per_file(rest, secondary), *(f for group in groups.values() for f in merge_per_file(group))])
+
+
+# (public for probes19.py, which reads probes, their flags and checked reads the same way)
+stored, bound_names, squash, package_of, scope_of, checked, exits, local_names, binds_fallback = (
+    _stored, _bound, _squash, _package, _scope, _checked, _exits, _local_names, _binds_fallback)

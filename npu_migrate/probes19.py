@@ -13,7 +13,7 @@ of a module-level probe `try` (probes.probe_tries: a body that only imports, set
 whose every handler binds a fallback and never raises:
 
 * every read of a name the import binds, outside the `try`, must be checked as probes16.py checks it
-  (`probes16._checked`: behind a test of the names or flags, an early `return`, a skip marker), or
+  (`probes16.checked`: behind a test of the names or flags, an early `return`, a skip marker), or
   lie in a GATED helper;
 * a gated helper is a module-level function with a private name (a leading underscore: no other
   module is meant to call it), no decorator but a cache, compile or no-grad wrapper, not rebinding
@@ -51,7 +51,7 @@ A comparison with "nccl" over a backend the run resolves (whole run, review_back
 from runplan before moot.to_scopes): `def init(..., backend: str = "nccl"): if backend == "nccl" and
 not current_platform.is_cuda_alike(): backend = "gloo"` (a CPU fallback the comparison rewrite
 NPU302 leaves alone, so NPU990 reports the string). The run rewrote the default to the shim's backend
-and every call in the file passes none or one the platform layer gives (resolved._rewritten_default,
+and every call in the file passes none or one the platform layer gives (resolved.rewritten_default,
 NPU304's test): on an NPU host the backend is "hccl", the test is false and the branch is not taken.
 NPU990 there is info with resolved.BACKEND (moot.NO_WORK: a named scope). `!=`, an `else` that
 raises, a parameter assigned again before the test, a caller passing a backend from elsewhere, or a
@@ -97,7 +97,7 @@ def _tests(trial: ast.Try, names: set[str]) -> dict[str, bool]:
     body sets to a bool constant that every handler sets to the other one, and the import's names
     every handler binds to None."""
     out: dict[str, bool] = {}
-    for name in probes16._stored(trial.body):
+    for name in probes16.stored(trial.body):
         body = _constant(trial.body, name)
         handlers = {_constant(h.body, name) for h in trial.handlers}
         if body in ("True", "False") and len(handlers) == 1:
@@ -149,13 +149,13 @@ def _gated_call(node: ast.AST, tests: dict[str, bool], parents: dict) -> int | N
             block = getattr(parent, field, None)
             if isinstance(block, list) and child in block:
                 for stmt in block[:block.index(child)]:
-                    if isinstance(stmt, ast.If) and not stmt.orelse and probes16._exits(stmt.body) \
+                    if isinstance(stmt, ast.If) and not stmt.orelse and probes16.exits(stmt.body) \
                             and _worked(stmt.test, tests) is False:
                         return stmt.test.lineno
         child, parent = parent, parents.get(id(parent))
     if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
         for stmt in parent.body[:parent.body.index(child)] if child in parent.body else ():
-            if isinstance(stmt, ast.If) and not stmt.orelse and probes16._exits(stmt.body) \
+            if isinstance(stmt, ast.If) and not stmt.orelse and probes16.exits(stmt.body) \
                     and _worked(stmt.test, tests) is False:
                 return stmt.test.lineno
     return None
@@ -216,7 +216,7 @@ def _gated_helper(function: ast.AST, tree: ast.Module, parents: dict, tests: dic
             continue  # (a recursive call: reached only through a gated one)
         calls += 1
         line = _gated_call(node, tests, parents)
-        if line is None and holder is not None and name not in probes16._local_names(holder):
+        if line is None and holder is not None and name not in probes16.local_names(holder):
             outer = _gated_helper(holder, tree, parents, tests, memo, visiting)
             line = min(outer) if outer else None
         if line is None:
@@ -231,11 +231,11 @@ def _gated_helper(function: ast.AST, tree: ast.Module, parents: dict, tests: dic
 def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, reported: set[int]) -> str | None:
     from .probes import GUARDED
 
-    names = probes16._bound(stmt)
+    names = probes16.bound_names(stmt)
     tests = _tests(trial, names)
     if not names or not tests:
         return None
-    checks = names | probes16._stored(trial.body) | {n for h in trial.handlers for n in probes16._stored(h.body)}
+    checks = names | probes16.stored(trial.body) | {n for h in trial.handlers for n in probes16.stored(h.body)}
     first, last = trial.lineno, trial.end_lineno or trial.lineno
     memo: dict[str, list[int] | None] = {}
     helpers: dict[str, list[int]] = {}
@@ -246,10 +246,10 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
             continue
         if _in_test(node, tests, parents):
             continue  # (`if _gemm is not None:`: the probe's test itself)
-        scope = probes16._scope(node, parents)
-        if scope is not None and not isinstance(scope, ast.Lambda) and node.id in probes16._local_names(scope):
+        scope = probes16.scope_of(node, parents)
+        if scope is not None and not isinstance(scope, ast.Lambda) and node.id in probes16.local_names(scope):
             return None  # (rebound, or declared global: not the probe's name alone)
-        if probes16._checked(node, checks, parents):
+        if probes16.checked(node, checks, parents):
             continue
         holder = _top_function(node, parents, tree)
         if holder is None:
@@ -285,7 +285,7 @@ def review_helpers(findings: list[Finding], text: str) -> list[Finding]:
     parents = astcache.parents(tree)
     imports: dict[int, tuple[ast.AST, ast.Try]] = {}
     for trial, _statements in probe_tries(tree):
-        if parents.get(id(trial)) is not tree or not all(map(probes16._binds_fallback, trial.handlers)):
+        if parents.get(id(trial)) is not tree or not all(map(probes16.binds_fallback, trial.handlers)):
             continue
         for stmt in trial.body:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in wanted:
@@ -293,12 +293,12 @@ def review_helpers(findings: list[Finding], text: str) -> list[Finding]:
     if not imports:
         return findings
     # (a package the module also imports unguarded at its top, reported: the module fails there anyway)
-    failing = {probes16._package(stmt) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
+    failing = {probes16.package_of(stmt) for stmt in tree.body if isinstance(stmt, (ast.Import, ast.ImportFrom))
                and stmt.lineno in wanted}
     reported = {f.line for f in findings if (f.code in _CODES or f.code == "NPU990") and not f.fixable
                 and f.cell is None and f.line not in imports}
     reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()
-               if probes16._package(stmt) not in failing}
+               if probes16.package_of(stmt) not in failing}
     out = []
     for finding in findings:
         reason = reasons.get(finding.line) if _candidate(finding) else None
@@ -323,7 +323,7 @@ def _probe_read(node: ast.Name, parents: dict) -> str | None:
 
 
 def _names_package(test: ast.AST, words: set[str]) -> bool:
-    text = probes16._squash(ast.unparse(test))
+    text = probes16.squash(ast.unparse(test))
     return any(len(word) >= 3 and word in text for word in words)
 
 
@@ -354,10 +354,10 @@ def _probe_reason(stmt: ast.AST, tree: ast.Module, parents: dict) -> str | None:
     from .probes import GUARDED
 
     function = _scope_function(stmt, parents)
-    names = probes16._bound(stmt)
+    names = probes16.bound_names(stmt)
     if function is None or not names or any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(function)):
         return None
-    words = {probes16._squash(probes16._package(stmt))} | {probes16._squash(n) for n in names}
+    words = {probes16.squash(probes16.package_of(stmt))} | {probes16.squash(n) for n in names}
     line = _tested_first(stmt, function, parents, words)
     if line is None:
         return None
@@ -448,7 +448,7 @@ def review_backend_comparisons(results: list, paths: dict) -> list:
         return finding.code == "NPU990" and not finding.fixable and finding.cell is None \
             and finding.severity != "info" and finding.source.strip("'\"") == "nccl"
 
-    run = resolved._Run(results, paths)  # (reads and parses only what a check asks for)
+    run = resolved.Run(results, paths)  # (reads and parses only what a check asks for)
     out = []
     for result in results:
         if not result.relpath.endswith(".py") or result.new is None or not any(map(asks, result.findings)):
@@ -479,12 +479,12 @@ def _comparison_reason(run, result, tree: ast.Module, finding: Finding, line: in
     if found is None:
         return None
     name, test = found
-    func = resolved._enclosing(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
-    if func is None or not any(a.arg == name for a in resolved._params(func)) or any(
+    func = resolved.enclosing(tree, line, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if func is None or not any(a.arg == name for a in resolved.params(func)) or any(
             isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.lineno < line
             and any(isinstance(t, ast.Name) and t.id == name for target in
                     (node.targets if isinstance(node, ast.Assign) else [node.target]) for t in ast.walk(target))
             for node in ast.walk(func)):
         return None
-    why = resolved._rewritten_default(run, result, tree, func, name)
+    why = resolved.rewritten_default(run, result, tree, func, name)
     return f"{resolved.BACKEND}{why}; {COMPARED.format(line=test.lineno)}" if why else None
