@@ -56,7 +56,8 @@ BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback w
 READ_CHECKED = "its names are read only where the import worked: its own function, or behind a test of them"
 BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
                 "package only under `{test}`: an NPU host runs it only if that backend is selected there")
-_MARKS = ("code named for that package's backend", READ_CHECKED)
+# (and probes19.PROBE_ONLY: an availability function's own import, kept apart the same way)
+_MARKS = ("code named for that package's backend", READ_CHECKED, "an availability probe: imported only after")
 # (NPU911 only: Triton-Ascend installs `triton` on an NPU host, where a Triton probe's import works
 # and the kernels behind it run; tritonguards.py, guards15.py and optionalguards.py judge those)
 _CODES = frozenset({"NPU911"})
@@ -358,3 +359,8 @@ def merge(findings: list[Finding], secondary=None) -> list[Finding]:
     if not groups:
         return merge_per_file(findings, secondary)
     return sorted([*merge_per_file(rest, secondary), *(f for group in groups.values() for f in merge_per_file(group))])
+
+
+# (public for probes19.py, which reads probes, their flags and checked reads the same way)
+stored, bound_names, squash, package_of, scope_of, checked, exits, local_names, binds_fallback = (
+    _stored, _bound, _squash, _package, _scope, _checked, _exits, _local_names, _binds_fallback)

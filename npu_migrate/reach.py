@@ -8,6 +8,8 @@ CUDA-only code it guards, in the same file (issue #16 audits):
   `run(..., use_cudagraph=use_cudagraph)` and `if use_cudagraph:` inside `run`: a parameter that
   every call in the file leaves at a false default or passes a value false on an NPU host;
 - a local or module name bound once to such a value (`USE_GRAPH = current_platform.is_cuda()`);
+- a name the statement right before an `if` binds through a conditional expression such a value
+  decides (`_env = launch_env if _lib_has_no_cache() else {}` then `if _env:`), bound elsewhere too;
 - a function of the file whose every return is false on an NPU host (`def is_supported(cls):
   return current_platform.has_device_capability(90)`), called in a condition;
 - an early exit anywhere in a function or at module level (`if not hasattr(torch.ops._C, "op"):
@@ -396,6 +398,27 @@ def _returns_false(function: ast.AST, module_names: frozenset, functions: frozen
     return not any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(function))
 
 
+def _bound_just_before(body: list, index: int, names: frozenset, functions: frozenset) -> frozenset:
+    """`names`, with the name the statement right before `body[index]` binds when an NPU host's
+    answer picks a false value for it: `_env = launch_env if _lib_has_no_cache() else {}` then
+    `if _env:` (vLLM's NCCL_NO_CACHE pin, a `global` the scope binds elsewhere too; wave 19,
+    probes19.py's area). Only the arm of a conditional expression an NPU fact selects counts (an
+    empty literal, None, False, 0 there too); a plain `X = False` stays a setting a user edits."""
+    previous = body[index - 1] if index else None
+    if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)
+            and isinstance(previous.value, ast.IfExp)) or previous.targets[0].id in names:
+        return names
+    test = _truth(previous.value.test, names, functions)
+    if test not in (True, False):
+        return names
+    value = previous.value.body if test else previous.value.orelse
+    empty = (isinstance(value, ast.Constant) and not value.value) or (
+        isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)) and not getattr(value, "keys", getattr(value, "elts", None)))
+    if empty or (not isinstance(value, ast.Constant) and _truth(value, names, functions) is False):
+        return names | {previous.targets[0].id}
+    return names
+
+
 def _without_docstring(body: list) -> list:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
@@ -486,7 +509,7 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
             if isinstance(stmt, ast.If):
                 if callable(names):
                     names = names()
-                truth = _truth(stmt.test, names, functions)
+                truth = _truth(stmt.test, _bound_just_before(body, index, names, functions), functions)
                 if truth is False:
                     out.append((_first(stmt.body[0]), _end(stmt.body), shown(stmt.test, False), False))
                 elif truth is True:

@@ -32,6 +32,7 @@ from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
+from . import probes19
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -161,6 +162,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = lowered
             # (probes16.py: a guarded import whose `except` binds a fallback, its names read only behind a check)
             result.findings = probes16.review(result.findings, text)
+            # (probes19.py: ... read only in private helpers behind the probe's test; availability functions)
+            result.findings = probes19.review(result.findings, text)
             # (versionprobes.py: CUDA version reads with a fallback, a CUDA_HOME tested for None)
             result.findings = review_toolkit_path(review_version_fallbacks(result.findings, text), text)
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)

@@ -367,6 +367,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_constants(results, paths)  # (module-level FP8 dtype constants, branches ending in a gated call)
     from .patcher19 import review as review_patcher
     results = review_patcher(results, paths)  # (torch.cuda names a project's own transfer_to_npu load remaps: patcher19.py)
+    from .probes19 import review_backend_comparisons
+    results = review_backend_comparisons(results, paths)  # (`if backend == "nccl"` over a rewritten default: probes19.py)
     results = to_scopes(review_platforms(results, paths))
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
