@@ -54,7 +54,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Optional
 
 from . import astcache
 
@@ -80,7 +79,7 @@ class _Run:
             if result.relpath.endswith(".py"):
                 for name in module_names(result.relpath):
                     self.by_name.setdefault(name, i)
-        self.trees: dict[int, Optional[ast.Module]] = {}
+        self.trees: dict[int, ast.Module | None] = {}
         self.stores: dict[int, dict] = {}
         self.values: dict[tuple, object] = {}  # (i, name) -> value of a module-level flag
         self.calls: dict[tuple, object] = {}  # (i, name) -> value a function returns
@@ -88,7 +87,7 @@ class _Run:
         self.reads: dict[tuple, list] = {}  # (i, name) -> the other modules' values the flag's own value read
         self.overridden: dict[str, bool] = {}
 
-    def tree(self, i: int) -> Optional[ast.Module]:
+    def tree(self, i: int) -> ast.Module | None:
         if i not in self.trees:
             data = self.text_of(i)
             self.trees[i] = astcache.parse(data) if data else None
@@ -113,7 +112,7 @@ class _Run:
             self.stores[i] = counts
         return self.stores[i]
 
-    def module(self, dotted: str) -> Optional[int]:
+    def module(self, dotted: str) -> int | None:
         return self.by_name.get(dotted)
 
     def _from_module(self, i: int, stmt: ast.ImportFrom) -> str:
@@ -289,7 +288,7 @@ class _Run:
         """The value of `node` in module i on an NPU host, or _U. `env`: locals known; `local`:
         names bound in the enclosing functions (never read as the module's); `used` gets the
         (module, name) of the flags of OTHER modules the answer read."""
-        from .testscopes import npu_truth
+        from . import testscopes
 
         if depth > _MAX_DEPTH:
             return _U
@@ -349,12 +348,10 @@ class _Run:
                     if target[2] != i:
                         used.append((target[2], f"{target[1].name}()"))
                     return value
-        truth = npu_truth(node)
-        if truth is True or truth is False:
-            return truth
-        if isinstance(node, ast.Attribute) and astcache.dotted(node) in ("torch.version.cuda", "torch.version.hip"):
-            return None
-        return _U
+        known = testscopes._value(node)  # (True, False, None there: `torch.version.hip`; or unknown)
+        if known is True or known is False:
+            return known
+        return None if known is testscopes._NONE else _U
 
 
 def _compare(op: ast.cmpop, left, right):
@@ -374,7 +371,7 @@ def _imported_top(stmt: ast.stmt) -> str:
     return "" if stmt.level else (stmt.module or "").split(".")[0]
 
 
-def _catches_import(kind: Optional[ast.AST]) -> bool:
+def _catches_import(kind: ast.AST | None) -> bool:
     if kind is None:
         return True
     names = kind.elts if isinstance(kind, ast.Tuple) else [kind]
@@ -385,7 +382,7 @@ def _always_exits(body: list) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Raise, ast.Return))
 
 
-def _locals(function: Optional[ast.AST]) -> frozenset:
+def _locals(function: ast.AST | None) -> frozenset:
     """Names a function (and its parameters) binds: never read as the module's flags."""
     if function is None:
         return frozenset()
@@ -409,14 +406,14 @@ def _describe(run: _Run, used: list) -> str:
     return f" ({'; '.join(parts[:2])})" if parts else ""
 
 
-def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: Optional[list[int]]) -> list[tuple[int, int, str]]:
+def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[int] | None) -> list[tuple[int, int, str]]:
     """(first, last, reason) of the code in module i an NPU host never runs because a value computed
     in another module decides so; only constructs around `lines_wanted` are read (all when None)."""
     from .flags16 import BRANCH
 
     parents = astcache.parents(tree)
 
-    def function_of(node: ast.AST) -> Optional[ast.AST]:
+    def function_of(node: ast.AST) -> ast.AST | None:
         node = parents.get(id(node))
         while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             node = parents.get(id(node))
@@ -485,7 +482,7 @@ def review(results: list, paths: dict) -> list:
                 for n in (f.line, *(line for line, _c, _s in f.also))]
 
     text_of = RunTexts(results, paths)
-    run: Optional[_Run] = None
+    run: _Run | None = None
     out = list(results)
     for i, result in enumerate(results):
         if not result.relpath.endswith(".py"):
@@ -512,7 +509,7 @@ def review(results: list, paths: dict) -> list:
 
         everywhere: list = []
 
-        def reason_of(line: int, found=found, tree=tree, text=text, i=i, everywhere=everywhere) -> Optional[str]:
+        def reason_of(line: int, found=found, tree=tree, text=text, i=i, everywhere=everywhere, run=run) -> str | None:
             block = next((b for b in found if b[0] <= line <= b[1]), None)
             if block is None:
                 return None

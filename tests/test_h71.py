@@ -10,6 +10,10 @@ _UTILS = """\
 import torch
 
 
+def is_hip():
+    return torch.version.hip is not None
+
+
 def get_device_sm():
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
@@ -154,3 +158,14 @@ def test_a_cuda_only_import_behind_the_flag_read_outside_it_stays_reported(tmp_p
     report = _project(tmp_path, extra={"pkg/kernels.py": module, "pkg/kernels2.py": gated})
     assert 6 in _open_lines(report, "pkg/kernels.py", "NPU911"), report["findings"]
     assert 6 not in _open_lines(report, "pkg/kernels2.py", "NPU911")
+
+
+def test_the_branch_an_npu_host_takes_after_a_rocm_flag_stays_reported(tmp_path):
+    """`_is_hip = is_hip()` (`torch.version.hip is not None`: None there, so False): the `else:` of
+    `if _is_hip:` is the branch an NPU host takes, its FP8 stays reported; the ROCm body is a scope."""
+    module = ("import torch\n\nfrom pkg.utils import is_hip\n\n_is_hip = is_hip()\n\n\n"
+              "def pick(x):\n    if _is_hip:\n        return x.to(torch.float8_e4m3fnuz)\n"
+              "    else:\n        return x.to(torch.float8_e4m3fn)\n")
+    report = _project(tmp_path, extra={"pkg/dtypes.py": module})
+    assert 12 in _open_lines(report, "pkg/dtypes.py", "NPU913"), report["findings"]
+    assert 12 not in moot_lines(report["skipped"], "NPU913", "pkg/dtypes.py")
