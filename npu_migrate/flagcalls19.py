@@ -319,8 +319,7 @@ class _Run:
                 if found is not None and found[0] == "value":
                     value = self.flag(found[2], found[1], depth)
                     if _uniq(value):
-                        if found[2] != i:
-                            used.append((found[2], node.id))
+                        used.append((found[2], node.id))
                         # (a flag of this module bound to another module's function or flag)
                         used.extend(self.reads.get((found[2], node.id), ()) if found[2] == i else ())
                         return value
@@ -396,13 +395,15 @@ def _locals(function: ast.AST | None) -> frozenset:
 
 
 def _describe(run: _Run, used: list) -> str:
-    """`(`X` is false on an NPU host: bound at path:line `X = f()`)` for the flags an answer read."""
+    """`(`X` is False there, bound at path:line `X = f()`)` for the flags and functions an answer
+    read, with the value each has on an NPU host."""
     parts = []
     for i, name in dict.fromkeys(used):
         if name.endswith("()"):
-            parts.append(f"the project's `{name}` in {run.results[i].relpath} returns False there")
+            value = run.calls.get((i, name[:-2]), False)
+            parts.append(f"the project's `{name}` in {run.results[i].relpath} returns {value!r} there")
         elif (i, name) in run.origin:
-            parts.append(f"`{name}` is False there, bound at {run.origin[(i, name)]}")
+            parts.append(f"`{name}` is {run.values.get((i, name), False)!r} there, bound at {run.origin[(i, name)]}")
     return f" ({'; '.join(parts[:2])})" if parts else ""
 
 
@@ -430,7 +431,8 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
     def decide(test: ast.AST, where: ast.AST):
         used: list = []
         truth = run.truth(i, test, {}, local_names(where), 0, used)
-        return (truth, used) if used and truth is not _U else (_U, used)
+        # (decided only by what another module computes: this module's own flags are flags16's)
+        return (truth, used) if truth is not _U and any(m != i for m, _n in used) else (_U, used)
 
     def shown(node: ast.AST) -> str:
         segment = ast.get_source_segment(text, node) or ast.unparse(node)
@@ -469,10 +471,29 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
     return out
 
 
+def _lower(finding, reason_of) -> list | None:
+    """findings.lower_pieces, the places kept merged again on the finding's own anchor where it is
+    among them (a scaled matmul the FP8 finding was anchored on stays its anchor)."""
+    from .findings import merge_per_file, split_merged
+
+    lowered, kept = [], []
+    for piece in split_merged(finding):
+        why = reason_of(piece.line)
+        if why is None:
+            kept.append(piece)
+        else:
+            lowered.append(dataclasses.replace(piece, severity="info", message=f"{piece.message} ({why})"))
+    if not lowered:
+        return None
+    anchor = (finding.line, finding.column)
+    keep_anchor = any((p.line, p.column) == anchor for p in kept)
+    return lowered + (merge_per_file(kept, secondary=(lambda f: (f.line, f.column) != anchor) if keep_anchor else None)
+                      if kept else [])
+
+
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places inside the blocks of this module's docstring
     lowered to info (a named skipped scope)."""
-    from .findings import lower_pieces
     from .flags16 import _import_at, read_outside
     from .modpaths import RunTexts
     from .moot import is_moot
@@ -525,7 +546,7 @@ def review(results: list, paths: dict) -> list:
         for finding in result.findings:
             pieces = None
             if not finding.fixable and finding.cell is None and not is_moot(finding):
-                pieces = lower_pieces(finding, reason_of)
+                pieces = _lower(finding, reason_of)
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:
