@@ -182,9 +182,11 @@ class _Run:
         return self.values[key]
 
     def _overridden(self, name: str) -> bool:
-        """Whether some file of the run assigns `X.name = ...` to anything but False."""
+        """Whether some file of the run assigns `X.name = ...` to anything but False, or names it
+        as a string to `patch(...)`/`setattr(...)` (`mock.patch("pkg.guard.FLAG", True)`)."""
         if name not in self.overridden:
             pattern = re.compile(rb"\.\s*" + re.escape(name.encode()) + rb"\s*=(?!=)[ \t]*([^\n#]*)")
+            named = re.compile(rb"(?:patch|setattr)\b[^\n]*[\"'](?:[\w.]*\.)?" + re.escape(name.encode()) + rb"[\"']")
             hit = False
             for i, result in enumerate(self.results):
                 if not result.relpath.endswith(".py"):
@@ -192,7 +194,7 @@ class _Run:
                 data = self.text_of(i)
                 if not data or name.encode() not in data:
                     continue
-                if any(m.group(1).strip() != b"False" for m in pattern.finditer(data)):
+                if any(m.group(1).strip() != b"False" for m in pattern.finditer(data)) or named.search(data):
                     hit = True
                     break
             self.overridden[name] = hit
@@ -347,10 +349,10 @@ class _Run:
                     if target[2] != i:
                         used.append((target[2], f"{target[1].name}()"))
                     return value
-        known = testscopes._value(node)  # (True, False, None there: `torch.version.hip`; or unknown)
+        known = testscopes.npu_value(node)  # (True, False, None there: `torch.version.hip`; or unknown)
         if known is True or known is False:
             return known
-        return None if known is testscopes._NONE else _U
+        return None if known is testscopes.NONE_THERE else _U
 
 
 def _compare(op: ast.cmpop, left, right):
@@ -471,6 +473,13 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
     return out
 
 
+def _import_at(tree: ast.Module, line: int) -> ast.stmt | None:
+    for node in astcache.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return node
+    return None
+
+
 def _lower(finding, reason_of) -> list | None:
     """findings.lower_pieces, the places kept merged again on the finding's own anchor where it is
     among them (a scaled matmul the FP8 finding was anchored on stays its anchor)."""
@@ -494,7 +503,7 @@ def _lower(finding, reason_of) -> list | None:
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places inside the blocks of this module's docstring
     lowered to info (a named skipped scope)."""
-    from .flags16 import _import_at, read_outside
+    from .flags16 import read_outside
     from .modpaths import RunTexts
     from .moot import is_moot
 

@@ -131,11 +131,12 @@ def test_a_flag_an_env_override_can_turn_on_stays_reported(tmp_path):
 def test_a_flag_another_file_assigns_stays_reported(tmp_path):
     """A module of the run that sets `wrapper.ENABLE_FAST_GEMM = True` can turn the flag on: the
     code behind it stays reported (an assignment of False, as a model that disables it, would not)."""
-    setter = "from pkg import wrapper\n\n\ndef force():\n    wrapper.ENABLE_FAST_GEMM = True\n"
-    report = _project(tmp_path, extra={"pkg/setter.py": setter})
-    # (FAST_GEMM_SCALE, derived from it, is not read either)
-    assert {8, 14, 20, 25} <= _open_lines(report, "pkg/consumer.py", "NPU913")
-    assert not moot_lines(report["skipped"], "NPU913", "pkg/consumer.py")
+    for n, setter in enumerate(("from pkg import wrapper\n\n\ndef force():\n    wrapper.ENABLE_FAST_GEMM = True\n",
+                                "from unittest import mock\n\nPATCH = mock.patch('pkg.wrapper.ENABLE_FAST_GEMM', True)\n")):
+        report = _project(tmp_path / str(n), extra={"pkg/setter.py": setter})
+        # (FAST_GEMM_SCALE, derived from it, is not read either)
+        assert {8, 14, 20, 25} <= _open_lines(report, "pkg/consumer.py", "NPU913"), setter
+        assert not moot_lines(report["skipped"], "NPU913", "pkg/consumer.py")
 
 
 def test_a_probe_that_raises_instead_of_returning_false_is_not_read(tmp_path):
