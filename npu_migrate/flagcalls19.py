@@ -35,8 +35,10 @@ The flag is strict: the name must be bound exactly once in its module, and no fi
 assign `.NAME = ...` to anything but `False` (`deep_gemm_wrapper.DEEPGEMM_SCALE_UE8M0 = False` is
 fine; an assignment of True or of a computed value could turn it on, and the flag is not read).
 
-Two constructs are decided (only when a value computed in ANOTHER module decides them: a condition
-the file decides alone is flags16's/importgates' work):
+Two constructs are decided, only when what decides them reads another module (a flag bound there, a
+project function defined there, or this module's own flag bound to one: `USE_ROWWISE_MM =
+use_rowwise_mm()` whose body returns False unless the imported `_is_hip`); a condition the file
+decides alone is flags16's/importgates' work:
 
 * the body of an `if` whose test is false on an NPU host, the `else` of one true there;
 * the rest of a function after a top-level `assert` false there, or after an `if` true there whose
