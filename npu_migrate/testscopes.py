@@ -732,6 +732,8 @@ def _segment(lines: list[str], node: ast.AST) -> str:
 
 
 npu_truth = _truth  # (for disabled.py: a condition's value on an NPU host: True, False or unknown)
+npu_value = _value  # (for flagcalls19.py: True, False, NONE_THERE (None there: `torch.version.hip`) or unknown)
+NONE_THERE = _NONE
 source_segment = _segment  # (for disabled.py)
 if_statements = _if_statements  # (for tests15.py: the `if` statements of a tree, nested ones included)
 
