@@ -1,0 +1,194 @@
+"""Round 19 (issue #16): per-file findings that repeat one port item of an op family or a vendored
+package (npu_migrate/folds19.py). Each test: the redundant findings fold into one that names them,
+and the nearest true cases keep their own findings."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+GATED_SETUP = """\
+import glob
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension
+
+ext_modules = []
+if torch.cuda.is_available():
+    sources = glob.glob("csrc/**/*.cu", recursive=True)
+    ext_modules.append(CUDAExtension("proj._C", sources))
+setup(name="proj", ext_modules=ext_modules)
+"""
+
+
+def _op(name: str) -> str:
+    """A `.cu` with a kernel and an op it registers (no helper another source calls)."""
+    return (
+        "#include <torch/extension.h>\n"
+        f"__global__ void {name}_kernel(float* x, int n) {{ x[threadIdx.x] *= 2.0f; }}\n"
+        f"torch::Tensor {name}(torch::Tensor x) {{\n"
+        f"  {name}_kernel<<<1, x.numel()>>>(x.data_ptr<float>(), x.numel());\n"
+        "  return x;\n"
+        "}\n"
+        f"TORCH_LIBRARY_FRAGMENT(proj, m) {{ m.def(\"{name}\", &{name}); }}\n"
+    )
+
+
+def _npu912(report: dict) -> dict:
+    return {f["path"]: f for f in report["findings"] if f["code"] == "NPU912" and not f["fixable"]}
+
+
+def test_gated_sources_of_a_leaf_folder_and_arch_variants_fold_into_one(tmp_path):
+    root = write_project(tmp_path, {
+        "setup.py": GATED_SETUP,
+        # a leaf folder of one op family: one finding
+        "csrc/fp4/fp4_gemm.cu": _op("fp4_gemm"),
+        "csrc/fp4/fp4_moe.cu": _op("fp4_moe"),
+        "csrc/fp4/fp4_quant.cu": _op("fp4_quant"),
+        # a folder with folders below it: a different op in each file, one finding each, but the
+        # architecture variants of one kernel fold
+        "csrc/layernorm.cu": _op("layernorm"),
+        "csrc/rotary.cu": _op("rotary"),
+        "csrc/scaled_mm_sm90.cu": _op("scaled_mm_sm90"),
+        "csrc/scaled_mm_sm100.cu": _op("scaled_mm_sm100"),
+    })
+    found = _npu912(migrate_json(root))
+    assert sorted(found) == ["csrc/fp4/fp4_gemm.cu", "csrc/layernorm.cu", "csrc/rotary.cu",
+                             "csrc/scaled_mm_sm100.cu"], sorted(found)
+    assert all(f["severity"] == "info" for f in found.values())
+    folder = found["csrc/fp4/fp4_gemm.cu"]["message"]
+    assert "the other 2 CUDA sources of `csrc/fp4/`" in folder and "`fp4_moe.cu`, `fp4_quant.cu`" in folder
+    variants = found["csrc/scaled_mm_sm100.cu"]["message"]
+    assert "1 other GPU-architecture variant of this kernel in `csrc/`" in variants
+    assert "`scaled_mm_sm90.cu`" in variants
+    assert "also" not in found["csrc/layernorm.cu"]["message"]
+
+
+def test_a_folder_with_a_jit_built_source_keeps_a_finding_per_file(tmp_path):
+    """A source a Python file builds with `cpp_extension.load` at run time keeps its error, and the
+    folder's gated sources are not folded into it or into each other."""
+    root = write_project(tmp_path, {
+        "setup.py": GATED_SETUP,
+        "csrc/attn/attn_fwd.cu": _op("attn_fwd"),
+        "csrc/attn/attn_bwd.cu": _op("attn_bwd"),
+        "csrc/attn/attn_jit.cu": _op("attn_jit"),
+        "proj/jit.py": ("from torch.utils import cpp_extension\n\n\ndef build():\n"
+                        "    return cpp_extension.load('attn', ['csrc/attn/attn_jit.cu'])\n"),
+    })
+    found = _npu912(migrate_json(root))
+    assert sorted(found) == ["csrc/attn/attn_bwd.cu", "csrc/attn/attn_fwd.cu", "csrc/attn/attn_jit.cu"]
+    assert found["csrc/attn/attn_jit.cu"]["severity"] == "error"
+    assert "also" not in found["csrc/attn/attn_bwd.cu"]["message"]
+
+
+def test_ungated_sources_keep_their_errors(tmp_path):
+    """No setup.py gating the build: every source's error stays (never folded, never lowered)."""
+    root = write_project(tmp_path, {
+        "csrc/fp4/fp4_gemm.cu": _op("fp4_gemm"),
+        "csrc/fp4/fp4_moe.cu": _op("fp4_moe"),
+    })
+    found = _npu912(migrate_json(root))
+    assert sorted(found) == ["csrc/fp4/fp4_gemm.cu", "csrc/fp4/fp4_moe.cu"]
+    assert {f["severity"] for f in found.values()} == {"error"}
+
+
+INIT = "import cutlass.cute as cute\n\nfrom .interface import run\n\n__all__ = ['run']\n"
+INTERFACE = """\
+import torch
+import cutlass
+import cutlass.cute as cute
+
+from .helpers import check
+
+
+def run(x):
+    if not x.is_cuda:
+        raise ValueError("CUDA only")
+    return cute.compile(check(x))
+"""
+HELPERS = """\
+import cutlass.cute as cute
+import torch
+
+
+def check(t):
+    if not t.is_cuda:
+        raise ValueError("CUDA only")
+    return cute.Tensor(t)
+"""
+# loaded by the package too, but its finding holds a lazy import of another package: a failure of its own
+LAZY = """\
+import cutlass.cute as cute
+
+
+def norm(x):
+    if not x.is_cuda:
+        raise ValueError("CUDA only")
+    from flashinfer import rmsnorm
+    return rmsnorm(cute.Tensor(x))
+"""
+# loaded by the package, but a script as well: run by its path, the package's __init__ never runs
+SCRIPT = """\
+import cutlass.cute as cute
+import torch
+
+
+def bench(x):
+    if not x.is_cuda:
+        raise ValueError("CUDA only")
+    return cute.compile(x)
+
+
+if __name__ == "__main__":
+    bench(torch.ones(4))
+"""
+# not loaded by the package's __init__
+UNLOADED = """\
+import cutlass.cute as cute
+
+
+def other(x):
+    if not x.is_cuda:
+        raise ValueError("CUDA only")
+    from flashinfer import rmsnorm
+    return rmsnorm(x)
+"""
+
+
+def _npu911(report: dict) -> dict:
+    return {f["path"]: f for f in report["findings"] if f["code"] == "NPU911" and not f["fixable"]}
+
+
+def test_submodules_a_failing_package_init_loads_fold_into_its_finding(tmp_path):
+    root = write_project(tmp_path, {
+        "pkg/cute/__init__.py": INIT.replace("from .interface import run",
+                                             "from .interface import run\nfrom . import lazy, bench"),
+        "pkg/cute/interface.py": INTERFACE,
+        "pkg/cute/helpers.py": HELPERS,  # (loaded through interface.py)
+        "pkg/cute/lazy.py": LAZY,
+        "pkg/cute/bench.py": SCRIPT,
+        "pkg/cute/other.py": UNLOADED,
+        "pkg/user.py": "from pkg.cute.interface import run\n\n\ndef go(x):\n    return run(x)\n",
+    })
+    found = _npu911(migrate_json(root))
+    assert sorted(found) == ["pkg/cute/__init__.py", "pkg/cute/bench.py", "pkg/cute/lazy.py",
+                             "pkg/cute/other.py"], sorted(found)
+    init = found["pkg/cute/__init__.py"]
+    assert init["severity"] == "error"
+    assert "submodules that this `__init__` loads unguarded at import" in init["message"]
+    assert "`helpers.py` (import of `cutlass.cute`" in init["message"]
+    assert "`interface.py` (import of `cutlass`, lines 2, 3, " in init["message"]
+    assert all(f["severity"] == "error" for f in found.values())
+
+
+def test_without_a_failing_init_submodules_keep_their_findings(tmp_path):
+    """An `__init__` that does not import the CUDA-only package itself (it only re-exports): the
+    package's submodules fail each on their own, and keep their findings."""
+    root = write_project(tmp_path, {
+        "pkg/cute/__init__.py": "from .interface import run\n",
+        "pkg/cute/interface.py": INTERFACE,
+        "pkg/cute/helpers.py": HELPERS,
+    })
+    found = _npu911(migrate_json(root))
+    assert "pkg/cute/__init__.py" not in found
+    assert "submodules" not in " ".join(f["message"] for f in found.values())
+    assert len(found) >= 1
