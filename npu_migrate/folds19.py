@@ -65,25 +65,51 @@ def _report_only(finding) -> bool:
     return finding.code == "NPU912" and not finding.fixable and finding.cell is None
 
 
-def _gated(finding) -> str | None:
-    """The gate text (from "(not compiled on an NPU host (" to the end) of a build-gated NPU912
-    info finding, or None."""
+def _gate_span(message: str) -> Optional[tuple[int, int]]:
+    """(start, end) of the "(not compiled on an NPU host (...); ...)" parenthetical of a message."""
+    at = message.find(GATE_MARK)
+    if at < 0:
+        return None
+    depth = 0
+    for k in range(at, len(message)):
+        depth += {"(": 1, ")": -1}.get(message[k], 0)
+        if depth == 0:
+            return at, k + 1
+    return None
+
+
+def _gated(finding) -> Optional[str]:
+    """The gate parenthetical (the build and what it means) of a build-gated NPU912 info finding,
+    or None."""
     if not (_report_only(finding) and finding.severity == "info"):
         return None
-    at = finding.message.find(GATE_MARK)
-    return finding.message[at:] if at >= 0 else None
+    span = _gate_span(finding.message)
+    return finding.message[span[0]:span[1]] if span else None
+
+
+def _groups(text: str) -> list[str]:
+    """The top-level parenthesized groups of `text`, without their parentheses."""
+    out, depth, start = [], 0, 0
+    for k, char in enumerate(text):
+        if char == "(":
+            depth += 1
+            if depth == 1:
+                start = k + 1
+        elif char == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:k].strip())
+    return [g for g in out if g]
 
 
 def _extra(message: str) -> str:
-    """What a source's NPU912 message adds between the base wording and the gate text (the headers
-    beside it, the helpers folded into it), without its outer parentheses."""
-    at = message.find(GATE_MARK)
-    middle = (message[:at] if at >= 0 else message)
-    middle = middle.removeprefix(_BASE)
-    middle = middle.strip()
-    if middle.startswith("(") and middle.endswith(")") and middle.count("(") == 1:
-        middle = middle[1:-1]
-    return middle
+    """What a source's NPU912 message adds to the base wording and the gate (the headers beside it,
+    the helpers folded into it)."""
+    span = _gate_span(message)
+    rest = message[:span[0]] + " " + message[span[1]:] if span else message
+    if rest.startswith(_BASE):
+        rest = rest[len(_BASE):]
+    return "; ".join(_groups(rest))
 
 
 # ----------------------------------------------------------------------------- gated sources of one op family
@@ -91,8 +117,11 @@ def _extra(message: str) -> str:
 def fold_gated_sources(results: list, paths: dict) -> list:
     """Module's doc, first shape: the build-gated NPU912 infos of a leaf folder, and of a kernel's
     architecture variants, folded into the first file's finding."""
+    from .platforms import path_platform
+
+    # (another platform's source by its name becomes that platform's scope later: platforms.py)
     gated = [i for i, r in enumerate(results) if _cuda(r.relpath)
-             and sum(_gated(f) is not None for f in r.findings) == 1]
+             and sum(_gated(f) is not None for f in r.findings) == 1 and path_platform(r.relpath) is None]
     if len(gated) < 2:
         return results
     by_folder: dict[str, list[int]] = {}
@@ -134,9 +163,11 @@ def fold_gated_sources(results: list, paths: dict) -> list:
             name = f"`{posixpath.basename(results[i].relpath)}`"
             named.append(f"{name} ({extra})" if extra else name)
         more = f" and {len(rest) - MAX_NAMED} more" if len(rest) > MAX_NAMED else ""
-        what = (f"the other {len(rest)} CUDA source{'s' if len(rest) > 1 else ''} of `{folder}/`"
-                if kind == "folder" else
-                f"{len(rest)} other GPU-architecture variant{'s' if len(rest) > 1 else ''} of this kernel in `{folder}/`")
+        plural = "s" if len(rest) > 1 else ""
+        if kind == "folder":
+            what = f"the other {len(rest)} CUDA sources of `{folder}/`" if plural else f"the other CUDA source of `{folder}/`"
+        else:
+            what = f"{len(rest)} other GPU-architecture variant{plural} of this kernel in `{folder}/`"
         note = (f"(also {what}, which the same CUDA-gated build compiles, reported once here: "
                 f"{', '.join(named)}{more})")
         index = next(k for k, f in enumerate(out[first].findings) if _gated(f) is not None)

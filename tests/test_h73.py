@@ -192,3 +192,23 @@ def test_without_a_failing_init_submodules_keep_their_findings(tmp_path):
     assert "pkg/cute/__init__.py" not in found
     assert "submodules" not in " ".join(f["message"] for f in found.values())
     assert len(found) >= 1
+
+
+def test_a_folded_member_keeps_what_its_own_message_added(tmp_path):
+    """A helper `.cu` srcfolds17 folded into one member of the folder: the folder's finding still
+    names it (the member's note travels with the member's name), and the members fold though their
+    messages differ after the gate."""
+    helper = ("__global__ void pack_kernel(int* x) { x[threadIdx.x] = 0; }\n"
+              "void launch_pack(int* x, int n) { pack_kernel<<<1, n>>>(x); }\n")
+    user = _op("w4_grouped").replace("  return x;\n", "  launch_pack(nullptr, 1);\n  return x;\n")
+    root = write_project(tmp_path, {
+        "setup.py": GATED_SETUP,
+        "csrc/w4/w4_grouped.cu": user,
+        "csrc/w4/w4_a_mm.cu": _op("w4_a_mm"),
+        "csrc/w4/w4_pack.cu": helper,
+    })
+    found = _npu912(migrate_json(root))
+    assert sorted(found) == ["csrc/w4/w4_a_mm.cu"], sorted(found)
+    message = found["csrc/w4/w4_a_mm.cu"]["message"]
+    assert "the other CUDA source of `csrc/w4/`" in message
+    assert "`w4_grouped.cu` (also `w4_pack.cu`, whose `launch_pack` it calls" in message, message
