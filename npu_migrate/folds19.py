@@ -65,7 +65,7 @@ def _report_only(finding) -> bool:
     return finding.code == "NPU912" and not finding.fixable and finding.cell is None
 
 
-def _gate_span(message: str) -> Optional[tuple[int, int]]:
+def _gate_span(message: str) -> tuple[int, int] | None:
     """(start, end) of the "(not compiled on an NPU host (...); ...)" parenthetical of a message."""
     at = message.find(GATE_MARK)
     if at < 0:
@@ -78,7 +78,7 @@ def _gate_span(message: str) -> Optional[tuple[int, int]]:
     return None
 
 
-def _gated(finding) -> Optional[str]:
+def _gated(finding) -> str | None:
     """The gate parenthetical (the build and what it means) of a build-gated NPU912 info finding,
     or None."""
     if not (_report_only(finding) and finding.severity == "info"):
@@ -107,8 +107,7 @@ def _extra(message: str) -> str:
     the helpers folded into it)."""
     span = _gate_span(message)
     rest = message[:span[0]] + " " + message[span[1]:] if span else message
-    if rest.startswith(_BASE):
-        rest = rest[len(_BASE):]
+    rest = rest.removeprefix(_BASE)
     return "; ".join(_groups(rest))
 
 
