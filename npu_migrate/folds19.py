@@ -343,7 +343,7 @@ def fold_package_submodules(results: list, paths: dict) -> list:
             continue
         named = []
         for name, f in folded:
-            line_numbers = [f.line, *(a[0] for a in f.also)]
+            line_numbers = list(dict.fromkeys([f.line, *(a[0] for a in f.also)]))
             shown = ", ".join(map(str, line_numbers[:8])) + (f" and {len(line_numbers) - 8} more" if len(line_numbers) > 8 else "")
             what = f.message.split(":", 1)[-1].split(";", 1)[0].split(" (", 1)[0].strip()
             named.append(f"`{name}.py` ({what}, line{'s' if len(line_numbers) > 1 else ''} {shown})")
