@@ -17,8 +17,12 @@ Two shapes, read across files (whole-run passes, runplan.whole_run_passes):
   - in any folder, two or more such files whose names differ only by a GPU architecture token
     (`scaled_mm_c3x_sm90.cu`, `scaled_mm_c3x_sm100.cu`: `_sm\\d+`), with the same gate text: the
     variants of one kernel for each architecture.
+  "The same build" compares the gate parenthetical only (the build file, its line and condition,
+  and what it means): a note another pass appended to a member (srcfolds17's helper it calls)
+  does not make it another build, and travels with the member's name.
   Never across folders, and never a source that a Python file names beside `cpp_extension` (a JIT
-  build, which an NPU host runs: buildgated keeps its error). A non-leaf folder's other sources
+  build, which an NPU host runs: buildgated keeps its error), nor a source whose name names another
+  platform (platforms.path_platform: it becomes that platform's scope later). A non-leaf folder's other sources
   (vLLM's `csrc/` top level: a different op in each file) keep one finding each.
 
 * **A CUDA-only package's submodules that its `__init__` imports** (`fold_package_submodules`,
@@ -36,8 +40,10 @@ Two shapes, read across files (whole-run passes, runplan.whole_run_passes):
   change it is a load that bypasses the `__init__`: a submodule with an `if __name__ ==
   "__main__":` block (run as a script by its path), or one another Python file of the run names as
   `m.py` beside `spec_from_file_location`, `run_path` or `sys.path` (loaded by path): those keep
-  their own finding. A submodule the `__init__` does not load, or whose finding names no import of
-  a package the `__init__`'s finding reports, keeps its own too.
+  their own finding. A submodule the `__init__` does not load, whose finding names no import of a
+  package the `__init__`'s finding reports, or whose finding holds another import line (a lazy
+  import in a function, an import of a package the sweep does not call CUDA-only: a failure of its
+  own, left after the package is ported) keeps its own too.
 
 Cheap first: nothing is read without a build-gated NPU912 info in a folder with another, or an
 open NPU911 error on an `__init__.py`; only those `__init__.py` files and the submodules they load
