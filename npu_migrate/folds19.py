@@ -72,16 +72,18 @@ def _report_only(finding) -> bool:
 
 
 def _gate_span(message: str) -> tuple[int, int] | None:
-    """(start, end) of the "(not compiled on an NPU host (...); ...)" parenthetical of a message."""
+    """(start, end) of the "(not compiled on an NPU host (... only when ..., ... NPU host); ...)"
+    parenthetical of a message. Read by its wording, not by counting parentheses: the build
+    condition it quotes may be cut short inside a call (`os.getenv("FORCE_CUDA...`)."""
     at = message.find(GATE_MARK)
     if at < 0:
         return None
-    depth = 0
-    for k in range(at, len(message)):
-        depth += {"(": 1, ")": -1}.get(message[k], 0)
-        if depth == 0:
-            return at, k + 1
-    return None
+    when = message.find(" only when ", at)
+    inner = message.find("NPU host)", when) if when >= 0 else -1
+    if inner < 0:
+        return None
+    close = message.find(")", inner + len("NPU host)"))
+    return (at, close + 1) if close >= 0 else None
 
 
 def _gated(finding) -> str | None:

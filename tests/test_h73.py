@@ -212,3 +212,24 @@ def test_a_folded_member_keeps_what_its_own_message_added(tmp_path):
     message = found["csrc/w4/w4_a_mm.cu"]["message"]
     assert "the other CUDA source of `csrc/w4/`" in message
     assert "`w4_grouped.cu` (also `w4_pack.cu`, whose `launch_pack` it calls" in message, message
+
+
+CUT_SETUP = GATED_SETUP.replace(
+    "if torch.cuda.is_available():",
+    "if (torch.cuda.is_available() and (CUDA_HOME is not None) and (torch.version.cuda is not None)) "
+    "or os.getenv(\"FORCE_CUDA\", \"0\") == \"1\" or os.getenv(\"FORCE_CUDA_BUILD_FOR_EVERY_ARCH\", \"0\") == \"1\":",
+).replace("import glob\n", "import glob\nimport os\nfrom torch.utils.cpp_extension import CUDA_HOME\n")
+
+
+def test_a_gate_whose_quoted_condition_is_cut_inside_a_call_still_folds(tmp_path):
+    """buildgated quotes a long build condition cut at 120 characters, here inside `os.getenv(`:
+    the gate is read by its wording, not by balancing parentheses."""
+    root = write_project(tmp_path, {
+        "setup.py": CUT_SETUP,
+        "csrc/sparse/sparse_apply.cu": _op("sparse_apply"),
+        "csrc/sparse/sparse_pack.cu": _op("sparse_pack"),
+    })
+    found = _npu912(migrate_json(root))
+    assert sorted(found) == ["csrc/sparse/sparse_apply.cu"], sorted(found)
+    message = found["csrc/sparse/sparse_apply.cu"]["message"]
+    assert "...`" in message and "the other CUDA source of `csrc/sparse/`" in message
