@@ -233,3 +233,32 @@ def test_a_gate_whose_quoted_condition_is_cut_inside_a_call_still_folds(tmp_path
     assert sorted(found) == ["csrc/sparse/sparse_apply.cu"], sorted(found)
     message = found["csrc/sparse/sparse_apply.cu"]["message"]
     assert "...`" in message and "the other CUDA source of `csrc/sparse/`" in message
+
+
+CPU_ONLY = """\
+#include <torch/library.h>
+
+at::Tensor sparse_reorder(at::Tensor meta) {
+  return meta.clone();
+}
+
+TORCH_LIBRARY_IMPL(proj, CPU, m) {
+  m.impl("sparse_reorder", &sparse_reorder);
+}
+"""
+
+
+def test_a_no_port_work_source_of_the_folder_does_not_stop_the_fold(tmp_path):
+    """A `.cu` of host code registering CPU implementations becomes a named "no port work" scope
+    (after this pass): it is not another build's finding, and the folder's gated sources fold."""
+    root = write_project(tmp_path, {
+        "setup.py": CUT_SETUP,
+        "csrc/sparse/sparse_apply.cu": _op("sparse_apply"),
+        "csrc/sparse/sparse_pack.cu": _op("sparse_pack"),
+        "csrc/sparse/sparse_meta.cu": CPU_ONLY,
+    })
+    report = migrate_json(root)
+    found = _npu912(report)
+    assert sorted(found) == ["csrc/sparse/sparse_apply.cu"], sorted(found)
+    assert "`sparse_meta.cu`" not in found["csrc/sparse/sparse_apply.cu"]["message"]
+    assert any(s["path"] == "csrc/sparse/sparse_meta.cu" for s in report["skipped"])
