@@ -13,7 +13,8 @@ Two shapes, read across files (whole-run passes, runplan.whole_run_passes):
   - a **leaf folder** (no CUDA source of the run in a folder below it) holding two or more such
     findings, where every NPU912 finding of the folder is a build-gated info one with the same gate
     and consequence text (the same build): a folder with an NPU912 error, or with a source lowered
-    for another reason, is left as it is (an error is never folded into an info);
+    for another reason, is left as it is (an error is never folded into an info); a finding that
+    becomes a named scope later (moot.py: a "no port work" `.cu`) is no other build's;
   - in any folder, two or more such files whose names differ only by a GPU architecture token
     (`scaled_mm_c3x_sm90.cu`, `scaled_mm_c3x_sm100.cu`: `_sm\\d+`), with the same gate text: the
     variants of one kernel for each architecture.
