@@ -351,6 +351,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
     from .srcfolds17 import review as review_source_folds
     results = review_source_folds(results, paths)  # (a helper .cu a reported .cu calls; setup.py CUDAExtension lines: srcfolds17.py)
+    from .folds19 import fold_gated_sources
+    results = fold_gated_sources(results, paths)  # (a leaf folder's / a kernel's arch variants' gated .cu: folds19.py)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
@@ -373,7 +375,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
     results = to_scopes(review_platforms(results, paths))
     from .importfolders import fold as fold_import_folders
-    return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
+    results = fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
+    from .folds19 import fold_package_submodules
+    return fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
 
 
 # ------------------------------------------------------------------ what both commands print
