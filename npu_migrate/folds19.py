@@ -192,7 +192,7 @@ def _gate_of(result) -> str:
 
 
 def _named(finding) -> bool:
-    from .moot import _named as named
+    from .moot import named
 
     return named(finding)
 
@@ -239,7 +239,7 @@ def _open_import(finding) -> bool:
 
 def _import_packages(finding, lines: list[str], packages: tuple) -> set:
     """The CUDA-only packages that the module-level import lines of a finding name."""
-    from .importfolders import _imported
+    from .importfolders import imported as _imported
 
     found: set = set()
     for line in (finding.line, *(a[0] for a in finding.also)):
@@ -252,7 +252,7 @@ def _import_packages(finding, lines: list[str], packages: tuple) -> set:
 def _imports_at_top(finding, lines: list[str], packages: tuple) -> bool:
     """Every import line of a finding is a module-level import of CUDA-only packages (a lazy
     import in a function, or of another kind of package, is a failure of its own)."""
-    from .importfolders import _imported
+    from .importfolders import imported as _imported
 
     for line in (finding.line, *(a[0] for a in finding.also)):
         text = lines[line - 1] if 0 < line <= len(lines) else ""
@@ -302,7 +302,7 @@ def fold_package_submodules(results: list, paths: dict) -> list:
     if not inits:
         return results
     from . import astcache
-    from .importfolders import _packages
+    from .importfolders import packages as _packages
     from .modpaths import RunTexts
 
     packages = _packages()

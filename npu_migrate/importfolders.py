@@ -104,3 +104,7 @@ def fold(results: list, paths: dict | None = None) -> list:
         for i, k, _n in rest:
             out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
     return out
+
+
+# (public for folds19.py, which folds a package's submodules by the same import test)
+imported, packages = _imported, _packages
