@@ -363,6 +363,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_gates16(results, paths)
     from .flags16 import review as review_platform_flags
     results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
+    from .fp8folds19 import review as review_fp8_folds
+    results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     results = to_scopes(review_platforms(results, paths))
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
