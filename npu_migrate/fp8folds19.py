@@ -52,6 +52,7 @@ _RANK = {"info": 0, "warning": 1, "error": 2}
 _CAST_ANCHOR = re.compile(r"\(a cast (?:to|from) FP8\)")
 _RAISES = re.compile(r"`(\w+)` raises unless the device is CUDA \(line (\d+)\)")
 _MAX_DEPTH = 4
+_TRITON_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
 
 
 def _open(finding, code: str) -> bool:
@@ -83,18 +84,24 @@ def _kernels(tree: ast.Module) -> set[str]:
         if isinstance(node, ast.FunctionDef):
             for decorator in node.decorator_list:
                 name = _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator)
-                if name.rsplit(".", 1)[-1] == "jit" or name.startswith("triton."):
+                if name.rsplit(".", 1)[-1] in _TRITON_DECORATORS:
                     out.add(node.name)
                     break
     return out
 
 
-def _launch(node: ast.AST, names: Optional[set] = None) -> Optional[str]:
-    """The kernel name of `kernel[grid](...)` (any name when `names` is None), else None."""
+def _launch(node: ast.AST, names: set) -> Optional[str]:
+    """The kernel name of `kernel[grid](...)` when `kernel` is one of `names`, else None."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name):
         name = node.func.value.id
-        return name if names is None or name in names else None
+        return name if name in names else None
     return None
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """Names the module binds by `from M import name` (kernels of a sibling module may be launched
+    with the module's own)."""
+    return {a.asname or a.name for n in astcache.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
 
 
 def _launch_args(call: ast.Call) -> list[ast.AST]:
@@ -105,25 +112,25 @@ def _reads(node: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
 
 
-def _only_feeds(function: ast.AST, name: str) -> bool:
+def _only_feeds(function: ast.AST, name: str, launchable: set) -> bool:
     """Whether `name` is passed into a kernel launch of `function` and into no other call (a method
     call on it, `name.stride(0)`, is not a use elsewhere)."""
     fed = False
     for node in ast.walk(function):
         if not isinstance(node, ast.Call):
             continue
-        if _launch(node) is not None:
+        if _launch(node, launchable) is not None:
             fed = fed or any(_reads(a, name) for a in _launch_args(node))
             continue
-        if any(_reads(a, name) for a in _launch_args(node)) and not _in_launch(function, node):
+        if any(_reads(a, name) for a in _launch_args(node)) and not _in_launch(function, node, launchable):
             return False
     return fed
 
 
-def _in_launch(function: ast.AST, call: ast.Call) -> bool:
+def _in_launch(function: ast.AST, call: ast.Call, launchable: set) -> bool:
     """Whether `call` lies in the arguments of a kernel launch (`kernel[grid](x.stride(0))`)."""
     for node in ast.walk(function):
-        if _launch(node) is not None and any(call is n for a in _launch_args(node) for n in ast.walk(a)):
+        if _launch(node, launchable) is not None and any(call is n for a in _launch_args(node) for n in ast.walk(a)):
             return True
     return False
 
@@ -149,16 +156,16 @@ def _bound_names(statement: ast.stmt) -> list[str]:
     return out
 
 
-def _feeds(function: ast.AST, line: int, kernels: set[str]) -> bool:
+def _feeds(function: ast.AST, line: int, launchable: set) -> bool:
     statement = _statement(function, line)
     if statement is None:
         return False
     for node in ast.walk(statement):  # (the FP8 place inside a launch's own arguments)
-        if _launch(node) is not None and any(
+        if _launch(node, launchable) is not None and any(
                 a.lineno <= line <= (a.end_lineno or a.lineno) for a in _launch_args(node)):
             return True
     names = _bound_names(statement)
-    return bool(names) and any(_only_feeds(function, n) for n in names)
+    return bool(names) and any(_only_feeds(function, n, launchable) for n in names)
 
 
 def fold_triton_fp8(results: list, text_of) -> list:
@@ -181,6 +188,7 @@ def fold_triton_fp8(results: list, text_of) -> list:
         kernels = _kernels(tree)
         if not kernels:
             continue
+        launchable = kernels | _imported(tree)
         functions = [n for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                      and n.name not in kernels]
         target = next((f for f in targets if "jit" in (f.source or "")), targets[0])
@@ -194,7 +202,7 @@ def fold_triton_fp8(results: list, text_of) -> list:
                 if not holding:
                     continue
                 function = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
-                if any(_launch(n, kernels) for n in ast.walk(function)) and _feeds(function, place[0], kernels):
+                if any(_launch(n, kernels) for n in ast.walk(function)) and _feeds(function, place[0], launchable):
                     fold.move(finding, [place], target)
         folded = fold.result(name_them=TRITON)
         if folded is not result.findings:
