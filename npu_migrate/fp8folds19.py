@@ -21,7 +21,8 @@ Three shapes:
   its own module (`x.to(float8_dtype)`), the porter replaces the cast there once: the call site's
   finding folds into that finding, whose message names the calling file and lines. A helper not
   defined in the run, one whose body reaches no reported FP8 place, and a finding with FP8 work of
-  its own (any other anchor) keep their findings.
+  its own (any other anchor, or FP8 uses another pass folded into it: "(with `...`") keep their
+  findings.
 * **bitsandbytes imported for wrappers that raise unless the device is CUDA.** The NPU914 warning
   of a bitsandbytes import with no 8-bit or paged optimizer ("runs on those kernels, slower than on
   CUDA") in a file where another open finding already says a function raises unless the device is
@@ -357,8 +358,11 @@ def fold_helper_calls(results: list, text_of) -> list:
     """Module's doc, second shape."""
     from .findings import split_merged
 
+    # (a finding another pass folded FP8 uses into, "(with `bmm_fp8(...)` ...)", holds FP8 work of the
+    # file's own: kept)
     candidates = [(i, f) for i, r in enumerate(results) if r.relpath.endswith(".py")
-                  for f in r.findings if _open(f, "NPU913") and _CAST_ANCHOR.search(f.message)]
+                  for f in r.findings if _open(f, "NPU913") and _CAST_ANCHOR.search(f.message)
+                  and "(with `" not in f.message]
     if not candidates:
         return results
     fp8_lines: dict[int, list] = {}

@@ -211,3 +211,33 @@ def test_bnb_import_without_a_raising_wrapper_stays_npu914(tmp_path):
     report = migrate_json(write_project(tmp_path, {"pkg/bnb_layers.py": BNB_PLAIN}))
     (bnb,) = _findings(report, "pkg/bnb_layers.py", "NPU914")
     assert "slower than on CUDA" in bnb["message"]
+
+
+def test_a_helper_call_finding_holding_folded_fp8_work_of_its_own_stays(tmp_path):
+    """A cast-helper anchor another pass folded the file's own FP8 uses into keeps them (unit level:
+    no shipped pass builds that shape from source alone)."""
+    import dataclasses
+
+    from npu_migrate.findings import Finding
+    from npu_migrate.fp8folds19 import fold_helper_calls
+
+    @dataclasses.dataclass
+    class Result:
+        relpath: str
+        findings: list
+
+    texts = {"pkg/utils.py": HELPER_UTILS.encode(), "pkg/parallel.py": OUTSIDE_CALLER.replace(
+        "otherlib.float8", "pkg.utils").replace("tensor_to_float8_dynamic", "to_fp8_saturated").encode()}
+    cast = Finding("pkg/utils.py", 11, 21, "NPU913", "FP8 compute: `x.to(float8_dtype)`", False, "x.to(float8_dtype)",
+                   severity="error")
+    message = "FP8 compute: `to_fp8_saturated(x, float8_dtype)` (a cast to FP8)"
+    plain = Finding("pkg/parallel.py", 7, 12, "NPU913", message, False, "to_fp8_saturated(x, float8_dtype)",
+                    severity="error")
+    results = [Result("pkg/utils.py", [cast]), Result("pkg/parallel.py", [plain])]
+    paths = list(texts)
+    folded = fold_helper_calls(results, lambda i: texts[paths[i]])
+    assert not folded[1].findings and "parallel.py" in folded[0].findings[0].message
+    own = dataclasses.replace(plain, message=message + " (with `bmm_fp8(a, b)` in code that computes ...)")
+    kept = fold_helper_calls([Result("pkg/utils.py", [cast]), Result("pkg/parallel.py", [own])],
+                             lambda i: texts[paths[i]])
+    assert kept[1].findings == [own] and kept[0].findings == [cast]
