@@ -351,6 +351,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
     from .srcfolds17 import review as review_source_folds
     results = review_source_folds(results, paths)  # (a helper .cu a reported .cu calls; setup.py CUDAExtension lines: srcfolds17.py)
+    from .extfolds19 import fold_method_sources, fold_together_imported
+    results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
@@ -364,6 +366,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .flags16 import review as review_platform_flags
     results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     results = to_scopes(review_platforms(results, paths))
+    from .extfolds19 import fold_sibling_scripts
+    results = fold_sibling_scripts(results, paths)  # (sibling scripts failing on one unguarded import: extfolds19.py)
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
 
