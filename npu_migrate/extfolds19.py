@@ -1,6 +1,6 @@
 """Extensions and CUDA-only imports reported once where the port is one piece of work (issue #16, round 19).
 
-Three shapes, read across files (whole-run passes, runplan.whole_run_passes):
+Four shapes, read across files (whole-run passes, runplan.whole_run_passes):
 
 * **Optional extensions imported together** (`fold_together_imported`, after srcfolds17). Two or
   more `.cu` files whose NPU912 optionalcu.py lowered to info ("an optional extension:
@@ -38,6 +38,17 @@ Three shapes, read across files (whole-run passes, runplan.whole_run_passes):
   more lines its own finding carried. A library module (no `__main__` block) whose finding
   carries other lines is its own porting item and keeps its finding; groups of pure import-only
   modules are left to importfolders.py.
+* **A lazy import of a CUDA-only submodule another file reports** (`fold_repeated_lazy_imports`,
+  before importfolders.py). An open NPU911 finding every line of which is an import inside a
+  function, in an `if`/`elif` branch and in no `try` (vLLM's attention builder: `elif
+  self.use_flashinfer_replayssm: from flashinfer.mamba.checkpointing_ssu import ...`), of exactly
+  the submodule (three or more dotted parts: a specific module, not a package) that another
+  file's open NPU911 finding imports inside a `try` whose every handler raises (the backend's
+  initialisation: `except ImportError as e: raise ImportError("... requires ...") from e`): the
+  porting item is that submodule, already asked for, and the opt-in path fails first with the
+  clear error there. The lazy finding folds into that one, which names its `file:line`. A plain
+  package import (`import flashinfer`), an import in a `try` or outside a branch, a submodule no
+  raising `try` imports, or an error into a lower severity keeps its finding.
 
 Cheap first: nothing is parsed without two candidate findings; Python files are byte-tested
 (`.cu` and `source`; `__main__`) before a parse.
@@ -50,7 +61,6 @@ import os
 import posixpath
 import re
 from dataclasses import replace
-from typing import Optional
 
 from . import astcache
 
@@ -166,9 +176,9 @@ def source_methods(tree: ast.Module) -> list[tuple[str, str, int, list[str]]]:
                 continue
             sources = []
             for n in ast.walk(item):
-                if isinstance(n, ast.Constant) and isinstance(n.value, str) and _CU.match(n.value.strip()):
-                    if n.value.strip() not in sources:
-                        sources.append(n.value.strip())
+                if (isinstance(n, ast.Constant) and isinstance(n.value, str) and _CU.match(n.value.strip())
+                        and n.value.strip() not in sources):
+                    sources.append(n.value.strip())
             if len(sources) >= 2:
                 found.append((_label(cls), f"{cls.name}.{item.name}", item.lineno, sources))
     return found
@@ -182,7 +192,7 @@ def _common(a: str, b: str) -> int:
     return n
 
 
-def _resolve(source: str, pyfile: str, reported: dict[str, int]) -> Optional[int]:
+def _resolve(source: str, pyfile: str, reported: dict[str, int]) -> int | None:
     parts = [p for p in source.replace("\\", "/").split("/") if p and p != "."]
     if not parts or ".." in parts:
         rel = posixpath.normpath(posixpath.join(posixpath.dirname(pyfile), source))
@@ -200,7 +210,7 @@ def _resolve(source: str, pyfile: str, reported: dict[str, int]) -> Optional[int
 def _extra(finding) -> str:
     """What a folded finding's message adds to its rule's text (" (byte-identical copy: `x.cu`)"):
     carried into the note, so that what it named stays named."""
-    stem, _sep, rest = finding.message.partition(" (")
+    _stem, _sep, rest = finding.message.partition(" (")
     return f" ({rest}" if rest else ""
 
 
@@ -282,7 +292,7 @@ def fold_sibling_scripts(results: list, paths: dict) -> list:
             continue
         lines = data.decode("utf-8", "replace").splitlines()
 
-        def at(n: int) -> str:
+        def at(n: int, lines: list = lines) -> str:
             return lines[n - 1] if 0 < n <= len(lines) else ""
 
         anchor = _imported(at(finding.line), packages)
@@ -316,4 +326,113 @@ def fold_sibling_scripts(results: list, paths: dict) -> list:
         out[first] = replace(out[first], findings=findings)
         for i, k, *_ in rest:
             out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
+    return out
+
+
+# ----------------------------------------------------------------------------- a lazy import another file's finding reports
+
+REPEATED = "also imported lazily, in a branch, at"
+
+
+def _import_modules(node) -> frozenset:
+    if isinstance(node, ast.Import):
+        return frozenset(a.name for a in node.names)
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return frozenset([node.module])
+    return frozenset()
+
+
+def _enclosing(node, parent: dict) -> list:
+    """The statements holding `node`, innermost first, up to its function (inclusive); empty
+    when no function holds it."""
+    chain, current = [], parent.get(id(node))
+    while current is not None and not isinstance(current, ast.Module):
+        chain.append(current)
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return chain
+        current = parent.get(id(current))
+    return []
+
+
+def _in_raising_try(node, chain: list) -> bool:
+    """Inside a `try` (within its function) whose every handler raises (a clear ImportError)."""
+    child = node
+    for holder in chain:
+        if isinstance(holder, ast.Try) and child in holder.body:
+            return bool(holder.handlers) and all(
+                any(isinstance(n, ast.Raise) for s in h.body for n in ast.walk(s)) for h in holder.handlers)
+        child = holder
+    return False
+
+
+def _in_branch_only(node, chain: list) -> bool:
+    """Inside an `if`/`elif` branch of its function and in no `try`."""
+    return (any(isinstance(h, ast.If) for h in chain)
+            and not any(isinstance(h, (ast.Try, getattr(ast, "TryStar", ast.Try))) for h in chain))
+
+
+def fold_repeated_lazy_imports(results: list, paths: dict) -> list:
+    """Module's doc, fourth shape."""
+    from .modpaths import RunTexts
+    from .moot import is_moot
+
+    def open911(f) -> bool:
+        return (f.code == "NPU911" and not f.fixable and f.cell is None and not is_moot(f)
+                and f.severity in ("error", "warning"))
+
+    files = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(map(open911, r.findings))]
+    if len(files) < 2:
+        return results
+    texts = RunTexts(results, paths)
+    targets: dict[str, tuple[int, object, int]] = {}  # module -> (result index, finding, line)
+    lazy: list[tuple[int, object, frozenset]] = []  # (result index, finding, modules)
+    for i in files:
+        data = texts(i) or b""
+        if b"import" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        parent = astcache.parents(tree)
+        at: dict[int, object] = {}
+        for node in astcache.nodes(tree, (ast.Import, ast.ImportFrom)):
+            at.setdefault(node.lineno, node)
+        for f in filter(open911, results[i].findings):
+            nodes = [at.get(line) for line in (f.line, *(a[0] for a in f.also))]
+            for node in filter(None, nodes):
+                chain = _enclosing(node, parent)
+                if chain and _in_raising_try(node, chain):
+                    for m in _import_modules(node):
+                        if m.count(".") >= 2:
+                            targets.setdefault(m, (i, f, node.lineno))
+            if all(nodes):
+                chains = [_enclosing(n, parent) for n in nodes]
+                modules = frozenset().union(*map(_import_modules, nodes))
+                if modules and all(c and _in_branch_only(n, c) for n, c in zip(nodes, chains)):
+                    lazy.append((i, f, modules))
+    folds: dict[tuple[int, int], list[tuple[int, object, str]]] = {}  # (target file, id(target)) -> [...]
+    for i, f, modules in lazy:
+        hits = [targets.get(m) for m in modules]
+        if not all(hits) or len({(h[0], id(h[1])) for h in hits}) != 1:
+            continue
+        ti, tf, tline = hits[0]
+        if ti == i or _RANK[tf.severity] < _RANK[f.severity]:
+            continue
+        folds.setdefault((ti, id(tf)), []).append((i, f, ", ".join(f"`{m}`" for m in sorted(modules))))
+    if not folds:
+        return results
+    out = list(results)
+    dropped: dict[int, list] = {}
+    for (ti, fid), items in folds.items():
+        target = next(f for f in out[ti].findings if id(f) == fid)
+        named = "; ".join(f"`{results[i].relpath}:{f.line}` ({mods})" for i, f, mods in items)
+        tline = next(t[2] for t in targets.values() if t[0] == ti and id(t[1]) == fid)
+        note = (f"{REPEATED} {named}: the same CUDA-only submodule this finding's line {tline} imports in a "
+                f"`try` that raises a clear ImportError, one piece of work")
+        out[ti] = replace(out[ti], findings=[replace(f, message=f"{f.message} ({note})") if f is target else f
+                                             for f in out[ti].findings])
+        for i, f, _m in items:
+            dropped.setdefault(i, []).append(f)
+    for i, gone in dropped.items():
+        out[i] = replace(out[i], findings=[f for f in out[i].findings if not any(f is g for g in gone)])
     return out

@@ -366,8 +366,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .flags16 import review as review_platform_flags
     results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     results = to_scopes(review_platforms(results, paths))
-    from .extfolds19 import fold_sibling_scripts
-    results = fold_sibling_scripts(results, paths)  # (sibling scripts failing on one unguarded import: extfolds19.py)
+    from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
+    # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
+    results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)
     from .importfolders import fold as fold_import_folders
     return fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
 

@@ -256,3 +256,48 @@ def test_scripts_in_different_folders_keep_their_findings(tmp_path):
     files = {"bench/a/bench_alpha.py": BENCH.format(name="alpha"), "bench/b/bench_beta.py": BENCH.format(name="beta")}
     found = _open(migrate_json(write_project(tmp_path, files)), "NPU911")
     assert set(found) == {"bench/a/bench_alpha.py", "bench/b/bench_beta.py"}
+
+
+# ----------------------------------------------------------------------------- BB#6: a lazy import another file reports
+
+DISPATCH = """\
+def init_backend(cfg, use_replay=False):
+    kernel = None
+    if use_replay and cfg.backend == "flashinfer":
+        try:
+            from flashinfer.mamba.checkpointing_ssu import checkpointing_ssu
+        except ImportError as e:
+            raise ImportError("the replay backend requires a compatible flashinfer") from e
+        kernel = checkpointing_ssu
+    return kernel
+"""
+
+BUILDER = """\
+class Builder:
+    def __init__(self, cfg):
+        self.use_fi = cfg.use_replay and cfg.backend == "flashinfer"
+        self.scratch = None
+        if self.use_fi:
+            from flashinfer.mamba.{module} import allocate_scratch
+
+            self.scratch = allocate_scratch(4)
+"""
+
+
+def test_lazy_import_of_a_submodule_another_file_reports_is_folded(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/dispatch.py": DISPATCH,
+                                    "pkg/attn/builder.py": BUILDER.format(module="checkpointing_ssu")})
+    found = _open(migrate_json(root), "NPU911")
+    assert set(found) == {"pkg/ops/dispatch.py"}
+    (kept,) = found["pkg/ops/dispatch.py"]
+    assert kept["severity"] == "error"
+    assert ("also imported lazily, in a branch, at `pkg/attn/builder.py:6` (`flashinfer.mamba.checkpointing_ssu`)"
+            in kept["message"])
+
+
+def test_lazy_import_of_another_submodule_keeps_its_finding(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/dispatch.py": DISPATCH,
+                                    "pkg/attn/builder.py": BUILDER.format(module="scratch_alloc")})
+    found = _open(migrate_json(root), "NPU911")
+    assert set(found) == {"pkg/ops/dispatch.py", "pkg/attn/builder.py"}
+    assert "also imported lazily" not in found["pkg/ops/dispatch.py"][0]["message"]
