@@ -143,7 +143,7 @@ def fold_together_imported(results: list, paths: dict) -> list:
 # ----------------------------------------------------------------------------- sources an extension class lists
 
 _CU = re.compile(r"^[\w./\-]+\.cu$")
-_METHOD = re.compile(r"source", re.IGNORECASE)
+_METHOD = re.compile(r"(?:^|_)sources?(?:_|$)", re.IGNORECASE)  # (sources_files, get_sources; not resources)
 
 
 def _label(cls: ast.ClassDef) -> str:
