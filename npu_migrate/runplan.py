@@ -353,6 +353,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_source_folds(results, paths)  # (a helper .cu a reported .cu calls; setup.py CUDAExtension lines: srcfolds17.py)
     from .folds19 import fold_gated_sources
     results = fold_gated_sources(results, paths)  # (a leaf folder's / a kernel's arch variants' gated .cu: folds19.py)
+    from .extfolds19 import fold_method_sources, fold_together_imported
+    results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
@@ -376,6 +378,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     results = to_scopes(review_platforms(results, paths))
+    from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
+    # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
+    results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)
     from .importfolders import fold as fold_import_folders
     results = fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
     from .folds19 import fold_package_submodules
