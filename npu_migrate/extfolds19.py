@@ -31,8 +31,8 @@ Four shapes, read across files (whole-run passes, runplan.whole_run_passes):
   siblings with the same cause stayed separate (SGLang's jit_kernel/benchmark/bench_*.py). Here
   the cause decides: an open NPU911 error anchored on a module-level (column 0) import of a
   package the sweep reports as NPU911 (rules/sweep.toml), in a script (`if __name__ ==
-  "__main__":` at column 0), groups with the folder's other such findings (scripts of that shape,
-  and modules whose every line is such an import, importfolders' members). A group of two or
+  "__main__":` at column 0), groups with the folder's other such scripts (modules without a
+  `__main__` block are importfolders' and folds19's business). A group of two or
   more with at least one script carrying other lines becomes one finding, the first file's, with
   importfolders' wording (so it does not fold it again), naming each other file and how many
   more lines its own finding carried. A library module (no `__main__` block) whose finding
@@ -92,7 +92,7 @@ def _imported_names(node) -> str:
 def fold_together_imported(results: list, paths: dict) -> list:
     """Module's doc, first shape."""
     from .modpaths import RunTexts
-    from .optionalcu import _catching_try
+    from .optionalcu import catching_try as _catching_try
 
     sites: dict[str, list[tuple[int, int]]] = {}  # python relpath -> [(line, result index)]
     for i, r in enumerate(results):
@@ -274,7 +274,10 @@ _MAIN = re.compile(rb"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILIN
 
 def fold_sibling_scripts(results: list, paths: dict) -> list:
     """Module's doc, third shape."""
-    from .importfolders import FOLDED, MAX_NAMED, _candidate, _imported, _packages
+    from .importfolders import FOLDED, MAX_NAMED
+    from .importfolders import candidate as _candidate
+    from .importfolders import imported as _imported
+    from .importfolders import packages as _packages
     from .modpaths import RunTexts
 
     candidates = [(i, k) for i, r in enumerate(results) if r.relpath.endswith(".py")
@@ -309,6 +312,9 @@ def fold_sibling_scripts(results: list, paths: dict) -> list:
             (i, k, frozenset(names), len(others), script))
     out = list(results)
     for members in groups.values():
+        # (scripts only: a module the folder's package loads is folds19.fold_package_submodules' or
+        # importfolders' member, and a script run by its path fails on its own import)
+        members = [m for m in members if m[4]]
         if len(members) < 2 or not any(m[3] for m in members):
             continue  # (import-only groups: importfolders.py)
         members.sort(key=lambda m: results[m[0]].relpath)

@@ -106,5 +106,5 @@ def fold(results: list, paths: dict | None = None) -> list:
     return out
 
 
-# (public for folds19.py, which folds a package's submodules by the same import test)
-imported, packages = _imported, _packages
+# (public for folds19.py and extfolds19.py, which fold by the same import test)
+imported, packages, candidate = _imported, _packages, _candidate

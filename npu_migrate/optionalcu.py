@@ -223,3 +223,7 @@ def _probed_modules(modules: set, results: list, python: list, texts, is_test) -
                     else:
                         seen[m].append(f"{relpath}:{node.lineno}")
     return {m: sites[0] for m, sites in seen.items() if sites and m not in bad}
+
+
+# (public for extfolds19.py: extensions imported together in one catching `try`)
+catching_try = _catching_try
