@@ -154,6 +154,9 @@ def _helper_exit(function: ast.FunctionDef, call: ast.Call, helpers: dict, truth
             test = _Fold().visit(_Bind(values).visit(copy.deepcopy(stmt.test))) if values else stmt.test
             if truth(test) is True:
                 return f"`{function.name}` {_verb(stmt.body[-1])} on `{segment(lines, stmt.test)}`"
+        asked = importorskip_module(stmt)
+        if asked is not None and asked.split(".")[0] in catalogue.absent_packages():
+            return f'`{function.name}` skips on `pytest.importorskip("{asked}")` (no NPU build)'
         inner = _call_of(stmt, helpers)
         if inner is not None:
             callee, inner_call = inner
@@ -208,11 +211,33 @@ def _verb(stmt: ast.stmt) -> str:
 
 
 def _call_of(stmt: ast.stmt, helpers: dict):
-    """(the helper, the call) of a statement that only calls a module-level helper of the file."""
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name):
-        function = helpers.get(stmt.value.func.id)
+    """(the helper, the call) of a statement that only calls a module-level helper of the file,
+    or binds its result (`deep_gemm = _skip_unless_sm100()`: a skip helper that returns the
+    module it imported)."""
+    value = _helper_call(stmt)
+    if value is not None:
+        function = helpers.get(value.func.id)
         if function is not None:
-            return function, stmt.value
+            return function, value
+    return None
+
+
+def importorskip_module(stmt: ast.stmt) -> str | None:
+    """The module a `pytest.importorskip("pkg")` statement (bare or bound: `dg =
+    pytest.importorskip(...)`) asks for, or None (probes15.py reads it too)."""
+    value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Constant) \
+            and isinstance(value.args[0].value, str) \
+            and (_dotted(value.func) or "").rpartition(".")[2] == "importorskip":
+        return value.args[0].value
+    return None
+
+
+def _helper_call(stmt: ast.stmt):
+    """The call of a plain name a statement makes on its own (`f(...)`, `x = f(...)`), or None."""
+    if isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call) \
+            and isinstance(stmt.value.func, ast.Name):
+        return stmt.value
     return None
 
 
@@ -234,8 +259,7 @@ class Exits:
                 return (f"after a capability raise: `{self.segment(self.lines, stmt.test)}` is true on an NPU "
                         f"host, so it raises there")
             return None
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                and isinstance(stmt.value.func, ast.Name)):
+        if _helper_call(stmt) is None:
             return None
         if self._helpers is None:
             self._helpers = _module_helpers(self.tree)

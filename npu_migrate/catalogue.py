@@ -122,6 +122,17 @@ def rules() -> dict[str, Rule]:
 
 
 @functools.lru_cache(maxsize=None)
+def absent_packages() -> frozenset:
+    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules, and the packages
+    only probed for: scopes.toml `probed_without_npu_build`), but those an NPU host may have all
+    the same (scopes.toml `installed_on_npu`: triton-ascend installs `triton`)."""
+    modules = read_table("sweep.toml")["guard"]["modules"]
+    platform = read_table("scopes.toml")["platform"]
+    present = platform.get("installed_on_npu", ())
+    return frozenset([*(m.split(".")[0] for m in modules), *platform.get("probed_without_npu_build", ())]) - set(present)
+
+
+@functools.lru_cache(maxsize=None)
 def cuda_api() -> dict[str, Any]:
     return read_table("cuda_api.toml")
 

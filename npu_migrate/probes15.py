@@ -42,6 +42,7 @@ from dataclasses import replace
 
 from . import astcache, catalogue
 from .findings import Finding
+from .capgates import importorskip_module
 from .probes import parse_text
 
 GATED = "behind an availability check an NPU host fails"
@@ -119,14 +120,6 @@ def _stops(block: list) -> bool:
     return bool(block) and isinstance(block[-1], (ast.Raise, ast.Return))
 
 
-def _importorskip(stmt: ast.stmt) -> str | None:
-    """The module a `pytest.importorskip("pkg")` statement (bare or assigned) asks for, or None."""
-    value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
-    if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Constant) \
-            and isinstance(value.args[0].value, str) \
-            and astcache.dotted(value.func).rpartition(".")[2] == "importorskip":
-        return value.args[0].value
-    return None
 
 
 def _holders(tree: ast.Module) -> dict[int, tuple[ast.AST, list]]:
@@ -168,7 +161,7 @@ def _reason(stmt: ast.stmt, package: str, holders: dict) -> str | None:
             if shown:
                 return f"{SELECTOR}: `{shown}`, and `{package}` has no NPU build"
         for earlier in block[:block.index(current)]:
-            asked = _importorskip(earlier)
+            asked = importorskip_module(earlier)
             if asked and asked.split(".")[0] == package and package not in _PRESENT_ON_NPU:
                 from .fallbacks import SKIPPED_TEST  # (fallbacks imports probes, as this module does)
 

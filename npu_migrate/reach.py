@@ -499,7 +499,7 @@ def untaken(tree: ast.Module, text: str, relpath: str, known: list | tuple,
         for index, stmt in enumerate(body):
             if not holds(stmt.lineno, _end(body)):
                 return  # (nothing of interest from here on in this block)
-            if index + 1 < len(body) and isinstance(stmt, (ast.If, ast.Expr)):
+            if index + 1 < len(body) and isinstance(stmt, (ast.If, ast.Expr, ast.Assign)):
                 why = exits.reason(stmt)
                 if why is not None:
                     out.append((body[index + 1].lineno, _end(body), why, False))

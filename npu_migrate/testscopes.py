@@ -109,15 +109,7 @@ def _value(node: ast.AST):
     return _UNKNOWN
 
 
-@functools.lru_cache(maxsize=None)
-def absent_packages() -> frozenset:
-    """Top-level packages with no NPU build (rules/sweep.toml [guard] modules), but those an NPU
-    host may have all the same (scopes.toml `installed_on_npu`: triton-ascend installs `triton`)."""
-    modules = catalogue.read_table("sweep.toml")["guard"]["modules"]
-    platform = catalogue.read_table("scopes.toml")["platform"]
-    present = platform.get("installed_on_npu", ())
-    # (and the packages only probed for, with no NPU build: scopes.toml `probed_without_npu_build`)
-    return frozenset([*(m.split(".")[0] for m in modules), *platform.get("probed_without_npu_build", ())]) - set(present)
+absent_packages = catalogue.absent_packages  # (packages with no NPU build: in catalogue.py, which capgates.py reads too)
 
 
 _AVAILABLE = re.compile(r"(?:is_|has_)(\w+?)(?:_\d+)?(?:_available|_installed|_supported)?$")
