@@ -108,3 +108,82 @@ def g(x):
     # the rewritten availability is true, the shim's capability (0, 0) < (9, 0) true there
     blocks = capraise19.raise_blocks(tree, lines, frozenset({5, 14}))
     assert [(b[0], b[1]) for b in blocks] == [(7, 7)]  # (a bare re-raise is no capability raise)
+
+
+GATED = '''import torch
+from torch.utils._triton import has_triton
+
+from pkg.utils import is_sm_at_least_100
+
+if has_triton():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n)
+        tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+    def scale(x):
+        out = torch.empty_like(x)
+        _scale_kernel[(1,)](x, out, x.numel(), BLOCK=128)
+        return out
+
+else:
+
+    def scale(x):
+        raise AssertionError("needs triton")
+
+
+_fast_kernels = has_triton() and is_sm_at_least_100()
+
+if _fast_kernels:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _round_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        y = tl.inline_asm_elementwise(
+            asm="cvt.rn.satfinite.e4m3x2.f32 $0, $1, $1;",
+            constraints="=h,r",
+            args=[x],
+            dtype=tl.int16,
+            is_pure=True,
+            pack=1,
+        )
+        tl.store(x_ptr + offs, y)
+'''
+
+
+def _triton_finding(report):
+    return next(f for f in report["findings"] if f["code"] == "NPU910" and f["path"] == "pkg/kern.py")
+
+
+def test_ptx_in_a_block_an_npu_host_never_runs_does_not_keep_the_gated_kernels_error(tmp_path):
+    # BA#36: the kernels under `if has_triton(): ... else: <stubs>` hold no assembly; the PTX sits
+    # under `if _fast_kernels:` (SM100 only), a block already named as not run on an NPU host
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/kern.py": GATED})
+    finding = _triton_finding(migrate_json(root))
+    assert finding["severity"] == "info" and "Triton-availability test" in finding["message"], finding
+
+
+def test_ptx_in_the_gated_kernels_own_block_keeps_the_error(tmp_path):
+    # nearest true case: the assembly is in the kernels' own block, which Triton-Ascend would run
+    source = GATED.replace("        tl.store(out_ptr + offs, x * 2, mask=offs < n)\n",
+                           "        y = tl.inline_asm_elementwise(asm=\"mov.b32 $0, $1;\", constraints=\"=r,r\",\n"
+                           "                                      args=[x], dtype=tl.int32, is_pure=True, pack=1)\n"
+                           "        tl.store(out_ptr + offs, y, mask=offs < n)\n")
+    assert source != GATED
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/kern.py": source})
+    assert _triton_finding(migrate_json(root))["severity"] == "error"
+
+
+def test_ptx_in_a_module_level_helper_keeps_the_error(tmp_path):
+    # a module-level `@triton.jit` helper with PTX, outside every untaken block: it may run
+    source = GATED.replace("_fast_kernels = has_triton() and is_sm_at_least_100()", "_fast_kernels = has_triton()")
+    assert source != GATED
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/kern.py": source})
+    assert _triton_finding(migrate_json(root))["severity"] == "error"
