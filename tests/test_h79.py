@@ -187,3 +187,56 @@ def test_ptx_in_a_module_level_helper_keeps_the_error(tmp_path):
     assert source != GATED
     root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/kern.py": source})
     assert _triton_finding(migrate_json(root))["severity"] == "error"
+
+
+LAMBDA_SKIP = '''import pytest
+import torch
+
+from proj import ops
+from proj.platforms import current_platform
+
+
+@pytest.mark.skipif(
+    (lambda x: x is None or not ops.grouped_gemm_supported(x.to_int()))(
+        current_platform.get_device_capability()),
+    reason="grouped gemm needs SM90+",
+)
+def test_grouped_gemm_graph():
+    graph = torch.cuda.CUDAGraph()
+    graph.replay()
+
+
+@pytest.mark.skipif(
+    (lambda x: x is not None and x.to_int() < 80)(current_platform.get_device_capability()),
+    reason="old GPU",
+)
+def test_graph_on_any_device():
+    graph = torch.cuda.CUDAGraph()
+    graph.replay()
+'''
+
+
+def test_skipif_lambda_over_a_capability_none_on_npu_skips_the_test(tmp_path):
+    # BB#4: the platform's capability is None on an NPU host: `x is None or ...` is true, the test
+    # is skipped there; the second test's lambda is false there (nearest true case): it runs
+    root = write_project(tmp_path, {"proj/__init__.py": "", "proj/ops.py": "", "proj/platforms.py": "",
+                                    "tests/test_graph.py": LAMBDA_SKIP})
+    report = migrate_json(root)
+    moot = moot_lines(report["skipped"], "NPU202", "tests/test_graph.py")
+    assert 14 in moot and "in a test that does not run on an NPU host" in moot[14], report
+    graphs = {f["line"]: f for f in report["findings"] if f["code"] == "NPU202" and f["path"] == "tests/test_graph.py"}
+    assert 23 in graphs and graphs[23]["severity"] == "error"
+
+
+def test_lambda_binding_shapes():
+    from npu_migrate import lambdas19, testscopes
+
+    def truth(source):
+        return testscopes._truth(ast.parse(source, mode="eval").body)
+
+    assert truth("(lambda x: x is None or f(x))(current_platform.get_device_capability())") is True
+    assert truth("(lambda x: x is not None and f(x))(current_platform.get_device_capability())") is False
+    assert truth("(lambda x: x is None)(other.query())") not in (True, False)
+    # keywords, defaults, *args, a nested lambda: not bound
+    for source in ("(lambda x: x)(y=1)", "(lambda x=1: x)()", "(lambda *a: a)(1)", "(lambda x: (lambda x: x)(2))(1)"):
+        assert lambdas19.bind(ast.parse(source, mode="eval").body) is None
