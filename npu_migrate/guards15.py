@@ -11,7 +11,8 @@
   `if torch_version_at_least(...) and has_triton():`) whose `else:` binds the module's names
   (stubs or placeholders). The module imports cleanly where Triton is missing; with Triton-Ascend
   installed the kernels run on the NPU host: verify them there (`GATED_KERNELS`). A file with
-  inline assembly (`inline_asm_elementwise`, PTX) keeps its error: no Triton-Ascend runs it.
+  inline assembly (`inline_asm_elementwise`, PTX) keeps its error: no Triton-Ascend runs it
+  (unless all of it sits in another block an NPU host never runs, ptxreach19.py).
 - **ROCm-only Triton kernels** (NPU910, `ROCM_TRITON`, moot.PHRASES, AN#8): every
   `tl.inline_asm_elementwise` of the module is AMD GPU ISA (`v_and_or_b32 ...`), and a function of the
   module starts with `if not current_platform.is_rocm(): return False` (the kernel class's
@@ -38,7 +39,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, ptxreach19
 from .findings import Finding
 
 GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
@@ -144,7 +145,7 @@ def _gated_triton(findings: list[Finding], tree: ast.Module, text: str) -> list[
         facts = {"test": test, "line": guard.lineno, "other": guard.orelse[0].lineno}
         if not kernels:
             message = f"{finding.message} ({PROBE_ONLY}; {HUB.format(**facts)})"
-        elif "inline_asm" in text:
+        elif "inline_asm" in text and ptxreach19.keeps_error(tree, text, guard):  # (assembly an NPU host may run)
             out.append(finding)
             continue
         else:

@@ -33,6 +33,7 @@ from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from . import probes19
+from . import capraise19
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -150,6 +151,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             findings = kernels.review(findings, text, result)  # NPU910/NPU913 by what the file does with them
             findings = raise_module_level_cuda_version(lower_uncalled_compile(findings, text, relpath), text)
             findings, typing_only = review_untaken_branches(findings, text, relpath)
+            findings = capraise19.review(findings, text, relpath)  # (a capability raise the rewritten is_available() makes fire)
             findings = drop_untaken_gates(findings, text)
             findings = drop_python_extensions(findings, text, relpath, options.python_modules,
                                               options.first_party)

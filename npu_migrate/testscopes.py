@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, npugates, predicates, reach, settled, setupskips
+from . import astcache, capability, catalogue, lambdas19, npugates, predicates, reach, settled, setupskips
 from .findings import Finding
 
 
@@ -85,6 +85,9 @@ def _value(node: ast.AST):
         if (isinstance(bound, ast.Tuple) and bound.elts and isinstance(bound.elts[0], ast.Constant)
                 and isinstance(bound.elts[0].value, int) and bound.elts[0].value > 0):
             return isinstance(node.ops[0], (ast.Lt, ast.LtE, ast.NotEq))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Lambda):
+        body = lambdas19.bind(node)  # (`(lambda x: x is None or ...)(current_platform.get_device_capability())`)
+        return _UNKNOWN if body is None else _value(body)
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
