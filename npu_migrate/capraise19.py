@@ -59,9 +59,9 @@ class _Rewritten(ast.NodeTransformer):
 
 
 def _segment(lines: list, node: ast.AST) -> str:
-    from .testscopes import _segment
+    from .testscopes import source_segment
 
-    return _segment(lines, node)
+    return source_segment(lines, node)
 
 
 def _first(stmt: ast.stmt) -> int:
@@ -71,7 +71,7 @@ def _first(stmt: ast.stmt) -> int:
 def raise_blocks(tree: ast.Module, lines: list, rewritten: frozenset) -> list[tuple[int, int, str]]:
     """(first line, last line, reason) of the statements after a capability raise that fires on
     an NPU host once the availability calls on `rewritten` lines are the shim's."""
-    from .testscopes import _truth
+    from .testscopes import npu_truth as _truth
 
     out = []
     for node in ast.walk(tree):

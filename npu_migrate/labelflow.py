@@ -32,7 +32,8 @@ role, read from the names around them, is a label and not a device (issue #16, r
   flash_attention", None)`, or the strings of a tuple iterated into such a lookup): a name asked
   for, absent from a build that lacks it (gated); a string compared with a dispatched op's name
   (`func.overloadpacket.__name__ == "_scaled_dot_product_flash_attention"` in a
-  `__torch_dispatch__`): an op's name, matched or not (gated).
+  `__torch_dispatch__`): an op's name, matched or not (information: the NPU's op has another
+  name, the branch is not taken there).
 
 The sweep calls `mark` for each node it enters (labels.mark); what is found goes into the sweep's
 gates (not reported) or its `label_info` (information, with the reason).
@@ -57,6 +58,9 @@ CATEGORY_REASON = ("a category key passed to the project's own bookkeeping metho
 DISPLAY_REASON = "`torch.version.cuda` read only for display: None on an NPU build of torch"
 FALLBACK_REASON = ("a CUDA variable read with an empty fallback: unset on an NPU host, the read "
                    "yields the fallback")
+OP_NAME_REASON = ("an aten op's name compared with the dispatched op's: an NPU host dispatches "
+                  "attention to another op, so this branch is not taken there and the other path "
+                  "runs; review whether the NPU op needs the same treatment")
 KEPT_LABEL_KEY = ("a key of a per-device table looked up through a device list that gets \"cuda\" only "
                   "behind the device check kept meaning CUDA at line {line} (NPU110): an NPU host never "
                   "looks it up")
@@ -155,13 +159,14 @@ def _comparison(sweep: Sweep, node: cst.Comparison) -> None:
         if _cuda_label(_string(string)) and (_kind_constant(_last(other)) or _label_variable(other)):
             sweep.gates.add(id(string))
         elif isinstance(string, cst.SimpleString) and _op_name_of(other):
-            sweep.gates.add(id(string))
+            sweep.label_info.setdefault(id(string), OP_NAME_REASON)
 
 
 def _op_name_of(node: cst.CSTNode) -> bool:
     """`func.overloadpacket.__name__`, `func._opname` (in a `__torch_dispatch__`): an aten op's
     name, so a string compared with it (`"_scaled_dot_product_flash_attention"`) names an op, not
-    a CUDA API (round 19 BB#13: xformers' checkpoint profiler)."""
+    a CUDA API: information (round 19 BB#13 judged xformers' checkpoint profiler false, round 15
+    true: on an NPU host the branch is not taken, and the code's other path runs)."""
     name = dotted_name(node) if isinstance(node, cst.Attribute) else None
     return bool(name) and name.endswith(("overloadpacket.__name__", "._opname"))
 

@@ -326,8 +326,11 @@ KERNEL = "_scaled_dot_product_flash_attention"
 
 def test_string_compared_with_a_dispatched_ops_name_is_an_op_name(tmp_path):
     """xformers' checkpoint profiler compares `func.overloadpacket.__name__` with an aten op's
-    name (round 19 BB#13): on an NPU host the op has another name and the code takes the op's own
-    tag, so nothing fails; the same name bound for no such comparison stays reported."""
+    name (round 19 BB#13 judged it false, round 15 true: on an NPU host the op has another name
+    and the code takes the op's own tag): information saying so; the same name bound for no such
+    comparison stays a warning."""
     findings = _migrate(tmp_path, {"ckpt.py": DISPATCH})
-    assert not _at(findings, "ckpt.py", 8), _at(findings, "ckpt.py", 8)
-    assert _at(findings, "ckpt.py", 13, "NPU990"), findings
+    compared = _at(findings, "ckpt.py", 8)
+    assert [f["severity"] for f in compared] == ["info"], compared
+    assert "another op" in compared[0]["message"], compared
+    assert [f["severity"] for f in _at(findings, "ckpt.py", 13, "NPU990")] == ["warning"], findings
