@@ -319,8 +319,13 @@ def test_private_function_called_only_under_a_cuda_extension_flag_is_a_named_sco
     assert not _findings(report, "pkg/dit.py", "NPU913")
     assert any(s["start_line"] <= 13 <= s["end_line"] and "_fused_ops_available" in s["reason"]
                for s in _scopes(report, "pkg/dit.py", "NPU913"))
-    # the extension import itself is still reported, and so is the FP8 buffer an NPU host may reach
-    assert _findings(report, "pkg/dit.py", "NPU911")
+    # the extension import itself is a named scope since round 19 (probes19.py: its names are read
+    # only in a helper called only where the flag says the import worked, so the fallback runs on
+    # an NPU host; round 18 judged the error false); where the helper is also called without the
+    # flag, the import and the FP8 buffer an NPU host may reach stay reported
+    assert not _findings(report, "pkg/dit.py", "NPU911")
+    assert any(s["start_line"] == 4 and "runs as written" in s["reason"] for s in _scopes(report, "pkg/dit.py", "NPU911"))
+    assert _findings(report, "pkg/dit2.py", "NPU911")
     assert [f["severity"] for f in _findings(report, "pkg/dit2.py", "NPU913")] == ["error"]
 
 
