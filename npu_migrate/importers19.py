@@ -104,6 +104,9 @@ class _Resolver:
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.IsNot) \
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
             return self.probe(node.left, j, depth)
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            # (true only where each conjunct is: one probe of the package is enough)
+            return next((p for p in (self.probe(v, j, depth) for v in node.values) if p is not None), None)
         if isinstance(node, ast.Call):
             name = (astcache.dotted(node.func) or "").rsplit(".", 1)[-1]
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \

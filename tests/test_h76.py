@@ -5,8 +5,9 @@ Each shape judged false is reproduced next to the nearest true case that must st
 - a module importing `cutlass`/`cuda.bindings` unguarded, imported lazily only under
   `if has_cutedsl():` where `has_cutedsl()` returns `_has_module("cutlass")` (through another
   module), under `find_spec("cutlass") is not None`, or under a module flag bound to such a probe:
-  info naming the probe; a probe of another package, a negated probe, or one importer without a
-  probe: still an error;
+  info naming the probe (also through a helper `return _ENABLED and _has_module("cutlass")`); a
+  probe of another package, a negated probe, a helper true where either of two packages is, or one
+  importer without a probe: still an error;
 - a module imported lazily only in `forward_cuda` of a dispatched op that also has
   `forward_native`: info; a class whose `forward_cuda` is all it has: still an error;
 - a module imported only after the importer's own unguarded `import cutlass`: info (the importer's
@@ -45,6 +46,15 @@ def has_numpy() -> bool:
 
 
 HAS_CUTLASS = importlib.util.find_spec("cutlass") is not None
+_ENABLED = True
+
+
+def has_cutedsl_enabled() -> bool:
+    return _ENABLED and _has_module("cutlass")
+
+
+def either_backend() -> bool:
+    return _has_module("cutlass") or _has_module("numpy")
 '''
 
 CUTEDSL = '''\
@@ -89,7 +99,8 @@ def _project(tmp_path: Path) -> dict:
     # behind `has_cutedsl()` (another module's helper returning `_has_module("cutlass")`)
     for folder, name in (("probed", "gather"), ("spec", "spec"), ("flag", "flag"), ("other", "other"),
                          ("negated", "negated"), ("mixed", "mixed"), ("dispatched", "norm"),
-                         ("cudaonly", "only"), ("onlytests", "tested"), ("withtests", "withtests")):
+                         ("cudaonly", "only"), ("onlytests", "tested"), ("withtests", "withtests"),
+                         ("conj", "conj"), ("either", "either")):
         files[f"pkg/{folder}/__init__.py"] = ""
         files[f"pkg/{folder}/kernel_cutedsl.py"] = CUTEDSL.format(name=name)
     files["pkg/ops.py"] = '''\
@@ -97,7 +108,21 @@ import importlib.util
 
 import torch
 
-from pkg.utils.imports import HAS_CUTLASS, has_cutedsl, has_numpy
+from pkg.utils.imports import HAS_CUTLASS, has_cutedsl, has_cutedsl_enabled, either_backend, has_numpy
+
+
+def conj(x):
+    if has_cutedsl_enabled():
+        from pkg.conj.kernel_cutedsl import conj as fast
+        return fast(x)
+    return x.clone()
+
+
+def either(x):
+    if either_backend():
+        from pkg.either.kernel_cutedsl import either as fast
+        return fast(x)
+    return x.clone()
 
 
 def gather(x):
@@ -216,7 +241,7 @@ def test_probe_of_the_same_package_lowers_and_others_stay(tmp_path: Path) -> Non
     found = _project(tmp_path)
     # (a direct `find_spec("cutlass") is not None` was a named scope already: importgates.py)
     assert "pkg/spec/kernel_cutedsl.py" not in found
-    for folder in ("probed", "flag"):
+    for folder in ("probed", "flag", "conj"):
         finding = found[f"pkg/{folder}/kernel_cutedsl.py"]
         assert finding["severity"] == "info", finding
         assert IMPORTERS_GATED in finding["message"] and UNGUARDED not in finding["message"]
@@ -225,7 +250,7 @@ def test_probe_of_the_same_package_lowers_and_others_stay(tmp_path: Path) -> Non
     assert "(`_has_module('cutlass')`)" in found["pkg/probed/kernel_cutedsl.py"]["message"]
     assert "under `has_cutedsl()" in found["pkg/probed/kernel_cutedsl.py"]["message"]
     # the true cases: a probe of another package, a negated probe, one importer without a probe
-    for folder in ("other", "negated", "mixed"):
+    for folder in ("other", "negated", "mixed", "either"):
         finding = found[f"pkg/{folder}/kernel_cutedsl.py"]
         assert finding["severity"] == "error", finding
         assert UNGUARDED in finding["message"]
