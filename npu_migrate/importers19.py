@@ -45,8 +45,8 @@ from . import astcache
 from .tritonguards import UNGUARDED, named_in_a_string, operands, parents, run_imports, source_text
 
 CODES = ("NPU911",)
-IMPORTERS_GATED = ("imported only where one of its CUDA-only packages can load, so never on an NPU host "
-                   "where it is missing")
+IMPORTERS_GATED = ("no import of it in the library runs on an NPU host, where its CUDA-only package is "
+                   "missing, so the module is not loaded there")
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
 # a call that probes a package by name: `find_spec("x")`, `_has_module("x")`, `is_package_available("x")`
 _PROBE_CALL = re.compile(r"(?i)^(find_spec|_?(has|is)_?(module|package)\w*|\w*(module|package)_?(available|installed|exists))$")
@@ -205,7 +205,7 @@ def _guard(resolver: _Resolver, j: int, line: int, packages: set[str]) -> Option
                 [node.module] if node.module and not node.level else [])
             for name in names:
                 if any(_matches(p, {name}) or _matches(name, {p}) for p in packages):
-                    return "restated", f"after its own unguarded import of `{name}` (line {node.lineno})"
+                    return "restated", f"after its own unguarded import of `{name}` (line {node.lineno}), reported there"
     # in a platform-dispatched op's CUDA method
     reason = cuda_dispatch_reason(tree, holders)
     if reason is not None:
