@@ -4,7 +4,7 @@ A module that imports a CUDA-only compiled package unguarded at module level (NP
 cutlass`, `from cuda.bindings.driver import CUstream`) is reported as failing to import where the
 package is missing. optionalguards.review_importers lowers it when every importer of the run imports
 it inside `try`/`except ImportError`; tritonguards credits Triton-availability tests. Round-19
-audits (BB#8, BB#32) found three more importer shapes that never load such a module on an NPU host:
+audits (BB#8, BB#32) found two more importer shapes that never load such a module on an NPU host:
 
 * **Behind a probe of the same package** (`probe`). The importer's import sits in the body of an
   `if` whose test (each disjunct) has a conjunct, not negated, that probes one of the CUDA-only
@@ -15,10 +15,6 @@ audits (BB#8, BB#32) found three more importer shapes that never load such a mod
   (`HAS_CUTLASS = find_spec("cutlass") is not None`). Where that package is missing, as on an NPU
   host, the module is never imported. A probe of another package (`has_numpy()`), a negated probe,
   or a name not resolved to such a probe is no guard.
-* **After the importer's own import of the same package** (`restated`). The importer imports, at
-  module level and unguarded, one of the module's CUDA-only packages before the import of the
-  module (or the import lies in a function, after that module-level import ran): the importer fails
-  first, at its own import, which its own finding reports.
 * **Inside a platform-dispatched op's CUDA method** (`dispatch`). The import lies in `forward_cuda`
   (rules/scopes.toml [dispatch] cuda_methods) of a class that also has `forward_native` /
   `forward_npu` / `forward_oot`, read as dispatchops.cuda_dispatch_reason reads it: the base's
@@ -26,11 +22,14 @@ audits (BB#8, BB#32) found three more importer shapes that never load such a mod
 
 When every import site of the module in the run (test files aside: a test that imports it fails
 on its own there, and is not the library's path; at least one site outside tests) is one of these,
+and no library file names the module in a string (a test's `"pkg.mod"` for a dynamic import is aside too),
 the "imported unguarded" clause goes and the finding becomes info naming the importers and what
 keeps each off an NPU host. Not a named scope: a host may still install the package (cuda-python,
 nvidia-cutlass-dsl wheels install without a GPU), so the probe is not provably false there.
-`__init__.py`, a module named in a string of another file (a dynamic import) and a module with one
-plain import site keep their error. Whole-run; called from runplan.whole_run_passes after
+`__init__.py` and a module with one plain import site keep their error. A module loaded only after
+its importer's own unguarded import of the same package is left as it is: importfolders.py folds
+it into its folder's finding (lowering it here would take it out of that fold as a finding of its
+own). Whole-run; called from runplan.whole_run_passes after
 optionalguards.review.
 """
 
@@ -197,15 +196,7 @@ def _guard(resolver: _Resolver, j: int, line: int, packages: set[str]) -> Option
                 detail = f"`{shown}`" + (f" (`{how}`)" if how != shown else "")
                 return "probe", f"under {detail}, a probe of `{package}`"
         child, current = current, parent.get(id(current))
-    # after the importer's own unguarded import of one of the packages
     holders = _holders(statement, parent)
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and (holders or node.lineno < line):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if node.module and not node.level else [])
-            for name in names:
-                if any(_matches(p, {name}) or _matches(name, {p}) for p in packages):
-                    return "restated", f"after its own unguarded import of `{name}` (line {node.lineno}), reported there"
     # in a platform-dispatched op's CUDA method
     reason = cuda_dispatch_reason(tree, holders)
     if reason is not None:
@@ -226,6 +217,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     imports, text_of = run_imports(results, python, paths)
     resolver = _Resolver(results, python, text_of)
+    outside_tests = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
     out = list(results)
     for i in candidates:
         relpath = results[i].relpath
@@ -237,7 +229,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
                         if (relative and name == stem) or (not relative and name in names)})
         library = [(j, line) for j, line in sites if not _TEST_FILE.search(results[j].relpath)]
-        if not library or _TEST_FILE.search(relpath) or named_in_a_string(results, i, text_of, python):
+        if not library or _TEST_FILE.search(relpath) or named_in_a_string(results, i, text_of, outside_tests):
             continue
         findings = []
         for finding in results[i].findings:
