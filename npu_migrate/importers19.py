@@ -26,10 +26,12 @@ and no library file names the module in a string (a test's `"pkg.mod"` for a dyn
 the "imported unguarded" clause goes and the finding becomes info naming the importers and what
 keeps each off an NPU host. Not a named scope: a host may still install the package (cuda-python,
 nvidia-cutlass-dsl wheels install without a GPU), so the probe is not provably false there.
+A module whose every library import site lies in modules so lowered is not loaded either (`through`,
+a few steps: SGLang's CuTe-DSL helpers imported only by the module `forward_cuda` imports).
 `__init__.py` and a module with one plain import site keep their error. A module loaded only after
-its importer's own unguarded import of the same package is left as it is: importfolders.py folds
-it into its folder's finding (lowering it here would take it out of that fold as a finding of its
-own). Whole-run; called from runplan.whole_run_passes after
+its importer's own unguarded import of the same package, the importer being loaded, is left as it
+is: importfolders.py folds it into its folder's finding (lowering it here would take it out of that
+fold as a finding of its own). Whole-run; called from runplan.whole_run_passes after
 optionalguards.review.
 """
 
@@ -219,6 +221,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     resolver = _Resolver(results, python, text_of)
     outside_tests = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
     out = list(results)
+    prepared = {}
     for i in candidates:
         relpath = results[i].relpath
         tree = resolver.tree(i)
@@ -231,20 +234,33 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         library = [(j, line) for j, line in sites if not _TEST_FILE.search(results[j].relpath)]
         if not library or _TEST_FILE.search(relpath) or named_in_a_string(results, i, text_of, outside_tests):
             continue
-        findings = []
-        for finding in results[i].findings:
-            if _target(finding):
-                packages = _module_packages(tree, {finding.line, *(a[0] for a in finding.also)})
-                guards = []
-                for j, line in library:
-                    guard = _guard(resolver, j, line, packages) if packages else None
-                    if guard is None:
-                        break
-                    guards.append((results[j].relpath, line, guard))
-                else:
-                    finding = _lowered(finding, guards, len(sites) - len(library))
-            findings.append(finding)
-        out[i] = dataclasses.replace(results[i], findings=findings)
+        prepared[i] = (tree, library, len(sites) - len(library))
+    # (a module imported only by modules this pass found never loaded is not loaded either: a few rounds)
+    unloaded: set[int] = set()
+    for _round in range(_MAX_DEPTH + 1):
+        grown = False
+        for i, (tree, library, tests) in prepared.items():
+            if i in unloaded:
+                continue
+            findings = []
+            for finding in out[i].findings:
+                if _target(finding):
+                    packages = _module_packages(tree, {finding.line, *(a[0] for a in finding.also)})
+                    guards = []
+                    for j, line in library:
+                        guard = (("through", "in a module that itself is not loaded there") if j in unloaded
+                                 else _guard(resolver, j, line, packages) if packages else None)
+                        if guard is None:
+                            break
+                        guards.append((results[j].relpath, line, guard))
+                    else:
+                        finding = _lowered(finding, guards, tests)
+                        unloaded.add(i)
+                        grown = True
+                findings.append(finding)
+            out[i] = dataclasses.replace(out[i], findings=findings)
+        if not grown:
+            break
     return out
 
 

@@ -10,6 +10,8 @@ Each shape judged false is reproduced next to the nearest true case that must st
   importer without a probe: still an error;
 - a module imported lazily only in `forward_cuda` of a dispatched op that also has
   `forward_native`: info; a class whose `forward_cuda` is all it has: still an error;
+- a helper module imported only by such a module: info; one imported by a module that stays an
+  error: still an error;
 - test files aside: a library importer behind a probe plus an unguarded test importer (which also
   names the module in a string): info; a module only tests import: still an error.
 """
@@ -101,6 +103,12 @@ def _project(tmp_path: Path) -> dict:
                          ("conj", "conj"), ("either", "either")):
         files[f"pkg/{folder}/__init__.py"] = ""
         files[f"pkg/{folder}/kernel_cutedsl.py"] = CUTEDSL.format(name=name)
+    # helpers imported only by a module never loaded (probed) and by one that is (other)
+    helper = "import cutlass\n\n\ndef helper(x):\n    return cutlass.Int32(x)\n"
+    for folder, importer in (("chain", "probed"), ("chain2", "other")):
+        files[f"pkg/{folder}/__init__.py"] = ""
+        files[f"pkg/{folder}/helper.py"] = helper + f"\n\nNAME = {folder!r}\n"
+        files[f"pkg/{importer}/kernel_cutedsl.py"] += f"\n\nfrom pkg.{folder}.helper import helper  # noqa: E402\n"
     files["pkg/ops.py"] = '''\
 import importlib.util
 
@@ -237,6 +245,16 @@ def test_forward_cuda_of_a_dispatched_op(tmp_path: Path) -> None:
     assert "`FusedNorm.forward_cuda`" in dispatched["message"] and "forward_native" in dispatched["message"]
     # `forward_cuda` is all the class has: an NPU host may well run it
     assert found["pkg/cudaonly/kernel_cutedsl.py"]["severity"] == "error"
+
+
+def test_modules_only_unloaded_modules_import(tmp_path: Path) -> None:
+    found = _project(tmp_path)
+    chained = found["pkg/chain/helper.py"]
+    assert chained["severity"] == "info", chained
+    assert "pkg/probed/kernel_cutedsl.py:" in chained["message"]
+    assert "in a module that itself is not loaded there" in chained["message"]
+    # imported by a module that an NPU host may load (and fails at): still an error
+    assert found["pkg/chain2/helper.py"]["severity"] == "error"
 
 
 def test_test_importers_aside(tmp_path: Path) -> None:
