@@ -60,6 +60,18 @@ def _target(finding) -> bool:
             and finding.severity != "info" and UNGUARDED in finding.message)
 
 
+def _candidate(finding) -> bool:
+    """An NPU911 error or warning; the clause may be missing where the per-file engine did not add
+    it (SGLang's scale_residual_norm_scale_shift.py): _all_module_imports decides those."""
+    return finding.code in CODES and not finding.fixable and finding.cell is None and finding.severity != "info"
+
+
+def _all_module_imports(tree: ast.Module, lines: set[int]) -> bool:
+    """Every place is a module-level import statement, unguarded (a direct statement of the module)."""
+    found = {n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return bool(lines) and lines <= found
+
+
 def _matches(probed: str, packages: set[str]) -> Optional[str]:
     """The package of `packages` that a probe of `probed` tests (its absence means theirs)."""
     for package in sorted(packages):
@@ -212,7 +224,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     from .modpaths import module_names
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
-                  and not r.relpath.endswith("__init__.py") and any(map(_target, r.findings))]
+                  and not r.relpath.endswith("__init__.py") and any(map(_candidate, r.findings))]
     if not candidates:
         return results
     paths = paths or {}
@@ -244,8 +256,9 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
                 continue
             findings = []
             for finding in out[i].findings:
-                if _target(finding):
-                    packages = _module_packages(tree, {finding.line, *(a[0] for a in finding.also)})
+                places = {finding.line, *(a[0] for a in finding.also)}
+                if _target(finding) or (_candidate(finding) and _all_module_imports(tree, places)):
+                    packages = _module_packages(tree, places)
                     guards = []
                     for j, line in library:
                         guard = (("through", "in a module that itself is not loaded there") if j in unloaded

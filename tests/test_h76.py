@@ -264,3 +264,26 @@ def test_test_importers_aside(tmp_path: Path) -> None:
     assert "1 import site in tests aside" in withtests["message"]
     # only tests import it: nothing of the library keeps it off an NPU host
     assert found["pkg/onlytests/kernel_cutedsl.py"]["severity"] == "error"
+
+
+def test_finding_without_the_unguarded_clause() -> None:
+    """A module-level NPU911 whose message lacks the clause (the per-file engine did not add it)
+    is read from its places: module-level imports only; a lazy import among them keeps it."""
+    from npu_migrate import importers19
+    from npu_migrate.findings import Finding
+    from npu_migrate.model import FileResult
+
+    module = b"import cutlass\nimport cutlass.cute as cute\n\n\ndef f():\n    import cutlass.cute.nvgpu\n"
+    importer = (b"from pkg.probes import has_cutedsl\n\n\ndef g():\n    if has_cutedsl():\n"
+                b"        from pkg.mod import f\n        return f()\n")
+    probes = b"def _has_module(n):\n    return True\n\n\ndef has_cutedsl():\n    return _has_module('cutlass')\n"
+
+    def run(also):
+        finding = Finding("pkg/mod.py", 1, 1, "NPU911", "C++/CUDA extension or CUDA-only compiled package: import of `cutlass`",
+                          False, "", None, "error", also)
+        results = [FileResult("pkg/mod.py", [finding], original=module),
+                   FileResult("pkg/use.py", [], original=importer), FileResult("pkg/probes.py", [], original=probes)]
+        return importers19.review(results, {})[0].findings[0]
+
+    assert run(((2, 1, ""),)).severity == "info"
+    assert run(((2, 1, ""), (6, 5, ""))).severity == "error"
