@@ -308,6 +308,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # extensions, xformers and flash-attn helpers, with what bitsandbytes does on an NPU host
     # (optionalguards.py)
     results = review_optional(review_importers(results, paths), paths)
+    from .importers19 import review as review_gated_importers
+    results = review_gated_importers(results, paths)  # (importers behind a probe of the package, in forward_cuda: importers19.py)
     results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     from .probes14 import review_loader_tests
