@@ -58,6 +58,7 @@ import dataclasses
 import re
 
 from . import astcache
+from .modpaths import RunModules
 
 _U = object()  # unknown on an NPU host
 _MAX_DEPTH = 6
@@ -68,32 +69,18 @@ def _uniq(v):
     return v is not _U
 
 
-class _Run:
+class _Run(RunModules):
     """The run's modules by dotted name, what each binds once at its top, and the values of its
     flags and functions on an NPU host."""
 
     def __init__(self, results: list, text_of):
-        from .modpaths import module_names
-
-        self.results, self.text_of = results, text_of
-        self.by_name: dict[str, int] = {}
-        for i, result in enumerate(results):
-            if result.relpath.endswith(".py"):
-                for name in module_names(result.relpath):
-                    self.by_name.setdefault(name, i)
-        self.trees: dict[int, ast.Module | None] = {}
+        super().__init__(results, text_of)
         self.stores: dict[int, dict] = {}
         self.values: dict[tuple, object] = {}  # (i, name) -> value of a module-level flag
         self.calls: dict[tuple, object] = {}  # (i, name) -> value a function returns
         self.origin: dict[tuple, str] = {}  # (i, name) -> "path:line `source`" where a flag is bound
         self.reads: dict[tuple, list] = {}  # (i, name) -> the other modules' values the flag's own value read
         self.overridden: dict[str, bool] = {}
-
-    def tree(self, i: int) -> ast.Module | None:
-        if i not in self.trees:
-            data = self.text_of(i)
-            self.trees[i] = astcache.parse(data) if data else None
-        return self.trees[i]
 
     def _stores(self, i: int) -> dict:
         if i not in self.stores:

@@ -52,6 +52,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .modpaths import RunModules
 
 _PLATFORM = re.compile(r"cuda|hip|rocm|xpu|hopper|blackwell|gfx\d|(^|_)sm_?\d", re.IGNORECASE)
 # a top-level function with no parameters whose body is one `return` (decorators allowed)
@@ -135,23 +136,8 @@ class _Resolve(ast.NodeTransformer):
         return node
 
 
-class _Modules:
+class _Modules(RunModules):
     """The run's modules by dotted name, and the flags each binds once at module level."""
-
-    def __init__(self, results: list, text_of):
-        from .modpaths import module_names
-
-        self.results, self.text_of, self.by_name, self.trees = results, text_of, {}, {}
-        for i, result in enumerate(results):
-            if result.relpath.endswith(".py"):
-                for name in module_names(result.relpath):
-                    self.by_name.setdefault(name, i)
-
-    def tree(self, i: int) -> Optional[ast.Module]:
-        if i not in self.trees:
-            data = self.text_of(i)
-            self.trees[i] = astcache.parse(data) if data else None
-        return self.trees[i]
 
     def binding(self, module: str, name: str, depth: int = 0) -> Optional[ast.AST]:
         """The value `name` is bound to once at the top of `module` (followed through that

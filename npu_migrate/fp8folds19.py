@@ -45,6 +45,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .modpaths import RunModules
 
 TRITON = "that only feeds this module's Triton kernels (ported with them)"
 BNB = ("imported for layers this file's wrappers build only on CUDA (they raise on any other device): "
@@ -277,23 +278,8 @@ def _raiser_reads(tree: ast.Module, finding, names: set[str]) -> bool:
 
 
 # ----------------------------------------------------------------------------- a project FP8 helper's call sites
-class _Run:
+class _Run(RunModules):
     """The run's modules by dotted name; their trees and top-level definitions on first ask."""
-
-    def __init__(self, results: list, text_of):
-        from .modpaths import module_names
-
-        self.results, self.text_of, self.by_name, self.trees = results, text_of, {}, {}
-        for i, result in enumerate(results):
-            if result.relpath.endswith(".py"):
-                for name in module_names(result.relpath):
-                    self.by_name.setdefault(name, i)
-
-    def tree(self, i: int) -> Optional[ast.Module]:
-        if i not in self.trees:
-            data = self.text_of(i)
-            self.trees[i] = astcache.parse(data) if data else None
-        return self.trees[i]
 
     def module_of(self, i: int, node: ast.ImportFrom) -> Optional[int]:
         from .modpaths import resolve_relative

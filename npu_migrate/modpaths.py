@@ -51,6 +51,29 @@ class RunTexts:
         return found if found is not None else default
 
 
+class RunModules:
+    """The run's Python modules by dotted name (`by_name`: name -> result index, the first file
+    that holds it) and their trees, each parsed on the first ask (`tree(i)`); the whole-run passes
+    that follow names across modules extend it (flags16, flagcalls19, fp8folds19)."""
+
+    def __init__(self, results: list, text_of) -> None:
+        self.results, self.text_of = results, text_of
+        self.by_name: dict[str, int] = {}
+        self.trees: dict = {}
+        for i, result in enumerate(results):
+            if result.relpath.endswith(".py"):
+                for name in module_names(result.relpath):
+                    self.by_name.setdefault(name, i)
+
+    def tree(self, i: int):
+        if i not in self.trees:
+            from . import astcache
+
+            data = self.text_of(i)
+            self.trees[i] = astcache.parse(data) if data else None
+        return self.trees[i]
+
+
 def result_bytes(result, paths: dict[str, str]) -> Optional[bytes]:
     """A FileResult's bytes: from the result, or read again from its path (None when unreadable)."""
     if result.original is not None:
