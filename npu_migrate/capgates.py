@@ -82,7 +82,8 @@ def _literal(node: ast.AST) -> bool:
 
 
 class _Bind(ast.NodeTransformer):
-    """The helper's parameters replaced by the call's literal arguments."""
+    """The helper's parameters replaced by the call's literal arguments (lambdas19.py: a lambda's
+    parameters by its call's arguments)."""
 
     def __init__(self, values: dict):
         self.values = values
@@ -275,3 +276,6 @@ class Exits:
         if why is None:
             return None
         return f"after a capability skip: `{self.segment(self.lines, stmt.value)}` never returns on an NPU host ({why})"
+
+
+Substitute = _Bind  # (public for lambdas19.py)

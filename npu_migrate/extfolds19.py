@@ -274,7 +274,7 @@ _MAIN = re.compile(rb"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILIN
 
 def fold_sibling_scripts(results: list, paths: dict) -> list:
     """Module's doc, third shape."""
-    from .importfolders import FOLDED, MAX_NAMED
+    from .importfolders import fold_into
     from .importfolders import candidate as _candidate
     from .importfolders import imported as _imported
     from .importfolders import packages as _packages
@@ -323,15 +323,7 @@ def fold_sibling_scripts(results: list, paths: dict) -> list:
         shown = [f"`{os.path.basename(results[i].relpath)}`"
                  + (f" (with {n} more line{'s' if n > 1 else ''} reached only after that import)" if n else "")
                  for i, _k, _p, n, _s in rest]
-        more = f" and {len(shown) - MAX_NAMED} more" if len(shown) > MAX_NAMED else ""
-        packs = ", ".join(f"`{p}`" for p in sorted(names))
-        note = (f"({FOLDED} CUDA-only packages ({packs}) unguarded at module level, and so fail to import on an NPU host "
-                f"all the same: {', '.join(shown[:MAX_NAMED])}{more})")
-        findings = list(out[first].findings)
-        findings[index] = replace(findings[index], message=f"{findings[index].message} {note}")
-        out[first] = replace(out[first], findings=findings)
-        for i, k, *_ in rest:
-            out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
+        out = fold_into(out, (first, index), [(i, k) for i, k, *_ in rest], names, shown)
     return out
 
 

@@ -94,15 +94,25 @@ def fold(results: list, paths: dict | None = None) -> list:
         (first, index, _names), rest = members[0], members[1:]
         names = frozenset().union(*(m[2] for m in members))
         shown = [f"`{os.path.basename(results[i].relpath)}`" for i, _k, _n in rest]
-        more = f" and {len(shown) - MAX_NAMED} more" if len(shown) > MAX_NAMED else ""
-        packs = ", ".join(f"`{p}`" for p in sorted(names))
-        note = (f"({FOLDED} CUDA-only packages ({packs}) unguarded at module level, and so fail to import on an NPU host "
-                f"all the same: {', '.join(shown[:MAX_NAMED])}{more})")
-        findings = list(out[first].findings)
-        findings[index] = replace(findings[index], message=f"{findings[index].message} {note}")
-        out[first] = replace(out[first], findings=findings)
-        for i, k, _n in rest:
-            out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
+        out = fold_into(out, (first, index), [(i, k) for i, k, _n in rest], names, shown)
+    return out
+
+
+def fold_into(out: list, kept: tuple[int, int], folded: list[tuple[int, int]], names, shown: list[str]) -> list:
+    """Finding `kept` (result index, finding index) names the folder's other files (`shown`) that
+    fail on the same CUDA-only packages (`names`); the `folded` findings go (extfolds19.py folds
+    sibling scripts with the same wording, so that this module does not fold them again)."""
+    first, index = kept
+    more = f" and {len(shown) - MAX_NAMED} more" if len(shown) > MAX_NAMED else ""
+    packs = ", ".join(f"`{p}`" for p in sorted(names))
+    note = (f"({FOLDED} CUDA-only packages ({packs}) unguarded at module level, and so fail to import on an NPU host "
+            f"all the same: {', '.join(shown[:MAX_NAMED])}{more})")
+    out = list(out)
+    findings = list(out[first].findings)
+    findings[index] = replace(findings[index], message=f"{findings[index].message} {note}")
+    out[first] = replace(out[first], findings=findings)
+    for i, k in folded:
+        out[i] = replace(out[i], findings=[f for j, f in enumerate(out[i].findings) if j != k])
     return out
 
 

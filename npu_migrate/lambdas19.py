@@ -21,15 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 
-
-class _Substitute(ast.NodeTransformer):
-    def __init__(self, values: dict):
-        self.values = values
-
-    def visit_Name(self, node: ast.Name):
-        if isinstance(node.ctx, ast.Load) and node.id in self.values:
-            return ast.copy_location(copy.deepcopy(self.values[node.id]), node)
-        return node
+from .capgates import Substitute  # (names replaced by expressions: the same transformer)
 
 
 def bind(call: ast.Call) -> ast.AST | None:
@@ -44,4 +36,4 @@ def bind(call: ast.Call) -> ast.AST | None:
     if any(isinstance(n, (ast.Lambda, ast.NamedExpr)) for n in ast.walk(function.body)):
         return None
     values = {a.arg: v for a, v in zip(args.args, call.args)}
-    return _Substitute(values).visit(copy.deepcopy(function.body))
+    return Substitute(values).visit(copy.deepcopy(function.body))
