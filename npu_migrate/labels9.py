@@ -9,8 +9,9 @@ round-17 audits).
   `os.environ` keeps its finding.
 - an NCCL variable with a documented HCCL counterpart of the same meaning (rules/env.toml
   `[hccl_counterpart]`: NCCL_SOCKET_IFNAME -> HCCL_SOCKET_IFNAME, ...): its NPU602 message names
-  the counterpart instead of saying there is none (AU#20). Still information: the value is carried
-  over by hand.
+  the counterpart instead of saying there is none (AU#20), and what differs in its values
+  (`[hccl_counterpart_values]`: HCCL_RDMA_TIMEOUT accepts 5-20 on Atlas A2/A3, ...). Still
+  information: the value is carried over by hand.
 - a "cuda" string in a collection of Tensor method names that includes "to" (`name in
   {"contiguous", "cuda", "half", "data", "to"}` in a lazy tensor's `__getattr__`): a method name,
   not a device; the migration turns `.cuda()` calls into `.to(...)`, which the set lists (AT#22).
@@ -87,8 +88,9 @@ def _with_counterpart(finding: Finding) -> Finding:
     old = "has no one-to-one HCCL counterpart; left unchanged"
     if not hccl or old not in finding.message:
         return finding
+    values = dict(catalogue.env_table().get("hccl_counterpart_values", {})).get(name)
     new = (f"has the HCCL counterpart `{hccl}` (CANN), which an NPU host reads instead; left unchanged: "
-           f"set `{hccl}` by hand for NPU runs")
+           f"set `{hccl}` by hand for NPU runs" + (f"; values: {values}" if values else ""))
     return dataclasses.replace(finding, message=finding.message.replace(old, new, 1))
 
 

@@ -24,7 +24,7 @@ import ast
 import re
 from dataclasses import replace
 
-from . import astcache, keptgates, moot
+from . import astcache, catalogue, keptgates, moot
 from .findings import Finding
 from .ncclonly import NCCL_ONLY
 from .folding import ALSO as _ALSO, RANK, Fold as _Fold, Place, absorb, may_absorb as _may_absorb
@@ -276,7 +276,26 @@ def fold_nccl_settings(findings: list[Finding], tree: ast.Module) -> list[Findin
         else:
             anchor = finding
         anchors[kind] = (anchor, finding)
-    return fold.result(name_them="in the same block")
+    return [_name_counterparts(f) for f in fold.result(name_them="in the same block")]
+
+
+def _name_counterparts(finding: Finding) -> Finding:
+    """A block's finding names the HCCL counterparts (rules/env.toml `[hccl_counterpart]`) of the
+    variables folded into it: the anchor's own message speaks only for its own variable, and a
+    porter reading "no one-to-one HCCL counterpart (with `NCCL_IB_TIMEOUT` ... in the same block)"
+    would take it for all of them."""
+    if finding.code != "NPU602" or not finding.also:
+        return finding
+    pairs = catalogue.env_table().get("hccl_counterpart", {})
+    own = (finding.source or "").strip("\"'")
+    named = [(n, pairs[n]) for n in dict.fromkeys((s or "").strip("\"'") for _l, _c, s in finding.also)
+             if n in pairs and n != own and f"`{pairs[n]}`" not in finding.message]
+    if not named:
+        return finding
+    note = " (HCCL counterparts: " + ", ".join(f"`{n}` -> `{h}`" for n, h in named) + ")"
+    match = _ALSO.search(finding.message)
+    at = match.start() if match else len(finding.message)
+    return replace(finding, message=finding.message[:at] + note + finding.message[at:])
 
 
 # ----------------------------------------------------------------------------- a backend parameter and its callers
