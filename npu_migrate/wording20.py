@@ -28,6 +28,15 @@ construct:
   torch_npu/npu/memory.py) and says to widen the check and call it there; the level is kept
   (a warning: the feature silently records nothing on an NPU host).
 
+- **An import of vLLM's NCCL machinery** (NPU916, info: "vLLM runs on Ascend through the
+  vllm-ascend plugin", merged with the file's harmless `vllm.utils` imports): an import whose module
+  or names say NCCL (`from vllm.distributed.weight_transfer.nccl_common import trainer_init`,
+  `packed_nccl_broadcast_producer`, `NCCLWeightTransferEngine`) brings in vLLM's NCCL communicator
+  (PyNcclCommunicator loads libnccl), which an NPU host lacks: a trainer that joins the weight
+  transfer from this process needs an HCCL path there. A warning (review: vllm-ascend may provide
+  the counterpart) at the file's first such import, standing for the file's other vLLM imports
+  (their places in its "also at"), which said no more than "review".
+
 Nothing is dropped or added: each finding keeps its place, code and source.
 """
 
@@ -40,6 +49,7 @@ from typing import Optional
 
 from . import astcache, catalogue
 from .findings import Finding
+from .folding import absorb
 
 STRING = "CUDA-only reference left unchanged: string"
 CUDA_ONLY_OP = ("the `device_types` of a custom op (`torch.library.custom_op`): the op gets a kernel for CUDA only, so a call "
@@ -55,6 +65,10 @@ _NPU_NAME = re.compile(r"\btorch\.npu\.[\w.]+")
 NPU_COUNTERPART = ("; torch_npu has `{npu}`: widen the check to the NPU and call it there, or the NPU host "
                    "silently goes without it")
 _DEVICE_WORD = re.compile(r"(?i)device")
+_NCCL = re.compile(r"(?i)nccl")
+NCCL_TRANSFER = ("an import of vLLM's NCCL machinery (a weight transfer's or a group's): its communicator is NCCL's "
+                 "(vLLM's PyNcclCommunicator loads libnccl), which an NPU host does not have; the code that "
+                 "calls it needs an HCCL path there (vllm-ascend's counterpart): review it, it does not run as written")
 
 
 def _custom_op_call(node: ast.AST, parent: dict) -> Optional[tuple[ast.Call, ast.AST]]:
@@ -171,7 +185,19 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
                 changed = _custom_op(out[i], node, parent, text) or _device_default(out[i], node, parent)
                 if changed is not None:
                     out[i] = changed
-    for i, finding in enumerate(out):
-        if finding.code == "NPU110" and not finding.fixable:
-            out[i] = _npu_counterpart(finding)
-    return out
+    out = [_npu_counterpart(f) if f.code == "NPU110" and not f.fixable else f for f in out]
+    return _nccl_imports(out)
+
+
+def _nccl_imports(findings: list[Finding]) -> list[Finding]:
+    """The file's vLLM imports (NPU916 info) as one warning headed by its first NCCL import."""
+    vllm = [f for f in findings if f.code == "NPU916" and not f.fixable and f.severity == "info"
+            and not f.also and f.cell is None]
+    nccl = [f for f in vllm if f.source.startswith(("from ", "import ")) and _NCCL.search(f.source)]
+    if not nccl:
+        return findings
+    target = replace(nccl[0], severity="warning", message=f"{nccl[0].message} ({NCCL_TRANSFER})")
+    others = [f for f in vllm if f is not nccl[0]]
+    merged = absorb(target, others) if others else target
+    gone = {id(f) for f in vllm}
+    return sorted([*(f for f in findings if id(f) not in gone), merged])

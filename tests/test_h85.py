@@ -187,3 +187,44 @@ def test_triton_gate_wording_claims_no_fallback_and_says_depends_on():
     assert "fallback" not in tritonguards.TRITON_GATED_IMPORTERS
     assert "depends on what it probes" in guards15.GATED_KERNELS
     assert "transfer_to_npu forces it False" in guards15.GATED_KERNELS
+
+
+VLLM_CLIENT = '''import torch
+
+from trainer_utils import is_vllm_available
+
+if is_vllm_available():
+    from vllm.utils.network_utils import get_ip
+    from vllm.distributed.weight_transfer.nccl_common import trainer_init
+
+
+def init_transfer(port):
+    return trainer_init({"master_address": get_ip(), "master_port": port})
+'''
+
+VLLM_PLAIN = '''from trainer_utils import is_vllm_available
+
+if is_vllm_available():
+    from vllm.utils.network_utils import get_ip
+    from vllm import SamplingParams
+'''
+
+
+def test_import_of_vllm_nccl_weight_transfer_is_a_warning_that_heads_the_file_vllm_imports(tmp_path):
+    # BC#15, BE#22: the weight sync joins vLLM's NCCL group: an NPU host needs an HCCL path
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/client.py": VLLM_CLIENT,
+                                    "pkg/plain.py": VLLM_PLAIN})
+    report = migrate_json(root)
+    client = _open(report, "pkg/client.py", "NPU916")
+    assert list(client) == [7] and client[7]["severity"] == "warning"
+    assert "PyNcclCommunicator" in client[7]["message"] and "also at line 6" in client[7]["message"]
+    plain = _open(report, "pkg/plain.py", "NPU916")
+    assert plain and all(f["severity"] == "info" and "NCCL" not in f["message"] for f in plain.values())
+
+
+def test_record_memory_history_message_names_where_torch_npu_defines_it(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "",
+                                    "pkg/p.py": "import torch\n\ntorch.cuda.memory._record_memory_history(enabled=None)\n"})
+    found = _open(migrate_json(root), "pkg/p.py", "NPU202")
+    assert "torch_npu defines torch.npu.memory._record_memory_history (2.7.1" in found[3]["message"]
+    assert "npu-migrate does not rewrite them" in found[3]["message"]
