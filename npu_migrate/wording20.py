@@ -25,7 +25,8 @@ construct:
   torch.cuda.memory._record_memory_history, which npu-migrate leaves as written`): the message
   names the NPU counterpart that rules/cuda_api.toml's [report] entry gives (torch_npu 2.7.1
   defines `torch.npu.memory._record_memory_history`, `_snapshot`, `_dump_snapshot` in
-  torch_npu/npu/memory.py) and says to widen the check and call it there; the level is kept
+  torch_npu/npu/memory.py), says "code written for CUDA" rather than "CUDA-only code", and says
+  to widen the check and call it there; the level is kept
   (a warning: the feature silently records nothing on an NPU host).
 
 - **An import of vLLM's NCCL machinery** (NPU916, info: "vLLM runs on Ascend through the
@@ -61,14 +62,16 @@ DEVICE_DEFAULT = ("the default device where none is passed (`{text}`): an NPU ho
                   "modules on \"cuda\", which fails: default to the NPU there (the shim's device) and let "
                   "the device checks that read it accept the NPU")
 _LEFT_AS_WRITTEN = re.compile(r"uses `torch\.cuda\.([\w.]+)`, which npu-migrate leaves as written")
+_CUDA_ONLY_HEAD = "Device check guards CUDA-only code ("
+_WRITTEN_FOR_CUDA_HEAD = "Device check guards code written for CUDA ("
 _NPU_NAME = re.compile(r"\btorch\.npu\.[\w.]+")
 NPU_COUNTERPART = ("; torch_npu has `{npu}`: widen the check to the NPU and call it there, or the NPU host "
                    "silently goes without it")
 _DEVICE_WORD = re.compile(r"(?i)device")
 _NCCL = re.compile(r"(?i)nccl")
-NCCL_TRANSFER = ("an import of vLLM's NCCL machinery (a weight transfer's or a group's): its communicator is NCCL's "
-                 "(vLLM's PyNcclCommunicator loads libnccl), which an NPU host does not have; the code that "
-                 "calls it needs an HCCL path there (vllm-ascend's counterpart): review it, it does not run as written")
+NCCL_TRANSFER = ("an import of vLLM's NCCL communication, a weight transfer or a group: its communicator is "
+                 "NCCL's (vLLM's PyNcclCommunicator loads libnccl), which an NPU host does not have: the code "
+                 "that calls it needs an HCCL path there, vllm-ascend's where it has one")
 
 
 def _custom_op_call(node: ast.AST, parent: dict) -> Optional[tuple[ast.Call, ast.AST]]:
@@ -165,7 +168,8 @@ def _npu_counterpart(finding: Finding) -> Finding:
         return finding
     name = npu.group(0).rstrip(".")
     message = finding.message[:match.end()] + NPU_COUNTERPART.format(npu=name) + finding.message[match.end():]
-    return replace(finding, message=message)
+    # (not "CUDA-only code": torch_npu has it, round-20 BE#33)
+    return replace(finding, message=message.replace(_CUDA_ONLY_HEAD, _WRITTEN_FOR_CUDA_HEAD, 1))
 
 
 def review(findings: list[Finding], text: str) -> list[Finding]:

@@ -114,6 +114,7 @@ def test_device_check_around_record_memory_history_names_the_npu_counterpart(tmp
     found = _open(migrate_json(root), "pkg/train.py", "NPU110")
     assert found[5]["severity"] == "warning"
     assert "torch_npu has `torch.npu.memory._record_memory_history`" in found[5]["message"]
+    assert found[5]["message"].startswith("Device check guards code written for CUDA (")
 
 
 TRITON_PACKAGE = '''try:
@@ -217,7 +218,7 @@ def test_import_of_vllm_nccl_weight_transfer_is_a_warning_that_heads_the_file_vl
     report = migrate_json(root)
     client = _open(report, "pkg/client.py", "NPU916")
     assert list(client) == [7] and client[7]["severity"] == "warning"
-    assert "PyNcclCommunicator" in client[7]["message"] and "also at line 6" in client[7]["message"]
+    assert "PyNcclCommunicator" in client[7]["message"] and "HCCL path" in client[7]["message"] and "also at line 6" in client[7]["message"]
     plain = _open(report, "pkg/plain.py", "NPU916")
     assert plain and all(f["severity"] == "info" and "NCCL" not in f["message"] for f in plain.values())
 
