@@ -94,7 +94,7 @@ def _enclosing_if(node: ast.AST, parent: dict) -> Optional[ast.AST]:
     a function's body counts as conditional too: it registers when called)."""
     current = parent.get(id(node))
     while current is not None and not isinstance(current, ast.Module):
-        if isinstance(current, (ast.If, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(current, (ast.If, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef)):  # (a class body runs)
             return current
         current = parent.get(id(current))
     return None
