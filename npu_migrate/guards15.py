@@ -45,7 +45,10 @@ from .findings import Finding
 GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
                  "(line {other}) binds the module's names where Triton is missing: an NPU host without "
                  "Triton never runs these kernels (the feature is unavailable there); with Triton-Ascend "
-                 "installed they run on the NPU host: verify them there")
+                 "installed (a module named `triton`), whether the test holds there depends on what it "
+                 "probes (torch's `has_triton()` also asks for a device Triton supports, and torch_npu's "
+                 "transfer_to_npu forces it False): where it holds, these kernels run on the NPU host: "
+                 "verify them there")
 HUB = ("the import sits under `{test}` (line {line}) with placeholders in its `else:` (line {other}); with "
        "Triton-Ascend installed the import succeeds on an NPU host")
 # (moot.PHRASES: code an NPU host never runs)

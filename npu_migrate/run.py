@@ -34,6 +34,7 @@ from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from . import probes19
 from . import capraise19
+from . import wording20
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -179,6 +180,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = ncclonly.review(result.findings, text)
             # (labels9.py: NCCL names listed as labels; HCCL counterparts named in the message)
             result.findings = labels9.review_targets(labels9.review(result.findings, text), text)
+            # (wording20.py: a CUDA-only custom op, a "cuda" device default, a skipped API torch_npu has)
+            result.findings = wording20.review(result.findings, text)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -310,6 +310,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional(review_importers(results, paths), paths)
     from .importers19 import review as review_gated_importers
     results = review_gated_importers(results, paths)  # (importers behind a probe of the package, in forward_cuda: importers19.py)
+    from .importguards20 import review as review_triton_only_names
+    results = review_triton_only_names(results, paths)  # (unguarded imports of names bound only under HAS_TRITON)
     results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     from .probes14 import review_loader_tests

@@ -56,8 +56,11 @@ KERNELS_ON_CUDA = "Triton kernels launched only on CUDA tensors: the torch fallb
 HARNESS_GUARDED = "guarded import of Triton's benchmark harness: the fallback runs on NPU"
 # (not a moot.AS_WRITTEN phrase: Triton-Ascend installs `triton` on an NPU host, where the test is
 # then true and these kernels run: an info finding that asks to verify them there)
-TRITON_GATED_IMPORTERS = ("imported only behind a Triton-availability test: an NPU host without Triton runs the "
-                          "fallback; with Triton-Ascend installed these kernels run there: verify them")
+# (round-20 audits: "runs the fallback" claimed a fallback the importers need not have; an unguarded
+# import of a name bound only under the test fails instead: importguards20.py reports it)
+TRITON_GATED_IMPORTERS = ("imported only behind a Triton-availability test: an NPU host without Triton does not "
+                          "load these kernels; with Triton-Ascend installed (a module named `triton`) the test "
+                          "may hold there and they run: verify them")
 _TRY_IMPORTERS = "imported only inside `try`/`except ImportError`, whose fallback runs where Triton is missing"
 
 UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"
