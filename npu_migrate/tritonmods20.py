@@ -1,0 +1,259 @@
+"""Triton and CuTe-DSL module shapes that the code keeps off an NPU host (issue #16, round-20 audits
+BD#22, BE#37). Two reviews:
+
+* **Triton kernels launched behind a selector imported from a sibling module** (NPU910,
+  `review_imported_selectors`, whole run, from runplan.whole_run_passes before moot.to_scopes).
+  tritonguards.review credits a kernel launched only behind a private selector of its own file
+  whose device check the migration kept (NPU110), and a kernel made by a wrapper of its own file
+  (`def _jit(fn): return triton.jit(fn) if ... else fn`). A sibling module may import both:
+
+      from .chunked_logprob import _jit, _use_triton      # `_use_triton`: `device.type in ("cuda", "xpu")`
+      if is_triton_available():
+          import triton
+      @_jit
+      def _stats_kernel(...): ...
+      fold = _stats_kernel[(n,)] if _use_triton(device) else _stats_tile
+
+  Here the names are followed to the run module that defines them: a function there that calls
+  `triton.jit` is a kernel wrapper, and a private function whose body holds a device check the
+  migration kept (an NPU110 of that file) is a selector. The file is then read as tritonguards
+  reads a file with its own selector (every launch behind it, a torch fallback beside it, the
+  Triton import guarded): the finding becomes info "Triton kernels launched only on CUDA tensors"
+  (moot.AS_WRITTEN: a named scope), naming the selector's file and line. A selector the migration
+  rewrites (its device test widened to the NPU), a kernel launched anywhere else, or an unguarded
+  `import triton` keeps the error.
+* **CuTe-DSL code behind a module-level probe of its package** (NPU911, `review_probed_modules`,
+  per file, from run.py after guards15.review). Every place of the finding lies in the body of a
+  module-level `if` whose test has a conjunct, not negated, that calls a function of the same file
+  (followed through argument-less calls of the file, a few steps) which calls `find_spec` (or a
+  `has_module`-style probe) and reads a string naming the package the finding imports (`"cutlass"`,
+  directly or through a module-level table it iterates):
+
+      def _cutedsl_runtime_available():
+          return len(_missing_cutedsl_runtime_packages()) == 0   # find_spec over {"cutlass": ...}
+      if _cutedsl_runtime_available():
+          import cutlass
+
+  Where the package is missing, as on an NPU host, the module imports cleanly and skips the code:
+  the finding becomes info naming the probe. Not a named scope (as importers19.py): a host may
+  still install the package (the nvidia-cutlass-dsl wheel installs without a GPU), and then the
+  code runs there. A negated probe, a probe of another package, a probe in another file or an
+  import outside the `if` keeps the error.
+
+Nothing is dropped: each shape ends as info with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+
+PROBED_MODULE = ("guarded by the module-level probe `{test}` (line {line}), which looks `{package}` up with "
+                 "`{probe}` (line {at}): where the CUDA-only package is missing, as on an NPU host, the module "
+                 "imports cleanly and skips this code; a host that installs the package runs it there")
+IMPORTED_SELECTOR = "`{name}` from {path}:{line} keeps its device check CUDA"
+# a call that looks a package up by name: `importlib.util.find_spec(name)`, `_has_module(name)`
+_PROBE_CALL = re.compile(r"(?i)^(find_spec|_?(has|is)_?(module|package)\w*|\w*(module|package)_?(available|installed|exists))$")
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MAX_DEPTH = 3
+
+
+# ------------------------------------------------------------------ NPU910: an imported selector
+def _open_triton(finding: Finding) -> bool:
+    from .tritonguards import UNGUARDED
+
+    return (finding.code == "NPU910" and not finding.fixable and finding.cell is None
+            and finding.severity != "info" and UNGUARDED not in finding.message)
+
+
+def _imported_functions(result, tree: ast.Module, modules, stems: dict[str, int]) -> dict[str, tuple[int, ast.AST]]:
+    """{local name: (result index, the module-level function it names)} of the file's module-level
+    `from M import f` where M is a module of the run."""
+    from .modpaths import resolve_relative
+
+    found = {}
+    for statement in tree.body:
+        if not isinstance(statement, ast.ImportFrom):
+            continue
+        if statement.level:
+            j = stems.get(resolve_relative(result.relpath, statement.level, statement.module or ""))
+        else:
+            j = modules.by_name.get(statement.module or "")
+        if j is None:
+            continue
+        source = modules.tree(j)
+        if source is None:
+            continue
+        functions = {n.name: n for n in source.body if isinstance(n, _FUNCTIONS)}
+        for alias in statement.names:
+            if alias.name in functions:
+                found[alias.asname or alias.name] = (j, functions[alias.name])
+    return found
+
+
+def _makes_kernels(function: ast.AST) -> bool:
+    from .tritonguards import _KERNEL_DECORATOR
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            name = astcache.dotted(node.func, strict=True) or ""
+            if "triton" in name.split(".")[0] and _KERNEL_DECORATOR.search(name):
+                return True
+    return False
+
+
+def _keeps_cuda(function: ast.AST, findings: list[Finding]) -> bool:
+    """A private function whose body holds a device check the migration kept (NPU110) and no
+    rewrite (a device test widened to the NPU)."""
+    if not function.name.startswith("_"):
+        return False
+    first, last = function.lineno, function.end_lineno or function.lineno
+    kept = any(f.code == "NPU110" and not f.fixable and f.cell is None and first <= f.line <= last for f in findings)
+    rewritten = any(f.fixable and f.cell is None and first <= f.line <= last for f in findings)
+    return kept and not rewritten
+
+
+def review_imported_selectors(results: list, paths: dict) -> list:
+    """The NPU910 of files whose kernels launch only behind a selector imported from a run module
+    (see the module's doc), as info with tritonguards' KERNELS_ON_CUDA reason."""
+    from .modpaths import RunModules, RunTexts
+    from .tritonguards import _kernels_on_cuda, _Module
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
+                  and any(_open_triton(f) for f in r.findings)]
+    if not candidates:
+        return results
+    text_of = RunTexts(results, paths)
+    modules = RunModules(results, text_of)
+    stems = {r.relpath[:-3]: i for i, r in enumerate(results) if r.relpath.endswith(".py")}
+    stems.update({r.relpath[:-12]: i for i, r in enumerate(results) if r.relpath.endswith("/__init__.py")})
+    out = list(results)
+    for i in candidates:
+        data = text_of(i)
+        if not data or b"import" not in data:
+            continue
+        tree = modules.tree(i)
+        if tree is None:
+            continue
+        try:
+            imported = _imported_functions(results[i], tree, modules, stems)
+            wrappers = {name for name, (_j, f) in imported.items() if _makes_kernels(f)}
+            selectors = {name: (j, f) for name, (j, f) in imported.items() if _keeps_cuda(f, results[j].findings)}
+            if not selectors:
+                continue
+
+            class _Imported(_Module):
+                def _wrappers(self) -> set[str]:
+                    return super()._wrappers() | wrappers
+
+                def _selector(self, node: ast.AST) -> bool:
+                    if super()._selector(node):
+                        return True
+                    call = node.left if isinstance(node, ast.Compare) else node
+                    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                            and call.func.id in selectors)
+
+            module = _Imported(tree, results[i].findings)
+            origin = "; ".join(IMPORTED_SELECTOR.format(name=name, path=results[j].relpath, line=f.lineno)
+                               for name, (j, f) in sorted(selectors.items()))
+            findings = _kernels_on_cuda(results[i].findings, tree, module=module, origin=f"; {origin}")
+        except RecursionError:
+            continue
+        if findings != results[i].findings:
+            out[i] = dataclasses.replace(results[i], findings=findings)
+    return out
+
+
+# ------------------------------------------------------------------ NPU911: a module-level probe
+def _packages(finding: Finding, tree: ast.Module) -> set[str]:
+    """The top-level packages the finding's places import (`import cutlass.cute` -> cutlass)."""
+    lines = {finding.line, *(line for line, _c, _s in finding.also)}
+    found = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Import) and node.lineno in lines:
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.lineno in lines and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _probe(tree: ast.Module, call: ast.AST, package: str) -> Optional[tuple[str, int]]:
+    """(the probe call's name, its line) when `call` is an argument-less call of a function of the
+    file that (through argument-less calls of the file) looks a package up by name and reads a
+    string naming `package`; else None."""
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args and not call.keywords):
+        return None
+    functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
+    tables: dict[str, ast.AST] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+            for target in (statement.targets if isinstance(statement, ast.Assign) else [statement.target]):
+                if isinstance(target, ast.Name):
+                    tables[target.id] = statement.value
+    seen, todo, probe, named = set(), [call.func.id], None, False
+    depth = 0
+    while todo and depth <= _MAX_DEPTH:
+        following = []
+        for name in todo:
+            function = functions.get(name)
+            if function is None or name in seen:
+                continue
+            seen.add(name)
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call):
+                    called = astcache.dotted(node.func) or ""
+                    if _PROBE_CALL.match(called.rsplit(".", 1)[-1]) and probe is None:
+                        probe = (called, node.lineno)
+                    if isinstance(node.func, ast.Name) and node.func.id in functions and not node.args:
+                        following.append(node.func.id)
+                strings = [node] if isinstance(node, ast.Constant) else (
+                    list(ast.walk(tables[node.id])) if isinstance(node, ast.Name) and node.id in tables else [])
+                named = named or any(isinstance(s, ast.Constant) and isinstance(s.value, str)
+                                     and s.value.split(".")[0] == package for s in strings)
+        todo, depth = following, depth + 1
+    return probe if probe is not None and named else None
+
+
+def review_probed_modules(findings: list[Finding], text: str) -> list[Finding]:
+    """The file's NPU911 whose places all lie under a module-level `if` on a same-file probe of
+    their package, as info naming it (see the module's doc)."""
+    targets = [f for f in findings if f.code == "NPU911" and not f.fixable and f.cell is None
+               and f.severity != "info"]
+    if not targets or "find_spec" not in text and "_module" not in text and "package" not in text:
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    from .tritonguards import operands
+
+    guards = [s for s in tree.body if isinstance(s, ast.If) and s.body]
+    out = []
+    for finding in findings:
+        if finding not in targets:
+            out.append(finding)
+            continue
+        lines = [finding.line, *(line for line, _c, _s in finding.also)]
+        packages = _packages(finding, tree)
+        guard = next((g for g in guards if all(
+            g.body[0].lineno <= line <= (g.body[-1].end_lineno or g.body[-1].lineno) for line in lines)), None)
+        found = None
+        if guard is not None and len(packages) == 1:
+            package = next(iter(packages))
+            try:
+                found = next(((c, p) for c in operands(guard.test, ast.And)
+                              if (p := _probe(tree, c, package)) is not None), None)
+            except RecursionError:
+                found = None
+        if found is None:
+            out.append(finding)
+            continue
+        conjunct, (probe, at) = found
+        reason = PROBED_MODULE.format(test=f"{conjunct.func.id}()", line=guard.lineno, package=package,
+                                      probe=probe, at=at)
+        out.append(dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})"))
+    return out
