@@ -169,3 +169,96 @@ def test_an_import_outside_the_probed_block_keeps_the_error(tmp_path):
     report = migrate_json(write_project(tmp_path, {"pkg/cute_utils.py": text}))
     found = _findings(report, "pkg/cute_utils.py", "NPU911")
     assert found and any(f["severity"] == "error" for f in found)
+
+
+_CUSTOM_OP = '''\
+import torch
+
+
+class CustomOp(torch.nn.Module):
+    def forward(self, *args, **kwargs):
+        return self.dispatch_forward()(*args, **kwargs)
+
+    def dispatch_forward(self):
+        if torch.cuda.is_available():
+            return self.forward_cuda
+        return self.forward_native
+
+    def forward_native(self, *args, **kwargs):
+        raise NotImplementedError
+'''
+
+_CUTE_KERNEL = '''\
+import cutlass
+import cutlass.cute as cute
+
+from pkg.{helper} import reduce_sum
+
+
+def fused(x):
+    return cute.compile(reduce_sum, x)
+'''
+
+_CUTE_HELPER = '''\
+import cutlass
+import cutlass.cute as cute
+
+
+def reduce_sum(x):
+    return cute.arch.warp_reduction(x)
+'''
+
+
+def _dispatched_project(tmp_path, extra: dict[str, str]):
+    files = {"pkg/__init__.py": "", "pkg/layers/__init__.py": "", "pkg/cutedsl/__init__.py": "",
+             "pkg/layers/custom_op.py": _CUSTOM_OP,
+             "pkg/cutedsl/common.py": _CUTE_HELPER, "pkg/lib/__init__.py": "", "pkg/lib/shared.py": _CUTE_HELPER + "\n\nSHARED = True\n",
+             "pkg/cutedsl/fused.py": _CUTE_KERNEL.format(helper="cutedsl.common"),
+             "pkg/layers/norm.py": '''\
+import torch
+
+from pkg.layers.custom_op import CustomOp
+
+
+class FusedNorm(CustomOp):
+    def forward_cuda(self, x):
+        from pkg.cutedsl.fused import fused
+        return fused(x)
+
+    def forward_native(self, x):
+        return torch.nn.functional.layer_norm(x, x.shape[-1:])
+''', **extra}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_cute_modules_only_a_dispatched_cuda_method_loads_are_named_scopes(tmp_path):
+    """BD#38: a CuTe-DSL kernel module imported only in `forward_cuda` of a dispatched op, and the
+    helper only it imports: an NPU host never loads them, the package installed or not."""
+    report = _dispatched_project(tmp_path, {})
+    for path in ("pkg/cutedsl/fused.py", "pkg/cutedsl/common.py"):
+        assert not _findings(report, path, "NPU911"), path
+        reasons = [s["reason"] for s in report["skipped"] if s["path"] == path and "start_line" in s]
+        assert any(r.startswith("not run on an NPU host (NPU911): imported only where an NPU host does not go")
+                   and "platform-dispatched op's CUDA method" in r for r in reasons), reasons
+
+
+def test_a_helper_a_loaded_module_also_imports_stays_reported(tmp_path):
+    """The nearest true case: the same helper also imported at module level by a module an NPU host
+    loads; and a kernel module imported in a class whose `forward_cuda` is all it has."""
+    report = _dispatched_project(tmp_path, {
+        "pkg/cutedsl/fused.py": _CUTE_KERNEL.format(helper="lib.shared"),
+        "pkg/api.py": "from pkg.lib.shared import reduce_sum\n\n\ndef api(x):\n    return reduce_sum(x)\n",
+        "pkg/layers/only.py": '''\
+from pkg.layers.custom_op import CustomOp
+
+
+class OnlyCuda(CustomOp):
+    def forward_cuda(self, x):
+        from pkg.cutedsl.common import reduce_sum
+        return reduce_sum(x)
+'''})
+    for path in ("pkg/lib/shared.py", "pkg/cutedsl/common.py"):
+        found = _findings(report, path, "NPU911")
+        assert found and found[0]["severity"] == "error", (path, found)
+    # (the kernel module itself is still only loaded by the dispatched op: a named scope)
+    assert not _findings(report, "pkg/cutedsl/fused.py", "NPU911")
