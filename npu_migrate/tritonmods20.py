@@ -1,5 +1,5 @@
-"""Triton and CuTe-DSL module shapes that the code keeps off an NPU host (issue #16, round-20 audits
-BD#22, BE#37). Two reviews:
+"""Triton and CuTe-DSL module shapes that the code keeps off an NPU host or another finding covers
+(issue #16, round-20 audits BD#14, BD#22, BE#37). Three reviews:
 
 * **Triton kernels launched behind a selector imported from a sibling module** (NPU910,
   `review_imported_selectors`, whole run, from runplan.whole_run_passes before moot.to_scopes).
@@ -40,7 +40,20 @@ BD#22, BE#37). Two reviews:
   code runs there. A negated probe, a probe of another package, a probe in another file or an
   import outside the `if` keeps the error.
 
-Nothing is dropped: each shape ends as info with its reason.
+* **Triton device functions only a reported kernel module calls** (NPU910, `fold_device_helpers`,
+  whole run, after review_imported_selectors; round-20 audit BD#14). A module defining
+  `@triton.jit` functions (barriers, thread ids in inline PTX) reported as imported unguarded,
+  whose every library import site (tests aside) is a module-level `from M import f, g` in a file
+  that reports its own unguarded Triton import (an error) and reads the names only inside its own
+  Triton kernels: the helpers run only where those kernels run, and porting them is the same
+  piece of work. The helper's finding is folded into the importer's, whose message names the
+  module, the line of its finding, the functions and, where the helper holds inline assembly, that
+  no Triton-Ascend runs it. A name read outside a kernel (a host call, a list, `__all__`), an
+  importer without its own error, another library importer, an importer that is folded itself, or
+  a dynamic import by name keeps the finding. (A kernel-less helper is redundant14.py's.)
+
+Nothing is dropped: each shape ends as info with its reason, or as a module named in the finding
+that covers it.
 """
 
 from __future__ import annotations
@@ -256,4 +269,120 @@ def review_probed_modules(findings: list[Finding], text: str) -> list[Finding]:
         reason = PROBED_MODULE.format(test=f"{conjunct.func.id}()", line=guard.lineno, package=package,
                                       probe=probe, at=at)
         out.append(dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})"))
+    return out
+
+
+# ------------------------------------------------------------------ NPU910: device helpers of a reported kernel
+DEVICE_HELPERS = ("also the Triton device functions of {path} (its NPU910 at line {line}), which this file "
+                  "imports unguarded and calls only inside its own kernels: {names}; they run only where these "
+                  "kernels run{asm}")
+_ASM = ("; their inline assembly (`inline_asm_elementwise`/`asm`, line {line}) runs under no Triton-Ascend "
+        "either: port them with these kernels")
+_INLINE_ASM = re.compile(rb"inline_asm(?:_elementwise)?\s*\(")
+
+
+def _unguarded_error(finding: Finding) -> bool:
+    from .tritonguards import UNGUARDED
+
+    return (finding.code == "NPU910" and not finding.fixable and finding.cell is None
+            and finding.severity == "error" and UNGUARDED in finding.message)
+
+
+def _kernel_bodies(tree: ast.Module) -> list[ast.AST]:
+    from .tritonguards import _KERNEL_DECORATOR
+
+    found = []
+    for node in astcache.walk(tree):
+        if isinstance(node, _FUNCTIONS) and any(
+                "triton" in (astcache.dotted(d.func if isinstance(d, ast.Call) else d, strict=True) or "").split(".")[0]
+                and _KERNEL_DECORATOR.search(astcache.dotted(d.func if isinstance(d, ast.Call) else d, strict=True) or "")
+                for d in node.decorator_list):
+            found.append(node)
+    return found
+
+
+def _only_in_kernels(tree: ast.Module, statement: ast.ImportFrom) -> list[str] | None:
+    """The names `statement` (a module-level `from M import a, b`) binds when every read of each
+    lies in the body of one of the file's Triton kernels (and no string of the file names one:
+    `__all__`); else None."""
+    if statement not in tree.body or any(a.name == "*" for a in statement.names):
+        return None
+    names = [a.asname or a.name for a in statement.names]
+    spans = [(k.lineno, k.end_lineno or k.lineno) for k in _kernel_bodies(tree)]
+    used = False
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+            return None
+        if isinstance(node, ast.Name) and node.id in names:
+            if not isinstance(node.ctx, ast.Load) or not any(a <= node.lineno <= b for a, b in spans):
+                return None
+            used = True
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+            return None
+    return names if used else None
+
+
+def fold_device_helpers(results: list, paths: dict) -> list:
+    """A module of Triton device functions whose every library import site is a module-level
+    `from M import f` in a file that reports its own unguarded Triton import, reading the names
+    only inside its kernels: its NPU910 folded into that file's (round-20 audit BD#14)."""
+    from .importgates import is_test
+    from .modpaths import module_names
+    from .tritonguards import _KERNEL_DEF, named_in_a_string, run_imports
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
+                  and not r.relpath.endswith("__init__.py") and any(_unguarded_error(f) for f in r.findings)]
+    if not candidates:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    imports, text_of = run_imports(results, python, paths or {})
+    trees: dict[int, Optional[ast.Module]] = {}
+
+    def tree_of(j: int) -> Optional[ast.Module]:
+        if j not in trees:
+            data = text_of(j)
+            trees[j] = astcache.parse(data) if data is not None else None
+        return trees[j]
+
+    out = list(results)
+    plans: dict[int, list] = {}
+    for i in candidates:
+        data = text_of(i) or b""
+        if not _KERNEL_DEF.search(data):
+            continue  # (a kernel-less helper: redundant14.py)
+        relpath = results[i].relpath
+        names, stem = set(module_names(relpath)), relpath[:-3]
+        sites = sorted({(j, line) for j in python if j != i for name, line, relative in imports[j]
+                        if (relative and name == stem) or (not relative and name in names)})
+        sites = [(j, line) for j, line in sites if not is_test(results[j].relpath)]
+        if not sites or named_in_a_string(results, i, text_of, python):
+            continue
+        plan = []
+        for j, line in sites:
+            tree = tree_of(j)
+            own = next((k for k, f in enumerate(out[j].findings) if _unguarded_error(f)), None)
+            statements = [s for s in (tree.body if tree is not None else ())
+                          if isinstance(s, ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)]
+            used = _only_in_kernels(tree, statements[0]) if own is not None and len(statements) == 1 else None
+            if used is None:
+                break
+            plan.append((j, own, used))
+        else:
+            plans[i] = plan
+    # (a module folded into one that is folded itself would leave no finding naming it: not folded)
+    for i, plan in plans.items():
+        if any(j in plans for j, _own, _used in plan):
+            continue
+        data = text_of(i) or b""
+        relpath = results[i].relpath
+        mine = [f for f in out[i].findings if _unguarded_error(f)]
+        match = _INLINE_ASM.search(data)
+        asm = _ASM.format(line=data[:match.start()].count(b"\n") + 1) if match else ""
+        for j, own, used in plan:
+            note = DEVICE_HELPERS.format(path=relpath, line=mine[0].line, asm=asm,
+                                         names=", ".join(f"`{n}`" for n in used))
+            findings = list(out[j].findings)
+            findings[own] = dataclasses.replace(findings[own], message=f"{findings[own].message} ({note})")
+            out[j] = dataclasses.replace(out[j], findings=findings)
+        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if not _unguarded_error(f)])
     return out

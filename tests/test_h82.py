@@ -262,3 +262,68 @@ class OnlyCuda(CustomOp):
         assert found and found[0]["severity"] == "error", (path, found)
     # (the kernel module itself is still only loaded by the dispatched op: a named scope)
     assert not _findings(report, "pkg/cutedsl/fused.py", "NPU911")
+
+
+_DEVICE_HELPERS = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sync_threads():
+    tl.inline_asm_elementwise("bar.sync 0;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def barrier(ptr, rank):
+    tl.atomic_add(ptr + rank, 1)
+'''
+
+_COMMS = '''\
+import torch
+import triton
+import triton.language as tl
+
+from pkg.triton_utils import barrier, sync_threads
+
+
+@triton.jit
+def _exchange_kernel(ptr, rank, n, BLOCK: tl.constexpr):
+    barrier(ptr, rank)
+    sync_threads()
+    offs = tl.arange(0, BLOCK)
+    tl.store(ptr + offs, tl.load(ptr + offs), mask=offs < n)
+
+
+def exchange(x, rank):
+    _exchange_kernel[(1,)](x, rank, x.numel(), BLOCK=1024)
+    return x
+'''
+
+
+def test_device_helpers_only_a_reported_kernel_module_calls_fold_into_it(tmp_path):
+    """BD#14: a module of `@triton.jit` device functions (inline PTX), imported only by a module
+    that reports its own unguarded Triton import and calls them only inside its kernels."""
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": _DEVICE_HELPERS,
+                                                   "pkg/comms.py": _COMMS,
+                                                   "tests/test_utils.py": "from pkg.triton_utils import barrier\n"}))
+    assert not _findings(report, "pkg/triton_utils.py", "NPU910")
+    found = _findings(report, "pkg/comms.py", "NPU910")
+    assert len(found) == 1 and found[0]["severity"] == "error"
+    assert "also the Triton device functions of pkg/triton_utils.py (its NPU910 at line 1)" in found[0]["message"]
+    assert "`barrier`, `sync_threads`" in found[0]["message"] and "inline assembly" in found[0]["message"]
+
+
+def test_device_helpers_a_host_function_also_calls_stay_reported(tmp_path):
+    """The nearest true cases: the importer also calls a helper outside its kernels; another library
+    module imports the helpers too."""
+    comms = _COMMS.replace("    return x\n", "    barrier(x, rank)\n    return x\n")
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": _DEVICE_HELPERS,
+                                                   "pkg/comms.py": comms}))
+    found = _findings(report, "pkg/triton_utils.py", "NPU910")
+    assert found and found[0]["severity"] == "error"
+    report = migrate_json(write_project(tmp_path / "two", {
+        "pkg/__init__.py": "", "pkg/triton_utils.py": _DEVICE_HELPERS, "pkg/comms.py": _COMMS,
+        "pkg/api.py": "from pkg.triton_utils import barrier\n\nHELPERS = [barrier]\n"}))
+    found = _findings(report, "pkg/triton_utils.py", "NPU910")
+    assert found and found[0]["severity"] == "error"
