@@ -41,16 +41,19 @@
   import outside the `if` keeps the error.
 
 * **Triton device functions only a reported kernel module calls** (NPU910, `fold_device_helpers`,
-  whole run, after review_imported_selectors; round-20 audit BD#14). A module defining
+  whole run, after moot.to_scopes; round-20 audit BD#14). A module defining
   `@triton.jit` functions (barriers, thread ids in inline PTX) reported as imported unguarded,
   whose every library import site (tests aside) is a module-level `from M import f, g` in a file
   that reports its own unguarded Triton import (an error) and reads the names only inside its own
   Triton kernels: the helpers run only where those kernels run, and porting them is the same
   piece of work. The helper's finding is folded into the importer's, whose message names the
   module, the line of its finding, the functions and, where the helper holds inline assembly, that
-  no Triton-Ascend runs it. A name read outside a kernel (a host call, a list, `__all__`), an
-  importer without its own error, another library importer, an importer that is folded itself, or
-  a dynamic import by name keeps the finding. (A kernel-less helper is redundant14.py's.)
+  no Triton-Ascend runs it. It runs after the named scopes are made: an importer whose finding
+  became a scope (platforms.py: the project runs Triton on its own NPU backend) takes no fold, so a
+  helper that keeps its error for its own reason (libdevice, PTX) keeps it. A name read outside a
+  kernel (a host call, a list, `__all__`), an importer without its own error, another library
+  importer, an importer that is folded itself, or a dynamic import by name keeps the finding. (A
+  kernel-less helper is redundant14.py's.)
 
 Nothing is dropped: each shape ends as info with its reason, or as a module named in the finding
 that covers it.
