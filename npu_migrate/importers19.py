@@ -25,7 +25,10 @@ on its own there, and is not the library's path; at least one site outside tests
 and no library file names the module in a string (a test's `"pkg.mod"` for a dynamic import is aside too),
 the "imported unguarded" clause goes and the finding becomes info naming the importers and what
 keeps each off an NPU host. Not a named scope: a host may still install the package (cuda-python,
-nvidia-cutlass-dsl wheels install without a GPU), so the probe is not provably false there.
+nvidia-cutlass-dsl wheels install without a GPU), so the probe is not provably false there. Where
+every site is a `dispatch` one (or `through` modules only such sites load), the package installed
+or not, an NPU host never calls the method: the reason is DISPATCHED_ONLY, a moot.PHRASES one, and
+the finding becomes a named skipped scope (round-20 audit BD#38).
 A module whose every library import site lies in modules so lowered is not loaded either (`through`,
 a few steps: SGLang's CuTe-DSL helpers imported only by the module `forward_cuda` imports).
 `__init__.py` and a module with one plain import site keep their error. A module loaded only after
@@ -48,6 +51,9 @@ from .tritonguards import UNGUARDED, named_in_a_string, operands, parents, run_i
 CODES = ("NPU911",)
 IMPORTERS_GATED = ("no import of it in the library runs on an NPU host, where its CUDA-only package is "
                    "missing, so the module is not loaded there")
+# (moot.PHRASES: every import site is a platform-dispatched op's CUDA method, or a module only those load)
+DISPATCHED_ONLY = ("imported only where an NPU host does not go: every import of it in the library lies in a "
+                   "platform-dispatched op's CUDA method, or in a module only such methods load")
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
 # a call that probes a package by name: `find_spec("x")`, `_has_module("x")`, `is_package_available("x")`
 _PROBE_CALL = re.compile(r"(?i)^(find_spec|_?(has|is)_?(module|package)\w*|\w*(module|package)_?(available|installed|exists))$")
@@ -249,6 +255,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         prepared[i] = (tree, library, len(sites) - len(library))
     # (a module imported only by modules this pass found never loaded is not loaded either: a few rounds)
     unloaded: set[int] = set()
+    dispatched: set[int] = set()  # (of those, modules only a platform-dispatched op's CUDA method loads)
     for _round in range(_MAX_DEPTH + 1):
         grown = False
         for i, (tree, library, tests) in prepared.items():
@@ -259,16 +266,19 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
                 places = {finding.line, *(a[0] for a in finding.also)}
                 if _target(finding) or (_candidate(finding) and _all_module_imports(tree, places)):
                     packages = _module_packages(tree, places)
-                    guards = []
+                    guards, only_dispatch = [], True
                     for j, line in library:
                         guard = (("through", "in a module that itself is not loaded there") if j in unloaded
                                  else _guard(resolver, j, line, packages) if packages else None)
                         if guard is None:
                             break
                         guards.append((results[j].relpath, line, guard))
+                        only_dispatch = only_dispatch and (guard[0] == "dispatch" or j in dispatched)
                     else:
-                        finding = _lowered(finding, guards, tests)
+                        finding = _lowered(finding, guards, tests, only_dispatch)
                         unloaded.add(i)
+                        if only_dispatch:
+                            dispatched.add(i)
                         grown = True
                 findings.append(finding)
             out[i] = dataclasses.replace(out[i], findings=findings)
@@ -277,10 +287,14 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     return out
 
 
-def _lowered(finding, guards: list, tests: int):
+def _lowered(finding, guards: list, tests: int, dispatched: bool = False):
+    """Info naming the importers; where every one is a platform-dispatched op's CUDA method (or a
+    module only such methods load: round-20 audit BD#38), the module is never loaded on an NPU host
+    whatever it installs: DISPATCHED_ONLY, a moot.PHRASES reason (a named scope)."""
     shown = [f"{path}:{line} {guard[1][:160]}" for path, line, guard in guards]
     listed = "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more" if len(shown) > 2 else "")
     aside = f"; {tests} import site{'s' if tests > 1 else ''} in tests aside" if tests else ""
+    reason = DISPATCHED_ONLY if dispatched else IMPORTERS_GATED
     return dataclasses.replace(
         finding, severity="info",
-        message=f"{finding.message.replace(UNGUARDED, '')} ({IMPORTERS_GATED}: {listed}{aside})")
+        message=f"{finding.message.replace(UNGUARDED, '')} ({reason}: {listed}{aside})")

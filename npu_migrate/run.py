@@ -32,7 +32,7 @@ from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
-from . import probes19
+from . import probes19, tritonmods20
 from . import capraise19
 from . import wording20
 from .findings import merge_per_file
@@ -197,6 +197,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = tritonguards.review(result.findings, text)
             # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)
             result.findings = guards15.review(result.findings, text)
+            # (CuTe-DSL code under a module-level `if` on a same-file probe of its package: tritonmods20.py)
+            result.findings = tritonmods20.review_probed_modules(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)
             result.findings = samefile.review(result.findings, text)
             # (test-only device probes, skipped "cuda" test cases, a CUDA version only recorded: testprobes.py)

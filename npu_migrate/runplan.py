@@ -381,7 +381,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
+    from .tritonmods20 import fold_device_helpers, review_imported_selectors
+    results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     results = to_scopes(review_platforms(results, paths))
+    results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
     # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
     results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)

@@ -347,11 +347,13 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         return findings
 
 
-def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]:
+def _kernels_on_cuda(findings: list[Finding], tree: ast.Module, module: Optional["_Module"] = None,
+                     origin: str = "") -> list[Finding]:
+    """`module`: the file read with names another file defines (tritonmods20.py); `origin` says where."""
     targets = [f for f in findings if f.code == "NPU910" and not f.fixable and f.cell is None and f.severity != "info"]
     if not targets or any(UNGUARDED in f.message for f in targets):
         return findings
-    module = _Module(tree, findings)
+    module = module or _Module(tree, findings)
     if module.unguarded_triton_import() or not module.definitions_import_safely():
         return findings
     guards = module.gated()
@@ -366,7 +368,7 @@ def _kernels_on_cuda(findings: list[Finding], tree: ast.Module) -> list[Finding]
     if not all(any(a <= line <= b for a, b in allowed) for f in targets for line in _places(f)):
         return findings
     shown = ", ".join(dict.fromkeys(f"line {g.lineno}: `{source_text(g)}`" for g in guards))
-    reason = f" ({KERNELS_ON_CUDA}; the device test stays CUDA: {shown})"
+    reason = f" ({KERNELS_ON_CUDA}; the device test stays CUDA: {shown}{origin})"
     guard_lines = {line for g in guards for line in range(g.lineno, (g.end_lineno or g.lineno) + 1)}
     out = []
     for finding in findings:

@@ -240,9 +240,9 @@ def test_probe_of_the_same_package_lowers_and_others_stay(tmp_path: Path) -> Non
 
 def test_forward_cuda_of_a_dispatched_op(tmp_path: Path) -> None:
     found = _project(tmp_path)
-    dispatched = found["pkg/dispatched/kernel_cutedsl.py"]
-    assert dispatched["severity"] == "info", dispatched
-    assert "`FusedNorm.forward_cuda`" in dispatched["message"] and "forward_native" in dispatched["message"]
+    # (never loaded on an NPU host, the package installed or not: a named scope since round 20, BD#38;
+    # tests/test_h82.py reads its reason)
+    assert "pkg/dispatched/kernel_cutedsl.py" not in found
     # `forward_cuda` is all the class has: an NPU host may well run it
     assert found["pkg/cudaonly/kernel_cutedsl.py"]["severity"] == "error"
 
