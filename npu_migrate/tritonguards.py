@@ -685,3 +685,10 @@ def restating_site(results, reported: dict[int, int], importer: int, line: int, 
             if k is not None and k != importer and k in importers and node.lineno != line:
                 return k
     return None
+
+
+# public names for tritonmods20.py (one reading of a kernel decorator and of a kernel module)
+KERNEL_DEF = _KERNEL_DEF
+KERNEL_DECORATOR = _KERNEL_DECORATOR
+KernelModule = _Module
+kernels_on_cuda = _kernels_on_cuda

@@ -113,7 +113,7 @@ def _imported_functions(result, tree: ast.Module, modules, stems: dict[str, int]
 
 
 def _makes_kernels(function: ast.AST) -> bool:
-    from .tritonguards import _KERNEL_DECORATOR
+    from .tritonguards import KERNEL_DECORATOR as _KERNEL_DECORATOR
 
     for node in ast.walk(function):
         if isinstance(node, ast.Call):
@@ -138,7 +138,7 @@ def review_imported_selectors(results: list, paths: dict) -> list:
     """The NPU910 of files whose kernels launch only behind a selector imported from a run module
     (see the module's doc), as info with tritonguards' KERNELS_ON_CUDA reason."""
     from .modpaths import RunModules, RunTexts
-    from .tritonguards import _kernels_on_cuda, _Module
+    from .tritonguards import KernelModule as _Module, kernels_on_cuda as _kernels_on_cuda
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
                   and any(_open_triton(f) for f in r.findings)]
@@ -292,7 +292,7 @@ def _unguarded_error(finding: Finding) -> bool:
 
 
 def _kernel_bodies(tree: ast.Module) -> list[ast.AST]:
-    from .tritonguards import _KERNEL_DECORATOR
+    from .tritonguards import KERNEL_DECORATOR as _KERNEL_DECORATOR
 
     found = []
     for node in astcache.walk(tree):
@@ -331,7 +331,7 @@ def fold_device_helpers(results: list, paths: dict) -> list:
     only inside its kernels: its NPU910 folded into that file's (round-20 audit BD#14)."""
     from .importgates import is_test
     from .modpaths import module_names
-    from .tritonguards import _KERNEL_DEF, named_in_a_string, run_imports
+    from .tritonguards import KERNEL_DEF as _KERNEL_DEF, named_in_a_string, run_imports
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
                   and not r.relpath.endswith("__init__.py") and any(_unguarded_error(f) for f in r.findings)]
