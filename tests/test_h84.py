@@ -153,3 +153,147 @@ def test_profile_scope_in_a_project_run(tmp_path: Path):
     assert 20 in places  # the strategy's NCCL_CUMEM_ENABLE stays
     scopes = [s for s in report["skipped"] if s["path"] == "recipes/model.yaml"]
     assert any("deployment profile for other hardware" in s["reason"] for s in scopes)
+
+
+# ------------------------------------------------------------------------------------------------
+# CUDA headers compiled only by JIT loaders an NPU host never imports (audit BC#26)
+
+UTILS = """import torch
+
+
+def is_cuda():
+    return torch.cuda.is_available() and torch.version.cuda
+
+
+def load_jit(name, *args, cuda_files=(), cuda_wrappers=()):
+    raise NotImplementedError
+"""
+
+LOADER = """from pkg.jit.utils import load_jit
+
+
+def _module():
+    return load_jit("gemm", cuda_files=["gemm/kernels/gemm.cuh"])
+
+
+def gemm(x):
+    return _module().gemm(x)
+"""
+
+GATED_USER = """from pkg.jit.utils import is_cuda
+
+_is_cuda = is_cuda()
+
+if _is_cuda:
+    from pkg.jit.gemm import gemm
+
+
+def run(x):
+    return gemm(x)
+"""
+
+HEADERS = {
+    "pkg/jit/csrc/gemm/kernels/gemm.cuh": '#include "common.cuh"\n__global__ void gemm_kernel() {}\n',
+    "pkg/jit/csrc/gemm/kernels/common.cuh": "__device__ int helper() { return 0; }\n",
+}
+
+
+def _jit_project(tmp_path: Path, user: str, extra: dict | None = None) -> dict:
+    files = {"pkg/__init__.py": "", "pkg/jit/__init__.py": "", "pkg/jit/utils.py": UTILS,
+             "pkg/jit/gemm.py": LOADER, "pkg/layers/__init__.py": "", "pkg/layers/quant.py": user,
+             "pkg/jit/tests/test_gemm.py": "from pkg.jit.gemm import gemm\n", **HEADERS, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _header_findings(report: dict) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == "NPU912" and f["path"].startswith("pkg/jit/csrc/")]
+
+
+def test_headers_of_a_jit_loader_imported_only_under_is_cuda_are_a_named_scope(tmp_path: Path):
+    report = _jit_project(tmp_path, GATED_USER)
+    assert _header_findings(report) == []
+    scopes = [s for s in report["skipped"] if s["path"].startswith("pkg/jit/csrc/")]
+    assert scopes and "compiled only by JIT loaders an NPU host never imports" in scopes[0]["reason"]
+    assert "pkg/jit/gemm.py:5" in scopes[0]["reason"] and "_is_cuda" in scopes[0]["reason"]
+
+
+def test_headers_stay_reported_when_a_library_module_imports_the_loader_plainly(tmp_path: Path):
+    plain = GATED_USER + "\nfrom pkg.jit import gemm as _gemm_module\n"
+    report = _jit_project(tmp_path, plain)
+    assert [f["severity"] for f in _header_findings(report)] == ["error"]
+
+
+def test_headers_stay_reported_when_the_loader_is_imported_under_a_gate_an_npu_host_takes(tmp_path: Path):
+    taken = GATED_USER.replace("if _is_cuda:", "if not _is_cuda:")
+    report = _jit_project(tmp_path, taken)
+    assert [f["severity"] for f in _header_findings(report)] == ["error"]
+
+
+def test_headers_stay_reported_when_a_header_is_reached_by_no_loader(tmp_path: Path):
+    extra = {"pkg/jit/csrc/gemm/kernels/other.cuh": "__global__ void other_kernel() {}\n"}
+    report = _jit_project(tmp_path, GATED_USER, extra)
+    assert [f["severity"] for f in _header_findings(report)] == ["error"]
+
+
+# ------------------------------------------------------------------------------------------------
+# A class whose constructor loads a registry of CUDA extensions only (audit BE#10)
+
+KERNEL_LOADER = """class CudaOpsExtension:
+    def is_available(self):
+        return False
+
+
+class NpuOpsExtension:
+    def is_available(self):
+        return True
+
+
+class KernelLoader:
+    REGISTRY = []
+
+    def load(self):
+        usable = [e() for e in self.REGISTRY if e().is_available()]
+        assert usable, "No usable kernel found"
+        return usable[0]
+
+
+class OpsLoader(KernelLoader):
+    REGISTRY = [CudaOpsExtension]
+
+
+class MixedLoader(KernelLoader):
+    REGISTRY = [NpuOpsExtension, CudaOpsExtension]
+"""
+
+BACKEND = """from flash_attn import flash_attn_varlen_func
+
+from pkg.kernels.loader import {loader}
+
+
+class CudaBackend:
+    def __init__(self):
+        self.ops = {loader}().load()
+
+    def prefill(self, q, k, v, cu, n, slopes):
+        return flash_attn_varlen_func(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=n,
+                                      max_seqlen_k=n, causal=True, alibi_slopes=slopes)
+"""
+
+
+def _backend_findings(tmp_path: Path, loader: str) -> list[dict]:
+    files = {"pkg/__init__.py": "", "pkg/kernels/__init__.py": "", "pkg/kernels/loader.py": KERNEL_LOADER,
+             "pkg/backends/__init__.py": "", "pkg/backends/attn.py": BACKEND.format(loader=loader)}
+    report = migrate_json(write_project(tmp_path, files))
+    return [f for f in report["findings"] if f["path"] == "pkg/backends/attn.py" and f["code"] == "NPU503"]
+
+
+def test_finding_in_a_class_whose_constructor_loads_only_cuda_extensions_is_info(tmp_path: Path):
+    found = _backend_findings(tmp_path, "OpsLoader")
+    assert len(found) == 1 and found[0]["severity"] == "info"
+    assert "`CudaBackend.__init__` calls `OpsLoader().load()` (line 8)" in found[0]["message"]
+    assert "`CudaOpsExtension`" in found[0]["message"]
+
+
+def test_finding_stays_an_error_when_the_loader_registers_an_npu_extension(tmp_path: Path):
+    found = _backend_findings(tmp_path, "MixedLoader")
+    assert len(found) == 1 and found[0]["severity"] == "error"
