@@ -9,6 +9,10 @@ that imports such a loader module does so under `if _is_cuda:` (`_is_cuda = is_c
 project's predicate, False on an NPU host), so an NPU host never imports the loader, never
 compiles the headers, and the NPU912 error gives the porter no work.
 
+othersources.py (b) scopes a single JIT-compiled source whose loader's names are used only in
+untaken blocks, when no other C/C++ file includes it and its finding stands for no other file; a
+header folder (one finding for `folder/*.cuh`) and headers the loaded ones include are this pass's.
+
 The rule (whole run, runplan.whole_run_passes, after buildgated.py): an open NPU912 error on a
 CUDA source, or on a folder of headers (group_cuda_headers' `folder/*.cuh` finding: every `.cu`/
 `.cuh` of the folder), is a named skipped scope when
