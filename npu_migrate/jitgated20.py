@@ -19,8 +19,8 @@ CUDA source, or on a folder of headers (group_cuda_headers' `folder/*.cuh` findi
 
 * each of its files is named in a string argument of a call (a list element counts) in a Python
   module of the run outside tests and benchmarks (the string is a path tail of the file:
-  `gemm/marlin/gptq_marlin.cuh`), or is included (`#include "marlin.cuh"`, followed through the
-  folder's other files) by one that is;
+  `gemm/marlin/gptq_marlin.cuh`), or is included (`#include "marlin.cuh"`, followed through
+  other files, the `.h` files the run does not scan read from disk) by one that is;
 * each such loader module has at least one import site in the library (tests and benchmarks
   aside: they compile the kernel on their own), and every import site (`from pkg.loader import f`,
   `import pkg.loader`, `from pkg import loader`, relative forms too) lies in a block an NPU host
@@ -78,15 +78,16 @@ def _names(tail: str, member: str) -> bool:
     return bool(tail) and (member == tail or member.endswith("/" + tail))
 
 
-def _reached(referenced: set, folder_files: dict, read) -> set:
-    """The files of the folder reached from `referenced` through quoted includes."""
+def _reached(referenced: set, read) -> set:
+    """The files reached from `referenced` through quoted includes (`#include "marlin.cuh"`,
+    resolved beside the including file; a few hundred files at most)."""
     seen, todo = set(referenced), list(referenced)
-    while todo:
+    while todo and len(seen) < 400:
         rel = todo.pop()
         data = read(rel) or b""
         for match in _INCLUDE.finditer(data):
             target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), match.group(1).decode("utf-8", "replace")))
-            if target in folder_files and target not in seen:
+            if target not in seen and not target.startswith("../"):
                 seen.add(target)
                 todo.append(target)
     return seen
@@ -138,9 +139,20 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             trees[i] = astcache.parse(data) if data else None
         return trees[i]
 
+    roots = {paths[r.relpath][:-len(r.relpath)] for r in results
+             if r.relpath in paths and paths[r.relpath].replace("\\", "/").endswith(r.relpath)}
+    root = next(iter(roots)) if len(roots) == 1 else None
+
     def read(rel: str) -> Optional[bytes]:
+        """A file of the run, or one beside its sources the run does not scan (`kernel.h`)."""
         i = index_of.get(rel)
-        return text_of(i) if i is not None else None
+        if i is not None:
+            return text_of(i)
+        if root is None:
+            return None
+        from .reviewcache import read_outside
+
+        return read_outside(root + rel)[1]
 
     predicates: Optional[frozenset] = None
     verdicts: dict[int, Optional[str]] = {}  # loader module -> its gates, or None
@@ -214,9 +226,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                     loaders.setdefault(j, []).append(constant.lineno)
         if not loaders:
             continue
-        folder_files = {rel for rel in by_folder.get(posixpath.dirname(finding.path), [])}
-        folder_files |= {r.relpath for r in results if posixpath.dirname(r.relpath) == posixpath.dirname(finding.path)}
-        if not set(members) <= _reached(referenced, folder_files, read):
+        if not set(members) <= _reached(referenced, read):
             continue
         gates = [loader_gates(j) for j in loaders]
         if any(g is None for g in gates):

@@ -192,8 +192,9 @@ def run(x):
     return gemm(x)
 """
 
-HEADERS = {
-    "pkg/jit/csrc/gemm/kernels/gemm.cuh": '#include "common.cuh"\n__global__ void gemm_kernel() {}\n',
+HEADERS = {  # common.cuh is reached only through kernel.h, a file the run does not scan
+    "pkg/jit/csrc/gemm/kernels/gemm.cuh": '#include "kernel.h"\n__global__ void gemm_kernel() {}\n',
+    "pkg/jit/csrc/gemm/kernels/kernel.h": '#pragma once\n#include "common.cuh"\n',
     "pkg/jit/csrc/gemm/kernels/common.cuh": "__device__ int helper() { return 0; }\n",
 }
 
