@@ -103,6 +103,9 @@ PHRASES = (
     # guards15.PROBED_FALSE: a custom op's "cuda" dispatch key, the op called only after `assert
     # _has_cusparseLt()`, which is False where torch has no cuSPARSELt (round 15, AN#27)
     "the dispatch key of a custom op called only after a probe false on an NPU host",
+    # jitgated20.JIT_GATED: CUDA headers a JIT loader compiles, the loader imported only under
+    # `if _is_cuda:` (round 20, BC#26)
+    "compiled only by JIT loaders an NPU host never imports",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

@@ -353,6 +353,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .buildgated import review as review_build_gated
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
+    from .jitgated20 import review as review_jit_gated
+    results = review_jit_gated(results, paths)  # (.cu/.cuh a JIT loader compiles, imported only behind `if _is_cuda:`)
+    from .loaders20 import review as review_cuda_loaders
+    results = review_cuda_loaders(results, paths)  # (methods of a class whose __init__ loads CUDA-only extensions)
     from .srcfolds17 import review as review_source_folds
     results = review_source_folds(results, paths)  # (a helper .cu a reported .cu calls; setup.py CUDAExtension lines: srcfolds17.py)
     from .folds19 import fold_gated_sources

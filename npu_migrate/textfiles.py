@@ -1244,6 +1244,13 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
             rule = catalogue.rule("NPU001")
             scan.findings.append(Finding(relpath, 1, 1, "NPU001", f"{rule.message}: nested too deeply", False, ""))
     result.findings = sorted(scan.findings)
+    if result.findings:  # an AMD/ROCm script, by name or code: a named skipped file (configs20.py)
+        from .configs20 import vendor_script_reason
+
+        why = vendor_script_reason(relpath, kind, scan.lexed.code)
+        if why:
+            result.findings, result.skipped = [], why
+            return result
     if kind in ("shell", "yaml") and result.findings:  # nvidia-smi probes, NVIDIA variables read with a fallback
         from .shellprobes import review as review_probes
 

@@ -1,6 +1,6 @@
 """Scopes of a YAML file that change what a text-file finding means (textfiles.py calls this).
 
-The detectors of textfiles.py read a YAML file line by line. Four shapes need its structure:
+The detectors of textfiles.py read a YAML file line by line. These shapes need its structure:
 
 - Markdown documentation in a block scalar (`guide: |` with `###` headings and code fences): a
   snippet under a heading that names another accelerator (`### Docker (NVIDIA)`, `### 4xA100`,
@@ -17,6 +17,12 @@ The detectors of textfiles.py read a YAML file line by line. Four shapes need it
 - An entry of a per-hardware mapping (a parent key naming hardware, overrides or platforms) for
   another vendor's hardware (`hardware_overrides: amd:`, `gb200:`): a deployment picks its own
   hardware's entry, an NPU host one naming the NPU or the defaults; a named skipped scope.
+- A deployment profile pinned to other hardware (round 20, audit BE#5): a mapping (a recipe's
+  preset or variant) whose own `hardware:`/`supported_hardware:` key ([yaml] profile_hardware_keys)
+  has a scalar or list value naming only other vendors' hardware (`hardware: gb200`,
+  `supported_hardware: [h100, mi300x]`); an NPU deployment picks the profile naming the NPU. Its
+  NPU7xx findings become a named skipped scope (`pinned_profiles`); a value with a word that is no
+  vendor's hardware (`xeon6`, a template `${HW}`) or an NPU word, or a mapping value, keeps them.
 
 The knowledge (vendor words, runner words) is rules/scopes.toml [yaml]. The structure is read from
 indentation only (no YAML parser): block scalars, `key:` lines and `- ` items; flow collections
@@ -32,7 +38,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from . import catalogue
-from .findings import Finding
+from .findings import Finding, merge_per_file, split_merged
 
 
 @functools.lru_cache(maxsize=None)
@@ -356,6 +362,7 @@ def refine(text: str, code: str, relpath: str, findings: list[Finding], enabled)
 
     # CI steps pinned to other hardware, recipes for other hardware: named scopes
     out = other_hardware(doc, out, scopes)
+    out = pinned_profiles(doc, out, scopes)
 
     # platform-aware sequences and mappings: NPU991
     findings, out = out, []
@@ -568,4 +575,89 @@ def other_hardware(doc: _Doc, findings: list[Finding], scopes: list) -> list[Fin
             out.append(finding)
         elif scope not in scopes:
             scopes.append(scope)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Deployment profiles pinned to other hardware (round 20, audit BE#5)
+
+
+@functools.lru_cache(maxsize=None)
+def _profile_keys() -> frozenset:
+    table = catalogue.read_table("scopes.toml").get("yaml", {})
+    return frozenset(table.get("profile_hardware_keys", ["hardware", "supported_hardware"]))
+
+
+_WORD_SPLIT = re.compile(r"[\s,\[\]{}\"']+")
+
+
+def _hardware_words(doc, index: int) -> list[str]:
+    """The hardware names of a `hardware:` key: its scalar or flow-list value, or its block list's
+    items; [] for a mapping value or nothing."""
+    kids = _children(doc, index)
+    if kids:
+        if any(not doc.nodes[i].item or doc.nodes[i].key for i in kids):
+            return []  # a mapping (`hardware: {h200: verified}` as a block): not a profile's pin
+        return [w for i in kids for w in _WORD_SPLIT.split(_value_of_item(doc, i)) if w]
+    value = _value(doc, index)
+    if not value or ":" in value or "$" in value or "{" in value:
+        return []
+    return [w for w in _WORD_SPLIT.split(value) if w]
+
+
+def _value_of_item(doc, index: int) -> str:
+    line = doc.lines[doc.nodes[index].line - 1]
+    return re.sub(r"#.*", "", line).strip().lstrip("-").strip()
+
+
+def _profile_of(doc, index: int) -> Optional[tuple[int, int, str]]:
+    """The scope of the innermost mapping holding the node at `index` whose own hardware key names
+    only other vendors' hardware, or None."""
+    vendor, npu, _ = _patterns()
+    keys = _profile_keys()
+    for node_index in _ancestors(doc, index):
+        pins = [i for i in _children(doc, node_index) if doc.nodes[i].key in keys and i != index]
+        for pin in pins:
+            words = _hardware_words(doc, pin)
+            if words and all(vendor.search(re.sub(r"^\d+x", " ", w.replace("_", " "))) and not npu.search(w)
+                             for w in words):
+                node = doc.nodes[node_index]
+                shown = ", ".join(words[:6]) + (", ..." if len(words) > 6 else "")
+                label = f"`{node.key}`" if node.key else f"the entry at line {node.line}"
+                return (node.line, node.end, f"a deployment profile for other hardware ({label}: "
+                                             f"`{doc.nodes[pin].key}: {shown}`, line {doc.nodes[pin].line}) "
+                                             f"that an NPU deployment never picks")
+        if pins:
+            return None  # the innermost profile with a hardware key decides
+    return None
+
+
+def pinned_profiles(doc, findings: list[Finding], scopes: list) -> list[Finding]:
+    """Findings (NPU7xx) inside a profile pinned to other hardware: named skipped scopes; places of
+    a merged finding inside such a profile leave it when its first place is outside."""
+    out: list[Finding] = []
+    for finding in findings:
+        if not finding.code.startswith("NPU7") or finding.fixable:
+            out.append(finding)
+            continue
+        places = [finding.line, *(line for line, _column, _source in finding.also)]
+        found = {}
+        for line in places:
+            index = doc.node_of_line.get(line)
+            scope = _profile_of(doc, index) if index is not None else None
+            if scope is not None:
+                found[line] = scope
+        if not found:
+            out.append(finding)
+            continue
+        if finding.line in found and len(found) < len(set(places)):
+            out.append(finding)  # its first place is pinned, others are not: left as it is
+            continue
+        for scope in found.values():
+            if scope not in scopes:
+                scopes.append(scope)
+        if finding.line in found:
+            continue
+        kept = [piece for piece in split_merged(finding) if piece.line not in found]
+        out.extend(merge_per_file(kept) if len(kept) > 1 else kept)
     return out
