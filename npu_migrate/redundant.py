@@ -284,18 +284,35 @@ def _name_counterparts(finding: Finding) -> Finding:
     variables folded into it: the anchor's own message speaks only for its own variable, and a
     porter reading "no one-to-one HCCL counterpart (with `NCCL_IB_TIMEOUT` ... in the same block)"
     would take it for all of them."""
-    if finding.code != "NPU602" or not finding.also:
+    if finding.code not in ("NPU602", "NPU703"):
         return finding
-    pairs = catalogue.env_table().get("hccl_counterpart", {})
-    own = (finding.source or "").strip("\"'")
-    named = [(n, pairs[n]) for n in dict.fromkeys((s or "").strip("\"'") for _l, _c, s in finding.also)
-             if n in pairs and n != own and f"`{pairs[n]}`" not in finding.message]
-    if not named:
-        return finding
-    note = " (HCCL counterparts: " + ", ".join(f"`{n}` -> `{h}`" for n, h in named) + ")"
-    match = _ALSO.search(finding.message)
-    at = match.start() if match else len(finding.message)
-    return replace(finding, message=finding.message[:at] + note + finding.message[at:])
+    env = catalogue.env_table()
+    pairs = env.get("hccl_counterpart", {})
+    own = _variable(finding.source)
+    message = finding.message
+    if finding.code == "NPU703" and own in pairs and _NO_COUNTERPART_FILES in message:
+        # (a script's variable: the Python one, NPU602, is named by labels9.py)
+        values = env.get("hccl_counterpart_values", {}).get(own)
+        message = message.replace(_NO_COUNTERPART_FILES, (
+            f"has the HCCL counterpart `{pairs[own]}` (CANN), which an NPU host reads instead; left unchanged: "
+            f"set `{pairs[own]}` by hand for NPU runs" + (f"; values: {values}" if values else "")), 1)
+    named = [(n, pairs[n]) for n in dict.fromkeys(_variable(s) for _l, _c, s in finding.also)
+             if n in pairs and n != own and f"`{pairs[n]}`" not in message]
+    if named:
+        note = " (HCCL counterparts: " + ", ".join(f"`{n}` -> `{h}`" for n, h in named) + ")"
+        match = _ALSO.search(message)
+        at = match.start() if match else len(message)
+        message = message[:at] + note + message[at:]
+    return finding if message == finding.message else replace(finding, message=message)
+
+
+_NO_COUNTERPART_FILES = "has no one-to-one Ascend counterpart; left unchanged"  # (NPU703's message)
+
+
+def _variable(source: str | None) -> str:
+    """The NCCL variable a finding's source names (`"NCCL_IB_TC"`, `export NCCL_IB_TC=...`)."""
+    match = re.search(r"\b(?:TORCH_)?NCCL_[A-Z0-9_]+", source or "")
+    return match.group(0) if match else ""
 
 
 # ----------------------------------------------------------------------------- a backend parameter and its callers
@@ -486,7 +503,7 @@ def fold_adjacent_lines(findings: list[Finding], lines: list[str]) -> list[Findi
     the file's lines."""
     ours = sorted(f for f in findings if f.code == "NPU703" and _ours(f) and _named(f).startswith("NCCL_"))
     if len(ours) < 2:
-        return findings
+        return [_name_counterparts(f) for f in findings]
     fold = _Fold(findings)
     anchor = previous = None
     for finding in ours:
@@ -498,7 +515,7 @@ def fold_adjacent_lines(findings: list[Finding], lines: list[str]) -> list[Findi
         else:
             anchor = finding
         previous = finding
-    return name_determinism(fold.result(name_them="in the same block"))
+    return [_name_counterparts(f) for f in name_determinism(fold.result(name_them="in the same block"))]
 
 
 # ----------------------------------------------------------------------------- a Dockerfile's CUDA base image

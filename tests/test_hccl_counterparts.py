@@ -52,3 +52,30 @@ def tune_hca():
     os.environ["NCCL_IB_HCA"] = "mlx5"
     os.environ["NCCL_IB_GID_INDEX"] = "3"
 '''
+
+
+SCRIPT = '''\
+#!/bin/bash
+export NCCL_CROSS_NIC=0
+export NCCL_IB_TIMEOUT=22
+export NCCL_IB_TC=106
+python train.py
+
+export NCCL_IB_SL=3
+export NCCL_IB_HCA=mlx5
+'''
+
+
+def test_script_variables_name_their_counterparts_too(tmp_path):
+    """NPU703 (scripts and configs) said "no one-to-one Ascend counterpart" for every NCCL variable,
+    also for the ones HCCL has (round-20 audit BC#1 lists NCCL_IB_TIMEOUT and NCCL_IB_TC in such a
+    block)."""
+    report = migrate_json(write_project(tmp_path, {"scripts/run.sh": SCRIPT}))
+    findings = findings_at(report, "scripts/run.sh", "NPU703")
+    assert sorted(findings) == [2, 7], findings
+    block = findings[2]["message"]  # NCCL_CROSS_NIC has none; the two folded into it have one
+    assert block.startswith("Environment variable `NCCL_CROSS_NIC` has no one-to-one"), block
+    assert "`NCCL_IB_TIMEOUT` -> `HCCL_RDMA_TIMEOUT`, `NCCL_IB_TC` -> `HCCL_RDMA_TC`" in block, block
+    own = findings[7]["message"]  # the anchor has one itself, the HCA list folded into it has none
+    assert "has the HCCL counterpart `HCCL_RDMA_SL`" in own and "0-7" in own, own
+    assert "no one-to-one" not in own and "NCCL_IB_HCA` ->" not in own, own
