@@ -34,6 +34,7 @@ from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
 from . import probes19
 from . import capraise19
+from . import labels20
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -171,6 +172,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
             # (disabled.py: CUDA code behind the code's own switch-off where the library is missing)
             result.findings = disabled.review(result.findings, text)
+            result.findings = labels20.review(result.findings, text, relpath)  # (labels, fakes, test shapes: labels20.py)
             # (notcompute.py: annotations never evaluated, test tolerances, a DataParallel never called)
             result.findings = notcompute.review(result.findings, text, relpath)
             # (fp8cpu16.py: findings after a module-level assert an NPU host fails at import)
@@ -189,7 +191,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # use, torch.cuda.OutOfMemoryError, CUDA_HOME only passed on)
             result.findings = typerefs.review(result.findings, text)
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
-            result.findings = fold_redundant(result.findings, text)
+            result.findings = labels20.fold_profiler_branch(fold_redundant(result.findings, text), text)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
             result.findings = tritonguards.review(result.findings, text)
             # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)
