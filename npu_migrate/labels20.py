@@ -10,11 +10,13 @@ decided on the exact construct; the nearest true case stays reported:
   says what may matter: the migration rewrites `.cuda()` calls (`.to(npu_compat.device(...))`), so
   a stub of `Tensor.cuda` may no longer intercept them. `setattr(torch, "cuda", ...)` (the module
   itself) stays.
-* **A setting's choice value in a test** (NPU990 on `"cuda"`): `assert env_func() == "cuda"` in a
-  test function that also lists `"cuda"` beside a non-device value (`for v in ("cuda",
-  "triton")`): "cuda" is one value of a setting's choices (a kernel implementation's label), not a
-  device. Info with CHOICE_VALUE (moot.NO_WORK: a named scope). A comparison with "cuda" in a test
-  that lists no such other value (`assert get_device() == "cuda"`) stays.
+* **A setting's choice value in a test** (NPU990 on `"cuda"`): `assert env_func() == "cuda"` (a
+  call, or a name of a setting: `envs.KERNEL`) in a test function whose body also lists `"cuda"`
+  beside a non-device value (`for v in ("cuda", "triton")`; not a `parametrize` list of cases):
+  "cuda" is one value of a setting's choices (a kernel implementation's label), not a device.
+  Info with CHOICE_VALUE (moot.NO_WORK: a named scope). A comparison with "cuda" in a test that
+  lists no such other value (`assert get_device() == "cuda"`), a device compared (`x.device.type`)
+  and a test case picked out (`case == "cuda"`, testprobes.py's) stay.
 * **A fake (meta) implementation** (NPU913): FP8 calls inside a function passed as `fake_impl=` /
   `abstract_impl=` to a registration call, given to `register_fake(...)`/`impl_abstract(...)`, or
   decorated with one of them: it runs on fake tensors while tracing, to compute the output's
@@ -88,6 +90,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEVICES = frozenset({"cpu", "cuda", "npu", "xpu", "mps", "hip", "rocm", "meta", "hpu", "mlu", "musa",
                       "gpu", "tpu", "xla", "lazy", "ipu", "privateuseone", "vulkan", "auto", "cuda_alike"})
 _LABEL = re.compile(r"[a-z][a-z0-9_]*")
+_SETTING = re.compile(r"(?i)env|setting|option|config")
 _FAKE_KEYWORDS = frozenset({"fake_impl", "abstract_impl"})
 _FAKE_REGISTRARS = frozenset({"register_fake", "impl_abstract", "register_abstract", "register_meta"})
 _ALIAS_BASES = frozenset({"Union", "Optional", "Type", "List", "Tuple", "Sequence", "Callable", "type"})
@@ -153,15 +156,15 @@ def _choice_value(node: ast.AST, parents: dict) -> str | None:
             and isinstance(compare.ops[0], (ast.Eq, ast.NotEq))):
         return None
     other = compare.left if compare.comparators[0] is node else compare.comparators[0]
-    if not isinstance(other, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
-        return None
     shown = astcache.dotted(other.func if isinstance(other, ast.Call) else other) or ""
+    if not (isinstance(other, ast.Call) or isinstance(other, (ast.Name, ast.Attribute)) and _SETTING.search(shown)):
+        return None  # (a setting's getter or a setting; `case == "cuda"` picks a test case: testprobes.py's)
     if "device" in shown.lower() or shown.endswith(".type"):
         return None  # (`x.device.type == "cuda"`: a device, whatever else the test lists)
     function = _function(node, parents)
     if not isinstance(function, _FUNCTIONS) or not function.name.startswith("test"):
         return None
-    for sub in ast.walk(function):
+    for sub in (n for statement in function.body for n in ast.walk(statement)):
         if isinstance(sub, (ast.Tuple, ast.List, ast.Set)):
             values = [_string(e) for e in sub.elts]
             if "cuda" in values and all(v is not None for v in values):

@@ -305,6 +305,14 @@ def test_device_compared_beside_a_choice_list_stays():
     out = labels20.review([device, label], text, "t/test_x.py")
     assert out[0] == device
     assert out[1].severity == "info" and labels20.CHOICE_VALUE in out[1].message
+    # (a test case picked out of a parametrize list: testprobes.py's, not a setting's value)
+    cases = ('@pytest.mark.parametrize("case", ["cuda", "requires_grad"])\n'
+             'def test_cases(case):\n'
+             '    if case == "cuda":\n'
+             '        pass\n')
+    case = Finding("t/test_x.py", 3, 16, "NPU990", 'CUDA-only reference left unchanged: string "cuda"',
+                   False, source='"cuda"')
+    assert labels20.review([case], cases, "t/test_x.py") == [case]
 
 
 def test_patched_tensor_method_name_is_info(report):
