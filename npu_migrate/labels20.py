@@ -24,7 +24,8 @@ decided on the exact construct; the nearest true case stays reported:
   the file (never called as the real implementation); the real op's FP8 calls stay.
 * **FP8 bytes packed into a byte buffer** (NPU913 on `torch.float8_*`): `x.to(torch.float8_e4m3fn)`
   whose result is only viewed as bytes (`.view(torch.uint8)` at once, or a name whose every read is
-  such a view or a cast back to a wider type, `.float()`, a test's reference, one view at least):
+  such a view or a cast back to a wider type, `.float()` or `[:, i:j].float()`, a test's reference,
+  one view at least):
   no FP8 arithmetic. Info with BYTES_ONLY, an accurate message that keeps the one
   thing to check (the cast itself runs on the device: on hardware without FP8 dtypes, make the
   bytes on the CPU). An FP8 tensor used in any other way (`torch._scaled_mm(x, ...)`) stays.
@@ -246,9 +247,15 @@ def _packed_bytes(node: ast.AST, parents: dict, tree: ast.Module) -> str | None:
     reads = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name and n is not assign.targets[0]]
     if not reads or any(not isinstance(n.ctx, ast.Load) for n in reads):
         return None
-    views = {_byte_view(n, parents) or _upcast(n, parents) for n in reads}
+    views = {_byte_view(n, parents) or _upcast(_sliced(n, parents), parents) for n in reads}
     views.discard(_UPCAST)
     return next(iter(views)) if len(views) == 1 and None not in views else None
+
+
+def _sliced(node: ast.AST, parents: dict) -> ast.AST:
+    """`name[:, a:b]`, when `node` is so sliced; else `node`."""
+    outer = parents.get(id(node))
+    return outer if isinstance(outer, ast.Subscript) and outer.value is node else node
 
 
 def _upcast(node: ast.AST, parents: dict) -> str | None:

@@ -226,6 +226,12 @@ def test_pack_with_reference():
     return cache, expected
 
 
+def test_pack_sliced_reference():
+    vals = torch.randn(4, 16, device="cuda").to(torch.float8_e4m3fn)
+    expected = vals[:, 0:8].float()
+    return vals.view(torch.uint8), expected
+
+
 def test_fp8_arithmetic():
     vals = torch.randn(16, device="cuda").to(torch.float8_e5m2)
     return vals.view(torch.uint8), vals * 2
@@ -325,8 +331,8 @@ def test_fp8_cast_only_packed_into_bytes_is_info_fp8_arithmetic_stays(report):
     # BD#10: `.to(torch.float8_e4m3fn)` then only `.view(torch.uint8)` (and `.float()` for a reference)
     packed = findings_at(report, "tests/test_pack.py", "NPU913")
     assert packed[7]["severity"] == "info" and "FP8 bytes packed into a byte buffer" in packed[7]["message"]
-    assert {p[0] for p in packed[7].get("also", [])} == {9, 15}
-    assert packed[22]["severity"] == "error"
+    assert {p[0] for p in packed[7].get("also", [])} == {9, 15, 22}
+    assert packed[28]["severity"] == "error"
     # (a file that also computes in FP8 keeps its error, anchored at the compute)
     mixed = findings_at(report, "tests/test_things.py", "NPU913")
     assert mixed[57]["severity"] == "error"
