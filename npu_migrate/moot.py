@@ -233,6 +233,12 @@ NO_WORK = (
     "an NCCL name listed as a label, not a setting: ",
     "a Tensor method name among others (`to`, ...), not a device",
     "in a class that already lists the NPU among its devices: ",  # labels9.NPU_DECLARED (AV#40)
+    # labels20.py (round 20): a setting's choice value in a test (BC#9), a fake implementation's FP8
+    # (BC#3), an import under a fake `sys.modules` entry (BD#4), a torch name in a type alias (BC#36)
+    "a setting's value among its other choices, not a device: ",
+    "in a fake (meta-tensor) implementation: ",
+    "imported inside a fake module set-up, ",
+    "a torch name in a type alias or annotation, never called: ",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

@@ -35,6 +35,7 @@ from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probe
 from . import probes19, tritonmods20
 from . import capraise19
 from . import wording20
+from . import labels20
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -172,6 +173,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = lower_fallback_gates(result.findings, text)  # (keptgates.py)
             # (disabled.py: CUDA code behind the code's own switch-off where the library is missing)
             result.findings = disabled.review(result.findings, text)
+            result.findings = labels20.review(result.findings, text, relpath)  # (labels, fakes, test shapes: labels20.py)
             # (notcompute.py: annotations never evaluated, test tolerances, a DataParallel never called)
             result.findings = notcompute.review(result.findings, text, relpath)
             # (fp8cpu16.py: findings after a module-level assert an NPU host fails at import)
@@ -192,7 +194,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # use, torch.cuda.OutOfMemoryError, CUDA_HOME only passed on)
             result.findings = typerefs.review(result.findings, text)
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
-            result.findings = fold_redundant(result.findings, text)
+            result.findings = labels20.fold_profiler_branch(fold_redundant(result.findings, text), text)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
             result.findings = tritonguards.review(result.findings, text)
             # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)
