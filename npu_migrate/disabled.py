@@ -422,3 +422,10 @@ def review_builders(results: list, paths: dict | None = None) -> list:
         if changed:
             out[i] = replace(results[i], findings=sorted(findings))
     return out
+
+
+# public names for labels20.py (a CUDA library attribute bound in a disabling `try` and a raising one)
+library_tries = _library_tries
+guarded_lines = _guarded_lines
+self_attr = _self_attr
+CUDA_LIBRARY = _CUDA_LIBRARY

@@ -395,23 +395,23 @@ def _library_lines(tree: ast.Module) -> tuple[dict[int, str], dict[int, str]]:
             for node in ast.walk(method):
                 if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                     for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                        name = disabled._self_attr(target)
+                        name = disabled.self_attr(target)
                         if name is not None:
                             bindings.setdefault(name, []).append(node)
-        quiet = [(method, t) for method in methods for t in disabled._library_tries(method)]
+        quiet = [(method, t) for method in methods for t in disabled.library_tries(method)]
         for method, (stmt, attr, flags, returns) in quiet:
             if len(bindings.get(attr, ())) < 2:
                 continue  # (disabled.py's own case)
             raising = _raising_tries(methods, attr)
             quiet_binding = [s for s in stmt.body if isinstance(s, ast.Assign)
-                             and any(disabled._self_attr(t) == attr for t in s.targets)]
+                             and any(disabled.self_attr(t) == attr for t in s.targets)]
             if len(quiet_binding) + len(raising) != len(bindings[attr]):
                 continue  # (bound elsewhere too: another value may reach its uses)
             lines: set[int] = set(range(stmt.body[0].lineno, max(s.end_lineno or s.lineno for s in stmt.body) + 1))
             if returns and stmt in method.body:
                 lines.update(range((stmt.end_lineno or stmt.lineno) + 1, (method.end_lineno or method.lineno) + 1))
             for other in methods:
-                lines.update(disabled._guarded_lines(other, attr, flags))
+                lines.update(disabled.guarded_lines(other, attr, flags))
             for other, tried, binding in raising:
                 if tried in other.body:
                     lines.update(range((tried.end_lineno or tried.lineno) + 1, (other.end_lineno or other.lineno) + 1))
@@ -432,11 +432,11 @@ def _raising_tries(methods: list, attr: str) -> list:
             if not isinstance(stmt, ast.Try) or not stmt.handlers:
                 continue
             binding = next((s for s in stmt.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
-                            and any(disabled._self_attr(t) == attr for t in s.targets)), None)
+                            and any(disabled.self_attr(t) == attr for t in s.targets)), None)
             if binding is None:
                 continue
             callee = astcache.dotted(binding.value.func) or ""
-            if callee.startswith("torch.") or not disabled._CUDA_LIBRARY.search(callee):
+            if callee.startswith("torch.") or not disabled.CUDA_LIBRARY.search(callee):
                 continue
             if all(h.body and isinstance(h.body[-1], ast.Raise) for h in stmt.handlers):
                 out.append((method, stmt, binding))
