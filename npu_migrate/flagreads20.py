@@ -62,11 +62,16 @@ def _enclosing(node: ast.AST, parents: dict) -> tuple[list[str], str] | None:
 
 
 def _called_at_import(tree: ast.Module, parents: dict) -> set[str]:
-    """Names the module's import-time code (top level, class bodies, decorators, defaults) calls."""
+    """Names the module's import-time code (top level, class bodies, decorators, defaults) calls,
+    bare decorators included."""
     out: set[str] = set()
     for node in astcache.nodes(tree, ast.Call):
         if isinstance(node.func, ast.Name) and _enclosing(node, parents) is None:
             out.add(node.func.id)
+    # (a bare `@helper` over a definition at import time calls the helper then)
+    for node in astcache.nodes(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if _enclosing(node, parents) is None:
+            out.update(d.id for d in node.decorator_list if isinstance(d, ast.Name))
     return out
 
 

@@ -109,6 +109,10 @@ def test_import_under_false_flag_read_at_import_time_stays_an_error(tmp_path):
     report = migrate_json(_flag_project(tmp_path / "called", called))
     found = _at(report, "pkg/wrapper.py", 6)
     assert found and found[0]["severity"] == "error", report["findings"]
+    decorated = _WRAPPER + "\n\n@compile_all\ndef tuned(n):\n    return n\n"
+    report = migrate_json(_flag_project(tmp_path / "decorated", decorated))
+    found = _at(report, "pkg/wrapper.py", 6)
+    assert found and found[0]["severity"] == "error", report["findings"]
     default = _WRAPPER + "\n\ndef tuned(n, mode=deep_gemm.get_compile_mode()):\n    return n\n"
     report = migrate_json(_flag_project(tmp_path / "default", default))
     found = _at(report, "pkg/wrapper.py", 6)
