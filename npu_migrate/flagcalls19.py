@@ -47,7 +47,8 @@ decides alone is flags16's/importgates' work:
 The report-only places inside become info "in a branch an NPU host does not take" (moot.PHRASES: a
 named skipped scope), naming the flag, the file and line that computes it, and the function called.
 A CUDA-only import (NPU911) in such a block whose names are read outside every block stays as it
-is (a NameError there is a real failure). Registries of string names and enum values chosen by
+is (a NameError there is a real failure); where those reads all lie in the module's functions,
+flagreads20.py makes it info saying so (the import never runs; the functions fail if called). Registries of string names and enum values chosen by
 user options (a `--moe-runner-backend` choice) are not decided here.
 """
 
@@ -492,6 +493,7 @@ def _lower(finding, reason_of) -> list | None:
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places inside the blocks of this module's docstring
     lowered to info (a named skipped scope)."""
+    from . import flagreads20
     from .flags16 import read_outside
     from .modpaths import RunTexts
     from .moot import is_moot
@@ -536,8 +538,12 @@ def review(results: list, paths: dict) -> list:
             if statement is not None:
                 if not everywhere:
                     everywhere.append(blocks(run, i, tree, text, None))
-                if read_outside(tree, statement, everywhere[0]):
-                    return None  # (its names are read where an NPU host goes: a NameError there is real)
+                reads = read_outside(tree, statement, everywhere[0])
+                if reads:
+                    # (its names are read where an NPU host may go: a NameError there is real; only in
+                    # the module's functions, info saying so, flagreads20.py)
+                    reading = flagreads20.functions_reading(tree, reads)
+                    return None if reading is None else flagreads20.reason(block[2], reading)
             return block[2]
 
         findings, changed = [], False

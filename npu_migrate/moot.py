@@ -66,6 +66,9 @@ PHRASES = (
     "after a module-level check an NPU host fails at import",
     # backend16.CANNOT_RUN: FP8 in a branch that first calls a name imported only behind a CUDA gate
     "in a branch an NPU host cannot run",
+    # probes16.BACKEND_CODE: a lazy import in a CUDA package's backend class, in a module that imports
+    # the package only under that backend's selection test (round 20, BC#17)
+    "in a CUDA package's backend code an NPU host runs only if that backend is selected",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
     "in a class whose constructor requires a CUDA-only package",  # foldbackend.ASSERTED
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py

@@ -27,8 +27,12 @@ class, a `return`) and never raises:
 * where the `try` sits under an `if` whose test names the package (`if get_moe_runner_backend().
   is_flashinfer_trtllm():`) and the other reads all lie in a class or function named for it
   (`FlashInferFP4MoE`: that backend's class, chosen under the same test), the import is info with
-  BACKEND_ONLY naming them (a finding to review, not a scope; `merge` keeps it apart from the
-  file's named scopes of the same code, which would otherwise swallow it under their reason).
+  BACKEND_ONLY naming them: a named scope (moot.AS_WRITTEN, "guarded import with a fallback"; round
+  20, BC#17: an info that concedes the import fails nothing asks for no work). A lazy import of the
+  package in such a class or function is a named scope of its own (BACKEND_LAZY, moot.PHRASES: code
+  of a CUDA package's backend an NPU host runs only if a user selects that backend there); `merge`
+  keeps each apart from the file's other scopes of the same code, which would otherwise name it under
+  their reason, and from each other (a scope spans only its own construct).
   Without such a test (`try: from nunchaku.ops import svdq_gemm_cuda except ImportError: ... = None`
   read in `NunchakuSVDQLinearMethod`, round-15 AO#24: a model an NPU host may load) the error stays.
 
@@ -46,18 +50,21 @@ from dataclasses import replace
 from . import astcache
 from .findings import Finding
 
-BACKEND_ONLY = ("guarded import under `{test}` whose `except` binds a fallback where the package is missing "
-                "(line {line}): the import fails nothing on an NPU host; its names are read only in {owners}, "
-                "code named for that package's backend, which an NPU host runs only if that backend is "
-                "selected there")
+BACKEND_ONLY = ("guarded import with a fallback (line {line}) under `{test}`: the import fails nothing on an "
+                "NPU host; its names are read only in {owners}, code named for that package's backend, which an "
+                "NPU host runs only if that backend is selected there")
 
 # (a probes.GUARDED reason: moot.AS_WRITTEN makes it a named scope; the words after it keep it apart
 # in `merge` from the file's other scopes of the code, which would otherwise name it their reason)
 READ_CHECKED = "its names are read only where the import worked: its own function, or behind a test of them"
-BACKEND_LAZY = ("imported in {owner}, code named for that package's backend, in a module that imports the "
-                "package only under `{test}`: an NPU host runs it only if that backend is selected there")
-# (and probes19.PROBE_ONLY: an availability function's own import, kept apart the same way)
-_MARKS = ("code named for that package's backend", READ_CHECKED, "an availability probe: imported only after")
+# (moot.PHRASES: a named scope, round 20 BC#17)
+BACKEND_CODE = "in a CUDA package's backend code an NPU host runs only if that backend is selected"
+BACKEND_LAZY = (BACKEND_CODE + ": imported in {owner}, code named for that package's backend, in a module that "
+                "imports the package only under `{test}`")
+# (and probes19.PROBE_ONLY: an availability function's own import, kept apart the same way; the
+# BACKEND_ONLY mark first: its message also names the backend's code)
+_MARKS = ("the import fails nothing on an NPU host; its names are read only in", BACKEND_CODE,
+          "code named for that package's backend", READ_CHECKED, "an availability probe: imported only after")
 # (NPU911 only: Triton-Ascend installs `triton` on an NPU host, where a Triton probe's import works
 # and the kernels behind it run; tritonguards.py, guards15.py and optionalguards.py judge those)
 _CODES = frozenset({"NPU911"})
@@ -333,7 +340,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
                 and f.cell is None and f.line not in imports}
     reasons = {line: _reason(stmt, trial, tree, parents, reported) for line, (stmt, trial) in imports.items()}
     reasons.update(_backend_lazy(tree, parents, wanted - set(reasons), [
-        (stmt, trial) for line, (stmt, trial) in imports.items() if (reasons[line] or "").startswith("guarded import under")]))
+        (stmt, trial) for line, (stmt, trial) in imports.items() if "the import fails nothing on an NPU host" in (reasons[line] or "")]))
     out = []
     for finding in findings:
         reason = reasons.get(finding.line) if finding.code in _CODES and not finding.fixable \
@@ -347,7 +354,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
 def merge(findings: list[Finding], secondary=None) -> list[Finding]:
     """findings.merge_per_file, with this module's infos merged apart (each reason by itself): merged
     with a named scope's info of the same code they would become that scope (moot.to_scopes), under
-    its reason (a BACKEND_ONLY finding would vanish; a probe would be named an untaken branch)."""
+    its reason (a BACKEND_ONLY scope would be named an untaken branch, and so would a probe)."""
     from .findings import merge_per_file
 
     groups: dict[str, list[Finding]] = {}

@@ -149,7 +149,8 @@ def test_a_probe_that_raises_instead_of_returning_false_is_not_read(tmp_path):
 
 def test_a_cuda_only_import_behind_the_flag_read_outside_it_stays_reported(tmp_path):
     """`if ENABLE_FAST_GEMM: from sgl_kernel import fp8_gemm` whose name is read in a function no
-    flag gates: a NameError on an NPU host wherever that function runs, the import stays reported;
+    flag gates: a NameError on an NPU host wherever that function runs, the import stays reported (as
+    info naming that function since round 20: the import itself never runs there);
     the same import read only inside the gated branch is a named scope."""
     module = ("import torch\n\nfrom pkg.wrapper.configurer import ENABLE_FAST_GEMM\n\n"
               "if ENABLE_FAST_GEMM:\n    from sgl_kernel import fp8_gemm\n\n\n"
@@ -157,7 +158,11 @@ def test_a_cuda_only_import_behind_the_flag_read_outside_it_stays_reported(tmp_p
     gated = module.replace("def run(a, b):\n    return fp8_gemm(a, b)\n",
                            "def run(a, b):\n    if ENABLE_FAST_GEMM:\n        return fp8_gemm(a, b)\n    return a @ b\n")
     report = _project(tmp_path, extra={"pkg/kernels.py": module, "pkg/kernels2.py": gated})
-    assert 6 in _open_lines(report, "pkg/kernels.py", "NPU911"), report["findings"]
+    # (round 20, flagreads20.py: read only in the module's functions, the import is info naming the
+    # function that fails with a NameError if called, still a finding, not a scope)
+    kept = [f for f in findings_at(report, "pkg/kernels.py", "NPU911").values() if f["line"] == 6]
+    assert kept and "`run` (line 10)" in kept[0]["message"] and "NameError" in kept[0]["message"], kept
+    assert 6 not in moot_lines(report["skipped"], "NPU911", "pkg/kernels.py")
     assert 6 not in _open_lines(report, "pkg/kernels2.py", "NPU911")
 
 
