@@ -172,11 +172,21 @@ def find_registries(results, modules, candidates) -> list[tuple[str, str, str]]:
     return found
 
 
-def _class_span(tree: ast.Module, name: str) -> Optional[tuple[int, int]]:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node.lineno, node.end_lineno or node.lineno
-    return None
+def _class_spans(tree: ast.Module, name: str) -> list[tuple[int, int]]:
+    """The line spans of the class a registry names: its `class` statement, or the classes a
+    module-level alias picks among (`CudaPlatform = NvmlCudaPlatform if nvml else NonNvmlCudaPlatform`).
+    Their base class is not taken: the module's other importers may use it; its methods are
+    covered when the whole module is found never loaded."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    chosen = [classes[name]] if name in classes else []
+    if not chosen:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                value = node.value
+                options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+                if all(isinstance(o, ast.Name) and o.id in classes for o in options):
+                    chosen = [classes[o.id] for o in options]
+    return [(c.lineno, c.end_lineno or c.lineno) for c in chosen]
 
 
 def _type_checking(tree: ast.Module, line: int) -> bool:
@@ -245,12 +255,12 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         module, _dot, name = path.rpartition(".")
         i = modules.by_name.get(module)
         tree = modules.tree(i) if i is not None else None
-        span = _class_span(tree, name) if tree is not None else None
-        if span is None or _TEST_FILE.search(results[i].relpath):
+        spans = _class_spans(tree, name) if tree is not None else []
+        if not spans or _TEST_FILE.search(results[i].relpath):
             continue
-        platform = PlatformClass(i, name, span[0], span[1], kind, where)
+        platform = PlatformClass(i, name, spans[0][0], spans[0][1], kind, where)
         seeds.setdefault(i, []).append(platform)
-        reach.spans.setdefault(i, []).append((span[0], span[1], platform.why(results[i].relpath)))
+        reach.spans.setdefault(i, []).extend((start, end, platform.why(results[i].relpath)) for start, end in spans)
         relpath, _c, line = where.rpartition(":")
         registry_sites.add((relpath, int(line)))
     if not seeds:

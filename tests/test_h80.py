@@ -269,3 +269,43 @@ def test_another_accelerators_platform_naming_the_module_keeps_it_unrun_an_npu_o
     extra["proj/platforms/ascend.py"] = NAMES_WRAPPER.format(name="AscendPlatform")
     report = migrate_json(write_project(tmp_path / "b", _files(**extra)))
     assert _open(report, "proj/lora/wrapper_gpu.py")[6]["severity"] != "info"
+
+
+ALIASED_PLATFORM = '''\
+import torch
+
+
+class CudaPlatformBase:
+    @classmethod
+    def get_wrapper_cls(cls):
+        return "proj.lora.wrapper_gpu.WrapperGPU"
+
+
+class NvmlCudaPlatform(CudaPlatformBase):
+    @classmethod
+    def device_count(cls):
+        return torch.cuda._device_count_nvml()
+
+
+class PlainCudaPlatform(CudaPlatformBase):
+    pass
+
+
+nvml_available = True
+CudaPlatform = NvmlCudaPlatform if nvml_available else PlainCudaPlatform
+'''
+
+
+def test_an_aliased_platform_class_and_its_module_base(tmp_path):
+    """SGLang's multimodal platforms/cuda.py: the registry names an alias that picks between two
+    classes sharing a base in the module. The module is named only by the registry, so it is never
+    loaded and what its base names is not either; a library module that imports the base keeps it
+    loaded: the alias classes stay info, the wrapper the base names stays an error."""
+    report = migrate_json(write_project(tmp_path, _files(**{"proj/platforms/cuda.py": ALIASED_PLATFORM})))
+    assert _open(report, "proj/platforms/cuda.py")[13]["severity"] == "info"
+    assert _open(report, "proj/lora/wrapper_gpu.py")[6]["severity"] == "info"
+    runner = "from proj.platforms.cuda import CudaPlatformBase\n\nBASE = CudaPlatformBase\n"
+    report = migrate_json(write_project(tmp_path / "b", _files(**{"proj/platforms/cuda.py": ALIASED_PLATFORM,
+                                                                  "proj/runner.py": runner})))
+    assert _open(report, "proj/platforms/cuda.py")[13]["severity"] == "info"
+    assert _open(report, "proj/lora/wrapper_gpu.py")[6]["severity"] != "info"
