@@ -25,8 +25,8 @@ registry line (not a named scope).
   string paths in them), and its whole module when no library module outside this closure imports
   or names it. A module is reached only through such code when every library site that imports
   it or names it in a string (tests aside; at least one site) lies in that code, in a module
-  already found never loaded, or in an `if TYPE_CHECKING:` block, a few rounds deep. An
-  `__init__.py` (run by any import below it) is never taken; a module also imported or named
+  already found never loaded, or in an `if TYPE_CHECKING:` block, a few rounds deep (a package's
+  `__init__.py` counts every import of a module below it as a site); a module also imported or named
   from code that runs on an NPU host keeps its findings (vLLM's `cuda_graph.py`, imported by the
   model runner).
 * **The change.** The error and warning findings (not fixable, not already info) of that code
@@ -294,10 +294,13 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         grown = False
         for x in sorted(referenced_from_dead()):
             relpath = results[x].relpath
-            if x in reach.dead or relpath.endswith("__init__.py") or _TEST_FILE.search(relpath):
+            if x in reach.dead or _TEST_FILE.search(relpath):
                 continue
             names = module_names(relpath)
-            sites = [s for s in importers.get(x, []) if s[0] != x]
+            # (for a package's __init__.py, its own modules' imports run after it: not sites)
+            inside = relpath[: -len("__init__.py")] if relpath.endswith("/__init__.py") else None
+            sites = [s for s in importers.get(x, []) if s[0] != x
+                     and not (inside and results[s[0]].relpath.startswith(inside))]
             sites += [s for s in _string_sites(results, text_of, library, names[0]) if s[0] != x]
             if not sites:
                 continue

@@ -309,3 +309,21 @@ def test_an_aliased_platform_class_and_its_module_base(tmp_path):
                                                                   "proj/runner.py": runner})))
     assert _open(report, "proj/platforms/cuda.py")[13]["severity"] == "info"
     assert _open(report, "proj/lora/wrapper_gpu.py")[6]["severity"] != "info"
+
+
+def test_a_package_only_the_platform_class_imports_is_not_loaded_either(tmp_path):
+    """vLLM's punica_gpu imports `vllm.lora.ops.triton_ops` (a package whose __init__ imports its
+    kernels, which import each other by absolute name): the package's own modules are no sites of
+    its __init__, so a package only the CUDA class imports is not loaded; an import of one of its
+    modules from code that runs on an NPU host loads the package, and its findings stay."""
+    kernels = {
+        "proj/kern/__init__.py": "from proj.kern.ops import busy\n",
+        "proj/kern/ops.py": "import torch\n\nfrom proj.kern.util import N\n\n\ndef busy():\n    torch.cuda._sleep(N)\n",
+        "proj/kern/util.py": "N = 10\n",
+        "proj/lora/wrapper_gpu.py": "from proj.kern import busy\n\n\nclass WrapperGPU:\n    pass\n",
+    }
+    report = migrate_json(write_project(tmp_path, _files(**kernels)))
+    assert _open(report, "proj/kern/ops.py")[7]["severity"] == "info", report["findings"]
+    kernels["proj/runner.py"] = "from proj.kern.util import N\n"
+    report = migrate_json(write_project(tmp_path / "b", _files(**kernels)))
+    assert _open(report, "proj/kern/ops.py")[7]["severity"] != "info"
