@@ -345,8 +345,8 @@ def _lowered(results, reach: _Reach) -> list:
                 finding = dataclasses.replace(
                     finding, severity="info",
                     message=f"{finding.message} ({REACHED_ONLY.format(kind=kind)}: {why}; an NPU host "
-                            "runs its own platform plugin in its place, so this code does not run there: "
-                            "port it only in that plugin)")
+                            "selects its own platform class (the project's or a plugin's) in its place, so "
+                            "this code does not run there: port it only into that class)")
                 changed = True
             findings.append(finding)
         if changed:
