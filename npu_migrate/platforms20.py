@@ -17,7 +17,8 @@ registry line (not a named scope).
   `torch.version.hip`, `torch.version.cuda`, `torch.cuda.is_available()`; likewise
   `torch.xpu.is_available()`, MPS and MUSA probes, accelerators an NPU host is not either). The
   probe tests one of them only and never names the NPU (`torch.npu`, `is_npu_available`,
-  Ascend): strings such as log messages are not read. It is a registry when the function returns two or more class paths (an
+  Ascend): strings such as log messages are not read. A `torch.cuda` probe in a function the
+  migration rewrote is not taken (`torch.cuda.is_available()` may ask for the NPU in the copy). It is a registry when the function returns two or more class paths (an
   `if` chain of probes), or when it is one of two or more such functions listed in one
   module-level dict, list or tuple (vLLM's `builtin_platform_plugins`). An unconditional return
   (the CPU fallback) is no CUDA class.
@@ -47,6 +48,8 @@ from . import astcache
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
 _CLASS_PATH = re.compile(r"^[A-Za-z_]\w*(?:\.\w+)+\.[A-Z]\w*$")
 _PROBE_CUDA = re.compile(r"nvml|torch\.cuda\.is_available|torch\.version\.cuda\b")
+# the probes the migration may rewrite to ask for the NPU (`torch.cuda.is_available()`)
+_REWRITABLE = re.compile(r"torch\.cuda\.")
 _PROBE_ROCM = re.compile(r"amdsmi|rocm_smi|torch\.version\.hip\b|\bis_hip\b")
 # other accelerators an NPU host is not either: their platform classes are never current there
 _PROBES = (("ROCm", _PROBE_ROCM), ("CUDA", _PROBE_CUDA),
@@ -90,11 +93,14 @@ def _code_words(node: ast.AST) -> str:
     return " ".join(words)
 
 
-def _kind(words: str) -> Optional[str]:
+def _kind(words: str, rewritten: bool = False) -> Optional[str]:
     """The accelerator a probe tests ("CUDA", "ROCm", "XPU", ...): one only (ROCm's tests often
-    read `torch.cuda` too), never one that names the NPU."""
+    read `torch.cuda` too), never one that names the NPU. `rewritten`: the migration rewrote code
+    of the function, so a `torch.cuda` probe may ask for the NPU in the migrated copy: not taken."""
     if _PROBE_NPU.search(words):
         return None
+    if rewritten:
+        words = " ".join(w for w in words.split() if not _REWRITABLE.match(w))
     found = [kind for kind, probe in _PROBES if probe.search(words)]
     if found[:2] == ["ROCm", "CUDA"]:
         found = found[:1] + found[2:]
@@ -156,17 +162,19 @@ def find_registries(results, modules, candidates) -> list[tuple[str, str, str]]:
             names = {e.id for e in elements if isinstance(e, ast.Name) and e.id in returning}
             if len(names) >= 2:
                 listed |= names
+        fixed = {line for f in results[i].findings if f.fixable for line in (f.line, *(a[0] for a in f.also))}
         for name, entries in returning.items():
             for function, paths in entries:
+                rewritten = any(function.lineno <= line <= (function.end_lineno or 0) for line in fixed)
                 if len({p for p, _l, _t in paths}) < 2 and name not in listed:
                     continue
                 for path, line, tests in paths:
                     if not tests:
                         continue
                     words = " ".join(_code_words(t) for t in tests)
-                    kind = _kind(words)
+                    kind = _kind(words, rewritten)
                     if kind is None and not _PROBE_NPU.search(words) and not any(p.search(words) for _k, p in _PROBES):
-                        kind = _kind(_code_words(function))  # (a local flag the probes set)
+                        kind = _kind(_code_words(function), rewritten)  # (a local flag the probes set)
                     if kind is not None:
                         found.append((path, kind, f"{results[i].relpath}:{line}"))
     return found

@@ -327,3 +327,16 @@ def test_a_package_only_the_platform_class_imports_is_not_loaded_either(tmp_path
     kernels["proj/runner.py"] = "from proj.kern.util import N\n"
     report = migrate_json(write_project(tmp_path / "b", _files(**kernels)))
     assert _open(report, "proj/kern/ops.py")[7]["severity"] != "info"
+
+
+def test_a_torch_cuda_probe_the_migration_rewrites_selects_no_cuda_class(tmp_path):
+    """The nearest true case of shape 2: a resolver without an NPU branch, whose
+    `torch.cuda.is_available()` the migration rewrites to ask for the NPU: in the migrated copy the
+    CUDA class is the one an NPU host selects, so its findings stay. (An NVML probe is never rewritten.)"""
+    resolver = RESOLVER.replace('''    if hasattr(torch, "npu") and torch.npu.is_available():
+        return "proj.hw.other.NpuBackend"
+''', "")
+    report = migrate_json(write_project(tmp_path, _resolver_files(**{"proj/hw/__init__.py": resolver})))
+    assert any(f["fixable"] and f["path"] == "proj/hw/__init__.py" for f in report["findings"]), report["findings"]
+    assert _open(report, "proj/hw/fast.py")[13]["severity"] != "info"
+    assert _open(report, "proj/hw/kernels.py")[5]["severity"] != "info"
