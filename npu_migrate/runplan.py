@@ -395,7 +395,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .importfolders import fold as fold_import_folders
     results = fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
     from .folds19 import fold_package_submodules
-    return fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
+    results = fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
+    from .platforms20 import review as review_platform_classes
+    return review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
 
 
 # ------------------------------------------------------------------ what both commands print
