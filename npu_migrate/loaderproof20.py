@@ -12,14 +12,15 @@ loader ran:
 
 * it is the loader, or imports it at module level, directly or through run modules (patcher19's
   `_importers`, unchanged);
-* or every run module that imports it (at any level: a model module is imported in a function of
-  the model loader; `if TYPE_CHECKING:` imports aside; test files aside, a test is its own process
-  and not the library's path) is itself proven, and there is at least one such importer;
-* or it sits in the folder of a proven module that imports its own package's modules by a package
-  scan (`pkgutil.iter_modules`/`walk_packages` and `importlib.import_module` in one file: SGLang's
-  and vLLM's model registries), so the process that scans the folder is the loader's.
+* or every way the run loads it leads back to the loader: each run module that imports it (at any
+  level: a model module is imported in a function of the model loader; `if TYPE_CHECKING:`
+  imports aside; test files aside, a test is its own process and not the library's path) and each
+  module of its folder that imports the folder's modules by a package scan
+  (`pkgutil.iter_modules`/`walk_packages` and `importlib.import_module` in one file: SGLang's and
+  vLLM's model registries) is itself proven, or reaches it only through the module being proven
+  (a model module that imports the registry which scans it), and at least one is proven.
 
-A module with no importer and no scan (a standalone helper), one imported from an unproven module
+A module with no importer and no scan (a standalone helper), one that a module not proven imports
 (a launcher's other server), or one reached only through an import cycle keeps its finding as it
 was. A chain longer than `_DEPTH` is no proof.
 """
@@ -97,34 +98,42 @@ class LoaderProof:
                 out.append(j)
         return out
 
-    def _scanned(self, i: int, depth: int, stack: set) -> bool:
+    def _scanners(self, i: int) -> list:
+        out = []
         for j in self.folders.get(self.results[i].relpath.rpartition("/")[0], ()):
-            if j == i or j in stack:
-                continue
-            data = self.text_of(j) or b""
-            if (b"iter_modules" in data or b"walk_packages" in data) and b"import_module" in data \
-                    and self._proven(j, depth + 1, stack):
-                return True
-        return False
+            data = (self.text_of(j) or b"") if j != i else b""
+            if (b"iter_modules" in data or b"walk_packages" in data) and b"import_module" in data:
+                out.append(j)
+        return out
 
     # ----------------------------------------------------------------------------- the proof
     def proven(self, i: int) -> bool:
-        return self._proven(i, 0, set())
+        return self._proven(i, 0, frozenset()) is True
 
-    def _proven(self, i: int, depth: int, stack: set) -> bool:
+    def _proven(self, i: int, depth: int, stack: frozenset) -> Optional[bool]:
+        """True (proven), False, or None: every way to load `i` passes through `stack` (a cycle
+        back to a module being proven: neither proof nor disproof)."""
         if i in self.base:
             return True
         if i in self.memo:
             return self.memo[i]
-        if depth > _DEPTH or i in stack:
-            return False  # (a cycle or a long chain: no proof; not memoised)
+        if i in stack:
+            return None
+        if depth > _DEPTH:
+            return False
         stack = stack | {i}
-        importers = [j for j in self._importers(i) if not self.is_test(j)]
-        found: Optional[bool] = None
-        if importers and all(self._proven(j, depth + 1, stack) for j in importers):
-            found = True
-        elif self._scanned(i, depth, stack):
-            found = True
-        if found or depth == 0:
-            self.memo[i] = bool(found)
-        return bool(found)
+        entries = [j for j in self._importers(i) if not self.is_test(j)] + self._scanners(i)
+        verdicts = []
+        for j in entries:
+            verdict = self._proven(j, depth + 1, stack)
+            if verdict is False:
+                break
+            verdicts.append(verdict)
+        else:
+            if True in verdicts:
+                self.memo[i] = True
+                return True
+            if verdicts:
+                return None
+        self.memo[i] = False
+        return False
