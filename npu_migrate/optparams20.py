@@ -13,9 +13,13 @@ report-only finding there (error or warning, not fixable) is:
   attention-backend helper whose `use_cuda_graph=True` comes only from FlashInfer tests skipped
   where `import flashinfer` fails), or passes on a parameter of the same kind of its own caller
   (`use_cuda_graph=use_cuda_graph` in a helper whose own flag only such tests set), a few steps
-  deep. The finding becomes info "in a helper whose `if <flag>:` branch only tests not run on
-  an NPU host enter: `<skip condition>`" (a moot.PHRASES reason: a named scope). At least one
-  call must set the flag, so that such a test is what reaches the branch.
+  deep; or it lies in a test that first calls a helper of its file that skips it there
+  (`_require_x()` with `if not current_platform.is_cuda() ...: pytest.skip(...)`), or whose
+  `skipif(X not in LIST or ...)` is true there because the file removes X from LIST in the
+  `except ImportError` of a package with no NPU build (`import flashinfer`). The finding
+  becomes info "in a helper whose `if <flag>:` branch only tests not run on an NPU host reach:
+  `<skip condition>`" (a moot.PHRASES reason: a named scope). At least one call must set the
+  flag, so that such a test is what reaches the branch.
 * **Set by nobody, an NVIDIA profiler hook** (`optin`). Where no call in the run sets the flag
   and the finding is one of the NVIDIA profiler hooks (`torch.cuda.cudart` for
   `cudaProfilerStart/Stop`, `torch.cuda.nvtx`, `torch.cuda.profiler`: an Nsight Systems capture
@@ -179,6 +183,9 @@ class _Run:
             tree = self.tree(i)
             if tree is None:
                 return None
+            if i != home and any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name
+                                 for s in tree.body):
+                continue  # (a function of its own by that name)
             scope_root = site.owner if i == home and site.owner is not None else tree
             calls = set()
             for node in ast.walk(scope_root):
@@ -224,14 +231,107 @@ class _Run:
         if scope is not None:
             from .testscopes import HELPER_NOTE
             return scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
-        if not isinstance(value, ast.Name) or depth >= _DEPTH:
-            return None
         tree = self.tree(i)
         sites = _enclosing(tree, [call.lineno]) if tree is not None else []
+        skipped = None
+        if sites:
+            skipped = _skipped_first(tree, sites[-1].function, call.lineno) or \
+                _skipped_without_member(tree, sites[-1].function)
+        if skipped is not None:
+            return skipped
+        if not isinstance(value, ast.Name) or depth >= _DEPTH:
+            return None
         if not sites or value.id not in _flags(sites[0].function):
             return None
         found = self.setters(i, sites[0], value.id, depth + 1)
         return None if found is None else found[0] if found else ""
+
+
+def _skipped_first(tree: ast.Module, test: ast.AST, line: int) -> Optional[str]:
+    """The skip condition of a test (`test_*`) that, before `line`, calls a module-level helper of
+    its file that skips it on an NPU host (`_require_x()`: its body, after plain assignments, has
+    `if not current_platform.is_cuda() or ...: pytest.skip(...)`); None otherwise."""
+    from .testscopes import _skipping_if
+
+    if not test.name.startswith("test"):
+        return None
+    helpers = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
+    for stmt in test.body:
+        if stmt.lineno >= line:
+            return None
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers):
+            continue
+        for inner in helpers[call.func.id].body:
+            if isinstance(inner, (ast.Assign, ast.AnnAssign)) or (
+                    isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Constant)):
+                continue
+            condition = _skipping_if(inner)
+            if condition is None:
+                break
+            text = " ".join(ast.unparse(condition).split())
+            return text if len(text) <= 70 else text[:67] + "..."
+    return None
+
+
+def _removed_members(tree: ast.Module) -> set:
+    """(list name, member source) of `NAME.remove(X)` in the `except ImportError` handler of a
+    module-level `try: import P` of a package with no NPU build (catalogue.absent_packages)."""
+    from .catalogue import absent_packages
+
+    out = set()
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Try):
+            continue
+        imported = {a.name.split(".")[0] for s in stmt.body if isinstance(s, ast.Import) for a in s.names} | {
+            (s.module or "").split(".")[0] for s in stmt.body if isinstance(s, ast.ImportFrom) and not s.level}
+        if not imported & absent_packages():
+            continue
+        for handler in stmt.handlers:
+            if not (handler.type is not None and ast.unparse(handler.type) in ("ImportError", "ModuleNotFoundError")):
+                continue
+            for inner in handler.body:
+                call = inner.value if isinstance(inner, ast.Expr) else None
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "remove" \
+                        and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
+                    out.add((call.func.value.id, ast.unparse(call.args[0])))
+    return out
+
+
+class _Members(ast.NodeTransformer):
+    def __init__(self, removed: set) -> None:
+        self.removed = removed
+
+    def visit_Compare(self, node: ast.Compare):
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and \
+                isinstance(node.comparators[0], ast.Name) and \
+                (node.comparators[0].id, ast.unparse(node.left)) in self.removed:
+            return ast.copy_location(ast.Constant(isinstance(node.ops[0], ast.NotIn)), node)
+        return self.generic_visit(node)
+
+
+def _skipped_without_member(tree: ast.Module, test: ast.AST) -> Optional[str]:
+    """The skip condition of a test whose `skipif(X not in LIST ...)` is true on an NPU host because
+    the file removes X from LIST where a package with no NPU build fails to import (vLLM's
+    `BACKENDS_TO_TEST.remove(FLASHINFER)` under `except ImportError` of `import flashinfer`)."""
+    import copy
+
+    from .testscopes import _truth
+
+    if not test.name.startswith("test") or not test.decorator_list:
+        return None
+    removed = _removed_members(tree)
+    if not removed:
+        return None
+    for decorator in test.decorator_list:
+        if not (isinstance(decorator, ast.Call) and decorator.args
+                and ast.unparse(decorator.func).rpartition(".")[2] == "skipif"):
+            continue
+        condition = _Members(removed).visit(copy.deepcopy(decorator.args[0]))
+        if _truth(condition) is True:
+            text = " ".join(ast.unparse(decorator.args[0]).split())
+            return text if len(text) <= 70 else text[:67] + "..."
+    return None
 
 
 def review(results: list, paths: dict) -> list:
