@@ -328,3 +328,83 @@ def test_member_removed_for_a_package_with_an_npu_build_stays_reported(tmp_path)
         "tests/test_backend.py": text, "tests/test_member.py": MEMBER_TEST.format(package="numpy"),
     })
     assert _open(migrate_json(root), "tests/test_backend.py")[(10, "NPU202")]["severity"] == "error"
+
+
+# ------------------------------------------- probedplugins20: a plugin whose load() is probed
+
+PLUGIN = '''\
+class _Extension:
+    pass
+
+
+class FastAttnCudaExtension(_Extension):
+    def is_available(self) -> bool:
+        try:
+            import torch  # noqa: F401
+            from flash_attn.bert_padding import pad_input  # noqa: F401
+            ok = True
+        except:  # noqa: E722
+            ok = False
+        return ok
+
+    def load(self):
+        from flash_attn.bert_padding import index_first_axis, pad_input
+        {extra}
+        return index_first_axis, pad_input
+'''
+
+NPU_PLUGIN = '''\
+class FastAttnNpuExtension:
+    def is_available(self):
+        return True
+
+    def load(self):
+        return None
+'''
+
+LOADER = '''\
+from proj.ext.cuda import FastAttnCudaExtension
+from proj.ext.npu import FastAttnNpuExtension
+
+
+class Loader:
+    REGISTRY = [FastAttnNpuExtension, FastAttnCudaExtension]
+
+    def load(self):
+        exts = [cls() for cls in self.REGISTRY]
+        usable = [ext for ext in exts if ext.is_available()]
+        return usable[0].load()
+'''
+
+
+def _plugin_project(tmp_path, extra="", more=None):
+    return write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/ext/__init__.py": "",
+        "proj/ext/cuda.py": PLUGIN.replace("{extra}", extra),
+        "proj/ext/npu.py": NPU_PLUGIN, "proj/loader.py": LOADER, **(more or {}),
+    })
+
+
+def _flash_findings(report):
+    return {k: f for k, f in _open(report, "proj/ext/cuda.py").items() if k[1] == "NPU502"}
+
+
+def test_plugin_load_repeating_its_probe_is_a_scope(tmp_path):
+    report = migrate_json(_plugin_project(tmp_path))
+    assert not _flash_findings(report)
+    scope = [s for s in report["skipped"] if s["path"] == "proj/ext/cuda.py" and "start_line" in s]
+    assert scope and "`FastAttnCudaExtension.is_available()` imports `flash_attn.bert_padding` in a `try` " \
+        "that answers False where it fails, and proj/loader.py loads only available plugins, beside " \
+        "`FastAttnNpuExtension`" in scope[0]["reason"]
+
+
+def test_plugin_load_importing_what_the_probe_does_not_stays_reported(tmp_path):
+    extra = "from flash_attn.layers.rotary import apply_rotary_emb  # noqa: F401"
+    found = _flash_findings(migrate_json(_plugin_project(tmp_path, extra)))
+    assert any(f["severity"] == "error" for f in found.values())
+
+
+def test_plugin_loaded_directly_stays_reported(tmp_path):
+    more = {"proj/direct.py": "from proj.ext.cuda import FastAttnCudaExtension\n\nFN = FastAttnCudaExtension().load()\n"}
+    found = _flash_findings(migrate_json(_plugin_project(tmp_path, more=more)))
+    assert any(f["severity"] == "error" for f in found.values())
