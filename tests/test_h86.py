@@ -408,3 +408,20 @@ def test_plugin_loaded_directly_stays_reported(tmp_path):
     more = {"proj/direct.py": "from proj.ext.cuda import FastAttnCudaExtension\n\nFN = FastAttnCudaExtension().load()\n"}
     found = _flash_findings(migrate_json(_plugin_project(tmp_path, more=more)))
     assert any(f["severity"] == "error" for f in found.values())
+
+
+# ------------------------------------------ optionalext: an extension built only under a CUDA test
+
+def test_extension_loaded_only_behind_a_cuda_test_is_a_named_scope(tmp_path):
+    # round-19 AZ#21: the extension never builds on an NPU host: a named scope, not an info finding;
+    # an extension loaded unconditionally keeps its error
+    from tests.test_precision_optionalext import CPP_INIT, CUDA_INIT, EAGER_INIT, EXT_INIT, KERNEL
+
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/ext/__init__.py": EXT_INIT, "pkg/ext/cpp/__init__.py": CPP_INIT,
+        "pkg/ext/cuda/__init__.py": CUDA_INIT, "pkg/ext/cuda/unpack.cu": KERNEL % 1,
+        "pkg/eager/__init__.py": EAGER_INIT, "pkg/eager/eager.cu": KERNEL % 3, "pkg/user.py": "import pkg.eager\n",
+    }))
+    found = {f["path"]: f for f in report["findings"] if f["code"] == "NPU912"}
+    assert "pkg/ext/cuda/unpack.cu" not in found and found["pkg/eager/eager.cu"]["severity"] == "error"
+    assert 1 in moot_lines(report["skipped"], "NPU912", "pkg/ext/cuda/unpack.cu")
