@@ -12,6 +12,11 @@ loader ran:
 
 * it is the loader, or imports it at module level, directly or through run modules (patcher19's
   `_importers`, unchanged);
+* or the loader's process imports it: the loader imports it (at any level: a graph runner is
+  imported in a method, `if TYPE_CHECKING:` imports aside), or a module so imported does, or a
+  module so imported scans its folder (`pkgutil.iter_modules`/`walk_packages` and
+  `importlib.import_module` in one file: SGLang's model registry loads every model module, and
+  each model's own imports follow: ernie45_vl.py loads ernie45_moe_vl.py);
 * or every way the run loads it leads back to the loader: each run module that imports it (at any
   level: a model module is imported in a function of the model loader; `if TYPE_CHECKING:`
   imports aside; test files aside, a test is its own process and not the library's path) and each
@@ -20,9 +25,9 @@ loader ran:
   vLLM's model registries) is itself proven, or reaches it only through the module being proven
   (a model module that imports the registry which scans it), and at least one is proven.
 
-A module with no importer and no scan (a standalone helper), one that a module not proven imports
-(a launcher's other server), or one reached only through an import cycle keeps its finding as it
-was. A chain longer than `_DEPTH` is no proof.
+A module nothing imports (a standalone helper), or one that only modules outside the loader's
+process import (a launcher's other server: SGLang's encode server, which `launch_server.py` imports
+in a function) keeps its finding as it was. A chain longer than `_DEPTH` is no proof.
 """
 
 from __future__ import annotations
@@ -108,7 +113,29 @@ class LoaderProof:
 
     # ----------------------------------------------------------------------------- the proof
     def proven(self, i: int) -> bool:
-        return self._proven(i, 0, frozenset()) is True
+        return i in self.loaded() or self._proven(i, 0, frozenset()) is True
+
+    def loaded(self) -> set:
+        """The run files the loader's process imports: the loader, what it imports at any level,
+        the modules of a folder whose scanner it imports, and so on."""
+        if getattr(self, "_loaded", None) is None:
+            seen, frontier = set(self.base), list(self.base)
+            scanned: set = set()
+            while frontier:
+                j = frontier.pop()
+                found = set(self._imports_of(j))
+                data = self.text_of(j) or b""
+                folder = self.results[j].relpath.rpartition("/")[0]
+                if (b"iter_modules" in data or b"walk_packages" in data) and b"import_module" in data \
+                        and folder not in scanned:
+                    scanned.add(folder)
+                    found.update(self.folders.get(folder, ()))
+                for k in found - seen:
+                    if not self.is_test(k):
+                        seen.add(k)
+                        frontier.append(k)
+            self._loaded = seen
+        return self._loaded
 
     def _proven(self, i: int, depth: int, stack: frozenset) -> Optional[bool]:
         """True (proven), False, or None: every way to load `i` passes through `stack` (a cycle
