@@ -31,7 +31,7 @@ Where the patcher is loaded (the module whose module-level code loads it, "the l
   sglang/srt/model_executor/model_runner.py; the package itself for a loading `__init__.py`), whose
   modules a loading process imports (models, layers, graph runners): "runs on the NPU where the
   process imports <loader> first", where loaderproof20.py proves the module runs in that process
-  (every run module that imports it is proven, or a proven registry scans its package): a helper
+  (the loader's process imports it, or every run module that imports it is so proven): a helper
   nothing imports, or a server only a launcher's function imports, keeps its finding (wave 20).
   Its tests and `__main__` scripts that do not import the loader run in processes of their own
   and keep their findings. A loader one folder below the top (`pkg/sub/x.py`)
