@@ -153,6 +153,8 @@ class _Run:
         self.py = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
         self.trees: dict = {}
         self.scopes: dict = {}
+        self.indexes: dict = {}
+        self.memo: dict = {}
 
     def tree(self, i):
         if i not in self.trees:
@@ -171,13 +173,42 @@ class _Run:
                 self.scopes[i] = []
         return self.scopes[i]
 
+    def _index(self, root: ast.AST) -> tuple[dict, dict]:
+        """({name: [calls of it]}, {name: references that are no call}) of `root`, one walk each."""
+        key = id(root)
+        if key not in self.indexes:
+            calls: dict = {}
+            funcs = set()
+            for node in ast.walk(root):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                    if called:
+                        calls.setdefault(called, []).append(node)
+                        funcs.add(id(func))
+            others: dict = {}
+            for node in ast.walk(root):
+                if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in funcs and isinstance(node.ctx, ast.Load):
+                    word = node.id if isinstance(node, ast.Name) else node.attr
+                    others[word] = others.get(word, 0) + 1
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                    others[node.value] = others.get(node.value, 0) + 1
+            self.indexes[key] = (root, calls, others)  # (the root kept alive: its id stays its own)
+        return self.indexes[key][1], self.indexes[key][2]
+
     def setters(self, home: int, site: _Site, flag: str, depth: int) -> Optional[list]:
         """[skip condition] of each call that sets `flag` of `site.function`, every one in a skipped
         test (or handed on from a flag only such tests set); None where a call sets it otherwise
         or the function is named in another way."""
+        key = (home, id(site.function), flag)
+        if key not in self.memo:
+            self.memo[key] = self._setters(home, site, flag, depth)
+        return self.memo[key]
+
+    def _setters(self, home: int, site: _Site, flag: str, depth: int) -> Optional[list]:
         name, index = site.function.name, _flags(site.function)[flag]
-        files = [home] if site.owner is not None else [
-            i for i in self.py if name.encode() in (self.text_of(i) or b"")]
+        word = name.encode()
+        files = [home] if site.owner is not None else [i for i in self.py if word in (self.text_of(i) or b"")]
         found: list = []
         for i in files:
             tree = self.tree(i)
@@ -186,30 +217,20 @@ class _Run:
             if i != home and any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name
                                  for s in tree.body):
                 continue  # (a function of its own by that name)
-            scope_root = site.owner if i == home and site.owner is not None else tree
-            calls = set()
-            for node in ast.walk(scope_root):
-                if isinstance(node, ast.Call):
-                    func = node.func
-                    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-                    if called == name:
-                        calls.add(id(func))
-                        value = self._passed(node, flag, index)
-                        if value is False:
-                            return None
-                        if value is None or _off(value):
-                            continue
-                        why = self._why(i, node, value, depth)
-                        if why is None:
-                            return None
-                        if why:  # ("": handed on from a flag no call sets)
-                            found.append(why)
-            for node in ast.walk(scope_root):
-                if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in calls and isinstance(node.ctx, ast.Load) \
-                        and (node.id if isinstance(node, ast.Name) else node.attr) == name:
-                    return None  # (handed on as a value: its callers are not seen)
-                if isinstance(node, ast.Constant) and node.value == name:
+            calls, others = self._index(site.owner if i == home and site.owner is not None else tree)
+            if others.get(name):
+                return None  # (handed on as a value, named in a string: its callers are not seen)
+            for node in calls.get(name, ()):
+                value = self._passed(node, flag, index)
+                if value is False:
                     return None
+                if value is None or _off(value):
+                    continue
+                why = self._why(i, node, value, depth)
+                if why is None:
+                    return None
+                if why:  # ("": handed on from a flag no call sets)
+                    found.append(why)
         return found
 
     @staticmethod
