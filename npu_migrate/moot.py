@@ -75,6 +75,8 @@ PHRASES = (
     "built only by CUDA op builders the project's NPU accelerator does not use",  # builders.py (sources)
     "in a CUDA extension class an NPU host does not select",  # builders.py (extension families)
     "built only by a CUDA extension an NPU host never loads",  # optionalext.py: reported once, at its first .cu
+    # optionalext.GATED_EXTENSION: the extension is imported only under a CUDA test (round-19 AZ#21)
+    "built and loaded only by ",
     "selected only by a dispatch table that maps the NPU to another function",  # samefile.py
     "a type annotation, never evaluated",  # notcompute.py: `from __future__ import annotations`
     # tritonguards.RESTATED: a helper imported only where its importer's own Triton import fails

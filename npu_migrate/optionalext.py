@@ -23,8 +23,9 @@ Whole-program passes, run after tritonguards.review_importers and optionalguards
   that names the `.cu` files of its folder as the sources of an extension it builds (`sources =
   ["unpack.cu", "awq/v2/gemm_cuda.cu"]`), imported by the modules of the run (tests aside) only in
   an `if` false on an NPU host (`if torch.version.cuda: from .cuda import *`, optimum-quanto): an
-  NPU host never builds it. Its `.cu`/`.cuh` files are one info finding (NPU912) on the first
-  `.cu`, naming the others, which become named scopes pointing at it; where the module registers
+  NPU host never builds it. Its `.cu`/`.cuh` files are one named scope (NPU912, "not run on an NPU
+  host": a moot.PHRASES reason since wave 20, round-19 AZ#21) on the first `.cu`, naming the
+  others, which become named scopes pointing at it; where the module registers
   its kernels for the CUDA dispatch key only (`torch.library.impl("ns::op", ["CUDA"])`), the ops
   keep their other implementations there: a CUDA fast path. A `.cu` of the folder the module does
   not name, or one other importer outside such a gate, keeps the errors.

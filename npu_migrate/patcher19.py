@@ -30,8 +30,11 @@ Where the patcher is loaded (the module whose module-level code loads it, "the l
 * the loader's subsystem: the package that holds the loader's package (sglang/srt for
   sglang/srt/model_executor/model_runner.py; the package itself for a loading `__init__.py`), whose
   modules a loading process imports (models, layers, graph runners): "runs on the NPU where the
-  process imports <loader> first". Its tests and `__main__` scripts that do not import the loader run
-  in processes of their own and keep their findings. A loader one folder below the top (`pkg/sub/x.py`)
+  process imports <loader> first", where loaderproof20.py proves the module runs in that process
+  (the loader's process imports it, or every run module that imports it is so proven): a helper
+  nothing imports, or a server only a launcher's function imports, keeps its finding (wave 20).
+  Its tests and `__main__` scripts that do not import the loader run in processes of their own
+  and keep their findings. A loader one folder below the top (`pkg/sub/x.py`)
   covers its own package only; a top-level module, a test or a `__main__` script that loads the
   patcher (a test runner helper) covers only its importers.
 
@@ -310,6 +313,7 @@ _ALSO_SUFFIX = re.compile(r" \(also at [^()]*\)$")
 def review(results: list, paths: dict) -> list:
     """The results, with the findings of this module's docstring lowered to info."""
     from .findings import lower_pieces, merge_per_file, split_merged
+    from .loaderproof20 import LoaderProof
     from .modpaths import ImportIndex, RunTexts, module_names
     from .moot import is_moot
 
@@ -342,9 +346,12 @@ def review(results: list, paths: dict) -> list:
         folder = _subsystem(results[load.loader].relpath, text_of(load.loader))
         told = (f"runs on the NPU where the process imports `{module}` first: it loads "
                 f"transfer_to_npu at {load.where}")
+        proof = LoaderProof(results, text_of, py, index, load.loader, set(reach),
+                            lambda j: _own_process(results[j].relpath, None), _imported_from)
         for i in candidates:
             if i == load.loader or (folder is not None and results[i].relpath.startswith(folder)
-                                    and not _own_process(results[i].relpath, text_of(i))):
+                                    and not _own_process(results[i].relpath, text_of(i))
+                                    and proof.proven(i)):  # (loaderproof20.py)
                 reach.setdefault(i, (f"{PATCHER_PHRASE}: {told}", load.rebound))
     out = list(results)
     for i in candidates:

@@ -379,6 +379,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_constants(results, paths)  # (module-level FP8 dtype constants, branches ending in a gated call)
     from .patcher19 import review as review_patcher
     results = review_patcher(results, paths)  # (torch.cuda names a project's own transfer_to_npu load remaps: patcher19.py)
+    from .optparams20 import review as review_opt_in_params
+    results = review_opt_in_params(results, paths)  # (code under a False-default flag only skipped tests set: optparams20.py)
+    from .probedplugins20 import review as review_probed_plugins
+    results = review_probed_plugins(results, paths)  # (a plugin's load() repeating its is_available() probe: probedplugins20.py)
     from .probes19 import review_backend_comparisons
     results = review_backend_comparisons(results, paths)  # (`if backend == "nccl"` over a rewritten default: probes19.py)
     from .flagcalls19 import review as review_flag_calls

@@ -44,7 +44,21 @@ if {condition}:
 
 
 class Runner:
-    pass
+    def load_models(self):  # (the model registry scans proj/srt/models: loaderproof20.py)
+        from proj.srt.models.registry import import_models
+
+        import_models()
+'''
+
+REGISTRY = '''\
+import importlib
+import pkgutil
+
+
+def import_models(package_name="proj.srt.models"):
+    package = importlib.import_module(package_name)
+    for _, name, _ in pkgutil.iter_modules(package.__path__, package_name + "."):
+        importlib.import_module(name)
 '''
 
 MODEL = '''\
@@ -121,6 +135,7 @@ def _project(tmp_path, condition="_is_npu"):
         "proj/srt/executor/runner.py": RUNNER.format(condition=condition),
         "proj/srt/models/__init__.py": "",
         "proj/srt/models/model.py": MODEL,
+        "proj/srt/models/registry.py": REGISTRY,
         "proj/srt/models/graphs.py": GRAPHS,
         "proj/srt/tests/test_model.py": TEST,
         "proj/bench.py": BENCH,
