@@ -359,6 +359,8 @@ def _nsight_switch(node: ast.AST, parents: dict, tree: ast.Module) -> str | None
         for outer in _chain(use, parents):
             if isinstance(outer, ast.If) and any(previous is s for s in outer.body):
                 found = next((n for n in _positive_names(outer.test) if _NSIGHT.search(n)), None)
+                if found is not None and _is_parameter(found, outer, parents):
+                    return None  # (a parameter: optparams20.py decides, from the run's callers)
                 if found is not None:
                     switch = found
                     break
@@ -367,6 +369,16 @@ def _nsight_switch(node: ast.AST, parents: dict, tree: ast.Module) -> str | None
             return None
         switches.add(switch)
     return ", ".join(f"`{s}`" for s in sorted(switches))
+
+
+def _is_parameter(name: str, node: ast.AST, parents: dict) -> bool:
+    """`name` is a parameter of the function holding `node` (`def f(..., nsys=False)`): whether a
+    call sets it is a question for the whole run (optparams20.py), not for this file."""
+    function = next((n for n in _chain(node, parents) if isinstance(n, _FUNCTIONS)), None)
+    if function is None:
+        return False
+    args = function.args
+    return any(a.arg == name for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
 
 
 def _positive_names(test: ast.AST) -> list[str]:

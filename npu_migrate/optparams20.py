@@ -272,7 +272,7 @@ def _skipped_first(tree: ast.Module, test: ast.AST, line: int) -> Optional[str]:
     """The skip condition of a test (`test_*`) that, before `line`, calls a module-level helper of
     its file that skips it on an NPU host (`_require_x()`: its body, after plain assignments, has
     `if not current_platform.is_cuda() or ...: pytest.skip(...)`); None otherwise."""
-    from .testscopes import _skipping_if
+    from .testscopes import skipping_if as _skipping_if
 
     if not test.name.startswith("test"):
         return None
@@ -337,7 +337,7 @@ def _skipped_without_member(tree: ast.Module, test: ast.AST) -> Optional[str]:
     `BACKENDS_TO_TEST.remove(FLASHINFER)` under `except ImportError` of `import flashinfer`)."""
     import copy
 
-    from .testscopes import _truth
+    from .testscopes import truth as _truth
 
     if not test.name.startswith("test") or not test.decorator_list:
         return None

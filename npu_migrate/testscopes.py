@@ -799,3 +799,8 @@ def drop_untaken_gates(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [f for f in findings if not (f in gates and any(
         t.lineno <= f.line <= (t.end_lineno or t.lineno) for t in untaken))]
+
+
+# public names for optparams20.py (a skipif decorator's test, a test's truth on an NPU host)
+skipping_if = _skipping_if
+truth = _truth
