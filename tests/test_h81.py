@@ -5,6 +5,7 @@ stay reported (npu_migrate/flagreads20.py, probes16.py's backend scopes)."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .test_h71 import _UTILS
 
 
 def _findings(report: dict, path: str, code: str | None = None) -> list[dict]:
@@ -22,16 +23,6 @@ def _scoped(report: dict, path: str, line: int) -> list[dict]:
             and s["start_line"] <= line <= s["end_line"]]
 
 
-_UTILS = """\
-import torch
-
-
-def get_device_sm():
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return major * 10 + minor
-    return 0
-"""
 
 # (the only way out on an NPU host: `import deep_gemm` fails there)
 _CONFIGURER = """\

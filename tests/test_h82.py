@@ -4,6 +4,7 @@ BE#37): npu_migrate/tritonmods20.py. Each false case beside the nearest true cas
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, with_as_written, write_project
+from .test_h76 import CUSTOM_OP as _CUSTOM_OP
 
 _SELECTOR = '''\
 import torch
@@ -171,22 +172,6 @@ def test_an_import_outside_the_probed_block_keeps_the_error(tmp_path):
     assert found and any(f["severity"] == "error" for f in found)
 
 
-_CUSTOM_OP = '''\
-import torch
-
-
-class CustomOp(torch.nn.Module):
-    def forward(self, *args, **kwargs):
-        return self.dispatch_forward()(*args, **kwargs)
-
-    def dispatch_forward(self):
-        if torch.cuda.is_available():
-            return self.forward_cuda
-        return self.forward_native
-
-    def forward_native(self, *args, **kwargs):
-        raise NotImplementedError
-'''
 
 _CUTE_KERNEL = '''\
 import cutlass
