@@ -216,8 +216,10 @@ def optimizer_kind(optimizer):
 
 
 def test_optional_import_used_for_type_checks_is_a_skipped_scope(tmp_path):
-    findings = _migrate(tmp_path, {"pkg/tuner.py": TUNER, "pkg/utils.py": "def is_bnb_available():\n    return False\n",
-                                   "pkg/__init__.py": ""})
+    # (a probe that may answer True on an NPU host: a stub returning False would be read as a flag
+    # false there, and the import as one an NPU host never runs: flagreads20.py)
+    utils = 'import importlib.util\n\n\ndef is_bnb_available():\n    return importlib.util.find_spec("bitsandbytes") is not None\n'
+    findings = _migrate(tmp_path, {"pkg/tuner.py": TUNER, "pkg/utils.py": utils, "pkg/__init__.py": ""})
     for line in (8, 22):
         # nothing of the package runs on an NPU host: a named skipped scope (moot.py), no finding
         found = [f for f in _at(findings, "pkg/tuner.py", line, "NPU914") if f["line"] == line]
