@@ -103,6 +103,26 @@ def renamed(message: str, old: str, new: str) -> str:
     return message[:match.start(1)] + shown + message[match.end(1):]
 
 
+def _naming_other_packages(finding: Finding, others: list[Finding]) -> Finding:
+    """A file's imports of CUDA-only packages merged into one finding (NPU911, `per_file = "code"`)
+    name the other packages too: the first import's message names only its own (`import from
+    `sgl_kernel``, with `deep_gemm` imports among its places: round-21 audit BH#28)."""
+    named = _IMPORT_NAMED.search(finding.message)
+    if not named:
+        return finding
+    own = named.group(2).split(".")[0]
+    packages = []
+    for other in others:
+        match = _IMPORT_NAMED.search(other.message)
+        package = match.group(2).split(".")[0] if match else ""
+        if package and package != own and package not in packages:
+            packages.append(package)
+    if not packages:
+        return finding
+    shown = ", ".join(f"`{p}`" for p in packages)
+    return replace(finding, message=f"{finding.message} (with imports of {shown} in this file)")
+
+
 def split_merged(finding: Finding) -> list[Finding]:
     """The findings a per-file finding stands for (itself when it stands for none): what
     `merge_per_file` joined, with their own places and the message they had, each naming its own
@@ -110,11 +130,31 @@ def split_merged(finding: Finding) -> list[Finding]:
     alloc_conf.py kept naming `torch.cuda.memory._snapshot` at a `_set_allocator_settings` call)."""
     if not finding.also:
         return [finding]
-    message = _ALSO.sub("", finding.message)
+    message = _WITH_IMPORTS.sub("", _ALSO.sub("", finding.message))
     first = replace(finding, message=message, also=())
     return [first, *(replace(first, line=line, column=column, source=source,
-                             message=renamed(message, finding.source or "", source or ""))
+                             message=_import_named(renamed(message, finding.source or "", source or ""),
+                                                   source or "", column))
                      for line, column, source in finding.also)]
+
+
+_WITH_IMPORTS = re.compile(r" \(with imports of [^()]* in this file\)")
+_IMPORT_NAMED = re.compile(r"\bimport (of|from) `([\w.]+)`")
+_IMPORT_SOURCE = re.compile(r"^\s*(?:import\s+([\w.]+)|from\s+([\w.]+)\s+import\b)")
+_AT_MODULE_LEVEL = "; imported unguarded at module level, so the module fails to import where it is not installed"
+
+
+def _import_named(message: str, source: str, column: int) -> str:
+    """A split-off place of a merged import finding (NPU911 merges a file's imports of CUDA-only
+    packages into one) naming its own module (`import of `deep_gemm.utils.layout``), not the first
+    place's (`import from `sgl_kernel``: round-21 audit BH#28), and not called a module-level
+    import when it is indented."""
+    named, imported = _IMPORT_NAMED.search(message), _IMPORT_SOURCE.match(source)
+    if not named or not imported:
+        return message
+    form, module = ("of", imported.group(1)) if imported.group(1) else ("from", imported.group(2))
+    message = message[:named.start()] + f"import {form} `{module}`" + message[named.end():]
+    return message.replace(_AT_MODULE_LEVEL, "", 1) if column > 1 else message
 
 
 def lower_pieces(finding: Finding, reason_of: Callable[[int], Optional[str]],
@@ -179,6 +219,7 @@ def merge_per_file(findings: Iterable[Finding], secondary: Optional[Callable[[Fi
         if group[0] is not finding:
             continue  # merged into the first of its group
         others = list(dict.fromkeys(_place(f) for f in group[1:] if _place(f) != _place(finding)))
+        finding = _naming_other_packages(finding, group[1:])
         if others:
             shown = ", ".join(others[:MAX_LISTED])
             more = f" and {len(others) - MAX_LISTED} more" if len(others) > MAX_LISTED else ""
