@@ -706,13 +706,18 @@ class Context:
 
     def guards_cuda_only_feature(self) -> bool:
         """The enclosing `if` (body included) or statement mentions a CUDA-only feature."""
+        return bool(self.cuda_only_feature_words())
+
+    def cuda_only_feature_words(self) -> list[str]:
+        """What the enclosing `if` (body included) or statement says of a CUDA-only feature: the
+        texts rules/device.toml `cuda_only_feature_pattern` matches there (none: no such gate)."""
         scope: Optional[cst.CSTNode] = self.if_tests[-1] if self.if_tests else None
         if scope is None and self.statements:
             scope = self.statements[-1]
         if scope is None:
-            return False
+            return []
         # the whole `if`, body included: with hot slices, its cold statements are put back first
-        return bool(self.feature_gate_re.search(self.source_map.original_text_of(scope)))
+        return [m.group(0) for m in self.feature_gate_re.finditer(self.source_map.original_text_of(scope))]
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 
 import libcst as cst
@@ -18,6 +19,15 @@ from .context import (
     last_identifier,
     string_value,
 )
+
+
+# A CUDA-only feature gate whose only evidence is the code's own words (rules/device.toml
+# `cuda_only_feature_pattern`'s "requires CUDA", "CUDA-only", "only on CUDA"), no feature named.
+_ONLY_SAYS_CUDA = re.compile(r"(?i)requires?\s+(a\s+)?cuda|cuda[- ]only|only\s+(on|with|for)\s+cuda")
+SAYS_CUDA_ONLY = ('Comparison with "cuda" kept because the code says it needs CUDA ({words}), but it names no '
+                  'CUDA-only feature; left unchanged: on an NPU host this check turns the code away. Review '
+                  'what it guards: if that uses only what torch_npu also has (streams, events, collectives, '
+                  'the accelerator API), widen the check to the NPU')
 
 
 class Device(Family):
@@ -574,8 +584,16 @@ if current_platform.is_cuda():
         left meaning CUDA rather than widened to the NPU."""
         if self._guards_cuda_only_code(original, "gate"):
             return True
-        if self.ctx.guards_cuda_only_feature():
+        words = self.ctx.cuda_only_feature_words()
+        if words:
+            before = len(self.ctx.findings)
             self.ctx.report("NPU108", original)
+            if all(_ONLY_SAYS_CUDA.fullmatch(w) for w in words) and len(self.ctx.findings) > before:
+                # (no feature named, only the code's own words: "requires CUDA tensors", round-21
+                # audit BF#18, where the guarded code used only the accelerator API)
+                said = self.ctx.findings[-1]
+                self.ctx.findings[-1] = replace(said, severity="warning", message=SAYS_CUDA_ONLY.format(
+                    words="; ".join(dict.fromkeys(f'"{w}"' for w in words))))
             return True
         return self._guards_cuda_only_code(original, "widened")
 
