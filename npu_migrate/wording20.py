@@ -190,7 +190,49 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
                 if changed is not None:
                     out[i] = changed
     out = [_npu_counterpart(f) if f.code == "NPU110" and not f.fixable else f for f in out]
-    return _nccl_imports(out)
+    return _asserted_cuda(_nccl_imports(out), text)
+
+
+ASSERTED = ("asserted: `torch.version.cuda` is None on an NPU host, so the `assert` fails there "
+            "(line {line}); assert the NPU build too, or drop the check on the NPU path")
+
+
+def _requires(test: ast.AST, name: str) -> bool:
+    """`test` is false wherever `name` is None: `name`, `name is not None`, or a conjunct of an `and`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_requires(v, name) for v in test.values)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        test = test.left
+    return astcache.dotted(test) == name
+
+
+def _asserted_cuda(findings: list[Finding], text: str) -> list[Finding]:
+    """NPU990 on `torch.version.cuda` as (a conjunct of) an `assert`'s test, the assert not inside a
+    `try`: an error, not a warning, with why (round-21 audit BF#19: xformers' `assert
+    torch.version.cuda` on the main path of a selector is a hard AssertionError on an NPU host)."""
+    wanted = [i for i, f in enumerate(findings) if f.code == "NPU990" and not f.fixable and f.cell is None
+              and f.severity == "warning" and (f.source or "") == "torch.version.cuda"]
+    if not wanted or "assert" not in text:
+        return findings
+    tree = astcache.parse(text.encode("utf-8"))
+    if tree is None:
+        return findings
+    parent = astcache.parents(tree)
+    asserts = {n.lineno: n for n in ast.walk(tree) if isinstance(n, ast.Assert)
+               and _requires(n.test, "torch.version.cuda")}
+    out = list(findings)
+    for i in wanted:
+        node = asserts.get(out[i].line)
+        if node is None:
+            continue
+        up, guarded = parent.get(id(node)), False
+        while up is not None and not guarded:
+            guarded = isinstance(up, ast.Try)
+            up = parent.get(id(up))
+        if not guarded:
+            out[i] = replace(out[i], severity="error", message=_add(out[i].message, ASSERTED.format(line=node.lineno)))
+    return out
 
 
 def _nccl_imports(findings: list[Finding]) -> list[Finding]:
