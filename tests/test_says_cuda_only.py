@@ -38,3 +38,39 @@ def test_a_check_only_the_error_text_calls_cuda_only_asks_for_review(tmp_path):
     assert 12 not in found, found
     scopes = [s for s in report["skipped"] if s["path"] == "pkg/split.py" and s["start_line"] == 12]
     assert scopes and "NPU108" in scopes[0]["reason"] and "fallback" in scopes[0]["reason"], report["skipped"]
+
+
+TRANSFER = '''\
+import torch
+
+
+class Client:
+    def init_transfer(self, device=0):
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise NotImplementedError(
+                f"Weight transfer runs on an NCCL engine, which needs a CUDA device, got '{device}'."
+            )
+        return self.engine.join(device)
+
+
+def to_device(device):
+    if device.type != "cuda":
+        raise ValueError(f"unsupported device {device}")
+    return device
+'''
+
+
+def test_a_raise_that_says_it_needs_a_cuda_device_is_kept_not_widened(tmp_path):
+    """Round-21 BG#12 (trl's weight-transfer client): the NPU104 rewrite widened a check whose own
+    error says the code behind it "needs a CUDA device", so an NPU host went on into an NCCL engine
+    instead of getting that clear error. "needs a CUDA device" is read like "requires CUDA": the check
+    stays as written, with the warning asking to review; a check whose error says nothing of CUDA is
+    widened as before."""
+    project = write_project(tmp_path, {"pkg/client.py": TRANSFER})
+    report = migrate_json(project)
+    found = findings_at(report, "pkg/client.py", "NPU108")
+    said = found[7]
+    assert said["severity"] == "warning" and '"needs a CUDA"' in said["message"], said
+    rewritten = {f["line"] for f in report["findings"] if f["path"] == "pkg/client.py" and f["fixable"]}
+    assert rewritten == {15}, rewritten

@@ -23,7 +23,7 @@ from .context import (
 
 # A CUDA-only feature gate whose only evidence is the code's own words (rules/device.toml
 # `cuda_only_feature_pattern`'s "requires CUDA", "CUDA-only", "only on CUDA"), no feature named.
-_ONLY_SAYS_CUDA = re.compile(r"(?i)requires?\s+(a\s+)?cuda|cuda[- ]only|only\s+(on|with|for)\s+cuda")
+_ONLY_SAYS_CUDA = re.compile(r"(?i)requires?\s+(a\s+)?cuda|needs?\s+(a\s+)?cuda|cuda[- ]only|only\s+(on|with|for)\s+cuda")
 SAYS_CUDA_ONLY = ('Comparison with "cuda" kept because the code says it needs CUDA ({words}), but it names no '
                   'CUDA-only feature; left unchanged: on an NPU host this check turns the code away. Review '
                   'what it guards: if that uses only what torch_npu also has (streams, events, collectives, '
