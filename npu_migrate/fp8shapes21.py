@@ -141,11 +141,13 @@ def _holding_function(tree: ast.AST, line: int) -> Optional[ast.AST]:
 
 
 def _computes_beside(function: Optional[ast.AST]) -> bool:
-    """Whether the function calls a scaled matmul (FP8 compute outside the Triton kernels)."""
+    """Whether the function computes in FP8 outside the Triton kernels: it launches none of them
+    (a torch reference that casts with `to_mx(...)`), or calls a scaled matmul."""
     if function is None:
         return False
-    return any(isinstance(n, ast.Call) and _SCALED_MM.search(astcache.dotted(n.func, strict=False) or "")
-               for n in ast.walk(function))
+    return not any(_is_launch(n) for n in ast.walk(function)) or any(
+        isinstance(n, ast.Call) and _SCALED_MM.search(astcache.dotted(n.func, strict=False) or "")
+        for n in ast.walk(function))
 
 
 _GATED_LINE = re.compile(r"Triton-availability test `[^`]*` \(line (\d+)\)")
