@@ -63,8 +63,8 @@ BUILDER = ("guarded by the Triton-availability test at the top of `{function}` (
            "transfer_to_npu forces it False): where it holds, these kernels run on the NPU host: verify "
            "them there")
 LEAVES = "which leaves the function there"
-SELECTOR = ("names FP8 dtypes only: {given} selects the FP8 path of `{callee}` ({path}), whose FP8 compute "
-            "is reported there (line {line}); no FP8 compute found in this file")
+SELECTOR = ("names FP8 dtypes only: {given} selects the FP8 path of {callees}, whose FP8 compute is reported "
+            "there; no FP8 compute found in this file")
 _SCALED_MM = re.compile(r"_scaled_(grouped_)?mm")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -499,9 +499,9 @@ def _selectors(results: list, text_of) -> list:
             notes.append((keyword, callee, results[k].relpath, at))
         if not notes:
             continue
-        keyword, callee, path, at = notes[0]
-        given = f"`{keyword.arg}={astcache.dotted(keyword.value, strict=False)}`"
-        note = SELECTOR.format(given=given, callee=callee, path=path, line=at)
+        given = ", ".join(dict.fromkeys(f"`{k.arg}={astcache.dotted(k.value, strict=False)}`" for k, *_ in notes))
+        callees = ", ".join(dict.fromkeys(f"`{callee}` ({path}:{at})" for _k, callee, path, at in notes))
+        note = SELECTOR.format(given=given, callees=callees)
         from .folding import ALSO
 
         also = ALSO.search(finding.message)

@@ -439,7 +439,7 @@ def test_fp8_selector_given_to_another_modules_fp8_code_names_a_dtype_only(repor
     scope = scopes_at(report, "pkg/quant/api.py", "NPU913")[10]
     assert scope.startswith("no port work on an NPU host (NPU913): names FP8 dtypes only: "
                             "`activation_dtype=torch.float8_e4m3fn` selects the FP8 path of `Int4Tensor.from_hp` "
-                            "(pkg/quant/int4_tensor.py)")
+                            "(pkg/quant/int4_tensor.py:6), whose FP8 compute is reported there")
     assert [f["severity"] for f in findings_at(report, "pkg/quant/int4_tensor.py", "NPU913").values()] == ["error"]
 
 
