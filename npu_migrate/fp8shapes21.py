@@ -135,6 +135,26 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     return findings
 
 
+def _in_body(statement: ast.If, line: int) -> bool:
+    """Whether `line` lies in the body of the `if` (decorators of its first statement included)."""
+    first, last = statement.body[0], statement.body[-1]
+    start = min([first.lineno, *(d.lineno for d in getattr(first, "decorator_list", ()))])
+    return start <= line <= (last.end_lineno or last.lineno)
+
+
+def _parenthesised(message: str, phrase: str) -> Optional[str]:
+    """The text of the parentheses that open with `phrase` in `message` (nested ones kept), or None."""
+    at = message.find("(" + phrase)
+    if at < 0:
+        return None
+    depth = 0
+    for k in range(at, len(message)):
+        depth += {"(": 1, ")": -1}.get(message[k], 0)
+        if depth == 0:
+            return message[at + 1:k]
+    return None
+
+
 def _holding_function(tree: ast.AST, line: int) -> Optional[ast.AST]:
     holding = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS) and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno) if holding else None
@@ -155,9 +175,9 @@ _GATED_LINE = re.compile(r"Triton-availability test `[^`]*` \(line (\d+)\)")
 
 def _block_fp8(findings: list[Finding], tree: ast.Module) -> list[Finding]:
     """Module's doc, first shape."""
-    from .guards15 import _guards, _in_body
+    from .tritonguards import tests_triton
 
-    guards = {g.lineno: g for g in _guards(tree)}
+    guards = {s.lineno: s for s in tree.body if isinstance(s, ast.If) and s.orelse and tests_triton(s.test)}
     for target in [f for f in findings if f.code == "NPU910" and f.severity == "info" and not f.fixable
                    and f.cell is None]:
         match = _GATED_LINE.search(target.message)
@@ -243,7 +263,7 @@ def _after_check(tree: ast.Module, builder: ast.AST, line: int) -> bool:
     whose test reads a name bound there by a call of a module function that reaches `builder`
     (`impls = _get_impls()`, then `if not impls.available: raise AssertionError(...)`): the
     builder's unavailable record stops the function before `line` (its lazy `import triton`)."""
-    from .fp8folds19 import _reads
+    from .fp8folds19 import reads as _reads
 
     functions = {n.name: n for n in tree.body if isinstance(n, _FUNCTIONS)}
     reach = {builder.name}
@@ -278,7 +298,10 @@ def _is_launch(node: ast.AST) -> bool:
 def _feeding_fp8(findings: list[Finding], tree: ast.Module, builder: ast.AST) -> dict[int, list]:
     """{id(NPU913): its places} bound in another function of the module only to be passed into a
     kernel launch there (fp8folds19's test, with any subscripted launch)."""
-    from .fp8folds19 import _bound_names, _launch_args, _reads, _statement
+    from .fp8folds19 import bound_names as _bound_names
+    from .fp8folds19 import launch_args as _launch_args
+    from .fp8folds19 import reads as _reads
+    from .fp8folds19 import statement_at as _statement
 
     def only_feeds(function: ast.AST, name: str) -> bool:
         fed = False
@@ -368,9 +391,9 @@ def _leaving_reason(finding: Finding) -> Optional[str]:
     """The reason of a place flagcalls19 lowered "after `assert X`, which leaves the function there"."""
     if finding.severity != "info" or finding.fixable or LEAVES not in finding.message:
         return None
-    from .moot import _reason
+    from .flags16 import BRANCH
 
-    reason = _reason(finding.message)
+    reason = _parenthesised(finding.message, f"{BRANCH}: after `")
     return reason if reason and LEAVES in reason else None
 
 
@@ -414,7 +437,7 @@ def _defaults_after_guard(results: list, text_of) -> list:
                              None)
                 if index is None:
                     continue
-                from .fp8folds19 import _reads
+                from .fp8folds19 import reads as _reads
 
                 if any(_reads(s, param) for s in function.body[:index + 1]):
                     continue  # (the guard or a statement before it uses the default)
@@ -451,7 +474,8 @@ def _fp8_keyword(tree: ast.Module, line: int, column: int) -> Optional[tuple[ast
 def _selectors(results: list, text_of) -> list:
     """Module's doc, fourth shape."""
     from .findings import split_merged
-    from .fp8folds19 import _reported_in, _Run
+    from .fp8folds19 import RunDefinitions as _Run
+    from .fp8folds19 import reported_in as _reported_in
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(_open(f) for f in r.findings)]
     if not candidates:
