@@ -11,14 +11,17 @@ Per file (`review`, run.py after guards15.py):
   A place in a function of the block that computes in FP8 outside the kernels (a scaled matmul:
   `torch._scaled_mm`) stays its own error: with Triton-Ascend installed that op runs on the NPU.
 * **Triton kernels built behind a function-level availability guard** (BG#20). A builder function
-  whose top-level statement `if not has_triton(): return <unavailable record>` comes before every
-  Triton place of the file's NPU910 (its `import triton`, its `@triton.jit` kernels) is the
-  module-level guard moved into a function: the NPU910 becomes information (`BUILDER`), as
-  guards15 makes the module-level form. An FP8 buffer or cast (NPU913) of another function of the
-  module bound only to be passed into a kernel launch (`impls.act_quant[grid](x, y, s)`, the
-  `y = torch.empty_like(x, dtype=dtype)` of an FP8 default) goes with those kernels and folds
-  into that finding (fp8folds19.TRITON). A builder with no such guard, or Triton places before
-  it, keeps its error; an FP8 name also passed to another call stays its own NPU913.
+  that defines Triton kernels and whose top-level statement `if not has_triton(): return
+  <unavailable record>` comes before every Triton place of the file's NPU910 (its `import
+  triton`, its `@triton.jit` kernels; a lazy `import triton` of a caller after its `if not
+  impls.available: raise`) is the module-level guard moved into a function: the NPU910 becomes
+  information (`BUILDER`), as guards15 makes the module-level form. An FP8 buffer or cast
+  (NPU913) of another function of the module bound only to be passed into a kernel launch
+  (`impls.act_quant[grid](x, y, s)`, the `y = torch.empty_like(x, dtype=dtype)` of an FP8
+  default) goes with those kernels and folds into that finding (fp8folds19.TRITON). A builder
+  with no such guard, Triton places before it, or a guarded function that builds no kernel (it
+  patches Triton's runtime: its imports of Triton internals may fail under Triton-Ascend) keeps
+  its error; an FP8 name also passed to another call stays its own NPU913.
 
 Whole run (`review_run`, runplan.py after fp8folds19.py):
 
@@ -217,6 +220,16 @@ def _guarded_builder(function: ast.AST) -> Optional[ast.If]:
     return None
 
 
+def _defines_kernels(function: ast.AST) -> bool:
+    """Whether the function builds Triton kernels (`@triton.jit`, `@triton.autotune(...)` inside):
+    a function that only patches Triton's runtime builds none, and its imports are no kernels."""
+    from .tritonguards import KERNEL_DECORATOR
+
+    return any(isinstance(n, _FUNCTIONS) and n is not function and any(
+        KERNEL_DECORATOR.search(astcache.dotted(d.func if isinstance(d, ast.Call) else d, strict=False) or "")
+        for d in n.decorator_list) for n in ast.walk(function))
+
+
 def _segment(text: str, node: ast.AST, limit: int = 80) -> str:
     shown = " ".join((ast.get_source_segment(text, node) or ast.unparse(node)).split())
     return shown if len(shown) <= limit else shown[:limit - 3] + "..."
@@ -224,7 +237,8 @@ def _segment(text: str, node: ast.AST, limit: int = 80) -> str:
 
 def _builder_guard(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
     """Module's doc, second shape."""
-    builders = [(n, g) for n in tree.body if isinstance(n, _FUNCTIONS) for g in [_guarded_builder(n)] if g is not None]
+    builders = [(n, g) for n in tree.body if isinstance(n, _FUNCTIONS) and _defines_kernels(n)
+                for g in [_guarded_builder(n)] if g is not None]
     if not builders:
         return findings
     for finding in findings:
