@@ -401,3 +401,12 @@ def fold_helper_calls(results: list, text_of) -> list:
     for i, ids in dropped.items():
         out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if id(f) not in ids])
     return out
+
+
+# (public for fp8shapes21.py: the same walks over a kernel module's functions and the run's helpers)
+reads = _reads
+bound_names = _bound_names
+statement_at = _statement
+launch_args = _launch_args
+reported_in = _reported_in
+RunDefinitions = _Run

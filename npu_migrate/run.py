@@ -36,6 +36,7 @@ from . import probes19, tritonmods20
 from . import capraise19
 from . import wording20
 from . import labels20
+from . import fp8shapes21
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -199,6 +200,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = tritonguards.review(result.findings, text)
             # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)
             result.findings = guards15.review(result.findings, text)
+            # (FP8 in a Triton-availability block, kernels behind a builder's availability guard: fp8shapes21.py)
+            result.findings = fp8shapes21.review(result.findings, text)
             # (CuTe-DSL code under a module-level `if` on a same-file probe of its package: tritonmods20.py)
             result.findings = tritonmods20.review_probed_modules(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)

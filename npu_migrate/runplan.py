@@ -389,6 +389,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
+    from .fp8shapes21 import review_run as review_fp8_shapes
+    results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     results = to_scopes(review_platforms(results, paths))
