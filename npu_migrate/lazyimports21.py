@@ -23,9 +23,9 @@ module, test files aside (a test is no runtime importer), how the site loads it:
 * `selected`: inside a function, under an `if` of that function that compares a name with a
   string (`impl == "FA3"`, not a device or communication-backend word, nor the default of the
   parameter it compares) or has a plain conjunct reading a flag False by default (a field
-  `enable_x: bool = False` of a class of the run, never `= True` there, or the function's own
-  parameter defaulting to False), or inside a `try` there that catches the failure without
-  re-raising; or in a function that a name selects: decorated by a registry call with a string
+  `enable_x: bool = False` of a class body of the run, never `= True` there nor a method's
+  name, read on another object than `self`; or the function's own parameter defaulting to
+  False), or inside a `try` there that catches the failure without re-raising; or in a function that a name selects: decorated by a registry call with a string
   (`@register_backend("fa3")`), or referenced in its file only as values of a dict display under
   string keys (`{"fa3": self._create_fa3_backend}`);
 * `typing`: under `if TYPE_CHECKING:` (never at run time);
@@ -71,7 +71,7 @@ _DEVICE_WORDS = frozenset(("cuda", "cpu", "npu", "xpu", "hip", "rocm", "mps", "g
                            "gloo", "mpi", "auto", "default", "none", ""))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)+\.py")
-_BOOL_FIELD = re.compile(rb"^[ \t]+(\w+)[ \t]*:[ \t]*bool[ \t]*=[ \t]*(True|False)[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
+_BOOL_FIELD = re.compile(rb"^[ \t]+\w+[ \t]*:[ \t]*bool[ \t]*=[ \t]*False[ \t]*(?:#[^\n]*)?$", re.MULTILINE)
 _PACKAGE = re.compile(r"import (?:of|from) `([\w.]+)`")
 
 
@@ -129,10 +129,12 @@ def _selection(test: ast.AST, function: Optional[ast.AST]) -> Optional[str]:
 
 def _opt_in(test: ast.AST, function: ast.AST, false_flags: frozenset) -> Optional[str]:
     """A plain conjunct of the test (not negated) that reads a flag False by default: a field
-    `flag: bool = False` of a class of the run (`server_args.enable_x`), or the function's own
-    parameter defaulting to False."""
+    `flag: bool = False` of a class of the run read on another object (`server_args.enable_x`;
+    `self.x` is the instance's own state, set anywhere), or the function's own parameter
+    defaulting to False."""
     for node in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
-        if isinstance(node, ast.Attribute) and node.attr in false_flags:
+        if isinstance(node, ast.Attribute) and node.attr in false_flags \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
             return astcache.dotted(node) or node.attr
         if isinstance(node, ast.Name) and _default_of(function, node.id) is False:
             return node.id
@@ -270,15 +272,24 @@ class _Reach:
         self._false_flags: Optional[frozenset] = None
 
     def false_flags(self) -> frozenset:
-        """Fields declared `name: bool = False` in the run's library files, never `= True` there."""
+        """Fields declared `name: bool = False` in a class body of the run's library files, never
+        `= True` there nor a method's name (a property)."""
         if self._false_flags is None:
             off, on = set(), set()
             for i in self.library:
                 data = self.text_of(i) or b""
-                if b": bool = " not in data:
+                if not _BOOL_FIELD.search(data):
                     continue
-                for name, value in _BOOL_FIELD.findall(data):
-                    (off if value == b"False" else on).add(name.decode())
+                tree = self.tree(i)
+                for node in astcache.walk(tree) if tree is not None else ():
+                    if not isinstance(node, ast.ClassDef):
+                        continue
+                    for statement in node.body:
+                        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                                and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, bool):
+                            (on if statement.value.value else off).add(statement.target.id)
+                        elif isinstance(statement, _FUNCTIONS):
+                            on.add(statement.name)
             self._false_flags = frozenset(off - on)
         return self._false_flags
 

@@ -248,3 +248,39 @@ def test_backend_loaded_only_by_a_worker_behind_a_false_default_flag_is_info(tmp
 def test_backend_loaded_by_a_worker_behind_a_true_default_flag_keeps_its_error(tmp_path):
     found = _by_path(migrate_json(_opt_in_project(tmp_path, "True")))["app/layers/fast_backend.py"]
     assert [f["severity"] for f in found] == ["error"], found
+
+
+def test_backend_behind_the_instance_own_flag_keeps_its_error(tmp_path):
+    # (`self.x` is the instance's state, set from a call: a field `x: bool = False` elsewhere of
+    # the same name is not its default)
+    root = write_project(tmp_path, {
+        "app/__init__.py": "from app import args, model\n",
+        "app/args.py": "import dataclasses\n\n\n@dataclasses.dataclass\nclass Args:\n    is_parallel: bool = False\n",
+        "app/model.py": ("def parallel_enabled():\n    return True\n\n\n"
+                         "class Model:\n"
+                         "    def __init__(self):\n"
+                         "        self.is_parallel = parallel_enabled()\n"
+                         "        if self.is_parallel:\n"
+                         "            from app.layers.fast_backend import FastBackend\n\n"
+                         "            self.backend = FastBackend(self)\n"),
+        "app/layers/__init__.py": "",
+        "app/layers/fast_backend.py": _BACKEND,
+    })
+    found = _by_path(migrate_json(root))["app/layers/fast_backend.py"]
+    assert [f["severity"] for f in found] == ["error"], found
+
+
+def test_backend_behind_a_parameter_false_by_default_is_info(tmp_path):
+    root = write_project(tmp_path, {
+        "app/__init__.py": "from app import runner\n",
+        "app/runner.py": ("def build(runner, use_fast_backend=False):\n"
+                          "    if use_fast_backend:\n"
+                          "        from app.layers.fast_backend import FastBackend\n\n"
+                          "        return FastBackend(runner)\n"
+                          "    return runner\n"),
+        "app/layers/__init__.py": "",
+        "app/layers/fast_backend.py": _BACKEND,
+    })
+    found = _by_path(migrate_json(root))["app/layers/fast_backend.py"]
+    assert [f["severity"] for f in found] == ["info"], found
+    assert "app/runner.py:3 in `build` under the opt-in `use_fast_backend` (False by default)" in found[0]["message"]
