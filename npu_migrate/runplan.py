@@ -403,7 +403,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .folds19 import fold_package_submodules
     results = fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
     from .platforms20 import review as review_platform_classes
-    return review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
+    results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
+    from .lazyimports21 import review as review_lazy_importers
+    return review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
 
 
 # ------------------------------------------------------------------ what both commands print
