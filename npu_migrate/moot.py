@@ -119,9 +119,6 @@ NO_EFFECT = (
     "a CUDA runtime switch with no effect on an NPU host",
     # NPU405: `sdp_kernel(enable_flash=True, ...)` only enables what is on by default (round 12, AE#30)
     "it only enables backends, all enabled by default",
-    # NPU405: `sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)` (round 21,
-    # BG#33; families/amp.SWITCHED_OFF_ONLY)
-    "it only switches CUDA fast kernels off",
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,

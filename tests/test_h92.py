@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from tests.precision_helpers import findings_at, migrate_json, scopes_at, write_project
+from tests.precision_helpers import findings_at, migrate_json, write_project
 
 
-def test_sdp_kernel_that_only_switches_fast_kernels_off_is_a_scope(tmp_path):
+def test_sdp_kernel_that_only_switches_fast_kernels_off_is_info(tmp_path):
     """Round 21 BG#33: `sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)`
-    keeps the math backend; an NPU host ignores the switch: a named scope. Turning math off (only
-    a fast kernel may run) stays a warning."""
+    keeps the math backend; an NPU host ignores the switch: info saying so (still reported: math
+    may have been chosen for double backward, test_precision_resolved keeps it a finding). Turning
+    math off (only a fast kernel may run) stays a warning."""
     root = write_project(tmp_path, {"gen.py": (
         "import torch\n"
         "import torch.nn.functional as F\n"
@@ -27,6 +28,57 @@ def test_sdp_kernel_that_only_switches_fast_kernels_off_is_a_scope(tmp_path):
     )})
     report = migrate_json(root)
     found = findings_at(report, "gen.py", "NPU405")
-    assert 6 not in found
-    assert "only switches CUDA fast kernels off" in scopes_at(report, "gen.py", "NPU405")[6]
+    assert found[6]["severity"] == "info"
+    assert "only switches CUDA fast kernels off and keeps the math backend on" in found[6]["message"]
     assert found[13]["severity"] == "warning"
+
+
+_GPTQ_LIKE = (
+    "import torch\n"
+    "\n"
+    "\n"
+    "class Base:\n"
+    "    @classmethod\n"
+    "    def from_pretrained(cls, path):\n"
+    "        \"\"\"load an unquantized model to cpu\"\"\"\n"
+    "        if not torch.cuda.is_available():\n"
+    "            raise EnvironmentError(\"quantization requires CUDA available.\")\n"
+    "        return cls(torch.load(path, map_location=\"cpu\"))\n"
+    "\n"
+    "    @classmethod\n"
+    "    def from_quantized(cls, path):\n"
+    "        if not EXT_AVAILABLE:\n"
+    "            print(\"kernels missing: CUDA and nvcc are not installed\")\n"
+    "        return cls(path)\n"
+    "\n"
+)
+# the nearest true case: the method holding the check calls the class's compiling method
+_BUILDS = (
+    "import torch\n"
+    "\n"
+    "\n"
+    "class Builder:\n"
+    "    def build(self):\n"
+    "        if not torch.cuda.is_available():\n"
+    "            raise RuntimeError(\"building the kernels needs CUDA\")\n"
+    "        return self._compile()\n"
+    "\n"
+    "    def _compile(self):\n"
+    "        return load(name=\"k\", sources=[\"k.cu\"])\n"
+)
+
+
+def test_raise_guard_in_a_method_without_extension_of_its_own_asks_to_widen(tmp_path):
+    """Round 21 BF#29: `if not torch.cuda.is_available(): raise` in a method whose own body (and
+    what it calls of the class) builds or loads no CUDA extension: the class-level evidence of a
+    sibling method does not make it CUDA-only code; the warning asks to widen. A method that
+    calls the class's compiling method keeps the message."""
+    report = migrate_json(write_project(tmp_path, {"base.py": _GPTQ_LIKE, "builder.py": _BUILDS}))
+    found = findings_at(report, "base.py", "NPU110")
+    assert found[8]["severity"] == "warning"
+    assert found[8]["message"].startswith("Device check turns an NPU host away")
+    assert "`from_pretrained`, which uses no CUDA extension itself" in found[8]["message"]
+    assert "widen the check to the NPU" in found[8]["message"]
+    assert "also at" not in found[8]["message"]
+    kept = findings_at(report, "builder.py", "NPU110")[6]
+    assert kept["message"].startswith("Device check guards CUDA-only code (the class `Builder` builds")

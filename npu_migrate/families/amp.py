@@ -23,7 +23,7 @@ _CHECKED_LIBRARIES = {"magma": "MAGMA", "cusolver": "cuSOLVER", "cublaslt": "cuB
 _PERFORMANCE_HINTS = frozenset({"cudnn.benchmark", "cudnn.benchmark_limit"})
 # `sdp_kernel` keywords of the CUDA fast kernels; switching only these off keeps the math backend
 _FAST_BACKENDS = frozenset({"enable_flash", "enable_mem_efficient", "enable_cudnn"})
-# the reason a math-only `sdp_kernel` gives (moot.NO_EFFECT names it: a scope, round 21 BG#33)
+# what a math-only `sdp_kernel` is said to do (an info, round 21 BG#33)
 SWITCHED_OFF_ONLY = "it only switches CUDA fast kernels off"
 # the file asks torch itself for determinism, which torch_npu honours
 _TORCH_DETERMINISM = re.compile(r"(?<![\w.])(?:torch\.)?(?:use_deterministic_algorithms|set_deterministic_debug_mode)\s*\(")
@@ -236,11 +236,14 @@ scaler = torch.amp.GradScaler("cpu")
                             f"nothing is restricted, nothing differs on an NPU host)"))
                     elif self._keeps_math(original):
                         # `sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)`:
-                        # only CUDA fast kernels switched off, the math backend kept (round 21, BG#33);
-                        # like `enable_flash_sdp(False)`, nothing on an NPU host depends on it
+                        # only CUDA fast kernels switched off, the math backend kept (round 21, BG#33):
+                        # like `enable_flash_sdp(False)`, nothing on an NPU host depends on it, save
+                        # where math was chosen for double backward: info, still reported
                         ctx.findings[-1] = replace(found, severity="info", message=(
-                            f"{found.message} ({SWITCHED_OFF_ONLY}: the math backend stays on; an NPU "
-                            f"host ignores the switch and runs its own kernel, nothing to port)"))
+                            f"{found.message} ({SWITCHED_OFF_ONLY} and keeps the math backend on: an NPU "
+                            f"host ignores the switch and runs its own kernel, which is what the code gets "
+                            f"there; review it only where the math path was chosen for what fused kernels "
+                            f"lack, such as double backward)"))
         elif parts[0] in ("cuda", "cudnn"):
             if rest in _PERFORMANCE_HINTS and self._sets_a_flag(original, parts[-1]):
                 # `cudnn.benchmark = ...`: an autotuning hint; the NPU has nothing to tune there and
