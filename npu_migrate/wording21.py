@@ -1,0 +1,116 @@
+"""Findings whose message or level misled the porter, left from the round-21 audits (issue #16).
+
+Per file (run.py, after wording20.py, before the per-file merge), on the finding's own construct:
+
+- **A raise guard in a method that uses no CUDA extension itself** (NPU110, round 21 BF#29): the
+  migration keeps an availability check (`if not torch.cuda.is_available(): raise ...`) in a class
+  that builds or loads CUDA extensions (rewrite_gates.py), and the message said the check "guards
+  CUDA-only code". Where that evidence lies only in the class's other methods (a warning string
+  that names nvcc in `from_quantized`) and the method holding the check neither shows any itself
+  nor calls (through `self.`/`cls.`, a few steps) a method of the class that does, the check does
+  not protect CUDA-only code: it turns an NPU host away from a method that may well run there. The
+  warning stays (nothing is rewritten: the porter decides) and says so: it names the method and
+  the class's evidence and asks to review what the method runs and widen the check where it runs
+  on torch_npu, as NPU108 does for a check kept only on the code's own words (round 21 BF#18).
+  A method that shows the evidence itself, or calls one that does, keeps the message.
+
+Nothing is dropped or added: each finding keeps its place, code and source.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+from .rewrite_gates import extension_evidence
+
+_CLASS_EVIDENCE = re.compile(r"the class `(\w+)` builds or loads CUDA extensions \((.*?)\), which are not available")
+WIDEN_RAISE = ("Device check turns an NPU host away (`{test}` raises, line {line}) from `{method}`, which uses no "
+               "CUDA extension itself: the class `{cls}` builds or loads CUDA extensions ({found}) only in its "
+               "other methods; left unchanged. Review what `{method}` runs: if that runs on torch_npu (plain "
+               "torch, the `torch.cuda` calls the migration rewrote), widen the check to the NPU")
+
+
+def _raises_only(body: list[ast.stmt]) -> bool:
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
+
+
+def _raise_guard(func: ast.AST, line: int) -> Optional[ast.stmt]:
+    """The `if <test>: raise ...` (no `else`) or `assert <test>` of `func` at `line`."""
+    for node in ast.walk(func):
+        if getattr(node, "lineno", None) != line:
+            continue
+        if isinstance(node, ast.If) and not node.orelse and _raises_only(node.body):
+            return node
+        if isinstance(node, ast.Assert):
+            return node
+    return None
+
+
+def _called_methods(func: ast.AST) -> set[str]:
+    """The names `self.x(...)` / `cls.x(...)` that `func` calls."""
+    out = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("self", "cls"):
+            out.add(node.func.attr)
+    return out
+
+
+def _method_uses_extension(cls: ast.ClassDef, method: ast.AST) -> bool:
+    """`method` shows extension evidence itself or calls a method of `cls` that does (a few steps)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    seen: set[str] = set()
+    todo = [method]
+    while todo and len(seen) < 50:
+        func = todo.pop()
+        if extension_evidence(func) is not None:
+            return True
+        for name in _called_methods(func):
+            if name in methods and name not in seen:
+                seen.add(name)
+                todo.append(methods[name])
+    return False
+
+
+def _widen_raise(finding: Finding, tree: ast.Module) -> Optional[Finding]:
+    match = _CLASS_EVIDENCE.search(finding.message)
+    if match is None:
+        return None
+    cls = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == match.group(1)
+                and n.lineno <= finding.line <= (n.end_lineno or n.lineno)), None)
+    if cls is None:
+        return None
+    method = next((m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and m.lineno <= finding.line <= (m.end_lineno or m.lineno)), None)
+    if method is None:
+        return None
+    guard = _raise_guard(method, finding.line)
+    if guard is None or _method_uses_extension(cls, method):
+        return None
+    test = ast.unparse(guard.test)
+    shown = f"if {test}" if isinstance(guard, ast.If) else f"assert {test}"
+    return replace(finding, message=WIDEN_RAISE.format(
+        test=shown if len(shown) <= 70 else shown[:67] + "...", line=guard.lineno, method=method.name,
+        cls=cls.name, found=match.group(2)))
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """The findings, with the shapes above given an accurate message."""
+    wanted = [i for i, f in enumerate(findings) if f.code == "NPU110" and not f.fixable and f.cell is None
+              and _CLASS_EVIDENCE.search(f.message)]
+    if not wanted:
+        return findings
+    tree = astcache.parse(text.encode("utf-8"))
+    if tree is None:
+        return findings
+    out = list(findings)
+    for i in wanted:
+        changed = _widen_raise(out[i], tree)
+        if changed is not None:
+            out[i] = changed
+    return out
