@@ -82,3 +82,56 @@ def test_raise_guard_in_a_method_without_extension_of_its_own_asks_to_widen(tmp_
     assert "also at" not in found[8]["message"]
     kept = findings_at(report, "builder.py", "NPU110")[6]
     assert kept["message"].startswith("Device check guards CUDA-only code (the class `Builder` builds")
+
+
+_KERNEL = (
+    "try:\n"
+    "    import triton\n"
+    "    import triton.language as tl\n"
+    "\n"
+    "    HAS_TRITON = True\n"
+    "except ImportError:\n"
+    "    HAS_TRITON = False\n"
+    "\n"
+    "if HAS_TRITON:\n"
+    "\n"
+    "    @triton.jit\n"
+    "    def _kernel(X, N: tl.constexpr):\n"
+    "        pass\n"
+    "\n"
+    "    def {name}(x):\n"
+    "        _kernel[(1,)](x, 4)\n"
+    "        return x\n"
+)
+_KERNELS_INIT = (
+    "try:\n"
+    "    import triton\n"
+    "\n"
+    "    HAS_TRITON = True\n"
+    "except ImportError:\n"
+    "    HAS_TRITON = False\n"
+    "\n"
+    "if HAS_TRITON:\n"
+    "    from .rmsnorm import rmsnorm\n"
+    "    from .softmax import softmax\n"
+)
+
+
+def test_package_attribute_named_like_its_submodule_is_no_unguarded_import_of_it(tmp_path):
+    """Round 21 BF#4: `from pkg.kernels import rmsnorm` imports the package's attribute (bound
+    under `if HAS_TRITON:` from the same-named submodule), not the submodule: the module that
+    guards Triton itself gets the sibling modules' info. The nearest true case: `from
+    pkg.kernels.softmax import softmax` imports the submodule itself, unguarded, and the name
+    is bound there only under `if HAS_TRITON:`: an error."""
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/kernels/__init__.py": _KERNELS_INIT,
+        "pkg/kernels/rmsnorm.py": _KERNEL.replace("{name}", "rmsnorm"),
+        "pkg/kernels/softmax.py": _KERNEL.replace("{name}", "softmax"),
+        "pkg/model.py": "from pkg.kernels import rmsnorm\n\n\ndef norm(x):\n    return rmsnorm(x)\n",
+        "pkg/other.py": "from pkg.kernels.softmax import softmax\n\n\ndef act(x):\n    return softmax(x)\n",
+    })
+    report = migrate_json(root)
+    rms = findings_at(report, "pkg/kernels/rmsnorm.py", "NPU910")[2]
+    assert rms["severity"] == "info" and "every use of it under `if HAS_TRITON:`" in rms["message"]
+    assert findings_at(report, "pkg/kernels/softmax.py", "NPU910")[2]["severity"] == "error"
