@@ -14,11 +14,24 @@
   which importguards20.py reports at the package's first importer. `reaches_package_attribute`
   answers that for one importer line; an `__init__` that binds the name unconditionally, or binds
   another name, keeps the site as it was.
+- **A host-only `.cu` helper of a reported source** (round 21 BG#18, whole run after
+  srcfolds17.py): srcfolds17's `name_host_helpers` words the NPU912 info of a `.cu` with no kernel,
+  no op registration and no `Tensor`, every exported function of which another reported `.cu`
+  calls ("no kernel in the file: ... only host code that the reported source `x.cu` calls";
+  xformers' pt_stable_utils.cu, a device-properties cache). Compiled by the same CUDA-gated build
+  as that caller (the same "not compiled on an NPU host (setup.py:N builds ..." of buildgated.py),
+  it adds no work the caller's finding does not: `fold_host_helpers` folds it into the first named
+  caller's open NPU912 finding, which names it ("also `../pt_stable_utils.cu`, host code with no
+  kernel that it calls, compiled by the same build"). A helper built by another build (or none
+  named), or whose caller's finding is moot or gone, keeps its finding.
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
+import re
+from dataclasses import replace
 from typing import Optional
 
 
@@ -62,3 +75,41 @@ def _attribute_site(importer: ast.Module, line: int, package: str, name: str, in
                 and any(a.name == name for a in node.names)):
             return False
     return _gated_binding(init, name, is_gate)
+
+
+# ----------------------------------------------------------------------------- host-only .cu helpers
+_CALLER = re.compile(r"only host code that the reported sources? `([^`]+)`")
+_BUILD = re.compile(r"not compiled on an NPU host \((\S+) builds CUDA sources only when")
+HOST_HELPER = "host code with no kernel that it calls, compiled by the same build"
+
+
+def _open_source(finding) -> bool:
+    from .moot import is_moot
+
+    return finding.code == "NPU912" and not finding.fixable and finding.cell is None and not is_moot(finding)
+
+
+def fold_host_helpers(results: list, paths: Optional[dict] = None) -> list:
+    """Module's doc, second shape (a new list)."""
+    by_path = {r.relpath: i for i, r in enumerate(results)}
+    out = list(results)
+    for k, result in enumerate(results):
+        if not result.relpath.lower().endswith(".cu"):
+            continue
+        helper = next((f for f in result.findings if _open_source(f) and f.severity == "info"
+                       and _CALLER.search(f.message) and _BUILD.search(f.message)), None)
+        if helper is None:
+            continue
+        first = by_path.get(_CALLER.search(helper.message).group(1))
+        if first is None or first == k:
+            continue
+        target = next((f for f in out[first].findings if _open_source(f)), None)
+        build = _BUILD.search(target.message) if target is not None else None
+        if build is None or build.group(1) != _BUILD.search(helper.message).group(1):
+            continue  # (another build, or none named: the helper may be compiled where the caller is not)
+        base = posixpath.relpath(result.relpath, posixpath.dirname(out[first].relpath) or ".")
+        note = f"also `{base}`, {HOST_HELPER}"
+        out[first] = replace(out[first], findings=[
+            replace(f, message=f"{f.message} ({note})") if f is target else f for f in out[first].findings])
+        out[k] = replace(out[k], findings=[f for f in out[k].findings if f is not helper])
+    return out

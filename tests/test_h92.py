@@ -135,3 +135,24 @@ def test_package_attribute_named_like_its_submodule_is_no_unguarded_import_of_it
     rms = findings_at(report, "pkg/kernels/rmsnorm.py", "NPU910")[2]
     assert rms["severity"] == "info" and "every use of it under `if HAS_TRITON:`" in rms["message"]
     assert findings_at(report, "pkg/kernels/softmax.py", "NPU910")[2]["severity"] == "error"
+
+
+def test_host_only_cu_helper_folds_into_its_caller_of_the_same_gated_build(tmp_path):
+    """Round 21 BG#18: a `.cu` with no kernel and no registration, whose functions a reported
+    `.cu` of the same CUDA-gated build calls, folds into that caller's finding, which names it.
+    The nearest true case: a host-only `.cu` whose function no reported source calls (it may be
+    an op a binding file registers) keeps its own finding."""
+    from tests.test_precision_round17c import GATED_SETUP, HOST_HELPER, HOST_OP, USER
+
+    root = write_project(tmp_path, {
+        "setup.py": GATED_SETUP,
+        "csrc/props.h": "#pragma once\ncudaDeviceProp* proj_device_props(int device);\n",
+        "csrc/props.cu": HOST_HELPER,
+        "csrc/scale.cu": USER,
+        "csrc/attr.cu": HOST_OP,
+    })
+    report = migrate_json(root)
+    assert not findings_at(report, "csrc/props.cu", "NPU912")
+    caller = findings_at(report, "csrc/scale.cu", "NPU912")[1]
+    assert "(also `props.cu`, host code with no kernel that it calls, compiled by the same build)" in caller["message"]
+    assert findings_at(report, "csrc/attr.cu", "NPU912")[1]["severity"] == "info"
