@@ -24,6 +24,17 @@
   caller's open NPU912 finding, which names it ("also `../pt_stable_utils.cu`, host code with no
   kernel that it calls, compiled by the same build"). A helper built by another build (or none
   named), or whose caller's finding is moot or gone, keeps its finding.
+- **A lazy import of an extension in a helper for that extension's layer class** (round 21 BG#15,
+  whole run): an NPU911 "import of compiled extension module `ext...`" inside a function (not at
+  module level) that tests `isinstance(x, Layer)` and raises, where `Layer` comes from a run module
+  that imports the same `ext` at module level in a `try` catching ImportError (auto-gptq's
+  `exllama_set_max_input_length`, valid only for models whose layers are `ExllamaQuantLinear`,
+  whose module binds raisers where `exllama_kernels` is missing). On an NPU host no model has such
+  a layer without the extension, so the helper's import adds no work beyond porting the extension:
+  `fold_lazy_extension_imports` folds it into the run's NPU912 finding on that extension's sources
+  ("... of the extension `ext` ..."), which names the import, its function and the layer class.
+  A module-level import, a function with no such `isinstance`, a class whose module imports the
+  extension unguarded, or an extension whose sources have no open finding keep the finding.
 """
 
 from __future__ import annotations
@@ -33,6 +44,8 @@ import posixpath
 import re
 from dataclasses import replace
 from typing import Optional
+
+from . import astcache
 
 
 def _gated_binding(init: ast.Module, name: str, is_gate) -> bool:
@@ -113,3 +126,129 @@ def fold_host_helpers(results: list, paths: Optional[dict] = None) -> list:
             replace(f, message=f"{f.message} ({note})") if f is target else f for f in out[first].findings])
         out[k] = replace(out[k], findings=[f for f in out[k].findings if f is not helper])
     return out
+
+
+# ----------------------------------------------------------------------------- lazy extension imports
+_EXTENSION_IMPORT = re.compile(r"^C\+\+/CUDA extension or CUDA-only compiled package: import of compiled extension "
+                               r"module `(\w+)[\w.]*`$")
+_OF_EXTENSION = "of the extension `{ext}` ("
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    for handler in node.handlers:
+        names = [handler.type] if not isinstance(handler.type, ast.Tuple) else list(handler.type.elts)
+        if handler.type is None or any((astcache.dotted(n) or "") in ("ImportError", "ModuleNotFoundError", "Exception")
+                                       for n in names):
+            return True
+    return False
+
+
+def _imports_guarded(tree: ast.Module, ext: str) -> bool:
+    """`tree` imports `ext` at module level, and only inside `try` bodies catching ImportError."""
+    found = False
+    for statement in tree.body:
+        for node in ast.walk(statement):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if not any(n == ext or n.startswith(ext + ".") for n in names):
+                continue
+            if not (isinstance(statement, ast.Try) and _catches_import_error(statement)
+                    and any(node in ast.walk(b) for b in statement.body)):
+                return False
+            found = True
+    return found
+
+
+def _function_at(tree: ast.Module, line: int) -> Optional[ast.AST]:
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno < line <= (node.end_lineno or 0):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best
+
+
+def _layer_classes(func: ast.AST) -> list[str]:
+    """The names `func` tests with `isinstance(x, Name)`, when it also raises."""
+    if not any(isinstance(n, ast.Raise) for n in ast.walk(func)):
+        return []
+    out = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                and len(node.args) == 2 and isinstance(node.args[1], ast.Name):
+            out.append(node.args[1].id)
+    return list(dict.fromkeys(out))
+
+
+def _class_module(tree: ast.Module, relpath: str, name: str, modules) -> Optional[tuple[int, str]]:
+    """(run file, class name there) of a module-level `from m import Class [as name]` in `tree`."""
+    from .modpaths import resolve_relative
+
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            if node.level:
+                stem = resolve_relative(relpath, node.level, node.module or "")
+                found = next((i for i, r in enumerate(modules.results) if r.relpath[:-3] == stem), None)
+            else:
+                found = modules.by_name.get(node.module or "")
+            return (found, alias.name) if found is not None else None
+    return None
+
+
+def _helper_for_layer(tree: ast.Module, results: list, i: int, line: int, ext: str, modules) -> Optional[tuple]:
+    """(line, function, layer class, its module's relpath) when the import at `line` sits in a
+    function that tests `isinstance(x, Layer)` and raises, `Layer` imported from a run module that
+    imports `ext` only in a `try` catching ImportError; None otherwise."""
+    func = _function_at(tree, line)
+    if func is None:
+        return None
+    for name in _layer_classes(func):
+        where = _class_module(tree, results[i].relpath, name, modules)
+        other = modules.tree(where[0]) if where is not None else None
+        if other is not None and _imports_guarded(other, ext):
+            return (line, func.name, name, results[where[0]].relpath)
+    return None
+
+
+def fold_lazy_extension_imports(results: list, paths: Optional[dict] = None) -> list:
+    """Module's doc, third shape (a new list)."""
+    from .modpaths import RunModules, RunTexts
+
+    wanted = [(i, f) for i, r in enumerate(results) if r.relpath.endswith(".py") for f in r.findings
+              if f.code == "NPU911" and not f.fixable and f.cell is None and f.severity != "info"
+              and _EXTENSION_IMPORT.match(f.message.split(" (also at ", 1)[0])]
+    if not wanted:
+        return results
+    modules = RunModules(results, RunTexts(results, paths or {}))
+    out = list(results)
+    for i, finding in wanted:
+        ext = _EXTENSION_IMPORT.match(finding.message.split(" (also at ", 1)[0]).group(1)
+        target = next(((k, f) for k, r in enumerate(out) if r.relpath.lower().endswith((".cu", ".cuh"))
+                       for f in r.findings if _open_source(f) and _OF_EXTENSION.format(ext=ext) in f.message), None)
+        tree = modules.tree(i)
+        if target is None or tree is None:
+            continue
+        helpers = [_helper_for_layer(tree, results, i, line, ext, modules)
+                   for line in dict.fromkeys([finding.line, *(line for line, _c, _s in finding.also)])]
+        if not helpers or None in helpers:
+            continue  # (every place of the finding must be such a helper's import)
+        k, source = target
+        shown = "; ".join(f"`{results[i].relpath}:{line}` in `{func}`, a helper valid only for `{name}` layers, "
+                          f"whose module `{module}` imports `{ext}` in a `try`"
+                          for line, func, name, module in helpers[:3])
+        more = f"; and {len(helpers) - 3} more" if len(helpers) > 3 else ""
+        note = (f"also its lazy import{'s' if len(helpers) > 1 else ''} at {shown}{more}: no NPU host has such "
+                f"a layer before the extension is ported")
+        out[k] = replace(out[k], findings=[replace(f, message=f"{f.message} ({note})") if f is source else f
+                                           for f in out[k].findings])
+        out[i] = replace(out[i], findings=[f for f in out[i].findings if f is not finding])
+    return out
+
+
+def review(results: list, paths: Optional[dict] = None) -> list:
+    """The whole-run folds of the module's doc (runplan.py, after extfolds19.py)."""
+    return fold_lazy_extension_imports(fold_host_helpers(results, paths), paths)

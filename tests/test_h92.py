@@ -156,3 +156,68 @@ def test_host_only_cu_helper_folds_into_its_caller_of_the_same_gated_build(tmp_p
     caller = findings_at(report, "csrc/scale.cu", "NPU912")[1]
     assert "(also `props.cu`, host code with no kernel that it calls, compiled by the same build)" in caller["message"]
     assert findings_at(report, "csrc/attr.cu", "NPU912")[1]["severity"] == "info"
+
+
+_EXT_SETUP = (
+    "from setuptools import setup\n"
+    "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+    "\n"
+    "setup(\n"
+    "    name=\"pkg\",\n"
+    "    ext_modules=[CUDAExtension(\"fastk\", [\"kern/buffers.cu\", \"kern/matmul.cu\"])],\n"
+    "    cmdclass={\"build_ext\": BuildExtension},\n"
+    ")\n"
+)
+_GUARDED_LAYER = (
+    "import torch.nn as nn\n"
+    "\n"
+    "try:\n"
+    "    from fastk import q_matmul_cuda\n"
+    "except ImportError as e:\n"
+    "    _error = e\n"
+    "\n"
+    "    def q_matmul_cuda(*args, **kwargs):\n"
+    "        raise ValueError(f\"the fastk extension could not be imported: {_error}\")\n"
+    "\n"
+    "\n"
+    "class FastLinear(nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return q_matmul_cuda(x)\n"
+)
+_HELPER = (
+    "from ..layers.{module} import {cls}\n"
+    "\n"
+    "\n"
+    "def set_max_length(model, length):\n"
+    "    from fastk import prepare_buffers_cuda\n"
+    "\n"
+    "    if not any(isinstance(m, {cls}) for m in model.modules()):\n"
+    "        raise ValueError(\"only models with these layers need this\")\n"
+    "    prepare_buffers_cuda(length)\n"
+)
+
+
+def test_lazy_extension_import_in_a_helper_for_its_guarded_layer_folds_into_the_extension(tmp_path):
+    """Round 21 BG#15: a lazy `from ext import ...` in a helper valid only for layers whose module
+    imports the same extension in a `try` folds into the extension's NPU912 finding, which names
+    it. The nearest true case: the same helper for a layer whose module imports the extension
+    unguarded keeps its finding."""
+    root = write_project(tmp_path, {
+        "setup.py": _EXT_SETUP,
+        "kern/buffers.cu": "#include <torch/extension.h>\n__global__ void k(float* x) { x[0] = 0; }\n"
+                           "void prepare_buffers_cuda(torch::Tensor t) { k<<<1, 1>>>(t.data_ptr<float>()); }\n",
+        "kern/matmul.cu": "__global__ void mm(float* x) { x[0] *= 2; }\n",
+        "pkg/__init__.py": "",
+        "pkg/layers/__init__.py": "",
+        "pkg/utils/__init__.py": "",
+        "pkg/layers/fast_linear.py": _GUARDED_LAYER,
+        "pkg/layers/plain.py": _GUARDED_LAYER.replace("try:\n    from fastk import q_matmul_cuda\nexcept", "from fastk import q_matmul_cuda\ntry:\n    pass\nexcept").replace("FastLinear", "PlainFast"),
+        "pkg/utils/buffers.py": _HELPER.format(module="fast_linear", cls="FastLinear"),
+        "pkg/utils/plain_buffers.py": _HELPER.format(module="plain", cls="PlainFast"),
+    })
+    report = migrate_json(root)
+    assert not findings_at(report, "pkg/utils/buffers.py", "NPU911")
+    source = findings_at(report, "kern/buffers.cu", "NPU912")[1]
+    assert ("also its lazy import at `pkg/utils/buffers.py:5` in `set_max_length`, a helper valid only for "
+            "`FastLinear` layers, whose module `pkg/layers/fast_linear.py` imports `fastk` in a `try`") in source["message"]
+    assert findings_at(report, "pkg/utils/plain_buffers.py", "NPU911")[5]["severity"] == "error"
