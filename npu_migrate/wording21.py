@@ -13,6 +13,15 @@ Per file (run.py, after wording20.py, before the per-file merge), on the finding
   the class's evidence and asks to review what the method runs and widen the check where it runs
   on torch_npu, as NPU108 does for a check kept only on the code's own words (round 21 BF#18).
   A method that shows the evidence itself, or calls one that does, keeps the message.
+- **A CUDA-profiler mode picked by an option value that names the NVIDIA tool** (NPU202 on
+  `torch.cuda.cudart`, round 21 BG#37): `if "CUDA_PROFILER" in profile_activities:` (or `==`, a
+  literal naming the CUDA profiler, Nsight or nsys) around `torch.cudart().cudaProfilerStart()`
+  in a `try` whose broad `except` only reports the failure and goes on (flags16.caught_by, whose
+  whole-run pass would make it a warning). The branch runs only when the user asks for the
+  NVIDIA tool by name, a mode for running under Nsight Systems, and on an NPU host its failure is
+  printed: info naming the option test, the handler and the NPU-side profilers (as labels20.py's
+  `if nsys:` capture ranges). A call outside such a test, or one not in such a `try`, keeps its
+  level.
 
 Nothing is dropped or added: each finding keeps its place, code and source.
 """
@@ -99,11 +108,50 @@ def _widen_raise(finding: Finding, tree: ast.Module) -> Optional[Finding]:
         cls=cls.name, found=match.group(2)))
 
 
+_TOOL_VALUE = re.compile(r"(?i)^(cuda[_ ]?profiler|nsys|nsight(?:[_ ]systems)?)$")
+TOOL_MODE = ("an NVIDIA profiler mode, run only when `{test}` (line {line}) selects it by name, for Nsight "
+             "Systems, which does not run on an NPU host; inside a `try` whose `{handler}` reports the failure "
+             "and goes on; profile there with msprof or `torch_npu.profiler`")
+
+
+def _tool_test(test: ast.AST) -> bool:
+    """`"CUDA_PROFILER" in x`, `x == "nsys"` (either side): a comparison with a literal naming the tool."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.In, ast.Eq))):
+        return False
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _TOOL_VALUE.match(n.value)
+               for n in (test.left, *test.comparators))
+
+
+def _tool_branch(tree: ast.Module, parents: dict, line: int) -> Optional[ast.If]:
+    """The innermost `if` whose body holds `line` and whose test selects the NVIDIA tool by name."""
+    best = None
+    for node in astcache.nodes(tree, ast.If):
+        if node.body[0].lineno <= line <= (node.body[-1].end_lineno or 0) and _tool_test(node.test):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best
+
+
+def _tool_mode(finding: Finding, tree: ast.Module, parents: dict, text: str) -> Optional[Finding]:
+    from .flags16 import caught_by
+
+    branch = _tool_branch(tree, parents, finding.line)
+    caught = caught_by(tree, finding.line) if branch is not None else None
+    if caught is None:
+        return None
+    test = " ".join((ast.get_source_segment(text, branch.test) or ast.unparse(branch.test)).split())
+    why = TOOL_MODE.format(test=test, line=branch.lineno, handler=f"except {caught}" if caught else "except")
+    return replace(finding, severity="info", message=f"{finding.message} ({why})")
+
+
 def review(findings: list[Finding], text: str) -> list[Finding]:
-    """The findings, with the shapes above given an accurate message."""
+    """The findings, with the shapes above given their level and an accurate message."""
     wanted = [i for i, f in enumerate(findings) if f.code == "NPU110" and not f.fixable and f.cell is None
               and _CLASS_EVIDENCE.search(f.message)]
-    if not wanted:
+    tools = [i for i, f in enumerate(findings) if f.code == "NPU202" and not f.fixable and f.cell is None
+             and f.severity != "info" and not f.also and (f.source or "") == "torch.cuda.cudart"]
+    if not wanted and not tools:
         return findings
     tree = astcache.parse(text.encode("utf-8"))
     if tree is None:
@@ -111,6 +159,11 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     out = list(findings)
     for i in wanted:
         changed = _widen_raise(out[i], tree)
+        if changed is not None:
+            out[i] = changed
+    parents = astcache.parents(tree) if tools else {}
+    for i in tools:
+        changed = _tool_mode(out[i], tree, parents, text)
         if changed is not None:
             out[i] = changed
     return out

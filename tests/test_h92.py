@@ -221,3 +221,36 @@ def test_lazy_extension_import_in_a_helper_for_its_guarded_layer_folds_into_the_
     assert ("also its lazy import at `pkg/utils/buffers.py:5` in `set_max_length`, a helper valid only for "
             "`FastLinear` layers, whose module `pkg/layers/fast_linear.py` imports `fastk` in a `try`") in source["message"]
     assert findings_at(report, "pkg/utils/plain_buffers.py", "NPU911")[5]["severity"] == "error"
+
+
+_PROFILE = (
+    "import torch\n"
+    "\n"
+    "\n"
+    "def start_profile(activities, log=print):\n"
+    "    if \"CUDA_PROFILER\" in activities:\n"
+    "        try:\n"
+    "            torch.cuda.cudart().cudaProfilerStart()\n"
+    "        except Exception as e:\n"
+    "            log(f\"Failed to start CUDA profiler: {e}\")\n"
+    "        return None\n"
+    "    return torch.profiler.profile()\n"
+    "\n"
+    "\n"
+    "def capture(log=print):\n"
+    "    try:\n"
+    "        torch.cuda.cudart().cudaProfilerStart()\n"
+    "    except Exception as e:\n"
+    "        log(f\"Failed to start CUDA profiler: {e}\")\n"
+)
+
+
+def test_cuda_profiler_mode_selected_by_the_tool_name_in_a_reporting_try_is_info(tmp_path):
+    """Round 21 BG#37: `torch.cuda.cudart()` under `if "CUDA_PROFILER" in activities:`, in a `try`
+    whose `except Exception` prints the failure: an opt-in NVIDIA profiler mode, info naming the
+    test. The nearest true case: the same caught call with no option selecting it stays a warning."""
+    report = migrate_json(write_project(tmp_path, {"bench.py": _PROFILE}))
+    found = findings_at(report, "bench.py", "NPU202")
+    assert found[7]["severity"] == "info"
+    assert "run only when `\"CUDA_PROFILER\" in activities` (line 5) selects it by name" in found[7]["message"]
+    assert found[16]["severity"] == "warning"
