@@ -148,6 +148,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         from .engine import migrate_source
 
         result = migrate_source(source, relpath, options)
+        result.findings = wording21.cuda_only_ops(result.findings, source, relpath)  # (ops registered for CUDA only)
         if result.findings:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text, relpath), text)

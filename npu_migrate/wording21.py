@@ -22,8 +22,23 @@ Per file (run.py, after wording20.py, before the per-file merge), on the finding
   printed: info naming the option test, the handler and the NPU-side profilers (as labels20.py's
   `if nsys:` capture ranges). A call outside such a test, or one not in such a `try`, keeps its
   level.
+- **An op registered for the CUDA dispatch key only** (`@torch.library.impl(lib, "scale", "CUDA")`,
+  `torch.library.impl("ns::scale", ["CUDA"])`, `lib.impl("scale", fn, "CUDA")`, a left-over named in
+  the brief of round 21 beside wording20.py's `device_types="cuda"`): no rule reported the
+  `"CUDA"` key, so an op the file defines (`lib.define("scale(...)")`, `torch.library.define(
+  "ns::scale", ...)`) and gives a kernel for CUDA only went unreported, and a call with NPU tensors
+  raises there (no kernel for PrivateUse1). Where the file defines the op and registers it only for
+  "CUDA" (no other key: CPU, a Composite key, "default", PrivateUse1, a `register_kernel` or
+  `custom_op` of the same name), each `"CUDA"` key gets an NPU990 finding: an error when the
+  registration runs at import (module level, outside `if`/`try`), else a warning naming where. An
+  op the file registers for another key too, or does not define (its other kernels may live in
+  another module), is left alone, and so is a module of the project's CUDA backend (a path part
+  `cuda`, `cuda_*` or `*_cuda`: optimum-quanto's `library/extensions/cuda/__init__.py`, which its
+  package imports only when `torch.version.cuda` is set): there the CUDA key is the right one, and
+  what an NPU host lacks is a backend module of its own.
 
-Nothing is dropped or added: each finding keeps its place, code and source.
+Nothing is dropped; the only findings added are the CUDA-only op registrations above; every other
+finding keeps its place, code and source.
 """
 
 from __future__ import annotations
@@ -143,6 +158,115 @@ def _tool_mode(finding: Finding, tree: ast.Module, parents: dict, text: str) -> 
     test = " ".join((ast.get_source_segment(text, branch.test) or ast.unparse(branch.test)).split())
     why = TOOL_MODE.format(test=test, line=branch.lineno, handler=f"except {caught}" if caught else "except")
     return replace(finding, severity="info", message=f"{finding.message} ({why})")
+
+
+_OP_DEFINITION = re.compile(r"^\s*(?:[\w.]+::)?(\w+)\s*(?:\(|$)")
+IMPL_ONLY = ("the dispatch key of `{how}` for the op `{op}`, which the file defines and registers for CUDA only: "
+             "a call with NPU tensors raises (no kernel for the NPU's dispatch key, PrivateUse1); register a "
+             "\"PrivateUse1\" kernel (or a \"CompositeExplicitAutograd\" one) where its body runs on an NPU")
+CONDITIONAL_IMPL = "; registered only {where} (line {line})"
+_CUDA_PART = re.compile(r"^cuda$|^cuda_|_cuda$")
+
+
+def _str(node) -> Optional[str]:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _keys(node) -> list[tuple[str, Optional[ast.AST]]]:
+    """(key, its string node) of a dispatch-key argument: a string or a list/tuple of strings."""
+    if node is None:
+        return [("DEFAULT", None)]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [(_str(e) or "?", e) for e in node.elts]
+    return [(_str(node) or "?", node)]
+
+
+def _op_name(value: Optional[str]) -> Optional[str]:
+    match = _OP_DEFINITION.match(value or "")
+    return match.group(1) if match else None
+
+
+def _registrations(tree: ast.Module) -> tuple[set, dict]:
+    """({ops the file defines}, {op: [(key, key node, call, how)]}) of the file's op registrations."""
+    defined: set[str] = set()
+    kernels: dict[str, list] = {}
+    for call in astcache.nodes(tree, ast.Call):
+        func = call.func
+        dotted = astcache.dotted(func) or ""
+        attr = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        keyword = {k.arg: k.value for k in call.keywords if k.arg}
+        if attr == "define" and call.args:
+            name = _op_name(_str(call.args[0]))
+            if name:
+                defined.add(name)
+        elif attr == "impl" and dotted.endswith("library.impl") and call.args:
+            first = _str(call.args[0])
+            if first is not None:  # torch.library.impl("ns::op", types)
+                name, types = _op_name(first), call.args[1] if len(call.args) > 1 else keyword.get("types")
+            else:  # torch.library.impl(lib, "op", "CUDA")
+                name = _op_name(_str(call.args[1])) if len(call.args) > 1 else None
+                types = call.args[2] if len(call.args) > 2 else keyword.get("dispatch_key")
+            for key, node in _keys(types):
+                kernels.setdefault(name, []).append((key, node, call, "torch.library.impl"))
+        elif attr == "impl" and call.args:  # lib.impl("op", fn, "CUDA")
+            name = _op_name(_str(call.args[0]))
+            types = call.args[2] if len(call.args) > 2 else keyword.get("dispatch_key")
+            for key, node in _keys(types):
+                kernels.setdefault(name, []).append((key, node, call, "Library.impl"))
+        elif attr in ("register_kernel", "custom_op", "register_fake", "impl_abstract") and call.args:
+            name = _op_name(_str(call.args[0]))
+            types = call.args[1] if attr == "register_kernel" and len(call.args) > 1 else keyword.get("device_types")
+            for key, node in _keys(types):
+                kernels.setdefault(name, []).append((key if attr == "register_kernel" else "OTHER", node, call, attr))
+    return defined, kernels
+
+
+def _where(call: ast.AST, parents: dict) -> Optional[tuple[str, int]]:
+    """(what holds the registration, its line) when it does not run at import unconditionally."""
+    node = parents.get(id(call))
+    while node is not None and not isinstance(node, ast.Module):
+        if isinstance(node, ast.If):
+            return f"when `{' '.join(ast.unparse(node.test).split())[:60]}` holds", node.lineno
+        if isinstance(node, ast.Try):
+            return "inside a `try`", node.lineno
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not any(
+                call is d or call in ast.walk(d) for d in getattr(node, "decorator_list", [])):
+            return f"when `{node.name}` runs", node.lineno
+        node = parents.get(id(node))
+    return None
+
+
+def cuda_only_ops(findings: list[Finding], source: bytes, relpath: str) -> list[Finding]:
+    """NPU990 findings on the `"CUDA"` keys of ops the file defines and registers for CUDA only
+    (run.py, on the engine's findings, before the per-file reviews)."""
+    if b"CUDA" not in source or b".impl(" not in source or b"define(" not in source:
+        return findings
+    if any(_CUDA_PART.search(part) for part in relpath.lower()[:-3].split("/")):
+        return findings  # (the project's CUDA backend module: an NPU host loads another backend's, or none)
+    tree = astcache.parse(source)
+    if tree is None:
+        return findings
+    defined, kernels = _registrations(tree)
+    taken = {(f.line, f.column) for f in findings}
+    parents = None
+    added = []
+    for name, entries in kernels.items():
+        if name not in defined or not entries or any(key.upper() != "CUDA" for key, *_rest in entries):
+            continue
+        for _key, node, call, how in entries:
+            place = (node.lineno, node.col_offset + 1)
+            if place in taken:
+                continue
+            parents = parents if parents is not None else astcache.parents(tree)
+            where = _where(call, parents)
+            why = IMPL_ONLY.format(how=how, op=name)
+            if where is not None:
+                why += CONDITIONAL_IMPL.format(where=where[0], line=where[1])
+            added.append(Finding(path=relpath, line=place[0], column=place[1], code="NPU990",
+                                 message=f'CUDA-only reference left unchanged: string "{node.value}" ({why})',
+                                 fixable=False, source=f'"{node.value}"',
+                                 severity="warning" if where is not None else "error"))
+    return sorted([*findings, *added]) if added else findings
 
 
 def review(findings: list[Finding], text: str) -> list[Finding]:

@@ -254,3 +254,52 @@ def test_cuda_profiler_mode_selected_by_the_tool_name_in_a_reporting_try_is_info
     assert found[7]["severity"] == "info"
     assert "run only when `\"CUDA_PROFILER\" in activities` (line 5) selects it by name" in found[7]["message"]
     assert found[16]["severity"] == "warning"
+
+
+_OPS = (
+    "import torch\n"
+    "\n"
+    "lib = torch.library.Library(\"myops\", \"DEF\")\n"
+    "lib.define(\"scale(Tensor x, float s) -> Tensor\")\n"
+    "lib.define(\"shift(Tensor x, float s) -> Tensor\")\n"
+    "lib.define(\"clip(Tensor x) -> Tensor\")\n"
+    "\n"
+    "\n"
+    "@torch.library.impl(lib, \"scale\", \"CUDA\")\n"
+    "def scale_cuda(x, s):\n"
+    "    return x * s\n"
+    "\n"
+    "\n"
+    "@torch.library.impl(lib, \"shift\", \"CUDA\")\n"
+    "def shift_cuda(x, s):\n"
+    "    return x + s\n"
+    "\n"
+    "\n"
+    "@torch.library.impl(lib, \"shift\", \"CompositeExplicitAutograd\")\n"
+    "def shift_any(x, s):\n"
+    "    return x + s\n"
+    "\n"
+    "\n"
+    "if HAS_EXT:\n"
+    "    lib.impl(\"clip\", lambda x: x.clamp(0, 1), \"CUDA\")\n"
+    "\n"
+    "\n"
+    "@torch.library.impl(\"otherns::gemm\", [\"CUDA\"])\n"
+    "def gemm_cuda(a, b):\n"
+    "    return a @ b\n"
+)
+
+
+def test_op_registered_for_the_cuda_dispatch_key_only_is_reported(tmp_path):
+    """Left-over of round 21: `@torch.library.impl(lib, "scale", "CUDA")` of an op the file defines
+    and registers for CUDA only: an error (a call with NPU tensors finds no kernel); under an `if`,
+    a warning naming it. The nearest true non-findings: an op with a CompositeExplicitAutograd kernel
+    too, an op the file does not define (its other kernels may be registered elsewhere), and the
+    same registrations in the project's CUDA backend module (`backends/cuda/`)."""
+    report = migrate_json(write_project(tmp_path, {"ops.py": _OPS, "backends/cuda/ops.py": _OPS}))
+    found = findings_at(report, "ops.py", "NPU990")
+    assert found[9]["severity"] == "error"
+    assert "for the op `scale`, which the file defines and registers for CUDA only" in found[9]["message"]
+    assert found[25]["severity"] == "warning" and "registered only when `HAS_EXT` holds (line 24)" in found[25]["message"]
+    assert 14 not in found and 19 not in found and 28 not in found
+    assert not findings_at(report, "backends/cuda/ops.py", "NPU990")  # (the project's CUDA backend module)
