@@ -35,6 +35,15 @@
   ("... of the extension `ext` ..."), which names the import, its function and the layer class.
   A module-level import, a function with no such `isinstance`, a class whose module imports the
   extension unguarded, or an extension whose sources have no open finding keep the finding.
+- **A CUDA-only kernel loader run at module level** (a left-over of round 21: ColossalAI's
+  `inference_ops = InferenceOpsLoader().load()` at the top of a model module): loaders20.py lowers
+  the findings of a class whose `__init__` runs such a loader, but the same call as a plain
+  module-level statement had no finding at all, though on an NPU host the loader's `load` asserts
+  that one of its CUDA-only extensions is available and the module fails at import.
+  `report_module_loaders` adds an NPU911 error at the call (loaders20's reading: the loader
+  resolved through the file's import, a registry of CUDA extensions only, a `load` that asserts or
+  raises). A call inside a `try`, an `if` or a function, a registry with an NPU or CPU extension,
+  and test modules (their subject is the CUDA kernel) get none.
 """
 
 from __future__ import annotations
@@ -249,6 +258,52 @@ def fold_lazy_extension_imports(results: list, paths: Optional[dict] = None) -> 
     return out
 
 
+# ----------------------------------------------------------------------------- module-level kernel loaders
+NO_TRIGGER = "no CUDA trigger words"  # (run.py: a file the engine did not parse, for want of CUDA words)
+MODULE_LOADER = ("`{loader}().load()` at module level, {why}: on an NPU host this module fails at import; port "
+                 "that loader's ops (an NPU extension in its registry), or load it where the CUDA path is taken")
+
+
+def report_module_loaders(results: list, paths: Optional[dict] = None) -> list:
+    """Module's doc, fourth shape (a new list)."""
+    from .findings import Finding
+    from .importgates import is_test
+    from .loaders20 import fails_why, loader_call
+    from .modpaths import RunTexts, module_names, resolve_relative
+
+    text_of = RunTexts(results, paths or {})
+    wanted = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and r.skipped in (None, NO_TRIGGER)
+              and not is_test(r.relpath) and b").load(" in (text_of(i) or b"")]
+    if not wanted:
+        return results
+    by_name: dict[str, int] = {}
+    for i, r in enumerate(results):
+        if r.relpath.endswith(".py"):
+            for name in module_names(r.relpath):
+                by_name.setdefault(name, i)
+    out = list(results)
+    for i in wanted:
+        tree = astcache.parse(text_of(i) or b"")
+        if tree is None:
+            continue
+        added = []
+        for stmt in tree.body:
+            call = loader_call(stmt)
+            if call is None or any(f.line == call[1] and not f.fixable for f in out[i].findings):
+                continue
+            why = fails_why(call, tree, results[i].relpath, by_name, text_of, results, resolve_relative)
+            if why is None:
+                continue
+            value = stmt.value
+            added.append(Finding(path=results[i].relpath, line=value.lineno, column=value.col_offset + 1, code="NPU911",
+                                 message=("C++/CUDA extension or CUDA-only compiled package: "
+                                          + MODULE_LOADER.format(loader=call[0], why=why)),
+                                 fixable=False, source=" ".join(ast.unparse(value).split()), severity="error"))
+        if added:
+            out[i] = replace(out[i], findings=sorted([*out[i].findings, *added]))
+    return out
+
+
 def review(results: list, paths: Optional[dict] = None) -> list:
-    """The whole-run folds of the module's doc (runplan.py, after extfolds19.py)."""
-    return fold_lazy_extension_imports(fold_host_helpers(results, paths), paths)
+    """The whole-run passes of the module's doc (runplan.py, after extfolds19.py)."""
+    return report_module_loaders(fold_lazy_extension_imports(fold_host_helpers(results, paths), paths), paths)

@@ -303,3 +303,56 @@ def test_op_registered_for_the_cuda_dispatch_key_only_is_reported(tmp_path):
     assert found[25]["severity"] == "warning" and "registered only when `HAS_EXT` holds (line 24)" in found[25]["message"]
     assert 14 not in found and 19 not in found and 28 not in found
     assert not findings_at(report, "backends/cuda/ops.py", "NPU990")  # (the project's CUDA backend module)
+
+
+_LOADER = (
+    "class KernelLoader:\n"
+    "    REGISTRY = []\n"
+    "\n"
+    "    def load(self):\n"
+    "        exts = [cls() for cls in self.__class__.REGISTRY if cls().is_available()]\n"
+    "        assert len(exts) != 0, f\"No usable kernel found for {self.__class__.__name__}\"\n"
+    "        return exts[0].load()\n"
+    "\n"
+    "\n"
+    "class InferenceOpsLoader(KernelLoader):\n"
+    "    REGISTRY = [InferenceOpsCudaExtension]\n"
+    "\n"
+    "\n"
+    "class LayerNormLoader(KernelLoader):\n"
+    "    REGISTRY = [LayerNormCudaExtension, LayerNormCpuExtension]\n"
+)
+
+
+def test_module_level_load_of_a_cuda_only_kernel_loader_is_reported(tmp_path):
+    """Left-over of round 21 (ColossalAI's nopadding_llama.py): `ops = InferenceOpsLoader().load()`
+    at module level, the loader's registry CUDA-only and its `load` asserting: an NPU911 error at
+    the call (the module fails at import on an NPU host). Left alone: the same call in a `try`, a
+    loader with a CPU extension, and a test module."""
+    model = ("import torch\n"
+             "from pkg.kernel_loader import InferenceOpsLoader, LayerNormLoader\n"
+             "\n"
+             "inference_ops = InferenceOpsLoader().load()\n"
+             "norm_ops = LayerNormLoader().load()\n"
+             "try:\n"
+             "    other_ops = InferenceOpsLoader().load()\n"
+             "except AssertionError:\n"
+             "    other_ops = None\n"
+             "\n"
+             "\n"
+             "def forward(x):\n"
+             "    return inference_ops.rms(x)\n")
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/kernel_loader.py": _LOADER,
+        "pkg/model.py": model,
+        "tests/test_model.py": model,
+    }))
+    found = findings_at(report, "pkg/model.py", "NPU911")
+    assert found[4]["severity"] == "error"
+    assert found[4]["message"].startswith(
+        "C++/CUDA extension or CUDA-only compiled package: `InferenceOpsLoader().load()` at module level, whose "
+        "registry lists only CUDA extensions (`InferenceOpsCudaExtension`; pkg/kernel_loader.py:10)")
+    assert "on an NPU host this module fails at import" in found[4]["message"]
+    assert 5 not in found and 7 not in found
+    assert not findings_at(report, "tests/test_model.py", "NPU911")
