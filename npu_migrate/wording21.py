@@ -124,7 +124,7 @@ def _widen_raise(finding: Finding, tree: ast.Module) -> Optional[Finding]:
 
 
 _TOOL_VALUE = re.compile(r"(?i)^(cuda[_ ]?profiler|nsys|nsight(?:[_ ]systems)?)$")
-TOOL_MODE = ("an NVIDIA profiler mode, run only when `{test}` (line {line}) selects it by name, for Nsight "
+TOOL_MODE = ("an NVIDIA profiler mode, run only when `{test}` selects it by name, for Nsight "
              "Systems, which does not run on an NPU host; inside a `try` whose `{handler}` reports the failure "
              "and goes on; profile there with msprof or `torch_npu.profiler`")
 
@@ -156,7 +156,8 @@ def _tool_mode(finding: Finding, tree: ast.Module, parents: dict, text: str) -> 
     if caught is None:
         return None
     test = " ".join((ast.get_source_segment(text, branch.test) or ast.unparse(branch.test)).split())
-    why = TOOL_MODE.format(test=test, line=branch.lineno, handler=f"except {caught}" if caught else "except")
+    # (no line: the start and stop of one mode, each under its own `if`, stay one finding)
+    why = TOOL_MODE.format(test=test, handler=f"except {caught}" if caught else "except")
     return replace(finding, severity="info", message=f"{finding.message} ({why})")
 
 
