@@ -15,7 +15,7 @@
   answers that for one importer line; an `__init__` that binds the name unconditionally, or binds
   another name, keeps the site as it was.
 - **A host-only `.cu` helper of a reported source** (round 21 BG#18, whole run after
-  srcfolds17.py): srcfolds17's `name_host_helpers` words the NPU912 info of a `.cu` with no kernel,
+  extfolds19.py, `review`): srcfolds17's `name_host_helpers` words the NPU912 info of a `.cu` with no kernel,
   no op registration and no `Tensor`, every exported function of which another reported `.cu`
   calls ("no kernel in the file: ... only host code that the reported source `x.cu` calls";
   xformers' pt_stable_utils.cu, a device-properties cache). Compiled by the same CUDA-gated build
