@@ -543,6 +543,9 @@ def _caught_by(tree: ast.Module, line: int) -> Optional[str]:
     return names[0] if names[0] != ":" else ""
 
 
+caught_by = _caught_by  # (wording21.py: an NVIDIA profiler mode selected by name, its failure caught)
+
+
 def soften_caught(results: list, text_of) -> list:
     """NPU202 (an API torch_npu lacks) called only inside a `try` whose broad handlers only log and
     go on (SGLang's `try: torch.cuda.cudart().cudaProfilerStart() except Exception as e:

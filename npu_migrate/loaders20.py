@@ -69,6 +69,9 @@ def _load_fails(cls: ast.ClassDef, classes: dict, depth: int = 0) -> bool:
                for b in cls.bases)
 
 
+loader_call = _loader_call  # (singles21.py: a module-level `Loader().load()`)
+
+
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with findings of the module docstring's shape lowered to info."""
     from .modpaths import RunTexts, module_names, resolve_relative
@@ -151,3 +154,6 @@ def _why(call, tree, relpath, by_name, text_of, results, resolve_relative) -> Op
     where = results[target].relpath if target is not None else relpath
     return (f"whose registry lists only CUDA extensions ({', '.join(f'`{n}`' for n in registry)}; "
             f"{where}:{loader.lineno}) and whose `load` fails where none is available")
+
+
+fails_why = _why  # (singles21.py)

@@ -67,7 +67,7 @@ import posixpath
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, singles21
 from .tritonguards import (UNGUARDED, catches_import_errors, import_guard as _import_guard, is_triton as _is_triton,
                            tests_triton as _tests_triton,
                            named_in_a_string, parents, run_imports, source_text)
@@ -312,9 +312,13 @@ def review_guarded_triton_modules(results: list, paths: Optional[dict[str, str]]
         if not is_test(relpath):
             sites = [(j, line) for j, line in sites if not is_test(results[j].relpath)]
         shown = []
+        init = next((j for j in python if results[j].relpath == f"{relpath.rpartition('/')[0]}/__init__.py"), None)
         for j, line in sites:
             importer = _tree(j, trees, text_of)
             guard = _import_guard(importer, line) if importer is not None else None
+            if guard is None and init is not None and singles21.reaches_package_attribute(
+                    importer, line, names, _tree(init, trees, text_of), _tests_triton):
+                continue  # (`from pkg import x`: the package's attribute, bound under its gate: singles21.py)
             if guard is None:
                 break
             shown.append(f"{results[j].relpath}:{line}" + (f" under `{guard[1][:70]}`" if guard[0] == "triton" else " in `try`"))

@@ -85,6 +85,24 @@ def _strings(node: ast.AST) -> str:
     return " ".join(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
 
 
+def extension_evidence(scope: ast.AST) -> Optional[str]:
+    """What in `scope` (docstrings aside) says it builds or loads a CUDA extension (`CUDA_HOME`,
+    `CUDAExtension`, nvcc, a `.cu` source), as the message names it, or None (also for wording21.py)."""
+    docstrings = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Expr)}
+    for sub in ast.walk(scope):
+        if id(sub) in docstrings:
+            continue
+        if isinstance(sub, ast.Name) and _EXTENSION_NAMES.fullmatch(sub.id):
+            return sub.id
+        if isinstance(sub, ast.Attribute) and _EXTENSION_NAMES.fullmatch(sub.attr):
+            return sub.attr
+        if isinstance(sub, ast.alias) and _EXTENSION_NAMES.fullmatch(sub.name.rsplit(".", 1)[-1]):
+            return sub.name
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and _EXTENSION_STRINGS.search(sub.value):
+            return repr(sub.value)[:40]
+    return None
+
+
 class RewriteGates:
     """Answers `at(position, kind)` for one file (see the module docstring)."""
 
@@ -256,24 +274,12 @@ class RewriteGates:
             scope = next((n for n in path if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
         if scope is None:
             return None
-        docstrings = {id(n.value) for n in ast.walk(scope) if isinstance(n, ast.Expr)}
-        for sub in ast.walk(scope):
-            if id(sub) in docstrings:
-                continue
-            if isinstance(sub, ast.Name) and _EXTENSION_NAMES.fullmatch(sub.id):
-                found = sub.id
-            elif isinstance(sub, ast.Attribute) and _EXTENSION_NAMES.fullmatch(sub.attr):
-                found = sub.attr
-            elif isinstance(sub, ast.alias) and _EXTENSION_NAMES.fullmatch(sub.name.rsplit(".", 1)[-1]):
-                found = sub.name
-            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and _EXTENSION_STRINGS.search(sub.value):
-                found = repr(sub.value)[:40]
-            else:
-                continue
-            kind = "class" if isinstance(scope, ast.ClassDef) else "function"
-            return (f"the {kind} `{scope.name}` builds or loads CUDA extensions ({found}), "
-                    "which are not available on an NPU host")
-        return None
+        found = extension_evidence(scope)
+        if found is None:
+            return None
+        kind = "class" if isinstance(scope, ast.ClassDef) else "function"
+        return (f"the {kind} `{scope.name}` builds or loads CUDA extensions ({found}), "
+                "which are not available on an NPU host")
 
     # ------------------------------------------------------------------ raise unless CUDA
     def kernel_module(self) -> bool:

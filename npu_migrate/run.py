@@ -35,6 +35,7 @@ from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probe
 from . import probes19, tritonmods20
 from . import capraise19
 from . import wording20
+from . import wording21
 from . import labels20
 from . import fp8shapes21
 from .findings import merge_per_file
@@ -148,6 +149,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
         from .engine import migrate_source
 
         result = migrate_source(source, relpath, options)
+        result.findings = wording21.cuda_only_ops(result.findings, source, relpath)  # (ops registered for CUDA only)
         if result.findings:
             text = source.decode("utf-8", "replace")
             findings = lower_triton_harness(lower_in_cuda_only_tests(result.findings, text, relpath), text)
@@ -185,6 +187,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = labels9.review_targets(labels9.review(result.findings, text), text)
             # (wording20.py: a CUDA-only custom op, a "cuda" device default, a skipped API torch_npu has)
             result.findings = wording20.review(result.findings, text)
+            result.findings = wording21.review(result.findings, text)  # (wording21.py: round-21 wording)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

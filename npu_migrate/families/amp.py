@@ -21,6 +21,10 @@ _LIBRARY_CHOICES = frozenset({"preferred_linalg_library", "preferred_blas_librar
 # setBlasPreferredBackend TORCH_CHECK hasMAGMA() / hasCuSOLVER() / hasCuBLASLt())
 _CHECKED_LIBRARIES = {"magma": "MAGMA", "cusolver": "cuSOLVER", "cublaslt": "cuBLASLt"}
 _PERFORMANCE_HINTS = frozenset({"cudnn.benchmark", "cudnn.benchmark_limit"})
+# `sdp_kernel` keywords of the CUDA fast kernels; switching only these off keeps the math backend
+_FAST_BACKENDS = frozenset({"enable_flash", "enable_mem_efficient", "enable_cudnn"})
+# what a math-only `sdp_kernel` is said to do (an info, round 21 BG#33)
+SWITCHED_OFF_ONLY = "it only switches CUDA fast kernels off"
 # the file asks torch itself for determinism, which torch_npu honours
 _TORCH_DETERMINISM = re.compile(r"(?<![\w.])(?:torch\.)?(?:use_deterministic_algorithms|set_deterministic_debug_mode)\s*\(")
 
@@ -230,6 +234,16 @@ scaler = torch.amp.GradScaler("cpu")
                         ctx.findings[-1] = replace(found, severity="info", message=(
                             f"{found.message} (it only enables backends, all enabled by default: "
                             f"nothing is restricted, nothing differs on an NPU host)"))
+                    elif self._keeps_math(original):
+                        # `sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)`:
+                        # only CUDA fast kernels switched off, the math backend kept (round 21, BG#33):
+                        # like `enable_flash_sdp(False)`, nothing on an NPU host depends on it, save
+                        # where math was chosen for double backward: info, still reported
+                        ctx.findings[-1] = replace(found, severity="info", message=(
+                            f"{found.message} ({SWITCHED_OFF_ONLY} and keeps the math backend on: an NPU "
+                            f"host ignores the switch and runs its own kernel, which is what the code gets "
+                            f"there; review it only where the math path was chosen for what fused kernels "
+                            f"lack, such as double backward)"))
         elif parts[0] in ("cuda", "cudnn"):
             if rest in _PERFORMANCE_HINTS and self._sets_a_flag(original, parts[-1]):
                 # `cudnn.benchmark = ...`: an autotuning hint; the NPU has nothing to tune there and
@@ -297,6 +311,25 @@ scaler = torch.amp.GradScaler("cpu")
             return None
         value = string_value(call.args[0].value)
         return _CHECKED_LIBRARIES.get(value.lower()) if isinstance(value, str) else None
+
+    def _keeps_math(self, original: cst.CSTNode) -> bool:
+        """`sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True)`: literal
+        keywords only, every backend turned off a CUDA fast kernel (flash, mem-efficient, cuDNN),
+        at least one turned off, and the math backend on (True or left out, on by default). A
+        switch that turns math off (only a fast kernel may run) stays a warning."""
+        call = self._call_of(original)
+        if call is None or original.attr.value != "sdp_kernel" or not call.args:
+            return False
+        off = False
+        for arg in call.args:
+            if arg.star or arg.keyword is None or not isinstance(arg.value, cst.Name) \
+                    or arg.value.value not in ("True", "False"):
+                return False
+            if arg.value.value == "False":
+                if arg.keyword.value not in _FAST_BACKENDS:
+                    return False
+                off = True
+        return off
 
     def _only_enables(self, original: cst.CSTNode) -> bool:
         """`sdp_kernel(enable_flash=True, enable_mem_efficient=True)`, `enable_flash_sdp(True)`:
