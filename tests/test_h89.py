@@ -137,3 +137,50 @@ def test_a_backend_a_runner_names_through_an_alias_or_by_name_stays_reported(tmp
         report = migrate_json(write_project(root, _enum_files(**{"proj/runner.py": runner})))
         fast = _open(report, "proj/backends/fast_mla.py")
         assert fast and all(f["severity"] != "info" for f in fast.values()), (runner, fast)
+
+
+# ---- BG#10: an NCCL tuning variable set only when an NCCL communicator is chosen by name (ncclbranch21.py)
+
+EPLB = '''\
+import os
+
+
+def override_envs(config, moe_backend=None):
+    is_parallel = config.data_parallel_size > 1
+    is_mega = moe_backend == "fast_mega_moe"
+    is_nccl_comm = config.communicator in (
+        "torch_nccl",
+        "pynccl",
+    )
+    if is_parallel and is_mega and is_nccl_comm:
+        current = os.getenv("NCCL_MAX_CTAS")
+        if current and current.isdigit():
+            return
+        os.environ["NCCL_MAX_CTAS"] = "8"
+'''
+
+
+def test_an_nccl_variable_set_only_for_an_nccl_communicator_is_a_named_scope(tmp_path):
+    """vLLM's EPLB override (BG#10): NCCL_MAX_CTAS is read and set only when the communicator option
+    names NCCL ("torch_nccl"/"pynccl"): no port work, a named scope."""
+    report = migrate_json(write_project(tmp_path, {"proj/__init__.py": "", "proj/eplb.py": EPLB}))
+    assert not [f for f in report["findings"] if f["path"] == "proj/eplb.py" and f["code"] == "NPU602"], report["findings"]
+    reasons = [s["reason"] for s in report["skipped"] if s["path"] == "proj/eplb.py"]
+    assert any("chosen by name" in r for r in reasons), reasons
+
+
+def test_an_nccl_variable_outside_such_a_branch_or_with_an_hccl_counterpart_stays(tmp_path):
+    """The nearest true cases: the same write under the plain "nccl" backend test (rewritten to accept
+    HCCL, so it runs on an NPU host), in the `else:`, or a variable HCCL has a counterpart for."""
+    variants = {
+        "plain": EPLB.replace('''config.communicator in (
+        "torch_nccl",
+        "pynccl",
+    )''', 'config.backend == "nccl"'),
+        "else": EPLB.replace("        current = os", "        pass\n    else:\n        current = os"),
+        "counterpart": EPLB.replace("NCCL_MAX_CTAS", "NCCL_SOCKET_IFNAME"),
+    }
+    for name, source in variants.items():
+        report = migrate_json(write_project(tmp_path / name, {"proj/__init__.py": "", "proj/eplb.py": source}))
+        kept = [f for f in report["findings"] if f["path"] == "proj/eplb.py" and f["code"] == "NPU602"]
+        assert kept, (name, report["skipped"])
