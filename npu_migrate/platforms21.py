@@ -16,7 +16,8 @@ class and never loads it.
 * **The member's users.** Every library (non-test) reference to the member: `Enum.MEMBER`
   (through the class name or an `import ... as` alias of it), `Enum["MEMBER"]`,
   `getattr(Enum, "MEMBER")`, and in the enum's own module any `.MEMBER` outside the member's
-  own assignment (`cls.MEMBER` in its methods). A member with no reference at all is left as
+  own assignment (`cls.MEMBER` in its methods); an iteration over the whole enum (`for b in
+  Enum`, `list(Enum)`, `Enum.__members__`) references every member. A member with no reference at all is left as
   it is: a user may name it, and nothing says which platform takes it.
 * **The change.** platforms20.py asks this module about a string site that is such a member's
   value: the site counts as dead when every reference lies in code already found reached only
@@ -99,6 +100,12 @@ class EnumEntries:
                         member = next(g for g in match.groups() if g)
                         if member in members:
                             self._add(name, member, j, text.count("\n", 0, match.start()) + 1)
+                    # an iteration over the whole enum may pick any member: a reference to each
+                    every = rf"\bin\s+{alias}\b(?![.\[(])|\b(?:list|tuple|set|iter)\(\s*{alias}\s*\)|\b{alias}\.__members__"
+                    for match in re.finditer(every, text):
+                        line = text.count("\n", 0, match.start()) + 1
+                        for member in members:
+                            self._add(name, member, j, line)
                 if j == home:
                     for match in re.finditer(r"\.([A-Z_][A-Z0-9_]*)\b", text):
                         member = match.group(1)

@@ -184,3 +184,13 @@ def test_an_nccl_variable_outside_such_a_branch_or_with_an_hccl_counterpart_stay
         report = migrate_json(write_project(tmp_path / name, {"proj/__init__.py": "", "proj/eplb.py": source}))
         kept = [f for f in report["findings"] if f["path"] == "proj/eplb.py" and f["code"] == "NPU602"]
         assert kept, (name, report["skipped"])
+
+
+def test_a_backend_enum_a_runner_iterates_keeps_every_member_reported(tmp_path):
+    """An iteration over the whole enum in code that runs on an NPU host (`for b in Enum`: pick the
+    first available) may select any member: the backend stays reported."""
+    runner = ("from proj.backends.registry import KernelBackendEnum\n\n\n"
+              "def first():\n    for backend in KernelBackendEnum:\n        return backend\n")
+    report = migrate_json(write_project(tmp_path, _enum_files(**{"proj/runner.py": runner})))
+    fast = _open(report, "proj/backends/fast_mla.py")
+    assert fast and all(f["severity"] != "info" for f in fast.values()), fast
