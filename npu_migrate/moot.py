@@ -233,6 +233,7 @@ NO_WORK = (
     "a registration, not a use",
     # ncclonly.NCCL_ONLY: `os.environ["NCCL_CUMEM_ENABLE"] = ...`, a setting HCCL has no counterpart for (AN#1)
     "an NCCL-only setting HCCL never reads",
+    "an NCCL tuning variable set only when an NCCL communicator is chosen by name",  # ncclbranch21.py (BG#10)
     # labels9.py (round 17): an NCCL name in a list of backends / names to leave out (AT#7, AV#8),
     # "cuda" among Tensor method names beside "to" (AT#22)
     "an NCCL name listed as a label, not a setting: ",

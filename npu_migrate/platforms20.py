@@ -240,6 +240,7 @@ def _string_sites(results, text_of, library, name: str) -> list[tuple[int, int]]
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """Findings in code reached only through a CUDA/ROCm/XPU platform class: info, naming it."""
     from .modpaths import ImportIndex, RunModules, RunTexts, module_names
+    from .platforms21 import EnumEntries
     from .tritonguards import run_imports
 
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
@@ -276,6 +277,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     imports, _text = run_imports(results, python, paths)
     index = ImportIndex(results, python)
     library = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
+    entries = EnumEntries(results, modules, text_of, library)  # (platforms21.py: backend enums)
     importers: dict[int, list[tuple[int, int]]] = {}
     for j in library:
         for target, line in index.files(imports[j], j):
@@ -284,6 +286,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     def referenced_from_dead() -> set[int]:
         out = set(seeds)
         for j in list(reach.dead) + list(reach.spans):
+            out |= entries.named_from(j, reach.why_at)
             for target, line in index.files(imports[j], j):
                 if reach.why_at(j, line) is not None:
                     out.add(target)
@@ -318,6 +321,12 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
                     whys.append(None)
                     continue
                 why = reach.why_at(j, line)
+                member = entries.dead_site(j, line, reach.why_at) if why is None else None
+                if member is not None:
+                    if not member[0]:
+                        break
+                    whys.append(member[1])
+                    continue
                 if why is None:
                     tree = modules.tree(j)
                     if tree is not None and _type_checking(tree, line):

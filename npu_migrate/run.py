@@ -32,7 +32,7 @@ from .fallbacks import review_fallbacks
 from .keptgates import lower_fallback_gates
 from .versionprobes import review_toolkit_path, review_version_fallbacks
 from . import disabled, fp8cpu16, guards15, labels9, ncclonly, notcompute, probes14, probes15, probes16, samefile, testprobes, typerefs
-from . import probes19, tritonmods20
+from . import ncclbranch21, probes19, tritonmods20
 from . import capraise19
 from . import wording20
 from . import wording21
@@ -183,6 +183,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = fp8cpu16.review(result.findings, text)
             # (ncclonly.py: NCCL-only settings written into an environment, HCCL has no counterpart)
             result.findings = ncclonly.review(result.findings, text)
+            result.findings = ncclbranch21.review(result.findings, text)  # (set only for an NCCL communicator by name)
             # (labels9.py: NCCL names listed as labels; HCCL counterparts named in the message)
             result.findings = labels9.review_targets(labels9.review(result.findings, text), text)
             # (wording20.py: a CUDA-only custom op, a "cuda" device default, a skipped API torch_npu has)
