@@ -1,0 +1,158 @@
+"""Round 21 (issue #16): cross-file capability predicates and flags (helper h87). A function's
+own flag parameter that every call of the run passes a value false on an NPU host (flagargs21.py,
+read by flagcalls19.py): `if scale_ue8m0: from deep_gemm import ...` where the callers pass a
+module constant another module computes from an SM check and an import probe. Each false case is
+paired with the nearest true one that stays reported."""
+
+from .precision_helpers import findings_at, migrate_json, moot_lines, write_project
+
+_CONFIGURER = """\
+import torch
+
+
+def _compute_enable():
+    if torch.cuda.get_device_capability()[0] < 9:
+        return False
+    try:
+        import deep_gemm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+ENABLE_FAST_GEMM = _compute_enable()
+FAST_GEMM_SCALE = ENABLE_FAST_GEMM and torch.cuda.get_device_capability()[0] >= 10
+"""
+
+_KERNEL = """\
+import torch
+
+
+def _quant_raw(x, group_size, scale_ue8m0: bool = False):
+    y = x * group_size
+    if scale_ue8m0:
+        from deep_gemm import transform_sf
+
+        y = transform_sf(y)
+    return y
+
+
+def quant(x, group_size, scale_ue8m0: bool = False):
+    return _quant_raw(x, group_size, scale_ue8m0=scale_ue8m0)
+
+
+def quant_opt(x, use_fast=False):
+    if use_fast:
+        from deep_gemm import fast_quant
+
+        return fast_quant(x)
+    return x
+"""
+
+_RUNNER = """\
+from pkg import wrapper
+from pkg.kernel import quant, quant_opt
+
+
+def run(x, args):
+    a = quant(x, 128, scale_ue8m0=wrapper.FAST_GEMM_SCALE)
+    b = quant(x, 64)
+    return quant_opt(a + b, use_fast=args.use_fast)
+"""
+
+
+def _project(tmp_path, extra: dict | None = None):
+    files = {"pkg/__init__.py": "", "pkg/wrapper/__init__.py": "from .configurer import *\n",
+             "pkg/wrapper/configurer.py": _CONFIGURER, "pkg/kernel.py": _KERNEL, "pkg/runner.py": _RUNNER,
+             **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _open_lines(report: dict, path: str, code: str) -> set[int]:
+    return {n for f in findings_at(report, path, code).values() if f["severity"] != "info"
+            for n in (f["line"], *(line for line, _c, _s in f.get("also") or ()))}
+
+
+def test_a_parameter_every_caller_passes_a_flag_false_on_npu_is_a_named_scope(tmp_path):
+    """`if scale_ue8m0: from deep_gemm import ...` in `_quant_raw`, whose only caller hands on its
+    own parameter, which the other module passes `wrapper.FAST_GEMM_SCALE` (False there) or leaves
+    at its default: a named scope naming the parameter, the call and the flag. The same import
+    under a parameter a user option sets (`use_fast=args.use_fast`) stays an error."""
+    report = _project(tmp_path)
+    scopes = moot_lines(report["skipped"], "NPU911", "pkg/kernel.py")
+    assert 7 in scopes, (scopes, report["findings"])
+    assert "`scale_ue8m0` of `_quant_raw` is False there at every call of the run (1 call, e.g. pkg/runner.py:6" in scopes[7]
+    assert "pkg/runner.py:6 passes `wrapper.FAST_GEMM_SCALE`" in scopes[7]
+    assert _open_lines(report, "pkg/kernel.py", "NPU911") == {19}
+
+
+def test_a_caller_passing_true_or_handing_the_function_on_keeps_the_error(tmp_path):
+    """One call passing `scale_ue8m0=True`, or the function handed on as a value (its callers
+    unseen), and the import under `if scale_ue8m0:` stays reported."""
+    true_call = {"pkg/other.py": "from pkg.kernel import quant\n\n\ndef f(x):\n    return quant(x, 8, True)\n"}
+    report = _project(tmp_path, true_call)
+    assert {7, 19} <= _open_lines(report, "pkg/kernel.py", "NPU911")
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/kernel.py")
+
+
+def test_a_function_handed_on_as_a_value_keeps_the_error(tmp_path):
+    handed = {"pkg/other.py": "import functools\n\nfrom pkg.kernel import quant\n\nQ = functools.partial(quant, group_size=8)\n"}
+    report = _project(tmp_path, handed)
+    assert {7, 19} <= _open_lines(report, "pkg/kernel.py", "NPU911")
+
+
+def test_a_flag_another_file_sets_keeps_the_error(tmp_path):
+    """`wrapper.FAST_GEMM_SCALE = True` in a file of the run: the flag may be on, nothing lowered."""
+    setter = {"pkg/setup_fast.py": "from pkg import wrapper\n\nwrapper.FAST_GEMM_SCALE = True\n"}
+    report = _project(tmp_path, setter)
+    assert {7, 19} <= _open_lines(report, "pkg/kernel.py", "NPU911")
+
+
+# ------------------------------------------------------------------ a predicate called with arguments
+_SUPPORT = """\
+import torch
+
+HAS_FAST = True
+
+
+def fast_supported(x):
+    return HAS_FAST and torch.version.cuda is not None and x.is_cuda
+
+
+def maybe_supported(x):
+    return HAS_FAST and x.is_cuda
+"""
+
+_DISPATCH = """\
+import torch
+
+from pkg.support import fast_supported, maybe_supported
+
+
+def forward(x):
+    if fast_supported(x):
+        from deep_gemm import fast_op
+
+        return fast_op(x)
+    return x * 2
+
+
+def forward2(x):
+    if maybe_supported(x):
+        from deep_gemm import other_op
+
+        return other_op(x)
+    return x * 2
+"""
+
+
+def test_a_predicate_false_on_npu_for_any_argument_decides_the_block(tmp_path):
+    """`if fast_supported(x):` where the other module's function returns `... and torch.version.cuda
+    is not None and x.is_cuda` (False there whatever `x` is): the lazy import in its body is a
+    named scope naming the function. `maybe_supported(x)`, whose answer depends on `x` alone,
+    keeps the error."""
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/support.py": _SUPPORT,
+                                                   "pkg/dispatch.py": _DISPATCH}))
+    scopes = moot_lines(report["skipped"], "NPU911", "pkg/dispatch.py")
+    assert 8 in scopes and "the project's `fast_supported()` in pkg/support.py returns False there" in scopes[8], scopes
+    assert _open_lines(report, "pkg/dispatch.py", "NPU911") == {16}
