@@ -313,6 +313,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .importguards20 import review as review_triton_only_names
     results = review_triton_only_names(results, paths)  # (unguarded imports of names bound only under HAS_TRITON)
     results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
+    from .tritonflags21 import review as review_imported_triton_flags
+    results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     from .probes14 import review_loader_tests
     results = review_loader_tests(results, paths)  # (test modules that load a CUDA-only extension at import)

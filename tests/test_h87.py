@@ -156,3 +156,88 @@ def test_a_predicate_false_on_npu_for_any_argument_decides_the_block(tmp_path):
     scopes = moot_lines(report["skipped"], "NPU911", "pkg/dispatch.py")
     assert 8 in scopes and "the project's `fast_supported()` in pkg/support.py returns False there" in scopes[8], scopes
     assert _open_lines(report, "pkg/dispatch.py", "NPU911") == {16}
+
+
+# ------------------------------------------------------------------ a Triton flag imported from a probing sibling
+_PROBE_MODULE = """\
+try:
+    import triton
+    import triton.language as tl
+    from triton.backends import backends
+
+    _TRITON_AVAILABLE = any(b.driver.is_active() for b in backends.values())
+except Exception:
+    triton = None
+    tl = None
+    _TRITON_AVAILABLE = False
+"""
+
+_EP_KERNELS = """\
+import torch
+
+from pkg.ops._triton import _TRITON_AVAILABLE, tl, triton
+
+if _TRITON_AVAILABLE:
+
+    @triton.jit
+    def _fill_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        tl.store(x_ptr + pid, n)
+
+
+def fill_cpu(x):
+    return x.fill_(1)
+
+
+def fill(x):
+    if not _TRITON_AVAILABLE:
+        return fill_cpu(x)
+    _fill_kernel[(x.numel(),)](x, 1, BLOCK=128)
+    return x
+
+
+def gather(x):
+    _fill_kernel[(triton.cdiv(x.numel(), 128),)](x, 2, BLOCK=128)
+    return x
+"""
+
+
+def _triton_project(tmp_path, kernels: str = _EP_KERNELS, extra: dict | None = None):
+    files = {"pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/_triton.py": _PROBE_MODULE,
+             "pkg/moe/__init__.py": "", "pkg/moe/ep_kernels.py": kernels,
+             "pkg/moe/layer.py": "from pkg.moe.ep_kernels import fill\n\n\ndef run(x):\n    return fill(x)\n",
+             **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernels_under_a_triton_flag_a_sibling_probe_clears_are_info(tmp_path):
+    """`from pkg.ops._triton import _TRITON_AVAILABLE, triton, tl` and the kernel only under `if
+    _TRITON_AVAILABLE:`: info naming the probing module, and `gather`, which launches the kernel
+    outside the block (a NameError there without Triton if called)."""
+    report = _triton_project(tmp_path)
+    found = findings_at(report, "pkg/moe/ep_kernels.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "imported from pkg/ops/_triton.py, which imports Triton in a `try`" in message
+    assert "`gather` (lines 24)" in message or "`gather` (line" in message
+    assert "`fill` (" not in message
+
+
+def test_a_kernel_outside_the_block_or_a_flag_set_without_try_keeps_the_error(tmp_path):
+    """A kernel defined outside `if _TRITON_AVAILABLE:`, or a sibling that binds the flag without a
+    `try` clearing it, keeps the NPU910 error."""
+    outside = _EP_KERNELS + "\n\n@triton.jit\ndef _other_kernel(x_ptr):\n    pass\n"
+    report = _triton_project(tmp_path, outside)
+    assert any(f["severity"] == "error" for f in findings_at(report, "pkg/moe/ep_kernels.py", "NPU910").values())
+
+
+def test_a_flag_bound_without_clearing_try_keeps_the_error(tmp_path):
+    plain = {"pkg/ops/_triton.py": "import triton\nimport triton.language as tl\n\n_TRITON_AVAILABLE = True\n"}
+    report = _triton_project(tmp_path, extra=plain)
+    assert any(f["severity"] == "error" for f in findings_at(report, "pkg/moe/ep_kernels.py", "NPU910").values())
+
+
+def test_a_kernel_name_imported_by_another_module_keeps_the_error(tmp_path):
+    importer = {"pkg/moe/direct.py": "from pkg.moe.ep_kernels import _fill_kernel\n"}
+    report = _triton_project(tmp_path, extra=importer)
+    assert any(f["severity"] == "error" for f in findings_at(report, "pkg/moe/ep_kernels.py", "NPU910").values())
