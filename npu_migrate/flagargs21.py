@@ -42,6 +42,16 @@ import ast
 from . import astcache
 
 _DEPTH = 4
+# (a parameter no call sets: not a named scope, info; a library's user may set it, as optparams20 says)
+UNSET = "under a parameter no call of the run sets"
+UNSET_KEY = "(no call sets it)"
+
+
+def head(used: list, branch: str) -> str:
+    """The reason's first words: flagcalls19's BRANCH (a named scope), or UNSET (info) where the
+    decision read only parameters no call of the run sets."""
+    names = [n for _m, n in used if n]
+    return UNSET if names and all(n.endswith(UNSET_KEY) for n in names) else branch
 
 
 class Params:
@@ -68,15 +78,15 @@ class Params:
                             else None) == name:
                         calls.append(node)
                         funcs.add(id(func))
+            others = []
             for node in astcache.walk(tree) if tree is not None else ():
                 if id(node) in funcs:
                     continue
                 if (isinstance(node, ast.Name) and node.id == name) or \
                         (isinstance(node, ast.Attribute) and node.attr == name) or \
                         (isinstance(node, ast.Constant) and node.value == name):
-                    other = True
-                    break
-            self.index[key] = (calls, other)
+                    others.append(node)
+            self.index[key] = (calls, others or other)
         return self.index[key]
 
     # ------------------------------------------------------------------ proofs
@@ -113,9 +123,26 @@ class Params:
             return None
         if _assigned(function, param):
             return None
-        name = function.name
-        word = name.encode()
+        # (`per_token_group_quant_fp8 = _per_token_group_quant_8bit_raw`: an alias bound once at the
+        # module's top, its calls the function's)
+        aliases = {id(stmt.value): stmt.targets[0].id for stmt in tree.body if isinstance(stmt, ast.Assign)
+                   and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                   and isinstance(stmt.value, ast.Name) and stmt.value.id == function.name
+                   and run._stores(i).get(stmt.targets[0].id) == 1}
+        bound = {id(stmt.targets[0]) for stmt in tree.body if isinstance(stmt, ast.Assign) and id(stmt.value) in aliases}
         found: list = []
+        for name in (function.name, *aliases.values()):
+            if self._each_call(i, name, param, index, default, function, set(aliases) | bound, depth, seen,
+                               found) is None:
+                return None
+        # (a function the run never calls hands nothing on: only its callers' values count, and the
+        # first function must have one)
+        return found if found or depth else None
+
+    def _each_call(self, i, name, param, index, default, function, aliases, depth, seen, found):
+        """Adds the proof of each call of `name` to `found`; None where one may pass a true value."""
+        run = self.run
+        word = name.encode()
         for j, result in enumerate(run.results):
             if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
                 continue
@@ -126,7 +153,7 @@ class Params:
                               for s in other_tree.body):
                 continue  # (a function of its own by that name)
             calls, other = self._calls(j, name)
-            if other:
+            if other is True or (other and any(j != i or id(n) not in aliases for n in other)):
                 return None
             for call in calls:
                 value = _passed(call, param, index)
@@ -144,9 +171,10 @@ class Params:
                 shown = " ".join((ast.get_source_segment((run.text_of(where) or b"").decode("utf-8", "replace"),
                                                          value) or ast.unparse(value)).split())
                 said = self.handed.pop(id(value), None)
+                verb = "passes" if where == j else "leaves the default"
                 found.append((said[0], said[1], proof) if said else
-                             (j, f"{run.results[j].relpath}:{call.lineno} passes `{shown[:70]}`", proof))
-        return found or None
+                             (j, f"{run.results[j].relpath}:{call.lineno} {verb} `{shown[:70]}`", proof))
+        return found
 
     def _false(self, j: int, value: ast.AST, at: ast.AST, depth: int, seen: frozenset):
         """The (module, name) reads proving `value` (in module j, at node `at`) false on an NPU
@@ -226,13 +254,22 @@ def false_parameters(params: Params, i: int, tree: ast.Module, test: ast.AST, wh
         if not proof:
             continue
         reads = [read for _j, _d, rs in proof for read in rs]
-        if not any(m != i for m, _n in reads):
-            continue
+        elsewhere = sorted({j for j, _d, _rs in proof if j != i})
+        if not elsewhere and not any(m != i for m, _n in reads):
+            continue  # (the file's own calls: reach.py's reading)
         env[param] = False
-        key = f"{param} (a parameter)"
-        first = _first(proof, i)[1]
-        params.run.origin[(i, key)] = (f"`{param}` of `{node.name}` is False there at every call of the run "
-                                       f"({len(proof)} call{'s' if len(proof) > 1 else ''}, e.g. {first})")
+        count = f"{len(proof)} call{'s' if len(proof) > 1 else ''}"
+        if reads:
+            key = f"{param} (a parameter)"
+            first = _first(proof, i)[1]
+            text = f"`{param}` of `{node.name}` is False there at every call of the run ({count}, e.g. {first})"
+        else:
+            key = f"{param} {UNSET_KEY}"
+            first = next(d for j, d, _rs in proof if j != i)
+            text = (f"`{param}` of `{node.name}` is passed False or left at its default by every call of the run "
+                    f"({count}, e.g. {first}): the block runs only where a caller outside the project sets it")
+        params.run.origin[(i, key)] = text
         used.append((i, key))
         used.extend(reads)
+        used.extend((j, "") for j in elsewhere)
     return env, used

@@ -321,6 +321,8 @@ class _Run(RunModules):
                         # (a flag of this module bound to another module's function or flag)
                         used.extend(self.reads.get((found[2], node.id), ()) if found[2] == i else ())
                         return value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in env:
+            return env[f"{node.value.id}.{node.attr}"]  # (`self.X` a class assigns once: callgates21.py)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in env \
                 and node.value.id not in local:
             owner = self.lookup(i, node.value.id)
@@ -397,6 +399,8 @@ def _describe(run: _Run, used: list) -> str:
     read, with the value each has on an NPU host."""
     parts = []
     for i, name in dict.fromkeys(used):
+        if not name:
+            continue  # (a module a call of flagargs21's proof lies in)
         if " " in name:  # (a parameter every call passes False: flagargs21.py)
             parts.append(run.origin[(i, name)])
         elif name.endswith("()"):
@@ -410,7 +414,7 @@ def _describe(run: _Run, used: list) -> str:
 def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[int] | None) -> list[tuple[int, int, str]]:
     """(first, last, reason) of the code in module i an NPU host never runs because a value computed
     in another module decides so; only constructs around `lines_wanted` are read (all when None)."""
-    from .flagargs21 import Params, false_parameters
+    from .flagargs21 import Params, false_parameters, head
     from .flags16 import BRANCH
 
     parents = astcache.parents(tree)
@@ -452,10 +456,10 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
             truth, used = decide(node.test, node)
             if truth is False:
                 out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
-                            f"{BRANCH}: `{shown(node.test)}`{_describe(run, used)}"))
+                            f"{head(used, BRANCH)}: `{shown(node.test)}`{_describe(run, used)}"))
             elif truth is True and node.orelse:
                 out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
-                            f"{BRANCH}: `not ({shown(node.test)})`{_describe(run, used)}"))
+                            f"{head(used, BRANCH)}: `not ({shown(node.test)})`{_describe(run, used)}"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             last = node.end_lineno or node.lineno
             if lines_wanted is not None and not any(node.body[0].lineno <= n <= last for n in lines_wanted):
@@ -470,7 +474,7 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
                     guard = f"if {shown(stmt.test)}: {type(stmt.body[-1]).__name__.lower()}" if truth is True else None
                 if guard is not None:
                     out.append((node.body[k + 1].lineno, last,
-                                f"{BRANCH}: after `{guard}`, which leaves the function there{_describe(run, used)}"))
+                                f"{head(used, BRANCH)}: after `{guard}`, which leaves the function there{_describe(run, used)}"))
                     break
     return out
 

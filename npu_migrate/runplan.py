@@ -389,6 +389,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_backend_comparisons(results, paths)  # (`if backend == "nccl"` over a rewritten default: probes19.py)
     from .flagcalls19 import review as review_flag_calls
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
+    from .callgates21 import review as review_call_gates
+    results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors

@@ -241,3 +241,129 @@ def test_a_kernel_name_imported_by_another_module_keeps_the_error(tmp_path):
     importer = {"pkg/moe/direct.py": "from pkg.moe.ep_kernels import _fill_kernel\n"}
     report = _triton_project(tmp_path, extra=importer)
     assert any(f["severity"] == "error" for f in findings_at(report, "pkg/moe/ep_kernels.py", "NPU910").values())
+
+
+_PLAIN_KERNEL = """\
+def quant_plain(x, scale=False):
+    if scale:
+        from deep_gemm import transform_sf
+
+        return transform_sf(x)
+    return x
+
+
+def local_only(x, scale=False):
+    if scale:
+        from deep_gemm import transform_sf
+
+        return transform_sf(x)
+    return x
+
+
+def user(x):
+    return local_only(x, scale=False)
+"""
+
+
+def test_a_parameter_no_call_sets_is_info_not_a_scope(tmp_path):
+    """Every call (in another module) passes `scale=False`: info saying no call of the run sets it
+    (a caller outside the project may), not a named scope; a function only its own file calls so
+    is left to that file's reading (unchanged)."""
+    files = {"pkg/__init__.py": "", "pkg/plain.py": _PLAIN_KERNEL,
+             "pkg/use.py": "from pkg.plain import quant_plain\n\n\ndef f(x):\n    return quant_plain(x, scale=False)\n"}
+    report = migrate_json(write_project(tmp_path, files))
+    found = findings_at(report, "pkg/plain.py", "NPU911")
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
+    infos = [f for f in found.values() if f["severity"] == "info"]
+    assert infos and infos[0]["line"] == 3, found
+    assert "under a parameter no call of the run sets" in infos[0]["message"]
+    assert "pkg/use.py:5 passes `False`" in infos[0]["message"]
+    assert _open_lines(report, "pkg/plain.py", "NPU911") == {11}
+
+
+# ------------------------------------------------------------------ a function another module calls only under a false gate
+_FUSED = """\
+from vllm_like.platforms import current_platform
+
+MAX_M = 64
+
+
+class FusedGemm:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def compile(self, key):
+        import cutlass.cute as cute
+
+        return cute.compile(key)
+
+    def __call__(self, x):
+        return self.compile(x)
+
+
+def _get_kernel(rank) -> FusedGemm:
+    return FusedGemm(rank)
+
+
+def fused(x, rank):
+    return _get_kernel(rank)(x)
+
+
+def warmup(sizes, rank):
+    if not current_platform.has_device_capability(90):
+        return
+    _get_kernel(rank).compile(sizes)
+
+
+__all__ = ["fused", "warmup"]
+"""
+
+_LAYER = """\
+import torch
+
+from vllm_like.platforms import current_platform
+
+from .fused import MAX_M, fused, warmup
+
+
+class Layer:
+    def __init__(self, w):
+        self.rank = 4
+        self._use_fused = w.dtype == torch.bfloat16 and current_platform.has_device_capability(90)
+        warmup([1, 2], self.rank)
+
+    def forward(self, x):
+        use_fused = self._use_fused and x.shape[0] <= MAX_M
+        if use_fused:
+            return fused(x, self.rank)
+        return x
+"""
+
+
+def _gated_project(tmp_path, extra: dict | None = None):
+    files = {"vllm_like/__init__.py": "", "vllm_like/platforms.py": "current_platform = None\n",
+             "vllm_like/ops/__init__.py": "", "vllm_like/ops/fused.py": _FUSED, "vllm_like/ops/layer.py": _LAYER,
+             **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_a_method_reached_only_through_calls_under_a_false_capability_flag_is_a_named_scope(tmp_path):
+    """`import cutlass.cute` in `FusedGemm.compile`: the class is built only by `_get_kernel`, used by
+    `fused` (called in layer.py only under `if use_fused:`, `use_fused = self._use_fused and ...`,
+    `self._use_fused` set once from `has_device_capability(90)`) and by `warmup` after its capability
+    exit: a named scope naming the gate."""
+    report = _gated_project(tmp_path)
+    scopes = moot_lines(report["skipped"], "NPU911", "vllm_like/ops/fused.py")
+    assert 11 in scopes, (scopes, findings_at(report, "vllm_like/ops/fused.py", "NPU911"))
+    assert "`FusedGemm` is reached only from code an NPU host does not run" in scopes[11]
+    assert "vllm_like/ops/layer.py:17" in scopes[11]
+
+
+def test_a_flag_another_file_sets_or_an_ungated_call_keeps_the_error(tmp_path):
+    """`layer._use_fused = True` in another file, or one call of `fused` outside any gate: kept."""
+    setter = {"vllm_like/ops/force.py": "def force(layer):\n    layer._use_fused = True\n"}
+    report = _gated_project(tmp_path, setter)
+    assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
+    caller = {"vllm_like/ops/direct.py": "from .fused import fused\n\n\ndef go(x):\n    return fused(x, 2)\n"}
+    report = _gated_project(tmp_path / "b", caller)
+    assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
