@@ -27,8 +27,15 @@ decides a flag (a named scope naming the parameter, a call and the flag it passe
   is false there: a constant, a flag flagcalls19 reads as False (`wrapper.FLAG`, an imported name),
   or a parameter of the calling module-level function that is itself so proven (a few steps deep;
   a cycle adds nothing);
-* some value read on the way is computed in another module (a flag of this module alone, or a
-  literal False at every call, is the file's own reading: flags16/reach.py).
+* some value read on the way is computed in another module, or some call lies in another module
+  (a flag of this module alone at this module's own calls is the file's reading: flags16/reach.py).
+
+A module-level alias bound once (`quant_fp8 = _quant_raw`) counts as the function: its calls are
+its calls. A function the run never calls hands nothing on (only its callers' values count; the
+function holding the test must have one). Where no flag is read on the way (every call passes a
+literal False or leaves the default), at least one call lying in another module, the block is not a
+named scope but info "under a parameter no call of the run sets" (a caller outside the project, a
+library's user, may set it: optparams20's policy for an unset opt-in).
 
 Kept: a call with `*args`/`**kwargs` that may set it, a value the run cannot decide (a user option,
 `self.x`, a local), a flag another file assigns or a patch names (flagcalls19's strictness), a
