@@ -313,8 +313,6 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .importguards20 import review as review_triton_only_names
     results = review_triton_only_names(results, paths)  # (unguarded imports of names bound only under HAS_TRITON)
     results = review_optional_extensions(results, paths)  # (guards read across files: optionalext.py)
-    from .tritonflags21 import review as review_imported_triton_flags
-    results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
     results = fold_into_failing_imports(results, paths)  # (FP8 in test modules an NPU host cannot import)
     from .probes14 import review_loader_tests
     results = review_loader_tests(results, paths)  # (test modules that load a CUDA-only extension at import)
@@ -338,6 +336,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callers_only(results, paths)  # (a lazy CUDA-only import in a helper only CUDA-only code calls)
     from .gates15 import review_accelerator_gated
     results = review_accelerator_gated(results, paths)  # (Triton kernels run only under an accelerator method False on NPU)
+    from .tritonflags21 import review as review_imported_triton_flags
+    results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
     from .builders15 import review as review_builder_flags
     results = review_builder_flags(results, paths)  # (op-builder branches and reads an NPU host never reaches: builders15.py)
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers

@@ -1,7 +1,8 @@
 """Triton kernels defined only under an availability flag IMPORTED from a sibling module that probes
 Triton (issue #16, round-21 audit BG#13: "`from pkg._triton import _TRITON_AVAILABLE, triton, tl`
 plus `if _TRITON_AVAILABLE:` kernel blocks, where the availability flag is imported rather than
-computed in the file"). Whole run, from runplan.whole_run_passes, after optionalext.py.
+computed in the file"). Whole run, from runplan.whole_run_passes, after optionalext.py and gates15.py (a kernel launched only
+under an accelerator method False on NPU is a named scope there first).
 
     # pkg/_triton.py
     try:
