@@ -39,7 +39,8 @@ to that function (or class) lies in code an NPU host does not run, a few steps d
 * or the body of another such function or class (`_get_kernel` used only by `fused` and by
   `warmup` after its capability exit).
 
-Annotations and `__all__` entries are no references; any other mention (a value handed on, a
+A test calling a method of a parameter or local (`runner_backend.is_deep_gemm()`: a backend a
+user option chooses) is not decided. Annotations and `__all__` entries are no references; any other mention (a value handed on, a
 string, `getattr`) keeps the finding, and so does a reference in a file that does not parse. At
 least one reference must lie in another module than the finding's (a file's own dead code is
 testscopes'/reach.py's).
@@ -198,7 +199,8 @@ class _Gates:
 
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
-            if isinstance(current, ast.If) and (child in current.body or child in current.orelse):
+            if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
+                    and not _chosen(current.test, parents, current):
                 used: list = []
                 truth = self.truth(j, tree, parents, current.test, current, used)
                 if truth is not _U and truth == (child in current.orelse):
@@ -287,6 +289,22 @@ class _Gates:
                     return None
                 found.extend(inner)
         return found or None
+
+
+def _chosen(test: ast.AST, parents: dict, where: ast.AST) -> bool:
+    """The test calls a method of a parameter or local of its function (`runner_backend.is_deep_gemm()`,
+    `backend.is_cuda()`): a value a caller or a user option chooses, not decided here (`self.`
+    and module-level names are)."""
+    from .flagcalls19 import _locals
+
+    node = parents.get(id(where))
+    while node is not None and not isinstance(node, (*_DEFS, ast.Lambda)):
+        node = parents.get(id(node))
+    if node is None:
+        return False
+    local = _locals(node) - {"self", "cls"}
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+               and n.func.value.id in local for n in ast.walk(test))
 
 
 def _inside(node: ast.AST, unit: ast.AST, parents: dict) -> bool:

@@ -367,3 +367,12 @@ def test_a_flag_another_file_sets_or_an_ungated_call_keeps_the_error(tmp_path):
     caller = {"vllm_like/ops/direct.py": "from .fused import fused\n\n\ndef go(x):\n    return fused(x, 2)\n"}
     report = _gated_project(tmp_path / "b", caller)
     assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
+
+
+def test_a_gate_on_a_method_of_a_parameter_a_user_chooses_keeps_the_error(tmp_path):
+    """`if backend.is_deep_gemm():` over a parameter (a runner backend a user option picks): not
+    decided, even where testscopes reads the name as a probe of a package with no NPU build."""
+    chooser = {"vllm_like/ops/layer.py": "from .fused import fused\n\n\ndef build(backend, x):\n"
+                                         "    if backend.is_deep_gemm():\n        return fused(x, 2)\n    return x\n"}
+    report = _gated_project(tmp_path, chooser)
+    assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
