@@ -346,7 +346,7 @@ def review(results: list, paths: dict) -> list:
         if run is None:
             run = _Run(results, text_of)
             gates = _Gates(run)
-        run.trees.setdefault(i, tree)
+        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
 
         def reason_of(line: int, tree=tree, i=i) -> Optional[str]:
             unit = _unit(tree, line)

@@ -113,7 +113,12 @@ class Params:
     def _prove(self, i: int, function: ast.AST, param: str, depth: int, seen: frozenset):
         run = self.run
         tree = run.tree(i)
-        if tree is None or not any(stmt is function for stmt in tree.body):
+        if tree is None:
+            return None
+        # (the run's own tree of the module: its nodes are the ones compared by identity)
+        function = next((s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                         and s.name == function.name and s.lineno == function.lineno), None)
+        if function is None:
             return None
         args = function.args
         positional = [*args.posonlyargs, *args.args]

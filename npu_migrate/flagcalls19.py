@@ -538,7 +538,7 @@ def review(results: list, paths: dict) -> list:
             continue
         if run is None:
             run = _Run(results, text_of)
-        run.trees.setdefault(i, tree)
+        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
         text = data.decode("utf-8", "replace")
         found = blocks(run, i, tree, text, places)
         if not found:

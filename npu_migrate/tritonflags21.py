@@ -215,7 +215,7 @@ def review(results: list, paths: dict) -> list:
             continue
         if run is None:
             run = _Run(results, text_of)
-        run.trees.setdefault(i, tree)
+        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
         findings, changed = [], False
         for finding in out[i].findings:
             why = _reason(run, i, tree, finding) if _open(finding) else None
