@@ -36,6 +36,7 @@ to that function (or class) lies in code an NPU host does not run, a few steps d
   platform answers), with two more names known: a local bound once, by a plain assignment at the
   top of the function before the test, and `self.X` of a class that assigns it once (`self.X =
   <false there>`) where no other file of the run assigns `.X` or patches it;
+* or a test testscopes finds skipped there (cuda_only_test_scopes, as optparams20 reads them);
 * or the body of another such function or class (`_get_kernel` used only by `fused` and by
   `warmup` after its capability exit).
 
@@ -101,6 +102,7 @@ class _Gates:
         self.memo: dict = {}
         self.attrs: dict = {}
         self.indexes: dict = {}
+        self.scopes: dict = {}
         self.where: dict = {}  # ((module, class, attr) -> "path:line" of its one assignment)
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
 
@@ -197,6 +199,11 @@ class _Gates:
         """The reason an NPU host never runs `node` (a gate around it), or None."""
         from .flagcalls19 import _U, _always_exits
 
+        scope = next((sc for sc in self._skipped(j) if sc[0] <= node.lineno <= sc[1]), None)
+        if scope is not None:
+            from .testscopes import HELPER_NOTE
+            why = scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
+            return f"in a test an NPU host skips: `{' '.join(why.split())[:80]}`"
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
@@ -221,6 +228,19 @@ class _Gates:
                         return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
             child, current = current, parents.get(id(current))
         return None
+
+    def _skipped(self, j: int) -> list:
+        """testscopes' test scopes of module j skipped on an NPU host (optparams20's reading)."""
+        if j not in self.scopes:
+            from .testscopes import cuda_only_test_scopes
+
+            data = self.run.text_of(j) or b""
+            try:
+                self.scopes[j] = cuda_only_test_scopes(data.decode("utf-8", "replace")) \
+                    if b"skip" in data.lower() else []
+            except RecursionError:
+                self.scopes[j] = []
+        return self.scopes[j]
 
     # ------------------------------------------------------------------ every reference of a unit
     def _index(self, j: int, tree: ast.Module):
@@ -355,6 +375,8 @@ def review(results: list, paths: dict) -> list:
             found = gates.sites(i, unit)
             if not found or not any(j != i for j, _s in found):
                 return None
+            from .importgates import is_test
+            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
             shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
             return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host does not run: {shown}"
 

@@ -347,16 +347,31 @@ def _gated_project(tmp_path, extra: dict | None = None):
     return migrate_json(write_project(tmp_path, files))
 
 
+_SKIPPED_TEST = """\
+import pytest
+
+from vllm_like.ops.fused import fused
+from vllm_like.platforms import current_platform
+
+
+@pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA only")
+def test_fused():
+    assert fused(1, 2) is not None
+"""
+
+
 def test_a_method_reached_only_through_calls_under_a_false_capability_flag_is_a_named_scope(tmp_path):
     """`import cutlass.cute` in `FusedGemm.compile`: the class is built only by `_get_kernel`, used by
     `fused` (called in layer.py only under `if use_fused:`, `use_fused = self._use_fused and ...`,
     `self._use_fused` set once from `has_device_capability(90)`) and by `warmup` after its capability
     exit: a named scope naming the gate."""
-    report = _gated_project(tmp_path)
+    report = _gated_project(tmp_path, {"tests/test_fused.py": _SKIPPED_TEST})
     scopes = moot_lines(report["skipped"], "NPU911", "vllm_like/ops/fused.py")
     assert 11 in scopes, (scopes, findings_at(report, "vllm_like/ops/fused.py", "NPU911"))
     assert "`FusedGemm` is reached only from code an NPU host does not run" in scopes[11]
     assert "vllm_like/ops/layer.py:17" in scopes[11]
+    report = _gated_project(tmp_path / "b", {"tests/test_fused.py": _SKIPPED_TEST.replace("@pytest.mark.skipif(not current_platform.is_cuda(), reason=\"CUDA only\")\n", "")})
+    assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
 
 
 def test_a_flag_another_file_sets_or_an_ungated_call_keeps_the_error(tmp_path):
