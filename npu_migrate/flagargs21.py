@@ -277,7 +277,8 @@ def false_parameters(params: Params, i: int, tree: ast.Module, test: ast.AST, wh
             text = f"`{param}` of `{node.name}` is False there at every call of the run ({count}, e.g. {first})"
         else:
             key = f"{param} {UNSET_KEY}"
-            first = next(d for j, d, _rs in proof if j != i)
+            first = next((d for j, d, _rs in proof if j != i and " passes " in d), None) or \
+                next(d for j, d, _rs in proof if j != i)
             text = (f"`{param}` of `{node.name}` is passed False or left at its default by every call of the run "
                     f"({count}, e.g. {first}): the block runs only where a caller outside the project sets it")
         params.run.origin[(i, key)] = text
