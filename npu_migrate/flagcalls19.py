@@ -29,11 +29,16 @@ testscopes.npu_truth (or a value computed here) decides them, both arms walked o
 whose body imports a package with no NPU build (testscopes.absent_packages) goes to its
 `except ImportError`/`Exception` handler; locals bound by plain assignments are followed; any
 `raise`, loop or other statement holding a `return` makes the answer unknown. Calls followed are
-those of the project's own functions without required parameters, found through the module's
+those of the project's own functions, their parameters unknown whatever a call passes (round 21:
+`triton_x_supported(x)` returning `HAS_TRITON and current_platform.is_cuda() and x.is_cuda`,
+`is_cuda_version_at_least(12, 8)`: False there for any argument), found through the module's
 top-level imports (`from M import f`, `from M import *`, `import M as m`), each name bound once.
 The flag is strict: the name must be bound exactly once in its module, and no file of the run may
 assign `.NAME = ...` to anything but `False` (`deep_gemm_wrapper.DEEPGEMM_SCALE_UE8M0 = False` is
 fine; an assignment of True or of a computed value could turn it on, and the flag is not read).
+
+A parameter of the function holding the test is read as False where every call of the run passes
+it a value false there (flagargs21.py: `if scale_ue8m0:` whose callers pass `wrapper.FLAG`).
 
 Two constructs are decided, only when what decides them reads another module (a flag bound there, a
 project function defined there, or this module's own flag bound to one: `USE_ROWWISE_MM =
@@ -196,10 +201,11 @@ class _Run(RunModules):
             return self.calls[key]
         self.calls[key] = _U
         args = node.args
-        if args.posonlyargs or len(args.defaults) != len(args.args) or any(d is None for d in args.kw_defaults) \
-                or isinstance(node, ast.AsyncFunctionDef) or depth > _MAX_DEPTH:
+        if isinstance(node, ast.AsyncFunctionDef) or depth > _MAX_DEPTH:
             return _U
-        env: dict = {a.arg: _U for a in (*args.args, *args.kwonlyargs)}
+        # (every parameter unknown: the answer holds whatever a call passes, flagargs21.py)
+        env: dict = {a.arg: _U for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                     if a is not None}
         rets: list = []
         falls = self._exec(i, node.body, env, depth + 1, rets)
         if falls:
@@ -315,6 +321,8 @@ class _Run(RunModules):
                         # (a flag of this module bound to another module's function or flag)
                         used.extend(self.reads.get((found[2], node.id), ()) if found[2] == i else ())
                         return value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in env:
+            return env[f"{node.value.id}.{node.attr}"]  # (`self.X` a class assigns once: callgates21.py)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in env \
                 and node.value.id not in local:
             owner = self.lookup(i, node.value.id)
@@ -325,7 +333,7 @@ class _Run(RunModules):
                     if _uniq(value):
                         used.append((found[2], node.attr))
                         return value
-        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        if isinstance(node, ast.Call):  # (with arguments too: their values are never read)
             target = None
             if isinstance(node.func, ast.Name) and node.func.id not in env and node.func.id not in local:
                 target = self.lookup(i, node.func.id)
@@ -391,7 +399,11 @@ def _describe(run: _Run, used: list) -> str:
     read, with the value each has on an NPU host."""
     parts = []
     for i, name in dict.fromkeys(used):
-        if name.endswith("()"):
+        if not name:
+            continue  # (a module a call of flagargs21's proof lies in)
+        if " " in name:  # (a parameter every call passes False: flagargs21.py)
+            parts.append(run.origin[(i, name)])
+        elif name.endswith("()"):
             value = run.calls.get((i, name[:-2]), False)
             parts.append(f"the project's `{name}` in {run.results[i].relpath} returns {value!r} there")
         elif (i, name) in run.origin:
@@ -402,9 +414,12 @@ def _describe(run: _Run, used: list) -> str:
 def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[int] | None) -> list[tuple[int, int, str]]:
     """(first, last, reason) of the code in module i an NPU host never runs because a value computed
     in another module decides so; only constructs around `lines_wanted` are read (all when None)."""
+    from .flagargs21 import Params, false_parameters, head
     from .flags16 import BRANCH
 
     parents = astcache.parents(tree)
+    if not hasattr(run, "params"):
+        run.params = Params(run)
 
     def function_of(node: ast.AST) -> ast.AST | None:
         node = parents.get(id(node))
@@ -421,8 +436,9 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
         return frozenset(names)
 
     def decide(test: ast.AST, where: ast.AST):
-        used: list = []
-        truth = run.truth(i, test, {}, local_names(where), 0, used)
+        # (the enclosing function's parameters every call passes False there: flagargs21.py)
+        env, used = false_parameters(run.params, i, tree, test, where)
+        truth = run.truth(i, test, env, local_names(where), 0, used)
         # (decided only by what another module computes: this module's own flags are flags16's)
         return (truth, used) if truth is not _U and any(m != i for m, _n in used) else (_U, used)
 
@@ -440,10 +456,10 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
             truth, used = decide(node.test, node)
             if truth is False:
                 out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno,
-                            f"{BRANCH}: `{shown(node.test)}`{_describe(run, used)}"))
+                            f"{head(used, BRANCH)}: `{shown(node.test)}`{_describe(run, used)}"))
             elif truth is True and node.orelse:
                 out.append((node.orelse[0].lineno, node.orelse[-1].end_lineno or node.orelse[-1].lineno,
-                            f"{BRANCH}: `not ({shown(node.test)})`{_describe(run, used)}"))
+                            f"{head(used, BRANCH)}: `not ({shown(node.test)})`{_describe(run, used)}"))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             last = node.end_lineno or node.lineno
             if lines_wanted is not None and not any(node.body[0].lineno <= n <= last for n in lines_wanted):
@@ -458,7 +474,7 @@ def blocks(run: _Run, i: int, tree: ast.Module, text: str, lines_wanted: list[in
                     guard = f"if {shown(stmt.test)}: {type(stmt.body[-1]).__name__.lower()}" if truth is True else None
                 if guard is not None:
                     out.append((node.body[k + 1].lineno, last,
-                                f"{BRANCH}: after `{guard}`, which leaves the function there{_describe(run, used)}"))
+                                f"{head(used, BRANCH)}: after `{guard}`, which leaves the function there{_describe(run, used)}"))
                     break
     return out
 
@@ -522,7 +538,7 @@ def review(results: list, paths: dict) -> list:
             continue
         if run is None:
             run = _Run(results, text_of)
-        run.trees.setdefault(i, tree)
+        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
         text = data.decode("utf-8", "replace")
         found = blocks(run, i, tree, text, places)
         if not found:

@@ -336,6 +336,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callers_only(results, paths)  # (a lazy CUDA-only import in a helper only CUDA-only code calls)
     from .gates15 import review_accelerator_gated
     results = review_accelerator_gated(results, paths)  # (Triton kernels run only under an accelerator method False on NPU)
+    from .tritonflags21 import review as review_imported_triton_flags
+    results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
     from .builders15 import review as review_builder_flags
     results = review_builder_flags(results, paths)  # (op-builder branches and reads an NPU host never reaches: builders15.py)
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers
@@ -389,6 +391,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_backend_comparisons(results, paths)  # (`if backend == "nccl"` over a rewritten default: probes19.py)
     from .flagcalls19 import review as review_flag_calls
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
+    from .callgates21 import review as review_call_gates
+    results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     from .fp8shapes21 import review_run as review_fp8_shapes

@@ -1,0 +1,390 @@
+"""Code reached only through calls that another module makes under a gate false on an NPU host
+(issue #16, round-21 audit BH#8: "a lazy CUDA-library import inside a method, where the caller
+(another module) gates it on a flag computed in `__init__` from
+`current_platform.has_device_capability(N)`"). Whole run, from runplan.whole_run_passes, after
+flagcalls19.py.
+
+    # ops/fused.py
+    class FusedGemm:
+        def compile(self, key):
+            import cutlass.cute as cute           # NPU911
+    def _get_kernel(rank):
+        return FusedGemm(rank)
+    def fused(x, rank):
+        return _get_kernel(rank)(x)
+    def warmup(sizes, rank):
+        if not current_platform.has_device_capability(90):
+            return
+        _get_kernel(rank).warm(sizes)
+
+    # layer.py (another module)
+    class Layer:
+        def __init__(self):
+            self._use_fused = w.dtype == torch.bfloat16 and current_platform.has_device_capability(90)
+        def forward(self, x):
+            use_fused = self._use_fused and x.shape[0] <= 64
+            if use_fused:
+                return fused(x, self.rank)         # the only call of `fused`
+
+A report-only finding in the body of a module-level function, or of a method of a module-level
+class, is a named scope ("in a branch an NPU host does not take") when every reference of the run
+to that function (or class) lies in code an NPU host does not run, a few steps deep:
+
+* the body of an `if` whose test is false there (the `else:` of one true there), or the rest of a
+  function after an `if` true there whose body leaves (`if not cap(90): return`) or an `assert`
+  false there: read by flagcalls19's interpreter (the project's flags and functions, testscopes'
+  platform answers), with two more names known: a local bound once, by a plain assignment at the
+  top of the function before the test, and `self.X` of a class that assigns it once (`self.X =
+  <false there>`) where no other file of the run assigns `.X` or patches it;
+* or a test testscopes finds skipped there (cuda_only_test_scopes, as optparams20 reads them);
+* or the body of another such function or class (`_get_kernel` used only by `fused` and by
+  `warmup` after its capability exit).
+
+A test calling a method of a parameter or local (`runner_backend.is_deep_gemm()`: a backend a
+user option chooses) is not decided. Annotations and `__all__` entries are no references; any other mention (a value handed on, a
+string, `getattr`) keeps the finding, and so does a reference in a file that does not parse. At
+least one reference must lie in another module than the finding's (a file's own dead code is
+testscopes'/reach.py's).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+
+_DEPTH = 3
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _unit(tree: ast.Module, line: int) -> Optional[ast.AST]:
+    """The module-level function, or class (the line in one of its methods' bodies), holding
+    `line` in a body (not a decorator, default or annotation)."""
+    for stmt in tree.body:
+        if not (stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)):
+            continue
+        if isinstance(stmt, _DEFS):
+            return stmt if stmt.body[0].lineno <= line else None
+        if isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, _DEFS) and item.body[0].lineno <= line <= (item.end_lineno or item.lineno):
+                    return stmt
+        return None
+    return None
+
+
+def _annotations(tree: ast.Module) -> set:
+    """ids of the nodes inside annotations and `__all__` lists (no references)."""
+    out: set = set()
+    for node in astcache.walk(tree):
+        parts = []
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            parts.append(node.annotation)
+        elif isinstance(node, _DEFS) and node.returns is not None:
+            parts.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            parts.append(node.annotation)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                parts.append(node.value)
+        for part in parts:
+            out.update(id(n) for n in ast.walk(part))
+    return out
+
+
+class _Gates:
+    def __init__(self, run) -> None:
+        self.run = run
+        self.memo: dict = {}
+        self.attrs: dict = {}
+        self.indexes: dict = {}
+        self.scopes: dict = {}
+        self.where: dict = {}  # ((module, class, attr) -> "path:line" of its one assignment)
+        self.notes: list = []  # (what the last truth() read: locals and `self.X`)
+
+    # ------------------------------------------------------------------ the value of a test there
+    def _function(self, parents: dict, node: ast.AST) -> Optional[ast.AST]:
+        node = parents.get(id(node))
+        while node is not None and not isinstance(node, (*_DEFS, ast.Lambda)):
+            node = parents.get(id(node))
+        return node
+
+    def _attr(self, j: int, tree: ast.Module, parents: dict, function: ast.AST, attr: str, used: list):
+        """The value of `self.attr` in the class holding `function`, or None where unknown."""
+        from .flagcalls19 import _U, _locals
+
+        owner = parents.get(id(function))
+        if not isinstance(owner, ast.ClassDef):
+            return _U
+        key = (j, owner.name, attr)
+        if key in self.attrs:
+            return self.attrs[key]
+        self.attrs[key] = _U
+        stores = [n for n in ast.walk(owner) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                  and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
+                  and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
+        others = [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
+                  and not isinstance(n.ctx, ast.Load)]
+        if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr) != 1:
+            return _U
+        method = self._function(parents, stores[0])
+        value = self.run.value(j, stores[0].value, {}, _locals(method), 0, used)
+        self.attrs[key] = value
+        if value is not _U:
+            self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}"
+        return value
+
+    def _assigned_elsewhere(self, attr: str) -> int:
+        """How many `.attr = ...` assignments (and patches naming it) the run's files hold."""
+        pattern = re.compile(rb"\.\s*" + re.escape(attr.encode()) + rb"\s*(?:=(?!=)|\+=|-=|\|=|&=)")
+        named = re.compile(rb"(?:patch|setattr)\b[^\n]*[\"']" + re.escape(attr.encode()) + rb"[\"']")
+        count = 0
+        for i, result in enumerate(self.run.results):
+            if not result.relpath.endswith(".py"):
+                continue
+            data = self.run.text_of(i) or b""
+            if attr.encode() in data:
+                count += len(pattern.findall(data)) + (2 if named.search(data) else 0)
+        return count
+
+    def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
+        """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
+        once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
+        from .flagcalls19 import _U, _locals
+
+        self.notes = []
+        function = self._function(parents, where)
+        local: frozenset = frozenset()
+        node = function
+        while node is not None:
+            local |= _locals(node)
+            node = self._function(parents, node)
+        env: dict = {}
+        if function is not None and not isinstance(function, ast.Lambda):
+            counts: dict = {}
+            for n in ast.walk(function):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    counts[n.id] = counts.get(n.id, 0) + 1
+            bound = {}
+            for stmt in function.body:
+                if stmt.lineno >= where.lineno:
+                    break
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                        and counts.get(stmt.targets[0].id) == 1:
+                    bound[stmt.targets[0].id] = stmt.value
+            for expr in [test, *bound.values()]:
+                for n in ast.walk(expr):
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                        value = self._attr(j, tree, parents, function, n.attr, used)
+                        if value is not _U:
+                            env[f"self.{n.attr}"] = value
+                            owner = parents.get(id(function))
+                            place = self.where.get((j, getattr(owner, "name", ""), n.attr), "")
+                            note = f"`self.{n.attr}` is {value!r} there, set once at {place}"
+                            if note not in self.notes:
+                                self.notes.append(note)
+            for name, expr in bound.items():
+                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(test)):
+                    env[name] = self.run.value(j, expr, dict(env), local, 0, used)
+                    if env[name] is not _U:
+                        shown = " ".join(ast.unparse(expr).split())
+                        self.notes.insert(0, f"`{name} = {shown[:60]}{'...' if len(shown) > 60 else ''}`")
+        return self.run.truth(j, test, env, local, 0, used)
+
+    def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
+        """The reason an NPU host never runs `node` (a gate around it), or None."""
+        from .flagcalls19 import _U, _always_exits
+
+        scope = next((sc for sc in self._skipped(j) if sc[0] <= node.lineno <= sc[1]), None)
+        if scope is not None:
+            from .testscopes import HELPER_NOTE
+            why = scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
+            return f"in a test an NPU host skips: `{' '.join(why.split())[:80]}`"
+        child, current = node, parents.get(id(node))
+        while current is not None and not isinstance(current, ast.Module):
+            if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
+                    and not _chosen(current.test, parents, current):
+                used: list = []
+                truth = self.truth(j, tree, parents, current.test, current, used)
+                if truth is not _U and truth == (child in current.orelse):
+                    test = " ".join(ast.unparse(current.test).split())[:80]
+                    told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
+                    return f"`{'not (' + test + ')' if truth else test}` is False there{told}"
+            if isinstance(current, _DEFS) and any(child is stmt for stmt in current.body):
+                top = child
+                for stmt in current.body:
+                    if stmt is top:
+                        break
+                    used = []
+                    if isinstance(stmt, ast.If) and not stmt.orelse and _always_exits(stmt.body):
+                        if self.truth(j, tree, parents, stmt.test, stmt, used) is True:
+                            test = " ".join(ast.unparse(stmt.test).split())[:80]
+                            return f"after `if {test}: {type(stmt.body[-1]).__name__.lower()}`, true there"
+                    elif isinstance(stmt, ast.Assert) and self.truth(j, tree, parents, stmt.test, stmt, used) is False:
+                        return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
+            child, current = current, parents.get(id(current))
+        return None
+
+    def _skipped(self, j: int) -> list:
+        """testscopes' test scopes of module j skipped on an NPU host (optparams20's reading)."""
+        if j not in self.scopes:
+            from .testscopes import cuda_only_test_scopes
+
+            data = self.run.text_of(j) or b""
+            try:
+                self.scopes[j] = cuda_only_test_scopes(data.decode("utf-8", "replace")) \
+                    if b"skip" in data.lower() else []
+            except RecursionError:
+                self.scopes[j] = []
+        return self.scopes[j]
+
+    # ------------------------------------------------------------------ every reference of a unit
+    def _index(self, j: int, tree: ast.Module):
+        """(parents, {name: [Name/Attribute nodes]}, {strings}) of module j, annotations and
+        `__all__` left out; one walk each."""
+        if j not in self.indexes:
+            parents = astcache.parents(tree)
+            skip = _annotations(tree)
+            refs: dict = {}
+            strings: set = set()
+            for node in astcache.walk(tree):
+                if id(node) in skip:
+                    continue
+                if isinstance(node, ast.Name):
+                    refs.setdefault(node.id, []).append(node)
+                elif isinstance(node, ast.Attribute):
+                    refs.setdefault(node.attr, []).append(node)
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+                    strings.add(node.value)
+            self.indexes[j] = (parents, refs, strings)
+        return self.indexes[j]
+
+    def sites(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[list]:
+        """[(module, "path:line (why)")] of every reference of the run to `unit` of module i, each
+        in code an NPU host does not run; None where one may run there."""
+        key = (i, unit.name)
+        if key in seen:
+            return []
+        if depth == 0 and key in self.memo:
+            return self.memo[key]
+        result = None if depth > _DEPTH else self._sites(i, unit, depth, seen | {key})
+        if depth == 0:
+            self.memo[key] = result
+        return result
+
+    def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
+        run = self.run
+        name = unit.name
+        word = name.encode()
+        found: list = []
+        for j, result in enumerate(run.results):
+            if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
+                continue
+            tree = run.tree(j)
+            if tree is None:
+                return None
+            if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
+                continue  # (its own by that name)
+            parents, refs, strings = self._index(j, tree)
+            if name in strings:
+                return None  # (named in a string: loaded some other way)
+            for node in refs.get(name, ()):
+                if not isinstance(node.ctx, ast.Load):
+                    return None
+                if j == i and _inside(node, unit, parents):
+                    continue  # (its own recursion, `self.method()` inside the class)
+                why = self.dead(j, tree, parents, node)
+                if why is not None:
+                    found.append((j, f"{result.relpath}:{node.lineno} ({why})"))
+                    continue
+                outer = _unit(tree, node.lineno)
+                if outer is None or outer is unit:
+                    return None
+                inner = self.sites(j, outer, depth + 1, seen)
+                if inner is None:
+                    return None
+                found.extend(inner)
+        return found or None
+
+
+def _chosen(test: ast.AST, parents: dict, where: ast.AST) -> bool:
+    """The test calls a method of a parameter or local of its function (`runner_backend.is_deep_gemm()`,
+    `backend.is_cuda()`): a value a caller or a user option chooses, not decided here (`self.`
+    and module-level names are)."""
+    from .flagcalls19 import _locals
+
+    node = parents.get(id(where))
+    while node is not None and not isinstance(node, (*_DEFS, ast.Lambda)):
+        node = parents.get(id(node))
+    if node is None:
+        return False
+    local = _locals(node) - {"self", "cls"}
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+               and n.func.value.id in local for n in ast.walk(test))
+
+
+def _inside(node: ast.AST, unit: ast.AST, parents: dict) -> bool:
+    current = parents.get(id(node))
+    while current is not None:
+        if current is unit:
+            return True
+        current = parents.get(id(current))
+    return False
+
+
+def review(results: list, paths: dict) -> list:
+    """The results, with the report-only places of this module's docstring lowered to named scopes."""
+    from .flagcalls19 import _lower, _Run
+    from .flags16 import BRANCH
+    from .modpaths import RunTexts
+    from .moot import is_moot
+
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+
+    text_of = RunTexts(results, paths)
+    run: Optional[_Run] = None
+    gates: Optional[_Gates] = None
+    out = list(results)
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py") or not any(open_finding(f) for f in result.findings):
+            continue
+        data = text_of(i)
+        if not data:
+            continue
+        lines_b = data.split(b"\n")
+        places = [n for f in result.findings if open_finding(f) for n in (f.line, *(ln for ln, _c, _s in f.also))]
+        if not any(0 < n <= len(lines_b) and lines_b[n - 1][:1] in (b" ", b"\t") for n in places):
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        if run is None:
+            run = _Run(results, text_of)
+            gates = _Gates(run)
+        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
+
+        def reason_of(line: int, tree=tree, i=i) -> Optional[str]:
+            unit = _unit(tree, line)
+            if unit is None:
+                return None
+            found = gates.sites(i, unit)
+            if not found or not any(j != i for j, _s in found):
+                return None
+            from .importgates import is_test
+            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
+            shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
+            return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host does not run: {shown}"
+
+        findings, changed = [], False
+        for finding in result.findings:
+            pieces = _lower(finding, reason_of) if open_finding(finding) else None
+            changed = changed or pieces is not None
+            findings.extend([finding] if pieces is None else pieces)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
