@@ -115,7 +115,8 @@ class _Gates:
 
     def _attr(self, j: int, tree: ast.Module, parents: dict, function: ast.AST, attr: str, used: list):
         """The value of `self.attr` in the class holding `function`, or None where unknown."""
-        from .flagcalls19 import _U, _locals
+        from .flagtruth import UNKNOWN as _U
+        from .flagtruth import local_names as _locals
 
         owner = parents.get(id(function))
         if not isinstance(owner, ast.ClassDef):
@@ -154,7 +155,8 @@ class _Gates:
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
         once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
-        from .flagcalls19 import _U, _locals
+        from .flagtruth import UNKNOWN as _U
+        from .flagtruth import local_names as _locals
 
         self.notes = []
         function = self._function(parents, where)
@@ -197,7 +199,8 @@ class _Gates:
 
     def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
         """The reason an NPU host never runs `node` (a gate around it), or None."""
-        from .flagcalls19 import _U, _always_exits
+        from .flagtruth import UNKNOWN as _U
+        from .flagtruth import always_exits as _always_exits
 
         scope = next((sc for sc in self._skipped(j) if sc[0] <= node.lineno <= sc[1]), None)
         if scope is not None:
@@ -315,7 +318,7 @@ def _chosen(test: ast.AST, parents: dict, where: ast.AST) -> bool:
     """The test calls a method of a parameter or local of its function (`runner_backend.is_deep_gemm()`,
     `backend.is_cuda()`): a value a caller or a user option chooses, not decided here (`self.`
     and module-level names are)."""
-    from .flagcalls19 import _locals
+    from .flagtruth import local_names as _locals
 
     node = parents.get(id(where))
     while node is not None and not isinstance(node, (*_DEFS, ast.Lambda)):
@@ -338,7 +341,8 @@ def _inside(node: ast.AST, unit: ast.AST, parents: dict) -> bool:
 
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places of this module's docstring lowered to named scopes."""
-    from .flagcalls19 import _lower, _Run
+    from .flagcalls19 import Run as _Run
+    from .flagcalls19 import lower as _lower
     from .flags16 import BRANCH
     from .modpaths import RunTexts
     from .moot import is_moot

@@ -191,7 +191,8 @@ class Params:
     def _false(self, j: int, value: ast.AST, at: ast.AST, depth: int, seen: frozenset):
         """The (module, name) reads proving `value` (in module j, at node `at`) false on an NPU
         host; None where it may be true there."""
-        from .flagcalls19 import _U, _locals
+        from .flagtruth import UNKNOWN as _U
+        from .flagtruth import local_names as _locals
 
         run = self.run
         tree = run.tree(j)

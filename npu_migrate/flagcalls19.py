@@ -64,9 +64,11 @@ import dataclasses
 import re
 
 from . import astcache
+from .flagtruth import UNKNOWN as _U
+from .flagtruth import always_exits as _always_exits
+from .flagtruth import local_names as _locals
 from .modpaths import RunModules
 
-_U = object()  # unknown on an NPU host
 _MAX_DEPTH = 6
 _EXC = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -377,23 +379,6 @@ def _catches_import(kind: ast.AST | None) -> bool:
     return any(isinstance(n, ast.Name) and n.id in _EXC for n in names)
 
 
-def _always_exits(body: list) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Raise, ast.Return))
-
-
-def _locals(function: ast.AST | None) -> frozenset:
-    """Names a function (and its parameters) binds: never read as the module's flags."""
-    if function is None:
-        return frozenset()
-    names = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
-    for node in ast.walk(function):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, ast.alias):
-            names.add((node.asname or node.name).split(".")[0])
-    return frozenset(names)
-
-
 def _describe(run: _Run, used: list) -> str:
     """`(`X` is False there, bound at path:line `X = f()`)` for the flags and functions an answer
     read, with the value each has on an NPU host."""
@@ -572,3 +557,8 @@ def review(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
     return out
+
+
+# public names for the passes that extend this one (callgates21.py, tritonflags21.py)
+Run = _Run
+lower = _lower

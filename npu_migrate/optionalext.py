@@ -813,3 +813,6 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     results = review_setup_cuda_probe(review_gated_extensions(results, paths), paths)
     results = review_triton_skipped_tests(review_opt_in_triton_packages(results, paths), paths)
     return review_skipped_test_helpers(results, paths)
+
+
+probed_triton = _probed_triton  # public name (tritonflags21.py)

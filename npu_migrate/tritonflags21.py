@@ -92,8 +92,8 @@ def _handler_clears(tree: ast.Module, flag: str) -> bool:
 def _flag_import(run, i: int, tree: ast.Module):
     """(flag, names imported with it, the probing module's index) of the module-level import of a
     Triton availability flag from a run module that probes Triton; None otherwise."""
-    from .optionalext import _probed_triton
-    from .tritonguards import _availability
+    from .optionalext import probed_triton as _probed_triton
+    from .tritonguards import availability as _availability
 
     for stmt in tree.body:
         if not isinstance(stmt, ast.ImportFrom):
@@ -126,7 +126,7 @@ def _exits_unless(stmt: ast.stmt, flag: str) -> bool:
 
 def _reason(run, i: int, tree: ast.Module, finding) -> Optional[str]:
     from . import flagreads20
-    from .tritonguards import _tests_triton
+    from .tritonguards import tests_triton as _tests_triton
 
     found = _flag_import(run, i, tree)
     if found is None:
@@ -196,7 +196,7 @@ def _imported_elsewhere(run, i: int, names: set) -> bool:
 
 def review(results: list, paths: dict) -> list:
     """The results, with the NPU910 errors of this module's docstring lowered to info."""
-    from .flagcalls19 import _Run
+    from .flagcalls19 import Run as _Run
     from .modpaths import RunTexts
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
