@@ -15,8 +15,11 @@ never runs there, the value never reaches a device, the script is NVIDIA build t
 from __future__ import annotations
 
 import ast
+import dataclasses
+import re
 
 from . import astcache, catalogue
+from .findings import Finding
 
 _dotted = astcache.dotted
 
@@ -53,3 +56,91 @@ def known_value(node: ast.AST):
     if isinstance(op, (ast.Gt, ast.GtE, ast.Eq)):
         return False
     return None
+
+
+# ------------------------------------------------------------------------------------------------
+# A shell variable whose value "cuda" is only a mode label (round-21 BG#6)
+
+MODE_LABEL = ("a mode label the script only compares with \"cuda\": `{name}` is passed on only where "
+              "it holds another value (line {line}), so \"cuda\" never reaches a device")
+_TEST = r'\[\[?\s*"?\$\{{?{name}\}}?"?\s*(==|=|!=)\s*["\']?cuda["\']?\s*\]\]?'
+
+
+def _if_branches(lines: list[str], start: int) -> tuple[int, int] | None:
+    """(the `else` line or None, the `fi` line) of the `if` that opens at line index `start`
+    (0-based), or None when it has an `elif` or no `fi`."""
+    depth, other = 0, None
+    for i in range(start + 1, len(lines)):
+        words = re.findall(r"(?:^|[;\s])(if|fi|else|elif)(?=$|[;\s])", lines[i])
+        for word in words:
+            if word == "if":
+                depth += 1
+            elif word == "fi":
+                if depth == 0:
+                    return other, i
+                depth -= 1
+            elif depth == 0:
+                if word == "elif":
+                    return None
+                other = i
+    return None
+
+
+def review_shell_labels(findings: list[Finding], code: str) -> list[Finding]:
+    """NPU706 on `NAME="cuda"` in a shell script (comments blanked in `code`) whose every read of
+    `$NAME` is in an `if [[ "$NAME" == "cuda" ]]` test (or `!=`), in an `echo`/`printf`, or in the
+    branch of such a test where the value is not "cuda": info with MODE_LABEL (a named scope).
+    An exported variable, a read anywhere else (`--device $NAME`), a test with `elif`: kept."""
+    lines = code.split("\n")
+    out = []
+    for finding in findings:
+        if finding.code != "NPU706" or finding.fixable or finding.severity == "info" \
+                or not 0 < finding.line <= len(lines):
+            out.append(finding)
+            continue
+        match = re.match(r"\s*(?:local\s+|readonly\s+)?([A-Za-z_]\w*)=[\"']?cuda[\"']?\s*(?:$|;)",
+                         lines[finding.line - 1])
+        line = _label_only(lines, match.group(1), finding.line - 1) if match else None
+        if line is None:
+            out.append(finding)
+            continue
+        reason = MODE_LABEL.format(name=match.group(1), line=line)
+        out.append(dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})"))
+    return out
+
+
+def _label_only(lines: list[str], name: str, assigned: int) -> int | None:
+    """The line (1-based) where `name` is passed on with a value other than "cuda", when every read
+    of it is a test against "cuda", a message or inside such a branch; None otherwise."""
+    if re.search(rf"\b(export|declare\s+-x)\s+(?:\w+=\S*\s+)*{name}\b", "\n".join(lines)):
+        return None
+    read = re.compile(rf"\$(?:{name}\b|\{{{name}[}}:])")
+    test = re.compile(r"^\s*(?:if|elif)\s+" + _TEST.format(name=re.escape(name)) + r"\s*;?\s*(?:then)?\s*$")
+    allowed: set[int] = set()
+    passed = None
+    for i, text in enumerate(lines):
+        found = test.match(text)
+        if not found:
+            continue
+        branches = _if_branches(lines, i)
+        if branches is None or not text.lstrip().startswith("if"):
+            return None
+        other, end = branches
+        allowed.add(i)
+        # `==`: the else branch holds another value; `!=`: the then branch does
+        if found.group(1) != "!=":
+            first, last = (other + 1, end) if other is not None else (end, end)
+        else:
+            first, last = i + 1, other if other is not None else end
+        allowed.update(range(first, last))
+        if passed is None and any(read.search(lines[j]) for j in range(first, last)):
+            passed = next(j for j in range(first, last) if read.search(lines[j])) + 1
+    if passed is None:
+        return None
+    for i, text in enumerate(lines):
+        if i == assigned or not read.search(text) or i in allowed:
+            continue
+        if re.match(r"\s*(echo|printf)\b", text):
+            continue
+        return None
+    return passed

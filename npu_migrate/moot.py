@@ -244,6 +244,9 @@ NO_WORK = (
     "in a fake (meta-tensor) implementation: ",
     "imported inside a fake module set-up, ",
     "a torch name in a type alias or annotation, never called: ",
+    # cudaonly21.py (round 21): a shell "cuda" mode label only compared (BG#6), NVIDIA build tooling (BF#12)
+    "a mode label the script only compares with ",
+    "in NVIDIA build tooling: ",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 
