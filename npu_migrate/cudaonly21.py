@@ -144,3 +144,57 @@ def _label_only(lines: list[str], name: str, assigned: int) -> int | None:
             continue
         return None
     return passed
+
+
+# ------------------------------------------------------------------------------------------------
+# NVIDIA build tooling (round-21 BF#12)
+
+NVIDIA_TOOLING = ("in NVIDIA build tooling: a standalone script under `{folder}/` that runs the CUDA "
+                  "toolkit's `{program}` (line {line}); it builds or inspects CUDA code for an NVIDIA "
+                  "image, and an NPU host has no use for it")
+
+
+def _tooling_table() -> dict:
+    return catalogue.read_table("scopes.toml").get("cudaonly21", {})
+
+
+def _toolkit_run(tree: ast.Module, programs: frozenset) -> tuple[str, int] | None:
+    """(program, line) of the first string naming a CUDA toolkit program (`"nvcc"`, `"/bin/nvcc"`,
+    an f-string's `/bin/nvcc` part), or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value.rstrip().rsplit("/", 1)[-1]
+            if name in programs and (node.value == name or "/" in node.value):
+                return name, node.lineno
+    return None
+
+
+def _standalone(tree: ast.Module) -> bool:
+    return any(isinstance(s, ast.If) and isinstance(s.test, ast.Compare)
+               and _dotted(s.test.left) == "__name__"
+               and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in s.test.comparators)
+               for s in tree.body)
+
+
+def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
+    """NPU990 in a standalone script of a tooling folder (rules/scopes.toml [cudaonly21]) that runs
+    a CUDA toolkit program and names no NPU: info with NVIDIA_TOOLING (a named no-work scope).
+    A setup script (`setup*.py`), a module of the package, a script that also serves the NPU: kept."""
+    candidates = [f for f in findings if f.code == "NPU990" and not f.fixable and f.severity != "info"]
+    if not candidates:
+        return findings
+    table = _tooling_table()
+    parts = relpath.replace("\\", "/").split("/")
+    if len(parts) < 2 or parts[0] not in table.get("tooling_folders", ()) or parts[-1].startswith("setup"):
+        return findings
+    if re.search(table.get("npu_words", r"(?!)"), text):
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogateescape"))
+    if tree is None or not _standalone(tree):
+        return findings
+    run = _toolkit_run(tree, frozenset(table.get("toolkit_programs", ())))
+    if run is None:
+        return findings
+    reason = NVIDIA_TOOLING.format(folder=parts[0], program=run[0], line=run[1])
+    return [dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})") if f in candidates else f
+            for f in findings]
