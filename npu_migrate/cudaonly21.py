@@ -198,3 +198,289 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
     reason = NVIDIA_TOOLING.format(folder=parts[0], program=run[0], line=run[1])
     return [dataclasses.replace(f, severity="info", message=f"{f.message} ({reason})") if f in candidates else f
             for f in findings]
+
+
+# ------------------------------------------------------------------------------------------------
+# Benchmarks whose timed callables all call a CUDA-only compiled op (round-21 BH#6)
+
+BENCH_FILE = re.compile(r"(^|/)(benchmarks?|bench)/[^/]*|(^|/)(bench|benchmark)_[^/]*\.py$")
+WARMUP_FAILS = ("never reached on an NPU host: every callable the benchmark hands to `{helper}` calls a "
+                "CUDA-only compiled op built from the project's CUDA sources (NPU912; `{op}`, that is "
+                "`torch.ops._C.{target}`, among them), and the warm-up call at line {warmup} fails there "
+                "first; the ops' port comes before this")
+_TIMING_APIS = ("do_bench_cudagraph",)  # (a timing API that calls its callable before it captures a graph)
+_MAX_DEPTH = 4
+
+
+class _OpCalls:
+    """Which callables of one benchmark file call a CUDA-only compiled op unconditionally."""
+
+    def __init__(self, tree: ast.Module, aliases: dict[str, dict]):
+        from .optests import _OPS
+
+        self.prefix = _OPS
+        self.aliases = aliases
+        self.functions: dict[str, list] = {}
+        self.methods: dict[str, list] = {}
+        for node in tree.body:
+            if isinstance(node, _DEFS):
+                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.ClassDef):
+                for inner in node.body:
+                    if isinstance(inner, _DEFS):
+                        self.methods.setdefault(inner.name, []).append(inner)
+        self.parents = astcache.parents(tree)
+        self._memo: dict[int, tuple | None] = {}
+
+    def op_of(self, func: ast.AST) -> tuple[str, str] | None:
+        """(the op as written, its `torch.ops._C` name) for `torch.ops._C.x` or a wrapper's `ops.x`."""
+        name = _dotted(func, strict=True) or ""
+        if name.startswith(self.prefix) and name.count(".") == 3:
+            return name, name[len(self.prefix):]
+        head, _, attr = name.partition(".")
+        target = self.aliases.get(head, {}).get(attr) if attr and "." not in attr else None
+        return (name, target) if target else None
+
+    def _callee_defs(self, func: ast.AST) -> list:
+        if isinstance(func, ast.Name):
+            return self.functions.get(func.id, [])
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            return self.methods.get(func.attr, [])
+        return []
+
+    def _in_nodes(self, nodes, depth: int) -> tuple | None:
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                op = self.op_of(node.func)
+                if op is not None:
+                    return op
+                defs = self._callee_defs(node.func)
+                if len(defs) == 1 and depth < _MAX_DEPTH:
+                    op = self.of_def(defs[0], depth + 1)
+                    if op is not None:
+                        return op
+        return None
+
+    def of_def(self, function: ast.AST, depth: int = 0) -> tuple | None:
+        """The first op a function calls in its unconditional statements (also through a function
+        or method of the file it calls there), or None."""
+        if id(function) in self._memo:
+            return self._memo[id(function)]
+        self._memo[id(function)] = None  # (recursion)
+        found = self._in_nodes(_unconditional_nodes(function.body), depth)
+        self._memo[id(function)] = found
+        return found
+
+    def of_callable(self, expr: ast.AST, scope: ast.AST | None, depth: int = 0) -> tuple | None:
+        """The op a callable handed to a timing helper calls, or None when any value it may have
+        does not call one."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(expr, ast.Lambda):
+            return self._in_nodes(_own_walk(expr.body), depth)
+        if isinstance(expr, ast.IfExp):
+            first = self.of_callable(expr.body, scope, depth + 1)
+            return first if first and self.of_callable(expr.orelse, scope, depth + 1) else None
+        if isinstance(expr, ast.Call) and _dotted(expr.func) in ("functools.partial", "partial") and expr.args:
+            return self.of_callable(expr.args[0], scope, depth + 1)
+        op = self.op_of(expr)
+        if op is not None:
+            return op
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            defs = self.methods.get(expr.attr, [])
+            return self.of_def(defs[0], depth) if len(defs) == 1 else None
+        if isinstance(expr, ast.Name):
+            values = _assigned(scope, expr.id) if scope is not None else []
+            if values:
+                ops = [self.of_callable(v, scope, depth + 1) for v in values]
+                return ops[0] if all(ops) else None
+            defs = self.functions.get(expr.id, [])
+            return self.of_def(defs[0], depth) if len(defs) == 1 else None
+        return None
+
+    def scope_of(self, node: ast.AST) -> ast.AST | None:
+        parent = self.parents.get(id(node))
+        while parent is not None and not isinstance(parent, _DEFS):
+            parent = self.parents.get(id(parent))
+        return parent
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _own_walk(node: ast.AST):
+    """The nodes under `node`, without those of nested functions, classes and lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, (*_DEFS, ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+
+
+def _unconditional_nodes(body: list):
+    """The nodes of the statements a function always runs (its top level, `with` bodies), in order;
+    not those under `if`, loops, `try`, `match`, nor after a `return`/`raise`."""
+    for stmt in body:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                yield from _own_walk(item.context_expr)
+            yield from _unconditional_nodes(stmt.body)
+            continue
+        if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, *_DEFS, ast.ClassDef)) \
+                or type(stmt).__name__ in ("Match", "TryStar"):
+            continue
+        yield from _own_walk(stmt)
+        if isinstance(stmt, (ast.Return, ast.Raise)):
+            return
+
+
+def _assigned(scope: ast.AST, name: str) -> list:
+    """The values a plain `name = value` in the function `scope` binds (empty when none)."""
+    values = []
+    for node in _own_walk(scope):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if len(node.targets) != 1:
+                return [ast.Constant(None)]
+            values.append(node.value)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and isinstance(
+                getattr(node, "target", None), ast.Name) and node.target.id == name:
+            return [ast.Constant(None)]
+    return values
+
+
+def _warmup_line(function: ast.AST) -> tuple[str, int] | None:
+    """(the callable parameter, the line of its first call) of a timing helper: a function whose
+    first positional parameter it calls (`fn()`) or hands to `do_bench_cudagraph`."""
+    params = function.args.posonlyargs + function.args.args
+    if not params:
+        return None
+    name = params[0].arg
+    lines = []
+    for node in _own_walk(function):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == name:
+                lines.append(node.lineno)
+            elif (_dotted(node.func) or "").rpartition(".")[2] in _TIMING_APIS and node.args \
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id == name:
+                lines.append(node.lineno)
+    return (name, min(lines)) if lines else None
+
+
+def _choice(value: ast.AST) -> set:
+    """The names a value picks from: `f` or `f if c else g` (nested), else nothing."""
+    if isinstance(value, ast.Name):
+        return {value.id}
+    if isinstance(value, ast.IfExp):
+        body, orelse = _choice(value.body), _choice(value.orelse)
+        return body | orelse if body and orelse else set()
+    return set()
+
+
+def _helper_calls(tree: ast.Module, helper: str) -> list | None:
+    """The calls of the module function `helper`, directly or through a name bound only to it or
+    to an `if`-choice of such helpers (`timer = time_graph if g else time_eager`); None when the
+    helper's name is used any other way (stored, passed on)."""
+    parents = astcache.parents(tree)
+    names, calls = {helper}, []
+    changed = True
+    while changed:  # (aliases of aliases)
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id not in names and _choice(node.value) & names:
+                names.add(node.targets[0].id)
+                changed = True
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            calls.append(parent)
+            continue
+        while isinstance(parent, ast.IfExp):
+            parent = parents.get(id(parent))
+        if isinstance(parent, ast.Assign) and isinstance(parent.targets[0], ast.Name) and parent.targets[0].id in names:
+            continue
+        return None
+    return calls
+
+
+def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
+    """Report-only findings after the warm-up call of a benchmark's timing helper (`def
+    time_graph(fn): fn(); g = torch.cuda.CUDAGraph(); ...`), where every call of the helper in the
+    file hands it a callable that always calls a CUDA-only compiled op (`lambda: ops.fused_x(...)`,
+    `case.method` whose body calls `torch.ops._C.x` or the project's `_custom_ops` wrapper of one),
+    in a project whose CUDA sources are reported (NPU912): info with WARMUP_FAILS (a named scope:
+    the warm-up fails at the op first). A helper also handed a callable of portable code, a helper
+    passed on or stored, a finding before the warm-up call: kept. Whole run, after optests."""
+    from . import optests
+    from .modpaths import module_names, result_bytes
+    from .moot import is_moot
+
+    def candidate(finding) -> bool:
+        return not finding.fixable and finding.severity != "info" and finding.cell is None and not is_moot(finding)
+
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and BENCH_FILE.search(r.relpath)
+               and any(candidate(f) for f in r.findings)]
+    if not targets or not any(f.code == "NPU912" for r in results for f in r.findings):
+        return results
+    paths = paths or {}
+    by_dotted: dict[str, int] = {}
+    for i, result in enumerate(results):
+        if result.relpath.endswith(f"/{optests._WRAPPER}.py"):
+            for name in module_names(result.relpath):
+                by_dotted.setdefault(name, i)
+    wrappers: dict[int, dict] = {}
+
+    def wrapped(module: str) -> dict:
+        i = by_dotted.get(module)
+        if i is None:
+            return {}
+        if i not in wrappers:
+            data = result_bytes(results[i], paths) or b""
+            tree = astcache.parse(data) if b"PrivateUse1" not in data else None
+            wrappers[i] = optests._wrapped_ops(tree) if tree is not None else {}
+        return wrappers[i]
+
+    out = list(results)
+    for i in targets:
+        data = result_bytes(results[i], paths)
+        if not data or (optests._OPS.encode() not in data and optests._WRAPPER.encode() not in data):
+            continue
+        tree = astcache.parse(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
+        if tree is None:
+            continue
+        ops = _OpCalls(tree, {alias: wrapped(module) for alias, module in optests._aliases(tree).items()})
+        spans = []  # (first line, last line, helper, warm-up line, op, target)
+        for helper in tree.body:
+            if not isinstance(helper, _DEFS) or len(ops.functions.get(helper.name, [])) != 1:
+                continue
+            warmup = _warmup_line(helper)
+            calls = _helper_calls(tree, helper.name) if warmup else None
+            if not calls:
+                continue
+            found = []
+            for call in calls:
+                arg = call.args[0] if call.args else next(
+                    (k.value for k in call.keywords if k.arg == warmup[0]), None)
+                op = ops.of_callable(arg, ops.scope_of(call)) if arg is not None else None
+                if op is None:
+                    break
+                found.append(op)
+            else:
+                spans.append((warmup[1], helper.end_lineno or helper.lineno, helper.name, warmup[1], *found[0]))
+        if not spans:
+            continue
+
+        def lowered(finding):
+            for start, end, helper, warmup, op, target in spans:
+                lines = (finding.line, *(also[0] for also in finding.also))
+                if candidate(finding) and all(start < line <= end for line in lines):
+                    reason = WARMUP_FAILS.format(helper=helper, op=op, target=target, warmup=warmup)
+                    return dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
+            return finding
+
+        out[i] = dataclasses.replace(results[i], findings=[lowered(f) for f in results[i].findings])
+    return out

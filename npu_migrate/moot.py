@@ -69,6 +69,8 @@ PHRASES = (
     # probes16.BACKEND_CODE: a lazy import in a CUDA package's backend class, in a module that imports
     # the package only under that backend's selection test (round 20, BC#17)
     "in a CUDA package's backend code an NPU host runs only if that backend is selected",
+    # cudaonly21.WARMUP_FAILS: a benchmark's timing helper whose every timed callable calls a CUDA-only op (BH#6)
+    "never reached on an NPU host: every callable the benchmark hands to ",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
     "in a class whose constructor requires a CUDA-only package",  # foldbackend.ASSERTED
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
