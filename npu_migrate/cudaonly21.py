@@ -1,6 +1,8 @@
 """Tests, benchmarks and tools whose subject is CUDA-only (issue #16, precision wave 21, round-21
-audits BH#2, BG#6, BF#12). Porting what is reported there achieves nothing on an NPU host: the test
-never runs there, the value never reaches a device, the script is NVIDIA build tooling.
+audits BH#2, BH#6, BG#6, BF#12). Porting what is reported there achieves nothing on an NPU host:
+the test never runs there, the benchmark fails at its subject first, the value never reaches a
+device, the script is NVIDIA build tooling. Each shape is decided on the exact construct; the
+nearest true case stays reported (tests/test_h90.py).
 
 * **A capability's major number compared** (`known_value`, for testscopes' truth of a condition):
   `torch.cuda.get_device_capability()[0] < 9` is true on an NPU host, `>= 9` false: the migration
@@ -10,6 +12,31 @@ never runs there, the value never reaches a device, the script is NVIDIA build t
   the module there (reach.py's skipping fixture), and the CUDA graphs it captures never run. A
   platform object's query (`current_platform.get_device_capability()`, None there) is not one: its
   `[0]` raises, which is no skip; a minor number (`[1]`) and a bound of 0 decide nothing.
+* **A benchmark whose timed callables all call a CUDA-only compiled op** (`review_op_benchmarks`,
+  whole run, from runplan after optests.lower_in_op_tests; NPU202 `torch.cuda.CUDAGraph`, NPU910
+  `do_bench_cudagraph`, ...): in a benchmark file (`benchmarks/`, `bench/`, `benchmark_*.py`) of a
+  project whose CUDA sources are reported (NPU912), a timing helper `def time_graph(fn): fn() ...;
+  torch.cuda.CUDAGraph()` whose every call in the file (directly or through `timer = time_graph if
+  g else time_eager`) hands it a callable that always calls such an op (`lambda c=case: c.fused()`,
+  `case.unfused`, through the file's methods and functions, not under an `if`, loop or `try`):
+  `torch.ops._C.x`, or the project's `_custom_ops` wrapper of one (optests.py's reading). The warm-up
+  call fails at the op on an NPU host, so what follows it in the helper is never reached there: a
+  named "not run" scope (WARMUP_FAILS) naming an op and the warm-up line. A helper also handed
+  portable code (`lambda: torch.mm(a, b)`), a helper stored or passed on, a callable not resolved,
+  a finding before the warm-up, a project with no reported CUDA source: kept.
+* **A "cuda" mode label in a shell script** (`review_shell_labels`, per file from textfiles.py;
+  NPU706): `KV_BUFFER_DEVICE="cuda"` whose every read is the test `if [[ "$KV_BUFFER_DEVICE" ==
+  "cuda" ]]` (or `!=`), an `echo`/`printf`, or the branch of that test where it holds another
+  value, which is where the script passes it on: the string "cuda" never reaches a device (the
+  script leaves the setting out, and the program picks its own default). A named no-work scope
+  (MODE_LABEL). An exported variable, a read anywhere else (`--device "$X"`), an `elif` chain: kept.
+* **NVIDIA build tooling** (`review`, per file from run.py after wording20; NPU990): a standalone
+  script (`if __name__ == "__main__":`) in a tooling folder (`tools/`, `scripts/`, CI folders:
+  rules/scopes.toml [cudaonly21]) that runs a CUDA toolkit program (`os.path.join(CUDA_HOME, "bin",
+  "nvcc")`, `cuobjdump`) and names no NPU: it builds or inspects CUDA code for an NVIDIA image. Its
+  CUDA references (`CUDA_HOME`) are a named no-work scope (NVIDIA_TOOLING). A setup script
+  (`setup*.py`), a module of the package, a script that names the NPU/Ascend/CANN, a script with
+  no `__main__`: kept.
 """
 
 from __future__ import annotations
