@@ -243,9 +243,9 @@ class _OpCalls:
     """Which callables of one benchmark file call a CUDA-only compiled op unconditionally."""
 
     def __init__(self, tree: ast.Module, aliases: dict[str, dict]):
-        from .optests import _OPS
+        from .optests import OPS
 
-        self.prefix = _OPS
+        self.prefix = OPS
         self.aliases = aliases
         self.functions: dict[str, list] = {}
         self.methods: dict[str, list] = {}
@@ -456,7 +456,7 @@ def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
     paths = paths or {}
     by_dotted: dict[str, int] = {}
     for i, result in enumerate(results):
-        if result.relpath.endswith(f"/{optests._WRAPPER}.py"):
+        if result.relpath.endswith(f"/{optests.WRAPPER}.py"):
             for name in module_names(result.relpath):
                 by_dotted.setdefault(name, i)
     wrappers: dict[int, dict] = {}
@@ -468,18 +468,18 @@ def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
         if i not in wrappers:
             data = result_bytes(results[i], paths) or b""
             tree = astcache.parse(data) if b"PrivateUse1" not in data else None
-            wrappers[i] = optests._wrapped_ops(tree) if tree is not None else {}
+            wrappers[i] = optests.wrapped_ops(tree) if tree is not None else {}
         return wrappers[i]
 
     out = list(results)
     for i in targets:
         data = result_bytes(results[i], paths)
-        if not data or (optests._OPS.encode() not in data and optests._WRAPPER.encode() not in data):
+        if not data or (optests.OPS.encode() not in data and optests.WRAPPER.encode() not in data):
             continue
         tree = astcache.parse(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
         if tree is None:
             continue
-        ops = _OpCalls(tree, {alias: wrapped(module) for alias, module in optests._aliases(tree).items()})
+        ops = _OpCalls(tree, {alias: wrapped(module) for alias, module in optests.wrapper_aliases(tree).items()})
         spans = []  # (first line, last line, helper, warm-up line, op, target)
         for helper in tree.body:
             if not isinstance(helper, _DEFS) or len(ops.functions.get(helper.name, [])) != 1:
