@@ -1,5 +1,5 @@
 """Tests, benchmarks and tools whose subject is CUDA-only (issue #16, precision wave 21, round-21
-audits BH#2, BH#6, BG#6, BF#12). Porting what is reported there achieves nothing on an NPU host:
+audits BH#2, BH#6, BG#6, BG#26, BF#12). Porting what is reported there achieves nothing on an NPU host:
 the test never runs there, the benchmark fails at its subject first, the value never reaches a
 device, the script is NVIDIA build tooling. Each shape is decided on the exact construct; the
 nearest true case stays reported (tests/test_h90.py).
@@ -24,6 +24,16 @@ nearest true case stays reported (tests/test_h90.py).
   named "not run" scope (WARMUP_FAILS) naming an op and the warm-up line. A helper also handed
   portable code (`lambda: torch.mm(a, b)`), a helper stored or passed on, a callable not resolved,
   a finding before the warm-up, a project with no reported CUDA source: kept.
+* **A test of the project's own CUDA JIT kernel** (`review_jit_kernel_tests`, whole run, after
+  `review_op_benchmarks`): a JIT kernel module is a module of the run, outside tests and
+  benchmarks, that hands a literal list of CUDA sources to a JIT loader (`load_jit("rmsnorm",
+  cuda_files=["elementwise/rmsnorm.cuh"])`, `load_inline(..., cuda_sources=[src])`) and names no
+  NPU. In a test file, a test function that calls a function imported from one (directly or through
+  a helper of the file) checks that kernel; a report-only finding in it, in a helper every reference
+  of which lies in such tests (the CUDA reference it compares with: `from flashinfer.norm import
+  rmsnorm`), or at module level when every test of the file is one, is info with JIT_TEST (the test
+  fails at the kernel on an NPU host whatever replaces the reference). Not a scope: the test runs
+  there. A test of portable code with the same reference, a kernel module with an NPU path: kept.
 * **A "cuda" mode label in a shell script** (`review_shell_labels`, per file from textfiles.py;
   NPU706): `KV_BUFFER_DEVICE="cuda"` whose every read is the test `if [[ "$KV_BUFFER_DEVICE" ==
   "cuda" ]]` (or `!=`), an `echo`/`printf`, or the branch of that test where it holds another
@@ -508,6 +518,150 @@ def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
                     reason = WARMUP_FAILS.format(helper=helper, op=op, target=target, warmup=warmup)
                     return dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
             return finding
+
+        out[i] = dataclasses.replace(results[i], findings=[lowered(f) for f in results[i].findings])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Tests of the project's own CUDA JIT kernels (round-21 BG#26)
+
+JIT_TEST = ("in a test of the project's CUDA JIT kernel `{name}` (`{module}`, compiled from CUDA sources "
+            "by `{loader}(..., {keyword}=[...])` at {path}:{line}): on an NPU host the test fails at that "
+            "kernel whatever replaces this, so the kernel's port comes first")
+_JIT_KEYWORDS = ("cuda_files", "cuda_sources")
+
+
+def _jit_loader(tree: ast.Module) -> tuple[str, str, int] | None:
+    """(loader, keyword, line) of the first call that hands a literal list of CUDA sources to a JIT
+    loader (`load_jit("rmsnorm", cuda_files=["elementwise/rmsnorm.cuh"])`, `load_inline(...,
+    cuda_sources=[src])`), or None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg in _JIT_KEYWORDS and isinstance(keyword.value, (ast.List, ast.Tuple)) \
+                        and keyword.value.elts:
+                    return (_dotted(node.func) or "load").rpartition(".")[2], keyword.arg, node.lineno
+    return None
+
+
+def _reaching(tree: ast.Module, kernels: dict) -> dict:
+    """Module-level functions of a test file that call a name imported from a JIT kernel module
+    (at module level or in the function itself), directly or through another such function of
+    the file: name -> the kernel's (name, module)."""
+    top: dict[str, tuple] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in kernels and not node.level:
+            for alias in node.names:
+                top[alias.asname or alias.name] = (alias.name, node.module)
+    functions = {n.name: n for n in tree.body if isinstance(n, _DEFS)}
+    reached: dict[str, tuple] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, function in functions.items():
+            if name in reached:
+                continue
+            local = dict(top)
+            for node in _own_walk(function):
+                if isinstance(node, ast.ImportFrom) and node.module in kernels and not node.level:
+                    for alias in node.names:
+                        local[alias.asname or alias.name] = (alias.name, node.module)
+            for node in _own_walk(function):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    hit = local.get(node.func.id) or reached.get(node.func.id)
+                    if hit is not None and node.func.id != name:
+                        reached[name] = hit
+                        changed = True
+                        break
+    return reached
+
+
+def review_jit_kernel_tests(results: list, paths: dict | None = None) -> list:
+    """Report-only findings of a test file in a function whose tests all check a project-local CUDA
+    JIT kernel (a function imported from a module of the run, outside tests, that hands a literal
+    list of CUDA sources to a JIT loader and names no NPU): the test function itself when it calls
+    the kernel (or a helper of the file that does), a helper (the CUDA reference it compares with:
+    `from flashinfer.norm import rmsnorm`) every reference of which lies in such tests, and a
+    module-level finding when every test of the file is one. Info with JIT_TEST, not a scope (the
+    test runs there and fails). A test of portable code beside it, a kernel module with an NPU
+    path, a file with test classes (module-level findings): kept. Whole run, after optests."""
+    from .fp8tests import TEST_FILE
+    from .modpaths import module_names, result_bytes
+    from .moot import is_moot
+
+    def candidate(finding) -> bool:
+        return not finding.fixable and finding.severity != "info" and finding.cell is None and not is_moot(finding)
+
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
+               and any(candidate(f) for f in r.findings)]
+    if not targets:
+        return results
+    paths = paths or {}
+    npu = re.compile(_tooling_table().get("npu_words", r"(?!)"))
+    kernels: dict[str, tuple] = {}  # dotted module -> (relpath, loader, keyword, line)
+    for result in results:
+        if not result.relpath.endswith(".py") or TEST_FILE.search(result.relpath) or BENCH_FILE.search(result.relpath):
+            continue
+        data = result_bytes(result, paths)
+        if not data or not any(k.encode() in data for k in _JIT_KEYWORDS):
+            continue
+        text = data.decode("utf-8", "replace")
+        if npu.search(text):
+            continue
+        tree = astcache.parse(data)
+        loader = _jit_loader(tree) if tree is not None else None
+        if loader is not None:
+            for name in module_names(result.relpath):
+                kernels.setdefault(name, (result.relpath, *loader))
+    if not kernels:
+        return results
+    out = list(results)
+    for i in targets:
+        data = result_bytes(results[i], paths)
+        if not data or not any(m.rpartition(".")[2].encode() in data for m in kernels):
+            continue
+        tree = astcache.parse(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
+        if tree is None:
+            continue
+        reached = _reaching(tree, kernels)
+        if not reached:
+            continue
+        tests = {n.name: n for n in tree.body if isinstance(n, _DEFS) and n.name.startswith("test")}
+        span = {name: (min([n.lineno, *(d.lineno for d in n.decorator_list)]), n.end_lineno or n.lineno)
+                for name, n in tests.items()}
+        checking = {name for name in tests if name in reached}
+
+        def subject(line: int) -> tuple | None:
+            """The kernel the code at `line` is there to test, or None."""
+            holder = next((n for n in tree.body if isinstance(n, (*_DEFS, ast.ClassDef))
+                           and min([n.lineno, *(d.lineno for d in n.decorator_list)]) <= line
+                           <= (n.end_lineno or n.lineno)), None)
+            if holder is None:  # module level: every test of the file checks a kernel
+                if checking and checking == set(tests) and not any(
+                        isinstance(n, ast.ClassDef) and n.name.startswith("Test") for n in tree.body):
+                    return reached[sorted(checking)[0]]
+                return None
+            if not isinstance(holder, _DEFS):
+                return None
+            if holder.name in tests:
+                return reached.get(holder.name) if holder.name in checking else None
+            uses = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == holder.name]
+            users = [next((t for t, (a, b) in span.items() if a <= use <= b), None) for use in uses]
+            if users and all(u in checking for u in users):
+                return reached[users[0]]
+            return None
+
+        def lowered(finding):
+            if not candidate(finding):
+                return finding
+            kernel = subject(finding.line)
+            if kernel is None or any(subject(also[0]) is None for also in finding.also):
+                return finding
+            path, loader, keyword, line = kernels[kernel[1]]
+            reason = JIT_TEST.format(name=kernel[0], module=kernel[1], loader=loader, keyword=keyword,
+                                     path=path, line=line)
+            return dataclasses.replace(finding, severity="info", message=f"{finding.message} ({reason})")
 
         out[i] = dataclasses.replace(results[i], findings=[lowered(f) for f in results[i].findings])
     return out

@@ -275,3 +275,91 @@ def test_benchmark_without_reported_cuda_sources_stays(tmp_path):
         "benchmarks/benchmark_fused_norm.py": BENCHMARK.format(extra=""),
     }))
     assert report_finding(report, "benchmarks/benchmark_fused_norm.py", 27, "NPU202")["severity"] == "error"
+
+
+# ------------------------------------------------- BG#26: a test of the project's CUDA JIT kernel
+
+JIT_UTILS = '''\
+def load_jit(name, *args, cuda_files=(), cuda_wrappers=()):
+    from tvm_ffi.cpp import load_inline
+
+    return load_inline(name, cuda_sources=[open(f).read() for f in cuda_files])
+'''
+
+JIT_NORM = '''\
+from proj.jit.utils import load_jit
+
+
+def _module(hidden):
+    return load_jit("rmsnorm", hidden, cuda_files=["elementwise/rmsnorm.cuh"], cuda_wrappers=[("rmsnorm", "run")])
+
+
+def rmsnorm(x, w, output=None):
+    _module(x.shape[-1]).rmsnorm(x, w, output)
+'''
+
+PORTABLE_NORM = '''\
+import torch
+
+
+def rmsnorm(x, w, output=None):
+    output.copy_(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+'''
+
+NORM_TEST = '''\
+import pytest
+import torch
+
+
+def jit_rmsnorm(x, w):
+    from proj.jit.{module} import rmsnorm
+
+    rmsnorm(x, w, output=x)
+
+
+def flashinfer_rmsnorm(x, w):
+    from flashinfer.norm import rmsnorm
+
+    rmsnorm(x, w, out=x)
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_rmsnorm(n):
+    x = torch.randn(n, n, device="cuda")
+    w = torch.randn(n, device="cuda")
+    a, b = x.clone(), x.clone()
+    jit_rmsnorm(a, w)
+    flashinfer_rmsnorm(b, w)
+    torch.testing.assert_close(a, b)
+'''
+
+
+def _jit_project(tmp_path, norm=JIT_NORM):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/jit/__init__.py": "",
+        "proj/jit/utils.py": JIT_UTILS,
+        "proj/jit/norm.py": norm,
+        "proj/jit/ref.py": PORTABLE_NORM,
+        "proj/jit/csrc/rmsnorm.cuh": "__global__ void rmsnorm_kernel(float* x) { x[threadIdx.x] = 1.0f; }\n",
+        "proj/jit/tests/test_norm.py": NORM_TEST.format(module="norm"),
+        "proj/jit/tests/test_ref.py": NORM_TEST.format(module="ref"),
+    }))
+
+
+def test_reference_import_in_a_test_of_a_cuda_jit_kernel_is_info(tmp_path):
+    report = _jit_project(tmp_path)
+    finding = report_finding(report, "proj/jit/tests/test_norm.py", 12, "NPU911")
+    assert finding["severity"] == "info"
+    assert "a test of the project's CUDA JIT kernel `rmsnorm` (`proj.jit.norm`" in finding["message"]
+    assert "`load_jit(..., cuda_files=[...])` at proj/jit/norm.py:5" in finding["message"]
+    # the same reference in a test of portable code stays an error
+    assert report_finding(report, "proj/jit/tests/test_ref.py", 12, "NPU911")["severity"] == "error"
+
+
+def test_jit_kernel_with_an_npu_path_keeps_its_tests_findings(tmp_path):
+    norm = JIT_NORM.replace("def rmsnorm(x, w, output=None):\n",
+                            "def rmsnorm(x, w, output=None):\n    if x.device.type == \"npu\":\n"
+                            "        return torch_npu.npu_rms_norm(x, w)\n")
+    report = _jit_project(tmp_path, norm)
+    assert report_finding(report, "proj/jit/tests/test_norm.py", 12, "NPU911")["severity"] == "error"
