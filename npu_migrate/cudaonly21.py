@@ -31,8 +31,9 @@ nearest true case stays reported (tests/test_h90.py).
   NPU. In a test file, a test function that calls a function imported from one (directly or through
   a helper of the file) checks that kernel; a report-only finding in it, in a helper every reference
   of which lies in such tests (the CUDA reference it compares with: `from flashinfer.norm import
-  rmsnorm`), or at module level when every test of the file is one, is info with JIT_TEST (the test
-  fails at the kernel on an NPU host whatever replaces the reference). Not a scope: the test runs
+  rmsnorm`), is info with JIT_TEST (the test fails at the kernel on an NPU host whatever replaces
+  the reference). A module-level finding (an unguarded import that fails the module's collection,
+  which the folder's fold of such imports reads) stays as it is. Not a scope: the test runs
   there. A test of portable code with the same reference, a kernel module with an NPU path: kept.
 * **A "cuda" mode label in a shell script** (`review_shell_labels`, per file from textfiles.py;
   NPU706): `KV_BUFFER_DEVICE="cuda"` whose every read is the test `if [[ "$KV_BUFFER_DEVICE" ==
@@ -582,10 +583,9 @@ def review_jit_kernel_tests(results: list, paths: dict | None = None) -> list:
     JIT kernel (a function imported from a module of the run, outside tests, that hands a literal
     list of CUDA sources to a JIT loader and names no NPU): the test function itself when it calls
     the kernel (or a helper of the file that does), a helper (the CUDA reference it compares with:
-    `from flashinfer.norm import rmsnorm`) every reference of which lies in such tests, and a
-    module-level finding when every test of the file is one. Info with JIT_TEST, not a scope (the
-    test runs there and fails). A test of portable code beside it, a kernel module with an NPU
-    path, a file with test classes (module-level findings): kept. Whole run, after optests."""
+    `from flashinfer.norm import rmsnorm`) every reference of which lies in such tests. Info with
+    JIT_TEST, not a scope (the test runs there and fails). A test of portable code beside it, a
+    kernel module with an NPU path, a module-level finding: kept. Whole run, after optests."""
     from .fp8tests import TEST_FILE
     from .modpaths import module_names, result_bytes
     from .moot import is_moot
@@ -637,12 +637,9 @@ def review_jit_kernel_tests(results: list, paths: dict | None = None) -> list:
             holder = next((n for n in tree.body if isinstance(n, (*_DEFS, ast.ClassDef))
                            and min([n.lineno, *(d.lineno for d in n.decorator_list)]) <= line
                            <= (n.end_lineno or n.lineno)), None)
-            if holder is None:  # module level: every test of the file checks a kernel
-                if checking and checking == set(tests) and not any(
-                        isinstance(n, ast.ClassDef) and n.name.startswith("Test") for n in tree.body):
-                    return reached[sorted(checking)[0]]
-                return None
-            if not isinstance(holder, _DEFS):
+            if holder is None or not isinstance(holder, _DEFS):
+                # (module level: an unguarded import fails the whole module at collection, and the
+                # folder's fold of such imports reads it; it stays as it is)
                 return None
             if holder.name in tests:
                 return reached.get(holder.name) if holder.name in checking else None

@@ -363,3 +363,13 @@ def test_jit_kernel_with_an_npu_path_keeps_its_tests_findings(tmp_path):
                             "        return torch_npu.npu_rms_norm(x, w)\n")
     report = _jit_project(tmp_path, norm)
     assert report_finding(report, "proj/jit/tests/test_norm.py", 12, "NPU911")["severity"] == "error"
+
+
+def test_module_level_reference_import_of_a_jit_kernel_test_stays(tmp_path):
+    # an unguarded module-level import fails the module's collection (the folder's fold reads it)
+    test = "from flashinfer.norm import rmsnorm as reference\n" + NORM_TEST.format(module="norm")
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/jit/__init__.py": "", "proj/jit/utils.py": JIT_UTILS,
+        "proj/jit/norm.py": JIT_NORM, "proj/jit/tests/test_norm.py": test,
+    }))
+    assert report_finding(report, "proj/jit/tests/test_norm.py", 1, "NPU911")["severity"] == "error"
