@@ -69,6 +69,8 @@ PHRASES = (
     # probes16.BACKEND_CODE: a lazy import in a CUDA package's backend class, in a module that imports
     # the package only under that backend's selection test (round 20, BC#17)
     "in a CUDA package's backend code an NPU host runs only if that backend is selected",
+    # cudaonly21.WARMUP_FAILS: a benchmark's timing helper whose every timed callable calls a CUDA-only op (BH#6)
+    "never reached on an NPU host: every callable the benchmark hands to ",
     "in a test module whose import fails on an NPU host",  # fp8tests.py: FP8 in a kernel test's reference
     "in a class whose constructor requires a CUDA-only package",  # foldbackend.ASSERTED
     "in a CUDA op builder the project does not build for NPU",  # disabled.review_builders, builders.py
@@ -245,6 +247,9 @@ NO_WORK = (
     "in a fake (meta-tensor) implementation: ",
     "imported inside a fake module set-up, ",
     "a torch name in a type alias or annotation, never called: ",
+    # cudaonly21.py (round 21): a shell "cuda" mode label only compared (BG#6), NVIDIA build tooling (BF#12)
+    "a mode label the script only compares with ",
+    "in NVIDIA build tooling: ",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

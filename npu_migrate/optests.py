@@ -145,3 +145,9 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
 
         out[i] = dataclasses.replace(results[i], findings=[lowered(f) for f in results[i].findings])
     return out
+
+
+# Public names for cudaonly21.py, which reads benchmarks of the same ops: the wrapper module's
+# name, the ops' prefix, the ops a wrapper module wraps and a file's aliases of it.
+WRAPPER, OPS = _WRAPPER, _OPS
+wrapped_ops, wrapper_aliases = _wrapped_ops, _aliases

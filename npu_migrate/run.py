@@ -38,6 +38,7 @@ from . import wording20
 from . import wording21
 from . import labels20
 from . import fp8shapes21
+from . import cudaonly21
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -189,6 +190,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (wording20.py: a CUDA-only custom op, a "cuda" device default, a skipped API torch_npu has)
             result.findings = wording20.review(result.findings, text)
             result.findings = wording21.review(result.findings, text)  # (wording21.py: round-21 wording)
+            result.findings = cudaonly21.review(result.findings, text, relpath)  # (NVIDIA build tooling: cudaonly21.py)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -322,6 +322,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # (CUDA builders and extensions the project's own NPU route never selects, kernel-less .cu: builders.py)
     results = review_cuda_builders(results, paths)
     results = lower_in_op_tests(results, paths)  # (warnings in tests of a CUDA-only compiled op: optests.py)
+    from .cudaonly21 import review_jit_kernel_tests, review_op_benchmarks
+    results = review_op_benchmarks(results, paths)  # (benchmarks timing only CUDA-only ops: cudaonly21.py)
+    results = review_jit_kernel_tests(results, paths)  # (tests of the project's CUDA JIT kernels: cudaonly21.py)
     from .cudasources import review as review_cuda_sources
     results = review_cuda_sources(results, paths)  # (ROCm-only and host-only .cu, CUDA toolchain helpers)
     from .resolved import review as review_resolved

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, lambdas19, npugates, predicates, reach, settled, setupskips
+from . import astcache, capability, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
 from .findings import Finding
 
 
@@ -56,6 +56,9 @@ def _value(node: ast.AST):
     if known is not None:
         return known
     known = settled.known_value(node)  # (`isinstance(self, CUDAOpBuilder)`)
+    if known is not None:
+        return known
+    known = cudaonly21.known_value(node)  # (`torch.cuda.get_device_capability()[0] < 9`)
     if known is not None:
         return known
     if isinstance(node, ast.Constant):

@@ -1259,6 +1259,9 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
             from .labels8 import review_exit_probe
 
             result.findings = review_exit_probe(result.findings, scan.lexed.code)
+            from .cudaonly21 import review_shell_labels  # (a "cuda" mode label only compared: cudaonly21.py)
+
+            result.findings = review_shell_labels(result.findings, scan.lexed.code)
     if kind == "yaml" and result.findings:  # documentation, CUDA CI jobs, platform-aware entries
         result.findings, result.skipped_scopes = yamlscopes.refine(
             text, scan.lexed.code, relpath, result.findings, options.enabled)
