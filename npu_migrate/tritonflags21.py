@@ -40,7 +40,9 @@ unguarded" one) of a module that imports no Triton itself becomes info with the 
 * no module of the run imports one of the names the blocks define (that import would fail).
 
 Kept: a module importing Triton itself (optionalext's), a kernel outside the blocks, a flag the
-sibling computes without a `try` (it may be True without Triton), a read at import.
+sibling computes without a `try` (it may be True without Triton), a read at import, and an
+unguarded reader that another module of the run names (directly, or through the module's own
+functions that call it): that launch is reached and fails on an NPU host without Triton.
 """
 
 from __future__ import annotations
@@ -158,6 +160,8 @@ def _reason(run, i: int, tree: ast.Module, finding) -> Optional[str]:
         return None  # (read at import: the module fails as it loads)
     if defined and _imported_elsewhere(run, i, defined):
         return None
+    if readers and _readers_used_elsewhere(run, i, tree, readers):
+        return None  # (an unguarded launch other modules reach: it fails there, the error stands)
     test = " ".join((ast.get_source_segment((run.text_of(i) or b"").decode("utf-8", "replace"), gates[0].test)
                      or ast.unparse(gates[0].test)).split())
     why = REASON.format(flag=flag, probe=run.results[j].relpath, test=test)
@@ -171,6 +175,35 @@ def _reason(run, i: int, tree: ast.Module, finding) -> Optional[str]:
         why += (f"; {shown} {'uses' if one else 'use'} them outside the block and {'fails' if one else 'fail'}"
                 f" there without Triton if called: review {'its' if one else 'their'} callers")
     return why
+
+
+def _readers_used_elsewhere(run, i: int, tree: ast.Module, readers: list) -> bool:
+    """Whether a top-level function or class of module i that reads the kernels outside the
+    blocks unguarded (or reaches such a reader through the module's own names) is named by another
+    module of the run: then the launch is reached from outside and fails on an NPU host without
+    Triton (test_precision_optin: `fused_scale` -> `_launch` called by a layer's `forward`). A
+    reader nothing else names (a helper the module keeps for later) leaves the info standing."""
+    import re
+
+    tops = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    lines = {line for _name, line in readers}
+    reaching = {name for name, s in tops.items() if any(s.lineno <= n <= (s.end_lineno or s.lineno) for n in lines)}
+    changed = True
+    while changed:
+        changed = False
+        for name, s in tops.items():
+            if name in reaching:
+                continue
+            if any(isinstance(n, ast.Name) and n.id in reaching for n in ast.walk(s)):
+                reaching.add(name)
+                changed = True
+    if not reaching:
+        return False
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(reaching)) + rb")\b")
+    for j, result in enumerate(run.results):
+        if j != i and result.relpath.endswith(".py") and pattern.search(run.text_of(j) or b""):
+            return True
+    return False
 
 
 def _imported_elsewhere(run, i: int, names: set) -> bool:
