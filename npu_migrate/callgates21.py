@@ -40,6 +40,10 @@ to that function (or class) lies in code an NPU host does not run, a few steps d
 * or the body of another such function or class (`_get_kernel` used only by `fused` and by
   `warmup` after its capability exit).
 
+A public function or class of a library module (no `_` name, not in a test, benchmark, example,
+tool or script) whose only references are tests skipped there stays reported: its users call it
+(accelerate's `load_and_quantize_model`, whose callers in the run are CUDA-only tests).
+
 A test calling a method of a parameter or local (`runner_backend.is_deep_gemm()`: a backend a
 user option chooses) is not decided. Annotations and `__all__` entries are no references; any other mention (a value handed on, a
 string, `getattr`) keeps the finding, and so does a reference in a file that does not parse. At
@@ -311,7 +315,24 @@ class _Gates:
                 if inner is None:
                     return None
                 found.extend(inner)
+        if found and _public_api(run.results[i].relpath, name):
+            from .importgates import is_test
+
+            if all(is_test(run.results[j].relpath) for j, _s in found):
+                return None  # (a library's public function only skipped tests call: its users call it too)
         return found or None
+
+
+_NOT_LIBRARY = frozenset({"benchmarks", "benchmark", "examples", "example", "tools", "scripts", "tests", "test"})
+
+
+def _public_api(relpath: str, name: str) -> bool:
+    """A public function or class of a library module (not a test, benchmark, example, tool or
+    script; no `_` name): the project's users may call it, so a skipped test being its only caller
+    in the run says nothing about an NPU host (accelerate's `load_and_quantize_model`)."""
+    parts = relpath.split("/")
+    return not name.startswith("_") and not any(p in _NOT_LIBRARY for p in parts[:-1]) \
+        and not parts[-1].startswith(("test_", "bench")) and not parts[-1].endswith("_test.py")
 
 
 def _chosen(test: ast.AST, parents: dict, where: ast.AST) -> bool:

@@ -391,3 +391,44 @@ def test_a_gate_on_a_method_of_a_parameter_a_user_chooses_keeps_the_error(tmp_pa
                                          "    if backend.is_deep_gemm():\n        return fused(x, 2)\n    return x\n"}
     report = _gated_project(tmp_path, chooser)
     assert _open_lines(report, "vllm_like/ops/fused.py", "NPU911") == {11}
+
+
+_QUANT = """\
+def _replace_layers(model):
+    import cutlass.cute as cute
+
+    return cute.compile(model)
+
+
+def load_and_quantize(model):
+    return _replace_layers(model)
+"""
+
+_QUANT_TEST = """\
+import pytest
+import torch
+
+from qpkg.utils.quant import {name}
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="CUDA only")
+def test_quantize():
+    assert {name}(object()) is not None
+"""
+
+
+def test_a_public_function_only_skipped_tests_call_keeps_the_error(tmp_path):
+    """Session 32, found on accelerate's `load_and_quantize_model` (bnb.py): a library's public
+    function whose only callers in the run are tests skipped on an NPU host is still called by the
+    library's users, so the finding in the private helper it calls stays. The same chain under a
+    private name, only the skipped test calling it, is a named scope."""
+    files = {"qpkg/__init__.py": "", "qpkg/utils/__init__.py": "", "qpkg/utils/quant.py": _QUANT,
+             "tests/test_quant.py": _QUANT_TEST.format(name="load_and_quantize")}
+    report = migrate_json(write_project(tmp_path, files))
+    assert _open_lines(report, "qpkg/utils/quant.py", "NPU911") == {2}, report["skipped"]
+    private = {**files, "qpkg/utils/quant.py": _QUANT.replace("load_and_quantize", "_load_and_quantize"),
+               "tests/test_quant.py": _QUANT_TEST.format(name="_load_and_quantize")}
+    report = migrate_json(write_project(tmp_path / "b", private))
+    assert not _open_lines(report, "qpkg/utils/quant.py", "NPU911"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU911", "qpkg/utils/quant.py")
+    assert 2 in scopes and "`_replace_layers` is reached only from code an NPU host does not run" in scopes[2], scopes
