@@ -454,7 +454,7 @@ def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
     the warm-up fails at the op first). A helper also handed a callable of portable code, a helper
     passed on or stored, a finding before the warm-up call: kept. Whole run, after optests."""
     from . import optests
-    from .modpaths import module_names, result_bytes
+    from .modpaths import result_bytes
     from .moot import is_moot
 
     def candidate(finding) -> bool:
@@ -465,23 +465,7 @@ def review_op_benchmarks(results: list, paths: dict | None = None) -> list:
     if not targets or not any(f.code == "NPU912" for r in results for f in r.findings):
         return results
     paths = paths or {}
-    by_dotted: dict[str, int] = {}
-    for i, result in enumerate(results):
-        if result.relpath.endswith(f"/{optests.WRAPPER}.py"):
-            for name in module_names(result.relpath):
-                by_dotted.setdefault(name, i)
-    wrappers: dict[int, dict] = {}
-
-    def wrapped(module: str) -> dict:
-        i = by_dotted.get(module)
-        if i is None:
-            return {}
-        if i not in wrappers:
-            data = result_bytes(results[i], paths) or b""
-            tree = astcache.parse(data) if b"PrivateUse1" not in data else None
-            wrappers[i] = optests.wrapped_ops(tree) if tree is not None else {}
-        return wrappers[i]
-
+    wrapped = optests.wrapper_lookup(results, paths)
     out = list(results)
     for i in targets:
         data = result_bytes(results[i], paths)

@@ -82,14 +82,10 @@ def _tests(tree: ast.Module):
                     yield inner
 
 
-def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
-    """Warnings inside test functions that call a CUDA-only compiled op lowered to information
-    with that op (see the module's doc)."""
-    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
-               and any(_candidate(f) for f in r.findings)]
-    if not targets or not any(f.code == "NPU912" for r in results for f in r.findings):
-        return results
-    paths = paths or {}
+def wrapper_lookup(results: list, paths: dict):
+    """A function from a dotted module name to the ops of the run's wrapper module of that name
+    (`_custom_ops.py`: {function: op}, `_wrapped_ops`; {} for any other module), each parsed once
+    (lower_in_op_tests here, cudaonly21's op benchmarks)."""
     by_dotted: dict[str, int] = {}
     for i, result in enumerate(results):
         if result.relpath.endswith(f"/{_WRAPPER}.py"):
@@ -107,6 +103,18 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
             wrappers[i] = _wrapped_ops(tree) if tree is not None else {}
         return wrappers[i]
 
+    return wrapped
+
+
+def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
+    """Warnings inside test functions that call a CUDA-only compiled op lowered to information
+    with that op (see the module's doc)."""
+    targets = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and TEST_FILE.search(r.relpath)
+               and any(_candidate(f) for f in r.findings)]
+    if not targets or not any(f.code == "NPU912" for r in results for f in r.findings):
+        return results
+    paths = paths or {}
+    wrapped = wrapper_lookup(results, paths)
     out = list(results)
     for i in targets:
         data = result_bytes(results[i], paths)
