@@ -49,6 +49,11 @@ GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` 
                  "probes (torch's `has_triton()` also asks for a device Triton supports, and torch_npu's "
                  "transfer_to_npu forces it False): where it holds, these kernels run on the NPU host: "
                  "verify them there")
+PTX_KEPT = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
+            "(line {other}) binds the module's names where Triton is missing, so an NPU host without Triton "
+            "imports the module and the feature is unavailable there; kept an error because the kernels use "
+            "inline assembly (`tl.inline_asm_elementwise`, line {asm}), which no Triton-Ascend runs: where "
+            "Triton-Ascend is installed and the test holds, these kernels fail on the NPU host")
 HUB = ("the import sits under `{test}` (line {line}) with placeholders in its `else:` (line {other}); with "
        "Triton-Ascend installed the import succeeds on an NPU host")
 # (moot.PHRASES: code an NPU host never runs)
@@ -149,7 +154,10 @@ def _gated_triton(findings: list[Finding], tree: ast.Module, text: str) -> list[
         if not kernels:
             message = f"{finding.message} ({PROBE_ONLY}; {HUB.format(**facts)})"
         elif "inline_asm" in text and ptxreach19.keeps_error(tree, text, guard):  # (assembly an NPU host may run)
-            out.append(finding)
+            asm = ptxreach19.asm_lines(tree)
+            asm = [n for n in asm if _in_body(guard, n)] or asm  # (the kernels' own assembly first)
+            out.append(dataclasses.replace(finding, message=f"{finding.message} ({PTX_KEPT.format(**facts, asm=asm[0])})")
+                       if asm else finding)
             continue
         else:
             message = f"{finding.message} ({GATED_KERNELS.format(**facts)})"
