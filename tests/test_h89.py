@@ -4,31 +4,11 @@ helper h89). Each shape is paired with the nearest case that stays reported."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .test_h80 import REGISTRY
 
 # ---- BG#3: a backend enum whose member only the CUDA platform's priority list names (platforms21.py)
 
-PLATFORMS = '''\
-import os
-
-
-def cuda_plugin():
-    is_cuda = False
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        is_cuda = pynvml.nvmlDeviceGetCount() > 0
-    except Exception:
-        pass
-    return "proj.platforms.cuda.CudaPlatform" if is_cuda else None
-
-
-def cpu_plugin():
-    return "proj.platforms.cpu.CpuPlatform" if os.environ.get("PROJ_CPU") else None
-
-
-plugins = {"cuda": cuda_plugin, "cpu": cpu_plugin}
-'''
+PLATFORMS = REGISTRY  # (the plugin registry of test_h80: a dict of probing functions)
 
 BACKEND_ENUM = '''\
 from enum import Enum
