@@ -224,6 +224,7 @@ def options_key(options, relpath: str) -> str:
         # and which ecosystem imports are the project's own
         repr(sorted(options.sibling_classes(relpath).items())),  # per-device classes left as written
         repr(options.modules_near(relpath)),  # what its relative imports resolve to (probes.py)
+        repr(sorted(options.foreign_bound(relpath).items())),  # CUDA-only names it imports (crossgates22.py)
     )
     return digest("\0".join(parts).encode())
 
@@ -336,13 +337,13 @@ def _facts_from_json(facts) -> dict:
                     return False
         return True
 
-    if not isinstance(facts, dict) or set(facts) != {"imports", "blocks", "classes", "npu_classes", "cu"}:
+    if not isinstance(facts, dict) or set(facts) != {"imports", "blocks", "classes", "npu_classes", "cu", "bound"}:
         raise ValueError("facts is not an object of the known fields")
     if not (rows(facts["imports"], (str,), (int,), (bool,)) and rows(facts["blocks"], (int,), (int,), (str,))
             and isinstance(facts["classes"], list) and all(isinstance(c, str) for c in facts["classes"])
             and rows(facts["npu_classes"], (str,), (list,))
             and all(isinstance(b, str) for _name, bases in facts["npu_classes"] for b in bases)
-            and rows(facts["cu"], (str,), (str,))):
+            and rows(facts["cu"], (str,), (str,)) and rows(facts["bound"], (str,), (str,))):
         raise ValueError("facts has a field of the wrong shape")
     return facts
 

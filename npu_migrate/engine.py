@@ -529,6 +529,7 @@ def _migrate_parsed(source, slices, relpath, options, suppressions, result) -> O
         suppressed=suppressions.suppresses,
         first_party=options.first_party,
         sibling_classes=options.sibling_classes(relpath),
+        foreign_bound=options.foreign_bound(relpath),
     )
     new_module = rules.finish(module.visit(rules))  # every family in one traversal, then NPU206
     ctx = rules.ctx

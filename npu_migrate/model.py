@@ -34,6 +34,9 @@ class Options:
     # relpaths of the run's Python modules (`pkg/mod.py`): an import of the project's own that
     # resolves to one is Python, not a compiled extension, whatever its name (probes.py)
     python_modules: frozenset = frozenset()
+    # (importer relpath, module as its imports resolve, name, what): names other modules of the
+    # run bind to CUDA-only code that the importer's device checks may guard (crossgates22.py)
+    foreign_cuda_only: frozenset = frozenset()
 
     @functools.cached_property
     def _modules_by_folder(self) -> dict:
@@ -61,6 +64,17 @@ class Options:
         for relpath, name, reason in self.platform_classes:
             by_file.setdefault(relpath, {})[name] = reason
         return by_file
+
+    @functools.cached_property
+    def _foreign_map(self) -> dict:
+        by_file: dict[str, dict] = {}
+        for relpath, module, name, what in self.foreign_cuda_only:
+            by_file.setdefault(relpath, {})[(module, name)] = what
+        return by_file
+
+    def foreign_bound(self, relpath: str) -> dict:
+        """(module, name) -> what CUDA-only code another module binds to a name the file imports."""
+        return self._foreign_map.get(relpath, {})
 
     def sibling_classes(self, relpath: str) -> dict[str, str]:
         """Class name -> reason for the file's classes in a per-device class family."""

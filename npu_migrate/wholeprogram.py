@@ -128,7 +128,8 @@ def file_facts(relpath: str, data: bytes) -> dict:
     """What the whole-program pass needs of one .py file, from its text alone: its imports
     ([name, line, relative]), its if-blocks an NPU host never enters ([first, last, condition]),
     its class names, its NPU-named classes with their bases ([name, [bases]]) and its `.cu`
-    string literals with the class they are in ([literal, class]). Computed where the file is
+    string literals with the class they are in ([literal, class]) and its module-level names bound
+    to CUDA-only code ([name, what]: crossgates22.py). Computed where the file is
     migrated (in the worker) and kept in its cache entry, so a warm run reads no file for it."""
     imports = [[n, line, rel] for n, line, rel in _imports(relpath, data)] if b"import" in data else []
     blocks = [[a, b, c] for a, b, c in _false_blocks(data)] if _decidable(data) else []
@@ -147,7 +148,10 @@ def file_facts(relpath: str, data: bytes) -> dict:
                 owner = next((name for start, name in reversed(starts) if start < literal.start()), None)
                 if owner is not None:
                     cu.append([literal.group(1).decode("utf-8", "replace").lstrip("./"), owner])
-    return {"imports": imports, "blocks": blocks, "classes": classes, "npu_classes": npu_classes, "cu": cu}
+    from .crossgates22 import module_bindings  # (its Triton kernels and their launchers)
+
+    return {"imports": imports, "blocks": blocks, "classes": classes, "npu_classes": npu_classes, "cu": cu,
+            "bound": module_bindings(data)}
 
 
 def _false_blocks(data: bytes) -> list[tuple[int, int, str]]:

@@ -205,8 +205,12 @@ class Context:
         suppressed=None,
         first_party: frozenset = frozenset(),
         sibling_classes: Optional[dict[str, str]] = None,
+        foreign_bound: Optional[dict] = None,
     ) -> None:
         self.module = module
+        # (module as its imports resolve, name) -> what CUDA-only code another module of the run
+        # binds to the name (crossgates22.py): a device check in front of it is not widened
+        self.foreign_bound = foreign_bound or {}
         # classes of this file in a per-device class family spread over its folder: name -> reason
         self.sibling_classes = sibling_classes or {}
         # top-level names of the project's own modules: an import of one is the project itself,
@@ -384,7 +388,7 @@ class Context:
             if tree is None:
                 self._gates = False
             else:
-                gates = platform.CudaOnlyGates(self.file_text(), tree)
+                gates = platform.CudaOnlyGates(self.file_text(), tree, self.foreign_bound, self.relpath)
                 self._gates = (gates, rewrite_gates.RewriteGates(tree, gates.lines, gates.bound, gates.at))
         if not self._gates:
             return None

@@ -62,10 +62,11 @@ class Dispatcher(cst.CSTTransformer):
         suppressed=None,
         first_party: frozenset = frozenset(),
         sibling_classes: Optional[dict[str, str]] = None,
+        foreign_bound: Optional[dict] = None,
     ) -> None:
         super().__init__()
         self.ctx = Context(module, source_map, relpath, enabled, shim, shim_module, defines_cuda_method,
-                           hot_statement, suppressed, first_party, sibling_classes)
+                           hot_statement, suppressed, first_party, sibling_classes, foreign_bound)
         self.families = tuple(family(self.ctx) for family in FAMILIES)
         self._hot_patterns = hotslice.branches(hot_statement) + hotslice.branches(EXTRA_HOT) if hot_statement else ()
         # Replacements made so far, and how many there were when each open node was entered: a

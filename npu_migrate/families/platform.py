@@ -348,14 +348,19 @@ class CudaOnlyGates:
     the names the file binds to CUDA-only code are collected once, on the first check that needs
     them. A whole-file pass cost more than the rest of the rules on files with many checks."""
 
-    def __init__(self, text: str, tree: ast.Module) -> None:
+    def __init__(self, text: str, tree: ast.Module, foreign: Optional[dict] = None, relpath: str = "") -> None:
         self.tree = tree
         self.lines = _Lines(text)
         self._bound: Optional[dict[str, str]] = None
+        # (module as its imports resolve, name) -> what: CUDA-only code of other modules of the run
+        self._foreign = foreign or {}
+        self._relpath = relpath
 
     def bound(self) -> dict[str, str]:
         if self._bound is None:
             self._bound = _cuda_only_bindings(self.tree)
+            if self._foreign:
+                self._bound.update(_foreign_bindings(self.tree, self._foreign, self._relpath))
         return self._bound
 
     def at(self, position: tuple[int, int]) -> Optional[str]:
@@ -578,6 +583,46 @@ def _cuda_only_bindings(tree: ast.Module) -> dict[str, str]:
     if any(what == "a Triton kernel" for what in bound.values()):
         bound.update(launchers(tree, bound))  # (the functions and classes that launch them)
     return bound
+
+
+def _foreign_bindings(tree: ast.Module, foreign: dict, relpath: str) -> dict[str, str]:
+    """Names the file imports (at module level or in a function) that another module of the run
+    binds to CUDA-only code (`from .ops.norm import fused_norm`, where ops/norm.py launches a
+    Triton kernel): local name -> what, as crossgates22.py found it. The module is keyed as the
+    run's import facts name it: the relpath stem for a relative import, the dotted name else."""
+    from ..modpaths import resolve_relative
+
+    bound: dict[str, str] = {}
+    for node in _statements(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = resolve_relative(relpath, node.level, node.module or "") if node.level else (node.module or "")
+            for alias in node.names:
+                what = foreign.get((module, alias.name))
+                if what:
+                    bound[alias.asname or alias.name] = what
+    return bound
+
+
+def module_level_bindings(tree: ast.Module) -> dict[str, str]:
+    """The file's module-level names bound to a Triton kernel or to a function or class that
+    launches one (what an importer's device check in front of them guards: crossgates22.py)."""
+    bound = _cuda_only_bindings(tree)
+    kept = {name: what for name, what in bound.items()
+            if what == "a Triton kernel" or what.startswith(_LAUNCHER)}
+    if not kept:
+        return {}
+    top: set[str] = set()
+    stack = list(tree.body)
+    while stack:  # module level, and under module-level `if`/`try`
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            top.add(node.name)
+        elif isinstance(node, ast.Assign):
+            top.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try)):
+            stack.extend([*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                          *(s for h in getattr(node, "handlers", []) for s in h.body)])
+    return {name: what for name, what in kept.items() if name in top}
 
 
 def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool = False) -> Optional[str]:

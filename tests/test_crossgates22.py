@@ -1,0 +1,196 @@
+"""Device checks in front of another module's Triton kernels stay CUDA (issue #16 section 1 across
+modules, round-22 audit BI#8: vLLM's `if inputs_embeds.is_cuda and ...:` in front of a lazily
+imported Triton launcher was widened, sending NPU tensors into the kernel): crossgates22.py."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from npu_migrate import crossgates22
+from npu_migrate.cli import main
+from .precision_helpers import migrate_json, write_project
+
+KERNELS = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _norm_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def norm_concat(x, y):
+    out = torch.empty_like(x)
+    _norm_kernel[(1,)](x, x.numel(), BLOCK=128)
+    return out
+
+
+def describe():
+    return "fused norm"
+"""
+
+PLAIN = """\
+def add_one(x):
+    return x + 1
+"""
+
+MODEL = """\
+import torch
+
+from pkg.ops.fused_norm import norm_concat as absolute_norm
+
+
+def lazy(x, y):
+    if x.is_cuda and x.dtype == torch.bfloat16:
+        from .ops.fused_norm import norm_concat
+
+        return norm_concat(x, y)
+    return torch.cat([x, y])
+
+
+def by_type(x, y):
+    if x.device.type == "cuda":
+        return absolute_norm(x, y)
+    return torch.cat([x, y])
+
+
+def by_availability(x, y):
+    if torch.cuda.is_available():
+        return absolute_norm(x, y)
+    return torch.cat([x, y])
+
+
+def plain(x):
+    if x.is_cuda:
+        from .ops.plain import add_one
+
+        return add_one(x)
+    return x
+
+
+def not_a_launcher(x):
+    if x.is_cuda:
+        from .ops.fused_norm import describe
+
+        return describe()
+    return x
+"""
+
+
+def _project(tmp_path, model=MODEL):
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/ops/__init__.py": "",
+        "pkg/ops/fused_norm.py": KERNELS,
+        "pkg/ops/plain.py": PLAIN,
+        "pkg/model.py": model,
+    })
+
+
+def _rewritten_lines(report, path="pkg/model.py") -> dict[int, str]:
+    return {f["line"]: f["code"] for f in report["findings"] if f["fixable"] and f["path"] == path}
+
+
+def test_module_bindings_names_kernels_and_launchers_only():
+    bound = dict(crossgates22.module_bindings(KERNELS.encode()))
+    assert bound["_norm_kernel"] == "a Triton kernel"
+    assert "_norm_kernel" in bound["norm_concat"]  # launches it
+    assert "describe" not in bound and "torch" not in bound
+    assert crossgates22.module_bindings(PLAIN.encode()) == []
+
+
+def test_checks_in_front_of_another_modules_kernels_are_kept_others_widened(tmp_path):
+    report = migrate_json(_project(tmp_path))
+    rewritten = _rewritten_lines(report)
+    # the three checks guarding the launcher (lazy relative import, absolute import by alias,
+    # torch.cuda.is_available()) keep meaning CUDA: the NPU host takes the torch fallback
+    assert 7 not in rewritten and 15 not in rewritten and 21 not in rewritten, rewritten
+    kept = [s for s in report["skipped"] if s["path"] == "pkg/model.py" and "NPU110" in s["reason"]]
+    assert any(s["start_line"] <= 7 <= s["end_line"] for s in kept), report["skipped"]
+    # the nearest true cases: a check in front of a plain function of another module, and in front
+    # of a function of the kernel module that launches nothing, are still widened
+    assert rewritten.get(27) == "NPU106" and rewritten.get(35) == "NPU106", rewritten
+
+
+def test_a_kept_check_without_fallback_is_reported_with_the_kernel_it_guards(tmp_path):
+    model = """\
+from pkg.ops.fused_norm import norm_concat
+
+
+def strict(x, y):
+    if not x.is_cuda:
+        raise RuntimeError("needs a GPU tensor")
+    return norm_concat(x, y)
+"""
+    report = migrate_json(_project(tmp_path, model))
+    assert 5 not in _rewritten_lines(report)
+    finding = next(f for f in report["findings"] if f["path"] == "pkg/model.py" and f["code"] == "NPU110")
+    assert finding["line"] == 5
+    assert "norm_concat" in finding["message"] and "pkg/ops/fused_norm.py" in finding["message"]
+
+
+def test_without_the_kernel_module_in_the_run_the_check_is_widened(tmp_path):
+    root = _project(tmp_path)
+    (root / "pkg/ops/fused_norm.py").write_text(KERNELS.replace("@triton.jit", "@staticmethod"))
+    rewritten = _rewritten_lines(migrate_json(root))
+    assert {7, 15, 27, 35} <= set(rewritten), rewritten
+
+
+def test_a_warm_run_gives_the_same_answer_from_the_cache(tmp_path):
+    root = _project(tmp_path)
+    cache = tmp_path / "cache"
+    outputs = []
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["migrate", str(root), "--dry-run", "--cache-dir", str(cache),
+                                           "--isolated", "--allow-dirty", "-j", "1", "--output-format", "json"],
+                                    catch_exceptions=False)
+        report = json.loads(result.stdout)
+        outputs.append((sorted(_rewritten_lines(report).items()), report["skipped"]))
+    assert outputs[0] == outputs[1]
+    assert 7 not in dict(outputs[1][0])
+
+
+def test_check_reports_the_kept_check_too(tmp_path):
+    model = MODEL + """
+
+def strict(x, y):
+    if not x.is_cuda:
+        raise RuntimeError("needs a GPU tensor")
+    return absolute_norm(x, y)
+"""
+    root = _project(tmp_path, model)
+    result = CliRunner().invoke(main, ["check", str(root), "--no-cache", "--isolated", "--output-format", "json"],
+                                catch_exceptions=False)
+    report = json.loads(result.stdout)
+    lines = model.splitlines()
+    strict = lines.index("    if not x.is_cuda:") + 1
+    codes = {(f["line"], f["code"]) for f in report["findings"] if f["path"].endswith("pkg/model.py")}
+    assert (strict, "NPU110") in codes, codes
+    assert (7, "NPU106") not in codes and (27, "NPU106") in codes, codes
+
+
+def test_a_name_a_package_init_re_exports_is_followed(tmp_path):
+    root = _project(tmp_path, """\
+import torch
+
+from .ops import norm_concat
+
+
+def through_init(x, y):
+    if x.is_cuda:
+        return norm_concat(x, y)
+    return torch.cat([x, y])
+
+
+def other(x):
+    if x.is_cuda:
+        return x + 1
+    return x
+""")
+    (root / "pkg/ops/__init__.py").write_text("from .fused_norm import norm_concat\n")
+    rewritten = _rewritten_lines(migrate_json(root))
+    assert 7 not in rewritten and rewritten.get(13) == "NPU106", rewritten
