@@ -240,7 +240,8 @@ def test_a_malformed_entry_is_a_miss(project, folder, entry):
 
 GOOD = {"findings": [], "new": None, "encoding": "utf-8", "skipped": None, "suppressed": 0}
 FACTS = {"imports": [["os", 1, False]], "blocks": [[3, 4, "_is_hip"]], "classes": ["A"],
-         "npu_classes": [["NPURunner", ["Runner"]]], "cu": [["csrc/a.cu", "Builder"]]}
+         "npu_classes": [["NPURunner", ["Runner"]]], "cu": [["csrc/a.cu", "Builder"]],
+         "bound": [["launch", "launches the Triton kernel `_k`"]]}
 FINDING = {"path": TARGET, "line": 1, "column": 1, "code": "NPU101", "message": "m", "fixable": True,
            "source": "", "cell": None}
 
@@ -268,6 +269,8 @@ def changed(base: dict, **fields) -> str:
     changed(GOOD, facts={**FACTS, "blocks": [[1, 2]]}), changed(GOOD, facts={**FACTS, "classes": [5]}),
     changed(GOOD, facts={**FACTS, "npu_classes": [["NPURunner", [5]]]}),
     changed(GOOD, facts={**FACTS, "cu": [["a.cu"]]}),
+    changed(GOOD, facts={**FACTS, "bound": [["launch", 5]]}),
+    changed(GOOD, facts={k: v for k, v in FACTS.items() if k != "bound"}),
 ])
 def test_a_signed_entry_of_the_wrong_shape_is_a_miss(project, folder, payload):
     """Even an entry whose MAC verifies (a bug, a leaked key) is checked field by field."""
