@@ -321,6 +321,7 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
     out = []
     for result in results:
         kept, scopes, leftovers = [], [], []
+        rewritten = {f.line for f in result.findings if f.fixable and f.cell is None}
         for finding in result.findings:
             if finding.code == "NPU991" and not finding.fixable and finding.cell is None:
                 leftovers.append(finding)
@@ -333,9 +334,15 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
             what = ("no effect on an NPU host" if reason.startswith(NO_EFFECT) else
                     "runs as written on an NPU host" if reason.startswith(AS_WRITTEN) else
                     "no port work on an NPU host" if reason.startswith(NO_WORK) else "not run on an NPU host")
-            scope = (min(lines), max(lines), f"{what} ({finding.code}): {reason}")
-            if scope not in scopes:
-                scopes.append(scope)
+            text = f"{what} ({finding.code}): {reason}"
+            first, last = min(lines), max(lines)
+            if any(first < line < last for line in rewritten):
+                # (a merged finding's lines around a rewrite: one scope per line, not a range that
+                # would name the rewritten line as left alone)
+                spans = [(line, line, text) for line in sorted(set(lines))]
+            else:
+                spans = [(first, last, text)]
+            scopes.extend(span for span in spans if span not in scopes)
         if scopes or leftovers:
             named = _fold_platform_aware(list(result.skipped_scopes), leftovers)
             result = dataclasses.replace(result, findings=kept, skipped_scopes=sorted([*named, *scopes]))

@@ -114,6 +114,10 @@ def test_checks_in_front_of_another_modules_kernels_are_kept_others_widened(tmp_
     # the nearest true cases: a check in front of a plain function of another module, and in front
     # of a function of the kernel module that launches nothing, are still widened
     assert rewritten.get(27) == "NPU106" and rewritten.get(35) == "NPU106", rewritten
+    # the kept checks' scopes (one merged NPU110 finding) do not name the rewritten lines between
+    # them as left alone (moot.to_scopes: one scope per line around a rewrite)
+    assert not [s for s in report["skipped"] if s["path"] == "pkg/model.py"
+                and any(s["start_line"] <= line <= s["end_line"] for line in (27, 35))], report["skipped"]
 
 
 def test_a_kept_check_without_fallback_is_reported_with_the_kernel_it_guards(tmp_path):
