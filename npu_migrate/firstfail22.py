@@ -39,8 +39,8 @@ or another finding of such a package's modules, repeats one the run already give
   errors stay (a failure of its own, left after the package is ported), and so do its rewrites.
 
 Nothing is dropped silently: each folded finding is named in the message of the finding that
-covers it. Whole-run; called from runplan.whole_run_passes after lazyimports21 (whose lowering
-reads the importers' own findings, which a fold here would make name other folders).
+covers it. Whole-run; called from runplan.whole_run_passes last, after lazyimports21 and probed22
+(whose lowerings read the importers' own findings, which a fold here would make name other folders).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _top_imports(tree: ast.Module, packages: tuple) -> dict[int, set]:
     return out
 
 
-def _finding_lines(finding) -> list[int]:
+def finding_lines(finding) -> list[int]:
     return list(dict.fromkeys([finding.line, *(a[0] for a in finding.also)]))
 
 
@@ -102,21 +102,24 @@ def _target_packages(finding, tree: ast.Module, packages: tuple) -> Optional[set
     packages, or None."""
     tops = _top_imports(tree, packages)
     found: set = set()
-    for line in _finding_lines(finding):
+    for line in finding_lines(finding):
         if line not in tops:
             return None
         found |= tops[line]
     return found or None
 
 
-def _open(finding) -> bool:
+def open_import(finding) -> bool:
     from .moot import is_moot, named
 
     return (finding.code in CODES and not finding.fixable and finding.cell is None
             and not is_moot(finding) and not named(finding))
 
 
-class _Run:
+class RunIndex:
+    """The run's Python files with their import sites, parsed trees and dynamic loads (public for
+    probed22.py, which reads the same sites)."""
+
     def __init__(self, results, paths) -> None:
         from .modpaths import ImportIndex
         from .tritonguards import run_imports
@@ -222,10 +225,10 @@ def fold_covered_helpers(results: list, paths: Optional[dict] = None) -> list:
     from .importfolders import FOLDED, packages as _packages
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
-                  and any(_open(f) and f.severity == "error" for f in r.findings)]
+                  and any(open_import(f) and f.severity == "error" for f in r.findings)]
     if not candidates:
         return results
-    run = _Run(results, paths or {})
+    run = RunIndex(results, paths or {})
     packages = _packages()
     # (helper file, finding index) -> (importer file, finding index, importers count, packages)
     carriers: dict[tuple[int, int], tuple[int, int, int, set]] = {}
@@ -235,7 +238,7 @@ def fold_covered_helpers(results: list, paths: Optional[dict] = None) -> list:
             continue
         relpath = results[i].relpath
         for k, f in enumerate(results[i].findings):
-            if not (_open(f) and f.severity == "error"):
+            if not (open_import(f) and f.severity == "error"):
                 continue
             if FOLDED in f.message and posixpath.basename(relpath) != "__init__.py":
                 continue
@@ -260,7 +263,7 @@ def fold_covered_helpers(results: list, paths: Optional[dict] = None) -> list:
             continue  # (a cycle, or a chain too long: kept)
         f = results[i].findings[k]
         packs = ", ".join(f"`{p}`" for p in sorted(needed))
-        what = (f"`{results[i].relpath}` ({_what(f)}, {_lines_text(_finding_lines(f))}{_folded_siblings(f)})")
+        what = (f"`{results[i].relpath}` ({_what(f)}, {_lines_text(finding_lines(f))}{_folded_siblings(f)})")
         others = f", and those of {count - 1} more importer{'s' if count != 2 else ''}" if count > 1 else ""
         notes.setdefault(root, []).append(COVERED.format(what=what, packs=packs, count=others))
         gone.add((i, k))
@@ -274,7 +277,7 @@ def fold_covered_helpers(results: list, paths: Optional[dict] = None) -> list:
     return out
 
 
-def _carrier(run: _Run, i: int, needed: set, packages: tuple) -> Optional[tuple[int, int, int]]:
+def _carrier(run: RunIndex, i: int, needed: set, packages: tuple) -> Optional[tuple[int, int, int]]:
     """(importer, its finding, count of covering importers) that helper i's finding folds into."""
     if run.dynamic(i):
         return None
@@ -294,7 +297,7 @@ def _carrier(run: _Run, i: int, needed: set, packages: tuple) -> Optional[tuple[
     best = None
     for k, lines in covering.items():
         for index, f in enumerate(run.results[k].findings):
-            if _open(f) and set(_finding_lines(f)) & lines:
+            if open_import(f) and set(finding_lines(f)) & lines:
                 key = (_RANK.get(f.severity, 3), run.results[k].relpath, index)
                 if best is None or key < best[0]:
                     best = (key, k, index)
@@ -310,10 +313,10 @@ def fold_package_only_modules(results: list, paths: Optional[dict] = None) -> li
     from .importgates import is_test
 
     inits = [i for i, r in enumerate(results) if posixpath.basename(r.relpath) == "__init__.py"
-             and any(_open(f) and f.severity in ("error", "info") for f in r.findings)]
+             and any(open_import(f) and f.severity in ("error", "info") for f in r.findings)]
     if not inits:
         return results
-    run = _Run(results, paths or {})
+    run = RunIndex(results, paths or {})
     packages = _packages()
     out = list(results)
     for init in sorted(inits, key=lambda n: results[n].relpath):
@@ -321,7 +324,7 @@ def fold_package_only_modules(results: list, paths: Optional[dict] = None) -> li
         if tree is None:
             continue
         carrier = next((k for k, f in enumerate(out[init].findings)
-                        if _open(f) and f.severity in ("error", "info") and _target_packages(f, tree, packages)), None)
+                        if open_import(f) and f.severity in ("error", "info") and _target_packages(f, tree, packages)), None)
         if carrier is None:
             continue
         folder = posixpath.dirname(results[init].relpath) + "/"
@@ -334,7 +337,7 @@ def fold_package_only_modules(results: list, paths: Optional[dict] = None) -> li
                        and not _named_scope(f)]
             if not movable or run.sites(i) or run.dynamic(i):
                 continue
-            shown = ", ".join(f"{f.code} {_lines_text(_finding_lines(f))}" for f in movable)
+            shown = ", ".join(f"{f.code} {_lines_text(finding_lines(f))}" for f in movable)
             named.append(f"`{relpath[len(folder):]}` ({shown})")
             out[i] = replace(out[i], findings=[f for f in out[i].findings if not any(f is m for m in movable)])
         if named:

@@ -165,3 +165,164 @@ def test_module_of_a_package_whose_init_imports_no_cuda_package_keeps_its_warnin
     })
     report = migrate_json(root)
     assert [f["code"] for f in _report_only(report, "kit/fa_cute/bench.py")] == ["NPU935"]
+
+
+# ----------------------------------------------------------------------------- probed22.py (BJ#7, BJ#40)
+
+ROUTER_COMMON = """\
+def is_cute_available(kernel_name: str) -> bool:
+    try:
+        import cutlass  # noqa: F401
+    except ImportError:
+        return False
+    return True
+"""
+
+ROUTER = """\
+import torch
+
+from ._router_common import is_cute_available
+
+
+def is_available() -> bool:
+    return is_cute_available("router")
+
+
+class RouterGemm:
+    def _compile(self, key):
+        from ._router_kernel import RouterKernel
+
+        return RouterKernel(key)
+"""
+
+ROUTER_PLAIN = """\
+import torch
+
+
+class RouterGemm:
+    def _compile(self, key):
+        from ._router_kernel import RouterKernel
+
+        return RouterKernel(key)
+"""
+
+ROUTER_KERNEL = """\
+import cutlass
+import cutlass.cute as cute
+from cuda.bindings.driver import CUstream
+
+
+class RouterKernel:
+    def __init__(self, key):
+        self.layout = cute.make_layout(key)
+"""
+
+FIND_SPEC_UTILS = """\
+import importlib.util
+
+_RUNTIME = {"cutlass": "nvidia-cutlass-dsl", "cuda.bindings.driver": "cuda-python"}
+
+
+def _missing_runtime() -> list:
+    return [p for m, p in _RUNTIME.items() if importlib.util.find_spec(m) is None]
+
+
+def _runtime_available() -> bool:
+    return len(_missing_runtime()) == 0
+"""
+
+QUANT = """\
+import torch
+
+from kit.quant.cute_utils import _runtime_available
+
+_KERNELS = torch.cuda.is_available() and _runtime_available()
+
+
+def _quantize_op(x):
+    from kit.quant.cute_quantize import quantize_cute
+
+    return quantize_cute(x)
+
+
+def quantize(x):
+    if not _KERNELS:
+        raise NotImplementedError("CuTe DSL kernels need cutlass")
+    return _quantize_op(x)
+"""
+
+CUTE_QUANTIZE = """\
+import torch
+
+
+def _layouts(m):
+    import cutlass.cute as cute
+
+    return cute.make_layout(m)
+
+
+def quantize_cute(x):
+    return _layouts(x.shape[0])
+"""
+
+
+def _routers(tmp_path, router: str):
+    return _project(tmp_path, {
+        "kit/ops/_router_common.py": ROUTER_COMMON,
+        "kit/ops/router.py": router,
+        "kit/ops/_router_kernel.py": ROUTER_KERNEL,
+    })
+
+
+def test_kernel_module_imported_only_inside_a_probing_wrapper_becomes_info(tmp_path):
+    report = migrate_json(_routers(tmp_path, ROUTER))
+    own = [f for f in _report_only(report, "kit/ops/_router_kernel.py") if f["code"] == "NPU911"]
+    assert len(own) == 1 and own[0]["severity"] == "info"
+    message = own[0]["message"]
+    assert "imported unguarded" not in message
+    assert "the probe answers False" in message and "kit/ops/router.py:12 in `_compile`" in message
+    assert "`is_cute_available()` of _router_common.py, a try-import" in message
+
+
+def test_kernel_module_imported_inside_a_wrapper_without_a_probe_keeps_its_error(tmp_path):
+    report = migrate_json(_routers(tmp_path, ROUTER_PLAIN))
+    own = [f for f in _report_only(report, "kit/ops/_router_kernel.py") if f["code"] == "NPU911"]
+    assert own and own[0]["severity"] == "error"
+
+
+def test_kernel_module_also_imported_at_module_level_keeps_its_error(tmp_path):
+    eager = "from kit.ops._router_kernel import RouterKernel\n\n\ndef build(k):\n    return RouterKernel(k)\n"
+    root = _project(tmp_path, {
+        "kit/ops/_router_common.py": ROUTER_COMMON,
+        "kit/ops/router.py": ROUTER,
+        "kit/ops/_router_kernel.py": ROUTER_KERNEL,
+        "kit/ops/eager.py": eager,
+    })
+    report = migrate_json(root)
+    own = [f for f in _report_only(report, "kit/ops/_router_kernel.py") if f["code"] == "NPU911"]
+    assert own and own[0]["severity"] == "error"
+
+
+def _quant(tmp_path, utils: str):
+    return _project(tmp_path, {
+        "kit/quant/__init__.py": "",
+        "kit/quant/cute_utils.py": utils,
+        "kit/quant/quant.py": QUANT,
+        "kit/quant/cute_quantize.py": CUTE_QUANTIZE,
+    })
+
+
+def test_lazy_kernel_module_behind_a_find_spec_probe_of_another_module_becomes_info(tmp_path):
+    report = migrate_json(_quant(tmp_path, FIND_SPEC_UTILS))
+    own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
+    assert len(own) == 1 and own[0]["severity"] == "info"
+    assert "kit/quant/quant.py:9 in `_quantize_op`" in own[0]["message"]
+    assert "`_runtime_available()` of cute_utils.py" in own[0]["message"]
+
+
+def test_lazy_kernel_module_behind_a_probe_of_another_package_keeps_its_error(tmp_path):
+    other = FIND_SPEC_UTILS.replace('"cutlass": "nvidia-cutlass-dsl", "cuda.bindings.driver": "cuda-python"',
+                                    '"numpy": "numpy"')
+    report = migrate_json(_quant(tmp_path, other))
+    own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
+    assert own and own[0]["severity"] == "error"
