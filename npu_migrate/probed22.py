@@ -91,16 +91,20 @@ def _imports_of(node: ast.AST) -> list[str]:
 
 
 def _line_packages(tree: ast.Module, lines: list[int], packages: tuple) -> Optional[set]:
-    """The CUDA-only packages the import statements at `lines` name (each line must be one), or None."""
+    """The CUDA-only packages the import statements at `lines` name, or None where the first line
+    is no such import or another import line names another package. Other lines (an `x.is_cuda`
+    assertion, an FP8 dtype another pass merged in) lie in the same module, loaded the same way."""
     by_line: dict[int, list[str]] = {}
     for node in astcache.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             by_line.setdefault(node.lineno, []).extend(_imports_of(node))
+    if not lines or not by_line.get(lines[0]):
+        return None
     found: set = set()
     for line in lines:
         names = by_line.get(line)
         if not names:
-            return None
+            continue
         hits = {next((p for p in packages if n == p or n.startswith(p + ".")), None) for n in names}
         if None in hits:
             return None
@@ -152,7 +156,7 @@ def probes(tree: ast.Module, packages: set) -> dict[str, str]:
         for node in ast.walk(function):
             if isinstance(node, ast.Try) and catches_import_errors(node) and any(
                     _under(n, packages) for s in node.body for m in ast.walk(s) for n in _imports_of(m)):
-                found[function.name] = "a try-import"
+                found[function.name] = "a try-import of the package"
                 break
             callee = (astcache.dotted(node.func) or "").rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
             if callee and _PROBE_CALL.match(callee) and _names_a_package(function, node, packages, containers):
@@ -167,7 +171,7 @@ def probes(tree: ast.Module, packages: set) -> dict[str, str]:
             for node in ast.walk(function):
                 callee = (astcache.dotted(node.func) or "").rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
                 if callee in found and callee != function.name:
-                    found[function.name] = f"`{callee}()`"
+                    found[function.name] = f"through `{callee}()`, {found[callee]}"
                     changed = True
                     break
     return found
@@ -212,15 +216,13 @@ class _Probes:
 
 
 def _site(run: RunIndex, found: _Probes, k: int, line: int, packages: frozenset) -> Optional[tuple[str, str]]:
-    """(kind, how) of an import site: "probed", "guarded", "selected", "typing"; None otherwise."""
+    """(kind, how) of an import site: "probed" (checked first), else lazyimports21's "guarded",
+    "selected" or "typing"; None otherwise."""
     from .lazyimports21 import classify
 
     tree = run.tree(k)
     if tree is None:
         return None
-    kind, how = classify(tree, line)
-    if kind in ("typing", "guarded", "selected"):
-        return kind, how
     statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     parent = astcache.parents(tree)
     holders = []
@@ -228,13 +230,15 @@ def _site(run: RunIndex, found: _Probes, k: int, line: int, packages: frozenset)
         up = parent.get(id(statement))
         while up is not None and not isinstance(up, _FUNCTIONS):
             up = parent.get(id(up))
-        if up is None:
-            return None
-        holders.append(up.name)
-    probe = found.of(k, packages) if holders else None
-    if probe is None:
-        return None
-    return "probed", f"in `{holders[0]}` (the module tests with {probe})"
+        holders.append(up.name if up is not None else None)
+    if holders and None not in holders:
+        probe = found.of(k, packages)
+        if probe is not None:
+            return "probed", f"in `{holders[0]}` (the module tests with {probe})"
+    kind, how = classify(tree, line)
+    if kind in ("typing", "guarded", "selected"):
+        return kind, how
+    return None
 
 
 def _ways(run: RunIndex, found: _Probes, i: int, packages: frozenset) -> Optional[list[str]]:

@@ -239,7 +239,8 @@ from kit.quant.cute_utils import _runtime_available
 _KERNELS = torch.cuda.is_available() and _runtime_available()
 
 
-def _quantize_op(x):
+@torch.library.custom_op("kit::quantize_cute", mutates_args=())
+def _quantize_op(x: torch.Tensor) -> torch.Tensor:
     from kit.quant.cute_quantize import quantize_cute
 
     return quantize_cute(x)
@@ -281,7 +282,7 @@ def test_kernel_module_imported_only_inside_a_probing_wrapper_becomes_info(tmp_p
     message = own[0]["message"]
     assert "imported unguarded" not in message
     assert "the probe answers False" in message and "kit/ops/router.py:12 in `_compile`" in message
-    assert "`is_cute_available()` of _router_common.py, a try-import" in message
+    assert "`is_cute_available()` of _router_common.py, a try-import of the package" in message
 
 
 def test_kernel_module_imported_inside_a_wrapper_without_a_probe_keeps_its_error(tmp_path):
@@ -316,8 +317,9 @@ def test_lazy_kernel_module_behind_a_find_spec_probe_of_another_module_becomes_i
     report = migrate_json(_quant(tmp_path, FIND_SPEC_UTILS))
     own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
     assert len(own) == 1 and own[0]["severity"] == "info"
-    assert "kit/quant/quant.py:9 in `_quantize_op`" in own[0]["message"]
-    assert "`_runtime_available()` of cute_utils.py" in own[0]["message"]
+    assert "kit/quant/quant.py:10 in `_quantize_op`" in own[0]["message"]
+    assert ("`_runtime_available()` of cute_utils.py, through `_missing_runtime()`, `find_spec` of the package's name"
+            in own[0]["message"])
 
 
 def test_lazy_kernel_module_behind_a_probe_of_another_package_keeps_its_error(tmp_path):
