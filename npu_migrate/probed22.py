@@ -145,79 +145,163 @@ def _names_a_package(function: ast.AST, call: ast.Call, packages: set, container
     return False
 
 
-def probes(tree: ast.Module, packages: set) -> dict[str, str]:
-    """{function name: how} of the module's functions and methods that probe one of `packages`."""
+def _callee(node: ast.AST) -> str:
+    return (astcache.dotted(node.func) or "").rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
+
+
+def probe_in(node: ast.AST, names: dict) -> Optional[str]:
+    """The probe (a name of `names`) that a test or a returned value holds, not negated: its call,
+    a flag bound to one, an `and` conjunct, or a comparison of a call of one (`len(_missing()) == 0`)."""
+    if isinstance(node, ast.Call):
+        return _callee(node) if _callee(node) in names else None
+    if isinstance(node, ast.Name):
+        return node.id if node.id in names else None
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return next((p for p in (probe_in(v, names) for v in node.values) if p), None)
+    if isinstance(node, ast.Compare):
+        return next((_callee(n) for n in ast.walk(node.left) if _callee(n) in names), None)
+    return None
+
+
+def _base_probes(tree: ast.Module, packages: set) -> dict[str, str]:
     from .tritonguards import catches_import_errors
 
-    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]
     containers = _named_containers(tree, packages)
     found: dict[str, str] = {}
-    for function in functions:
+    for function in (n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)):
+        # (a function that tests the package to guard its own work, `if find_spec("x"): from .k
+        # import f`, is a guarded importer, not a probe its module offers)
+        tested = {id(n) for t in ast.walk(function) if isinstance(t, (ast.If, ast.While, ast.IfExp))
+                  for n in ast.walk(t.test)}
         for node in ast.walk(function):
-            if isinstance(node, ast.Try) and catches_import_errors(node) and any(
-                    _under(n, packages) for s in node.body for m in ast.walk(s) for n in _imports_of(m)):
+            if isinstance(node, ast.Try) and catches_import_errors(node) and all(
+                    isinstance(s, (ast.Import, ast.ImportFrom, ast.Assign, ast.Pass, ast.Expr)) for s in node.body) \
+                    and any(_under(n, packages) for s in node.body for n in _imports_of(s)):
                 found[function.name] = "a try-import of the package"
                 break
-            callee = (astcache.dotted(node.func) or "").rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
-            if callee and _PROBE_CALL.match(callee) and _names_a_package(function, node, packages, containers):
+            callee = _callee(node)
+            if callee and id(node) not in tested and _PROBE_CALL.match(callee) \
+                    and _names_a_package(function, node, packages, containers):
                 found[function.name] = f"`{callee}` of the package's name"
                 break
+    return found
+
+
+def probes(tree: ast.Module, packages: set, seeds: Optional[dict] = None) -> dict[str, str]:
+    """{name: how} of the module's functions and methods that probe one of `packages` (a
+    try-import, `find_spec` of its name, or every `return` holding another probe: `return
+    is_cute_available("x")`), and of its module-level flags bound to one; `seeds`: probes it
+    imports, by their local names."""
+    found = dict(seeds or {})
+    found.update(_base_probes(tree, packages))
+    functions = [n for n in astcache.walk(tree) if isinstance(n, _FUNCTIONS)]
     changed = True
-    while changed:  # (a function returning, testing or combining another probe of the module)
+    while changed:
         changed = False
         for function in functions:
             if function.name in found:
                 continue
-            for node in ast.walk(function):
-                callee = (astcache.dotted(node.func) or "").rsplit(".", 1)[-1] if isinstance(node, ast.Call) else ""
-                if callee in found and callee != function.name:
-                    found[function.name] = f"through `{callee}()`, {found[callee]}"
-                    changed = True
-                    break
+            values = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+            held = [probe_in(v, found) if v is not None else None for v in values]
+            if held and all(held):
+                found[function.name] = f"through `{held[0]}()` ({found[held[0]]})"
+                changed = True
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            held = probe_in(node.value, found)
+            if held:
+                found[node.targets[0].id] = f"bound to `{held}()` ({found[held]})"
     return found
 
 
 class _Probes:
+    """The probes each importing module defines or imports (memoized per packages)."""
+
     def __init__(self, run: RunIndex) -> None:
         self.run = run
         self.memo: dict = {}
 
-    def of(self, k: int, packages: frozenset) -> Optional[str]:
-        """How module k tests for one of `packages` (its own probe, or one it imports by name and
-        calls), or None."""
+    def of(self, k: int, packages: frozenset) -> tuple[dict, set]:
+        """({name: how} of the probes module k can read, {the names it defines itself})."""
         key = (k, packages)
         if key not in self.memo:
             self.memo[key] = self._of(k, packages)
         return self.memo[key]
 
-    def _of(self, k: int, packages: frozenset) -> Optional[str]:
+    def _of(self, k: int, packages: frozenset) -> tuple[dict, set]:
         tree = self.run.tree(k)
         if tree is None:
-            return None
-        own = probes(tree, set(packages))
-        if own:
-            name = sorted(own)[0]
-            return f"`{name}()`, {own[name]}"
-        imported = {a.asname or a.name: a.name for n in astcache.walk(tree) if isinstance(n, ast.ImportFrom)
-                    for a in n.names}
-        called = {(astcache.dotted(n.func) or "").rsplit(".", 1)[-1] for n in astcache.walk(tree)
-                  if isinstance(n, ast.Call)} & set(imported)
-        if not called:
-            return None
-        for j, _line in self.run.index.files(self.run.imports[k], k):
-            other = self.run.tree(j)
-            if other is None:
-                continue
-            theirs = probes(other, set(packages))
-            for local in sorted(called):
-                if imported[local] in theirs:
-                    return f"`{local}()` of {posixpath.basename(self.run.results[j].relpath)}, {theirs[imported[local]]}"
+            return {}, set()
+        imported = {a.asname or a.name: a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+        seeds: dict[str, str] = {}
+        if imported:
+            for j, _line in self.run.index.files(self.run.imports[k], k):
+                other = self.run.tree(j)
+                theirs = probes(other, set(packages)) if other is not None else {}
+                for local, name in imported.items():
+                    if name in theirs and local not in seeds:
+                        seeds[local] = f"from {posixpath.basename(self.run.results[j].relpath)}: {theirs[name]}"
+        found = probes(tree, set(packages), seeds)
+        return found, set(found) - set(seeds)
+
+
+def _guarded_calls(tree: ast.Module, function: ast.AST, names: dict, other_texts) -> Optional[str]:
+    """How every use of module-level `function` in its module is a call under a probe: in the
+    body of an `if` holding one, or after `if not <probe>: raise/return` in the caller; a use in
+    a decorator (`@op.register_fake`) registers, and calls nothing. None where a use is not so
+    (or another library file names the function, or nothing calls it)."""
+    name = function.name
+    if any(name.encode() in text for text in other_texts()):
         return None
+    parent = astcache.parents(tree)
+    held = None
+    for node in astcache.walk(tree):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        chain, up = [node], parent.get(id(node))
+        while up is not None:
+            chain.append(up)
+            up = parent.get(id(up))
+        if any(isinstance(c, _FUNCTIONS) and any(chain[i - 1] is d for d in c.decorator_list)
+               for i, c in enumerate(chain) if i):
+            continue
+        up = parent.get(id(node))
+        if not (isinstance(up, ast.Call) and up.func is node):
+            return None
+        probe = _dominating_probe(chain, names)
+        if probe is None:
+            return None
+        held = held or probe
+    return held
+
+
+def _dominating_probe(chain: list, names: dict) -> Optional[str]:
+    """The probe an `if` around the node tests, or that an `if not <probe>:` exiting earlier in
+    the enclosing function's body tests."""
+    for i, up in enumerate(chain[1:], 1):
+        if isinstance(up, ast.If) and chain[i - 1] in up.body:
+            probe = probe_in(up.test, names)
+            if probe:
+                return probe
+        if isinstance(up, _FUNCTIONS):
+            statement = chain[i - 1]
+            for earlier in up.body:
+                if earlier is statement:
+                    break
+                if isinstance(earlier, ast.If) and isinstance(earlier.test, ast.UnaryOp) \
+                        and isinstance(earlier.test.op, ast.Not) and earlier.body \
+                        and isinstance(earlier.body[-1], (ast.Raise, ast.Return)):
+                    probe = probe_in(earlier.test.operand, names)
+                    if probe:
+                        return probe
+            return None
+    return None
 
 
 def _site(run: RunIndex, found: _Probes, k: int, line: int, packages: frozenset) -> Optional[tuple[str, str]]:
     """(kind, how) of an import site: "probed" (checked first), else lazyimports21's "guarded",
     "selected" or "typing"; None otherwise."""
+    from .importgates import is_test
     from .lazyimports21 import classify
 
     tree = run.tree(k)
@@ -227,18 +311,33 @@ def _site(run: RunIndex, found: _Probes, k: int, line: int, packages: frozenset)
     parent = astcache.parents(tree)
     holders = []
     for statement in statements:
-        up = parent.get(id(statement))
-        while up is not None and not isinstance(up, _FUNCTIONS):
+        up, outer = parent.get(id(statement)), None
+        while up is not None:
+            if isinstance(up, _FUNCTIONS):
+                outer = up
             up = parent.get(id(up))
-        holders.append(up.name if up is not None else None)
+        holders.append(outer)
     if holders and None not in holders:
-        probe = found.of(k, packages)
-        if probe is not None:
-            return "probed", f"in `{holders[0]}` (the module tests with {probe})"
+        names, own = found.of(k, packages)
+        offered = sorted(n for n in own if n not in _flags(tree))
+        if offered:
+            return "probed", (f"in `{holders[0].name}` (the module offers `{offered[0]}()` "
+                              f"({names[offered[0]]}) for its callers to ask first)")
+        outer = holders[0]
+        if names and outer in tree.body and len({id(h) for h in holders}) == 1:
+            texts = lambda: (run.text_of(j) or b"" for j in run.python  # noqa: E731
+                             if j != k and not is_test(run.results[j].relpath))
+            probe = _guarded_calls(tree, outer, names, texts)
+            if probe:
+                return "probed", f"in `{outer.name}`, which the module calls only under `{probe}` ({names[probe]})"
     kind, how = classify(tree, line)
     if kind in ("typing", "guarded", "selected"):
         return kind, how
     return None
+
+
+def _flags(tree: ast.Module) -> set:
+    return {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
 
 
 def _ways(run: RunIndex, found: _Probes, i: int, packages: frozenset) -> Optional[list[str]]:

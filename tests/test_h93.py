@@ -282,7 +282,8 @@ def test_kernel_module_imported_only_inside_a_probing_wrapper_becomes_info(tmp_p
     message = own[0]["message"]
     assert "imported unguarded" not in message
     assert "the probe answers False" in message and "kit/ops/router.py:12 in `_compile`" in message
-    assert "`is_cute_available()` of _router_common.py, a try-import of the package" in message
+    assert ("the module offers `is_available()` (through `is_cute_available()` (from _router_common.py: "
+            "a try-import of the package)) for its callers to ask first" in message)
 
 
 def test_kernel_module_imported_inside_a_wrapper_without_a_probe_keeps_its_error(tmp_path):
@@ -318,8 +319,8 @@ def test_lazy_kernel_module_behind_a_find_spec_probe_of_another_module_becomes_i
     own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
     assert len(own) == 1 and own[0]["severity"] == "info"
     assert "kit/quant/quant.py:10 in `_quantize_op`" in own[0]["message"]
-    assert ("`_runtime_available()` of cute_utils.py, through `_missing_runtime()`, `find_spec` of the package's name"
-            in own[0]["message"])
+    assert ("which the module calls only under `_KERNELS` (bound to `_runtime_available()` (from cute_utils.py: "
+            "through `_missing_runtime()` (`find_spec` of the package's name)))" in own[0]["message"])
 
 
 def test_lazy_kernel_module_behind_a_probe_of_another_package_keeps_its_error(tmp_path):
@@ -327,4 +328,28 @@ def test_lazy_kernel_module_behind_a_probe_of_another_package_keeps_its_error(tm
                                     '"numpy": "numpy"')
     report = migrate_json(_quant(tmp_path, other))
     own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
+    assert own and own[0]["severity"] == "error"
+
+
+def test_lazy_kernel_module_whose_loader_is_also_called_without_the_probe_keeps_its_error(tmp_path):
+    unguarded = QUANT + "\n\ndef quantize_fast(x):\n    return _quantize_op(x)\n"
+    root = _project(tmp_path, {
+        "kit/quant/__init__.py": "",
+        "kit/quant/cute_utils.py": FIND_SPEC_UTILS,
+        "kit/quant/quant.py": unguarded,
+        "kit/quant/cute_quantize.py": CUTE_QUANTIZE,
+    })
+    report = migrate_json(root)
+    own = [f for f in _report_only(report, "kit/quant/cute_quantize.py") if f["code"] == "NPU911"]
+    assert own and own[0]["severity"] == "error"
+
+
+def test_module_that_tests_the_package_only_to_guard_its_own_import_offers_no_probe(tmp_path):
+    # (`spec` guards its own import with find_spec; `plain` imports the kernel with no test)
+    ops = ("import importlib.util\n\n\ndef spec(x):\n    if importlib.util.find_spec(\"cutlass\") is not None:\n"
+           "        return x\n    return None\n\n\ndef plain(x):\n"
+           "    from kit.ops._router_kernel import RouterKernel\n\n    return RouterKernel(x)\n")
+    root = _project(tmp_path, {"kit/ops/_router_kernel.py": ROUTER_KERNEL, "kit/ops/plain_ops.py": ops})
+    report = migrate_json(root)
+    own = [f for f in _report_only(report, "kit/ops/_router_kernel.py") if f["code"] == "NPU911"]
     assert own and own[0]["severity"] == "error"
