@@ -36,19 +36,28 @@ decides per open NPU911 error whose every line imports CUDA-only packages (sweep
 module in the library (tests aside, as lazyimports21 reads them: a test is no runtime importer;
 for a package `__init__`, the imports of its submodules from outside it too) must be either:
 
-* `probed`: inside a function of an importing module that defines, or calls by a name it imports
-  from a module of the run, a probe of one of the packages the finding names. A probe is a
-  function (or method) whose body imports the package in a `try` that catches ImportError, or
-  calls `find_spec` / `import_module` / a `has_module`-style helper where the module holds the
-  package's name as a string (`{"cutlass": "nvidia-cutlass-dsl"}` looked up one by one), or
-  returns, tests or combines another probe of its module (`len(_missing()) == 0`, `return
-  is_cute_available("router")`);
+* `probed`: inside a function of an importing module that either offers an availability test
+  of one of the packages the finding names for its callers (a function or method of its own whose
+  every `return` holds a probe: `def is_available(): return is_cute_available("router")`), or
+  calls the module-level function holding the import only under a probe (in the body of `if
+  <probe>:`, or after `if not <probe>: raise/return` in the caller; a flag bound at module level
+  to one counts: `_KERNELS = _is_sm100() and _runtime_available()`), no other library file naming
+  that function, and its other uses only decorators (`@op.register_fake`). A probe is a function
+  (or method) that imports the package in a `try` of imports only, whose handlers catch
+  ImportError; or calls `find_spec` / `import_module` / a `has_module`-style helper with the
+  package's name (or a loop variable over a module-level display holding it: `{"cutlass":
+  "nvidia-cutlass-dsl"}` looked up one by one) outside an `if` test (a function that tests the
+  package to guard its own work, `if find_spec("cutlass"): ...`, is a guarded importer, not a
+  probe it offers); or one whose every `return` holds another probe, its call, an `and` conjunct
+  or a comparison (`len(_missing()) == 0`); the importing module's own, or one it imports by name
+  from a module of the run;
 * or one lazyimports21.classify calls `guarded` or `selected` (a degrading `try`, a name-selected
   branch), or `typing`.
 
 At least one site must be probed. A module with no library importer, one whose dotted name a string
 of another file holds (a dynamic import), or with a site at module level of its importer (or in a
-function of a module without a probe) keeps its error, and so does one whose message folds sibling
+function of a module that offers no probe, nor calls it only under one: h76's `if not
+has_cutedsl():`, `if has_numpy():` and plain lazy importers) keeps its error, and so does one whose message folds sibling
 modules (importfolders) unless every sibling named passes the same test. The finding becomes info:
 the "imported unguarded" clause goes, and the message says what happens (the probe answers False
 where the package is missing; only a call that skips it fails) and names the sites with each
