@@ -77,9 +77,9 @@ from . import astcache
 from .firstfail22 import RunIndex, finding_lines, open_import
 from .importfolders import FOLDED
 
-PROBED = ("loaded only lazily, inside functions of modules that test for {packs} first with an availability "
-          "probe: where it is missing, as on an NPU host, the probe answers False, and only a call that skips "
-          "it reaches this import")
+PROBED = ("loaded only lazily, inside functions of modules that first test for one of the packages it needs "
+          "({packs}) with an availability probe: where they are missing, as on an NPU host, the probe answers "
+          "False, and only a call that skips it reaches this import")
 _PROBE_CALL = re.compile(r"(?i)^(find_spec|import_module|_?(has|is)_?(module|package)\w*|"
                          r"\w*(module|package)_?(available|installed|exists))$")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
