@@ -433,7 +433,11 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .platforms20 import review as review_platform_classes
     results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
     from .lazyimports21 import review as review_lazy_importers
-    return review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
+    results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
+    from .probed22 import review as review_probed_loaders
+    results = review_probed_loaders(results, paths)  # (kernel modules only probing modules' functions load: probed22.py)
+    from .firstfail22 import review as review_first_failing
+    return review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
 
 
 # ------------------------------------------------------------------ what both commands print
