@@ -182,8 +182,10 @@ def _constructor_guards(tree: ast.Module, text: str) -> list[tuple[ast.ClassDef,
                     and isinstance(stmt.body[0], ast.Raise):
                 package = _guard_package(stmt.test, flags)
                 if package and package in never_on_npu():
+                    exc = stmt.body[0].exc
+                    shown = _segment(text, exc.func if isinstance(exc, ast.Call) else exc, 50) if exc else ""
                     out.append((cls, stmt, package, f"if {_segment(text, stmt.test)}: raise"
-                                + (f" {_segment(text, stmt.body[0].exc, 50)}" if stmt.body[0].exc else "")))
+                                + (f" {shown}(...)" if isinstance(exc, ast.Call) else f" {shown}" if exc else "")))
                     break
             if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
                 break
@@ -194,7 +196,7 @@ def _dominated_units(tree: ast.Module, cls: ast.ClassDef) -> dict[int, str]:
     """{id(function): shown name} of the class's instance methods but `__init__`, and of the private
     module functions referenced only there (or in themselves, or in each other)."""
     units: dict[int, tuple[ast.AST, str]] = {
-        id(f): (f, f"{cls.name}.{f.name}") for f in cls.body
+        id(f): (f, f"`{cls.name}.{f.name}` never runs on an instance there") for f in cls.body
         if isinstance(f, _FUNCTIONS) and f.name != "__init__" and not _static(f)}
     private = {f.name: f for f in tree.body if isinstance(f, _FUNCTIONS) and f.name.startswith("_")
                and not f.name.startswith("__")}
@@ -207,7 +209,7 @@ def _dominated_units(tree: ast.Module, cls: ast.ClassDef) -> dict[int, str]:
             refs = [n for n in astcache.nodes(tree, ast.Name) if n.id == name]
             if refs and all(_within(n, function) or any(_within(n, u) for u, _s in units.values()) for n in refs) \
                     and any(not _within(n, function) for n in refs):
-                units[id(function)] = (function, name)
+                units[id(function)] = (function, f"`{name}`, called only from its methods, never runs there")
                 changed = True
     return {k: v[1] for k, v in units.items()}
 
@@ -242,7 +244,7 @@ def _constructor_guard(findings: list[Finding], tree: ast.Module, text: str) -> 
                 continue
             return (f"{GATED}: `{cls.name}.__init__` raises first where `{package}` is missing (line "
                     f"{guard.lineno}: `{shown}`), as on every NPU host (it has no NPU build), so "
-                    f"`{units[id(unit)]}` never runs on an instance there")
+                    f"{units[id(unit)]}")
         return None
 
     out, changed = [], False
