@@ -461,8 +461,9 @@ def callers_gated(tree: ast.Module, reading: list[tuple[str, int]], blocks: list
                 return None
             held.append((ref.lineno, block))
         lines = sorted({n for n, _b in held})
-        shown.append(f"`{name}` (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}, "
-                     f"{held[0][1][2]})")
+        test = re.search(r"`([^`]+)`", held[0][1][2])  # (the block's test, not again where its flag is bound)
+        shown.append(f"`{name}` (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+                     + (f": under `{test.group(1)}`)" if test else ")"))
     if not shown:
         return None
     return ("its names are read only in functions this module calls only in blocks an NPU host does not run: "
