@@ -495,6 +495,7 @@ def review(results: list, paths: dict) -> list:
     """The results, with the report-only places inside the blocks of this module's docstring
     lowered to info (a named skipped scope)."""
     from . import flagreads20
+    from .dominators22 import callers_gated
     from .flags16 import read_outside
     from .modpaths import RunTexts
     from .moot import is_moot
@@ -506,6 +507,12 @@ def review(results: list, paths: dict) -> list:
     text_of = RunTexts(results, paths)
     run: _Run | None = None
     out = list(results)
+
+    def named_elsewhere(i: int, name: str) -> bool:
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        return any(j != i and r.relpath.endswith(".py") and word.search(text_of(j) or b"")
+                   for j, r in enumerate(results))
+
     for i, result in enumerate(results):
         if not result.relpath.endswith(".py"):
             continue
@@ -544,7 +551,11 @@ def review(results: list, paths: dict) -> list:
                     # (its names are read where an NPU host may go: a NameError there is real; only in
                     # the module's functions, info saying so, flagreads20.py)
                     reading = flagreads20.functions_reading(tree, reads)
-                    return None if reading is None else flagreads20.reason(block[2], reading)
+                    if reading is None:
+                        return None
+                    # (their callers under the same gate: a named scope, dominators22.py)
+                    gated = callers_gated(tree, reading, everywhere[0], lambda name, i=i: named_elsewhere(i, name))
+                    return f"{block[2]}; {gated}" if gated else flagreads20.reason(block[2], reading)
             return block[2]
 
         findings, changed = [], False

@@ -245,8 +245,11 @@ def _builder_guard(findings: list[Finding], tree: ast.Module, text: str) -> list
         if not _open(finding, "NPU910"):
             continue
         lines = [line for line, _c, _s in _places(finding)]
+        from .dominators22 import through_callers  # (a helper called only after the check: BI#33)
+
         found = next(((f, g) for f, g in builders
-                      if all(g.end_lineno < n <= (f.end_lineno or f.lineno) or _after_check(tree, f, n) for n in lines)
+                      if all(g.end_lineno < n <= (f.end_lineno or f.lineno) or _after_check(tree, f, n)
+                             or through_callers(tree, f, n, lambda k, f=f: _after_check(tree, f, k)) for n in lines)
                       and any(g.end_lineno < n <= (f.end_lineno or f.lineno) for n in lines)), None)
         if found is None:
             continue

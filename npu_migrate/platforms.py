@@ -310,10 +310,19 @@ def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[File
     for result in results:
         targets = [f for f in result.findings if f.code == "NPU910" and _to_verify(f) and _report_only(f)]
         data = result_bytes(result, paths) if targets else None
-        if not targets or data is None or any(marker in data for marker in _NOT_PORTABLE):
+        probed = None
+        if targets and data is not None and any(marker in data for marker in _NOT_PORTABLE):
+            from .dominators22 import probed_descriptors  # (TMA descriptors behind a probe: BK#40)
+
+            probed = probed_descriptors(data, _NOT_PORTABLE)
+            if probed is None:
+                out.append(result)
+                continue
+        if not targets or data is None:
             out.append(result)
             continue
-        findings = [dataclasses.replace(f, severity="info", message=f"{_UNGUARDED.sub('', f.message)} ({reason})")
+        note = f"{reason}; {probed}" if probed else reason
+        findings = [dataclasses.replace(f, severity="info", message=f"{_UNGUARDED.sub('', f.message)} ({note})")
                     if f in targets else f for f in result.findings]
         out.append(dataclasses.replace(result, findings=findings))
     return out

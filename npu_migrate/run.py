@@ -38,6 +38,7 @@ from . import wording20
 from . import wording21
 from . import labels20
 from . import fp8shapes21
+from . import dominators22
 from . import cudaonly21
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
@@ -208,6 +209,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = guards15.review(result.findings, text)
             # (FP8 in a Triton-availability block, kernels behind a builder's availability guard: fp8shapes21.py)
             result.findings = fp8shapes21.review(result.findings, text)
+            result.findings = dominators22.review(result.findings, text)  # (guards that dominate later code: dominators22.py)
             # (CuTe-DSL code under a module-level `if` on a same-file probe of its package: tritonmods20.py)
             result.findings = tritonmods20.review_probed_modules(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)
