@@ -244,7 +244,7 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
 BENCH_FILE = re.compile(r"(^|/)(benchmarks?|bench)/[^/]*|(^|/)(bench|benchmark)_[^/]*\.py$")
 WARMUP_FAILS = ("never reached on an NPU host: every callable the benchmark hands to `{helper}` calls a "
                 "CUDA-only compiled op built from the project's CUDA sources (NPU912; `{op}`, that is "
-                "`torch.ops._C.{target}`, among them), and the warm-up call at line {warmup} fails there "
+                "`torch.ops.{target}`, among them), and the warm-up call at line {warmup} fails there "
                 "first; the ops' port comes before this")
 _TIMING_APIS = ("do_bench_cudagraph",)  # (a timing API that calls its callable before it captures a graph)
 _MAX_DEPTH = 4
@@ -254,9 +254,9 @@ class _OpCalls:
     """Which callables of one benchmark file call a CUDA-only compiled op unconditionally."""
 
     def __init__(self, tree: ast.Module, aliases: dict[str, dict]):
-        from .optests import OPS
+        from .optests import compiled_op
 
-        self.prefix = OPS
+        self.compiled_op = compiled_op
         self.aliases = aliases
         self.functions: dict[str, list] = {}
         self.methods: dict[str, list] = {}
@@ -273,8 +273,8 @@ class _OpCalls:
     def op_of(self, func: ast.AST) -> tuple[str, str] | None:
         """(the op as written, its `torch.ops._C` name) for `torch.ops._C.x` or a wrapper's `ops.x`."""
         name = _dotted(func, strict=True) or ""
-        if name.startswith(self.prefix) and name.count(".") == 3:
-            return name, name[len(self.prefix):]
+        if self.compiled_op(name):
+            return name, self.compiled_op(name)
         head, _, attr = name.partition(".")
         target = self.aliases.get(head, {}).get(attr) if attr and "." not in attr else None
         return (name, target) if target else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from typing import Optional
 
 from . import astcache
@@ -31,10 +32,24 @@ from .modpaths import module_names, result_bytes
 _dotted = astcache.dotted
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _WRAPPER = "_custom_ops"  # the module that wraps the compiled ops (vLLM's `vllm/_custom_ops.py`)
-_OPS = "torch.ops._C."
-REASON = ("in a test of the CUDA-only compiled op `{op}` (`torch.ops._C.{target}`, built from the project's "
+_OPS = "torch.ops._"  # (a byte pre-test: every compiled_op name starts so)
+REASON = ("in a test of the CUDA-only compiled op `{op}` (`torch.ops.{target}`, built from the project's "
           "CUDA sources, NPU912): the test fails at that call on an NPU host until the op has an NPU kernel; "
           "review this with the op's port")
+
+
+# the namespaces of a project's compiled extensions: `_C`, `_C_cache_ops`, `_moe_C` (not ROCm's own)
+_NAMESPACE = re.compile(r"_C|_C_\w+|_\w+_C")
+
+
+def compiled_op(name: str) -> Optional[str]:
+    """`_C.x` for `torch.ops._C.x` (`_C_cache_ops.y` for `torch.ops._C_cache_ops.y`): the op of one
+    of the project's compiled-extension namespaces; None for any other name."""
+    parts = name.split(".")
+    if (len(parts) == 4 and parts[0] == "torch" and parts[1] == "ops" and _NAMESPACE.fullmatch(parts[2])
+            and "rocm" not in parts[2].lower() and "hip" not in parts[2].lower()):
+        return f"{parts[2]}.{parts[3]}"
+    return None
 
 
 def _candidate(finding) -> bool:
@@ -44,15 +59,16 @@ def _candidate(finding) -> bool:
 
 
 def _wrapped_ops(tree: ast.Module) -> dict[str, str]:
-    """The wrapper module's top-level functions that call a `torch.ops._C` op: name -> op."""
+    """The wrapper module's top-level functions that call a compiled op (`torch.ops._C.x`,
+    `torch.ops._C_cache_ops.y`): name -> op (`_C.x`)."""
     out = {}
     for node in tree.body:
         if isinstance(node, _FUNCTIONS):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.Call):
-                    name = _dotted(inner.func, strict=True) or ""
-                    if name.startswith(_OPS) and name.count(".") == 3:
-                        out[node.name] = name[len(_OPS):]
+                    target = compiled_op(_dotted(inner.func, strict=True) or "")
+                    if target:
+                        out[node.name] = target
                         break
     return out
 
@@ -118,7 +134,7 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
     out = list(results)
     for i in targets:
         data = result_bytes(results[i], paths)
-        if not data or (b"torch.ops._C." not in data and _WRAPPER.encode() not in data):
+        if not data or (_OPS.encode() not in data and _WRAPPER.encode() not in data):
             continue
         tree = astcache.parse(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
         if tree is None:
@@ -131,8 +147,8 @@ def lower_in_op_tests(results: list, paths: Optional[dict] = None) -> list:
                 if not isinstance(node, ast.Call):
                     continue
                 name = _dotted(node.func, strict=True) or ""
-                if name.startswith(_OPS) and name.count(".") == 3:
-                    calls.append((node.lineno, name, name[len(_OPS):]))
+                if compiled_op(name):
+                    calls.append((node.lineno, name, compiled_op(name)))
                 elif name.count(".") == 1 and name.split(".")[1] in aliases.get(name.split(".")[0], {}):
                     calls.append((node.lineno, name, aliases[name.split(".")[0]][name.split(".")[1]]))
             if calls:
