@@ -193,6 +193,7 @@ AS_WRITTEN = (
     # gates16.BNB_NPU_FUNCTIONS: a lazy bitsandbytes import used only for functions its NPU backend has
     # (round 15, AN#12: peft's `dequantize_bnb_weight`)
     "bitsandbytes functions its NPU backend provides, called as written",
+    "the fallback of a `getattr` of the object's `device`",  # singles22.DEVICE_FALLBACK (round 22, BI#27)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -250,6 +251,7 @@ NO_WORK = (
     # cudaonly21.py (round 21): a shell "cuda" mode label only compared (BG#6), NVIDIA build tooling (BF#12)
     "a mode label the script only compares with ",
     "in NVIDIA build tooling: ",
+    "a registry key naming an implementation, not a backend: ",  # singles22.REGISTRY_KEY (round 22, BI#6)
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

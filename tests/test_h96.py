@@ -1,0 +1,204 @@
+"""Single shapes in tests, labels and backend parameters, plus severity (issue #16, round 22, helper
+h96: npu_migrate/singles22.py). Each shape is paired with the nearest case that stays reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+REGISTRY = '''\
+import torch
+import torch.distributed as dist
+
+
+class EngineFactory:
+    _registry = {}
+
+    @classmethod
+    def register_engine(cls, name, engine):
+        if name in cls._registry:
+            raise ValueError("already registered")
+        cls._registry[name] = engine
+
+    @classmethod
+    def create(cls, name):
+        return cls._registry[name]()
+
+
+class NcclEngine:
+    pass
+
+
+def setup():
+    EngineFactory.register_engine("nccl", NcclEngine)
+    assert "nccl" in EngineFactory._registry
+    engine = EngineFactory.create("nccl")
+    return engine
+'''
+
+GETATTRS = '''\
+import torch
+import torch.distributed as dist
+
+
+def device_of(model, batch):
+    device = getattr(model, "device", "cuda")
+    other = getattr(model, "place", "cuda")
+    return batch.to(device), other
+
+
+def accel_type(version_ok):
+    if torch.__version__ >= "2.6.0":
+        accelerator_type = torch.accelerator.current_accelerator().type
+    else:
+        accelerator_type = "cuda"
+    return getattr(torch, accelerator_type).current_device()
+
+
+def plain_type(flag):
+    if flag:
+        kind = "mps"
+    else:
+        kind = "cuda"
+    return getattr(torch, kind).current_device()
+'''
+
+PG = '''\
+import torch
+import torch.distributed as dist
+
+
+class PGDict:
+    def __init__(self):
+        self.dict = {}
+
+    def get(self, ranks, backend: str = "nccl"):
+        if ranks not in self.dict:
+            self.dict[ranks] = dist.new_group(ranks=ranks, backend=backend)
+        return self.dict[ranks]
+
+
+PG = PGDict()
+
+
+def build(ranks):
+    PG.get(ranks, "nccl")
+    PG.get(ranks, "nccl")
+'''
+
+TABLES = '''\
+import torch
+import torch.distributed as dist
+
+
+def tolerance(device, out):
+    rtol = {"cpu": 1e-2, "cuda": 2e-2, "xpu": 2e-2}[device.type]
+    atol = {"cpu": 1e-2, "cuda": 2e-2}.get(device.type, 1e-3)
+    return rtol, atol
+'''
+
+TEST_ROPE = '''\
+import pytest
+import torch
+
+
+def _skip_unless_fp8():
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_device_capability_family(100):
+        pytest.skip("needs SM100")
+
+
+def _skip_maybe():
+    if not torch.cuda.is_available():
+        pytest.skip("needs an accelerator")
+
+
+def _make(x):
+    return x.to(torch.float8_e4m3fn)
+
+
+def test_fp8_skipped():
+    _skip_unless_fp8()
+    x = torch.ones(4, device="cuda")
+    y = _make(x)
+    assert torch._scaled_mm(y, y.t(), out_dtype=torch.float8_e4m3fn) is not None
+
+
+def test_fp8_runs():
+    _skip_maybe()
+    x = torch.ones(4, device="cuda")
+    assert torch._scaled_mm(x.to(torch.float8_e5m2), x, out_dtype=torch.bfloat16) is not None
+'''
+
+
+def _report(tmp_path, files):
+    report = migrate_json(write_project(tmp_path, files))
+    return ([f for f in report["findings"] if not f["fixable"]],
+            [s for s in report["skipped"] if "start_line" in s])
+
+
+def _at(findings, path, line):
+    return [f for f in findings if f["path"] == path and (f["line"] == line or any(p[0] == line for p in f.get("also") or []))]
+
+
+def _scope(skipped, path, line):
+    return [s for s in skipped if s["path"] == path and s["start_line"] <= line <= s["end_line"]]
+
+
+# ---- BI#1: a test skipped through a module-local helper's capability check (testscopes.py + singles22.helper_skip)
+
+def test_skip_through_a_helper_makes_the_test_scope(tmp_path):
+    findings, skipped = _report(tmp_path, {"tests/test_rope.py": TEST_ROPE})
+    # the FP8 of the skipped test and of the helper only it calls: a named scope that names the helper
+    assert not _at(findings, "tests/test_rope.py", 25) and not _at(findings, "tests/test_rope.py", 18)
+    reason = _scope(skipped, "tests/test_rope.py", 25)[0]["reason"]
+    assert "in `_skip_unless_fp8()`" in reason and "is_device_capability_family(100)" in reason
+    # the helper itself runs on an NPU host (it decides the skip): its import stays a finding
+    assert _at(findings, "tests/test_rope.py", 6)
+    # nearest true case: a helper whose skip an NPU host fails (the rewritten is_available()): reported
+    kept = _at(findings, "tests/test_rope.py", 31)
+    assert kept and kept[0]["code"] == "NPU913" and kept[0]["severity"] == "error"
+
+
+# ---- BI#6: "nccl" as a registry key
+
+def test_registry_key_is_a_named_scope_and_a_lookup_stays(tmp_path):
+    findings, skipped = _report(tmp_path, {"pkg/__init__.py": "", "pkg/registry.py": REGISTRY})
+    for line in (24, 25):
+        assert "a registry key naming an implementation, not a backend" in _scope(skipped, "pkg/registry.py", line)[0]["reason"]
+    kept = [f for f in findings if f["path"] == "pkg/registry.py"]
+    assert [(f["line"], f["code"], f["severity"]) for f in kept] == [(26, "NPU990", "warning")]  # create("nccl")
+
+
+# ---- BI#27, BI#32: a getattr's device fallback, the old-torch branch beside torch.accelerator
+
+def test_getattr_device_fallback_and_old_torch_branch(tmp_path):
+    findings, skipped = _report(tmp_path, {"pkg/__init__.py": "", "pkg/getattrs.py": GETATTRS})
+    assert "the fallback of a `getattr` of the object's `device`" in _scope(skipped, "pkg/getattrs.py", 6)[0]["reason"]
+    old = [f for f in findings if f["path"] == "pkg/getattrs.py" and f["line"] == 15]
+    assert old and old[0]["severity"] == "info" and "older than `torch.accelerator`" in old[0]["message"]
+    # nearest true cases: another attribute's fallback, an `else:` of a test on anything else
+    kept = [f for f in findings if f["path"] == "pkg/getattrs.py" and f["severity"] == "warning"]
+    assert kept and {kept[0]["line"], *(p[0] for p in kept[0].get("also") or [])} == {7, 23}
+
+
+# ---- BK#17, BK#31: certain failures reported as warnings
+
+def test_nccl_passed_by_the_callers_is_an_error(tmp_path):
+    findings, _ = _report(tmp_path, {"pkg/__init__.py": "", "pkg/pg.py": PG})
+    backend = [f for f in findings if f["code"] == "NPU304"]
+    assert backend and backend[0]["severity"] == "error" and "a certain failure" in backend[0]["message"]
+    assert backend[0]["message"].endswith("(also at lines 19, 20)")
+
+
+def test_nccl_default_only_keeps_the_warning(tmp_path):
+    text = PG.replace('PG.get(ranks, "nccl")', "PG.get(ranks, cfg.backend)").replace("def build(ranks):", "def build(ranks, cfg):")
+    findings, _ = _report(tmp_path, {"pkg/__init__.py": "", "pkg/pg.py": text})
+    backend = [f for f in findings if f["code"] == "NPU304"]
+    assert backend and backend[0]["severity"] == "warning"
+
+
+def test_per_device_table_looked_up_on_the_spot_is_an_error(tmp_path):
+    findings, _ = _report(tmp_path, {"pkg/__init__.py": "", "pkg/tables.py": TABLES})
+    by_line = {f["line"]: f["severity"] for f in findings if f["path"] == "pkg/tables.py"}
+    assert by_line == {6: "error", 7: "warning"}  # `.get(device.type, default)` has a default
