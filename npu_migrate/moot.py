@@ -121,6 +121,7 @@ NO_EFFECT = (
     "a CUDA runtime switch with no effect on an NPU host",
     # NPU405: `sdp_kernel(enable_flash=True, ...)` only enables what is on by default (round 12, AE#30)
     "it only enables backends, all enabled by default",
+    "an SDPA switch under `torch.no_grad()`/`inference_mode()`",  # singles22.NO_GRAD_SWITCH (round 22, BK#36)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -194,6 +195,7 @@ AS_WRITTEN = (
     # (round 15, AN#12: peft's `dequantize_bnb_weight`)
     "bitsandbytes functions its NPU backend provides, called as written",
     "the fallback of a `getattr` of the object's `device`",  # singles22.DEVICE_FALLBACK (round 22, BI#27)
+    "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

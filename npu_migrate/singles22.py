@@ -36,6 +36,22 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   of a table of per-device values") whose dict literal is subscripted on the spot
   (`{"cpu": ..., "cuda": ...}[device.type]`) raises KeyError on an NPU host: an error. A table
   read with `.get(...)` (a default) or bound to a name stays a warning.
+- **An SDPA switch that keeps only math, under `no_grad`** (BK#36): NPU405's "it only switches CUDA
+  fast kernels off and keeps the math backend on ... review it only where the math path was chosen
+  for what fused kernels lack, such as double backward" inside a function decorated with
+  `torch.no_grad()`/`torch.inference_mode()` or a `with` of them: no backward runs there, so the
+  one reason to review is ruled out by the code; lowered with NO_GRAD_SWITCH (moot.NO_EFFECT).
+  The same switch outside such a scope stays information.
+- **An inference capture the project's transfer_to_npu maps to NPUGraph** (BJ#13, whole run after
+  patcher19.py, `review_run`): an NPU202 `torch.cuda.CUDAGraph` / `torch.cuda.graph` that
+  patcher19 lowered with "torch_npu's transfer_to_npu maps it to the NPU", in a file that names no
+  gradient machinery at all (`.backward(`, `autograd`, `requires_grad`, `zero_grad`, an optimizer,
+  `enable_grad`, `.grad`, `loss`) or inside a `no_grad`/`inference_mode` scope: the capture is
+  inference, NPUGraph's documented use, and the note's one caution (never capture a training step)
+  does not apply: lowered with INFERENCE_CAPTURE (moot.AS_WRITTEN). A capture in a file that trains,
+  a file with a `with torch.cuda.graph(...)` whose body calls a parameter of its function (`def
+  capture(fn): ... fn()`: the caller's step, maybe training), `make_graphed_callables` (which
+  captures backward) and any capture without the patcher: kept.
 """
 
 from __future__ import annotations
@@ -52,6 +68,14 @@ REGISTRY_KEY = "a registry key naming an implementation, not a backend: "
 DEVICE_FALLBACK = "the fallback of a `getattr` of the object's `device`"
 OLD_TORCH = "reached only with a torch older than `torch.accelerator`"
 FAILS = "a certain failure on an NPU host"
+NO_GRAD_SWITCH = "an SDPA switch under `torch.no_grad()`/`inference_mode()`"
+INFERENCE_CAPTURE = "an inference capture that transfer_to_npu maps to NPUGraph"
+_KEEPS_MATH = "it only switches CUDA fast kernels off and keeps the math backend on"
+_PATCHER = "torch_npu's transfer_to_npu maps it to the NPU"
+_CAPTURES = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graph"})
+_GRADIENTS = re.compile(r"\.backward\(|\bautograd\b|requires_grad|zero_grad|\boptim(?:izer|iser|\b)|enable_grad|\.grad\b"
+                        r"|\bloss\b", re.IGNORECASE)
+_NO_GRAD = frozenset({"no_grad", "inference_mode"})
 _FOLDED_NCCL = 'with `"nccl"` passed by the calls of the function in this file'
 _TABLE_KEY = "a key of a table of per-device values"
 
@@ -138,8 +162,42 @@ def _looked_up_on_the_spot(node: ast.Constant, parents: dict) -> bool:
     return isinstance(subscript, ast.Subscript) and subscript.value is table
 
 
+def _no_grad_call(node: ast.AST) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()`, `@torch.no_grad` (the bare decorator)."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return _last(target) in _NO_GRAD
+
+
+def in_no_grad(tree: ast.Module, line: int) -> bool:
+    """`line` lies in a function decorated with `no_grad`/`inference_mode` or in the body of a `with`
+    of them."""
+    for node in astcache.walk(tree):
+        if isinstance(node, _FUNCTIONS) and any(_no_grad_call(d) for d in node.decorator_list):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                return True
+        elif isinstance(node, (ast.With, ast.AsyncWith)) and any(_no_grad_call(i.context_expr) for i in node.items):
+            if node.body and node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+                return True
+    return False
+
+
+def _switch_under_no_grad(findings: list[Finding], text: str) -> list[Finding]:
+    hits = [f for f in findings if f.code == "NPU405" and not f.fixable and f.severity == "info"
+            and _KEEPS_MATH in f.message and NO_GRAD_SWITCH not in f.message]
+    if not hits or not any(w in text for w in _NO_GRAD):
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    return [dataclasses.replace(f, message=(
+        f"{f.message} ({NO_GRAD_SWITCH}: no backward runs there, so the math path was not chosen for "
+        "it; an NPU host ignores the switch)")) if any(f is h for h in hits) and in_no_grad(tree, f.line) else f
+        for f in findings]
+
+
 def review(findings: list[Finding], text: str) -> list[Finding]:
     """NPU990 "nccl"/"cuda" strings of the shapes of the module doc, before the per-file merge."""
+    findings = _switch_under_no_grad(findings, text)
     hits = [f for f in findings if f.code == "NPU990" and not f.fixable and f.cell is None
             and f.severity != "info" and f.source in ('"nccl"', '"cuda"', "'nccl'", "'cuda'")]
     if not hits:
@@ -192,4 +250,59 @@ def review_folded(findings: list[Finding]) -> list[Finding]:
                 f"{message} ({FAILS}: the literal reaches the process group unchanged, and torch_npu "
                 f"has no NCCL backend){also}"))
         out.append(finding)
+    return out
+
+
+# ----------------------------------------------------------------------------- whole run
+def _captures_a_parameter(tree: ast.Module) -> bool:
+    """A `with torch.cuda.graph(...)` whose body calls a parameter of its function (`def capture(fn):
+    ... fn()`): what it captures is the caller's, a training step as well."""
+    parents = astcache.parents(tree)
+    for node in astcache.nodes(tree, (ast.With, ast.AsyncWith)):
+        if not any(isinstance(i.context_expr, ast.Call) and astcache.dotted(i.context_expr.func) in _CAPTURES
+                   for i in node.items):
+            continue
+        function = parents.get(id(node))
+        while function is not None and not isinstance(function, _FUNCTIONS):
+            function = parents.get(id(function))
+        if function is None:
+            continue
+        a = function.args
+        params = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x))}
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params
+               for statement in node.body for n in ast.walk(statement)):
+            return True
+    return False
+
+
+def review_run(results: list, paths: dict) -> list:
+    """Inference captures transfer_to_npu maps to NPUGraph (module doc): named as running as written."""
+    from .modpaths import RunTexts
+
+    def wanted(f: Finding) -> bool:
+        return (f.code == "NPU202" and not f.fixable and f.cell is None and f.severity == "info"
+                and f.source in _CAPTURES and _PATCHER in f.message and INFERENCE_CAPTURE not in f.message)
+
+    text_of = RunTexts(results, paths)
+    out = list(results)
+    for i, result in enumerate(results):
+        if not (result.relpath.endswith(".py") and any(wanted(f) for f in result.findings)):
+            continue
+        data = text_of(i)
+        if data is None:
+            continue
+        text = data.decode("utf-8", "replace")
+        tree = astcache.parse(data)
+        if tree is None or _captures_a_parameter(tree):
+            continue
+        trains = _GRADIENTS.search(text) is not None
+        findings = []
+        for f in result.findings:
+            if wanted(f) and (not trains or in_no_grad(tree, f.line)):
+                why = ("inside a `no_grad`/`inference_mode` scope" if trains
+                       else "the file computes no gradients (no backward, optimizer or loss)")
+                f = dataclasses.replace(f, message=(
+                    f"{f.message} ({INFERENCE_CAPTURE}: {why}, which is NPUGraph's documented use: nothing to port)"))
+            findings.append(f)
+        out[i] = dataclasses.replace(result, findings=findings)
     return out

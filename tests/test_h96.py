@@ -202,3 +202,74 @@ def test_per_device_table_looked_up_on_the_spot_is_an_error(tmp_path):
     findings, _ = _report(tmp_path, {"pkg/__init__.py": "", "pkg/tables.py": TABLES})
     by_line = {f["line"]: f["severity"] for f in findings if f["path"] == "pkg/tables.py"}
     assert by_line == {6: "error", 7: "warning"}  # `.get(device.type, default)` has a default
+
+
+# ---- BK#36: an SDPA switch keeping only math, under no_grad
+
+SDPA = '''\
+import torch
+
+
+@torch.no_grad()
+def generate(model, x):
+    with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True):
+        return model(x)
+
+
+def train_step(model, x):
+    with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_mem_efficient=False, enable_math=True):
+        loss = model(x).sum()
+    loss.backward()
+'''
+
+
+def test_math_only_switch_under_no_grad_is_a_named_scope(tmp_path):
+    findings, skipped = _report(tmp_path, {"bench.py": SDPA})
+    assert "an SDPA switch under `torch.no_grad()`" in _scope(skipped, "bench.py", 6)[0]["reason"]
+    kept = [(f["line"], f["code"], f["severity"]) for f in findings if f["path"] == "bench.py"]
+    assert kept == [(11, "NPU405", "info")]  # (a training step: the double-backward review stays)
+
+
+# ---- BJ#13: an inference capture the project's transfer_to_npu maps to NPUGraph
+
+VIT_RUNNER = '''\
+import torch
+
+
+class VitGraphRunner:
+    def __init__(self, vit):
+        self.vit = vit
+        self.graphs = {}
+
+    def create(self, key, x):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = x
+            for block in self.vit.blocks:
+                y = block(y)
+        self.graphs[key] = (graph, y)
+'''
+
+TRAINER_RUNNER = VIT_RUNNER + '''
+
+    def step(self, optimizer, x):
+        self.vit(x).sum().backward()
+        optimizer.step()
+'''
+
+
+def test_inference_capture_under_the_patcher_is_a_named_scope(tmp_path):
+    from .test_h75 import _project
+
+    root = _project(tmp_path)
+    (root / "proj/srt/models/vit_runner.py").write_text(VIT_RUNNER)
+    (root / "proj/srt/models/train_runner.py").write_text(TRAINER_RUNNER)
+    report = migrate_json(root)
+    findings = [f for f in report["findings"] if not f["fixable"]]
+    skipped = [s for s in report["skipped"] if "start_line" in s]
+    reason = _scope(skipped, "proj/srt/models/vit_runner.py", 10)[0]["reason"]
+    assert reason.startswith("runs as written on an NPU host (NPU202)") and "an inference capture" in reason
+    # nearest true cases: a file that trains, a capture of a callable the caller hands in (test_h75)
+    trains = [f for f in findings if f["path"] == "proj/srt/models/train_runner.py" and f["code"] == "NPU202"]
+    assert trains and trains[0]["severity"] == "info" and "an inference capture" not in trains[0]["message"]
+    assert [f["code"] for f in findings if f["path"] == "proj/srt/models/graphs.py"] == ["NPU202"]
