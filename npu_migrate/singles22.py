@@ -52,6 +52,13 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   a file with a `with torch.cuda.graph(...)` whose body calls a parameter of its function (`def
   capture(fn): ... fn()`: the caller's step, maybe training), `make_graphed_callables` (which
   captures backward) and any capture without the patcher: kept.
+- **A recipe strategy the same YAML file marks unsupported on the NPU** (BJ#5, for yamlscopes.py:
+  `unsupported_strategies`): a mapping of strategies to per-hardware verdicts (`strategy_hardware:
+  multi_node_tp_pp: {ascend_910c: unsupported}`, every NPU entry of the strategy "unsupported") and,
+  elsewhere in the file, a block keyed by that strategy (`multi_node_tp_pp: extra_env:
+  NCCL_CUMEM_ENABLE: "1"`): an NPU deployment never picks it, so its NPU7xx findings become one
+  named scope per block, naming the verdict's line. A strategy with an NPU entry "supported" (or
+  none at all), and a finding with places outside such blocks: kept.
 """
 
 from __future__ import annotations
@@ -305,4 +312,74 @@ def review_run(results: list, paths: dict) -> list:
                     f"{f.message} ({INFERENCE_CAPTURE}: {why}, which is NPUGraph's documented use: nothing to port)"))
             findings.append(f)
         out[i] = dataclasses.replace(result, findings=findings)
+    return out
+
+
+# ----------------------------------------------------------------------------- YAML strategies
+_VERDICTS = frozenset({"supported", "unsupported", "verified", "experimental", "untested"})
+
+
+def _yaml_scalar(doc, index: int) -> str:
+    line = doc.lines[doc.nodes[index].line - 1]
+    value = line.split(":", 1)[1] if ":" in line else ""
+    return re.sub(r"#.*", "", value).strip().strip("\"'").lower()
+
+
+def _unsupported_on_npu(doc, npu: re.Pattern) -> dict:
+    """{strategy key: (the verdict node index, the table node index)} of the file's strategy ->
+    hardware -> verdict tables whose every NPU entry is "unsupported"."""
+    found: dict = {}
+    for table, node in enumerate(doc.nodes):
+        strategies = doc.children.get(table, [])
+        if node.item or not node.key or not strategies:
+            continue
+        if any(doc.nodes[k].item or not doc.nodes[k].key or not doc.children.get(k) for k in strategies):
+            continue
+        if not all(not doc.nodes[h].item and _yaml_scalar(doc, h) in _VERDICTS and not doc.children.get(h)
+                   for k in strategies for h in doc.children[k]):
+            continue
+        for k in strategies:
+            verdicts = [h for h in doc.children[k] if npu.search(doc.nodes[h].key)]
+            if verdicts and all(_yaml_scalar(doc, h) == "unsupported" for h in verdicts):
+                found.setdefault(doc.nodes[k].key, (verdicts[0], table))
+    return found
+
+
+def unsupported_strategies(doc, findings: list[Finding], scopes: list, npu: re.Pattern) -> list[Finding]:
+    """NPU7xx findings in a block of a strategy the file marks unsupported on the NPU (module doc):
+    named scopes appended to `scopes`."""
+    if not any(f.code.startswith("NPU7") and not f.fixable for f in findings) or "unsupported" not in "\n".join(doc.lines):
+        return findings
+    strategies = _unsupported_on_npu(doc, npu)
+    if not strategies:
+        return findings
+
+    def scope_of(line: int):
+        index = doc.node_of_line.get(line)
+        while index is not None:
+            node = doc.nodes[index]
+            verdict = strategies.get(node.key)
+            if verdict is not None and not node.item:
+                table = doc.nodes[verdict[1]]
+                if table.line <= node.line <= table.end:
+                    return None  # (the verdict table itself)
+                hardware = doc.nodes[verdict[0]]
+                return (node.line, node.end, f"a deployment strategy the file marks unsupported on the NPU "
+                                             f"(`{table.key}: {node.key}: {hardware.key}: unsupported`, line "
+                                             f"{hardware.line}) that an NPU deployment never picks")
+            index = node.parent
+        return None
+
+    out = []
+    for finding in findings:
+        if not finding.code.startswith("NPU7") or finding.fixable:
+            out.append(finding)
+            continue
+        found = [scope_of(line) for line in [finding.line, *(p[0] for p in finding.also)]]
+        if not found or any(s is None for s in found):
+            out.append(finding)
+            continue
+        for scope in found:
+            if scope not in scopes:
+                scopes.append(scope)
     return out

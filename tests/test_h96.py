@@ -273,3 +273,37 @@ def test_inference_capture_under_the_patcher_is_a_named_scope(tmp_path):
     trains = [f for f in findings if f["path"] == "proj/srt/models/train_runner.py" and f["code"] == "NPU202"]
     assert trains and trains[0]["severity"] == "info" and "an inference capture" not in trains[0]["message"]
     assert [f["code"] for f in findings if f["path"] == "proj/srt/models/graphs.py"] == ["NPU202"]
+
+
+# ---- BJ#5: a recipe strategy the same file marks unsupported on the NPU (yamlscopes.py + singles22)
+
+RECIPE = '''\
+model: example/big-model
+strategy_hardware:
+  multi_node_tp_dp:
+    h200: supported
+    ascend_910c: supported
+  multi_node_tp_pp:
+    b200: supported
+    ascend_910c: unsupported
+strategies:
+  multi_node_tp_pp:
+    extra_args:
+      - "--max-num-batched-tokens"
+      - "8192"
+    extra_env:
+      NCCL_CUMEM_ENABLE: "1"
+      NCCL_P2P_LEVEL: "NVL"
+  multi_node_tp_dp:
+    extra_env:
+      NCCL_CUMEM_ENABLE: "1"
+'''
+
+
+def test_strategy_marked_unsupported_on_npu_is_a_named_scope(tmp_path):
+    findings, skipped = _report(tmp_path, {"recipes/model.yaml": RECIPE})
+    reason = _scope(skipped, "recipes/model.yaml", 15)[0]["reason"]
+    assert "marks unsupported on the NPU (`strategy_hardware: multi_node_tp_pp: ascend_910c: unsupported`, line 8)" in reason
+    # nearest true case: the same variable under a strategy the file supports on the NPU
+    kept = [(f["line"], f["code"]) for f in findings if f["path"] == "recipes/model.yaml"]
+    assert kept == [(19, "NPU703")]
