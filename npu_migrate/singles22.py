@@ -52,6 +52,14 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   a file with a `with torch.cuda.graph(...)` whose body calls a parameter of its function (`def
   capture(fn): ... fn()`: the caller's step, maybe training), `make_graphed_callables` (which
   captures backward) and any capture without the patcher: kept.
+- **A flag-guarded import of an extension whose sources are reported** (BI#29, whole run,
+  `review_run`): an NPU911 information "import of compiled extension module `ext`" that
+  optionalext.py found "imported only under `if FLAG:`, a flag the import probe in ... sets" (False
+  where the extension is missing, as on an NPU host: the import is skipped). The only work it
+  implies is porting `ext`, which the run's NPU912 finding on that extension's sources ("... of the
+  extension `ext` (...") already asks: the import is folded into that finding, whose message names
+  it, the flag and the names to review with the port. An unguarded import (an error), or an
+  extension whose sources have no open finding, keeps its finding.
 - **A recipe strategy the same YAML file marks unsupported on the NPU** (BJ#5, for yamlscopes.py:
   `unsupported_strategies`): a mapping of strategies to per-hardware verdicts (`strategy_hardware:
   multi_node_tp_pp: {ascend_910c: unsupported}`, every NPU entry of the strategy "unsupported") and,
@@ -291,8 +299,8 @@ def review_run(results: list, paths: dict) -> list:
                 and f.source in _CAPTURES and _PATCHER in f.message and INFERENCE_CAPTURE not in f.message)
 
     text_of = RunTexts(results, paths)
-    out = list(results)
-    for i, result in enumerate(results):
+    out = fold_flag_guarded_extensions(list(results))
+    for i, result in enumerate(out):
         if not (result.relpath.endswith(".py") and any(wanted(f) for f in result.findings)):
             continue
         data = text_of(i)
@@ -312,6 +320,42 @@ def review_run(results: list, paths: dict) -> list:
                     f"{f.message} ({INFERENCE_CAPTURE}: {why}, which is NPUGraph's documented use: nothing to port)"))
             findings.append(f)
         out[i] = dataclasses.replace(result, findings=findings)
+    return out
+
+
+_FLAGGED_EXTENSION = re.compile(r"^C\+\+/CUDA extension or CUDA-only compiled package: import of compiled extension "
+                                r"module `(\w+)[\w.]*` \(imported only under `([^`]+)`, a flag the import probe in (\S+) sets")
+
+
+def fold_flag_guarded_extensions(results: list) -> list:
+    """Flag-guarded extension imports folded into the extension's NPU912 finding (module doc)."""
+    from .moot import is_moot
+
+    def open_source(f: Finding, ext: str) -> bool:
+        return (f.code == "NPU912" and not f.fixable and f.cell is None and not is_moot(f)
+                and f"of the extension `{ext}` (" in f.message)
+
+    out = list(results)
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py"):
+            continue
+        for finding in result.findings:
+            match = _FLAGGED_EXTENSION.match(finding.message)
+            if not (finding.code == "NPU911" and not finding.fixable and finding.severity == "info" and match
+                    and not finding.also):
+                continue
+            ext, flag, probe = match.groups()
+            target = next(((k, f) for k, r in enumerate(out) if r.relpath.lower().endswith((".cu", ".cuh"))
+                           for f in r.findings if open_source(f, ext)), None)
+            if target is None:
+                continue
+            k, source = target
+            note = (f"also its import at `{result.relpath}:{finding.line}`, under `{flag}`, which the import probe "
+                    f"in {probe} sets False where the extension is missing: skipped on an NPU host; review the code "
+                    "that uses its names with the extension's port")
+            out[k] = dataclasses.replace(out[k], findings=[
+                dataclasses.replace(f, message=f"{f.message} ({note})") if f is source else f for f in out[k].findings])
+            out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if f is not finding])
     return out
 
 

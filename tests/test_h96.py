@@ -307,3 +307,50 @@ def test_strategy_marked_unsupported_on_npu_is_a_named_scope(tmp_path):
     # nearest true case: the same variable under a strategy the file supports on the NPU
     kept = [(f["line"], f["code"]) for f in findings if f["path"] == "recipes/model.yaml"]
     assert kept == [(19, "NPU703")]
+
+
+# ---- BI#29: a flag-guarded import of an extension whose sources are reported (folded into their NPU912)
+
+EXT_SETUP = '''\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(
+    name="lib",
+    ext_modules=[
+        CUDAExtension("fastops_cuda", ["csrc/fastops/fastops_kernel.cu", "csrc/fastops/repack.cu"]),
+    ],
+    cmdclass={"build_ext": BuildExtension},
+)
+'''
+
+EXT_KERNEL = '''\
+#include <torch/extension.h>
+__global__ void {name}_k(float* x) {{ x[threadIdx.x] += 1.0f; }}
+torch::Tensor {name}(torch::Tensor x) {{ {name}_k<<<1, 32>>>(x.data_ptr<float>()); return x; }}
+'''
+
+
+def _extension_project(tmp_path, sources=True):
+    from .test_precision_optionalext import FLAGGED, PLAIN, PROBE
+
+    files = {"lib/__init__.py": "", "lib/probe.py": PROBE, "lib/marlin.py": FLAGGED, "lib/plain.py": PLAIN}
+    if sources:
+        files.update({"setup.py": EXT_SETUP,
+                      "csrc/fastops/fastops_kernel.cu": EXT_KERNEL.format(name="fastops_kernel"),
+                      "csrc/fastops/repack.cu": EXT_KERNEL.format(name="repack")})
+    return _report(tmp_path, files)
+
+
+def test_flag_guarded_extension_import_folds_into_its_sources_finding(tmp_path):
+    findings, _ = _extension_project(tmp_path)
+    assert not [f for f in findings if f["path"] == "lib/marlin.py"]
+    (source,) = [f for f in findings if f["code"] == "NPU912"]
+    assert "also its import at `lib/marlin.py:6`, under `if FASTOPS_AVAILABLE:`" in source["message"]
+    # nearest true case: the unguarded import stays an error of its own
+    assert [(f["code"], f["severity"]) for f in findings if f["path"] == "lib/plain.py"] == [("NPU911", "error")]
+
+
+def test_flag_guarded_extension_import_without_sources_stays(tmp_path):
+    findings, _ = _extension_project(tmp_path, sources=False)
+    assert [(f["code"], f["severity"]) for f in findings if f["path"] == "lib/marlin.py"] == [("NPU911", "info")]
