@@ -32,7 +32,8 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
 - **Severity of certain failures** (BK#17, BK#31): an NPU304 warning whose function's callers in
   the file pass the literal `"nccl"` (redundant.fold_backend_callers' "with `"nccl"` passed by the
   calls of the function in this file") reaches the process group unchanged: an error
-  (`review_folded`, after the fold). An NPU990 "cuda" key of a per-device table (sweep.py's "a key
+  (`review_folded`, after the fold), when its places are the parameter and those literals only (a
+  second parameter merged in, fed by something else, keeps the warning). An NPU990 "cuda" key of a per-device table (sweep.py's "a key
   of a table of per-device values") whose dict literal is subscripted on the spot
   (`{"cpu": ..., "cuda": ...}[device.type]`) raises KeyError on an NPU host: an error. A table
   read with `.get(...)` (a default) or bound to a name stays a warning.
@@ -60,6 +61,19 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   extension `ext` (...") already asks: the import is folded into that finding, whose message names
   it, the flag and the names to review with the port. An unguarded import (an error), or an
   extension whose sources have no open finding, keeps its finding.
+- **A backend parameter every caller of the run resolves** (BI#12, whole run after patcher19.py,
+  `review_backend_params`): secondary.py lowers an NPU304 on a parameter passed straight to
+  `new_group`/`init_process_group` when the calls in its own file show every value; a constructor
+  parameter (`GroupCoordinator(torch_distributed_backend=backend)`) or a function called from other
+  modules stayed a warning. Here every reference of the function in the run (by name and `from ...
+  import name as alias`; for `__init__`, the class's calls and its subclasses' `super().__init__`)
+  must be a plain call, and each value it passes, followed through the callers' own parameters and
+  locals a few steps deep, must be None, a string literal (rewritten or reported where written),
+  a call the table rules/scopes.toml [singles22] names (`get_torch_distributed_backend_str()`,
+  `torch.distributed.get_backend(group)`), or an `or`/`if`-`else` of those. Then the place is lowered
+  with secondary.PASSED_THROUGH (a named scope). A reference that is no call (a callback, a
+  partial), a value from an attribute (`self._process_group_backend`, BI#28: left, its setter is
+  user input), `**kwargs`, a parameter with no call in the run: kept.
 - **A recipe strategy the same YAML file marks unsupported on the NPU** (BJ#5, for yamlscopes.py:
   `unsupported_strategies`): a mapping of strategies to per-hardware verdicts (`strategy_hardware:
   multi_node_tp_pp: {ascend_910c: unsupported}`, every NPU entry of the strategy "unsupported") and,
@@ -73,10 +87,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 from typing import Callable, Optional
 
-from . import astcache
+from . import astcache, catalogue
 from .findings import Finding
 
 REGISTRY_KEY = "a registry key naming an implementation, not a backend: "
@@ -257,8 +272,11 @@ def review_folded(findings: list[Finding]) -> list[Finding]:
     """NPU304 warnings whose callers in the file pass a literal "nccl" (module doc): errors."""
     out = []
     for finding in findings:
+        others = [p for p in finding.also if p[2] not in ('"nccl"', "'nccl'")]
         if (finding.code == "NPU304" and not finding.fixable and finding.severity == "warning"
-                and _FOLDED_NCCL in finding.message and FAILS not in finding.message):
+                and _FOLDED_NCCL in finding.message and FAILS not in finding.message
+                and not others and finding.source not in ('"nccl"', "'nccl'")):
+            # (the parameter's own place and the literals its callers pass, nothing else merged in)
             message = _ALSO.sub("", finding.message)
             also = finding.message[len(message):]
             finding = dataclasses.replace(finding, severity="error", message=(
@@ -426,4 +444,244 @@ def unsupported_strategies(doc, findings: list[Finding], scopes: list, npu: re.P
         for scope in found:
             if scope not in scopes:
                 scopes.append(scope)
+    return out
+
+
+# ----------------------------------------------------------------------------- backend parameters
+_DEPTH = 6
+
+
+@functools.lru_cache(maxsize=None)
+def _resolvers() -> tuple:
+    return tuple(catalogue.read_table("scopes.toml").get("singles22", {}).get("backend_resolvers", ()))
+
+
+def _resolver(call: ast.Call) -> bool:
+    name = astcache.dotted(call.func) or ""
+    return any(name == r or name.endswith("." + r) for r in _resolvers())
+
+
+class _Backends:
+    """Every value a backend parameter takes in the run (module doc, BI#12): calls followed by name
+    across the run's modules, a few steps deep."""
+
+    def __init__(self, results: list, text_of) -> None:
+        self.results, self.text_of, self.trees = results, text_of, {}
+        self.py = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+        self.steps = 0
+
+    def tree(self, i: int) -> Optional[ast.Module]:
+        if i not in self.trees:
+            data = self.text_of(i)
+            try:
+                self.trees[i] = ast.parse(data) if data else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self.trees[i] = None
+        return self.trees[i]
+
+    def index(self, i: int) -> tuple[dict, set]:
+        """(parents, the ids of nodes in type positions) of file `i`'s tree, computed once."""
+        if ("index", i) not in self.trees:
+            tree = self.tree(i)
+            self.trees[("index", i)] = ({id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)},
+                                        _type_positions(tree))
+        return self.trees[("index", i)]
+
+    def _files_naming(self, name: str) -> list[int]:
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        return [i for i in self.py if word.search(self.text_of(i) or b"")]
+
+    def _callers(self, i: int, function, owner: Optional[ast.ClassDef]) -> Optional[list]:
+        """[(file, the call's function or None, call, bound)] of every reference of the function in
+        the run; None where a reference is no plain call (a callback, a partial, `cls(...)`)."""
+        constructor = function.name == "__init__"
+        if constructor and owner is None:
+            return None
+        name = owner.name if constructor else function.name
+        out = []
+        for j in self._files_naming(name):
+            tree = self.tree(j)
+            if tree is None:
+                return None
+            names = {name} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                              for a in n.names if a.name == name and a.asname}
+            parents, typing = self.index(j)
+            for node in ast.walk(tree):
+                if id(node) in typing:
+                    continue  # (an annotation, an `isinstance` test: no call)
+                if isinstance(node, ast.ClassDef) and constructor and any(_last(b) in names for b in node.bases):
+                    for call in ast.walk(node):  # (a subclass's `super().__init__(...)` passes on)
+                        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                                and call.func.attr == "__init__" and isinstance(call.func.value, ast.Call)
+                                and _last(call.func.value.func) == "super"):
+                            out.append((j, _enclosing_function(parents, call), call, True))
+                    continue
+                if isinstance(node, ast.Name) and node.id in names or (
+                        isinstance(node, ast.Attribute) and node.attr in names):
+                    if node is function or (owner is not None and node is owner):
+                        continue
+                    parent = parents.get(id(node))
+                    if isinstance(parent, ast.Call) and parent.func is node:
+                        bound = constructor or isinstance(node, ast.Attribute)
+                        out.append((j, _enclosing_function(parents, parent), parent, bound))
+                    elif isinstance(parent, (ast.ImportFrom, ast.alias)) or isinstance(node.ctx, ast.Store):
+                        continue
+                    elif isinstance(parent, ast.ClassDef) and node in parent.bases:
+                        continue
+                    else:
+                        return None  # (a reference that is no call: its values cannot be seen)
+        return out
+
+    def param_seen(self, i: int, function, name: str, depth: int = 0, visiting: frozenset = frozenset()) -> bool:
+        """Whether every value of parameter `name` of `function` (in file `i`) is seen."""
+        key = (i, function.lineno, name)
+        self.steps += 1
+        if depth > _DEPTH or key in visiting or self.steps > 400:
+            return False
+        visiting = visiting | {key}
+        parents = self.index(i)[0]
+        owner = parents.get(id(function))
+        owner = owner if isinstance(owner, ast.ClassDef) else None
+        callers = self._callers(i, function, owner)
+        if not callers:
+            return False
+        a = function.args
+        positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+        index = positional.index(name) if name in positional else None
+        method = bool(positional) and positional[0] in ("self", "cls")
+        defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+        defaults.update((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
+        for j, outer, call, bound in callers:
+            if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
+                return False
+            value = next((k.value for k in call.keywords if k.arg == name), None)
+            if value is None and index is not None:
+                at = index - (1 if method and bound else 0)
+                if 0 <= at < len(call.args):
+                    value = call.args[at]
+            if value is None:
+                if name not in defaults or not self.value_seen(i, function, defaults[name], depth, visiting):
+                    return False
+            elif not self.value_seen(j, outer, value, depth, visiting):
+                return False
+        stores = _stores(function, name)
+        return stores is not None and all(self.value_seen(i, function, v, depth, visiting, own=name) for v in stores)
+
+    def value_seen(self, i: int, function, value: ast.AST, depth: int, visiting: frozenset,
+                   own: Optional[str] = None) -> bool:
+        if isinstance(value, ast.Constant):
+            return value.value is None or isinstance(value.value, str)
+        if isinstance(value, ast.Call):
+            return _resolver(value)
+        if isinstance(value, ast.BoolOp):
+            return all(self.value_seen(i, function, v, depth, visiting, own) for v in value.values)
+        if isinstance(value, ast.IfExp):
+            return all(self.value_seen(i, function, v, depth, visiting, own) for v in (value.body, value.orelse))
+        if not isinstance(value, ast.Name) or function is None:
+            return False
+        if value.id == own:
+            return True  # (the parameter itself, checked by the caller)
+        a = function.args
+        if value.id in {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+            return self.param_seen(i, function, value.id, depth + 1, visiting)
+        stores = _stores(function, value.id)
+        return bool(stores) and all(self.value_seen(i, function, v, depth, visiting, own=value.id) for v in stores)
+
+
+def _type_positions(tree: ast.Module) -> set:
+    """ids of the nodes in annotations and in the class argument of `isinstance`/`issubclass`."""
+    roots = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            roots.append(node.annotation)
+        elif isinstance(node, _FUNCTIONS) and node.returns is not None:
+            roots.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            roots.append(node.annotation)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2):
+            roots.append(node.args[1])
+    return {id(n) for root in roots for n in ast.walk(root)}
+
+
+def _enclosing_function(parents: dict, node: ast.AST):
+    current = parents.get(id(node))
+    while current is not None and not isinstance(current, _FUNCTIONS):
+        current = parents.get(id(current))
+    return current
+
+
+def _stores(function, name: str) -> Optional[list]:
+    """The values `function` assigns to `name` (plain `=` and annotated assignments); None where it
+    binds the name otherwise (a loop, `with`, `+=`, `global`, `:=`, `del`)."""
+    values = []
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if len(node.targets) != 1:
+                return None
+            values.append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            if node.value is not None:
+                values.append(node.value)
+    # (stores other than these assignments: loop and `with` targets, `+=`, `:=`, `del`)
+    plain = {id(t) for n in ast.walk(function) if isinstance(n, ast.Assign) for t in n.targets}
+    plain |= {id(n.target) for n in ast.walk(function) if isinstance(n, ast.AnnAssign)}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and id(node) not in plain:
+            return None
+    return values
+
+
+def review_backend_params(results: list, paths: dict) -> list:
+    """NPU304 warnings on a parameter whose every value in the run is seen (module doc): information
+    with secondary.PASSED_THROUGH (a named scope); the other places of a merged finding stay."""
+    from .folding import ALSO, places_of, rebuilt
+    from .modpaths import RunTexts
+    from .moot import is_moot
+    from .secondary import FOLDED, PASSED_THROUGH
+
+    def wanted(f: Finding) -> bool:
+        return (f.code == "NPU304" and not f.fixable and f.cell is None and f.severity == "warning"
+                and FOLDED not in f.message and not is_moot(f))
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(map(wanted, r.findings))]
+    if not candidates:
+        return results
+    backends = _Backends(results, RunTexts(results, paths))
+    out = list(results)
+    for i in candidates:
+        tree = backends.tree(i)
+        if tree is None:
+            continue
+        functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
+        findings = []
+        for finding in out[i].findings:
+            if not wanted(finding):
+                findings.append(finding)
+                continue
+            kept, lowered = [], []
+            for place in places_of(finding):
+                name = place[2] or ""
+                around = [f for f in functions if f.lineno <= place[0] <= (f.end_lineno or f.lineno)
+                          and name in {p.arg for p in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)}]
+                function = max(around, key=lambda f: f.lineno) if around and name.isidentifier() else None
+                backends.steps = 0
+                seen = function is not None and backends.param_seen(i, function, name)
+                (lowered if seen else kept).append(place)
+            if not lowered:
+                findings.append(finding)
+                continue
+            if kept:
+                findings.append(rebuilt(finding, kept))
+            for line, column, source in lowered:
+                findings.append(dataclasses.replace(finding, line=line, column=column, source=source, also=(),
+                                                    severity="info", message=(
+                    f"{ALSO.sub('', finding.message)} ({PASSED_THROUGH}: every call in the run, followed through "
+                    "the modules that pass it on, gives None (the default backend), a literal rewritten or reported "
+                    "where it is written, or the backend the platform resolves for its device "
+                    "(`get_torch_distributed_backend_str()`, `get_backend(group)`), HCCL on an NPU host)")))
+        out[i] = dataclasses.replace(out[i], findings=sorted(findings))
     return out

@@ -354,3 +354,125 @@ def test_flag_guarded_extension_import_folds_into_its_sources_finding(tmp_path):
 def test_flag_guarded_extension_import_without_sources_stays(tmp_path):
     findings, _ = _extension_project(tmp_path, sources=False)
     assert [(f["code"], f["severity"]) for f in findings if f["path"] == "lib/marlin.py"] == [("NPU911", "info")]
+
+
+# ---- BI#12, BI#28: a backend parameter passed straight to new_group, every caller in the run resolving it
+
+PLATFORMS = '''\
+class _Platform:
+    def is_cuda_alike(self):
+        return True
+
+    def get_torch_distributed_backend_str(self):
+        return "nccl"
+
+
+current_platform = _Platform()
+'''
+
+COORDINATOR = '''\
+from typing import Optional
+
+import torch.distributed as dist
+
+
+class GroupCoordinator:
+    def __init__(self, group_ranks, local_rank, torch_distributed_backend, group_name: Optional[str] = None):
+        self.groups = []
+        for ranks in group_ranks:
+            self.groups.append(dist.new_group(ranks, backend=torch_distributed_backend))
+        self.local_rank = local_rank
+
+
+class PipelineGroupCoordinator(GroupCoordinator):
+    def __init__(self, group_ranks, local_rank, torch_distributed_backend, group_name=None):
+        super().__init__(group_ranks=group_ranks, local_rank=local_rank,
+                         torch_distributed_backend=torch_distributed_backend, group_name=group_name)
+        for ranks in group_ranks:
+            dist.new_group(ranks, backend=torch_distributed_backend)
+'''
+
+STATE = '''\
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from proj.distributed.coordinator import GroupCoordinator, PipelineGroupCoordinator
+from proj.platforms import current_platform
+
+_WORLD: Optional[GroupCoordinator] = None
+
+
+def init_world_group(ranks, local_rank, backend: str) -> GroupCoordinator:
+    return GroupCoordinator(group_ranks=[ranks], local_rank=local_rank, torch_distributed_backend=backend)
+
+
+def init_group(group_ranks, local_rank, backend, mode):
+    if mode == "pipeline":
+        return PipelineGroupCoordinator(group_ranks, local_rank, backend)
+    return GroupCoordinator(group_ranks=group_ranks, local_rank=local_rank, torch_distributed_backend=backend)
+
+
+def init_distributed_environment(local_rank=0, backend: str = "nccl"):
+    global _WORLD
+    if backend == "nccl" and not current_platform.is_cuda_alike():
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+    _WORLD = init_world_group(list(range(dist.get_world_size())), local_rank, backend)
+
+
+def initialize_model_parallel(tp: int = 1, backend: Optional[str] = None):
+    if backend is None:
+        backend = current_platform.get_torch_distributed_backend_str()
+    backend = backend or dist.get_backend(_WORLD.groups[0])
+    assert isinstance(_WORLD, GroupCoordinator)
+    init_group([[0]], 0, backend, "pipeline")
+    init_group([[0]], 0, backend, "tensor")
+
+
+def setup():
+    init_distributed_environment(0, backend=current_platform.get_torch_distributed_backend_str())
+    initialize_model_parallel(tp=1)
+'''
+
+LIGHTNING_LIKE = {
+    "lib/__init__.py": "",
+    "lib/dist_utils.py": (
+        "import torch.distributed as dist\n\n\n"
+        "def init_connection(env, torch_distributed_backend, **kwargs):\n"
+        "    dist.init_process_group(torch_distributed_backend, rank=env.rank, **kwargs)\n"),
+    "lib/strategy.py": (
+        "from lib.dist_utils import init_connection\n\n\n"
+        "class Strategy:\n"
+        "    def __init__(self, process_group_backend=None):\n"
+        "        self._process_group_backend = process_group_backend\n\n"
+        "    def setup(self, env):\n"
+        "        init_connection(env, self._process_group_backend)\n"),
+}
+
+
+def _backend_project(extra=None):
+    files = {"proj/__init__.py": "", "proj/distributed/__init__.py": "", "proj/platforms.py": PLATFORMS,
+             "proj/distributed/coordinator.py": COORDINATOR, "proj/distributed/state.py": STATE}
+    files.update(extra or {})
+    return files
+
+
+def test_backend_parameter_every_caller_resolves_is_a_named_scope(tmp_path):
+    findings, skipped = _report(tmp_path, _backend_project())
+    assert not [f for f in findings if f["code"] == "NPU304" and f["path"] == "proj/distributed/coordinator.py"]
+    for line in (10, 19):  # (the base class, and the subclass that also passes it to super().__init__)
+        reason = _scope(skipped, "proj/distributed/coordinator.py", line)[0]["reason"]
+        assert reason.startswith("runs as written on an NPU host (NPU304): a backend parameter whose every value is seen")
+
+
+def test_backend_parameter_with_a_caller_passing_an_unseen_value_stays(tmp_path):
+    launcher = ("from proj.distributed.state import initialize_model_parallel\n\n\n"
+                "def main(args):\n    initialize_model_parallel(tp=2, backend=args.dist_backend)\n")
+    findings, _ = _report(tmp_path, _backend_project({"proj/launch.py": launcher}))
+    kept = [f for f in findings if f["code"] == "NPU304" and f["path"] == "proj/distributed/coordinator.py"]
+    assert kept and all(f["severity"] == "warning" for f in kept)
+    # a value read from an attribute the caller sets (lightning's strategies): kept too
+    findings, _ = _report(tmp_path / "other", LIGHTNING_LIKE)
+    assert [(f["path"], f["severity"]) for f in findings if f["code"] == "NPU304"] == [("lib/dist_utils.py", "warning")]
