@@ -40,7 +40,9 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
 - **An SDPA switch that keeps only math, under `no_grad`** (BK#36): NPU405's "it only switches CUDA
   fast kernels off and keeps the math backend on ... review it only where the math path was chosen
   for what fused kernels lack, such as double backward" inside a function decorated with
-  `torch.no_grad()`/`torch.inference_mode()` or a `with` of them: no backward runs there, so the
+  `torch.no_grad()`/`torch.inference_mode()` or a `with` of them, or in a private function (or one
+  of a script with a `__main__` block) that the file calls only from such scopes (the decode loop
+  of a `@torch.no_grad()` `generate`): no backward runs there, so the
   one reason to review is ruled out by the code; lowered with NO_GRAD_SWITCH (moot.NO_EFFECT).
   The same switch outside such a scope stays information.
 - **An inference capture the project's transfer_to_npu maps to NPUGraph** (BJ#13, whole run after
@@ -211,6 +213,26 @@ def in_no_grad(tree: ast.Module, line: int) -> bool:
     return False
 
 
+_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]", re.MULTILINE)
+
+
+def _called_under_no_grad(tree: ast.Module, line: int, text: str, depth: int = 0) -> bool:
+    """`line` lies in a module-level function of a script (a `__main__` block) or a private one,
+    whose every reference in the file is a call under `no_grad`/`inference_mode`, or in another
+    such function (a few steps)."""
+    function = next((f for f in tree.body if isinstance(f, _FUNCTIONS)
+                     and f.lineno <= line <= (f.end_lineno or f.lineno)), None)
+    if function is None or depth > 3 or not (function.name.startswith("_") or _MAIN_GUARD.search(text)):
+        return False
+    parents = astcache.parents(tree)
+    references = [n for n in astcache.nodes(tree, ast.Name) if n.id == function.name]
+    if not references or any(not isinstance(parents.get(id(n)), ast.Call) or parents[id(n)].func is not n
+                             for n in references):
+        return False
+    return all(in_no_grad(tree, n.lineno) or _called_under_no_grad(tree, n.lineno, text, depth + 1)
+               for n in references)
+
+
 def _switch_under_no_grad(findings: list[Finding], text: str) -> list[Finding]:
     hits = [f for f in findings if f.code == "NPU405" and not f.fixable and f.severity == "info"
             and _KEEPS_MATH in f.message and NO_GRAD_SWITCH not in f.message]
@@ -221,7 +243,8 @@ def _switch_under_no_grad(findings: list[Finding], text: str) -> list[Finding]:
         return findings
     return [dataclasses.replace(f, message=(
         f"{f.message} ({NO_GRAD_SWITCH}: no backward runs there, so the math path was not chosen for "
-        "it; an NPU host ignores the switch)")) if any(f is h for h in hits) and in_no_grad(tree, f.line) else f
+        "it; an NPU host ignores the switch)")) if any(f is h for h in hits) and (
+            in_no_grad(tree, f.line) or _called_under_no_grad(tree, f.line, text)) else f
         for f in findings]
 
 
