@@ -75,7 +75,8 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   `torch.distributed.get_backend(group)`), or an `or`/`if`-`else` of those. Then the place is lowered
   with secondary.PASSED_THROUGH (a named scope). A reference that is no call (a callback, a
   partial), a value from an attribute (`self._process_group_backend`, BI#28: left, its setter is
-  user input), `**kwargs`, a parameter with no call in the run: kept.
+  user input), `**kwargs`, a parameter with no call in the run and no seen default: kept (with no
+  call, a None or literal default counts, as secondary.py reads it).
 - **A recipe strategy the same YAML file marks unsupported on the NPU** (BJ#5, for yamlscopes.py:
   `unsupported_strategies`): a mapping of strategies to per-hardware verdicts (`strategy_hardware:
   multi_node_tp_pp: {ascend_910c: unsupported}`, every NPU entry of the strategy "unsupported") and,
@@ -566,7 +567,7 @@ class _Backends:
         owner = parents.get(id(function))
         owner = owner if isinstance(owner, ast.ClassDef) else None
         callers = self._callers(i, function, owner)
-        if not callers:
+        if callers is None:
             return False
         a = function.args
         positional = [p.arg for p in (*a.posonlyargs, *a.args)]
@@ -574,13 +575,17 @@ class _Backends:
         method = bool(positional) and positional[0] in ("self", "cls")
         defaults = dict(zip(positional[len(positional) - len(a.defaults):], a.defaults))
         defaults.update((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
+        if not callers and not (name in defaults and self.value_seen(i, function, defaults[name], depth, visiting)):
+            return False  # (no call in the run: its default, as secondary.py reads it, or nothing)
         for j, outer, call, bound in callers:
-            if any(isinstance(x, ast.Starred) for x in call.args) or any(k.arg is None for k in call.keywords):
-                return False
             value = next((k.value for k in call.keywords if k.arg == name), None)
-            if value is None and index is not None:
-                at = index - (1 if method and bound else 0)
-                if 0 <= at < len(call.args):
+            if value is None:  # (not by keyword: by position, else in `*args`/`**kwargs`, else the default)
+                at = index - (1 if method and bound else 0) if index is not None else None
+                starred = [k for k, x in enumerate(call.args) if isinstance(x, ast.Starred)]
+                if starred and (at is None or starred[0] <= at) or (
+                        any(k.arg is None for k in call.keywords) and (at is None or at >= len(call.args))):
+                    return False
+                if at is not None and 0 <= at < len(call.args):
                     value = call.args[at]
             if value is None:
                 if name not in defaults or not self.value_seen(i, function, defaults[name], depth, visiting):

@@ -497,3 +497,21 @@ def test_backend_parameter_with_a_caller_passing_an_unseen_value_stays(tmp_path)
     # a value read from an attribute the caller sets (lightning's strategies): kept too
     findings, _ = _report(tmp_path / "other", LIGHTNING_LIKE)
     assert [(f["path"], f["severity"]) for f in findings if f["code"] == "NPU304"] == [("lib/dist_utils.py", "warning")]
+
+
+def test_backend_given_by_keyword_beside_kwargs_is_seen_and_one_inside_kwargs_is_not(tmp_path):
+    with_kwargs = STATE.replace("def init_group(group_ranks, local_rank, backend, mode):",
+                                "def init_group(group_ranks, local_rank, backend, mode, **kwargs):").replace(
+        "torch_distributed_backend=backend)\n\n\ndef init_distributed_environment",
+        "torch_distributed_backend=backend, **kwargs)\n\n\ndef init_distributed_environment")
+    assert with_kwargs.count("**kwargs") == 2
+    findings, _ = _report(tmp_path, _backend_project({"proj/distributed/state.py": with_kwargs}))
+    assert not [f for f in findings if f["code"] == "NPU304" and f["path"] == "proj/distributed/coordinator.py"]
+    # the backend only inside `**options`: not seen
+    hidden = STATE.replace("return GroupCoordinator(group_ranks=[ranks], local_rank=local_rank, "
+                           "torch_distributed_backend=backend)",
+                           "options = {\"torch_distributed_backend\": backend}\n"
+                           "    return GroupCoordinator(group_ranks=[ranks], local_rank=local_rank, **options)")
+    assert "**options" in hidden
+    findings, _ = _report(tmp_path / "hidden", _backend_project({"proj/distributed/state.py": hidden}))
+    assert [f["severity"] for f in findings if f["code"] == "NPU304" and f["path"] == "proj/distributed/coordinator.py"]
