@@ -1,6 +1,7 @@
 """Single shapes left from the round-22 audits (issue #16): tests, labels, backend parameters, severity.
 
-Per file (run.migrate_file), on report-only findings; each shape decides on the exact construct:
+Per file (run.migrate_file) and for the whole run (runplan.whole_run_passes), on report-only
+findings; each shape decides on the exact construct:
 
 - **A skip made through a module-local helper** (round 22 BI#1, testscopes.py calls
   `helper_skip`): a test whose statement is a bare call of a module-level function of the same
@@ -33,8 +34,9 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   the file pass the literal `"nccl"` (redundant.fold_backend_callers' "with `"nccl"` passed by the
   calls of the function in this file") reaches the process group unchanged: an error
   (`review_folded`, after the fold), when its places are the parameter and those literals only (a
-  second parameter merged in, fed by something else, keeps the warning). An NPU990 "cuda" key of a per-device table (sweep.py's "a key
-  of a table of per-device values") whose dict literal is subscripted on the spot
+  second parameter merged in, fed by something else, keeps the warning). An NPU990 "cuda" key of a
+  per-device table (sweep.py's "a key of a table of per-device values") whose dict literal is
+  subscripted on the spot
   (`{"cpu": ..., "cuda": ...}[device.type]`) raises KeyError on an NPU host: an error. A table
   read with `.get(...)` (a default) or bound to a name stays a warning.
 - **An SDPA switch that keeps only math, under `no_grad`** (BK#36): NPU405's "it only switches CUDA
@@ -75,7 +77,8 @@ Per file (run.migrate_file), on report-only findings; each shape decides on the 
   `torch.distributed.get_backend(group)`), or an `or`/`if`-`else` of those. Then the place is lowered
   with secondary.PASSED_THROUGH (a named scope). A reference that is no call (a callback, a
   partial), a value from an attribute (`self._process_group_backend`, BI#28: left, its setter is
-  user input), `**kwargs`, a parameter with no call in the run and no seen default: kept (with no
+  user input), a value only a `*args`/`**kwargs` could hold, a parameter with no call in the run
+  and no seen default: kept (with no
   call, a None or literal default counts, as secondary.py reads it).
 - **A recipe strategy the same YAML file marks unsupported on the NPU** (BJ#5, for yamlscopes.py:
   `unsupported_strategies`): a mapping of strategies to per-hardware verdicts (`strategy_hardware:
