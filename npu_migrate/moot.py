@@ -121,6 +121,7 @@ NO_EFFECT = (
     "a CUDA runtime switch with no effect on an NPU host",
     # NPU405: `sdp_kernel(enable_flash=True, ...)` only enables what is on by default (round 12, AE#30)
     "it only enables backends, all enabled by default",
+    "an SDPA switch under `torch.no_grad()`/`inference_mode()`",  # singles22.NO_GRAD_SWITCH (round 22, BK#36)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -193,6 +194,8 @@ AS_WRITTEN = (
     # gates16.BNB_NPU_FUNCTIONS: a lazy bitsandbytes import used only for functions its NPU backend has
     # (round 15, AN#12: peft's `dequantize_bnb_weight`)
     "bitsandbytes functions its NPU backend provides, called as written",
+    "the fallback of a `getattr` of the object's `device`",  # singles22.DEVICE_FALLBACK (round 22, BI#27)
+    "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -250,6 +253,7 @@ NO_WORK = (
     # cudaonly21.py (round 21): a shell "cuda" mode label only compared (BG#6), NVIDIA build tooling (BF#12)
     "a mode label the script only compares with ",
     "in NVIDIA build tooling: ",
+    "a registry key naming an implementation, not a backend: ",  # singles22.REGISTRY_KEY (round 22, BI#6)
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

@@ -40,6 +40,7 @@ from . import labels20
 from . import fp8shapes21
 from . import dominators22
 from . import cudaonly21
+from . import singles22
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -192,6 +193,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = wording20.review(result.findings, text)
             result.findings = wording21.review(result.findings, text)  # (wording21.py: round-21 wording)
             result.findings = cudaonly21.review(result.findings, text, relpath)  # (NVIDIA build tooling: cudaonly21.py)
+            result.findings = singles22.review(result.findings, text)  # (registry keys, getattr defaults: singles22.py)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None
@@ -203,6 +205,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = typerefs.review(result.findings, text)
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
             result.findings = labels20.fold_profiler_branch(fold_redundant(result.findings, text), text)
+            result.findings = singles22.review_folded(result.findings)  # ("nccl" its callers pass: an error)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
             result.findings = tritonguards.review(result.findings, text)
             # (Triton behind a module-level availability `if` with an `else:`, names that are no device: guards15.py)

@@ -405,6 +405,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_constants(results, paths)  # (module-level FP8 dtype constants, branches ending in a gated call)
     from .patcher19 import review as review_patcher
     results = review_patcher(results, paths)  # (torch.cuda names a project's own transfer_to_npu load remaps: patcher19.py)
+    from .singles22 import review_backend_params, review_run as review_singles22
+    results = review_singles22(results, paths)  # (inference captures the patcher maps to NPUGraph: singles22.py)
+    results = review_backend_params(results, paths)  # (a backend parameter every call of the run resolves)
     from .optparams20 import review as review_opt_in_params
     results = review_opt_in_params(results, paths)  # (code under a False-default flag only skipped tests set: optparams20.py)
     from .probedplugins20 import review as review_probed_plugins

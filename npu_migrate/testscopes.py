@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from . import astcache, capability, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
+from . import singles22
 from .findings import Finding
 
 
@@ -324,6 +325,8 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: boo
             scopes.append((stmt.lineno, end, show(condition)))
             return scopes
 
+    helpers = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
     def visit(body: Iterable[ast.stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -344,6 +347,12 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: boo
                         condition = _skipping_if(inner)
                         if condition is not None:
                             scopes.append((inner.lineno, stmt.end_lineno or inner.lineno, show(condition)))
+                            break
+                        through = singles22.helper_skip(inner, helpers, _skipping_if)  # (`_skip_unless_x()`)
+                        if through is not None:
+                            # (after the call: the helper itself runs on an NPU host, to skip)
+                            scopes.append(((inner.end_lineno or inner.lineno) + 1, stmt.end_lineno or inner.lineno,
+                                           f"{show(through[0])}` in `{through[1]}()"))
                             break
                 visit(stmt.body)
 

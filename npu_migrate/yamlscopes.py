@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from . import catalogue
+from . import catalogue, singles22
 from .findings import Finding, merge_per_file, split_merged
 
 
@@ -363,6 +363,7 @@ def refine(text: str, code: str, relpath: str, findings: list[Finding], enabled)
     # CI steps pinned to other hardware, recipes for other hardware: named scopes
     out = other_hardware(doc, out, scopes)
     out = pinned_profiles(doc, out, scopes)
+    out = singles22.unsupported_strategies(doc, out, scopes, _patterns()[1])  # (a strategy marked unsupported on NPU)
 
     # platform-aware sequences and mappings: NPU991
     findings, out = out, []
