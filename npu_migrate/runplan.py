@@ -414,7 +414,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .platforms20 import review as review_platform_classes
     results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
     from .lazyimports21 import review as review_lazy_importers
-    return review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
+    results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
+    from .callees22 import review as review_callees
+    return review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
 
 
 # ------------------------------------------------------------------ what both commands print
