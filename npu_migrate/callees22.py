@@ -66,6 +66,32 @@ from .callgates21 import Gates
 # an NPU host never runs; a module verdict, not a line's)
 _NEVER_IMPORTED = "imported only where an NPU host does not go: "
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_TYPE_TEST = "a type test, which builds nothing"
+
+
+def _run_class():
+    """flagcalls19's Run, except that a function or flag first met past its depth limit is not
+    memoized as unknown: callers are walked several steps deep, and a gate read there first (the
+    project's `is_cuda()` behind `self.enable_cg = _is_cuda and env`) must keep its value for the
+    shallower reads that follow."""
+    from .flagcalls19 import MAX_DEPTH, Run
+
+    class _Run(Run):
+        def call(self, i: int, node: ast.AST, depth: int):
+            if depth > MAX_DEPTH and (i, node.name) not in self.calls:
+                from .flagtruth import UNKNOWN
+
+                return UNKNOWN
+            return super().call(i, node, depth)
+
+        def flag(self, i: int, stmt: ast.Assign, depth: int):
+            if depth + 1 > MAX_DEPTH and (i, stmt.targets[0].id) not in self.values:
+                from .flagtruth import UNKNOWN
+
+                return UNKNOWN
+            return super().flag(i, stmt, depth)
+
+    return _Run
 
 
 class _Callees(Gates):
@@ -80,7 +106,7 @@ class _Callees(Gates):
         if why is not None:
             return why
         if _type_test(parents, node):
-            return "a type test, which builds nothing"
+            return _TYPE_TEST
         if j in self.modules:
             return f"in a module {self.modules[j]}"
         line = node.lineno
@@ -124,8 +150,8 @@ def _never_imported(results) -> dict[int, str]:
         for reason in reasons:
             at = reason.find(_NEVER_IMPORTED)
             if at >= 0:
-                shown = " ".join(reason[at:].split(";")[0].split())
-                out[i] = shown[:200].rstrip(")")
+                shown = " ".join(reason[at:].split(";")[0].split()).removesuffix(")")
+                out[i] = shown if len(shown) <= 300 else shown[:297] + "..."
                 break
     return out
 
@@ -133,7 +159,6 @@ def _never_imported(results) -> dict[int, str]:
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only findings of this module's docstring lowered to named
     scopes."""
-    from .flagcalls19 import Run as _Run
     from .flagcalls19 import lower as _lower
     from .flags16 import BRANCH
     from .importgates import is_test
@@ -153,7 +178,7 @@ def review(results: list, paths: dict) -> list:
 
     spans = dispatch_gates(results, python, text_of)
     modules = _never_imported(results)
-    run: Optional[_Run] = None
+    run = None
     callees: Optional[_Callees] = None
     out = list(results)
     for i in candidates:
@@ -169,7 +194,7 @@ def review(results: list, paths: dict) -> list:
         if tree is None:
             continue
         if run is None:
-            run = _Run(results, text_of)
+            run = _run_class()(results, text_of)
             callees = _Callees(run, spans, modules)
         tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
 
@@ -182,10 +207,10 @@ def review(results: list, paths: dict) -> list:
             found = callees.sites(i, unit)
             if not found or not any(j != i for j, _s in found):
                 return None
-            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's first)
+            # (the library's callers first, type tests last)
+            found = sorted(found, key=lambda item: (_TYPE_TEST in item[1], is_test(item[1].split(":", 1)[0])))
             shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
-            return (f"{BRANCH}: `{unit.name}` is reached only from backends, schemes or methods an NPU "
-                    f"host never selects: {shown}")
+            return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host never runs or selects: {shown}"
 
         findings, changed = [], False
         for finding in result.findings:
