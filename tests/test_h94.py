@@ -351,3 +351,43 @@ def test_graph_runner_built_whenever_an_env_asks_stays_reported(tmp_path: Path) 
     report = migrate_json(_vision_project(tmp_path, VISION.replace("_is_cuda and os.environ", "os.environ")))
     assert 10 in _lines(_open(report, "NPU202", "proj/srt/vit_graph.py")), report["findings"]
     assert 10 not in moot_lines(report["skipped"], "NPU202", "proj/srt/vit_graph.py")
+
+
+OTHER_MODEL = """\
+import os
+
+
+class OtherVisionModel:
+    def __init__(self):
+        self.enable_cg = os.environ.get("OTHER_CUDA_GRAPH") == "1"
+"""
+
+SUBCLASS = """\
+from proj.srt.models.vit import VisionModel
+
+
+class AlwaysGraphedModel(VisionModel):
+    def __init__(self):
+        super().__init__()
+        self.enable_cg = True
+"""
+
+
+def _vision_with(tmp_path: Path, extra: dict) -> dict:
+    root = _vision_project(tmp_path)
+    for rel, text in extra.items():
+        (root / rel).write_text(text)
+    return migrate_json(root)
+
+
+def test_same_attribute_of_an_unrelated_class_elsewhere_keeps_the_scope(tmp_path: Path) -> None:
+    # another model's own `self.enable_cg` is not this class's attribute
+    report = _vision_with(tmp_path, {"proj/srt/models/other.py": OTHER_MODEL})
+    assert 10 in moot_lines(report["skipped"], "NPU202", "proj/srt/vit_graph.py"), report["findings"]
+
+
+def test_attribute_a_subclass_elsewhere_sets_stays_reported(tmp_path: Path) -> None:
+    # the nearest true case: a subclass in another module sets the flag on the class's instances
+    report = _vision_with(tmp_path, {"proj/srt/models/graphed.py": SUBCLASS})
+    assert 10 in _lines(_open(report, "NPU202", "proj/srt/vit_graph.py")), report["findings"]
+    assert 10 not in moot_lines(report["skipped"], "NPU202", "proj/srt/vit_graph.py")
