@@ -11,7 +11,9 @@ callgates21.py's reading of a gate does not see:
 * a module wholeprogram.py found imported only where an NPU host does not go (every finding of
   it carries that reason, then its skipped scope does);
 * the CUDA method (`forward_cuda`) of a platform-dispatched op that also has `forward_npu` /
-  `forward_oot` / `forward_native` (dispatchops.cuda_dispatch_reason).
+  `forward_oot` / `forward_native` (dispatchops.cuda_dispatch_reason);
+* the class argument of an `isinstance` / `issubclass` test, which runs none of the class's code
+  (SGLang's speculative worker tests `isinstance(backend, TRTLLMMLAMultiStepDraftBackend)`).
 
 That verdict stops at the construct: a helper of a shared module (`attention/utils.py`'s
 `mla_quantize_and_rope_for_fp8`, importing `flashinfer.rope` lazily) whose only callers sit in
@@ -44,6 +46,11 @@ What stays reported (callgates21's rules): a reference in code an NPU host may r
 caller of a default backend, a module-level use, a value handed on, a name in a string, a file
 that does not parse), a gate whose value is unknown there, and a public library function whose
 only callers are skipped tests. At least one reference lies in another module.
+
+The gates are read with flagcalls19's Run, except that a function or flag first met past its
+depth limit is not memoized as unknown (a walk several callers deep meets the project's
+`is_cuda()` there first; the shallower read of `self.enable_cg = _is_cuda and env` needs its
+value).
 
 Info findings are read too (not fixable, not already moot): one about a class every construction
 of which lies under a gate false there (`self.enable_cg = _is_cuda and env`, then

@@ -35,7 +35,9 @@ to that function (or class) lies in code an NPU host does not run, a few steps d
   false there: read by flagcalls19's interpreter (the project's flags and functions, testscopes'
   platform answers), with two more names known: a local bound once, by a plain assignment at the
   top of the function before the test, and `self.X` of a class that assigns it once (`self.X =
-  <false there>`) where no other file of the run assigns `.X` or patches it;
+  <false there>`) where no other file of the run assigns `.X` or patches it (a `self.X = ...` in a
+  file naming neither the class, nor a subclass, nor a base the run defines, is another class's
+  own attribute: not counted; round-22 BJ#15);
 * or a test testscopes finds skipped there (cuda_only_test_scopes, as optparams20 reads them);
 * or the body of another such function or class (`_get_kernel` used only by `fused` and by
   `warmup` after its capability exit).
