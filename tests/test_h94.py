@@ -391,3 +391,64 @@ def test_attribute_a_subclass_elsewhere_sets_stays_reported(tmp_path: Path) -> N
     report = _vision_with(tmp_path, {"proj/srt/models/graphed.py": SUBCLASS})
     assert 10 in _lines(_open(report, "NPU202", "proj/srt/vit_graph.py")), report["findings"]
     assert 10 not in moot_lines(report["skipped"], "NPU202", "proj/srt/vit_graph.py")
+
+
+# ------------------------------------------------------------------------------------------------
+# BK#7's shape without the custom-op string: a shared helper called only from the `forward_cuda`
+# of platform-dispatched ops (a `CustomOp` with `forward_native`)
+
+CUSTOM_OP = """\
+class CustomOp:
+    def forward(self, *args):
+        return self.dispatch_forward()(*args)
+
+    def dispatch_forward(self):
+        return self.forward_native
+"""
+
+ROPE_COMMON = """\
+def flashinfer_rope(q, k):
+    from flashinfer.rope import apply_rope_inplace
+
+    apply_rope_inplace(q, k)
+
+
+def flashinfer_rope_any(q, k):
+    from flashinfer.rope import apply_rope_inplace
+
+    apply_rope_inplace(q, k)
+"""
+
+ROPE = """\
+from proj.custom_op import CustomOp
+from proj.rope.common import flashinfer_rope, flashinfer_rope_any
+
+
+class RotaryEmbedding(CustomOp):
+    def forward_native(self, q, k):
+        return q, k
+
+    def forward_cuda(self, q, k):
+        flashinfer_rope(q, k)
+        return q, k
+
+
+def rope_everywhere(q, k):
+    flashinfer_rope_any(q, k)
+"""
+
+
+def test_helper_called_only_from_forward_cuda_of_dispatched_ops_is_a_scope(tmp_path: Path) -> None:
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/custom_op.py": CUSTOM_OP,
+        "proj/rope/__init__.py": "",
+        "proj/rope/common.py": ROPE_COMMON,
+        "proj/rope/base.py": ROPE,
+        "proj/model.py": "from proj.rope.base import rope_everywhere\n\nrope_everywhere(1, 2)\n",
+    }))
+    scopes = moot_lines(report["skipped"], "NPU911", "proj/rope/common.py")
+    assert 2 in scopes, report["findings"]
+    assert "forward_cuda" in scopes[2]
+    # the nearest true case: the helper a plain function every host runs calls
+    assert 8 in _lines(_open(report, "NPU911", "proj/rope/common.py")), report["findings"]
