@@ -111,6 +111,7 @@ class _Gates:
         self.scopes: dict = {}
         self.where: dict = {}  # ((module, class, attr) -> "path:line" of its one assignment)
         self.families: dict = {}  # (class name -> it and the run's classes deriving from it)
+        self.headers: Optional[dict] = None  # (class name -> its bases' words, every class line of the run)
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
 
     # ------------------------------------------------------------------ the value of a test there
@@ -170,38 +171,37 @@ class _Gates:
                 count += found + (2 if named.search(data) else 0)
         return count
 
+    def _classes(self) -> dict:
+        """{class name: the words of its bases} of every `class X(...)` line of the run (one scan)."""
+        if self.headers is None:
+            header = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
+            self.headers = {}
+            for i, result in enumerate(self.run.results):
+                data = (self.run.text_of(i) or b"") if result.relpath.endswith(".py") else b""
+                if b"class" not in data:
+                    continue
+                for match in header.finditer(data):
+                    bases = {w.decode() for w in re.findall(rb"\w+", match.group(2) or b"")}
+                    self.headers.setdefault(match.group(1).decode(), set()).update(bases)
+        return self.headers
+
     def _defined(self, name: str) -> bool:
         """A class of that name is defined in the run (a base such as `nn.Module` is not: a file
         naming `Module` says nothing)."""
-        if name not in self.families:
-            line = re.compile(rb"^[ \t]*class[ \t]+" + re.escape(name.encode()) + rb"\b", re.MULTILINE)
-            self.families[name] = None if not any(
-                r.relpath.endswith(".py") and line.search(self.run.text_of(i) or b"")
-                for i, r in enumerate(self.run.results)) else self._family(name)
-        return self.families[name] is not None
+        return name in self._classes()
 
     def _family(self, name: str) -> set:
         """The class and the run's classes deriving from it, a few generations (by their `class X(...)`
         lines): a subclass's `self.attr = ...` sets the attribute on instances of the class too."""
-        if self.families.get(name) is not None:
-            return self.families[name]
-        names = {name}
-        for _round in range(4):
-            header = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*\(([^)]*)\)", re.MULTILINE)
-            more = set()
-            for i, result in enumerate(self.run.results):
-                data = (self.run.text_of(i) or b"") if result.relpath.endswith(".py") else b""
-                if not any(n.encode() in data for n in names):
-                    continue
-                for match in header.finditer(data):
-                    bases = set(re.findall(rb"\w+", match.group(2)))
-                    if any(n.encode() in bases for n in names):
-                        more.add(match.group(1).decode())
-            if more <= names:
-                break
-            names |= more
-        self.families[name] = names
-        return names
+        if name not in self.families:
+            names = {name}
+            for _round in range(4):
+                more = {c for c, bases in self._classes().items() if bases & names}
+                if more <= names:
+                    break
+                names |= more
+            self.families[name] = names
+        return self.families[name]
 
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
