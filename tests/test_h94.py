@@ -452,3 +452,18 @@ def test_helper_called_only_from_forward_cuda_of_dispatched_ops_is_a_scope(tmp_p
     assert "forward_cuda" in scopes[2]
     # the nearest true case: the helper a plain function every host runs calls
     assert 8 in _lines(_open(report, "NPU911", "proj/rope/common.py")), report["findings"]
+
+
+def test_class_only_type_tests_name_stays_reported(tmp_path: Path) -> None:
+    # a public class the run only names in `isinstance`: its users (or a registry) build it
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/strategies/__init__.py": "",
+        "proj/strategies/dp.py": "import torch\n\n\nclass DataParallelStrategy:\n"
+                                 "    def setup(self, module):\n        return torch.nn.DataParallel(module)\n",
+        "proj/fabric.py": "from proj.strategies.dp import DataParallelStrategy\n\n\n"
+                          "def check(strategy):\n    if isinstance(strategy, DataParallelStrategy):\n"
+                          "        raise ValueError(strategy)\n",
+    }))
+    assert 6 in _lines(_open(report, "NPU901", "proj/strategies/dp.py")), report["findings"]
+    assert 6 not in moot_lines(report["skipped"], "NPU901", "proj/strategies/dp.py")
