@@ -35,7 +35,9 @@ to that function (or class) lies in code an NPU host does not run, a few steps d
   false there: read by flagcalls19's interpreter (the project's flags and functions, testscopes'
   platform answers), with two more names known: a local bound once, by a plain assignment at the
   top of the function before the test, and `self.X` of a class that assigns it once (`self.X =
-  <false there>`) where no other file of the run assigns `.X` or patches it;
+  <false there>`) where no other file of the run assigns `.X` or patches it (a `self.X = ...` in a
+  file naming neither the class, nor a subclass, nor a base the run defines, is another class's
+  own attribute: not counted; round-22 BJ#15);
 * or a test testscopes finds skipped there (cuda_only_test_scopes, as optparams20 reads them);
 * or the body of another such function or class (`_get_kernel` used only by `fused` and by
   `warmup` after its capability exit).
@@ -108,6 +110,8 @@ class _Gates:
         self.indexes: dict = {}
         self.scopes: dict = {}
         self.where: dict = {}  # ((module, class, attr) -> "path:line" of its one assignment)
+        self.families: dict = {}  # (class name -> it and the run's classes deriving from it)
+        self.headers: Optional[dict] = None  # (class name -> its bases' words, every class line of the run)
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
 
     # ------------------------------------------------------------------ the value of a test there
@@ -134,7 +138,7 @@ class _Gates:
                   and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
         others = [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
                   and not isinstance(n.ctx, ast.Load)]
-        if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr) != 1:
+        if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
             return _U
         method = self._function(parents, stores[0])
         value = self.run.value(j, stores[0].value, {}, _locals(method), 0, used)
@@ -143,18 +147,61 @@ class _Gates:
             self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}"
         return value
 
-    def _assigned_elsewhere(self, attr: str) -> int:
-        """How many `.attr = ...` assignments (and patches naming it) the run's files hold."""
+    def _assigned_elsewhere(self, attr: str, home: int = -1, owner: Optional[ast.ClassDef] = None) -> int:
+        """How many `.attr = ...` assignments (and patches naming it) the run's files hold. A
+        `self.attr = ...` in another file that names neither the owner class nor one of its bases
+        is another class's own attribute (round-22 BJ#15: `self.enable_cg` of two unrelated ViT
+        models): not counted; any other object's `.attr = ...` is."""
         pattern = re.compile(rb"\.\s*" + re.escape(attr.encode()) + rb"\s*(?:=(?!=)|\+=|-=|\|=|&=)")
+        own = re.compile(rb"\bself\s*\.\s*" + re.escape(attr.encode()) + rb"\s*(?:=(?!=)|\+=|-=|\|=|&=)")
         named = re.compile(rb"(?:patch|setattr)\b[^\n]*[\"']" + re.escape(attr.encode()) + rb"[\"']")
+        related = [] if owner is None else [
+            re.compile(rb"\b" + re.escape(n.encode()) + rb"\b")
+            for n in {*self._family(owner.name), *(b for b in (
+                (astcache.dotted(b) or "").rpartition(".")[2] for b in owner.bases) if b and self._defined(b))}]
         count = 0
         for i, result in enumerate(self.run.results):
             if not result.relpath.endswith(".py"):
                 continue
             data = self.run.text_of(i) or b""
             if attr.encode() in data:
-                count += len(pattern.findall(data)) + (2 if named.search(data) else 0)
+                found = len(pattern.findall(data))
+                if owner is not None and i != home and not any(r.search(data) for r in related):
+                    found -= len(own.findall(data))
+                count += found + (2 if named.search(data) else 0)
         return count
+
+    def _classes(self) -> dict:
+        """{class name: the words of its bases} of every `class X(...)` line of the run (one scan)."""
+        if self.headers is None:
+            header = re.compile(rb"^[ \t]*class[ \t]+(\w+)[ \t]*(?:\(([^)]*)\))?", re.MULTILINE)
+            self.headers = {}
+            for i, result in enumerate(self.run.results):
+                data = (self.run.text_of(i) or b"") if result.relpath.endswith(".py") else b""
+                if b"class" not in data:
+                    continue
+                for match in header.finditer(data):
+                    bases = {w.decode() for w in re.findall(rb"\w+", match.group(2) or b"")}
+                    self.headers.setdefault(match.group(1).decode(), set()).update(bases)
+        return self.headers
+
+    def _defined(self, name: str) -> bool:
+        """A class of that name is defined in the run (a base such as `nn.Module` is not: a file
+        naming `Module` says nothing)."""
+        return name in self._classes()
+
+    def _family(self, name: str) -> set:
+        """The class and the run's classes deriving from it, a few generations (by their `class X(...)`
+        lines): a subclass's `self.attr = ...` sets the attribute on instances of the class too."""
+        if name not in self.families:
+            names = {name}
+            for _round in range(4):
+                more = {c for c, bases in self._classes().items() if bases & names}
+                if more <= names:
+                    break
+                names |= more
+            self.families[name] = names
+        return self.families[name]
 
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
@@ -413,3 +460,8 @@ def review(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
     return out
+
+
+# (public for callees22.py: the same walk over a unit's references, with more verdicts of the run)
+Gates = _Gates
+unit_of = _unit

@@ -573,3 +573,4 @@ def review(results: list, paths: dict) -> list:
 # public names for the passes that extend this one (callgates21.py, tritonflags21.py)
 Run = _Run
 lower = _lower
+MAX_DEPTH = _MAX_DEPTH  # (callees22.py: a lookup cut at this depth is not memoized there)

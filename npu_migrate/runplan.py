@@ -439,6 +439,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
     from .probed22 import review as review_probed_loaders
     results = review_probed_loaders(results, paths)  # (kernel modules only probing modules' functions load: probed22.py)
+    from .callees22 import review as review_callees
+    results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .firstfail22 import review as review_first_failing
     return review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
 
