@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from .precision_helpers import migrate_json, moot_lines, write_project
+from .test_precision_dispatch import REGISTRY as DISPATCH_REGISTRY
 
 
 def _open(report: dict, code: str, path: str) -> list[dict]:
@@ -28,38 +29,9 @@ def _lines(findings: list[dict]) -> list[int]:
 # BK#19: a shared helper's lazy CUDA-only import, called only from a backend a registry never
 # selects on an NPU host (the project forces "ascend" there)
 
-REGISTRY = """\
-BACKENDS = {}
-
-
-def register_attention_backend(name):
-    def decorator(fn):
-        BACKENDS[name] = fn
-        return fn
-
-    return decorator
-
-
-@register_attention_backend("trt")
-def create_trt(runner):
-    from proj.attention.trt_backend import TrtBackend
-
-    return TrtBackend(runner)
-
-
-@register_attention_backend("plain")
-def create_plain(runner):
-    from proj.attention.plain_backend import PlainBackend
-
-    return PlainBackend(runner)
-
-
-@register_attention_backend("ascend")
-def create_ascend(runner):
-    from proj.npu.ascend_backend import AscendBackend
-
-    return AscendBackend(runner)
-"""
+# (test_precision_dispatch's registry, its two CUDA-side backends renamed)
+REGISTRY = (DISPATCH_REGISTRY.replace("fastmha", "trt").replace("FastBackend", "TrtBackend")
+            .replace("shared", "plain").replace("SharedBackend", "PlainBackend"))
 
 NPU_DEFAULTS = """\
 def set_default_server_args(args):
