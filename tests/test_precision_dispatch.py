@@ -190,7 +190,9 @@ def forward(x):
 """
     root = write_project(tmp_path, {
         "proj/__init__.py": "",
-        "proj/platform.py": "def is_npu():\n    return False\n",
+        # (a probe the tool cannot answer: a literal `return False` would make `if _is_npu:` below
+        # provably untaken, and callees22 rightly scopes what only it reaches)
+        "proj/platform.py": "import torch\n\n\ndef is_npu():\n    return hasattr(torch, \"npu\")\n",
         "proj/indexer.py": indexer,
         "proj/kernels/__init__.py": "",
         "proj/kernels/tile_kernel.py": "# tile\n" + FP8_KERNEL,
@@ -378,7 +380,9 @@ def quant(x):
 """
     root = write_project(tmp_path, {
         "proj/__init__.py": "",
-        "proj/platform.py": "def is_npu():\n    return False\n",
+        # (a probe the tool cannot answer: a literal `return False` would make `if _is_npu:` below
+        # provably untaken, and callees22 rightly scopes what only it reaches)
+        "proj/platform.py": "import torch\n\n\ndef is_npu():\n    return hasattr(torch, \"npu\")\n",
         "proj/indexer.py": indexer,
         "proj/nsa/__init__.py": "",
         "proj/nsa/triton_kernel.py": FP8_KERNEL,
