@@ -340,12 +340,16 @@ def to_scopes(results: list[FileResult]) -> list[FileResult]:
                     "no port work on an NPU host" if reason.startswith(NO_WORK) else "not run on an NPU host")
             text = f"{what} ({finding.code}): {reason}"
             first, last = min(lines), max(lines)
+            spans = [(first, last, text)]
             if any(first < line < last for line in rewritten):
-                # (a merged finding's lines around a rewrite: one scope per line, not a range that
-                # would name the rewritten line as left alone)
-                spans = [(line, line, text) for line in sorted(set(lines))]
-            else:
-                spans = [(first, last, text)]
+                # (a merged finding's lines around a rewrite: one scope per run of its lines with no
+                # rewrite between them, not a range that would name the rewritten line as left alone)
+                spans = []
+                for line in sorted(set(lines)):
+                    if spans and not any(spans[-1][1] < r < line for r in rewritten):
+                        spans[-1] = (spans[-1][0], line, text)
+                    else:
+                        spans.append((line, line, text))
             scopes.extend(span for span in spans if span not in scopes)
         if scopes or leftovers:
             named = _fold_platform_aware(list(result.skipped_scopes), leftovers)
