@@ -65,10 +65,8 @@ callers, then a named skipped scope (moot.to_scopes).
 from __future__ import annotations
 
 import ast
-import dataclasses
 from typing import Optional
 
-from . import astcache
 from .callgates21 import Gates
 
 # (wholeprogram.py: the reason it gives every finding of a module it finds imported only from code
@@ -168,7 +166,6 @@ def _never_imported(results) -> dict[int, str]:
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only findings of this module's docstring lowered to named
     scopes."""
-    from .flagcalls19 import lower as _lower
     from .flags16 import BRANCH
     from .importgates import is_test
     from .modpaths import RunTexts
@@ -187,51 +184,25 @@ def review(results: list, paths: dict) -> list:
 
     spans = dispatch_gates(results, python, text_of)
     modules = _never_imported(results)
-    run = None
-    callees: Optional[_Callees] = None
-    out = list(results)
-    for i in candidates:
-        result = results[i]
-        data = text_of(i)
-        if not data:
-            continue
-        lines_b = data.split(b"\n")
-        places = [n for f in result.findings if open_finding(f) for n in (f.line, *(ln for ln, _c, _s in f.also))]
-        if not any(0 < n <= len(lines_b) and lines_b[n - 1][:1] in (b" ", b"\t") for n in places):
-            continue  # (module-level code only: no unit holds it)
-        tree = astcache.parse(data)
-        if tree is None:
-            continue
-        if run is None:
-            run = _run_class()(results, text_of)
-            callees = _Callees(run, spans, modules)
-        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
 
-        def reason_of(line: int, tree=tree, i=i) -> Optional[str]:
-            from .callgates21 import unit_of
+    def reason(callees, i: int, unit) -> Optional[str]:
+        found = callees.sites(i, unit)
+        # (a type test builds nothing, and proves nothing either: a unit only type tests name is
+        # built elsewhere, by a user or a registry, round-22 lightning's `DataParallelStrategy`)
+        if not found or not any(j != i and _TYPE_TEST not in s for j, s in found):
+            return None
+        # (the library's callers first, type tests last)
+        found = sorted(found, key=lambda item: (_TYPE_TEST in item[1], is_test(item[1].split(":", 1)[0])))
+        shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
+        return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host never runs or selects: {shown}"
 
-            unit = unit_of(tree, line)
-            if unit is None:
-                return None
-            found = callees.sites(i, unit)
-            # (a type test builds nothing, and proves nothing either: a unit only type tests name is
-            # built elsewhere, by a user or a registry, round-22 lightning's `DataParallelStrategy`)
-            if not found or not any(j != i and _TYPE_TEST not in s for j, s in found):
-                return None
-            # (the library's callers first, type tests last)
-            found = sorted(found, key=lambda item: (_TYPE_TEST in item[1], is_test(item[1].split(":", 1)[0])))
-            shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
-            return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host never runs or selects: {shown}"
+    def start():
+        run = _run_class()(results, text_of)
+        return run, _Callees(run, spans, modules)
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = None
-            if open_finding(finding):
-                pieces = _lower(finding, reason_of)
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    from .callgates21 import lower_units
+
+    out = lower_units(results, text_of, candidates, open_finding, start, reason)
     changed_files = [i for i in range(len(out)) if out[i] is not results[i]]
     if not changed_files:
         return out

@@ -407,50 +407,36 @@ def _inside(node: ast.AST, unit: ast.AST, parents: dict) -> bool:
     return False
 
 
-def review(results: list, paths: dict) -> list:
-    """The results, with the report-only places of this module's docstring lowered to named scopes."""
-    from .flagcalls19 import Run as _Run
+def lower_units(results: list, text_of, candidates, open_finding, start, reason) -> list:
+    """The results, with each open finding (`open_finding`) of the `candidates` (indices of .py
+    results) that lies in a function or class body lowered by flagcalls19.lower to what
+    `reason(lookup, i, unit)` says of its unit (None: kept). `start()` gives (the flagcalls19 run,
+    the lookup `reason` asks) on the first file that needs them. The per-file walk shared by this
+    module's review and callees22.py."""
     from .flagcalls19 import lower as _lower
-    from .flags16 import BRANCH
-    from .modpaths import RunTexts
-    from .moot import is_moot
 
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
-
-    text_of = RunTexts(results, paths)
-    run: Optional[_Run] = None
-    gates: Optional[_Gates] = None
+    state = None
     out = list(results)
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(open_finding(f) for f in result.findings):
-            continue
+    for i in candidates:
+        result = results[i]
         data = text_of(i)
         if not data:
             continue
         lines_b = data.split(b"\n")
         places = [n for f in result.findings if open_finding(f) for n in (f.line, *(ln for ln, _c, _s in f.also))]
         if not any(0 < n <= len(lines_b) and lines_b[n - 1][:1] in (b" ", b"\t") for n in places):
-            continue
+            continue  # (module-level code only: no unit holds it)
         tree = astcache.parse(data)
         if tree is None:
             continue
-        if run is None:
-            run = _Run(results, text_of)
-            gates = _Gates(run)
+        if state is None:
+            state = start()
+        run, lookup = state
         tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
 
         def reason_of(line: int, tree=tree, i=i) -> Optional[str]:
             unit = _unit(tree, line)
-            if unit is None:
-                return None
-            found = gates.sites(i, unit)
-            if not found or not any(j != i for j, _s in found):
-                return None
-            from .importgates import is_test
-            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
-            shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
-            return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host does not run: {shown}"
+            return None if unit is None else reason(lookup, i, unit)
 
         findings, changed = [], False
         for finding in result.findings:
@@ -460,6 +446,35 @@ def review(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
     return out
+
+
+def review(results: list, paths: dict) -> list:
+    """The results, with the report-only places of this module's docstring lowered to named scopes."""
+    from .flagcalls19 import Run as _Run
+    from .flags16 import BRANCH
+    from .importgates import is_test
+    from .modpaths import RunTexts
+    from .moot import is_moot
+
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+
+    def reason(gates, i: int, unit) -> Optional[str]:
+        found = gates.sites(i, unit)
+        if not found or not any(j != i for j, _s in found):
+            return None
+        found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
+        shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
+        return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host does not run: {shown}"
+
+    def start():
+        run = _Run(results, text_of)
+        return run, _Gates(run)
+
+    text_of = RunTexts(results, paths)
+    candidates = [i for i, r in enumerate(results)
+                  if r.relpath.endswith(".py") and any(open_finding(f) for f in r.findings)]
+    return lower_units(results, text_of, candidates, open_finding, start, reason)
 
 
 # (public for callees22.py: the same walk over a unit's references, with more verdicts of the run)
