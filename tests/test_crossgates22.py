@@ -198,3 +198,17 @@ def other(x):
     (root / "pkg/ops/__init__.py").write_text("from .fused_norm import norm_concat\n")
     rewritten = _rewritten_lines(migrate_json(root))
     assert 7 not in rewritten and rewritten.get(13) == "NPU106", rewritten
+
+
+def test_migrating_for_real_twice_changes_nothing_the_second_time(tmp_path):
+    root = _project(tmp_path)
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["migrate", str(root), "--no-cache", "--isolated", "--allow-dirty",
+                                           "-j", "1", "--output-format", "json"], catch_exceptions=False)
+        assert result.exit_code in (0, 1), result.output
+        report = json.loads(result.stdout)
+        assert not report["errors"], report["errors"]
+        text = (root / "pkg/model.py").read_text()
+        assert "if x.is_cuda and x.dtype == torch.bfloat16:" in text  # the kept check, as written
+        assert "npu_compat.on_accelerator(x)" in text  # the widened one
+    assert not [f for f in report["findings"] if f["fixable"] and f["path"] == "pkg/model.py"]
