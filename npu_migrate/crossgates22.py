@@ -26,18 +26,30 @@ The per-file engine cannot see ops/fused_norm.py. This module gives it the fact:
   would for a kernel of the file itself (kept and reported, or widened when it guards no such name).
   Their per-file cache key holds the entries (cache.options_key), so a warm run hits the cache.
 
-Only Triton kernels and their launchers count here: they are what a device check keeps NPU tensors
-from (a module that imports a CUDA-only package at module level fails at import on an NPU host, and
-is reported where it is). A name another module of the run imports from the kernel module
-(`from .fused_norm import norm_concat` in `ops/__init__.py`) is bound there too, so that an importer
-of `from .ops import norm_concat` is told (two such steps).
+Two kinds of code count. Triton kernels and their launchers: a device check keeps NPU tensors
+from them. And every name of a module that imports a package an NPU host never has installed
+(sweep.toml `never_on_npu`: flashinfer, sgl_kernel, ...) in a top-level statement of its own (not
+under `try`/`if`): that module fails at import there, whatever is taken from it (`"*"` in its
+facts), so a check in front of a lazy import of it kept the NPU host on the fallback, and widened
+it would crash there. An importer that imports such a module in its own top-level statements fails
+first, and its checks are widened as before (nothing in it runs on an NPU host). Other CUDA-only
+code of another module (a plain function calling a compiled op) is not followed.
+
+Names are bound per file, as the engine binds its own: `from .ops import fused_norm` (the module
+by name) and `import pkg.ops.fused_norm as fn` bind the module (`fn.norm_concat(...)` counts for a
+launcher, `fn.anything` for a module failing at import). A name another module of the run imports
+from the kernel module (`from .fused_norm import norm_concat` in `ops/__init__.py`) is bound there
+too, so that an importer of `from .ops import norm_concat` is told (two such steps). A name bound
+to CUDA-only code anywhere in a file counts in every check of the file (conservative: such a
+check is kept and named, never widened wrongly).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
-from . import astcache
+from . import astcache, catalogue
 from .modpaths import module_names
 
 # a Triton kernel's decorator (`@triton.jit`, `@triton.autotune(...)`, `@triton.heuristics(...)`)
@@ -49,8 +61,9 @@ _WIDENING = ("NPU104", "NPU106")
 
 def module_bindings(data: bytes) -> list[list[str]]:
     """[name, what] of the module-level names the file binds to a Triton kernel or a launcher of
-    one (families/platform.py module_level_bindings); [] for a file without a kernel decorator."""
-    if not _KERNEL.search(data):
+    one, and ["*", what] when the module imports a package an NPU host never has at its top level
+    (families/platform.py module_level_bindings); [] for a file with neither (told from its bytes)."""
+    if not _KERNEL.search(data) and not _never_on_npu_import().search(data):
         return []
     from .families import platform
 
@@ -59,6 +72,14 @@ def module_bindings(data: bytes) -> list[list[str]]:
     if tree is None:
         return []
     return sorted([name, what] for name, what in platform.module_level_bindings(tree).items())
+
+
+@functools.lru_cache(maxsize=None)
+def _never_on_npu_import() -> re.Pattern:
+    """A line that imports a package an NPU host never has (sweep.toml `never_on_npu`), at any
+    indentation (the parse decides whether it is a top-level statement)."""
+    names = "|".join(re.escape(n) for n in sorted(catalogue.read_table("sweep.toml")["availability"]["never_on_npu"]))
+    return re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:" + names.encode() + rb")\b", re.M)
 
 
 def _widens(result) -> bool:
@@ -118,7 +139,8 @@ def _reexports(results, targets: dict, first_party: frozenset) -> None:
                 hit = targets.get(module) if sep else None
                 if hit is None or hit[0] == result.relpath:
                     continue
-                what = dict(hit[1]).get(last)
+                names = dict(hit[1])
+                what = names.get(last) or names.get("*")
                 if what:
                     found[last] = what if " in " in what else f"{what} in {hit[0]}"
             if found:

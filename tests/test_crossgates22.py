@@ -212,3 +212,142 @@ def test_migrating_for_real_twice_changes_nothing_the_second_time(tmp_path):
         assert "if x.is_cuda and x.dtype == torch.bfloat16:" in text  # the kept check, as written
         assert "npu_compat.on_accelerator(x)" in text  # the widened one
     assert not [f for f in report["findings"] if f["fixable"] and f["path"] == "pkg/model.py"]
+
+
+# ----------------------------------------------------------------------------- beyond Triton
+# A module whose own top-level statements import a package an NPU host never has (flashinfer)
+# fails at import there, whatever is taken from it: a device check in front of such an import
+# kept NPU tensors (and the import) away from it, and widened it would crash where the original
+# took the torch path.
+FAILING = """\
+import torch
+import flashinfer
+
+
+def fused_sample(logits):
+    return flashinfer.sampling.top_k_sampling(logits, 5)
+"""
+
+GUARDED = """\
+try:
+    import flashinfer
+except ImportError:
+    flashinfer = None
+
+
+def guarded_sample(logits):
+    return flashinfer.sampling.top_k_sampling(logits, 5)
+"""
+
+SAMPLER = """\
+import torch
+
+import pkg.ops.fused_norm as fn
+from pkg.ops import fi_sampler as top_level_failing
+
+
+def by_module(logits):
+    if logits.is_cuda:
+        from .ops import fi_sampler
+
+        return fi_sampler.fused_sample(logits)
+    return torch.argmax(logits, -1)
+
+
+def by_name(logits):
+    if logits.device.type == "cuda":
+        from pkg.ops.fi_sampler import fused_sample
+
+        return fused_sample(logits)
+    return torch.argmax(logits, -1)
+
+
+def guarded_import(logits):
+    if logits.is_cuda:
+        # (another name than fused_sample: the file's bindings are by name, and a name bound to
+        # CUDA-only code anywhere in the file counts in every check)
+        from .ops.fi_guarded import guarded_sample
+
+        return guarded_sample(logits)
+    return torch.argmax(logits, -1)
+
+
+def module_alias_launcher(x, y):
+    if x.is_cuda:
+        return fn.norm_concat(x, y)
+    return torch.cat([x, y])
+
+
+def module_alias_plain(x):
+    if x.is_cuda:
+        return fn.describe()
+    return x
+"""
+
+
+def _sampler_project(tmp_path, sampler=SAMPLER):
+    root = _project(tmp_path)
+    (root / "pkg/ops/fi_sampler.py").write_text(FAILING)
+    (root / "pkg/ops/fi_guarded.py").write_text(GUARDED)
+    (root / "pkg/sampler.py").write_text(sampler)
+    return root
+
+
+def test_module_bindings_marks_a_module_failing_at_import():
+    assert dict(crossgates22.module_bindings(FAILING.encode())) == {"*": "`flashinfer` imported at module level"}
+    # the import under try/except ImportError does not fail the module
+    assert crossgates22.module_bindings(GUARDED.encode()) == []
+    # a package an NPU host may have (apex has an Ascend build) does not count
+    assert crossgates22.module_bindings(FAILING.replace("flashinfer", "apex").encode()) == []
+
+
+def test_checks_in_front_of_a_module_failing_at_import_are_kept(tmp_path):
+    report = migrate_json(_sampler_project(tmp_path))
+    rewritten = _rewritten_lines(report, "pkg/sampler.py")
+    lines = SAMPLER.splitlines()
+
+    def line_of(name):  # the device check: the line after `def name(`
+        return next(i for i, text in enumerate(lines, 1) if text.startswith(f"def {name}(")) + 1
+
+    kept = {line_of("by_module"), line_of("by_name"), line_of("module_alias_launcher")}
+    assert not kept & set(rewritten), rewritten
+    scopes = [s for s in report["skipped"] if s["path"] == "pkg/sampler.py"]
+    for line in kept:
+        assert any(s["start_line"] <= line <= s["end_line"] for s in scopes), (line, scopes)
+    # the nearest true cases are widened: a module whose flashinfer import is guarded, and a plain
+    # function of the kernel module reached through the module's alias
+    assert rewritten.get(line_of("guarded_import")) == "NPU106", rewritten
+    assert rewritten.get(line_of("module_alias_plain")) == "NPU106", rewritten
+
+
+def test_an_importer_that_fails_first_at_its_own_top_level_import_is_widened(tmp_path):
+    sampler = """\
+import torch
+
+from pkg.ops.fi_sampler import fused_sample
+
+
+def top_level(logits):
+    if logits.is_cuda:
+        return fused_sample(logits)
+    return torch.argmax(logits, -1)
+"""
+    rewritten = _rewritten_lines(migrate_json(_sampler_project(tmp_path, sampler)), "pkg/sampler.py")
+    # the file itself fails at its line-3 import on an NPU host: nothing in it runs there, and a
+    # kept check would only add a finding the import's own already covers
+    assert rewritten.get(7) == "NPU106", rewritten
+
+
+def test_a_kept_check_without_fallback_names_the_failing_module(tmp_path):
+    sampler = """\
+def strict(logits):
+    if not logits.is_cuda:
+        raise RuntimeError("needs a GPU tensor")
+    from .ops.fi_sampler import fused_sample
+
+    return fused_sample(logits)
+"""
+    report = migrate_json(_sampler_project(tmp_path, sampler))
+    assert 2 not in _rewritten_lines(report, "pkg/sampler.py")
+    finding = next(f for f in report["findings"] if f["path"] == "pkg/sampler.py" and f["code"] == "NPU110")
+    assert "flashinfer" in finding["message"] and "pkg/ops/fi_sampler.py" in finding["message"], finding

@@ -95,7 +95,11 @@ def test_helper_with_an_importer_that_does_not_import_the_package_first_keeps_it
 def test_helper_imported_before_the_importers_own_package_import_keeps_its_error(tmp_path):
     late = ("from kit.cute_helpers import tile\n"
             "import cutlass\n\n\ndef launch(x):\n    return tile(x), cutlass\n")
-    root = _project(tmp_path, {"kit/cute_helpers/__init__.py": HELPER, "kit/ops/fused.py": late})
+    # (the layer imports the kernel module unguarded: behind LAYER's `torch.cuda.is_available()`,
+    # kept meaning CUDA since the module fails at import on an NPU host (crossgates22.py), an NPU
+    # host would never load the helper at all)
+    layer = "from kit.ops.fused import launch\n\n\ndef forward(x):\n    return launch(x)\n"
+    root = _project(tmp_path, {"kit/cute_helpers/__init__.py": HELPER, "kit/ops/fused.py": late, "kit/layer.py": layer})
     report = migrate_json(root)
     assert [f for f in _report_only(report, "kit/cute_helpers/__init__.py") if f["code"] == "NPU911"]
 

@@ -593,22 +593,55 @@ def _foreign_bindings(tree: ast.Module, foreign: dict, relpath: str) -> dict[str
     from ..modpaths import resolve_relative
 
     bound: dict[str, str] = {}
+    top = {id(stmt) for stmt in tree.body}
+    by_module: dict[str, dict[str, str]] = {}
+    for (module, name), what in foreign.items():
+        by_module.setdefault(module, {})[name] = what
+
+    def bind(local: str, module: str, top_level: bool) -> None:
+        """`local` names the module itself (`import pkg.ops as m`, `from pkg import ops`)."""
+        names = by_module.get(module, {})
+        if "*" in names:
+            # the module fails at import on an NPU host: an import of it in the importer's own
+            # top-level statements fails the importer first, and nothing in it runs there
+            if not top_level:
+                bound[local] = names["*"]
+            return
+        for name, what in names.items():  # `m.norm_concat(x)`: the attribute is bound
+            bound[f"{local}.{name}"] = what
+
     for node in _statements(tree):
+        top_level = id(node) in top
         if isinstance(node, ast.ImportFrom):
             module = resolve_relative(relpath, node.level, node.module or "") if node.level else (node.module or "")
+            names = by_module.get(module, {})
             for alias in node.names:
-                what = foreign.get((module, alias.name))
+                local = alias.asname or alias.name
+                what = names.get(alias.name) or (None if top_level else names.get("*"))
                 if what:
-                    bound[alias.asname or alias.name] = what
+                    bound[local] = what
+                elif module or node.level:
+                    sub = f"{module}/{alias.name}" if node.level else f"{module}.{alias.name}"
+                    bind(local, sub if module else alias.name, top_level)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:  # (`import pkg.ops` binds `pkg`, the whole package: not bound)
+                    bind(alias.asname, alias.name, top_level)
     return bound
 
 
 def module_level_bindings(tree: ast.Module) -> dict[str, str]:
     """The file's module-level names bound to a Triton kernel or to a function or class that
-    launches one (what an importer's device check in front of them guards: crossgates22.py)."""
+    launches one (what an importer's device check in front of them guards: crossgates22.py).
+    A module whose own top-level statements import a package an NPU host never has installed
+    (sweep.toml `[availability] never_on_npu`: `import flashinfer`, not under `try`/`if`) fails at
+    import there, whatever name is taken from it: "*" stands for every name."""
     bound = _cuda_only_bindings(tree)
     kept = {name: what for name, what in bound.items()
             if what == "a Triton kernel" or what.startswith(_LAUNCHER)}
+    failing = failing_import(tree)
+    if failing:
+        kept["*"] = f"`{failing}` imported at module level"
     if not kept:
         return {}
     top: set[str] = set()
@@ -622,7 +655,29 @@ def module_level_bindings(tree: ast.Module) -> dict[str, str]:
         elif isinstance(node, (ast.If, ast.Try)):
             stack.extend([*node.body, *node.orelse, *getattr(node, "finalbody", []),
                           *(s for h in getattr(node, "handlers", []) for s in h.body)])
-    return {name: what for name, what in kept.items() if name in top}
+    return {name: what for name, what in kept.items() if name in top or name == "*"}
+
+
+def failing_import(tree: ast.Module) -> Optional[str]:
+    """The first package an NPU host never has installed (sweep.toml `[availability]
+    never_on_npu`) that the module imports in a top-level statement of its own (not under `try`,
+    `if` or a function: an ImportError there ends the module's import), or None."""
+    never = _never_on_npu()
+    for stmt in tree.body:
+        names = []
+        if isinstance(stmt, ast.Import):
+            names = [alias.name for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            names = [stmt.module]
+        for name in names:
+            if name.split(".")[0] in never:
+                return name
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _never_on_npu() -> frozenset:
+    return frozenset(catalogue.read_table("sweep.toml")["availability"]["never_on_npu"])
 
 
 def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool = False) -> Optional[str]:
@@ -632,6 +687,7 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool =
     quiet, used = _quiet(node, refs_re)
     if toolchain_only:
         names_re = re.compile(r"(?!)")  # matches nothing
+    dotted_bound = any("." in name for name in bound)
     for sub in ast.walk(node):
         if isinstance(sub, ast.Import):
             for alias in sub.names:
@@ -655,6 +711,9 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool =
         elif isinstance(sub, ast.Attribute):
             if names_re.fullmatch(sub.attr):
                 return f"uses `.{sub.attr}`"
+            if dotted_bound and isinstance(sub.value, ast.Name) and f"{sub.value.id}.{sub.attr}" in bound:
+                name = f"{sub.value.id}.{sub.attr}"  # another module's kernel by its module's alias
+                return f"uses `{name}` ({bound[name]})"
             if not toolchain_only and sub.attr.startswith("_") and _reported_cuda_api(sub):
                 # `torch.cuda.memory._record_memory_history()`: a private CUDA API the tool leaves
                 # as written (NPU202); widened, the check would call it on an NPU host
