@@ -49,10 +49,9 @@ caller of a default backend, a module-level use, a value handed on, a name in a 
 that does not parse), a gate whose value is unknown there, and a public library function whose
 only callers are skipped tests. At least one reference lies in another module.
 
-The gates are read with flagcalls19's Run, except that a function or flag first met past its
-depth limit is not memoized as unknown (a walk several callers deep meets the project's
-`is_cuda()` there first; the shallower read of `self.enable_cg = _is_cuda and env` needs its
-value).
+The gates are read with flagcalls19's Run (a function or flag first met past its depth limit,
+as a walk several callers deep meets the project's `is_cuda()`, is worked out again when the
+shallower read of `self.enable_cg = _is_cuda and env` asks for it).
 
 Info findings are read too (not fixable, not already moot): one about a class every construction
 of which lies under a gate false there (`self.enable_cg = _is_cuda and env`, then
@@ -74,31 +73,6 @@ from .callgates21 import Gates
 _NEVER_IMPORTED = "imported only where an NPU host does not go: "
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _TYPE_TEST = "a type test, which builds nothing"
-
-
-def _run_class():
-    """flagcalls19's Run, except that a function or flag first met past its depth limit is not
-    memoized as unknown: callers are walked several steps deep, and a gate read there first (the
-    project's `is_cuda()` behind `self.enable_cg = _is_cuda and env`) must keep its value for the
-    shallower reads that follow."""
-    from .flagcalls19 import MAX_DEPTH, Run
-
-    class _Run(Run):
-        def call(self, i: int, node: ast.AST, depth: int):
-            if depth > MAX_DEPTH and (i, node.name) not in self.calls:
-                from .flagtruth import UNKNOWN
-
-                return UNKNOWN
-            return super().call(i, node, depth)
-
-        def flag(self, i: int, stmt: ast.Assign, depth: int):
-            if depth + 1 > MAX_DEPTH and (i, stmt.targets[0].id) not in self.values:
-                from .flagtruth import UNKNOWN
-
-                return UNKNOWN
-            return super().flag(i, stmt, depth)
-
-    return _Run
 
 
 class _Callees(Gates):
@@ -197,7 +171,9 @@ def review(results: list, paths: dict) -> list:
         return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host never runs or selects: {shown}"
 
     def start():
-        run = _run_class()(results, text_of)
+        from .flagcalls19 import Run
+
+        run = Run(results, text_of)
         return run, _Callees(run, spans, modules)
 
     from .callgates21 import lower_units

@@ -89,6 +89,11 @@ class _Run(RunModules):
         self.origin: dict[tuple, str] = {}  # (i, name) -> "path:line `source`" where a flag is bound
         self.reads: dict[tuple, list] = {}  # (i, name) -> the other modules' values the flag's own value read
         self.overridden: dict[str, bool] = {}
+        # A value left unknown because the walk met the depth limit is no fact about the flag or
+        # function: asked again from a shallower depth, it is worked out again (`cut_at`: the depth
+        # of the walk that left it unknown; `cuts`: how many walks the limit has stopped so far).
+        self.cuts = 0
+        self.cut_at: dict[tuple, int] = {}
 
     def _stores(self, i: int) -> dict:
         if i not in self.stores:
@@ -123,7 +128,10 @@ class _Run(RunModules):
         """What `name` is at the top of module i, bound once there: ("value", expr, i), ("def",
         FunctionDef, i), ("module", j); or None."""
         tree = self.tree(i)
-        if tree is None or depth > _MAX_DEPTH:
+        if tree is None:
+            return None
+        if depth > _MAX_DEPTH:
+            self.cuts += 1
             return None
         stores = self._stores(i)
         if stores.get(name, 0) > 1:
@@ -160,10 +168,26 @@ class _Run(RunModules):
         return None
 
     # ------------------------------------------------------------------ values on an NPU host
+    def _stale(self, memo: dict, key: tuple, depth: int) -> bool:
+        """Whether `key` must be worked out (again): not known yet, or left unknown by a walk cut
+        at the depth limit that started deeper than this one."""
+        return key not in memo or (key in self.cut_at and depth < self.cut_at[key] and memo[key] is _U)
+
+    def _settle(self, memo: dict, key: tuple, value, depth: int, cuts_before: int) -> None:
+        memo[key] = value
+        if value is _U and self.cuts != cuts_before:
+            self.cut_at[key] = depth
+        else:
+            self.cut_at.pop(key, None)
+
     def flag(self, i: int, stmt: ast.Assign, depth: int):
         name = stmt.targets[0].id
         key = (i, name)
-        if key not in self.values:
+        if self._stale(self.values, key, depth):
+            if depth + 1 > _MAX_DEPTH:
+                self.cuts += 1
+                return _U
+            cuts_before = self.cuts
             self.values[key] = _U  # (a cycle is unknown)
             self.reads[key] = []
             value = self.value(i, stmt.value, {}, frozenset(), depth + 1, self.reads[key])
@@ -171,7 +195,7 @@ class _Run(RunModules):
                 value = False  # (None, 0: falsy as a flag)
             if _uniq(value) and self._overridden(name):
                 value = _U
-            self.values[key] = value
+            self._settle(self.values, key, value, depth, cuts_before)
             segment = ast.get_source_segment((self.text_of(i) or b"").decode("utf-8", "replace"), stmt.value) or ""
             segment = segment if len(segment) <= 60 and "\n" not in segment else segment.split("\n")[0][:57] + "..."
             called = " (a project function false there)" if isinstance(stmt.value, ast.Call) else ""
@@ -199,11 +223,15 @@ class _Run(RunModules):
 
     def call(self, i: int, node: ast.FunctionDef, depth: int):
         key = (i, node.name)
-        if key in self.calls:
+        if not self._stale(self.calls, key, depth):
             return self.calls[key]
+        if depth > _MAX_DEPTH:
+            self.cuts += 1
+            return _U
+        cuts_before = self.cuts
         self.calls[key] = _U
         args = node.args
-        if isinstance(node, ast.AsyncFunctionDef) or depth > _MAX_DEPTH:
+        if isinstance(node, ast.AsyncFunctionDef):
             return _U
         # (every parameter unknown: the answer holds whatever a call passes, flagargs21.py)
         env: dict = {a.arg: _U for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
@@ -218,7 +246,7 @@ class _Run(RunModules):
                 value = rets[0] if all(r is rets[0] or r == rets[0] for r in rets) else False
             elif all(r == rets[0] for r in rets):
                 value = rets[0]
-        self.calls[key] = value
+        self._settle(self.calls, key, value, depth, cuts_before)
         return value
 
     def _exec(self, i: int, body: list, env: dict, depth: int, rets: list) -> bool:
@@ -291,6 +319,7 @@ class _Run(RunModules):
         from . import testscopes
 
         if depth > _MAX_DEPTH:
+            self.cuts += 1
             return _U
         if isinstance(node, ast.Constant):
             return node.value
@@ -573,4 +602,3 @@ def review(results: list, paths: dict) -> list:
 # public names for the passes that extend this one (callgates21.py, tritonflags21.py)
 Run = _Run
 lower = _lower
-MAX_DEPTH = _MAX_DEPTH  # (callees22.py: a lookup cut at this depth is not memoized there)
