@@ -141,7 +141,7 @@ def split_merged(finding: Finding) -> list[Finding]:
     message = _WITH_IMPORTS.sub("", _ALSO.sub("", finding.message))
     first = replace(finding, message=message, also=())
     return [first, *(replace(first, line=line, column=column, source=source,
-                             message=_import_named(renamed(message, finding.source or "", source or ""),
+                             message=import_named(renamed(message, finding.source or "", source or ""),
                                                    source or "", column))
                      for line, column, source in finding.also)]
 
@@ -152,7 +152,7 @@ _IMPORT_SOURCE = re.compile(r"^\s*(?:import\s+([\w.]+)|from\s+([\w.]+)\s+import\
 _AT_MODULE_LEVEL = "; imported unguarded at module level, so the module fails to import where it is not installed"
 
 
-def _import_named(message: str, source: str, column: int) -> str:
+def import_named(message: str, source: str, column: int) -> str:
     """A split-off place of a merged import finding (NPU911 merges a file's imports of CUDA-only
     packages into one) naming its own module (`import of `deep_gemm.utils.layout``), not the first
     place's (`import from `sgl_kernel``: round-21 audit BH#28), and not called a module-level

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 
 from . import moot
-from .findings import MAX_LISTED, Finding, renamed, split_merged
+from .findings import MAX_LISTED, Finding, import_named, renamed, split_merged
 
 RANK = {"info": 0, "warning": 1, "error": 2}
 ALSO = re.compile(r" \(also at [^()]*\)$")
@@ -117,6 +117,8 @@ def rebuilt(finding: Finding, places: list[Place]) -> Finding:
     (line, column, source), rest = places[0], places[1:]
     message = ALSO.sub("", finding.message)
     if (line, column) != (finding.line, finding.column):
-        message = renamed(message, finding.source or "", source or "")
+        # (and an import finding names the module of its new anchor: round-22 BI#2, vLLM's
+        # finding at a `mnnvl_cutedsl_moe_finalize` import named the dropped first place's module)
+        message = import_named(renamed(message, finding.source or "", source or ""), source or "", column)
     bare = replace(finding, line=line, column=column, source=source, also=tuple(rest), message=message)
     return absorb(bare, []) if rest else bare

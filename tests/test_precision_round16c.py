@@ -211,3 +211,22 @@ def test_a_chain_without_a_none_branch_folds_nothing(tmp_path):
     report = migrate_json(root)
     imports = [f for f in _findings(report, "runner.py", "NPU911") if f["severity"] == "error"]
     assert not any(19 in _lines(f) for f in imports), report["findings"]
+
+
+def test_rebuilt_import_finding_names_the_module_of_its_new_anchor():
+    """Round-22 BI#2: a merged NPU911 whose first place (a guarded import of
+    `flashinfer.comm.tp_finalize`) was dropped kept naming that module at its new anchor, a
+    function-local import of `flashinfer.comm.cutedsl_finalize`."""
+    from npu_migrate.findings import Finding
+    from npu_migrate.folding import rebuilt
+
+    message = ("C++/CUDA extension or CUDA-only compiled package: import from `flashinfer.comm.tp_finalize` "
+               "(also at lines 19, 26)")
+    finding = Finding(path="a.py", line=10, column=17, code="NPU911", message=message, fixable=False,
+                      source="from flashinfer.comm.tp_finalize import (", also=(
+                          (19, 13, "from flashinfer.comm.cutedsl_finalize import ("),
+                          (26, 9, "from flashinfer.comm.tp_finalize import tp_finalize")))
+    out = rebuilt(finding, [(19, 13, "from flashinfer.comm.cutedsl_finalize import ("),
+                            (26, 9, "from flashinfer.comm.tp_finalize import tp_finalize")])
+    assert out.line == 19 and "import from `flashinfer.comm.cutedsl_finalize`" in out.message, out.message
+    assert "also at line 26" in out.message
