@@ -1,0 +1,156 @@
+"""Single shapes in tests, cuDNN flags, NCCL checks and device positions (issue #16, round 23,
+helper h101: npu_migrate/singles23.py, rules/device.toml). Each shape is paired with the nearest case
+that stays reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, moot_lines, write_project
+
+ELSE_SKIP = '''\
+import pytest
+import torch
+
+from pkg.platforms import current_platform
+from pkg.utils import has_fast_ep
+
+if current_platform.is_cuda() and has_fast_ep():
+    from pkg.fast_ep import globalize
+else:
+    pytest.skip("Requires CUDA and fast EP", allow_module_level=True)
+
+
+def test_capture():
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        globalize()
+    graph.replay()
+'''
+
+# the nearest true case: a condition an NPU host may pass (no CUDA-only predicate in it)
+ELSE_SKIP_UNKNOWN = ELSE_SKIP.replace("current_platform.is_cuda() and has_fast_ep()", "has_fast_ep()")
+# an `or` with an unknown side may be true on an NPU host too
+ELSE_SKIP_OR = ELSE_SKIP.replace("current_platform.is_cuda() and has_fast_ep()",
+                                 "current_platform.is_cuda() or has_fast_ep()")
+# the same shape inside a test function: not a module skip
+ELSE_SKIP_IN_FUNCTION = '''\
+import pytest
+import torch
+
+from pkg.platforms import current_platform
+
+
+def test_capture():
+    if current_platform.is_cuda():
+        pass
+    else:
+        pytest.skip("Requires CUDA", allow_module_level=True)
+    graph = torch.cuda.CUDAGraph()
+    graph.replay()
+'''
+
+
+def _report(tmp_path, files):
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _open(report, path, code):
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]]
+
+
+def test_module_skipped_in_else_of_cuda_only_condition(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "tests/test_ep.py": ELSE_SKIP})
+    assert not [f for f in _open(report, "tests/test_ep.py", "NPU202") if f["severity"] != "info"]
+    scopes = moot_lines(report["skipped"], "NPU202", "tests/test_ep.py")
+    assert 14 in scopes and "not (current_platform.is_cuda() and has_fast_ep())" in scopes[14]
+
+
+def test_module_else_skip_an_npu_host_may_pass_stays(tmp_path):
+    for text in (ELSE_SKIP_UNKNOWN, ELSE_SKIP_OR):
+        report = _report(tmp_path, {"pkg/__init__.py": "", "tests/test_ep.py": text})
+        kept = _open(report, "tests/test_ep.py", "NPU202")
+        assert kept and kept[0]["severity"] == "error"
+        assert not moot_lines(report["skipped"], "NPU202", "tests/test_ep.py")
+
+
+def test_else_skip_inside_a_function_stays(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "tests/test_ep.py": ELSE_SKIP_IN_FUNCTION})
+    kept = _open(report, "tests/test_ep.py", "NPU202")
+    assert kept and kept[0]["severity"] == "error"
+
+
+CUDNN_NO_OP = '''\
+import torch
+from torch.testing import assert_close
+
+from pkg.attention import attend
+
+
+def test_attention():
+    torch.backends.cudnn.deterministic = True
+    q = torch.randn(2, 4, 8, device="cuda")
+    assert_close(attend(q, q, q), torch.softmax(q @ q.transpose(-1, -2), -1) @ q)
+'''
+
+CUDNN_CONV = '''\
+import torch
+
+
+def test_conv():
+    torch.backends.cudnn.deterministic = True
+    conv = torch.nn.Conv2d(3, 8, 3).cuda()
+    x = torch.randn(1, 3, 8, 8, device="cuda")
+    assert torch.equal(conv(x), conv(x))
+'''
+
+CUDNN_MODEL = CUDNN_NO_OP.replace("from pkg.attention import attend", "from pkg.models import build_model as attend")
+
+
+def _no_effect(report, path):
+    return [s for s in report["skipped"] if s["path"] == path and "a cuDNN flag in a test that runs no cuDNN op"
+            in s["reason"]]
+
+
+def test_cudnn_deterministic_in_a_test_with_no_cudnn_op_is_a_named_scope(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "tests/test_attn.py": CUDNN_NO_OP})
+    assert not _open(report, "tests/test_attn.py", "NPU404")
+    assert _no_effect(report, "tests/test_attn.py")
+
+
+def test_cudnn_deterministic_with_convolutions_a_model_or_in_a_library_stays(tmp_path):
+    for path, text in (("tests/test_conv.py", CUDNN_CONV), ("tests/test_attn.py", CUDNN_MODEL),
+                       ("pkg/seeding.py", CUDNN_NO_OP)):
+        report = _report(tmp_path / path.replace("/", "_"), {"pkg/__init__.py": "", path: text})
+        kept = _open(report, path, "NPU404")
+        assert kept and "use_deterministic_algorithms" in kept[0]["message"], path
+        assert not _no_effect(report, path)
+
+
+NCCL_CHECK = '''\
+import torch
+
+from pkg.weight_transfer import NcclEngine
+
+
+def init_transfer(device):
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise NotImplementedError(
+            f"Weight synchronization runs on the NCCL weight-transfer engine, which needs a CUDA device, got {device}."
+        )
+    return NcclEngine(device)
+'''
+
+CUDA_CHECK = NCCL_CHECK.replace("runs on the NCCL weight-transfer engine, which ", "")
+
+
+def test_cuda_check_whose_raise_names_nccl_is_a_named_scope(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/sync.py": NCCL_CHECK})
+    assert not [f for f in _open(report, "pkg/sync.py", "NPU108") if f["severity"] != "info"]
+    assert [s for s in report["skipped"] if s["path"] == "pkg/sync.py"
+            and "a CUDA check that turns the NPU away from NCCL-only code" in s["reason"]]
+
+
+def test_cuda_check_whose_raise_names_only_cuda_stays_a_warning(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/sync.py": CUDA_CHECK})
+    kept = _open(report, "pkg/sync.py", "NPU108")
+    assert kept and kept[0]["severity"] == "warning"
