@@ -154,3 +154,30 @@ def test_cuda_check_whose_raise_names_only_cuda_stays_a_warning(tmp_path):
     report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/sync.py": CUDA_CHECK})
     kept = _open(report, "pkg/sync.py", "NPU108")
     assert kept and kept[0]["severity"] == "warning"
+
+
+MESH = '''\
+import torch
+import torch.distributed as dist
+
+
+def mesh(shape):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh("cuda", shape)
+
+
+def tp_mesh(size):
+    return dist.init_device_mesh("cuda", (size,))
+
+
+def labelled():
+    return {"backend": "cuda"}
+'''
+
+
+def test_init_device_mesh_device_type_is_rewritten(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/mesh.py": MESH})
+    rewritten = {f["line"] for f in report["findings"] if f["path"] == "pkg/mesh.py" and f["code"] == "NPU102"}
+    assert {8, 12} <= rewritten
+    assert not [f for f in _open(report, "pkg/mesh.py", "NPU990") if f["line"] in (8, 12)]
