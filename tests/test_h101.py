@@ -181,3 +181,48 @@ def test_init_device_mesh_device_type_is_rewritten(tmp_path):
     rewritten = {f["line"] for f in report["findings"] if f["path"] == "pkg/mesh.py" and f["code"] == "NPU102"}
     assert {8, 12} <= rewritten
     assert not [f for f in _open(report, "pkg/mesh.py", "NPU990") if f["line"] in (8, 12)]
+
+
+PREFIX = '''\
+import torch
+
+
+class Worker:
+    def __init__(self, device, rank):
+        if device[:4] == "cuda":
+            device = f"cuda:{rank}"
+        self.device = device
+        self.label = rank
+        if self.label[:4] == "cuda":
+            self.label = None
+'''
+
+
+def test_prefix_slice_of_a_device_is_widened(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/worker.py": PREFIX})
+    report = migrate_json(root)
+    codes = {(f["line"], f["code"]) for f in report["findings"] if f["path"] == "pkg/worker.py"}
+    assert (6, "NPU104") in codes and (7, "NPU103") in codes
+    assert not [f for f in _open(report, "pkg/worker.py", "NPU990") if f["line"] == 6]
+    # the nearest true case: a slice of a value not named like a device is no device check
+    assert (10, "NPU104") not in codes
+
+
+def test_prefix_slice_rewrite_means_cuda_or_the_accelerator_and_reruns_change_nothing(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from npu_migrate import shim
+    from npu_migrate.cli import main
+
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/worker.py": PREFIX})
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["migrate", str(root), "--no-cache", "--isolated", "--allow-dirty",
+                                           "-j", "1", "--output-format", "json"], catch_exceptions=False)
+        assert result.exit_code in (0, 1), result.output
+        report = json.loads(result.stdout)
+        assert not report["errors"], report["errors"]
+        assert 'if npu_compat.is_accelerator_type(device.split(":")[0]):' in (root / "pkg/worker.py").read_text()
+    assert not [f for f in report["findings"] if f["path"] == "pkg/worker.py" and f["line"] == 6]
+    assert [shim.is_accelerator_type(d.split(":")[0]) for d in ("cuda:1", "cuda", "cpu")] == [True, True, False]
