@@ -28,12 +28,23 @@ exact construct:
   turns the NPU away with the code's own clear error, and widening it would lead into NCCL (which
   the run reports where it is imported or called). Lowered with NCCL_CHECK (a moot.AS_WRITTEN
   phrase: a named scope). A raise that names only CUDA keeps the warning.
+- **An argparse `--device` default of "cuda"** (BN#6, BN#9; families/cli_env.py calls
+  `device_option_flows`): `parser.add_argument("--device", default="cuda:0")` with no `choices`
+  (those get NPU603 already) and no `type` (or `type=str`) fell through to the generic NPU990
+  warning. Where the file shows the parsed value reaching a device position, the option gets the
+  NPU603 rewrite (`type=npu_compat.device_arg`, which argparse applies to a string default too: on
+  an NPU host "cuda:0" becomes "npu:0", elsewhere nothing changes). The proof: `<ns>.device` (the
+  option's `dest`), `<ns>` a name bound to a `parse_args(...)` result in the file, is the value of a
+  device keyword (`device=args.device`), the first argument of `torch.device(...)` or the argument
+  of `.to(...)`. An option whose value the file only prints or passes to an unknown call keeps the
+  NPU990 warning.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 from typing import Callable, Optional
 
@@ -115,3 +126,36 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
                     "error, and the NCCL code is reported where it is imported or called)"))
         out.append(finding)
     return out
+
+
+# ----------------------------------------------------------------------------- argparse device defaults
+@functools.lru_cache(maxsize=64)
+def _device_reads(text: str, keywords: frozenset) -> frozenset:
+    """The attributes `<ns>.<attr>` read in a device position, `<ns>` bound to `parse_args(...)`."""
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return frozenset()
+    parsed = {t.id for n in astcache.nodes(tree, (ast.Assign,)) if isinstance(n.value, ast.Call)
+              and astcache.dotted(n.value.func) is not None and astcache.dotted(n.value.func).endswith("parse_args")
+              for t in n.targets if isinstance(t, ast.Name)}
+    if not parsed:
+        return frozenset()
+
+    def read(node: ast.AST) -> Optional[str]:
+        ok = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in parsed
+        return node.attr if ok else None
+
+    out = set()
+    for call in astcache.nodes(tree, (ast.Call,)):
+        values = [k.value for k in call.keywords if k.arg in keywords]
+        name = astcache.dotted(call.func) or ""
+        if call.args and (name == "torch.device" or (isinstance(call.func, ast.Attribute) and call.func.attr == "to"
+                                                      and len(call.args) == 1)):
+            values.append(call.args[0])
+        out.update(a for a in map(read, values) if a)
+    return frozenset(out)
+
+
+def device_option_flows(text: str, dest: str, keywords: frozenset) -> bool:
+    """The parsed value of the option `dest` reaches a device position in the file (module doc)."""
+    return dest in _device_reads(text, keywords)

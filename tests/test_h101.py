@@ -226,3 +226,54 @@ def test_prefix_slice_rewrite_means_cuda_or_the_accelerator_and_reruns_change_no
         assert 'if npu_compat.is_accelerator_type(device.split(":")[0]):' in (root / "pkg/worker.py").read_text()
     assert not [f for f in report["findings"] if f["path"] == "pkg/worker.py" and f["line"] == 6]
     assert [shim.is_accelerator_type(d.split(":")[0]) for d in ("cuda:1", "cuda", "cpu")] == [True, True, False]
+
+
+ARGPARSE = '''\
+import argparse
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda:0", help="Device")
+    parser.add_argument("--log-device", default="cuda", help="only printed")
+    args = parser.parse_args()
+    x = torch.zeros(4, device=args.device)
+    print(args.log_device, x)
+'''
+
+ARGPARSE_PRINTED = ARGPARSE.replace("device=args.device", "device=None").replace(
+    "print(args.log_device, x)", "print(args.device, args.log_device, x)")
+
+
+def test_argparse_device_default_that_reaches_a_device_position_is_converted(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/bench.py": ARGPARSE})
+    codes = {(f["line"], f["code"]) for f in report["findings"] if f["path"] == "pkg/bench.py"}
+    assert (8, "NPU603") in codes and (8, "NPU990") not in codes, codes
+    # the nearest true case: an option whose value the file only prints keeps the warning
+    assert (9, "NPU990") in codes and (9, "NPU603") not in codes, codes
+
+
+def test_argparse_device_default_only_printed_stays(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/bench.py": ARGPARSE_PRINTED})
+    codes = {(f["line"], f["code"]) for f in report["findings"] if f["path"] == "pkg/bench.py"}
+    assert (8, "NPU990") in codes and (8, "NPU603") not in codes, codes
+
+
+def test_argparse_device_default_rewrite_text(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/bench.py": ARGPARSE})
+    for _ in range(2):
+        result = CliRunner().invoke(main, ["migrate", str(root), "--no-cache", "--isolated", "--allow-dirty",
+                                           "-j", "1", "--output-format", "json"], catch_exceptions=False)
+        assert not json.loads(result.stdout)["errors"]
+        text = (root / "pkg/bench.py").read_text()
+        assert 'parser.add_argument("--device", default="cuda:0", help="Device", type=npu_compat.device_arg)' in text
+    second = [f for f in json.loads(result.stdout)["findings"] if f["path"] == "pkg/bench.py"]
+    assert not [f for f in second if f["fixable"] or f["line"] == 8], second
