@@ -123,6 +123,7 @@ NO_EFFECT = (
     "it only enables backends, all enabled by default",
     "an SDPA switch under `torch.no_grad()`/`inference_mode()`",  # singles22.NO_GRAD_SWITCH (round 22, BK#36)
     "a cuDNN flag in a test that runs no cuDNN op",  # singles23.NO_CUDNN_OP (round 23, BN#24)
+    "a profile that only counts FLOPs",  # singles23.FLOPS_ONLY (round 23, BN#17)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,

@@ -28,6 +28,16 @@ exact construct:
   turns the NPU away with the code's own clear error, and widening it would lead into NCCL (which
   the run reports where it is imported or called). Lowered with NCCL_CHECK (a moot.AS_WRITTEN
   phrase: a named scope). A raise that names only CUDA keeps the warning.
+- **A profiler's CUDA activity in a profile that only counts FLOPs** (BN#17, `review`): the NPU935
+  "The profiler is asked for CUDA activity" on an activity of a `with torch.profiler.profile(...,
+  with_flops=True, activities=[CPU, CUDA]) as p:` whose function reads nothing the CUDA activity
+  records: outside that call its text names no time, memory, table, export, device or CUDA
+  (`results = Analyzer.from_profile(p.events()); total_flops += ...`) and returns or yields no value.
+  FLOPs are counted on the
+  CPU-side ops; on an NPU host torch drops the CUDA activity with a warning and the FLOP totals are
+  the same. Lowered with FLOPS_ONLY (a moot.NO_EFFECT phrase: a named scope). A profile without
+  `with_flops=True`, or whose function reads times (`key_averages()`, `cuda_time_total`,
+  `export_chrome_trace`), keeps the finding.
 - **An argparse `--device` default of "cuda"** (BN#6, BN#9; families/cli_env.py calls
   `device_option_flows`): `parser.add_argument("--device", default="cuda:0")` with no `choices`
   (those get NPU603 already) and no `type` (or `type=str`) fell through to the generic NPU990
@@ -53,6 +63,7 @@ from .findings import Finding
 
 NO_CUDNN_OP = "a cuDNN flag in a test that runs no cuDNN op"
 NCCL_CHECK = "a CUDA check that turns the NPU away from NCCL-only code"
+FLOPS_ONLY = "a profile that only counts FLOPs"
 
 _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 # What cuDNN runs (convolutions, RNNs, batch norm, CTC, grid sampling), and what may build a model
@@ -103,14 +114,45 @@ def nccl_raise(tree: ast.Module, line: int) -> Optional[int]:
     return None
 
 
+_READS_DEVICE = re.compile(r"time|memory|table|export|device|cuda", re.IGNORECASE)
+
+
+def flops_only(tree: ast.Module, text: str, line: int) -> bool:
+    """The `profile(...)` call holding `line` counts FLOPs and its function reads nothing else."""
+    for function in astcache.nodes(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not function.lineno <= line <= (function.end_lineno or function.lineno):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.With, ast.AsyncWith)):
+                continue
+            for item in node.items:
+                call = item.context_expr
+                if not (isinstance(call, ast.Call) and call.lineno <= line <= (call.end_lineno or call.lineno)):
+                    continue
+                flops = any(k.arg == "with_flops" and isinstance(k.value, ast.Constant) and k.value.value is True
+                            for k in call.keywords)
+                if not flops or (astcache.dotted(call.func) or "").rpartition(".")[2] != "profile":
+                    return False
+                whole = ast.get_source_segment(text, function) or ""
+                own = ast.get_source_segment(text, call) or ""
+                header = ast.get_source_segment(text, function.args) or ""
+                rest = whole.replace(own, "", 1).replace(header, "", 1)
+                handed_on = any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom)) and n.value is not None
+                                for n in ast.walk(function))  # (a caller elsewhere may read the times)
+                return bool(own) and not handed_on and not _READS_DEVICE.search(rest)
+    return False
+
+
 def review(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
     """NPU404 and NPU108 findings of the shapes of the module doc, lowered to named scopes."""
     cudnn = [f for f in findings if _no_cudnn_op(f, text, relpath)]
     checks = [f for f in findings if f.code == "NPU108" and f.severity == "warning" and f.cell is None
               and _SAYS_CUDA in f.message and not f.also]
-    if not cudnn and not checks:
+    profiles = [f for f in findings if f.code == "NPU935" and f.severity != "info" and f.cell is None
+                and "with_flops" in text and not f.also]
+    if not cudnn and not checks and not profiles:
         return findings
-    tree = astcache.parse(text.encode("utf-8", "surrogatepass")) if checks else None
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass")) if checks or profiles else None
     out = []
     for finding in findings:
         if any(finding is f for f in cudnn):
@@ -124,6 +166,10 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
                     f"{finding.message.split(' kept because', 1)[0]} kept ({NCCL_CHECK}: the `raise` at line "
                     f"{line} names NCCL, which has no NPU build; the check refuses the NPU with the code's own "
                     "error, and the NCCL code is reported where it is imported or called)"))
+        elif tree is not None and any(finding is f for f in profiles) and flops_only(tree, text, finding.line):
+            finding = dataclasses.replace(finding, severity="info", message=(
+                f"{finding.message} ({FLOPS_ONLY}: `with_flops=True`, and its function reads no time or "
+                "memory the CUDA activity records; FLOPs are counted on CPU-side ops, the same on an NPU host)"))
         out.append(finding)
     return out
 

@@ -277,3 +277,44 @@ def test_argparse_device_default_rewrite_text(tmp_path):
         assert 'parser.add_argument("--device", default="cuda:0", help="Device", type=npu_compat.device_arg)' in text
     second = [f for f in json.loads(result.stdout)["findings"] if f["path"] == "pkg/bench.py"]
     assert not [f for f in second if f["fixable"] or f["line"] == 8], second
+
+
+PROFILE = '''\
+import contextlib
+
+import torch
+
+from pkg.analyzer import Trace
+
+
+@contextlib.contextmanager
+def assert_flops(expected):
+    try:
+        with torch.profiler.profile(
+            with_flops=True,
+            activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        ) as p:
+            yield
+    finally:
+        results = Trace.from_profile(p.events())
+        total = sum(results.flops_per_op.values())
+        assert total >= expected
+
+
+def timed():
+    with torch.profiler.profile(
+        with_flops=True,
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+    ) as p:
+        torch.ones(4).sum()
+    print(p.key_averages().table(sort_by="cuda_time_total"))
+'''
+
+
+def test_cuda_activity_of_a_flops_only_profile_is_a_named_scope(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "tests/test_flops.py": PROFILE})
+    kept = {f["line"] for f in _open(report, "tests/test_flops.py", "NPU935") if f["severity"] != "info"}
+    # the nearest true case: a profile whose device times are read keeps the finding
+    assert 13 not in kept and 25 in kept, kept
+    assert [s for s in report["skipped"] if s["path"] == "tests/test_flops.py" and s.get("start_line") == 13
+            and "a profile that only counts FLOPs" in s["reason"]]
