@@ -205,3 +205,4 @@ def _device_reads(text: str, keywords: frozenset) -> frozenset:
 def device_option_flows(text: str, dest: str, keywords: frozenset) -> bool:
     """The parsed value of the option `dest` reaches a device position in the file (module doc)."""
     return dest in _device_reads(text, keywords)
+

@@ -318,3 +318,56 @@ def test_cuda_activity_of_a_flops_only_profile_is_a_named_scope(tmp_path):
     assert 13 not in kept and 25 in kept, kept
     assert [s for s in report["skipped"] if s["path"] == "tests/test_flops.py" and s.get("start_line") == 13
             and "a profile that only counts FLOPs" in s["reason"]]
+
+
+ALLOCATOR = '''\
+from pkg.platforms import current_platform
+
+
+def get_allocator():
+    """The sleep-mode allocator of the platform."""
+    if current_platform.is_cuda_alike():
+        from pkg.cumem import CuMemAllocator
+
+        return CuMemAllocator.get_instance()
+    if current_platform.is_xpu():
+        return None
+    raise RuntimeError("Sleep mode allocator is not available on this platform")
+
+
+def get_pool(name):
+    if name:
+        return name
+    raise RuntimeError("no pool")
+'''
+
+CUMEM_TEST = '''\
+import torch
+
+from pkg.allocator import get_allocator
+
+
+def test_capture():
+    allocator = get_allocator()
+    with allocator.use_memory_pool("x"):
+        graph = torch.cuda.CUDAGraph()
+    graph.replay()
+'''
+
+# the nearest true cases: the capture before the call, and one after a call an NPU host may pass
+BEFORE_TEST = CUMEM_TEST.replace("""    allocator = get_allocator()
+    with allocator.use_memory_pool("x"):
+        graph = torch.cuda.CUDAGraph()""", """    graph = torch.cuda.CUDAGraph()
+    allocator = get_allocator()""")
+POOL_TEST = CUMEM_TEST.replace("get_allocator", "get_pool")
+
+
+def test_findings_after_a_call_that_always_raises_on_npu_are_information(tmp_path):
+    report = _report(tmp_path, {"pkg/__init__.py": "", "pkg/allocator.py": ALLOCATOR,
+                                "tests/test_cumem.py": CUMEM_TEST, "tests/test_before.py": BEFORE_TEST,
+                                "tests/test_pool.py": POOL_TEST})
+    (after,) = _open(report, "tests/test_cumem.py", "NPU202")
+    assert after["severity"] == "info" and "`get_allocator()` at line 7 raises there first" in after["message"], after
+    for path in ("tests/test_before.py", "tests/test_pool.py"):
+        (kept,) = _open(report, path, "NPU202")
+        assert kept["severity"] == "error", kept
