@@ -122,6 +122,8 @@ NO_EFFECT = (
     # NPU405: `sdp_kernel(enable_flash=True, ...)` only enables what is on by default (round 12, AE#30)
     "it only enables backends, all enabled by default",
     "an SDPA switch under `torch.no_grad()`/`inference_mode()`",  # singles22.NO_GRAD_SWITCH (round 22, BK#36)
+    "a cuDNN flag in a test that runs no cuDNN op",  # singles23.NO_CUDNN_OP (round 23, BN#24)
+    "a profile that only counts FLOPs",  # singles23.FLOPS_ONLY (round 23, BN#17)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -196,6 +198,7 @@ AS_WRITTEN = (
     "bitsandbytes functions its NPU backend provides, called as written",
     "the fallback of a `getattr` of the object's `device`",  # singles22.DEVICE_FALLBACK (round 22, BI#27)
     "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
+    "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

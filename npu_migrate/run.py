@@ -40,7 +40,7 @@ from . import labels20
 from . import fp8shapes21
 from . import dominators22
 from . import cudaonly21
-from . import singles22
+from . import singles22, singles23
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -194,6 +194,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = wording21.review(result.findings, text)  # (wording21.py: round-21 wording)
             result.findings = cudaonly21.review(result.findings, text, relpath)  # (NVIDIA build tooling: cudaonly21.py)
             result.findings = singles22.review(result.findings, text)  # (registry keys, getattr defaults: singles22.py)
+            result.findings = singles23.review(result.findings, text, relpath)  # (cuDNN flags, NCCL checks: singles23.py)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

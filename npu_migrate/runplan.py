@@ -408,6 +408,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .singles22 import review_backend_params, review_run as review_singles22
     results = review_singles22(results, paths)  # (inference captures the patcher maps to NPUGraph: singles22.py)
     results = review_backend_params(results, paths)  # (a backend parameter every call of the run resolves)
+    from .raisefirst23 import review as review_raise_first
+    results = review_raise_first(results, paths)  # (a test's lines after a call that always raises on NPU: raisefirst23.py)
     from .optparams20 import review as review_opt_in_params
     results = review_opt_in_params(results, paths)  # (code under a False-default flag only skipped tests set: optparams20.py)
     from .probedplugins20 import review as review_probed_plugins

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from . import astcache, capability, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
-from . import singles22
+from . import singles22, singles23
 from .findings import Finding
 
 
@@ -323,6 +323,10 @@ def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: boo
         condition = _skipping_if(stmt)
         if condition is not None:
             scopes.append((stmt.lineno, end, show(condition)))
+            return scopes
+        condition = singles23.else_skip(stmt, _truth)  # (`if is_cuda(): ... else: pytest.skip(...)`)
+        if condition is not None:
+            scopes.append((stmt.lineno, end, f"not ({show(condition)})"))
             return scopes
 
     helpers = {stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -169,7 +169,7 @@ class Args:
             raise ValueError("NCCL only")
 
     def mesh(self, shape):
-        return init_device_mesh("cuda", shape)
+        return make_mesh("cuda", shape)  # (an unknown callee: init_device_mesh's is rewritten, round 23 BL#18)
 '''
     found = _findings(source, "NPU990")
     assert _lines(found, "info") >= {6, 8}

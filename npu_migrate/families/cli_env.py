@@ -545,12 +545,34 @@ def visible():
         self._claim_default(original)
         return self.ctx.rewrite("NPU603", type_arg, updated.with_changes(args=args)) or updated
 
+    def _flowing_device_default(self, original: cst.Call) -> Optional[cst.Arg]:
+        """The `default="cuda..."` argument of an option `--device` whose parsed value the file
+        passes to a device position (singles23.device_option_flows), else None."""
+        from .. import singles23
+
+        names = [string_value(a.value) for a in original.args if a.keyword is None]
+        dest = next((string_value(a.value) for a in original.args if a.keyword is not None
+                     and a.keyword.value == "dest"), None)
+        long = next((n for n in names if n and n.startswith("--")), None)
+        dest = dest or (long[2:].replace("-", "_") if long else None)
+        default = next((a for a in original.args if a.keyword is not None and a.keyword.value == "default"), None)
+        if dest is None or default is None or cuda_literal(default.value) is None:
+            return None
+        if not self.ctx.named_like_device(cst.Name(dest)):
+            return None
+        if not singles23.device_option_flows(self.ctx.file_text(), dest, frozenset(self.ctx.device_keywords)):
+            return None
+        return default
+
     def _argparse_option(self, original: cst.Call, updated: cst.Call):
-        """argparse option whose choices list "cuda": add type=npu_compat.device_arg (NPU603)."""
+        """argparse option whose choices list "cuda", or a `--device` default "cuda" that the file
+        passes to a device position: add type=npu_compat.device_arg (NPU603)."""
         choices = next((a for a in original.args if a.keyword is not None and a.keyword.value == "choices"), None)
-        if choices is None or not isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)):
+        if choices is None:
+            choices = self._flowing_device_default(original)  # (`--device` default "cuda:0": singles23.py)
+        elif not isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)) or not self.ctx.device_values(choices.value):
             return updated
-        if not self.ctx.device_values(choices.value):
+        if choices is None:
             return updated
         args = list(updated.args)
         type_index = next((i for i, a in enumerate(original.args) if a.keyword is not None and a.keyword.value == "type"), None)

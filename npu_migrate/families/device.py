@@ -30,6 +30,14 @@ SAYS_CUDA_ONLY = ('Comparison with "cuda" kept because the code says it needs CU
                   'the accelerator API), widen the check to the NPU')
 
 
+def _device_type_part(prefix: cst.Subscript) -> cst.BaseExpression:
+    """`device[:4]` -> `device.split(":")[0]`: the device type, which `is_accelerator_type` tests
+    ("cuda" or the shim's accelerator, "npu" being three characters long)."""
+    split = cst.Call(func=cst.Attribute(value=prefix.value, attr=cst.Name("split")),
+                     args=[cst.Arg(cst.SimpleString('":"'))])
+    return cst.Subscript(value=split, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+
+
 class Device(Family):
     """Moves tensors and modules to the accelerator of the machine instead of to CUDA.
 
@@ -620,6 +628,16 @@ if current_platform.is_cuda():
             return len(node.args) == 1 and self._device_like_operand(node.args[0].value)
         return False
 
+    def _prefix_of_device(self, node: cst.CSTNode) -> bool:
+        """`device[:4]`: the first four characters of a device string (a slice `[:4]` of an
+        operand named like a device)."""
+        if not (isinstance(node, cst.Subscript) and len(node.slice) == 1):
+            return False
+        index = node.slice[0].slice
+        return (isinstance(index, cst.Slice) and index.lower is None and index.step is None
+                and isinstance(index.upper, cst.Integer) and index.upper.value == "4"
+                and self._device_like_operand(node.value))
+
     def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison):
         if len(original.comparisons) != 1:
             return None
@@ -632,6 +650,9 @@ if current_platform.is_cuda():
                 operand = left_u
             elif string_value(left_o) == "cuda" and self._device_like_operand(right_o):
                 operand = right_u
+            elif string_value(right_o) == "cuda" and self._prefix_of_device(left_o):
+                # `device[:4] == "cuda"` (round 23 BL#37): the type before any ":index"
+                operand = _device_type_part(left_u)
             else:
                 return None
             if self._kept_as_cuda_gate(original):
