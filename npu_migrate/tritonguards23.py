@@ -1,0 +1,328 @@
+"""Triton guards read one step further (issue #16, round-23 audit BN#5, BN#13, BN#30).
+
+Per file (`review`, run.py after dominators22.py):
+
+* **Triton's configuration after an early availability return** (BN#5). A function that says, at
+  its top level, `if not HAS_TRITON: return` (any availability name, tritonguards.availability),
+  then imports from Triton locally (`from triton import knobs`, `from triton.runtime import jit`),
+  in a file that defines no Triton kernel and launches none: an NPU host without Triton returns
+  before the import, and the import brings in Triton's runtime settings, not a kernel. Its NPU910
+  error ("CUDA Triton kernels do not run") becomes info naming the guard; with Triton-Ascend
+  installed the import runs there, so the message asks to check that it provides those names
+  (Triton-Ascend follows an older Triton, which may lack `triton.knobs`). Kept: a place before the
+  guard or outside such a function, a module-level import, a file with a kernel or a launch.
+
+Whole run (`review_run`, runplan.whole_run_passes after tritonflags21.py):
+
+* **Kernels every launch of which follows a capability raise** (BN#13). A Triton-availability
+  block (`if has_triton(): ... else: <stubs>`, guards15's "verify them there" info) whose kernels
+  (`@triton.jit` / `autotune` / `heuristics` functions of the block) are launched (`kernel[grid](...)`)
+  only in functions that first say, at their top level, `if not is_sm_at_least_100(): raise ...`
+  (capgates.capability_test; testscopes.npu_truth: true on an NPU host, where `torch.version.cuda`
+  is None): the launcher raises there before any kernel runs, with or without Triton-Ascend. The
+  NPU910 takes the reason "in a branch an NPU host does not take" (moot.py names it a skipped
+  scope) instead of "verify them there". Kept: a kernel launched anywhere else in the file (or
+  read otherwise: handed on, stored), a kernel another module of the run names, a launch before
+  the raise, a raise whose test is not true on an NPU host (`is_sm_at_least_100()` alone: false
+  there, the raise never fires).
+
+Also from tritonflags21.py (`flag_predicate_callers`, BN#30): the readers of a kernel block that
+other modules call only under `if <predicate>(x):`, where the predicate is a function of the kernel
+module whose every return requires the availability flag (`return _TRITON_AVAILABLE and
+x.device.type == "cuda"`): the launch is not reached without Triton, so tritonflags21's info stands.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+from .findings import Finding
+
+CONFIG_AFTER_RETURN = (
+    "no kernel here: imports Triton's runtime configuration ({names}) inside {functions}, after "
+    "`{guard}` ({lines}): an NPU host without Triton returns there first; with Triton-Ascend "
+    "installed the import runs there: check that it provides these names")
+RAISE_FIRST = (
+    "in a branch an NPU host does not take: every launch of this module's Triton kernels ({kernels}) "
+    "comes after `{test}` raises in `{function}` (line {line}), which is true on an NPU host, so the "
+    "launcher raises there first, with or without Triton-Ascend")
+PREDICATE_GATED = ("other modules call {names} only under `{predicate}(...)`, which requires `{flag}`: "
+                   "without Triton they take their other path")
+
+
+def _open(finding: Finding) -> bool:
+    return finding.code == "NPU910" and not finding.fixable and finding.cell is None
+
+
+def _places(finding: Finding) -> list[int]:
+    return [finding.line, *(line for line, _c, _s in finding.also)]
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    return " ".join((ast.get_source_segment(text, node) or ast.unparse(node)).split())
+
+
+def _is_triton(module: str) -> bool:
+    return module == "triton" or module.startswith("triton.")
+
+
+def _kernel_decorated(node: ast.AST) -> bool:
+    from .tritonguards import KERNEL_DECORATOR
+
+    for decorator in getattr(node, "decorator_list", ()):
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = astcache.dotted(target) or ""
+        if KERNEL_DECORATOR.search(name) and ("triton" in name or "." not in name):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ BN#5: configuration after an early return
+
+def _early_exit(function: ast.AST) -> Optional[tuple[ast.If, int]]:
+    """(the `if not FLAG: return` statement, the index after it) at the top level of a function."""
+    from .tritonguards import availability
+
+    for k, stmt in enumerate(function.body):
+        if isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.test, ast.UnaryOp) \
+                and isinstance(stmt.test.op, ast.Not) and availability(stmt.test.operand) \
+                and stmt.body and isinstance(stmt.body[-1], ast.Return):
+            return stmt, k + 1
+    return None
+
+
+def _launches(tree: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+               and "kernel" in n.func.value.id.lower() for n in astcache.walk(tree))
+
+
+def review(findings: list[Finding], text: str) -> list[Finding]:
+    """The file's NPU910 errors about a Triton configuration import after an early availability
+    return, as info (see the module's doc)."""
+    if "triton" not in text or "return" not in text:
+        return findings
+    targets = [f for f in findings if _open(f) and f.severity != "info"]
+    if not targets:
+        return findings
+    tree = astcache.parse(text.encode("utf-8"))
+    if tree is None:
+        return findings
+    if any(_kernel_decorated(n) for n in astcache.walk(tree)
+           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))) or _launches(tree):
+        return findings
+    # every Triton import: function-local, after its function's early return
+    guarded: dict[int, tuple[ast.AST, ast.If, list[str]]] = {}
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Import) and any(_is_triton(a.name) for a in node.names) \
+                or isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
+            guarded[node.lineno] = None  # (unless found below)
+    if not guarded:
+        return findings
+    for node in astcache.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        exit_ = _early_exit(node)
+        if exit_ is None:
+            continue
+        stmt, after = exit_
+        for later in node.body[after:]:
+            for inner in ast.walk(later):
+                if inner.__class__ in (ast.Import, ast.ImportFrom) and getattr(inner, "lineno", 0) in guarded:
+                    if isinstance(inner, ast.ImportFrom):
+                        names = [f"`{inner.module}.{a.name}`" for a in inner.names]
+                    else:
+                        names = [f"`{a.name}`" for a in inner.names]
+                    guarded[inner.lineno] = (node, stmt, names)
+    out = []
+    for finding in findings:
+        if finding in targets:
+            places = _places(finding)
+            found = [guarded.get(p) for p in places]
+            if found and all(found):
+                names = list(dict.fromkeys(n for g in found for n in g[2]))
+                functions = list(dict.fromkeys(f"`{g[0].name}`" for g in found))
+                lines = sorted({g[1].lineno for g in found})
+                why = CONFIG_AFTER_RETURN.format(
+                    names=", ".join(names[:4]), functions=" and ".join(functions[:3]),
+                    guard=f"if {_segment(text, found[0][1].test)}: return",
+                    lines=f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}")
+                finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({why})")
+        out.append(finding)
+    return out
+
+
+# ------------------------------------------------------------------ BN#13: kernels whose launcher raises first
+
+def _raise_first(function: ast.AST, launch_line: int):
+    """The top-level `if <true on an NPU host>: raise` of `function` before the statement holding
+    `launch_line`, or None."""
+    from .capgates import capability_test
+    from .testscopes import npu_truth
+
+    for stmt in function.body:
+        if stmt.lineno <= launch_line <= (stmt.end_lineno or stmt.lineno):
+            return None
+        if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise) \
+                and stmt.body[-1].exc is not None and capability_test(stmt.test) and npu_truth(stmt.test) is True:
+            return stmt
+    return None
+
+
+def _raised_kernels(tree: ast.Module, text: str, places: list[int]) -> Optional[tuple[list[str], str]]:
+    """(the kernels, the reason) where every place of a finding lies in a module-level Triton block
+    whose kernels are launched only after a capability raise true on an NPU host."""
+    from .tritonguards import tests_triton
+
+    blocks = [s for s in tree.body if isinstance(s, ast.If) and tests_triton(s.test) and s.body]
+    spans = [(s.body[0].lineno, s.body[-1].end_lineno or s.body[-1].lineno) for s in blocks]
+    if not spans or not all(any(a <= p <= b for a, b in spans) for p in places):
+        return None
+    kernels = {n.name for s in blocks for n in s.body
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _kernel_decorated(n)}
+    if not kernels:
+        return None
+    functions = [n for n in astcache.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    launch_values: set[int] = set()
+    raises = []
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels:
+            holder = [f for f in functions if f.lineno <= node.lineno <= (f.end_lineno or f.lineno)
+                      and f.name not in kernels]
+            if not holder:
+                return None
+            function = max(holder, key=lambda f: f.lineno)  # (the innermost)
+            stmt = _raise_first(function, node.lineno)
+            if stmt is None:
+                return None
+            raises.append((function, stmt))
+            launch_values.add(id(node.func.value))
+    if not raises:
+        return None
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Name) and node.id in kernels and isinstance(node.ctx, ast.Load) \
+                and id(node) not in launch_values:
+            return None  # (handed on, stored, launched another way: not followed here)
+    function, stmt = raises[0]
+    shown = ", ".join(f"`{k}`" for k in sorted(kernels)[:4])
+    return sorted(kernels), RAISE_FIRST.format(kernels=shown, test=f"if {_segment(text, stmt.test)}",
+                                               function=function.name, line=stmt.lineno)
+
+
+def _without_verify_note(message: str) -> str:
+    """The message without guards15's "verify them there" note (it is no longer true)."""
+    at = message.find(" (guarded by the module-level Triton-availability test ")
+    end = message.find("verify them there)", at)
+    if at < 0 or end < 0:
+        return message
+    return message[:at] + message[end + len("verify them there)"):]
+
+
+def review_run(results: list, paths: dict) -> list:
+    """The results, with the NPU910 of kernels whose every launch follows a capability raise true
+    on an NPU host lowered to info with moot's "in a branch an NPU host does not take"."""
+    from .modpaths import RunTexts
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py")
+                  and any(_open(f) for f in r.findings)]
+    if not candidates:
+        return results
+    text_of = RunTexts(results, paths)
+    out = list(results)
+    for i in candidates:
+        data = text_of(i) or b""
+        if b"raise" not in data or b"[" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        text = data.decode("utf-8", "replace")
+        findings, changed = [], False
+        for finding in out[i].findings:
+            if _open(finding):
+                found = _raised_kernels(tree, text, _places(finding))
+                if found is not None and not _named_elsewhere(results, text_of, i, found[0]):
+                    finding = dataclasses.replace(finding, severity="info",
+                                                  message=f"{_without_verify_note(finding.message)} ({found[1]})")
+                    changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(out[i], findings=findings)
+    return out
+
+
+def _named_elsewhere(results: list, text_of, i: int, names: list[str]) -> bool:
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
+    return any(j != i and r.relpath.endswith(".py") and pattern.search(text_of(j) or b"")
+               for j, r in enumerate(results))
+
+
+# ------------------------------------------------------------------ BN#30: readers called only under a flag predicate
+
+def _predicates(tree: ast.Module, flag: str) -> set[str]:
+    """The module's top-level functions whose every return requires `flag`: a single `return FLAG
+    and ...` (after a docstring), or `if not FLAG: return False` first."""
+    out = set()
+    for stmt in tree.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [s for s in stmt.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if not body:
+            continue
+        first = body[0]
+        if len(body) == 1 and isinstance(first, ast.Return) and isinstance(first.value, ast.BoolOp) \
+                and isinstance(first.value.op, ast.And) and any(isinstance(v, ast.Name) and v.id == flag
+                                                                for v in first.value.values):
+            out.add(stmt.name)
+        elif isinstance(first, ast.If) and not first.orelse and isinstance(first.test, ast.UnaryOp) \
+                and isinstance(first.test.op, ast.Not) and isinstance(first.test.operand, ast.Name) \
+                and first.test.operand.id == flag and len(first.body) == 1 and isinstance(first.body[0], ast.Return) \
+                and isinstance(first.body[0].value, ast.Constant) and first.body[0].value.value is False:
+            out.add(stmt.name)
+    return out
+
+
+def flag_predicate_callers(run, i: int, tree: ast.Module, flag: str, reaching: set) -> Optional[str]:
+    """For tritonflags21: where every reference another module of the run makes to a name in
+    `reaching` (module i's functions and classes that read its kernels outside their block) lies in
+    the body of an `if` whose test calls a predicate of module i requiring `flag`, the words to say
+    so (PREDICATE_GATED); None otherwise (a reference elsewhere, in a string that is no import, in a
+    file that does not parse)."""
+    predicates = _predicates(tree, flag) - set(reaching)
+    if not predicates or not reaching:
+        return None
+    pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(reaching)) + rb")\b")
+    used: set[str] = set()
+    for j, result in enumerate(run.results):
+        if j == i or not result.relpath.endswith(".py"):
+            continue
+        data = run.text_of(j) or b""
+        if not pattern.search(data):
+            continue
+        other = run.tree(j)
+        if other is None:
+            return None
+        gated: list[tuple[int, int]] = []
+        for node in astcache.walk(other):
+            if isinstance(node, ast.If) and node.body and any(
+                    isinstance(c, ast.Call) and (c.func.id if isinstance(c.func, ast.Name) else
+                                                 c.func.attr if isinstance(c.func, ast.Attribute) else "") in predicates
+                    for c in ast.walk(node.test)):
+                gated.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+                used.update(c.func.id if isinstance(c.func, ast.Name) else c.func.attr
+                            for c in ast.walk(node.test) if isinstance(c, ast.Call)
+                            and isinstance(c.func, (ast.Name, ast.Attribute))
+                            and (c.func.id if isinstance(c.func, ast.Name) else c.func.attr) in predicates)
+        for node in astcache.walk(other):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name in reaching and not any(a <= node.lineno <= b for a, b in gated):
+                return None
+        # (a mention that is no reference: an import's alias, a docstring; imports bind, they call nothing)
+    if not used:
+        return None
+    names = ", ".join(f"`{n}`" for n in sorted(reaching)[:4])
+    return PREDICATE_GATED.format(names=names, predicate=sorted(used)[0], flag=flag)

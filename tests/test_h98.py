@@ -1,0 +1,239 @@
+"""Triton guards read one step further (issue #16, round-23 audit BN#5, BN#13, BN#30):
+npu_migrate/tritonguards23.py and its call from tritonflags21.py. Each false case beside the
+nearest true one that must stay reported."""
+
+from __future__ import annotations
+
+from tests.precision_helpers import findings_at, migrate_json, moot_lines, write_project
+
+# ------------------------------------------------------------------ BN#5: settings after an early return
+
+_FLAGS = """\
+try:
+    import triton  # noqa: F401
+
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+"""
+
+_MONITOR = """\
+import os
+
+from pkg.flags import HAS_TRITON
+
+
+def setup_print():
+    \"\"\"Turn Triton's autotuning print on.\"\"\"
+    if not HAS_TRITON:
+        return
+    from triton import knobs
+
+    knobs.autotuning.print = os.environ.get("PRINT", "1") == "1"
+
+
+def setup_hook():
+    if not HAS_TRITON:
+        return
+    from triton import knobs
+    from triton.runtime import jit as triton_jit
+
+    knobs.runtime.jit_post_compile_hook = triton_jit.JITFunction
+"""
+
+
+def _monitor(tmp_path, monitor: str = _MONITOR):
+    files = {"pkg/__init__.py": "", "pkg/flags.py": _FLAGS, "pkg/monitor.py": monitor}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_triton_settings_after_an_early_availability_return_are_info(tmp_path):
+    """`if not HAS_TRITON: return` then `from triton import knobs`: no kernel, and an NPU host
+    without Triton returns first: info naming the guard and the names to check on Triton-Ascend."""
+    found = findings_at(_monitor(tmp_path), "pkg/monitor.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "no kernel here: imports Triton's runtime configuration (`triton.knobs`" in message
+    assert "after `if not HAS_TRITON: return`" in message
+    assert "check that it provides these names" in message
+
+
+def test_a_settings_import_without_the_early_return_keeps_the_error(tmp_path):
+    """The same import with no availability return before it fails on an NPU host without Triton."""
+    unguarded = _MONITOR.replace("    if not HAS_TRITON:\n        return\n    from triton import knobs\n\n    knobs.autotuning",
+                                 "    from triton import knobs\n\n    knobs.autotuning")
+    found = findings_at(_monitor(tmp_path, unguarded), "pkg/monitor.py", "NPU910")
+    assert any(f["severity"] == "error" for f in found.values()), found
+
+
+def test_a_file_that_launches_a_kernel_after_the_return_keeps_the_error(tmp_path):
+    """A launch after the same guard is a kernel an NPU host with Triton-Ascend runs: not settings."""
+    kernel = _MONITOR + """
+
+def launch(x):
+    if not HAS_TRITON:
+        return
+    from pkg.kernels import add_kernel
+
+    add_kernel[(1,)](x)
+"""
+    found = findings_at(_monitor(tmp_path, kernel), "pkg/monitor.py", "NPU910")
+    assert not found or any(f["severity"] != "info" or "no kernel here" not in f["message"]
+                            for f in found.values()), found
+
+
+# ------------------------------------------------------------------ BN#13: the launcher raises first
+
+_UTILS = """\
+import torch
+
+
+def is_sm_at_least_100():
+    return torch.cuda.is_available() and torch.version.cuda is not None \\
+        and torch.cuda.get_device_capability() >= (10, 0)
+"""
+
+_QUANT = """\
+import torch
+from torch.utils._triton import has_triton
+
+from pkg.utils import is_sm_at_least_100
+
+if has_triton():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def quant_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    def quantize(x):
+        if not is_sm_at_least_100():
+            raise NotImplementedError("quantize requires SM100+")
+        if x.ndim != 2:
+            raise ValueError("2-D only")
+        out = torch.empty_like(x)
+        quant_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+        return out
+
+else:
+
+    def quantize(x):
+        raise NotImplementedError("quantize requires triton")
+"""
+
+
+def _quant(tmp_path, quant: str = _QUANT, extra: dict | None = None):
+    files = {"pkg/__init__.py": "", "pkg/utils.py": _UTILS, "pkg/quant.py": quant, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernels_whose_launcher_raises_first_on_an_npu_host_are_a_named_scope(tmp_path):
+    """Every launch follows `if not is_sm_at_least_100(): raise`, true on an NPU host: no "verify
+    them there" finding, a named scope naming the raise."""
+    report = _quant(tmp_path)
+    assert not findings_at(report, "pkg/quant.py", "NPU910"), findings_at(report, "pkg/quant.py", "NPU910")
+    scopes = moot_lines(report["skipped"], "NPU910", "pkg/quant.py")
+    assert scopes, report["skipped"]
+    reason = next(iter(scopes.values()))
+    assert "every launch of this module's Triton kernels (`quant_kernel`)" in reason
+    assert "`if not is_sm_at_least_100()` raises in `quantize`" in reason
+    assert "verify them there" not in reason
+
+
+def test_a_launch_before_the_raise_or_without_it_keeps_the_verify_note(tmp_path):
+    """Without the capability raise the kernels run where the Triton test holds: the info stays."""
+    plain = _QUANT.replace('        if not is_sm_at_least_100():\n            raise NotImplementedError("quantize requires SM100+")\n', "")
+    found = findings_at(_quant(tmp_path, plain), "pkg/quant.py", "NPU910")
+    assert found and "verify them there" in next(iter(found.values()))["message"], found
+
+
+def test_a_raise_that_never_fires_on_an_npu_host_keeps_the_verify_note(tmp_path):
+    """`if is_sm_at_least_100(): raise` is false on an NPU host: the launch after it is reached."""
+    inverted = _QUANT.replace("if not is_sm_at_least_100():", "if is_sm_at_least_100():")
+    found = findings_at(_quant(tmp_path, inverted), "pkg/quant.py", "NPU910")
+    assert found and "verify them there" in next(iter(found.values()))["message"], found
+
+
+def test_a_kernel_another_module_names_keeps_the_verify_note(tmp_path):
+    importer = {"pkg/direct.py": "from pkg.quant import quant_kernel\n\n\ndef go(x, y):\n"
+                                 "    quant_kernel[(1,)](x, y, 1, BLOCK=128)\n"}
+    found = findings_at(_quant(tmp_path, extra=importer), "pkg/quant.py", "NPU910")
+    assert found and "verify them there" in next(iter(found.values()))["message"], found
+
+
+# ------------------------------------------------------------------ BN#30: readers called only under a flag predicate
+
+_PROBE = """\
+try:
+    import triton
+    import triton.language as tl
+    from triton.backends import backends
+
+    _TRITON_AVAILABLE = any(b.driver.is_active() for b in backends.values())
+except Exception:
+    triton = None
+    tl = None
+    _TRITON_AVAILABLE = False
+"""
+
+_KERNELS = """\
+import torch
+
+from pkg.ops._triton import _TRITON_AVAILABLE, tl, triton
+
+if _TRITON_AVAILABLE:
+
+    @triton.jit
+    def _gather_kernel(x_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        tl.store(x_ptr + pid, n)
+
+
+def gather(x):
+    _gather_kernel[(triton.cdiv(x.numel(), 128),)](x, 2, BLOCK=128)
+    return x
+
+
+def permute(x):
+    return gather(x)
+
+
+def permute_supported(x) -> bool:
+    \"\"\"Whether `permute` can take `x`: on CUDA, with Triton.\"\"\"
+    return _TRITON_AVAILABLE and x.device.type == "cuda"
+"""
+
+_LAYER_GATED = """\
+from pkg.moe.kernels import permute, permute_supported
+
+
+def forward(x):
+    \"\"\"See :func:`pkg.moe.kernels.permute`.\"\"\"
+    if permute_supported(x):
+        return permute(x)
+    return x[:]
+"""
+
+
+def _ep(tmp_path, layer: str):
+    files = {"pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/_triton.py": _PROBE,
+             "pkg/moe/__init__.py": "", "pkg/moe/kernels.py": _KERNELS, "pkg/moe/layer.py": layer}
+    return findings_at(migrate_json(write_project(tmp_path, files)), "pkg/moe/kernels.py", "NPU910")
+
+
+def test_readers_other_modules_call_only_under_a_flag_predicate_are_info(tmp_path):
+    """`permute` launches the kernel outside the block, but the only other module calls it under
+    `if permute_supported(x):`, which returns `_TRITON_AVAILABLE and ...`: info naming that."""
+    found = _ep(tmp_path, _LAYER_GATED)
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "only under `permute_supported(...)`, which requires `_TRITON_AVAILABLE`" in message
+
+
+def test_a_reader_called_outside_the_predicate_keeps_the_error(tmp_path):
+    """The same call with no predicate before it is reached without Triton: NameError there."""
+    found = _ep(tmp_path, _LAYER_GATED.replace("    if permute_supported(x):\n        return permute(x)\n",
+                                               "    if permute_supported(x):\n        pass\n    return permute(x)\n"))
+    assert any(f["severity"] == "error" for f in found.values()), found
