@@ -47,8 +47,8 @@ CONFIG_AFTER_RETURN = (
     "`{guard}` ({lines}): an NPU host without Triton returns there first; with Triton-Ascend "
     "installed the import runs there: check that it provides these names")
 RAISE_FIRST = (
-    "in a branch an NPU host does not take: every launch of this module's Triton kernels ({kernels}) "
-    "comes after `{test}` raises in `{function}` (line {line}), which is true on an NPU host, so the "
+    "in a branch an NPU host does not take: this module's Triton kernels ({kernels}) run only from "
+    "launches after `{test}` raises in `{function}` (line {line}), which is true on an NPU host, so the "
     "launcher raises there first, with or without Triton-Ascend")
 PREDICATE_GATED = ("other modules call {names} only under `{predicate}(...)`, which requires `{flag}`: "
                    "without Triton they take their other path")
@@ -203,10 +203,12 @@ def _raised_kernels(tree: ast.Module, text: str, places: list[int]) -> Optional[
             launch_values.add(id(node.func.value))
     if not raises:
         return None
+    bodies = [(n.lineno, n.end_lineno or n.lineno) for n in functions if n.name in kernels]
     for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id in kernels and isinstance(node.ctx, ast.Load) \
-                and id(node) not in launch_values:
-            return None  # (handed on, stored, launched another way: not followed here)
+                and id(node) not in launch_values and not any(a <= node.lineno <= b for a, b in bodies):
+            return None  # (handed on, stored, launched another way: not followed here; a device
+            # function called inside a kernel runs only where that kernel does)
     function, stmt = raises[0]
     shown = ", ".join(f"`{k}`" for k in sorted(kernels)[:4])
     return sorted(kernels), RAISE_FIRST.format(kernels=shown, test=f"if {_segment(text, stmt.test)}",
@@ -256,9 +258,26 @@ def review_run(results: list, paths: dict) -> list:
 
 
 def _named_elsewhere(results: list, text_of, i: int, names: list[str]) -> bool:
+    """Whether another module of the run refers to one of `names` in code (a name, an attribute,
+    an import's name; a docstring that mentions one does not count); a file naming one that does
+    not parse counts."""
+    wanted = set(names)
     pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b")
-    return any(j != i and r.relpath.endswith(".py") and pattern.search(text_of(j) or b"")
-               for j, r in enumerate(results))
+    for j, result in enumerate(results):
+        if j == i or not result.relpath.endswith(".py"):
+            continue
+        data = text_of(j) or b""
+        if not pattern.search(data):
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            return True
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.Name) and node.id in wanted or isinstance(node, ast.Attribute) and node.attr in wanted \
+                    or isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.name.rpartition(".")[2] in wanted
+                                                                              for a in node.names):
+                return True
+    return False
 
 
 # ------------------------------------------------------------------ BN#30: readers called only under a flag predicate
