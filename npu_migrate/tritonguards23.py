@@ -345,3 +345,33 @@ def flag_predicate_callers(run, i: int, tree: ast.Module, flag: str, reaching: s
         return None
     names = ", ".join(f"`{n}`" for n in sorted(reaching)[:4])
     return PREDICATE_GATED.format(names=names, predicate=sorted(used)[0], flag=flag)
+
+
+# ------------------------------------------------------------------ BL#2: a module of device functions only
+
+def _kernel_error(finding: Finding) -> bool:
+    return _open(finding) and finding.severity == "error"
+
+
+def _launches_nothing(data: bytes) -> bool:
+    """Whether a module launches none of its own functions (`f[grid](...)`) and defines only
+    Triton-decorated functions at its top level (no host code that could launch them later)."""
+    tree = astcache.parse(data)
+    if tree is None:
+        return False
+    functions = [s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if not functions or not all(_kernel_decorated(s) for s in functions):
+        return False
+    own = {s.name for s in functions}
+    return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and isinstance(n.func.value, ast.Name)
+                   and n.func.value.id in own for n in astcache.walk(tree))
+
+
+def fold_kernel_helpers(results: list, paths: dict) -> list:
+    """tritonmods20.fold_device_helpers for modules made only of `@triton.jit` device functions whose
+    NPU910 is the kernel error itself (Triton imported through a project's re-export, `from
+    pkg.triton_utils import tl, triton`, not reported as an unguarded import), folded into their
+    importers' own NPU910 errors; the same conditions on the importers (round-23 audit BL#2)."""
+    from .tritonmods20 import fold_device_helpers
+
+    return fold_device_helpers(results, paths, is_open=_kernel_error, helper_ok=_launches_nothing)

@@ -254,3 +254,80 @@ def test_a_reader_called_outside_the_predicate_keeps_the_error(tmp_path):
     found = _ep(tmp_path, _LAYER_GATED.replace("    if permute_supported(x):\n        return permute(x)\n",
                                                "    if permute_supported(x):\n        pass\n    return permute(x)\n"))
     assert any(f["severity"] == "error" for f in found.values()), found
+
+
+# ------------------------------------------------------------------ BL#2: a module of device functions only
+
+_TRITON_UTILS = """\
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    from pkg.placeholder import TritonPlaceholder, TritonLanguagePlaceholder
+
+    triton = TritonPlaceholder()
+    tl = TritonLanguagePlaceholder()
+"""
+
+_HELPERS = """\
+from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def mm_block(a_ptr, b_ptr, K: tl.constexpr):
+    return tl.load(a_ptr + tl.arange(0, K)) * tl.load(b_ptr + tl.arange(0, K))
+
+
+@triton.jit
+def do_expand(a_ptr, b_ptr, out_ptr, K: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, K), mm_block(a_ptr, b_ptr, K))
+"""
+
+_EXPAND = """\
+import torch
+
+from pkg.ops.kernel_utils import do_expand
+from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def _expand_kernel(a_ptr, b_ptr, out_ptr, K: tl.constexpr):
+    do_expand(a_ptr, b_ptr, out_ptr, K)
+
+
+def expand(a, b):
+    out = torch.empty_like(a)
+    _expand_kernel[(1,)](a, b, out, K=a.numel())
+    return out
+"""
+
+
+def _lora(tmp_path, helpers: str = _HELPERS, expand: str = _EXPAND):
+    files = {"pkg/__init__.py": "", "pkg/placeholder.py": "class TritonPlaceholder:\n    pass\n\n\n"
+             "class TritonLanguagePlaceholder:\n    pass\n", "pkg/triton_utils.py": _TRITON_UTILS,
+             "pkg/ops/__init__.py": "", "pkg/ops/kernel_utils.py": helpers, "pkg/ops/expand.py": expand}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_a_module_of_device_functions_only_its_flagged_kernels_call_is_folded(tmp_path):
+    """`do_expand` is called only inside `_expand_kernel`, whose module reports its own NPU910
+    error: the helper module's finding is folded into it, which names the module and functions."""
+    report = _lora(tmp_path)
+    assert not findings_at(report, "pkg/ops/kernel_utils.py", "NPU910"), report["findings"]
+    found = findings_at(report, "pkg/ops/expand.py", "NPU910")
+    assert found and any("also the Triton device functions of pkg/ops/kernel_utils.py" in f["message"]
+                         and "`do_expand`" in f["message"] for f in found.values()), found
+
+
+def test_a_device_function_called_from_host_code_keeps_its_finding(tmp_path):
+    """An importer that reads the helper outside its kernels (here: hands it on) keeps the helper's
+    own finding: it is not only a piece of these kernels."""
+    handed = _EXPAND + "\n\nHELPERS = [do_expand]\n"
+    report = _lora(tmp_path, expand=handed)
+    assert any(f["severity"] == "error" for f in findings_at(report, "pkg/ops/kernel_utils.py", "NPU910").values())
+
+
+def test_a_helper_module_that_launches_its_own_kernel_keeps_its_finding(tmp_path):
+    launching = _HELPERS + "\n\n@triton.jit\ndef _own_kernel(x_ptr):\n    pass\n\n\ndef run(x):\n    _own_kernel[(1,)](x)\n"
+    report = _lora(tmp_path, helpers=launching)
+    assert any(f["severity"] == "error" for f in findings_at(report, "pkg/ops/kernel_utils.py", "NPU910").values())
