@@ -360,8 +360,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_accelerator_gated(results, paths)  # (Triton kernels run only under an accelerator method False on NPU)
     from .tritonflags21 import review as review_imported_triton_flags
     results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
-    from .tritonguards23 import review_run as review_raising_launchers
+    from .tritonguards23 import review_opt_in_importers, review_run as review_raising_launchers
     results = review_raising_launchers(results, paths)  # (kernels launched only after a capability raise: tritonguards23.py)
+    results = review_opt_in_importers(results, paths)  # (a Triton module its `try` importer uses only under an opt-in)
     from .builders15 import review as review_builder_flags
     results = review_builder_flags(results, paths)  # (op-builder branches and reads an NPU host never reaches: builders15.py)
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers

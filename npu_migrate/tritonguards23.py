@@ -375,3 +375,111 @@ def fold_kernel_helpers(results: list, paths: dict) -> list:
     from .tritonmods20 import fold_device_helpers
 
     return fold_device_helpers(results, paths, is_open=_kernel_error, helper_ok=_launches_nothing)
+
+
+# ------------------------------------------------------------------ BN#20: a guarded Triton module used only under an opt-in
+
+OPT_IN_IMPORTER = ("opt-in: {importer} uses `{name}` only under `{flag}` (line {line}), read from the environment "
+                   "variable `{variable}`, off by default: an NPU host runs these kernels only where a user "
+                   "enables it; verify them on Triton-Ascend if it is enabled")
+_TRY_SITE = re.compile(r"imported only inside `try`/`except ImportError`, whose fallback runs where Triton is missing: "
+                       r"([\w./\-]+\.py):(\d+) in `try`\)$")
+_ENV_READS = frozenset(("os.getenv", "os.environ.get", "getenv", "environ.get"))
+_TRUTHY = frozenset(("1", "true", "True", "TRUE", "yes", "on"))
+
+
+def _env_opt_in(value: ast.AST) -> Optional[str]:
+    """The variable of a module-level value that is True only where an environment variable is set
+    to a true value: `bool(int(os.getenv("X", 0)))`, `os.environ.get("X", "0") == "1"`, `os.getenv("X",
+    "").lower() in ("1", "true")`; None otherwise (a default that is on, a negation)."""
+    while isinstance(value, ast.Call) and (astcache.dotted(value.func) or "") in ("bool", "int", "str") \
+            and len(value.args) == 1 and not value.keywords:
+        value = value.args[0]
+    compared = None
+    if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], (ast.Eq, ast.In)):
+        right = value.comparators[0]
+        items = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) else [right]
+        if not items or not all(isinstance(e, ast.Constant) and str(e.value) in _TRUTHY for e in items):
+            return None
+        compared, value = True, value.left
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("lower", "strip") \
+                and not value.args:
+            value = value.func.value
+    if not (isinstance(value, ast.Call) and (astcache.dotted(value.func) or "") in _ENV_READS and value.args
+            and isinstance(value.args[0], ast.Constant) and isinstance(value.args[0].value, str)):
+        return None
+    default = value.args[1] if len(value.args) > 1 else None
+    if default is not None and not (isinstance(default, ast.Constant) and default.value in (0, "0", "", None, False)):
+        return None
+    if default is None and not compared:
+        return None  # (`bool(os.getenv("X"))`: any value, "0" too, turns it on; not read here)
+    return value.args[0].value
+
+
+def _opt_in_uses(tree: ast.Module, name: str) -> Optional[tuple[str, int, str]]:
+    """(flag, its line, variable) where every read of `name` in the module lies in the body of an
+    `if` whose test is a conjunction with a module-level environment opt-in flag; else None."""
+    flags: dict[str, tuple[int, str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            variable = _env_opt_in(stmt.value)
+            if variable is not None:
+                flags[stmt.targets[0].id] = (stmt.lineno, variable)
+    if not flags:
+        return None
+    gated: list[tuple[int, int, str]] = []
+    in_tests: set[int] = set()  # (reads in a gate's own test: `if name is not None and FLAG:`)
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And):
+            used = [v.id for v in node.test.values if isinstance(v, ast.Name) and v.id in flags]
+            if used and node.body:
+                gated.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, used[0]))
+                in_tests |= {id(n) for v in node.test.values if isinstance(v, ast.Compare) for n in ast.walk(v)}
+    found = None
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in in_tests:
+            inside = [g for g in gated if g[0] <= node.lineno <= g[1]]
+            if not inside:
+                return None
+            found = found or inside[0][2]
+    if found is None:
+        return None
+    return found, flags[found][0], flags[found][1]
+
+
+def review_opt_in_importers(results: list, paths: dict) -> list:
+    """The NPU910 info of a Triton module imported only in a `try` (tritonguards.review_importers)
+    whose importer uses it only under an environment opt-in: the message says "opt-in" and names
+    the flag (round-23 audit BN#20). One importer, shown in the message; severity unchanged."""
+    from .modpaths import RunTexts
+
+    by_path = {r.relpath: i for i, r in enumerate(results)}
+    out = list(results)
+    text_of = None
+    for i, result in enumerate(results):
+        findings, changed = list(result.findings), False
+        for k, finding in enumerate(findings):
+            if not (_open(finding) and finding.severity == "info"):
+                continue
+            match = _TRY_SITE.search(finding.message)
+            if match is None or match.group(1) not in by_path:
+                continue
+            j, line = by_path[match.group(1)], int(match.group(2))
+            text_of = text_of or RunTexts(results, paths)
+            tree = astcache.parse(text_of(j) or b"")
+            if tree is None:
+                continue
+            statement = next((s for s in astcache.walk(tree) if isinstance(s, ast.ImportFrom) and s.lineno == line), None)
+            if statement is None or len(statement.names) != 1:
+                continue
+            name = statement.names[0].asname or statement.names[0].name
+            found = _opt_in_uses(tree, name)
+            if found is None:
+                continue
+            note = OPT_IN_IMPORTER.format(importer=match.group(1), name=name, flag=found[0], line=found[1],
+                                          variable=found[2])
+            findings[k] = dataclasses.replace(finding, message=f"{finding.message[:-1]}; {note})")
+            changed = True
+        if changed:
+            out[i] = dataclasses.replace(result, findings=findings)
+    return out

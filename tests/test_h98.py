@@ -331,3 +331,64 @@ def test_a_helper_module_that_launches_its_own_kernel_keeps_its_finding(tmp_path
     launching = _HELPERS + "\n\n@triton.jit\ndef _own_kernel(x_ptr):\n    pass\n\n\ndef run(x):\n    _own_kernel[(1,)](x)\n"
     report = _lora(tmp_path, helpers=launching)
     assert any(f["severity"] == "error" for f in findings_at(report, "pkg/ops/kernel_utils.py", "NPU910").values())
+
+
+# ------------------------------------------------------------------ BN#20: a Triton module used only under an opt-in
+
+_INTMM_TRITON = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _int_mm_kernel(a_ptr, b_ptr, c_ptr, K: tl.constexpr):
+    tl.store(c_ptr + tl.arange(0, K), tl.load(a_ptr + tl.arange(0, K)) * tl.load(b_ptr + tl.arange(0, K)))
+
+
+def int_matmul(a, b):
+    c = torch.empty_like(a)
+    _int_mm_kernel[(1,)](a, b, c, K=a.numel())
+    return c
+"""
+
+_INTMM = """\
+import os
+
+import torch
+
+try:
+    from pkg.kernel import intmm_triton
+except ImportError:
+    intmm_triton = None
+
+AUTOTUNER_ENABLE = bool(int(os.getenv("PKG_AUTOTUNER_ENABLE", 0)))
+
+
+def int_mm(a, b):
+    if intmm_triton is not None and AUTOTUNER_ENABLE:
+        return intmm_triton.int_matmul(a, b)
+    return torch._int_mm(a, b)
+"""
+
+
+def _intmm(tmp_path, importer: str = _INTMM):
+    files = {"pkg/__init__.py": "", "pkg/kernel/__init__.py": "", "pkg/kernel/intmm_triton.py": _INTMM_TRITON,
+             "pkg/kernel/intmm.py": importer}
+    return findings_at(migrate_json(write_project(tmp_path, files)), "pkg/kernel/intmm_triton.py", "NPU910")
+
+
+def test_a_try_imported_triton_module_used_only_under_an_env_opt_in_says_opt_in(tmp_path):
+    found = _intmm(tmp_path)
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "opt-in: pkg/kernel/intmm.py uses `intmm_triton` only under `AUTOTUNER_ENABLE` (line 10)" in message
+    assert "`PKG_AUTOTUNER_ENABLE`, off by default" in message
+
+
+def test_an_opt_out_or_an_ungated_use_is_no_opt_in(tmp_path):
+    """A default that is on (`os.getenv(..., 1)`) or a use outside the gate: no "opt-in" words."""
+    on = _INTMM.replace('os.getenv("PKG_AUTOTUNER_ENABLE", 0)', 'os.getenv("PKG_AUTOTUNER_ENABLE", 1)')
+    assert all("opt-in" not in f["message"] for f in _intmm(tmp_path / "on", on).values())
+    ungated = _INTMM + "\n\ndef direct(a, b):\n    return intmm_triton.int_matmul(a, b)\n"
+    assert all("opt-in" not in f["message"] for f in _intmm(tmp_path / "ungated", ungated).values())
