@@ -1,4 +1,4 @@
-"""Triton guards read one step further (issue #16, round-23 audit BN#5, BN#13, BN#30).
+"""Triton guards read one step further (issue #16, round-23 audits BN#5, BN#13, BN#20, BN#30, BL#2).
 
 Per file (`review`, run.py after dominators22.py):
 
@@ -25,6 +25,24 @@ Whole run (`review_run`, runplan.whole_run_passes after tritonflags21.py):
   read otherwise: handed on, stored), a kernel another module of the run names, a launch before
   the raise, a raise whose test is not true on an NPU host (`is_sm_at_least_100()` alone: false
   there, the raise never fires).
+
+* **A Triton module its `try` importer uses only under an opt-in** (BN#20, `review_opt_in_importers`,
+  after the above). tritonguards.review_importers makes the NPU910 of a module imported only as
+  `try: from pkg.kernel import intmm_triton / except ImportError: intmm_triton = None` info; where
+  that one importer reads the name only inside `if intmm_triton is not None and FLAG:` blocks, FLAG
+  a module-level environment opt-in off by default (`bool(int(os.getenv("X", 0)))`, `os.environ.get("X",
+  "0") == "1"`), the message says "opt-in" and names the flag and the variable. Kept as it was: a
+  default that is on, `bool(os.getenv("X"))` (any value turns it on), a read outside such a gate,
+  several importers.
+* **A module made only of Triton device functions** (BL#2, `fold_kernel_helpers`, after
+  tritonmods20.fold_device_helpers). That fold takes a helper reported as an unguarded Triton
+  import; here the helper imports Triton through the project's re-export (`from pkg.triton_utils
+  import tl, triton`), so its NPU910 is the `@triton.jit` error itself. A module whose top level
+  holds only Triton-decorated functions and launches none of them, whose every library importer
+  reports its own NPU910 error and calls the functions only inside its own kernels, is folded the
+  same way (tritonmods20's DEVICE_HELPERS note on each importer's finding). Kept: a helper with host
+  code or a launch, an importer that reads a helper outside its kernels (hands it on), an importer
+  without its own error.
 
 Also from tritonflags21.py (`flag_predicate_callers`, BN#30): the readers of a kernel block that
 other modules call only under `if <predicate>(x):`, where the predicate is a function of the kernel
