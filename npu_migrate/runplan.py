@@ -429,8 +429,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     results = to_scopes(review_platforms(results, paths))
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
-    from .tritonguards23 import fold_kernel_helpers
+    from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
     results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
+    results = fold_into_fp8_errors(results, paths)  # (guarded Triton kernels only an FP8 error's function calls)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
     # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
     results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)

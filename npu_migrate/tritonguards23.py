@@ -1,4 +1,4 @@
-"""Triton guards read one step further (issue #16, round-23 audits BN#5, BN#13, BN#20, BN#30, BL#2).
+"""Triton guards read one step further (issue #16, round-23 audits BN#5, BN#13, BN#20, BN#30, BN#37, BL#2).
 
 Per file (`review`, run.py after dominators22.py):
 
@@ -43,6 +43,16 @@ Whole run (`review_run`, runplan.whole_run_passes after tritonflags21.py):
   same way (tritonmods20's DEVICE_HELPERS note on each importer's finding). Kept: a helper with host
   code or a launch, an importer that reads a helper outside its kernels (hands it on), an importer
   without its own error.
+
+* **Guarded kernels that only feed an FP8 error** (BN#37, `fold_into_fp8_errors`, after
+  `fold_kernel_helpers`). A module whose NPU910 is guards15's "verify them there" info (`if
+  has_triton(): ... else: <stubs>`), whose public host functions of the block every non-test module
+  of the run reads only inside functions holding a place of that module's own NPU913 error (the
+  backward of an FP8 grouped GEMM calling `torch._scaled_grouped_mm`; a package `__init__` that
+  only re-exports them aside): the kernels compute that FP8 path's scales, and the FP8 op has no
+  NPU counterpart. The NPU910 is folded into each such NPU913, whose message names the module, its
+  line, the functions and their callers. Kept: a reader anywhere else (a plain path an NPU host
+  with Triton-Ascend runs), a module without its NPU913 error there.
 
 Also from tritonflags21.py (`flag_predicate_callers`, BN#30): the readers of a kernel block that
 other modules call only under `if <predicate>(x):`, where the predicate is a function of the kernel
@@ -500,4 +510,100 @@ def review_opt_in_importers(results: list, paths: dict) -> list:
             changed = True
         if changed:
             out[i] = dataclasses.replace(result, findings=findings)
+    return out
+
+
+# ------------------------------------------------------------------ BN#37: guarded kernels that only feed an FP8 error
+
+FEEDS_FP8 = ("also the Triton kernels of {path} (its NPU910 at line {line}, guarded by `{test}`): {names}, called "
+             "only here, in {functions}, where they compute this FP8 path's scales and casts; the FP8 op this "
+             "reports has no NPU counterpart, so they are part of the same port")
+_GATED_NOTE = " (guarded by the module-level Triton-availability test "
+
+
+def _fp8_error(finding: Finding) -> bool:
+    return finding.code == "NPU913" and not finding.fixable and finding.cell is None and finding.severity == "error"
+
+
+def _public_block_functions(tree: ast.Module) -> tuple[set, str]:
+    """The public host functions of the module-level Triton-availability blocks that have an
+    `else:` (the names exist either way), and the first block's test."""
+    from .tritonguards import tests_triton
+
+    names, test = set(), ""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If) and stmt.orelse and tests_triton(stmt.test):
+            test = test or ast.unparse(stmt.test)
+            names |= {n.name for n in stmt.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and not n.name.startswith("_") and not _kernel_decorated(n)}
+    return names, test
+
+
+def fold_into_fp8_errors(results: list, paths: dict) -> list:
+    """A guarded Triton module's NPU910 info ("verify them there") folded into the NPU913 errors of
+    the library functions that alone call its public functions (round-23 audit BN#37): where every
+    reference a non-test module of the run makes to those names (a package `__init__` re-exporting
+    them aside) lies inside a function holding a place of that module's own NPU913 error (a scaled
+    grouped matmul), the kernels only feed an FP8 path reported as failing on an NPU host. Kept: a
+    reference anywhere else (a test aside), a module with no NPU913 error there, a module read by
+    name in a string."""
+    from .importgates import is_test
+    from .modpaths import RunTexts
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
+                  and any(_open(f) and f.severity == "info" and _GATED_NOTE in f.message and "verify them there" in f.message
+                          for f in r.findings)]
+    if not candidates:
+        return results
+    text_of = RunTexts(results, paths)
+    out = list(results)
+    for i in candidates:
+        tree = astcache.parse(text_of(i) or b"")
+        if tree is None:
+            continue
+        names, test = _public_block_functions(tree)
+        if not names:
+            continue
+        pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+        plan: list[tuple[int, int, list[str], list[str]]] = []
+        for j, result in enumerate(results):
+            if j == i or not result.relpath.endswith(".py") or is_test(result.relpath):
+                continue
+            data = text_of(j) or b""
+            if not pattern.search(data):
+                continue
+            other = astcache.parse(data)
+            if other is None:
+                plan = []
+                break
+            reads = [n for n in astcache.walk(other) if (isinstance(n, ast.Name) and n.id in names)
+                     or (isinstance(n, ast.Attribute) and n.attr in names)]
+            if not reads:
+                continue  # (imports only: a package `__init__` re-exporting them)
+            errors = [k for k, f in enumerate(out[j].findings) if _fp8_error(f)]
+            functions = [n for n in astcache.walk(other) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            holders = []
+            for read in reads:
+                around = [f for f in functions if f.lineno <= read.lineno <= (f.end_lineno or f.lineno)
+                          and any(f.lineno <= p <= (f.end_lineno or f.lineno) for k in errors for p in _places(out[j].findings[k]))]
+                if not around:
+                    plan = []
+                    break
+                holders.append(min(around, key=lambda f: (f.end_lineno or f.lineno) - f.lineno))
+            else:
+                used = sorted({n.id if isinstance(n, ast.Name) else n.attr for n in reads})
+                shown = sorted({f"`{h.name}`" for h in holders})
+                plan.append((j, errors[0], used, shown))
+                continue
+            break
+        if not plan:
+            continue
+        mine = [f for f in out[i].findings if _open(f) and f.severity == "info" and _GATED_NOTE in f.message]
+        for j, k, used, shown in plan:
+            note = FEEDS_FP8.format(path=results[i].relpath, line=mine[0].line, test=" ".join(test.split()),
+                                    names=", ".join(f"`{n}`" for n in used[:4]), functions=" and ".join(shown[:3]))
+            findings = list(out[j].findings)
+            findings[k] = dataclasses.replace(findings[k], message=f"{findings[k].message} ({note})")
+            out[j] = dataclasses.replace(out[j], findings=findings)
+        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if not any(f is m for m in mine)])
     return out

@@ -392,3 +392,74 @@ def test_an_opt_out_or_an_ungated_use_is_no_opt_in(tmp_path):
     assert all("opt-in" not in f["message"] for f in _intmm(tmp_path / "on", on).values())
     ungated = _INTMM + "\n\ndef direct(a, b):\n    return intmm_triton.int_matmul(a, b)\n"
     assert all("opt-in" not in f["message"] for f in _intmm(tmp_path / "ungated", ungated).values())
+
+
+# ------------------------------------------------------------------ BN#37: guarded kernels that only feed an FP8 error
+
+_SCALES = """\
+import torch
+from torch.utils._triton import has_triton
+
+if has_triton():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _per_group_scales_kernel(x_ptr, s_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(s_ptr + offs, tl.abs(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+    def per_group_scales(x):
+        s = torch.empty_like(x, dtype=torch.float32)
+        _per_group_scales_kernel[(triton.cdiv(x.numel(), 128),)](x, s, x.numel(), BLOCK=128)
+        return s
+
+else:
+
+    def per_group_scales(x):
+        raise NotImplementedError("per_group_scales requires triton")
+"""
+
+_GROUPED = """\
+import torch
+
+from pkg.kernels import per_group_scales
+
+
+class GroupedMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, offs):
+        ctx.save_for_backward(a, b, offs)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, offs = ctx.saved_tensors
+        scales = per_group_scales(grad)
+        grad_fp8 = (grad / scales).to(torch.float8_e4m3fn)
+        return torch._scaled_grouped_mm(grad_fp8, b, scales, scales, offs=offs, out_dtype=torch.bfloat16), None, None
+"""
+
+
+def _grouped(tmp_path, extra: dict | None = None):
+    files = {"pkg/__init__.py": "", "pkg/kernels/__init__.py": "from pkg.kernels.scales import (\n"
+             "    per_group_scales as per_group_scales,\n)\n", "pkg/kernels/scales.py": _SCALES,
+             "pkg/grouped_mm.py": _GROUPED, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_guarded_kernels_only_an_fp8_error_function_calls_fold_into_it(tmp_path):
+    report = _grouped(tmp_path, {"test/test_scales.py": "from pkg.kernels import per_group_scales\n\n\n"
+                                 "def test_it():\n    per_group_scales(None)\n"})
+    assert not findings_at(report, "pkg/kernels/scales.py", "NPU910"), findings_at(report, "pkg/kernels/scales.py", "NPU910")
+    fp8 = findings_at(report, "pkg/grouped_mm.py", "NPU913")
+    assert any("also the Triton kernels of pkg/kernels/scales.py (its NPU910 at line" in f["message"]
+               and "`per_group_scales`, called only here, in `backward`" in f["message"] for f in fp8.values()), fp8
+
+
+def test_guarded_kernels_another_library_function_calls_keep_their_note(tmp_path):
+    """A caller without an FP8 error (a plain path that runs on an NPU host with Triton-Ascend)."""
+    report = _grouped(tmp_path, {"pkg/stats.py": "from pkg.kernels import per_group_scales\n\n\n"
+                                 "def stats(x):\n    return per_group_scales(x).mean()\n"})
+    found = findings_at(report, "pkg/kernels/scales.py", "NPU910")
+    assert found and "verify them there" in next(iter(found.values()))["message"], found
