@@ -4,9 +4,10 @@ Per file (`review`, run.py after dominators22.py):
 
 * **Triton's configuration after an early availability return** (BN#5). A function that says, at
   its top level, `if not HAS_TRITON: return` (any availability name, tritonguards.availability),
-  then imports from Triton locally (`from triton import knobs`, `from triton.runtime import jit`),
-  in a file that defines no Triton kernel and launches none: an NPU host without Triton returns
-  before the import, and the import brings in Triton's runtime settings, not a kernel. Its NPU910
+  then imports from Triton locally (`from triton import knobs`, `from triton.runtime import jit`,
+  an autotuner patch's `from triton.runtime.errors import OutOfResources`), in a file that defines
+  no Triton kernel and launches none: an NPU host without Triton returns before the import, and
+  the import brings in Triton's runtime settings and classes, not a kernel. Its NPU910
   error ("CUDA Triton kernels do not run") becomes info naming the guard; with Triton-Ascend
   installed the import runs there, so the message asks to check that it provides those names
   (Triton-Ascend follows an older Triton, which may lack `triton.knobs`). Kept: a place before the
@@ -71,7 +72,7 @@ from . import astcache
 from .findings import Finding
 
 CONFIG_AFTER_RETURN = (
-    "no kernel here: imports Triton's runtime configuration ({names}) inside {functions}, after "
+    "no kernel here: imports Triton's runtime names ({names}) inside {functions}, after "
     "`{guard}` ({lines}): an NPU host without Triton returns there first; with Triton-Ascend "
     "installed the import runs there: check that it provides these names")
 RAISE_FIRST = (
@@ -109,7 +110,7 @@ def _kernel_decorated(node: ast.AST) -> bool:
     return False
 
 
-# ------------------------------------------------------------------ BN#5: configuration after an early return
+# ------------------------------------------------------------------ BN#5: runtime names after an early return
 
 def _early_exit(function: ast.AST) -> Optional[tuple[ast.If, int]]:
     """(the `if not FLAG: return` statement, the index after it) at the top level of a function."""

@@ -53,7 +53,7 @@ def test_triton_settings_after_an_early_availability_return_are_info(tmp_path):
     found = findings_at(_monitor(tmp_path), "pkg/monitor.py", "NPU910")
     assert found and all(f["severity"] == "info" for f in found.values()), found
     message = next(iter(found.values()))["message"]
-    assert "no kernel here: imports Triton's runtime configuration (`triton.knobs`" in message
+    assert "no kernel here: imports Triton's runtime names (`triton.knobs`" in message
     assert "after `if not HAS_TRITON: return`" in message
     assert "check that it provides these names" in message
 
