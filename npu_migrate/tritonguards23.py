@@ -11,7 +11,9 @@ Per file (`review`, run.py after dominators22.py):
   error ("CUDA Triton kernels do not run") becomes info naming the guard; with Triton-Ascend
   installed the import runs there, so the message asks to check that it provides those names
   (Triton-Ascend follows an older Triton, which may lack `triton.knobs`). Kept: a place before the
-  guard or outside such a function, a module-level import, a file with a kernel or a launch.
+  guard or outside such a function, a module-level import, a file with a kernel or a launch, and
+  a name of NVIDIA's toolchain (`from triton.runtime.errors import PTXASError`: Triton-Ascend need
+  not have it, so the import may fail there even with Triton-Ascend installed).
 
 Whole run (`review_run`, runplan.whole_run_passes after tritonflags21.py):
 
@@ -112,6 +114,10 @@ def _kernel_decorated(node: ast.AST) -> bool:
 
 # ------------------------------------------------------------------ BN#5: runtime names after an early return
 
+# (a name of NVIDIA's toolchain, `PTXASError`: Triton-Ascend need not have it; the error stands, test_h91)
+_NVIDIA_NAME = re.compile(r"(?i)ptx|cuda|nvidia|cubin|nvvm")
+
+
 def _early_exit(function: ast.AST) -> Optional[tuple[ast.If, int]]:
     """(the `if not FLAG: return` statement, the index after it) at the top level of a function."""
     from .tritonguards import availability
@@ -171,7 +177,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         if finding in targets:
             places = _places(finding)
             found = [guarded.get(p) for p in places]
-            if found and all(found):
+            if found and all(found) and not any(_NVIDIA_NAME.search(n) for g in found for n in g[2]):
                 names = list(dict.fromkeys(n for g in found for n in g[2]))
                 functions = list(dict.fromkeys(f"`{g[0].name}`" for g in found))
                 lines = sorted({g[1].lineno for g in found})

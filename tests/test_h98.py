@@ -463,3 +463,11 @@ def test_guarded_kernels_another_library_function_calls_keep_their_note(tmp_path
                                  "def stats(x):\n    return per_group_scales(x).mean()\n"})
     found = findings_at(report, "pkg/kernels/scales.py", "NPU910")
     assert found and "verify them there" in next(iter(found.values()))["message"], found
+
+
+def test_settings_naming_nvidia_toolchain_classes_keep_the_error(tmp_path):
+    """`from triton.runtime.errors import PTXASError` after the same guard: Triton-Ascend need not
+    have PTX's error class, so the import may fail there: the error stands (test_h91's patcher)."""
+    ptx = _MONITOR.replace("from triton.runtime import jit as triton_jit", "from triton.runtime.errors import PTXASError as triton_jit")
+    found = findings_at(_monitor(tmp_path, ptx), "pkg/monitor.py", "NPU910")
+    assert any(f["severity"] == "error" for f in found.values()), found
