@@ -463,16 +463,19 @@ def _opt_in_uses(tree: ast.Module, name: str) -> Optional[tuple[str, int, str]]:
     if not flags:
         return None
     gated: list[tuple[int, int, str]] = []
-    in_tests: set[int] = set()  # (reads in a gate's own test: `if name is not None and FLAG:`)
+    in_tests: dict[int, str] = {}  # (reads in a gate's own test: `if name is not None and FLAG:`)
     for node in astcache.walk(tree):
         if isinstance(node, ast.If) and isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And):
             used = [v.id for v in node.test.values if isinstance(v, ast.Name) and v.id in flags]
             if used and node.body:
                 gated.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, used[0]))
-                in_tests |= {id(n) for v in node.test.values if isinstance(v, ast.Compare) for n in ast.walk(v)}
+                in_tests.update({id(n): used[0] for v in node.test.values if isinstance(v, ast.Compare)
+                                 for n in ast.walk(v)})
     found = None
     for node in astcache.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in in_tests:
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) and id(node) in in_tests:
+            found = found or in_tests[id(node)]  # (the module's ops registered at import, called under the gate)
+        elif isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
             inside = [g for g in gated if g[0] <= node.lineno <= g[1]]
             if not inside:
                 return None

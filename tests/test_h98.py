@@ -386,6 +386,14 @@ def test_a_try_imported_triton_module_used_only_under_an_env_opt_in_says_opt_in(
     assert "`PKG_AUTOTUNER_ENABLE`, off by default" in message
 
 
+def test_a_module_whose_ops_are_called_under_the_opt_in_says_opt_in(tmp_path):
+    """The importer only tests the name in its gate and calls the ops the module registers."""
+    ops = _INTMM.replace("return intmm_triton.int_matmul(a, b)", "return torch.ops.pkg.int_matmul(a, b)")
+    found = _intmm(tmp_path, ops)
+    assert found and "opt-in: pkg/kernel/intmm.py uses `intmm_triton` only under `AUTOTUNER_ENABLE`" in \
+        next(iter(found.values()))["message"], found
+
+
 def test_an_opt_out_or_an_ungated_use_is_no_opt_in(tmp_path):
     """A default that is on (`os.getenv(..., 1)`) or a use outside the gate: no "opt-in" words."""
     on = _INTMM.replace('os.getenv("PKG_AUTOTUNER_ENABLE", 0)', 'os.getenv("PKG_AUTOTUNER_ENABLE", 1)')
