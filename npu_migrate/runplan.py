@@ -360,6 +360,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_accelerator_gated(results, paths)  # (Triton kernels run only under an accelerator method False on NPU)
     from .tritonflags21 import review as review_imported_triton_flags
     results = review_imported_triton_flags(results, paths)  # (kernels under a Triton flag a sibling's `try` clears)
+    from .tritonguards23 import review_opt_in_importers, review_run as review_raising_launchers
+    results = review_raising_launchers(results, paths)  # (kernels launched only after a capability raise: tritonguards23.py)
+    results = review_opt_in_importers(results, paths)  # (a Triton module its `try` importer uses only under an opt-in)
     from .builders15 import review as review_builder_flags
     results = review_builder_flags(results, paths)  # (op-builder branches and reads an NPU host never reaches: builders15.py)
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers
@@ -428,6 +431,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     results = to_scopes(review_platforms(results, paths))
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
+    from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
+    results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
+    results = fold_into_fp8_errors(results, paths)  # (guarded Triton kernels only an FP8 error's function calls)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
     # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
     results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)

@@ -160,8 +160,11 @@ def _reason(run, i: int, tree: ast.Module, finding) -> Optional[str]:
         return None  # (read at import: the module fails as it loads)
     if defined and _imported_elsewhere(run, i, defined):
         return None
-    if readers and _readers_used_elsewhere(run, i, tree, readers):
-        return None  # (an unguarded launch other modules reach: it fails there, the error stands)
+    gated_note = None
+    if readers:
+        used, gated_note = _readers_used_elsewhere(run, i, tree, readers, flag)
+        if used:
+            return None  # (an unguarded launch other modules reach: it fails there, the error stands)
     test = " ".join((ast.get_source_segment((run.text_of(i) or b"").decode("utf-8", "replace"), gates[0].test)
                      or ast.unparse(gates[0].test)).split())
     why = REASON.format(flag=flag, probe=run.results[j].relpath, test=test)
@@ -172,17 +175,23 @@ def _reason(run, i: int, tree: ast.Module, finding) -> Optional[str]:
         shown = ", ".join(f"`{name}` (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
                           for name, lines in list(by_function.items())[:4])
         one = len(by_function) == 1
-        why += (f"; {shown} {'uses' if one else 'use'} them outside the block and {'fails' if one else 'fail'}"
-                f" there without Triton if called: review {'its' if one else 'their'} callers")
+        if gated_note:  # (tritonguards23: other modules call them only under a predicate requiring the flag)
+            why += f"; {shown} {'uses' if one else 'use'} them outside the block, and {gated_note}"
+        else:
+            why += (f"; {shown} {'uses' if one else 'use'} them outside the block and {'fails' if one else 'fail'}"
+                    f" there without Triton if called: review {'its' if one else 'their'} callers")
     return why
 
 
-def _readers_used_elsewhere(run, i: int, tree: ast.Module, readers: list) -> bool:
+def _readers_used_elsewhere(run, i: int, tree: ast.Module, readers: list, flag: str) -> tuple[bool, Optional[str]]:
     """Whether a top-level function or class of module i that reads the kernels outside the
     blocks unguarded (or reaches such a reader through the module's own names) is named by another
     module of the run: then the launch is reached from outside and fails on an NPU host without
     Triton (test_precision_optin: `fused_scale` -> `_launch` called by a layer's `forward`). A
-    reader nothing else names (a helper the module keeps for later) leaves the info standing."""
+    reader nothing else names (a helper the module keeps for later) leaves the info standing; nor
+    does one other modules call only under a predicate of this module that requires the flag
+    (tritonguards23.flag_predicate_callers: `if permute_rows_supported(x): permute_rows(x)`), whose
+    words come back with False."""
     import re
 
     tops = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -198,12 +207,17 @@ def _readers_used_elsewhere(run, i: int, tree: ast.Module, readers: list) -> boo
                 reaching.add(name)
                 changed = True
     if not reaching:
-        return False
+        return False, None
+    from .tritonguards23 import flag_predicate_callers
+
+    note = flag_predicate_callers(run, i, tree, flag, reaching)
+    if note is not None:
+        return False, note
     pattern = re.compile(rb"\b(" + b"|".join(re.escape(n.encode()) for n in sorted(reaching)) + rb")\b")
     for j, result in enumerate(run.results):
         if j != i and result.relpath.endswith(".py") and pattern.search(run.text_of(j) or b""):
-            return True
-    return False
+            return True, None
+    return False, None
 
 
 def _imported_elsewhere(run, i: int, names: set) -> bool:

@@ -325,16 +325,20 @@ def _only_in_kernels(tree: ast.Module, statement: ast.ImportFrom) -> list[str] |
     return names if used else None
 
 
-def fold_device_helpers(results: list, paths: dict) -> list:
+def fold_device_helpers(results: list, paths: dict, is_open=None, helper_ok=None) -> list:
     """A module of Triton device functions whose every library import site is a module-level
     `from M import f` in a file that reports its own unguarded Triton import, reading the names
-    only inside its kernels: its NPU910 folded into that file's (round-20 audit BD#14)."""
+    only inside its kernels: its NPU910 folded into that file's (round-20 audit BD#14).
+    `is_open` (a finding -> bool): the NPU910 findings folded and folded into (default: the
+    unguarded-import errors); `helper_ok` (the helper's text -> bool): a further test of the helper
+    module (tritonguards23.fold_kernel_helpers: it launches none of its functions)."""
+    is_open = is_open or _unguarded_error
     from .importgates import is_test
     from .modpaths import module_names
     from .tritonguards import KERNEL_DEF as _KERNEL_DEF, named_in_a_string, run_imports
 
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
-                  and not r.relpath.endswith("__init__.py") and any(_unguarded_error(f) for f in r.findings)]
+                  and not r.relpath.endswith("__init__.py") and any(is_open(f) for f in r.findings)]
     if not candidates:
         return results
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
@@ -351,7 +355,7 @@ def fold_device_helpers(results: list, paths: dict) -> list:
     plans: dict[int, list] = {}
     for i in candidates:
         data = text_of(i) or b""
-        if not _KERNEL_DEF.search(data):
+        if not _KERNEL_DEF.search(data) or (helper_ok is not None and not helper_ok(data)):
             continue  # (a kernel-less helper: redundant14.py)
         relpath = results[i].relpath
         names, stem = set(module_names(relpath)), relpath[:-3]
@@ -363,7 +367,7 @@ def fold_device_helpers(results: list, paths: dict) -> list:
         plan = []
         for j, line in sites:
             tree = tree_of(j)
-            own = next((k for k, f in enumerate(out[j].findings) if _unguarded_error(f)), None)
+            own = next((k for k, f in enumerate(out[j].findings) if is_open(f)), None)
             statements = [s for s in (tree.body if tree is not None else ())
                           if isinstance(s, ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)]
             used = _only_in_kernels(tree, statements[0]) if own is not None and len(statements) == 1 else None
@@ -378,7 +382,7 @@ def fold_device_helpers(results: list, paths: dict) -> list:
             continue
         data = text_of(i) or b""
         relpath = results[i].relpath
-        mine = [f for f in out[i].findings if _unguarded_error(f)]
+        mine = [f for f in out[i].findings if is_open(f)]
         match = _INLINE_ASM.search(data)
         asm = _ASM.format(line=data[:match.start()].count(b"\n") + 1) if match else ""
         for j, own, used in plan:
@@ -387,5 +391,5 @@ def fold_device_helpers(results: list, paths: dict) -> list:
             findings = list(out[j].findings)
             findings[own] = dataclasses.replace(findings[own], message=f"{findings[own].message} ({note})")
             out[j] = dataclasses.replace(out[j], findings=findings)
-        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if not _unguarded_error(f)])
+        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if not is_open(f)])
     return out
