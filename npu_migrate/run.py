@@ -41,6 +41,7 @@ from . import fp8shapes21
 from . import dominators22
 from . import cudaonly21
 from . import singles22
+from . import libgates23
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -213,6 +214,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             # (FP8 in a Triton-availability block, kernels behind a builder's availability guard: fp8shapes21.py)
             result.findings = fp8shapes21.review(result.findings, text)
             result.findings = dominators22.review(result.findings, text)  # (guards that dominate later code: dominators22.py)
+            result.findings = libgates23.review(result.findings, text)  # (FP8 past a kernel library's ImportError gate)
             # (CuTe-DSL code under a module-level `if` on a same-file probe of its package: tritonmods20.py)
             result.findings = tritonmods20.review_probed_modules(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)

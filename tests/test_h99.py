@@ -99,3 +99,113 @@ def test_import_after_the_site_covers_nothing(tmp_path):
         "        self.initialized = True\n", "        self.initialized = True\n        from flashinfer.comm import Mapping\n")
     report = migrate_json(_comm_project(tmp_path, manager))
     assert [f["code"] for f in _report_only(report, "kit/comm/compat.py")] == ["NPU911"]
+
+
+# ------------------------------------------------------------------------------------------------
+# libgates23.py (round-23 BL#23, BL#34): FP8 past a CUDA-only kernel library's ImportError gate, or
+# feeding its ops, folds into one NPU911 error at the gate; probes15: `assert _mslk_available`
+
+INT4 = """\
+import torch
+
+try:
+    from mslk.quantize.shuffle import int4_row_quantize, pack_int4
+except Exception:
+    int4_row_quantize = None
+    pack_int4 = None
+
+try:
+    from mslk.quantize.triton.fp8_quantize import quantize_fp8_row
+except Exception:
+    quantize_fp8_row = None
+
+
+class Int4Weight(torch.Tensor):
+    @classmethod
+    def from_hp(cls, w, group_size, activation_dtype=torch.bfloat16):
+        if int4_row_quantize is None:
+            raise ImportError("Requires mslk >= 1.0.0")
+        supported = {torch.bfloat16, torch.float8_e4m3fn}
+        assert activation_dtype in supported
+        wq, scale = int4_row_quantize(w, group_size)
+        return cls(pack_int4(wq), scale, activation_dtype)
+
+
+def int4_linear(x, weight):
+    if weight.activation_dtype == torch.float8_e4m3fn:
+        xq, x_scale = quantize_fp8_row(x)
+        return torch.ops.mslk.f8i4bf16_rowwise(xq, weight.qdata, x_scale, weight.scale)
+    return torch.ops.mslk.bf16i4bf16_rowwise(x, weight.qdata, weight.scale)
+"""
+
+
+def _fp8_project(tmp_path, text: str):
+    return write_project(tmp_path, {"kit/__init__.py": "", "kit/int4.py": text})
+
+
+def test_fp8_past_the_library_gate_folds_into_one_error_at_the_gate(tmp_path):
+    report = migrate_json(_fp8_project(tmp_path, INT4))
+    found = _report_only(report, "kit/int4.py")
+    assert [f["code"] for f in found] == ["NPU911"], found
+    gate = found[0]
+    assert gate["line"] == 18 and gate["severity"] == "error"
+    assert "`mslk` is required here" in gate["message"] and "Int4Weight.from_hp" in gate["message"]
+    assert "lines 20, 28" in gate["message"] and "torch.ops.mslk.f8i4bf16_rowwise" in gate["message"]
+
+
+def test_fp8_feeding_no_library_op_stays_reported(tmp_path):
+    text = INT4.replace("        return torch.ops.mslk.f8i4bf16_rowwise(xq, weight.qdata, x_scale, weight.scale)",
+                        "        return torch._scaled_mm(xq, weight.qdata, x_scale, weight.scale)")
+    report = migrate_json(_fp8_project(tmp_path, text))
+    fp8 = [f for f in _report_only(report, "kit/int4.py") if f["code"] == "NPU913"]
+    assert [f["line"] for f in fp8] == [29]  # (the FP8 GEMM that feeds no library op: kept)
+
+
+def test_fp8_before_the_gate_stays_reported(tmp_path):
+    text = INT4.replace(
+        "        if int4_row_quantize is None:\n            raise ImportError(\"Requires mslk >= 1.0.0\")\n"
+        "        supported = {torch.bfloat16, torch.float8_e4m3fn}\n",
+        "        supported = {torch.bfloat16, torch.float8_e4m3fn}\n"
+        "        if int4_row_quantize is None:\n            raise ImportError(\"Requires mslk >= 1.0.0\")\n")
+    report = migrate_json(_fp8_project(tmp_path, text))
+    codes = [f["code"] for f in _report_only(report, "kit/int4.py")]
+    assert "NPU913" in codes
+
+
+def test_gate_of_a_package_an_npu_host_may_have_folds_nothing(tmp_path):
+    text = INT4.replace("from mslk.quantize.shuffle", "from mylib.quantize.shuffle")
+    text = text.replace("from mslk.quantize.triton.fp8_quantize", "from mylib.fp8_quantize")
+    text = text.replace("torch.ops.mslk.", "torch.ops.mylib.")
+    report = migrate_json(_fp8_project(tmp_path, text))
+    found = _report_only(report, "kit/int4.py")
+    assert "NPU913" in [f["code"] for f in found] and not any("is required here" in f["message"] for f in found)
+
+
+KERNELS = """\
+import importlib.util
+
+import torch
+
+_mslk_available = importlib.util.find_spec("mslk") is not None
+
+
+def quantize_nvfp4(x):
+    assert _mslk_available, "mslk is required for NVFP4 quantization"
+    from mslk.quantize.triton.fp4_quantize import triton_quantize_nvfp4
+
+    return triton_quantize_nvfp4(x)
+
+
+def quantize_nvfp4_unchecked(x):
+    from mslk.quantize.triton.fp4_quantize import triton_quantize_nvfp4
+
+    return triton_quantize_nvfp4(x)
+"""
+
+
+def test_library_import_after_an_assert_of_its_availability_is_a_named_scope(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"kit/__init__.py": "", "kit/kernels.py": KERNELS}))
+    kept = _report_only(report, "kit/kernels.py")
+    assert [(f["line"], f["code"], f["severity"]) for f in kept] == [(16, "NPU911", "error")]
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "kit/kernels.py"}
+    assert "`assert _mslk_available`" in scopes[10] and "`mslk` has no NPU build" in scopes[10]
