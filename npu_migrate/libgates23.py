@@ -45,6 +45,7 @@ without a gate, or a gate on a package an NPU host may have.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 from . import astcache
@@ -56,7 +57,7 @@ GATE = ("C++/CUDA extension or CUDA-only compiled package: `{package}` is requir
         "raises ImportError{ops}; port what the file does with it{covers}")
 COVERS = ("; also covers the FP8 code that runs only with it (NPU913, {lines}: past that check, or feeding one "
           "of its ops)")
-_MAX_SHOWN = 6
+_COVERED = re.compile(r"also covers the FP8 code that runs only with it \(NPU913, lines? ([\d, ]+):")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -156,6 +157,15 @@ def _feeds_op(blocks: list, line: int, package: str) -> bool:
     return False
 
 
+def folded_fp8_lines(finding: Finding) -> list[int]:
+    """The NPU913 lines a gate's NPU911 stands for ([] for any other finding): fp8shapes21's
+    selectors read them as FP8 compute reported in that file."""
+    if finding.code != "NPU911" or finding.fixable:
+        return []
+    found = _COVERED.search(finding.message)
+    return [int(n) for n in found.group(1).replace(" ", "").split(",") if n] if found else []
+
+
 def _lines(finding: Finding) -> list[int]:
     return list(dict.fromkeys([finding.line, *(a[0] for a in finding.also)]))
 
@@ -193,8 +203,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     shown_ops = (f"; the file calls its ops ({', '.join(f'`{o}`' for o in ops[:3])}"
                  f"{', ...' if len(ops) > 3 else ''}), which an NPU host lacks as well") if ops else ""
     lines = sorted(set(lines))
-    shown = ", ".join(map(str, lines[:_MAX_SHOWN])) + (f" and {len(lines) - _MAX_SHOWN} more"
-                                                      if len(lines) > _MAX_SHOWN else "")
+    shown = ", ".join(map(str, lines))
     check = f"if {ast.unparse(gate.test)}: raise"
     message = GATE.format(package=package, check=check, line=gate.lineno, function=_qualified(tree, function),
                           ops=shown_ops, covers=COVERS.format(lines=f"line{'s' if len(lines) > 1 else ''} {shown}"))

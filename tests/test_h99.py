@@ -209,3 +209,13 @@ def test_library_import_after_an_assert_of_its_availability_is_a_named_scope(tmp
     assert [(f["line"], f["code"], f["severity"]) for f in kept] == [(16, "NPU911", "error")]
     scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "kit/kernels.py"}
     assert "`assert _mslk_available`" in scopes[10] and "`mslk` has no NPU build" in scopes[10]
+
+
+def test_fp8_dtype_handed_to_the_gated_constructor_names_only_a_dtype(tmp_path):
+    caller = ("import torch\n\nfrom kit.int4 import Int4Weight\n\n\n"
+              "def quantize(module):\n"
+              "    return Int4Weight.from_hp(module.weight, 128, activation_dtype=torch.float8_e4m3fn)\n")
+    report = migrate_json(write_project(tmp_path, {"kit/__init__.py": "", "kit/int4.py": INT4, "kit/api.py": caller}))
+    assert not _report_only(report, "kit/api.py")
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "kit/api.py"}
+    assert "selects the FP8 path of `Int4Weight.from_hp` (kit/int4.py:20)" in scopes[7]
