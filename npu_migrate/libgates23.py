@@ -20,7 +20,9 @@ audit BL#23, BL#34). Per file, from run.py after dominators22.py.
             return torch.ops.cudalib.f8i4bf16_rowwise(xq, weight.qdata, scale)
         return torch.ops.cudalib.bf16i4bf16_rowwise(x, weight.qdata)
 
-The kernel library has no NPU build (rules/sweep.toml `[availability] never_on_npu`: `mslk`), so
+The kernel library has no NPU build (rules/sweep.toml `[availability] never_on_npu`: `mslk`, whose
+PyPI builds are mslk-cuda and mslk-rocm only; not `fbgemm_gpu`, which has a CPU build and an Ascend
+companion, fbgemm-ascend, for its embedding and sparse ops), so
 the guarded import falls back to None on an NPU host and the code's own check raises ImportError
 there: the class cannot be built, and nothing past the check runs. Before, the FP8 lines were
 reported as errors of their own (a cast to FP8 with no NPU kernel), while the real porting work,

@@ -6,8 +6,8 @@ before the per-file merge, on the file's `ast` (astcache):
   is_te_available(): import transformer_engine as te` (peft's GPU tests, AK#30), or a function that
   first says `if not is_transformer_engine_available(): raise ImportError(...)` and imports
   `transformer_engine.pytorch` after it (accelerate's utils/transformer_engine.py, AM#32), or
-  says `assert _mslk_available, "mslk is required"` first (round 23: a lower-case flag named for
-  the package counts in an `assert`): the
+  says `assert _deep_gemm_available, "deep_gemm is required"` first (round 23: a lower-case flag
+  named for the package counts in an `assert`): the
   package has no NPU build (rules/sweep.toml `[availability] never_on_npu`), so the check is
   False on an NPU host and the import is never reached there. The import's finding is info naming
   the check, which moot.py turns into a named skipped scope. Only a check that names the imported

@@ -103,7 +103,7 @@ def test_import_after_the_site_covers_nothing(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # libgates23.py (round-23 BL#23, BL#34): FP8 past a CUDA-only kernel library's ImportError gate, or
-# feeding its ops, folds into one NPU911 error at the gate; probes15: `assert _mslk_available`
+# feeding its ops, folds into one NPU911 error at the gate; probes15: `assert _deep_gemm_available`
 
 INT4 = """\
 import torch
@@ -186,20 +186,20 @@ import importlib.util
 
 import torch
 
-_mslk_available = importlib.util.find_spec("mslk") is not None
+_deep_gemm_available = importlib.util.find_spec("deep_gemm") is not None
 
 
-def quantize_nvfp4(x):
-    assert _mslk_available, "mslk is required for NVFP4 quantization"
-    from mslk.quantize.triton.fp4_quantize import triton_quantize_nvfp4
+def fp8_gemm(a, b):
+    assert _deep_gemm_available, "deep_gemm is required for this FP8 GEMM"
+    from deep_gemm import fp8_gemm_nt
 
-    return triton_quantize_nvfp4(x)
+    return fp8_gemm_nt(a, b)
 
 
-def quantize_nvfp4_unchecked(x):
-    from mslk.quantize.triton.fp4_quantize import triton_quantize_nvfp4
+def fp8_gemm_unchecked(a, b):
+    from deep_gemm import fp8_gemm_nt
 
-    return triton_quantize_nvfp4(x)
+    return fp8_gemm_nt(a, b)
 """
 
 
@@ -208,7 +208,7 @@ def test_library_import_after_an_assert_of_its_availability_is_a_named_scope(tmp
     kept = _report_only(report, "kit/kernels.py")
     assert [(f["line"], f["code"], f["severity"]) for f in kept] == [(16, "NPU911", "error")]
     scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "kit/kernels.py"}
-    assert "`assert _mslk_available`" in scopes[10] and "`mslk` has no NPU build" in scopes[10]
+    assert "`assert _deep_gemm_available`" in scopes[10] and "`deep_gemm` has no NPU build" in scopes[10]
 
 
 def test_fp8_dtype_handed_to_the_gated_constructor_names_only_a_dtype(tmp_path):
