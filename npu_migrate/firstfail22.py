@@ -157,6 +157,10 @@ class RunIndex:
                         if not self.results[k].relpath.startswith(folder)}
         return sorted(out)
 
+    def texts_but(self, i: int) -> list[bytes]:
+        """The text of every other Python file of the run."""
+        return [self.text_of(j) or b"" for j in self.python if j != i]
+
     def dynamic(self, i: int) -> bool:
         """Named in a string of another file, run as a script, or loaded by its path."""
         from .tritonguards import named_in_a_string
@@ -176,10 +180,11 @@ class RunIndex:
             needle in other for other in self._path_loaders if other is not data)
 
 
-def _site_covered(tree: ast.Module, line: int, needed: set, packages: tuple) -> Optional[list[int]]:
+def _site_covered(tree: ast.Module, line: int, needed: set, packages: tuple, others=None) -> Optional[list[int]]:
     """The top-level import lines of the importer that cover its site at `line` (they import
-    every package in `needed` before it runs), [] for a site that never runs (TYPE_CHECKING),
-    None for a site not covered."""
+    every package in `needed` before it runs), or a function-local site's own covering imports
+    (localcover23.py; `others()` gives the other files' texts), [] for a site that never runs
+    (TYPE_CHECKING), None for a site not covered."""
     statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return None
@@ -199,7 +204,19 @@ def _site_covered(tree: ast.Module, line: int, needed: set, packages: tuple) -> 
     tops = _top_imports(tree, packages)
     covering = [n for n, found in sorted(tops.items()) if deferred or n < line]
     got = set().union(*(tops[n] for n in covering)) if covering else set()
-    return covering if needed <= got else None
+    if needed <= got:
+        return covering
+    if not deferred:
+        return None
+    from .localcover23 import local_cover  # (the function's own imports before the site, round-23 BM#10)
+
+    lines: set = set()
+    for statement in statements:
+        own = local_cover(tree, statement, needed, packages, others)
+        if own is None:
+            return None
+        lines.update(own)
+    return sorted(lines)
 
 
 def _what(finding) -> str:
@@ -289,7 +306,7 @@ def _carrier(run: RunIndex, i: int, needed: set, packages: tuple) -> Optional[tu
         tree = run.tree(k)
         if tree is None:
             return None
-        lines = _site_covered(tree, line, needed, packages)
+        lines = _site_covered(tree, line, needed, packages, lambda: run.texts_but(k))
         if lines is None:
             return None
         if lines:

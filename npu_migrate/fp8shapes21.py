@@ -497,9 +497,12 @@ def _selectors(results: list, text_of) -> list:
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(_open(f) for f in r.findings)]
     if not candidates:
         return results
+    from .libgates23 import folded_fp8_lines  # (FP8 folded into a kernel library's gate is reported there)
+
     fp8_lines: dict[int, list] = {}
     for k, result in enumerate(results):
-        lines = sorted({p.line for f in result.findings if _open(f) for p in split_merged(f)})
+        lines = sorted({p.line for f in result.findings if _open(f) for p in split_merged(f)}
+                       | {n for f in result.findings for n in folded_fp8_lines(f)})
         if lines:
             fp8_lines[k] = lines
     run: Optional[_Run] = None

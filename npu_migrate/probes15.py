@@ -5,7 +5,9 @@ before the per-file merge, on the file's `ast` (astcache):
 * **Behind an availability check of an NVIDIA-only package** (`GATED`, a moot.PHRASES phrase). `if
   is_te_available(): import transformer_engine as te` (peft's GPU tests, AK#30), or a function that
   first says `if not is_transformer_engine_available(): raise ImportError(...)` and imports
-  `transformer_engine.pytorch` after it (accelerate's utils/transformer_engine.py, AM#32): the
+  `transformer_engine.pytorch` after it (accelerate's utils/transformer_engine.py, AM#32), or
+  says `assert _deep_gemm_available, "deep_gemm is required"` first (round 23: a lower-case flag
+  named for the package counts in an `assert`): the
   package has no NPU build (rules/sweep.toml `[availability] never_on_npu`), so the check is
   False on an NPU host and the import is never reached there. The import's finding is info naming
   the check, which moot.py turns into a named skipped scope. Only a check that names the imported
@@ -57,6 +59,9 @@ _IMPORT = re.compile(r"\bimport (?:of|from) (?:compiled extension module )?`([\w
 _CHECK_CALL = re.compile(r"^_?(?:is|has)_(\w+?)_(?:available|installed)$")
 _SELECTOR_CALL = re.compile(r"^_?(?:should_|can_)?use_(\w+)$")
 _CHECK_FLAG = re.compile(r"^_?(?:HAS_|IS_)?(\w+?)_(?:AVAILABLE|INSTALLED)$")
+# `_mslk_available` (round 23, BL#23): the same flag in lower case, named for the package itself
+# (read only in an `assert` before the import: `assert _mslk_available, "mslk is required"`)
+_CHECK_LOWER = re.compile(r"^_?(?:has_|is_)?([a-z]\w*?)_(?:available|installed)$")
 _BLOCKS = ("body", "orelse", "finalbody")
 
 
@@ -76,15 +81,15 @@ def _names(package: str, core: str) -> bool:
     return len(parts) > 1 and core == "".join(p[0] for p in parts)
 
 
-def _checks(test: ast.AST, package: str) -> tuple[int, str]:
+def _checks(test: ast.AST, package: str, lower: bool = False) -> tuple[int, str]:
     """(1, check) where `test` true means the package is there, (-1, check) where it means it is
-    missing, (0, "") otherwise."""
+    missing, (0, "") otherwise; `lower`: a lower-case flag (`_mslk_available`) counts too."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        sign, shown = _checks(test.operand, package)
+        sign, shown = _checks(test.operand, package, lower)
         return -sign, shown
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         for value in test.values:
-            sign, shown = _checks(value, package)
+            sign, shown = _checks(value, package, lower)
             if sign == 1:
                 return 1, shown
         return 0, ""
@@ -96,8 +101,8 @@ def _checks(test: ast.AST, package: str) -> tuple[int, str]:
         return 0, ""
     if isinstance(test, (ast.Name, ast.Attribute)):
         name = astcache.dotted(test).rpartition(".")[2]
-        found = _CHECK_FLAG.match(name)
-        if found and name.isupper() and _names(package, found.group(1)):
+        found = _CHECK_FLAG.match(name) or (_CHECK_LOWER.match(name) if lower else None)
+        if found and (name.isupper() or found.re is _CHECK_LOWER) and _names(package, found.group(1)):
             return 1, name
     return 0, ""
 
@@ -170,6 +175,10 @@ def _reason(stmt: ast.stmt, package: str, holders: dict) -> str | None:
                 sign, shown = _checks(earlier.test, package)
                 if sign == -1:
                     return f"{GATED}: `{shown}`, and `{package}` has no NPU build"
+            if gated and isinstance(earlier, ast.Assert):  # (`assert _mslk_available, "..."`, round 23)
+                sign, shown = _checks(earlier.test, package, lower=True)
+                if sign == 1:
+                    return f"{GATED}: `assert {shown}`, and `{package}` has no NPU build"
         if isinstance(holder, ast.Module):
             break
         current = holder
