@@ -8,7 +8,8 @@ methods name by string path (`get_punica_wrapper()` returning
 "pkg.lora.punica_wrapper.punica_gpu.PunicaWrapperGPU"). On an NPU host that class is never the
 current platform, so that code does not run there; a porter writes the NPU platform plugin
 instead, and may want to read it, so the findings stay, lowered to info naming the class and the
-registry line (not a named scope).
+registry line (not a named scope; since round 23, BM#8, platformlayer23.py names that info as a
+skipped scope right after this pass).
 
 * **The registry, by structure.** A function returns a dotted path naming a class of the run
   (`"pkg.platforms.cuda.CudaPlatform"`, or `X if is_cuda else None`) under a test that is a device

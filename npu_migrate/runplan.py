@@ -424,6 +424,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
+    from .platformlayer23 import review_platform_code, review_startup
+    results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     results = to_scopes(review_platforms(results, paths))
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
@@ -435,6 +437,7 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
     from .platforms20 import review as review_platform_classes
     results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
+    results = review_platform_code(results)  # (that code: named scopes, platformlayer23.py)
     from .lazyimports21 import review as review_lazy_importers
     results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
     from .probed22 import review as review_probed_loaders
