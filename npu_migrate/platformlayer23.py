@@ -39,8 +39,10 @@ finding, and decides on that construct only.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
+from typing import Optional
 
 from .flagargs21 import UNSET
 from .patcher19 import PATCHER_PHRASE
@@ -57,6 +59,8 @@ _LOAD_AT = re.compile(r"transfer_to_npu (?:on the NPU )?at ([^\s():]+\.py):\d+")
 _NPU_PART = re.compile(r"(?i)(?:^|[/_.])(?:npu|ascend)(?:[/_.]|$)")
 _TEST_PART = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.py$|(^|/)conftest\.py$")
 _NO_EFFECT = "has no effect on NPU"
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEPTH = 3
 
 
 def _open_info(finding) -> bool:
@@ -88,15 +92,207 @@ def _platform_message(finding):
     return f"{finding.message[:match.start()]}({PLATFORM_ONLY}: {finding.message[match.start() + 1:]}"
 
 
-def review_platform_code(results: list) -> list:
-    """platforms20's infos about code only a CUDA/ROCm/XPU platform class runs: named scopes."""
-    from .moot import to_scopes
+def _annotation_ids(tree: ast.Module) -> set:
+    """ids of the nodes inside annotations (no references)."""
+    out: set = set()
+    for node in ast.walk(tree):
+        parts = []
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            parts.append(node.annotation)
+        elif isinstance(node, _FUNCTIONS) and node.returns is not None:
+            parts.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            parts.append(node.annotation)
+        for part in parts:
+            out.update(id(n) for n in ast.walk(part))
+    return out
 
-    indices = [i for i, r in enumerate(results)
-               if any(_open_info(f) and _platform_message(f) is not None for f in r.findings)]
-    if not indices:
+
+class _Classes:
+    """Classes of modules an NPU host loads whose every reference lies in platform code."""
+
+    def __init__(self, results, text_of, reach) -> None:
+        self.results, self.text_of, self.reach = results, text_of, reach
+        self.trees: dict = {}
+        self.memo: dict = {}
+        self.hooked: Optional[set] = None
+
+    def tree(self, j: int):
+        if j not in self.trees:
+            from . import astcache
+
+            data = self.text_of(j)
+            self.trees[j] = astcache.parse(data) if data else None
+        return self.trees[j]
+
+    def dead_names(self) -> set:
+        """The names (and last parts of dotted strings) that platform code reads or imports."""
+        out: set = set()
+        for j in set(self.reach.dead) | set(self.reach.spans):
+            tree = self.tree(j)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.Name):
+                    name = node.id
+                elif isinstance(node, ast.Attribute):
+                    name = node.attr
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 300:
+                    name = node.value.rpartition(".")[2]
+                elif isinstance(node, ast.ImportFrom):
+                    if self.reach.why_at(j, node.lineno) is not None:
+                        out.update(a.name for a in node.names)
+                    continue
+                else:
+                    continue
+                if self.reach.why_at(j, node.lineno) is not None:
+                    out.add(name)
+        return out
+
+    def _hooked_bases(self) -> set:
+        """Names of the run's classes that register their subclasses (`__init_subclass__`, a metaclass)."""
+        if self.hooked is None:
+            self.hooked = set()
+            for j, result in enumerate(self.results):
+                data = self.text_of(j) if result.relpath.endswith(".py") else None
+                if not data or (b"__init_subclass__" not in data and b"metaclass" not in data):
+                    continue
+                tree = self.tree(j)
+                for node in ast.walk(tree) if tree is not None else ():
+                    if isinstance(node, ast.ClassDef) and (any(k.arg == "metaclass" for k in node.keywords) or any(
+                            isinstance(s, _FUNCTIONS) and s.name == "__init_subclass__" for s in node.body)):
+                        self.hooked.add(node.name)
+        return self.hooked
+
+    def sites(self, i: int, cls: ast.ClassDef, depth: int = 0, seen: frozenset = frozenset()):
+        """[("path:line", why)] of every reference of the run to class `cls` of module i, each in
+        platform code (or in another class of module i so reached); None where one may run on an
+        NPU host, or the class may be reached another way."""
+        key = (i, cls.name)
+        if key in seen:
+            return []
+        if key in self.memo:
+            return self.memo[key]
+        found = None if depth > _DEPTH else self._sites(i, cls, depth, seen | {key})
+        self.memo[key] = found
+        return found
+
+    def _sites(self, i: int, cls: ast.ClassDef, depth: int, seen: frozenset):
+        from .modpaths import module_names
+
+        if cls.decorator_list or cls.keywords:
+            return None  # (a registering decorator, a metaclass: reached by a registry)
+        bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in cls.bases}
+        if bases & self._hooked_bases():
+            return None
+        name, word = cls.name, cls.name.encode()
+        paths = {f"{m}.{name}" for m in module_names(self.results[i].relpath)}
+        found: list = []
+        for j, result in enumerate(self.results):
+            data = self.text_of(j) if result.relpath.endswith(".py") else None
+            if not data or word not in data:
+                continue
+            tree = self.tree(j)
+            if tree is None:
+                return None
+            if j != i and any(isinstance(s, ast.ClassDef) and s.name == name for s in tree.body):
+                continue  # (its own by that name)
+            skip = _annotation_ids(tree)
+            own = range(cls.lineno, (cls.end_lineno or cls.lineno) + 1) if j == i else range(0)
+            for node in ast.walk(tree):
+                if id(node) in skip:
+                    continue
+                if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.Attribute) and node.attr == name:
+                    if not isinstance(node.ctx, ast.Load):
+                        return None
+                elif isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
+                    pass
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                        node.value == name or node.value in paths):
+                    pass
+                else:
+                    continue
+                line = node.lineno
+                if line in own:
+                    continue  # (its own methods)
+                why = self.reach.why_at(j, line)
+                if why is not None:
+                    found.append((f"{result.relpath}:{line}", why))
+                    continue
+                outer = next((s for s in tree.body if isinstance(s, ast.ClassDef)
+                              and s.lineno <= line <= (s.end_lineno or s.lineno)), None) if j == i else None
+                inner = self.sites(i, outer, depth + 1, seen) if outer is not None else None
+                if not inner:
+                    return None
+                found.extend(inner)
+        return found or None
+
+
+def _class_reasons(results, text_of, reach) -> dict:
+    """{file index: [(first line, last line, reason)]}: the classes of modules an NPU host loads
+    whose every reference lies in platform code, with their open findings."""
+    from .moot import is_moot
+
+    out: dict = {}
+    classes = _Classes(results, text_of, reach)
+    named = classes.dead_names()
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py") or _TEST_PART.search(result.relpath):
+            continue
+        lines = [f.line for f in result.findings
+                 if not f.fixable and f.cell is None and not is_moot(f) and reach.why_at(i, f.line) is None]
+        if not lines:
+            continue
+        tree = classes.tree(i)
+        if tree is None or not any(isinstance(s, ast.ClassDef) and s.name in named for s in tree.body):
+            continue  # (no class of the module is named from platform code: nothing reaches it that way)
+        for node in tree.body:
+            if not (isinstance(node, ast.ClassDef) and any(node.lineno < n <= (node.end_lineno or 0) for n in lines)):
+                continue
+            found = classes.sites(i, node)
+            if found:
+                places = sorted({site for site, _why in found})
+                shown = ", ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
+                out.setdefault(i, []).append((node.lineno, node.end_lineno or node.lineno, (
+                    f"{PLATFORM_ONLY}: `{node.name}` is reached only from {shown}, code reached only "
+                    f"through {found[0][1]}")))
+    return out
+
+
+def _lowered_classes(results, spans: dict) -> list:
+    from .moot import is_moot
+
+    out = list(results)
+    for i, found in spans.items():
+        findings, changed = [], False
+        for finding in results[i].findings:
+            span = next((s for s in found if s[0] < finding.line <= s[1]), None)
+            if (span is not None and not finding.fixable and finding.cell is None and not is_moot(finding)
+                    and all(span[0] < line <= span[1] for line, _c, _s in finding.also)):
+                finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({span[2]})")
+                changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=findings)
+    return out
+
+
+def review_platform_code(results: list, paths: dict) -> list:
+    """platforms20's pass, then its infos about code only a CUDA/ROCm/XPU platform class runs, and
+    the classes only that code names: named scopes."""
+    from .modpaths import RunTexts
+    from .moot import to_scopes
+    from .platforms20 import lowered, platform_reach
+
+    reach = platform_reach(results, paths)
+    if reach is None:
         return results
-    out = _rewritten(results, indices, _platform_message)
+    results = lowered(results, reach)
+    out = _lowered_classes(results, _class_reasons(results, RunTexts(results, paths or {}), reach))
+    out = _rewritten(out, [i for i, r in enumerate(out) if any(
+        _open_info(f) and _platform_message(f) is not None for f in r.findings)], _platform_message)
+    indices = [i for i, r in enumerate(out)
+               if any(_open_info(f) and "(" + PLATFORM_ONLY in f.message for f in r.findings)]
+    if not indices:
+        return out
     for i, result in zip(indices, to_scopes([out[i] for i in indices])):
         out[i] = result
     return out

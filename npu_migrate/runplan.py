@@ -435,9 +435,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
     from .folds19 import fold_package_submodules
     results = fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
-    from .platforms20 import review as review_platform_classes
-    results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
-    results = review_platform_code(results)  # (that code: named scopes, platformlayer23.py)
+    # (code only a CUDA/ROCm platform class reaches: platforms20.py; named scopes, with the classes
+    # only that code names: platformlayer23.py)
+    results = review_platform_code(results, paths)
     from .lazyimports21 import review as review_lazy_importers
     results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
     from .probed22 import review as review_probed_loaders

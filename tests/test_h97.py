@@ -277,3 +277,86 @@ def test_a_no_effect_flag_under_a_parameter_no_call_sets_is_a_named_scope(tmp_pa
     deep = [f for f in found.values() if f["code"] == "NPU911"]
     assert deep and deep[0]["severity"] == "info" and UNSET in deep[0]["message"], found
     assert UNSET_NO_EFFECT not in deep[0]["message"]
+
+
+# ---- BL#28: an attention backend class only the CUDA platform's selector names
+
+SELECTOR = GPU + '''
+    @classmethod
+    def attn_backend_cls(cls, selected):
+        if selected == "sparse":
+            from app.attn.sparse import SparseBackend  # noqa: F401
+
+            return "app.attn.sparse.SparseBackend"
+        return "app.attn.sdpa.SdpaBackend"
+'''
+
+SPARSE = '''\
+import torch
+
+
+class SparseCache:
+    def __init__(self):
+        self.items = {}
+
+
+class SparseBackend:
+    @staticmethod
+    def get_impl_cls() -> type["SparseImpl"]:
+        return SparseImpl
+
+
+class SparseImpl:
+    def forward(self, q):
+        torch.backends.cuda.preferred_linalg_library(backend="magma")
+        return q
+'''
+
+DENOISE = '''\
+def step(batch, backend_name):
+    if backend_name == "sparse":
+        from app.attn.sparse import SparseCache
+
+        batch.cache = SparseCache()
+    return batch
+'''
+
+NPU_PLATFORM = '''\
+class NpuPlatform:
+    @classmethod
+    def attn_backend_cls(cls, selected):
+        return "app.attn.{name}"
+'''
+
+
+def _backend_files(npu_choice: str = "sdpa.SdpaBackend"):
+    return _platform_files(**{
+        "app/platforms/gpu.py": SELECTOR,
+        "app/platforms/npu.py": NPU_PLATFORM.format(name=npu_choice),
+        "app/attn/__init__.py": "",
+        "app/attn/sparse.py": SPARSE,
+        "app/attn/sdpa.py": "class SdpaBackend:\n    pass\n",
+        "app/stages/__init__.py": "",
+        "app/stages/denoise.py": DENOISE,
+    })
+
+
+def test_a_backend_class_only_the_cuda_platform_selector_names_is_a_named_scope(tmp_path):
+    """SGLang's SparseVideoGen2 attention backend (BL#28): its module is loaded on an NPU host (a
+    pipeline stage imports its cache class), but the backend class is named only by the CUDA
+    platform class's selector (an import and its dotted path), and its implementation class only
+    by the backend: the implementation's MAGMA switch is a named scope."""
+    report = migrate_json(write_project(tmp_path, _backend_files()))
+    assert 17 not in _open(report, "app/attn/sparse.py"), _open(report, "app/attn/sparse.py")
+    reason = _scopes(report, "app/attn/sparse.py").get(17, "")
+    assert reason.startswith(f"not run on an NPU host (NPU405): {PLATFORM_ONLY}: `SparseImpl` is reached only from "
+                             "app/platforms/gpu.py:24, app/platforms/gpu.py:26, code reached only through "
+                             "`GpuPlatform` (app/platforms/gpu.py), the CUDA platform class"), reason
+
+
+def test_a_backend_class_the_npu_platform_also_selects_stays_reported(tmp_path):
+    """The nearest true case: the NPU platform's selector returns the same backend: an NPU host
+    reaches it through its own platform's selection, so the finding keeps its severity."""
+    report = migrate_json(write_project(tmp_path, _backend_files(npu_choice="sparse.SparseBackend")))
+    found = _open(report, "app/attn/sparse.py")
+    assert found[17]["severity"] == "error" and PLATFORM_ONLY not in found[17]["message"], found
