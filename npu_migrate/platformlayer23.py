@@ -1,5 +1,5 @@
-"""The project's own NPU platform layer decides the route (issue #16, round-23 audit BM#8, BL#40,
-BL#32). Whole run, from runplan.whole_run_passes; two passes, each a message that moot.to_scopes
+"""The project's own NPU platform layer decides the route (issue #16, round-23 audit BM#8, BL#28,
+BL#40, BL#32). Whole run, from runplan.whole_run_passes; two passes, each a message that moot.to_scopes
 then names as a skipped scope. No new analysis: each reads the proof an earlier pass wrote into the
 finding, and decides on that construct only.
 
@@ -15,6 +15,21 @@ finding, and decides on that construct only.
   reached only through the CUDA platform class: ...`. What platforms20 keeps reported (a module also
   imported from code an NPU host runs, a registry without a device probe, a selector it cannot
   read) is untouched here.
+
+* **A class only that code names** (BL#28, same pass, with platforms20's `platform_reach`).
+  platforms20 decides whole modules: a backend module that a pipeline stage also imports (for a
+  cache class) is loaded on an NPU host, so SGLang's `SparseVideoGen2AttentionBackend`, named only
+  by the CUDA platform's attention selector (a lazy import and its dotted path), kept its
+  implementation's MAGMA switch as an error. Here a module-level class holding an open finding
+  outside that code is never run there when every reference of the run to it (a name read, an
+  attribute, a `from m import C`, the string `"C"` or `"pkg.m.C"`; annotations and its own body
+  aside) lies in that code, or in another class of its module so reached (a few steps: the
+  backend's `get_impl_cls` returning the implementation class). Its findings become the same
+  named scope, naming the places and the platform class. Kept: a class with no reference, one with
+  a decorator or a metaclass, or whose base registers subclasses (`__init_subclass__`, a
+  metaclass), a reference in code an NPU host may run (the NPU platform's own selector returning
+  the class's path, a module-level table, a subclass elsewhere), a file that does not parse. Only
+  modules holding a class whose name platform code reads are walked.
 
 * **A CUDA name the project's own NPU start-up remaps** (BL#40; `review_startup`, before the first
   moot.to_scopes). patcher19 lowers to info a `torch.cuda` name (NPU202) or a profiler CUDA
