@@ -26,8 +26,8 @@ finding, and decides on that construct only.
   aside) lies in that code, or in another class of its module so reached (a few steps: the
   backend's `get_impl_cls` returning the implementation class). Its findings become the same
   named scope, naming the places and the platform class. Kept: a class with no reference, one with
-  a decorator or a metaclass, or whose base registers subclasses (`__init_subclass__`, a
-  metaclass), a reference in code an NPU host may run (the NPU platform's own selector returning
+  a decorator or a metaclass, or whose base registers or lists its subclasses
+  (`__init_subclass__`, a metaclass, `Base.__subclasses__()`), a reference in code an NPU host may run (the NPU platform's own selector returning
   the class's path, a module-level table, a subclass elsewhere), a file that does not parse. Only
   modules holding a class whose name platform code reads are walked.
 
@@ -163,15 +163,20 @@ class _Classes:
         return out
 
     def _hooked_bases(self) -> set:
-        """Names of the run's classes that register their subclasses (`__init_subclass__`, a metaclass)."""
+        """Names of the run's classes that register or list their subclasses (`__init_subclass__`, a
+        metaclass, `Base.__subclasses__()`)."""
         if self.hooked is None:
             self.hooked = set()
             for j, result in enumerate(self.results):
                 data = self.text_of(j) if result.relpath.endswith(".py") else None
-                if not data or (b"__init_subclass__" not in data and b"metaclass" not in data):
+                if not data or (b"__init_subclass__" not in data and b"metaclass" not in data
+                                and b"__subclasses__" not in data):
                     continue
                 tree = self.tree(j)
                 for node in ast.walk(tree) if tree is not None else ():
+                    if isinstance(node, ast.Attribute) and node.attr == "__subclasses__":
+                        base = node.value
+                        self.hooked.add(base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", ""))
                     if isinstance(node, ast.ClassDef) and (any(k.arg == "metaclass" for k in node.keywords) or any(
                             isinstance(s, _FUNCTIONS) and s.name == "__init_subclass__" for s in node.body)):
                         self.hooked.add(node.name)

@@ -360,3 +360,16 @@ def test_a_backend_class_the_npu_platform_also_selects_stays_reported(tmp_path):
     report = migrate_json(write_project(tmp_path, _backend_files(npu_choice="sparse.SparseBackend")))
     found = _open(report, "app/attn/sparse.py")
     assert found[17]["severity"] == "error" and PLATFORM_ONLY not in found[17]["message"], found
+
+
+def test_a_backend_whose_base_lists_its_subclasses_stays_reported(tmp_path):
+    """A backend base whose subclasses a registry lists (`Base.__subclasses__()`) reaches the class
+    another way than by name: kept."""
+    files = _backend_files()
+    files["app/attn/sparse.py"] = SPARSE.replace("class SparseImpl:", "class SparseImpl(ImplBase):").replace(
+        "import torch\n", "import torch\n\n\nclass ImplBase:\n    pass\n")
+    files["app/attn/registry.py"] = ("from app.attn.sparse import ImplBase\n\n\n"
+                                     "def impls():\n    return ImplBase.__subclasses__()\n")
+    report = migrate_json(write_project(tmp_path, files))
+    found = _open(report, "app/attn/sparse.py")
+    assert any(f["code"] == "NPU405" and f["severity"] == "error" for f in found.values()), found
