@@ -1,20 +1,19 @@
 """The project's own NPU platform layer decides the route (issue #16, round-23 audit BM#8, BL#28,
 BL#40, BL#32). Whole run, from runplan.whole_run_passes; two passes, each a message that moot.to_scopes
-then names as a skipped scope. No new analysis: each reads the proof an earlier pass wrote into the
+names as a skipped scope. No new analysis: each reads the proof an earlier pass wrote into the
 finding, and decides on that construct only.
 
-* **Code only another accelerator's platform class runs** (BM#8; `review_platform_code`, right
-  after platforms20.py). platforms20 lowers to info what only a CUDA/ROCm/XPU platform class
-  reaches (the class body of `CudaPlatform`, its module when nothing else loads it, the modules its
-  methods name by string), naming the class and the registry line that selects it only after a
-  probe of that accelerator; round 20 kept them as info for the porter of the NPU platform plugin.
-  Round 23's reviewers read every one as noise: the NPU host selects its own platform class (the
-  project's or a plugin's) and implements its own answer there, so the porter has nothing to do
-  in this code. Such an info (platforms20's clause, not fixable, no notebook cell) becomes a named
-  scope, `not run on an NPU host (NPU931): code only another accelerator's platform class runs:
-  reached only through the CUDA platform class: ...`. What platforms20 keeps reported (a module also
-  imported from code an NPU host runs, a registry without a device probe, a selector it cannot
-  read) is untouched here.
+* **Code only another accelerator's platform class runs** (BM#8; `review_platform_code`, right after
+  platforms20.py). platforms20 lowers to info what only a CUDA/ROCm/XPU platform class reaches (the
+  class body of `CudaPlatform`, its module when nothing else loads it, the modules its methods name
+  by string), naming the class and the registry line that selects it only after a probe of that
+  accelerator; round 20 kept them as info for the porter of the NPU platform plugin. Round 23's
+  reviewers read every one as noise: the NPU host selects its own platform class (the project's or a
+  plugin's) and implements its own answer there, so the porter has nothing to do in this code. Such
+  an info (platforms20's clause, not fixable, no notebook cell) becomes a named scope, `not run on
+  an NPU host (NPU931): code only another accelerator's platform class runs: reached only through
+  the CUDA platform class: ...`. What platforms20 keeps reported (a module also imported from code
+  an NPU host runs, a registry without a device probe, a selector it cannot read) is untouched here.
 
 * **A class only that code names** (BL#28, same pass, with platforms20's `platform_reach`).
   platforms20 decides whole modules: a backend module that a pipeline stage also imports (for a
@@ -23,34 +22,36 @@ finding, and decides on that construct only.
   implementation's MAGMA switch as an error. Here a module-level class holding an open finding
   outside that code is never run there when every reference of the run to it (a name read, an
   attribute, a `from m import C`, the string `"C"` or `"pkg.m.C"`; annotations and its own body
-  aside) lies in that code, or in another class of its module so reached (a few steps: the
-  backend's `get_impl_cls` returning the implementation class). Its findings become the same
-  named scope, naming the places and the platform class. Kept: a class with no reference, one with
-  a decorator or a metaclass, or whose base registers or lists its subclasses
-  (`__init_subclass__`, a metaclass, `Base.__subclasses__()`), a reference in code an NPU host may run (the NPU platform's own selector returning
-  the class's path, a module-level table, a subclass elsewhere), a file that does not parse. Only
-  modules holding a class whose name platform code reads are walked.
+  aside) lies in that code, or in another class of its module so reached (a few steps: the backend's
+  `get_impl_cls` returning the implementation class). Its findings become the same named scope,
+  naming the places and the platform class. Kept: a class with no reference, one with a decorator or
+  a metaclass, or whose base registers or lists its subclasses (`__init_subclass__`, a metaclass,
+  `Base.__subclasses__()`), a reference in code an NPU host may run (the NPU platform's own selector
+  returning the class's path, a module-level table, a subclass elsewhere), a file that does not
+  parse. Only modules holding a class whose name platform code reads are walked.
 
-* **A CUDA name the project's own NPU start-up remaps** (BL#40; `review_startup`, before the first
-  moot.to_scopes). patcher19 lowers to info a `torch.cuda` name (NPU202) or a profiler CUDA
-  activity (NPU935) that torch_npu's `transfer_to_npu` maps to the NPU, in the modules a process
-  that loads the patcher runs (proven by loaderproof20), naming the load's place. Where that place
-  lies in the project's own NPU layer (a path part naming the NPU: `hardware_backend/npu/utils.py`,
-  `hw/npu_utils.py`, `ascend/`), the patcher is the project's NPU start-up, reached from its
-  platform/hardware layer under its NPU flag, and the code runs as written there: a named scope
-  `runs as written on an NPU host (NPU202): a CUDA name the project's own NPU start-up remaps: ...`.
-  A load anywhere else (a compatibility module, a test runner helper) keeps patcher19's info: the
-  porter must know the code relies on a patcher the project loads incidentally.
+* **A CUDA name the project's own NPU start-up remaps** (BL#40; `review_startup`, last: a pass that
+  finds the code never runs on an NPU host, callees22.py, names it first with that reason).
+  patcher19 lowers to info a `torch.cuda` name (NPU202) or a profiler CUDA activity (NPU935) that
+  torch_npu's `transfer_to_npu` maps to the NPU, in the modules a process that loads the patcher
+  runs (proven by loaderproof20), naming the load's place. Where that place lies in the project's
+  own NPU layer (a path part naming the NPU: `hardware_backend/npu/utils.py`, `hw/npu_utils.py`,
+  `ascend/`), the patcher is the project's NPU start-up, reached from its platform/hardware layer
+  under its NPU flag, and the code runs as written there: a named scope `runs as written on an NPU
+  host (NPU202): a CUDA name the project's own NPU start-up remaps: ...`. A graph capture
+  (`torch.cuda.CUDAGraph`, mapped to NPUGraph, documented for inference only) is left to
+  singles22.py's inference captures. A load anywhere else (a compatibility module, a test runner
+  helper) keeps patcher19's info: the porter must know the code relies on a patcher the project
+  loads incidentally.
 
-* **A setting without effect on NPU under a parameter no call sets** (BL#32; `review_startup`).
-  A `torch.backends.cudnn` flag (NPU404, "has no effect on NPU", info) inside `if flag:` where
+* **A setting without effect on NPU under a parameter no call sets** (BL#32; `review_startup`). A
+  `torch.backends.cudnn` flag (NPU404, "has no effect on NPU", info) inside `if flag:` where
   flagargs21 found that every call of the run passes the parameter False or leaves its default
   (`seed_all(seed, cuda_deterministic=False)`): the flag asks for no work on an NPU host whoever
-  sets the parameter, and the project's own calls never enter the block, so its determinism hint
-  is moot: a named scope `no effect on an NPU host (NPU404): ...`. A finding that fails on NPU
-  under such a parameter (a CUDA-only import, FP8 compute) keeps flagargs21's info: a caller
-  outside the project may set it.
-"""
+  sets the parameter, and the project's own calls never enter the block, so its determinism hint is
+  moot: a named scope `no effect on an NPU host (NPU404): ...`. A finding that fails on NPU under
+  such a parameter (a CUDA-only import, FP8 compute) keeps flagargs21's info: a caller outside the
+  project may set it."""
 
 from __future__ import annotations
 
@@ -74,6 +75,9 @@ _LOAD_AT = re.compile(r"transfer_to_npu (?:on the NPU )?at ([^\s():]+\.py):\d+")
 _NPU_PART = re.compile(r"(?i)(?:^|[/_.])(?:npu|ascend)(?:[/_.]|$)")
 _TEST_PART = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*$|_test\.py$|(^|/)conftest\.py$")
 _NO_EFFECT = "has no effect on NPU"
+# (a graph capture: the patcher maps it to NPUGraph, documented for inference only; singles22.py
+# names the inference captures, the others keep patcher19's info)
+_GRAPH = "NPUGraph"
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEPTH = 3
 
@@ -327,7 +331,7 @@ def _startup_message(relpaths):
     def change(finding):
         head = f"({PATCHER_PHRASE}: "
         at = finding.message.find(head)
-        if at >= 0 and "(" + STARTUP not in finding.message:
+        if at >= 0 and "(" + STARTUP not in finding.message and _GRAPH not in finding.message[:at]:
             load = _LOAD_AT.search(finding.message, at)
             if load is not None and load.group(1) in relpaths and npu_layer(load.group(1)):
                 return f"{finding.message[:at]}({STARTUP}: {finding.message[at + 1:]}"
@@ -346,5 +350,11 @@ def review_startup(results: list) -> list:
         _open_info(f) and (PATCHER_PHRASE in f.message or UNSET in f.message) for f in r.findings)]
     if not indices:
         return results
+    from .moot import to_scopes
+
     relpaths = {r.relpath for r in results}
-    return _rewritten(results, indices, _startup_message(relpaths))
+    out = _rewritten(results, indices, _startup_message(relpaths))
+    changed = [i for i in indices if out[i] is not results[i]]
+    for i, result in zip(changed, to_scopes([out[i] for i in changed])):
+        out[i] = result
+    return out

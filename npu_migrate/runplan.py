@@ -425,7 +425,6 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     from .platformlayer23 import review_platform_code, review_startup
-    results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     results = to_scopes(review_platforms(results, paths))
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
@@ -445,7 +444,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .firstfail22 import review as review_first_failing
-    return review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
 
 
 # ------------------------------------------------------------------ what both commands print

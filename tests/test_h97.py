@@ -181,6 +181,19 @@ def forward(x):
 '''
 
 
+TRAIN_GRAPH = '''\
+import torch
+
+
+def capture(model, x):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = model(x).sum()
+        loss.backward()
+    return graph
+'''
+
+
 def _startup_files(boot: str):
     module = "app." + boot[: -len(".py")].replace("/", ".")
     return {
@@ -194,6 +207,7 @@ def _startup_files(boot: str):
         "app/core/nets/__init__.py": "",
         "app/core/nets/catalog.py": CATALOG,
         "app/core/nets/net.py": NET,
+        "app/core/nets/train_graph.py": TRAIN_GRAPH,
     }
 
 
@@ -208,6 +222,11 @@ def test_a_name_the_projects_npu_startup_remaps_is_a_named_scope(tmp_path):
     assert reason.startswith(f"runs as written on an NPU host (NPU202): {STARTUP}: {PATCHER_PHRASE}: "), reason
     assert "transfer_to_npu at app/core/hardware/npu/boot.py:7" in reason, reason
     assert net[7]["severity"] == "error", net
+    # a graph capture (NPUGraph is documented for inference only; this one runs a backward pass):
+    # patcher19's info stays a finding
+    graph = _open(report, "app/core/nets/train_graph.py")
+    assert graph[5]["severity"] == "info" and PATCHER_PHRASE in graph[5]["message"], graph
+    assert STARTUP not in graph[5]["message"]
 
 
 def test_a_load_outside_the_npu_layer_keeps_patcher19s_info(tmp_path):
