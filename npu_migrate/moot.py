@@ -56,6 +56,7 @@ PHRASES = (
     "documentation example in the Markdown",
     "another platform's code",  # platforms.py: another vendor's platform code (XPU, HPU, MPS, ROCm)
     "the CUDA variant beside",  # platforms.py: docker/docker-cuda beside docker/docker-npu
+    "code only another accelerator's platform class runs",  # platformlayer23.PLATFORM_ONLY (round 23, BM#8)
     # guarded optional imports (probes.py, fallbacks.py): the import fails on an NPU host
     "optional import used for type checks",
     "guarded import read only by type checks and registrations",
@@ -124,6 +125,7 @@ NO_EFFECT = (
     "an SDPA switch under `torch.no_grad()`/`inference_mode()`",  # singles22.NO_GRAD_SWITCH (round 22, BK#36)
     "a cuDNN flag in a test that runs no cuDNN op",  # singles23.NO_CUDNN_OP (round 23, BN#24)
     "a profile that only counts FLOPs",  # singles23.FLOPS_ONLY (round 23, BN#17)
+    "a setting without effect on NPU, in a block no call of the run enters",  # platformlayer23 (round 23, BL#32)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -199,6 +201,7 @@ AS_WRITTEN = (
     "the fallback of a `getattr` of the object's `device`",  # singles22.DEVICE_FALLBACK (round 22, BI#27)
     "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
     "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
+    "a CUDA name the project's own NPU start-up remaps",  # platformlayer23.STARTUP (round 23, BL#40)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -14,7 +14,8 @@ From then on the process has every name of `torch_npu.npu.__all__` copied onto `
 A report-only "left unchanged" finding on such a `torch.cuda` name (NPU202) or a profiler CUDA
 activity (NPU935) is then no failure in the processes that load the patcher; it is lowered to info,
 never dropped (the porter must still know the code relies on the patcher), with a message naming
-the patcher and where the project loads it. Nothing the tool rewrites changes.
+the patcher and where the project loads it (a load in the project's own NPU layer, its NPU start-up:
+a named scope since round 23, BL#40, platformlayer23.py). Nothing the tool rewrites changes.
 
 A load is an import of the patcher module (any form) either at module level or in a top-level
 function that a run module calls at module level (defined there, or imported by name from the run's

@@ -8,7 +8,8 @@ methods name by string path (`get_punica_wrapper()` returning
 "pkg.lora.punica_wrapper.punica_gpu.PunicaWrapperGPU"). On an NPU host that class is never the
 current platform, so that code does not run there; a porter writes the NPU platform plugin
 instead, and may want to read it, so the findings stay, lowered to info naming the class and the
-registry line (not a named scope).
+registry line (not a named scope; since round 23, BM#8, platformlayer23.py names that info as a
+skipped scope right after this pass).
 
 * **The registry, by structure.** A function returns a dotted path naming a class of the run
   (`"pkg.platforms.cuda.CudaPlatform"`, or `X if is_cuda else None`) under a test that is a device
@@ -239,24 +240,31 @@ def _string_sites(results, text_of, library, name: str) -> list[tuple[int, int]]
 
 def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
     """Findings in code reached only through a CUDA/ROCm/XPU platform class: info, naming it."""
+    reach = platform_reach(results, paths)
+    return results if reach is None else _lowered(results, reach)
+
+
+def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Optional[_Reach]:
+    """The code reached only through a CUDA/ROCm/XPU platform class (`why_at(file index, line)`:
+    why, or None), or None where the run has no such class. Public for platformlayer23.py."""
     from .modpaths import ImportIndex, RunModules, RunTexts, module_names
     from .platforms21 import EnumEntries
     from .tritonguards import run_imports
 
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     if not python:
-        return results
+        return None
     paths = paths or {}
     text_of = RunTexts(results, paths)
     probes = (b"nvml", b"amdsmi", b"torch.version.hip", b"torch.version.cuda", b"cuda.is_available", b"rocm_smi")
     candidates = [i for i in python if not _TEST_FILE.search(results[i].relpath)
                   and (lambda data: bool(data) and any(p in data for p in probes))(text_of(i))]
     if not candidates:
-        return results
+        return None
     modules = RunModules(results, text_of)
     registries = find_registries(results, modules, candidates)
     if not registries:
-        return results
+        return None
     reach = _Reach(results, modules, text_of, python)
     seeds: dict[int, list] = {}
     registry_sites: set[tuple[str, int]] = set()
@@ -273,7 +281,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
         relpath, _c, line = where.rpartition(":")
         registry_sites.add((relpath, int(line)))
     if not seeds:
-        return results
+        return None
     imports, _text = run_imports(results, python, paths)
     index = ImportIndex(results, python)
     library = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
@@ -347,7 +355,7 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
                 grown = True
         if not grown:
             break
-    return _lowered(results, reach)
+    return reach
 
 
 def _lowered(results, reach: _Reach) -> list:
@@ -369,3 +377,7 @@ def _lowered(results, reach: _Reach) -> list:
         if changed:
             out[i] = dataclasses.replace(results[i], findings=findings)
     return out
+
+
+# (public for platformlayer23.py: the findings of `platform_reach`'s code lowered to info)
+lowered = _lowered

@@ -429,6 +429,7 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
+    from .platformlayer23 import review_platform_code, review_startup
     results = to_scopes(review_platforms(results, paths))
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
@@ -441,8 +442,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_import_folders(results, paths)  # (a folder of modules that only fail on one package's import: once)
     from .folds19 import fold_package_submodules
     results = fold_package_submodules(results, paths)  # (submodules a failing package __init__ loads: folds19.py)
-    from .platforms20 import review as review_platform_classes
-    results = review_platform_classes(results, paths)  # (code only a CUDA/ROCm platform class reaches: platforms20.py)
+    # (code only a CUDA/ROCm platform class reaches: platforms20.py; named scopes, with the classes
+    # only that code names: platformlayer23.py)
+    results = review_platform_code(results, paths)
     from .lazyimports21 import review as review_lazy_importers
     results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
     from .probed22 import review as review_probed_loaders
@@ -450,7 +452,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .firstfail22 import review as review_first_failing
-    return review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
 
 
 # ------------------------------------------------------------------ what both commands print

@@ -84,7 +84,15 @@ def _enum_files(**extra):
 
 
 def _open(report: dict, path: str) -> dict[int, dict]:
-    return {f["line"]: f for f in report["findings"] if f["path"] == path and not f["fixable"]}
+    """The report-only findings of `path`, and (as info) the named scopes that platforms20's infos
+    became since round 23 (platformlayer23.PLATFORM_ONLY)."""
+    from npu_migrate.platformlayer23 import PLATFORM_ONLY
+
+    out = {f["line"]: f for f in report["findings"] if f["path"] == path and not f["fixable"]}
+    for scope in report["skipped"]:
+        if scope.get("path") == path and "start_line" in scope and PLATFORM_ONLY in scope["reason"]:
+            out.setdefault(scope["start_line"], {"severity": "info", "message": scope["reason"]})
+    return out
 
 
 def test_a_backend_only_the_cuda_priority_list_names_is_info(tmp_path):
