@@ -442,7 +442,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .firstfail22 import review as review_first_failing
-    return review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    from .jitfolds23 import review as review_jit_folds
+    return review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
 
 
 # ------------------------------------------------------------------ what both commands print

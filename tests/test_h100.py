@@ -1,0 +1,178 @@
+"""Precision wave 23, helper h100 (issue #16): findings of tests and benchmarks that only exercise a
+project CUDA JIT kernel fold into that kernel's NPU912 (npu_migrate/jitfolds23.py; round-23 audits
+BM#23, BM#29). Each false case is paired with the nearest true case that stays reported."""
+
+from __future__ import annotations
+
+from tests.precision_helpers import migrate_json, write_project
+
+JIT_UTILS = '''\
+def load_jit(name, *args, cuda_files=(), cuda_wrappers=()):
+    from tvm_ffi.cpp import load_inline
+
+    return load_inline(name, cuda_sources=[open(f).read() for f in cuda_files])
+'''
+
+JIT_QUANT = '''\
+from proj.kern.utils import load_jit
+
+
+def _quant_module(dtype):
+    return load_jit("quant_fp8", dtype, cuda_files=["gemm/quant_fp8.cuh"], cuda_wrappers=[("quant", "run")])
+
+
+def quant_fp8(x, out, scale, is_static=False):
+    _quant_module(x.dtype).quant(x.view(-1), out.view(-1), scale)
+'''
+
+JIT_NORM = '''\
+from proj.kern.utils import load_jit
+
+
+def _norm_module(hidden):
+    return load_jit("rmsnorm", hidden, cuda_files=["norm/rmsnorm.cuh"], cuda_wrappers=[("rmsnorm", "run")])
+
+
+def rmsnorm(x, w, output=None):
+    _norm_module(x.shape[-1]).rmsnorm(x, w, output)
+'''
+
+KERNEL = "__global__ void {name}_kernel(float* x) {{ x[threadIdx.x] = 1.0f; }}\n"
+
+BENCH = '''\
+import torch
+
+from proj.kern.quant import quant_fp8
+
+try:
+    from proj.platform import is_hip
+
+    _is_hip = is_hip()
+except ImportError:
+    _is_hip = False
+
+fp8_type_ = torch.float8_e4m3fnuz if _is_hip else torch.float8_e4m3fn
+
+
+def sglang_quant(x, scale=None):
+    fp8_type_: torch.dtype = torch.float8_e4m3fn
+    output = torch.empty_like(x, device=x.device, dtype=fp8_type_)
+    if scale is None:
+        scale = torch.zeros(1, device=x.device, dtype=torch.float32)
+    quant_fp8(x, output, scale){extra}
+    return output, scale
+
+
+def run(n):
+    x = torch.randn(n, 4096, dtype=torch.float16)
+    out, scale = sglang_quant(x)
+    return out.to(torch.float32)
+'''
+
+NORM_TEST = '''\
+import pytest
+import torch
+
+
+def jit_rmsnorm(x, w):
+    from proj.kern.{module} import rmsnorm
+
+    rmsnorm(x, w, output=x)
+
+
+def reference_rmsnorm(x, w):
+    from flashinfer.norm import rmsnorm
+
+    rmsnorm(x, w, out=x)
+
+
+@pytest.mark.parametrize("n", [8, 16])
+def test_rmsnorm(n):
+    x = torch.randn(n, n)
+    w = torch.randn(n)
+    a, b = x.clone(), x.clone()
+    jit_rmsnorm(a, w)
+    reference_rmsnorm(b, w)
+    torch.testing.assert_close(a, b)
+'''
+
+PORTABLE_NORM = '''\
+import torch
+
+
+def rmsnorm(x, w, output=None):
+    output.copy_(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+'''
+
+
+def _project(tmp_path, bench_extra="", quant=JIT_QUANT, files=None):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/kern/__init__.py": "",
+        "proj/kern/utils.py": JIT_UTILS,
+        "proj/kern/quant.py": quant,
+        "proj/kern/norm.py": JIT_NORM,
+        "proj/kern/ref.py": PORTABLE_NORM,
+        "proj/kern/csrc/gemm/quant_fp8.cuh": KERNEL.format(name="quant"),
+        "proj/kern/csrc/norm/rmsnorm.cuh": KERNEL.format(name="rmsnorm"),
+        "proj/kern/benchmark/bench_quant_fp8.py": BENCH.format(extra=bench_extra),
+        "proj/kern/tests/test_norm.py": NORM_TEST.format(module="norm"),
+        "proj/kern/tests/test_ref.py": NORM_TEST.format(module="ref"),
+        **(files or {}),
+    }))
+
+
+def _findings(report, path, code=None):
+    return [f for f in report["findings"] if f["path"] == path and (code is None or f["code"] == code)
+            and not f["fixable"]]
+
+
+def _kernel_finding(report, path):
+    found = _findings(report, path, "NPU912")
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_fp8_output_buffer_of_a_jit_kernel_in_a_benchmark_folds_into_its_source(tmp_path):
+    report = _project(tmp_path)
+    assert _findings(report, "proj/kern/benchmark/bench_quant_fp8.py", "NPU913") == []
+    target = _kernel_finding(report, "proj/kern/csrc/gemm/quant_fp8.cuh")
+    assert target["severity"] == "error"
+    assert "`proj/kern/benchmark/bench_quant_fp8.py` (lines 12, 16)" in target["message"]
+    assert "CUDA JIT kernel `quant_fp8` compiled from this source" in target["message"]
+
+
+def test_fp8_output_also_used_by_fp8_compute_beside_the_kernel_stays(tmp_path):
+    report = _project(tmp_path, bench_extra="\n    torch._scaled_mm(output, output.t())")
+    found = _findings(report, "proj/kern/benchmark/bench_quant_fp8.py", "NPU913")
+    assert found and all(f["severity"] == "error" for f in found)
+    assert "bench_quant_fp8" not in _kernel_finding(report, "proj/kern/csrc/gemm/quant_fp8.cuh")["message"]
+
+
+def test_fp8_for_a_jit_kernel_with_an_npu_path_stays(tmp_path):
+    quant = JIT_QUANT.replace("def quant_fp8(x, out, scale, is_static=False):\n",
+                              "def quant_fp8(x, out, scale, is_static=False):\n    if x.device.type == \"npu\":\n"
+                              "        return torch_npu.npu_quantize(x, scale)\n")
+    report = _project(tmp_path, quant=quant)
+    found = _findings(report, "proj/kern/benchmark/bench_quant_fp8.py", "NPU913")
+    assert found and all(f["severity"] == "error" for f in found)
+
+
+def test_module_level_fp8_constant_read_elsewhere_keeps_the_finding(tmp_path):
+    # (`run` reads the module constant: FP8 work of the benchmark's own, not the kernel's buffer)
+    bench = BENCH.format(extra="").replace("return out.to(torch.float32)", "return out.to(fp8_type_)")
+    report = _project(tmp_path, files={"proj/kern/benchmark/bench_quant_fp8.py": bench})
+    found = _findings(report, "proj/kern/benchmark/bench_quant_fp8.py", "NPU913")
+    assert found and all(f["severity"] == "error" for f in found)
+    assert "bench_quant_fp8" not in _kernel_finding(report, "proj/kern/csrc/gemm/quant_fp8.cuh")["message"]
+
+
+def test_reference_import_in_a_jit_kernel_test_folds_into_the_kernel_source(tmp_path):
+    report = _project(tmp_path)
+    assert _findings(report, "proj/kern/tests/test_norm.py", "NPU911") == []
+    target = _kernel_finding(report, "proj/kern/csrc/norm/rmsnorm.cuh")
+    assert "(NPU911) in `proj/kern/tests/test_norm.py` (line 12)" in target["message"]
+    assert "CUDA JIT kernel `rmsnorm` compiled from this source" in target["message"]
+    # the same reference in a test of portable code stays an error
+    (kept,) = _findings(report, "proj/kern/tests/test_ref.py", "NPU911")
+    assert kept["severity"] == "error"
