@@ -176,3 +176,133 @@ def test_reference_import_in_a_jit_kernel_test_folds_into_the_kernel_source(tmp_
     # the same reference in a test of portable code stays an error
     (kept,) = _findings(report, "proj/kern/tests/test_ref.py", "NPU911")
     assert kept["severity"] == "error"
+
+
+# ------------------------------------------------- BM#16: JIT sources whose loader's every library use is gated
+
+PLATFORM = """\
+import importlib.util
+
+import torch
+
+
+def is_npu():
+    return importlib.util.find_spec("torch_npu") is not None
+
+
+def is_cuda():
+    return torch.cuda.is_available() and torch.version.cuda is not None
+"""
+
+NPU_INIT = """\
+from proj.srt.utils import is_npu
+
+_is_npu = is_npu()
+if _is_npu:
+    import torch_npu  # noqa: F401
+    from torch_npu.contrib import transfer_to_npu  # noqa: F401
+"""
+
+HICACHE = '''\
+from proj.jit_kernel.utils import load_jit
+
+
+def _module(size):
+    return load_jit("hicache", size, cuda_files=["hicache.cuh"], cuda_wrappers=[("transfer", "run")])
+
+
+def can_use_hicache(size):
+    return size % 8 == 0
+
+
+def transfer_one_layer(src, dst, size):
+    _module(size).transfer(src, dst)
+'''
+
+ADD_CONSTANT = '''\
+from proj.jit_kernel.utils import load_jit
+
+
+def _module(c):
+    return load_jit("add_constant", c, cuda_files=["add_constant.cuh"], cuda_wrappers=[("add", "run")])
+
+
+def add_constant(x, c):
+    _module(c).add(x)
+'''
+
+ADD_CONSTANT_TEST = '''\
+import torch
+
+from proj.jit_kernel.add_constant import add_constant
+
+
+def test_add_constant():
+    x = torch.zeros(8)
+    add_constant(x, 1)
+    assert x.sum() == 8
+'''
+
+HOST_POOL = '''\
+from proj.jit_kernel.hicache import can_use_hicache, transfer_one_layer
+from proj.srt.utils import is_cuda
+
+_is_cuda = is_cuda()
+
+
+class HostPool:
+    def __init__(self, size):
+        self.size = size
+        self.can_use_jit = _is_cuda and can_use_hicache(size)
+
+    def load(self, src, dst):
+        if self.can_use_jit:
+            transfer_one_layer(src, dst, self.size)
+        else:
+            dst.copy_(src)
+'''
+
+
+def _gated_project(tmp_path, host_pool=HOST_POOL, files=None):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/srt/__init__.py": "",
+        "proj/srt/utils.py": PLATFORM,
+        "proj/srt/npu_init.py": NPU_INIT,
+        "proj/srt/host_pool.py": host_pool,
+        "proj/jit_kernel/__init__.py": "",
+        "proj/jit_kernel/utils.py": JIT_UTILS,
+        "proj/jit_kernel/hicache.py": HICACHE,
+        "proj/jit_kernel/add_constant.py": ADD_CONSTANT,
+        "proj/jit_kernel/csrc/hicache.cuh": KERNEL.format(name="hicache"),
+        "proj/jit_kernel/csrc/add_constant.cuh": KERNEL.format(name="add_constant"),
+        "proj/jit_kernel/tests/test_add_constant.py": ADD_CONSTANT_TEST,
+        **(files or {}),
+    }))
+
+
+def _scope_reasons(report, code="NPU912"):
+    return [s["reason"] for s in report["skipped"] if f"({code})" in s.get("reason", "")]
+
+
+def test_jit_headers_whose_loaders_run_only_under_a_cuda_gate_or_in_tests_are_a_scope(tmp_path):
+    report = _gated_project(tmp_path)
+    assert [f for f in report["findings"] if f["code"] == "NPU912"] == []
+    (reason,) = [r for r in _scope_reasons(report) if "JIT loaders whose every library use" in r]
+    assert "proj/srt/host_pool.py:10 (after `_is_cuda and`, False there)" in reason
+    assert "proj/srt/host_pool.py:14" in reason and "self.can_use_jit" in reason
+    assert "no library module imports `proj/jit_kernel/add_constant.py`" in reason
+
+
+def test_jit_header_whose_loader_library_code_calls_ungated_stays(tmp_path):
+    # the nearest true case: the pool asks only the kernel's own check, an NPU host runs the call
+    report = _gated_project(tmp_path, HOST_POOL.replace("_is_cuda and can_use_hicache", "can_use_hicache"))
+    found = [f for f in report["findings"] if f["code"] == "NPU912"]
+    assert found and all(f["severity"] == "error" for f in found)
+
+
+def test_jit_header_whose_loader_a_library_module_calls_stays(tmp_path):
+    user = "from proj.jit_kernel.add_constant import add_constant\n\n\ndef bump(x):\n    add_constant(x, 1)\n"
+    report = _gated_project(tmp_path, files={"proj/srt/bump.py": user})
+    found = [f for f in report["findings"] if f["code"] == "NPU912"]
+    assert found and all(f["severity"] == "error" for f in found)
