@@ -306,3 +306,159 @@ def test_jit_header_whose_loader_a_library_module_calls_stays(tmp_path):
     report = _gated_project(tmp_path, files={"proj/srt/bump.py": user})
     found = [f for f in report["findings"] if f["code"] == "NPU912"]
     assert found and all(f["severity"] == "error" for f in found)
+
+
+# ------------------------------------------------- BM#32: an extension only unused autograd Functions load
+
+CUDA_EXTENSION = '''\
+class _CudaExtension:
+    def __init__(self, name):
+        self.name = name
+
+    def csrc_abs_path(self, path):
+        return "csrc/" + path
+
+    def is_available(self):
+        import torch
+
+        return torch.cuda.is_available()
+'''
+
+MOE_EXTENSION = '''\
+from .cuda_extension import _CudaExtension
+
+
+class MoeCudaExtension(_CudaExtension):
+    def __init__(self):
+        super().__init__(name="moe_cuda")
+
+    def sources_files(self):
+        return [self.csrc_abs_path(f) for f in ["kernel/cuda/moe_kernel.cu"]]
+'''
+
+EXTENSIONS_INIT = '''\
+from .moe_cuda import MoeCudaExtension
+
+ALL_EXTENSIONS = [MoeCudaExtension]
+
+__all__ = ["MoeCudaExtension"]
+'''
+
+SETUP = '''\
+import os
+
+from setuptools import setup
+
+ext_modules = []
+if os.environ.get("BUILD_EXT") == "1":
+    from proj.kernel.extensions import ALL_EXTENSIONS
+
+    for ext_cls in ALL_EXTENSIONS:
+        ext = ext_cls()
+        if ext.is_available():
+            ext_modules.append(ext.build_aot())
+
+setup(name="proj", ext_modules=ext_modules)
+'''
+
+KERNEL_LOADER = '''\
+from .extensions import MoeCudaExtension
+
+
+class KernelLoader:
+    REGISTRY = []
+
+    def load(self):
+        for ext in self.REGISTRY:
+            if ext().is_available():
+                return ext().load()
+        raise RuntimeError("no kernel")
+
+
+class MoeLoader(KernelLoader):
+    REGISTRY = [MoeCudaExtension]
+'''
+
+OPERATION = '''\
+import torch
+
+MOE_KERNEL = None
+
+
+def load_moe():
+    global MOE_KERNEL
+    from proj.kernel.kernel_loader import MoeLoader
+
+    MOE_KERNEL = MoeLoader().load()
+
+
+class AllGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+
+class MoeDispatch(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        if MOE_KERNEL is None:
+            load_moe()
+        return MOE_KERNEL.dispatch_forward(x)
+'''
+
+LAYER = '''\
+from proj.moe._operation import AllGather
+
+
+def gather(x):
+    return AllGather.apply(x)
+'''
+
+
+def _extension_project(tmp_path, layer=LAYER):
+    return migrate_json(write_project(tmp_path, {
+        "setup.py": SETUP,
+        "proj/__init__.py": "",
+        "proj/kernel/__init__.py": "",
+        "proj/kernel/extensions/__init__.py": EXTENSIONS_INIT,
+        "proj/kernel/extensions/cuda_extension.py": CUDA_EXTENSION,
+        "proj/kernel/extensions/moe_cuda.py": MOE_EXTENSION,
+        "proj/kernel/extensions/csrc/kernel/cuda/moe_kernel.cu": KERNEL.format(name="moe"),
+        "proj/kernel/kernel_loader.py": KERNEL_LOADER,
+        "proj/moe/__init__.py": "",
+        "proj/moe/_operation.py": OPERATION,
+        "proj/moe/layer.py": layer,
+    }))
+
+
+def test_cu_of_an_extension_only_an_unused_autograd_function_loads_is_a_scope(tmp_path):
+    report = _extension_project(tmp_path)
+    assert [f for f in report["findings"] if f["code"] == "NPU912"] == []
+    (reason,) = [r for r in _scope_reasons(report) if "never loads" in r]
+    assert "`MoeCudaExtension` (proj/kernel/extensions/moe_cuda.py:4)" in reason
+    assert "`MoeDispatch` (proj/moe/_operation.py:19)" in reason
+
+
+def test_cu_of_an_extension_an_applied_autograd_function_loads_stays(tmp_path):
+    # the nearest true case: a layer applies the Function, so the kernel is loaded
+    layer = LAYER.replace("import AllGather", "import AllGather, MoeDispatch") + \
+        "\n\ndef dispatch(x):\n    return MoeDispatch.apply(x)\n"
+    report = _extension_project(tmp_path, layer)
+    (found,) = [f for f in report["findings"] if f["code"] == "NPU912"]
+    assert found["severity"] == "error"
+
+
+def test_cu_of_an_extension_whose_loader_helper_is_public_and_unused_stays(tmp_path):
+    # the chain ends in an ordinary public function nothing in the run calls: the library's API
+    operation = OPERATION.replace("        if MOE_KERNEL is None:\n            load_moe()\n", "")
+    files_report = migrate_json(write_project(tmp_path, {
+        "setup.py": SETUP, "proj/__init__.py": "", "proj/kernel/__init__.py": "",
+        "proj/kernel/extensions/__init__.py": EXTENSIONS_INIT,
+        "proj/kernel/extensions/cuda_extension.py": CUDA_EXTENSION,
+        "proj/kernel/extensions/moe_cuda.py": MOE_EXTENSION,
+        "proj/kernel/extensions/csrc/kernel/cuda/moe_kernel.cu": KERNEL.format(name="moe"),
+        "proj/kernel/kernel_loader.py": KERNEL_LOADER, "proj/moe/__init__.py": "",
+        "proj/moe/_operation.py": operation, "proj/moe/layer.py": LAYER,
+    }))
+    (found,) = [f for f in files_report["findings"] if f["code"] == "NPU912"]
+    assert found["severity"] == "error"
