@@ -31,7 +31,9 @@ each such loader module:
   operand is False there (`_is_cuda and f(...)`), a place callgates21.Gates.dead finds under a gate
   false there (with `self.can_use_jit` read through its one assignment), or the body of a function
   or class whose every reference of the run is such a place (Gates.sites);
-* or no library module imports the loader at all (its tests and benchmarks compile it on their own).
+* or no library module imports the loader at all (its tests and benchmarks compile it on their own):
+  then the finding is information, not a scope (UNIMPORTED_NOTE): such a loader may be the package's
+  API for its users, who would need the kernel ported.
 
 What stays reported: a source no library loader names (or a folder with one such file), a loader a
 library module imports as a module or names in a string, one read an NPU host may run (a call
@@ -54,6 +56,9 @@ from . import astcache
 JIT_UNREACHED = "compiled only by JIT loaders whose every library use an NPU host never runs"  # (moot.PHRASES)
 _SIDE = re.compile(r"(^|/)(tests?|benchmarks?)/|(^|/)(test_|bench_|benchmark_)[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 _SUFFIXES = (".cu", ".cuh")
+_UNIMPORTED = "no library module imports "
+UNIMPORTED_NOTE = ("compiled only by JIT loaders no library code an NPU host runs calls, or that no library module "
+                   "imports: {told}; only a user calling such a loader directly needs the kernel ported")
 _HEADERS_CLAUSE = re.compile(r" \((also the kernel-less CUDA headers [^()]*)\)")
 
 
@@ -165,14 +170,15 @@ class _Reach:
                             why = why.replace("(", "[").replace(")", "]")
                         told.append(f"{self.results[j].relpath}:{read.lineno} ({why})")
         if not told:
-            return f"no library module imports `{relpath}` (only its tests or benchmarks compile it, if any)"
+            return f"{_UNIMPORTED}`{relpath}` (only its tests or benchmarks compile it, if any)"
         more = f"; and {len(told) - 2} more" if len(told) > 2 else ""
         return f"every use of `{relpath}`'s functions is in code an NPU host never runs: {'; '.join(told[:2])}{more}"
 
 
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the NPU912 errors of the module docstring's shape lowered to info naming
-    JIT_UNREACHED (a named skipped scope through moot.to_scopes)."""
+    JIT_UNREACHED (a named skipped scope through moot.to_scopes), or UNIMPORTED_NOTE (information)
+    where a loader is imported by no library module."""
     targets = [(i, k) for i, r in enumerate(results) for k, f in enumerate(r.findings)
                if r.relpath.endswith(_SUFFIXES) and _open_error(f)]
     if not targets:
@@ -217,7 +223,11 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         clause = _HEADERS_CLAUSE.search(finding.message)
         base = _HEADERS_CLAUSE.sub("", finding.message)
         extra = f"; {clause.group(1)}" if clause else ""
-        message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
+        if any(v.startswith(_UNIMPORTED) for v in verdicts.values()):
+            # (a loader the library never imports may be the package's API for its users: information)
+            message = f"{base} ({UNIMPORTED_NOTE.format(told=told)}{extra})"
+        else:
+            message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
         findings = list(out[i].findings)
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)
