@@ -41,8 +41,9 @@ from typing import Optional
 
 from . import astcache, catalogue
 
+
 FOLDED = ("also {what}: tests and benchmarks of the project's CUDA JIT kernel{s} {kernels} compiled from "
-          "this source, which fail at that kernel on an NPU host; ported with it")
+          "this source, which fail at {which} on an NPU host; ported with {it}")
 _JIT_KEYWORDS = ("cuda_files", "cuda_sources")
 _KERNEL_NAMED = re.compile(r"in a test of the project's CUDA JIT kernel `([^`]+)` \(`([^`]+)`")
 _ALLOCATIONS = frozenset({"empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full",
@@ -50,6 +51,7 @@ _ALLOCATIONS = frozenset({"empty", "empty_like", "zeros", "zeros_like", "ones", 
 _RANK = {"info": 0, "warning": 1, "error": 2}
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MAX_DEPTH = 4
+_SHOWN = 5  # (lines named per folded finding)
 
 
 def _open(finding) -> bool:
@@ -368,15 +370,19 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         for i, finding, _kernels in folded:
             lines = sorted({finding.line, *(line for line, _c, _s in finding.also)})
             where = results[i].relpath
+            shown = ", ".join(map(str, lines[:_SHOWN])) + (
+                f" and {len(lines) - _SHOWN} more" if len(lines) > _SHOWN else "")
             piece = f"`{finding.source or finding.code}` ({finding.code}) in `{where}` " \
-                    f"(line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+                    f"(line{'s' if len(lines) > 1 else ''} {shown})"
             pieces.append(piece)
             dropped.setdefault(i, set()).add(id(finding))
         pieces = list(dict.fromkeys(pieces))
         kernels_named = list(dict.fromkeys(n for _i, _f, names in folded for n in names))
         more = f" and {len(pieces) - 3} more" if len(pieces) > 3 else ""
-        note = FOLDED.format(what=", ".join(pieces[:3]) + more, s="s" if len(kernels_named) > 1 else "",
-                             kernels=", ".join(f"`{n}`" for n in kernels_named))
+        plural = len(kernels_named) > 1
+        note = FOLDED.format(what=", ".join(pieces[:3]) + more, s="s" if plural else "",
+                             kernels=", ".join(f"`{n}`" for n in kernels_named),
+                             which="those kernels" if plural else "that kernel", it="them" if plural else "it")
         out[k] = dataclasses.replace(out[k], findings=sorted(
             dataclasses.replace(f, message=f"{f.message} ({note})") if f is target else f for f in out[k].findings))
     for i, ids in dropped.items():
