@@ -20,8 +20,10 @@ or import it from no library module at all (a demo kernel only its test compiles
 imports). The rule (whole run, runplan.py right after jitgated20.py): an open NPU912 error on a
 `.cu`/`.cuh` file, or on a folder of headers (group_cuda_headers' `folder/*.cuh` finding: every
 `.cu`/`.cuh` of the folder), is a named skipped scope when each of its files is named by a string
-argument of a call (a list element counts) in a library module (tests, benchmarks aside), and for
-each such loader module:
+of a JIT loader call (in a `cuda_files=`/`cuda_sources=` list, or any argument of a call to
+`load`/`load_jit`/`load_inline`; a list element counts) in a library module (tests, benchmarks and
+setup scripts aside: a build's `CUDAExtension(sources=[...])` is buildgated.py's), and for each
+such loader module:
 
 * no library file names the loader module in a string (a dynamic import), no library module
   imports it as a module (`import pkg.loader`, `from pkg import loader`), and no package
@@ -69,8 +71,18 @@ def _open_error(finding) -> bool:
             and finding.cell is None and not is_moot(finding))
 
 
+_JIT_KEYWORDS = frozenset({"cuda_files", "cuda_sources"})
+_JIT_LOADERS = frozenset({"load", "load_jit", "load_inline", "jit_load"})
+
+
 def _string_args(call: ast.Call):
-    for node in [*call.args, *(k.value for k in call.keywords)]:
+    """The string arguments of a JIT loader call: those in a `cuda_files=`/`cuda_sources=` list of
+    any call, every one of a call to `load`/`load_jit`/`load_inline` (a build's `CUDAExtension(
+    sources=[...])` is buildgated.py's, not a loader)."""
+    loader = (astcache.dotted(call.func, strict=False) or "").rpartition(".")[2] in _JIT_LOADERS
+    nodes = [*call.args, *(k.value for k in call.keywords)] if loader else \
+        [k.value for k in call.keywords if k.arg in _JIT_KEYWORDS]
+    for node in nodes:
         for element in (node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]):
             if isinstance(element, ast.Constant) and isinstance(element.value, str):
                 yield element
@@ -192,6 +204,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             by_folder.setdefault(posixpath.dirname(r.relpath), []).append(r.relpath)
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     library = [i for i in python if not _SIDE.search(results[i].relpath)]
+    loading = [i for i in library if not results[i].relpath.rsplit("/", 1)[-1].startswith("setup")]
     reach: Optional[_Reach] = None
     out = list(results)
     for i, k in targets:
@@ -200,7 +213,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             else [finding.path]
         names = {posixpath.basename(m).encode() for m in members}
         loaders: dict[str, list[int]] = {}  # member -> loader modules naming it
-        for j in library:
+        for j in loading:
             data = text_of(j)
             if not data or not any(n in data for n in names):
                 continue

@@ -489,3 +489,14 @@ def test_cu_of_an_extension_whose_loader_helper_is_public_and_unused_stays(tmp_p
     }))
     (found,) = [f for f in files_report["findings"] if f["code"] == "NPU912"]
     assert found["severity"] == "error"
+
+
+def test_cuda_source_a_setup_script_builds_is_no_jit_loader(tmp_path):
+    # a build's `CUDAExtension(sources=[...])` in setup.py, imported by nothing: not a JIT loader
+    setup = ('from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n\n'
+             'setup(name="proj", ext_modules=[CUDAExtension("proj._C", sources=["proj/csrc/fused.cu"])])\n')
+    report = migrate_json(write_project(tmp_path, {
+        "setup.py": setup, "proj/__init__.py": "", "proj/csrc/fused.cu": KERNEL.format(name="fused"),
+    }))
+    (found,) = [f for f in report["findings"] if f["code"] == "NPU912"]
+    assert found["severity"] == "error" and "JIT loaders" not in found["message"]
