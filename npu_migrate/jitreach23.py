@@ -119,7 +119,8 @@ class _Reach:
             child, current = current, parents.get(id(current))
         why = self.gates.dead(j, tree, parents, node)
         if why is not None:
-            return why
+            head, sep, rest = why.partition(": ")
+            return rest if sep and rest.startswith(head) else why  # (the gate named once)
         unit = unit_of(tree, node.lineno)
         found = self.gates.sites(j, unit) if unit is not None else None
         if not found:
