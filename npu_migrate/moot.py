@@ -114,6 +114,9 @@ PHRASES = (
     # jitgated20.JIT_GATED: CUDA headers a JIT loader compiles, the loader imported only under
     # `if _is_cuda:` (round 20, BC#26)
     "compiled only by JIT loaders an NPU host never imports",
+    # jitreach23.JIT_UNREACHED: the loader imported unguarded, each use under `_is_cuda and ...` or a
+    # gate false there, or a loader no library module imports (round 23, BM#16)
+    "compiled only by JIT loaders whose every library use an NPU host never runs",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks

@@ -382,6 +382,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
     from .jitgated20 import review as review_jit_gated
     results = review_jit_gated(results, paths)  # (.cu/.cuh a JIT loader compiles, imported only behind `if _is_cuda:`)
+    from .jitreach23 import review as review_jit_unreached
+    results = review_jit_unreached(results, paths)  # (.cu/.cuh whose JIT loader's every library use is gated: jitreach23.py)
+    from .extreach23 import review as review_unreached_extensions
+    results = review_unreached_extensions(results, paths)  # (.cu of an extension only unused autograd Functions load)
     from .loaders20 import review as review_cuda_loaders
     results = review_cuda_loaders(results, paths)  # (methods of a class whose __init__ loads CUDA-only extensions)
     from .srcfolds17 import review as review_source_folds
@@ -453,6 +457,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    from .jitfolds23 import review as review_jit_folds
+    results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
     return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
 
 
