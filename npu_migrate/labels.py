@@ -228,12 +228,23 @@ def _call(sweep: Sweep, node: cst.Call) -> None:
         # the CUDA module itself (`hasattr` only asks)
         if last in ("hasattr", "delattr") or not _cuda_module(positional[0].value, sweep):
             sweep.gates.add(id(positional[1].value))
+    mapped = any(arg.keyword is not None and arg.keyword.value in ("type", "callback")
+                 and (dotted_name(arg.value) or "").rsplit(".", 1)[-1] in _SHIM_DEVICE_ARGS for arg in node.args)
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "choices":
             # `add_argument("--device", choices=["cuda", "cpu"], default="cuda")`: the values an
             # option accepts are labels; its default is what runs (still swept)
             sweep.gates.update(id(s) for s in _strings(arg.value))
+        elif mapped and arg.keyword is not None and arg.keyword.value == "default":
+            # `add_argument("--device", default="cuda:0", type=npu_compat.device_arg)`: argparse
+            # (and click, with the callback) passes a string default through the shim's mapping
+            # too, so "cuda" means the accelerator there: what npu-migrate's NPU603 wrote
+            sweep.gates.update(id(s) for s in _strings(arg.value))
     _path_candidates(sweep, [a.value for a in positional])
+
+
+# the shim's option converters (NPU603): a device string they receive is mapped on an NPU host
+_SHIM_DEVICE_ARGS = ("device_arg", "click_device_arg")
 
 
 def _path_candidates(sweep: Sweep, values: list[cst.CSTNode]) -> None:
