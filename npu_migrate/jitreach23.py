@@ -33,9 +33,9 @@ such loader module:
   operand is False there (`_is_cuda and f(...)`), a place callgates21.Gates.dead finds under a gate
   false there (with `self.can_use_jit` read through its one assignment), or the body of a function
   or class whose every reference of the run is such a place (Gates.sites);
-* or no library module imports the loader at all (its tests and benchmarks compile it on their own):
-  then the finding is information, not a scope (UNIMPORTED_NOTE): such a loader may be the package's
-  API for its users, who would need the kernel ported.
+* a loader no library module imports at all (its tests and benchmarks compile it on their own)
+  keeps the finding as it is: such a loader may be the package's API for its users, who would call
+  it on an NPU host and need the kernel ported.
 
 What stays reported: a source no library loader names (or a folder with one such file), a loader a
 library module imports as a module or names in a string, one read an NPU host may run (a call
@@ -59,8 +59,6 @@ JIT_UNREACHED = "compiled only by JIT loaders whose every library use an NPU hos
 _SIDE = re.compile(r"(^|/)(tests?|benchmarks?)/|(^|/)(test_|bench_|benchmark_)[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 _SUFFIXES = (".cu", ".cuh")
 _UNIMPORTED = "no library module imports "
-UNIMPORTED_NOTE = ("compiled only by JIT loaders no library code an NPU host runs calls, or that no library module "
-                   "imports: {told}; only a user calling such a loader directly needs the kernel ported")
 _HEADERS_CLAUSE = re.compile(r" \((also the kernel-less CUDA headers [^()]*)\)")
 
 
@@ -190,8 +188,8 @@ class _Reach:
 
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the NPU912 errors of the module docstring's shape lowered to info naming
-    JIT_UNREACHED (a named skipped scope through moot.to_scopes), or UNIMPORTED_NOTE (information)
-    where a loader is imported by no library module."""
+    JIT_UNREACHED (a named skipped scope through moot.to_scopes); a loader no library module
+    imports keeps its finding."""
     targets = [(i, k) for i, r in enumerate(results) for k, f in enumerate(r.findings)
                if r.relpath.endswith(_SUFFIXES) and _open_error(f)]
     if not targets:
@@ -238,10 +236,12 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         base = _HEADERS_CLAUSE.sub("", finding.message)
         extra = f"; {clause.group(1)}" if clause else ""
         if any(v.startswith(_UNIMPORTED) for v in verdicts.values()):
-            # (a loader the library never imports may be the package's API for its users: information)
-            message = f"{base} ({UNIMPORTED_NOTE.format(told=told)}{extra})"
-        else:
-            message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
+            # a loader the library never imports may be the package's API for its users, who call
+            # it on an NPU host and meet the CUDA compile there: the error stands (session 34: an
+            # info here lowered the JIT-built sources of every small project whose loader is its
+            # public entry point, tests/test_h73.py, test_precision_round16a.py)
+            continue
+        message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
         findings = list(out[i].findings)
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)
