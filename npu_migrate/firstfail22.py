@@ -67,27 +67,14 @@ _MAIN = re.compile(rb"^if\s+__name__\s*==\s*[\"']__main__[\"']", re.MULTILINE)
 _PATH_LOAD = (b"spec_from_file_location", b"run_path", b"sys.path")
 
 
-def _package(module: str, packages: tuple) -> Optional[str]:
-    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
-
-
-def _statement_packages(node: ast.AST, packages: tuple) -> set:
-    """The CUDA-only packages an absolute import statement names."""
-    if isinstance(node, ast.Import):
-        names = [a.name for a in node.names]
-    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-        names = [node.module]
-    else:
-        return set()
-    return {p for p in (_package(n, packages) for n in names) if p}
-
-
 def _top_imports(tree: ast.Module, packages: tuple) -> dict[int, set]:
     """{line: CUDA-only packages} of the module's top-level import statements (not in an `if`,
     a `try` or a function)."""
+    from .localcover23 import statement_packages
+
     out: dict[int, set] = {}
     for node in tree.body:
-        found = _statement_packages(node, packages)
+        found = statement_packages(node, packages)
         if found:
             out.setdefault(node.lineno, set()).update(found)
     return out

@@ -112,6 +112,17 @@ def _import_sites(tree: ast.Module, relpath: str, dotted: set, parent: str, stem
     return lines
 
 
+
+def sources_and_library(results: list) -> tuple[dict[str, list[str]], list[int]]:
+    """(folder -> the run's `.cu`/`.cuh` files there, the indexes of its library Python files:
+    tests, benchmarks and conftest aside); also jitreach23.py's."""
+    by_folder: dict[str, list[str]] = {}
+    for r in results:
+        if r.relpath.endswith(_SUFFIXES):
+            by_folder.setdefault(posixpath.dirname(r.relpath), []).append(r.relpath)
+    library = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not _SIDE.search(r.relpath)]
+    return by_folder, library
+
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the NPU912 errors of the module docstring's shape a named skipped scope."""
     targets = [(i, k) for i, r in enumerate(results) for k, f in enumerate(r.findings)
@@ -125,12 +136,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     paths = paths or {}
     text_of = RunTexts(results, paths)
     index_of = {r.relpath: i for i, r in enumerate(results)}
-    by_folder: dict[str, list[str]] = {}
-    for r in results:
-        if r.relpath.endswith(_SUFFIXES):
-            by_folder.setdefault(posixpath.dirname(r.relpath), []).append(r.relpath)
+    by_folder, library = sources_and_library(results)
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
-    library = [i for i in python if not _SIDE.search(results[i].relpath)]
     trees: dict[int, Optional[ast.Module]] = {}
 
     def tree_of(i: int) -> Optional[ast.Module]:

@@ -56,7 +56,6 @@ from typing import Optional
 from . import astcache
 
 JIT_UNREACHED = "compiled only by JIT loaders whose every library use an NPU host never runs"  # (moot.PHRASES)
-_SIDE = re.compile(r"(^|/)(tests?|benchmarks?)/|(^|/)(test_|bench_|benchmark_)[^/]*\.py$|_test\.py$|(^|/)conftest\.py$")
 _SUFFIXES = (".cu", ".cuh")
 _UNIMPORTED = "no library module imports "
 _HEADERS_CLAUSE = re.compile(r" \((also the kernel-less CUDA headers [^()]*)\)")
@@ -197,12 +196,9 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     from .modpaths import RunTexts
 
     text_of = RunTexts(results, paths or {})
-    by_folder: dict[str, list[str]] = {}
-    for r in results:
-        if r.relpath.endswith(_SUFFIXES):
-            by_folder.setdefault(posixpath.dirname(r.relpath), []).append(r.relpath)
-    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
-    library = [i for i in python if not _SIDE.search(results[i].relpath)]
+    from .jitgated20 import sources_and_library
+
+    by_folder, library = sources_and_library(results)
     loading = [i for i in library if not results[i].relpath.rsplit("/", 1)[-1].startswith("setup")]
     reach: Optional[_Reach] = None
     out = list(results)

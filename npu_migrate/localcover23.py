@@ -48,7 +48,8 @@ from . import astcache
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _packages_of(node: ast.AST, packages: tuple) -> set:
+def statement_packages(node: ast.AST, packages: tuple) -> set:
+    """The packages (of `packages`) an absolute import statement names (also firstfail22.py's)."""
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -61,7 +62,7 @@ def _packages_of(node: ast.AST, packages: tuple) -> set:
 def _own_imports(function: ast.AST, before: int, packages: tuple) -> dict[int, set]:
     """{line: packages} of the CUDA-only imports in the function's own body before line `before`."""
     return {s.lineno: found for s in function.body if s.lineno < before
-            for found in [_packages_of(s, packages)] if found}
+            for found in [statement_packages(s, packages)] if found}
 
 
 def _covers(imports: dict[int, set], needed: set) -> Optional[list[int]]:
