@@ -5,6 +5,7 @@ nearest true one that must stay reported."""
 from __future__ import annotations
 
 from tests.precision_helpers import findings_at, migrate_json, moot_lines, write_project
+from tests.test_h87 import _PROBE_MODULE as PROBE_MODULE
 
 # ------------------------------------------------------------------ BN#5: settings after an early return
 
@@ -182,18 +183,8 @@ def test_a_kernel_another_module_names_keeps_the_verify_note(tmp_path):
 
 # ------------------------------------------------------------------ BN#30: readers called only under a flag predicate
 
-_PROBE = """\
-try:
-    import triton
-    import triton.language as tl
-    from triton.backends import backends
-
-    _TRITON_AVAILABLE = any(b.driver.is_active() for b in backends.values())
-except Exception:
-    triton = None
-    tl = None
-    _TRITON_AVAILABLE = False
-"""
+# (the probing sibling of test_h87's round-21 shape: one fixture, not two copies)
+_PROBE = PROBE_MODULE
 
 _KERNELS = """\
 import torch
