@@ -12,6 +12,10 @@ an entry is reused only when all of these are equal to what produced it:
   rewrite, and whether the file's folder is a package or holds torch_npu-aware code (both change
   how the file is migrated).
 
+A file may have several entries, one per options key (`MAX_VARIANTS`, newest last): one run can
+migrate a file twice with different options (crossgates22's second pass), and each result is kept
+so that a warm run hits both.
+
 Where: `--cache-dir DIR`, else `$NPU_MIGRATE_CACHE_DIR`, else the user's cache folder
 (`$XDG_CACHE_HOME/npu-migrate`, `~/.cache/npu-migrate`). Never inside the project by default,
 so a dry run or `check` leaves the repository byte-identical. One JSON file per run root; JSON,
@@ -53,11 +57,14 @@ from . import __version__
 from .findings import Finding
 from .model import FileResult
 
-FORMAT = 2  # bump when the layout of a cache file changes
+FORMAT = 3  # bump when the layout of a cache file changes (3: a list of variants per file)
 ENV_DIR = "NPU_MIGRATE_CACHE_DIR"
 ENV_OFF = "NPU_MIGRATE_NO_CACHE"
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a larger cache file is not read (ignored, then rewritten)
 MAX_REVIEWS = 4  # whole-run results kept per run root (a full run and the subsets run beside it)
+# results kept per file, each under other options: a run migrates some files twice (crossgates22
+# migrates a file again with the CUDA-only names it imports), and a warm run must hit both
+MAX_VARIANTS = 4
 KEY_NAME = "cache-key"
 
 
@@ -360,7 +367,8 @@ def _plural(count: int, one: str, many: str) -> str:
 
 @dataclass
 class Cache:
-    """The entries of one run root: relpath -> [content digest, options key, result JSON, MAC].
+    """The entries of one run root: relpath -> a list of [content digest, options key, result
+    JSON, MAC], one per options key, newest last.
 
     Only entries whose MAC verifies under this user's key are kept when the file is read; a
     result is still checked field by field before it is used. `warnings` lists what was wrong
@@ -468,11 +476,18 @@ class Cache:
                                       "the files migrated again")
             return
         bad = 0
-        for relpath, entry in entries.items():
-            if self._verified(relpath, entry):
-                self.entries[relpath] = entry
-            else:
+        for relpath, variants in entries.items():
+            if not isinstance(variants, list) or not variants or len(variants) > MAX_VARIANTS:
                 bad += 1
+                continue
+            kept = []
+            for entry in variants:
+                if self._verified(relpath, entry):
+                    kept.append(entry)
+                else:
+                    bad += 1
+            if kept:
+                self.entries[relpath] = kept
         reviews = data.get("reviews", {})
         for run, entry in (reviews.items() if isinstance(reviews, dict) else ()):
             if (isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)
@@ -488,28 +503,40 @@ class Cache:
     # -- use
 
     def lookup(self, relpath: str, content_digest: str, key: str, original: bytes):
-        entry = self.entries.get(relpath)
-        if entry is not None and entry[0] == content_digest and entry[1] == key:
+        variants = self.entries.get(relpath, ())
+        for entry in variants:
+            if entry[0] != content_digest or entry[1] != key:
+                continue
             try:
                 result = _result_from_json(entry[2], relpath, original)
             except (ValueError, TypeError, RecursionError, MemoryError):
-                result = None
-                del self.entries[relpath]
-                self.dirty = True
+                self._drop(relpath, entry)
                 self._note("shape", f"a cache entry of {relpath} in {self.path} is malformed; "
                                     "ignored and the file migrated again")
-            if result is not None:
-                self.hits += 1
-                return result
+                break
+            self.hits += 1
+            return result
         self.misses += 1
         return None
 
+    def _drop(self, relpath: str, entry: list) -> None:
+        kept = [e for e in self.entries.get(relpath, ()) if e is not entry]
+        if kept:
+            self.entries[relpath] = kept
+        else:
+            self.entries.pop(relpath, None)
+        self.dirty = True
+
     def store(self, relpath: str, content_digest: str, key: str, result) -> None:
+        """Keep `result` beside the file's other results for this content (under other options
+        keys); results for other content, and the oldest beyond MAX_VARIANTS, are dropped."""
         if self._key is None or self.path is None:
             return  # no cache in this run
         payload = json.dumps(_result_to_json(result), separators=(",", ":"))
         mac = self._mac(relpath, content_digest, key, payload)
-        self.entries[relpath] = [content_digest, key, payload, mac]
+        variants = [e for e in self.entries.get(relpath, ()) if e[0] == content_digest and e[1] != key]
+        variants.append([content_digest, key, payload, mac])
+        self.entries[relpath] = variants[-MAX_VARIANTS:]
         self.dirty = True
 
     def lookup_review(self, run: str) -> Optional[str]:

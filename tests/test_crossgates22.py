@@ -158,6 +158,30 @@ def test_a_warm_run_gives_the_same_answer_from_the_cache(tmp_path):
     assert 7 not in dict(outputs[1][0])
 
 
+def test_a_warm_run_hits_the_cache_for_both_migrations_of_a_file(tmp_path):
+    """crossgates22 migrates pkg/model.py a second time, with the kernels it imports: the cache
+    keeps both results (one per options key), so a warm run migrates nothing again. Before, the
+    second result replaced the first and a warm run missed both, every time."""
+    from npu_migrate import catalogue
+    from npu_migrate.cache import Cache
+    from npu_migrate.discover import discover
+    from npu_migrate.runplan import make_options, run_engine
+
+    root = _project(tmp_path)
+    items = discover(root)
+    options = make_options(root, items, catalogue.enabled_codes(), "npu_compat")
+    runs = []
+    for _ in range(3):
+        cache = Cache.open(tmp_path / "cache", root)
+        results = run_engine(items, options, cache=cache)
+        cache.save(root)
+        runs.append((cache.hits, cache.misses, [(r.relpath, r.new, r.findings) for r in results]))
+    (cold_hits, cold_misses, answer), (hits, misses, warm), (hits3, misses3, warm3) = runs
+    assert cold_hits == 0 and cold_misses == len(items) + 1  # model.py twice
+    assert (hits, misses) == (hits3, misses3) == (len(items) + 1, 0)
+    assert answer == warm == warm3
+
+
 def test_check_reports_the_kept_check_too(tmp_path):
     model = MODEL + """
 

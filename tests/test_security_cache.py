@@ -97,11 +97,11 @@ def edit_entry(folder: Path, relpath: str, change) -> None:
     """Change the result of one entry in the cache file, the way an attacker would: its MAC stays."""
     path = cache_file(folder)
     data = json.loads(path.read_text())
-    entry = data["entries"][relpath]
-    signed = isinstance(entry[2], str)  # (a cache without MACs held the result itself)
-    result = json.loads(entry[2]) if signed else entry[2]
-    change(result)
-    entry[2] = json.dumps(result, separators=(",", ":")) if signed else result
+    for entry in data["entries"][relpath]:  # each options key's result
+        signed = isinstance(entry[2], str)  # (a cache without MACs held the result itself)
+        result = json.loads(entry[2]) if signed else entry[2]
+        change(result)
+        entry[2] = json.dumps(result, separators=(",", ":")) if signed else result
     path.write_text(json.dumps(data))
 
 
@@ -166,8 +166,8 @@ def test_a_changed_mac_or_digest_is_a_miss(project, folder):
     data = json.loads(path.read_text())
     entries = data["entries"]
     first, second = sorted(entries)[:2]
-    entries[first][3] = "0" * 64
-    entries[second][1] = "f" * 32  # an options key the MAC did not cover
+    entries[first][0][3] = "0" * 64
+    entries[second][0][1] = "f" * 32  # an options key the MAC did not cover
     path.write_text(json.dumps(data))
     again, cache = run(project, folder)
     assert comparable(again) == comparable(reference)
@@ -229,13 +229,23 @@ def write_cache(folder: Path, root: Path, entries, key_id: str | None = None, to
 ])
 def test_a_malformed_entry_is_a_miss(project, folder, entry):
     reference = cold(project)
-    write_cache(folder, project, {TARGET: entry, "nanochat_mini/gpt.py": entry})
+    write_cache(folder, project, {TARGET: [entry], "nanochat_mini/gpt.py": [entry]})
     results, cache = run(project, folder)
     assert comparable(results) == comparable(reference)
     assert cache.hits == 0
     assert len(cache.warnings) == 1 and "2 entries" in cache.warnings[0]
     results, cache = run(project, folder)  # rewritten: quiet, and every file hits
     assert not cache.warnings and cache.hits == len(reference)
+
+
+@pytest.mark.parametrize("variants", [5, "text", None, {}, [], [["d", "k", "{}", "0" * 64]] * 5])
+def test_a_malformed_list_of_a_files_entries_is_a_miss(project, folder, variants):
+    """A file's entries are a list of at most MAX_VARIANTS; anything else is dropped whole."""
+    reference = cold(project)
+    write_cache(folder, project, {TARGET: variants})
+    results, cache = run(project, folder)
+    assert comparable(results) == comparable(reference) and cache.hits == 0
+    assert len(cache.warnings) == 1 and "failed verification" in cache.warnings[0]
 
 
 GOOD = {"findings": [], "new": None, "encoding": "utf-8", "skipped": None, "suppressed": 0}
@@ -279,7 +289,7 @@ def test_a_signed_entry_of_the_wrong_shape_is_a_miss(project, folder, payload):
     options = options_for(project, items)
     signer = write_cache(folder, project, {})
     content, key = digest(data), options_key(options, TARGET)
-    entries = {TARGET: [content, key, payload, signer._mac(TARGET, content, key, payload)]}
+    entries = {TARGET: [[content, key, payload, signer._mac(TARGET, content, key, payload)]]}
     write_cache(folder, project, entries)
     cache = Cache.open(folder, project)
     assert TARGET in cache.entries and not cache.warnings  # the MAC verified
@@ -296,7 +306,7 @@ def test_a_well_formed_signed_entry_is_used(project, folder):
     signer = write_cache(folder, project, {})
     content, key = digest(data), options_key(options, TARGET)
     payload = changed(GOOD, findings=[FINDING], new=base64.b64encode(b"x = 1\n").decode(), facts=FACTS)
-    write_cache(folder, project, {TARGET: [content, key, payload, signer._mac(TARGET, content, key, payload)]})
+    write_cache(folder, project, {TARGET: [[content, key, payload, signer._mac(TARGET, content, key, payload)]]})
     cache = Cache.open(folder, project)
     result = cache.lookup(TARGET, content, key, data)
     assert result is not None and result.new == b"x = 1\n" and cache.hits == 1 and not cache.warnings
