@@ -27,7 +27,8 @@ NPU host's path is not a fallback:
   reports, is followed by a `raise` (`if torch.cuda.is_available(): ...` then `raise`), or falls
   through into the CUDA-only code (`if not torch.cuda.is_available(): log(...)` then the CUDA code);
 - the guarded branch binds a name the code reads after the `if` and nothing else binds it
-  before (`if torch.cuda.is_available(): device = "cuda"` then `model.to(device)`);
+  before (`if torch.cuda.is_available(): device = "cuda"` then `model.to(device)`), nor again
+  after the `if`, ahead of the read, in the same block (`output = torch_path(...)`);
 - a CUDA-only call the run reports (a non-rewritable error or warning) follows the `if`
   unguarded in the same function;
 - the check's reason names a method that raises unless the device is CUDA, or the check is not
@@ -364,12 +365,40 @@ class _Judge:
                 arguments = scope.args
                 before |= {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                                            arguments.vararg, arguments.kwarg) if a is not None}
+            rebound = self._rebound_after(statement, needed)
             for node in self._reads(scope):
                 # (at module level a function defined before the check reads it when called)
                 if node.id in needed and node.id not in before and (
                         node.lineno > end or (isinstance(scope, ast.Module) and node.lineno < statement.lineno)):
+                    if node.id in rebound and node.lineno > rebound[node.id]:
+                        continue  # the fall-through binds it again before this read
                     return False
         return not self._reported_after(scope, statement, end)
+
+    def _rebound_after(self, statement: ast.stmt, names: set[str]) -> dict[str, int]:
+        """Of `names`, those a plain assignment after `statement`, in the same block and not
+        nested in a branch, binds again: name -> the last line of the first such assignment
+        (`if x.is_cuda: ... output = kernel(...); return output` then `output = fallback(...)`)."""
+        parent = self.file.parents.get(id(statement))
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and statement in block:
+                break
+        else:
+            return {}
+        rebound: dict[str, int] = {}
+        for later in block[block.index(statement) + 1:]:
+            if isinstance(later, ast.Assign):
+                targets = later.targets
+            elif isinstance(later, ast.AnnAssign) and later.value is not None:
+                targets = [later.target]
+            else:
+                continue
+            for target in targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name) and node.id in names and node.id not in rebound:
+                        rebound[node.id] = later.end_lineno or later.lineno
+        return rebound
 
     def _reported_after(self, scope: ast.AST, statement: ast.stmt, end: int) -> bool:
         last = scope.end_lineno if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None

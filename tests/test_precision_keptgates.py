@@ -409,3 +409,56 @@ def test_nvidia_gate_kept_and_a_second_run_changes_nothing():
     new = migrate_source(NVIDIA_OPS_GATE.encode(), "vllm/models/m/towers.py", options).new
     assert new is not None and b"if x.is_cuda and x.dtype == torch.bfloat16:" in new
     assert migrate_source(new, "vllm/models/m/towers.py", options).new is None
+
+
+KERNEL_MODULE = '''\
+import cutlass
+import torch
+
+
+def fused(x, weight):
+    return cutlass.fused_norm(x, weight)
+'''
+
+REBOUND_AFTER = '''\
+import torch
+
+
+def norm(x, weight, residual):
+    if x.is_cuda:
+        from .kernels import fused
+
+        output = fused(x + residual, weight)
+        return output, residual
+    residual_out = x + residual
+    output = residual_out * weight
+    return output, residual_out
+'''
+
+READ_BEFORE_REBOUND = '''\
+import torch
+
+
+def norm(x, weight, residual):
+    if x.is_cuda:
+        from .kernels import fused
+
+        output = fused(x + residual, weight)
+    total = output.sum()
+    output = x * weight
+    return output, total
+'''
+
+
+def test_a_name_the_fall_through_binds_again_does_not_need_the_cuda_branch(tmp_path):
+    """vLLM's Step5 `apply_step5_add_rms_norm`: the CUDA branch binds `output` and returns it; the
+    torch path after the `if` assigns `output` anew before reading it: a fallback. Where the
+    fall-through reads `output` before binding it again, an NPU host reads it unbound: kept."""
+    found, scopes = _run(tmp_path, {"pkg/__init__.py": "", "pkg/kernels.py": KERNEL_MODULE,
+                                    "pkg/norm.py": REBOUND_AFTER, "pkg/strict.py": READ_BEFORE_REBOUND})
+    gate = _line(REBOUND_AFTER, "x.is_cuda")
+    assert ("pkg/norm.py", gate) not in found
+    assert "whose fallback an NPU host runs" in scopes[("pkg/norm.py", gate)]
+    strict = _line(READ_BEFORE_REBOUND, "x.is_cuda")
+    assert found[("pkg/strict.py", strict)]["severity"] == "warning"
+    assert ("pkg/strict.py", strict) not in scopes
