@@ -22,7 +22,9 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -291,10 +293,29 @@ def _parse(text: str) -> ast.Module | None:
     return astcache.parse(body[3:] if body.startswith(b"\xef\xbb\xbf") else body)
 
 
+_SCOPES_MEMO: OrderedDict = OrderedDict()  # (text digest, kept, classes) -> the scopes, newest last
+_SCOPES_MEMO_SIZE = 4096
+
+
 def cuda_only_test_scopes(text: str, kept: frozenset = frozenset(), classes: bool = False) -> list[tuple[int, int, str]]:
     """(first line, last line, the skip condition's source) of every test scope skipped off CUDA.
     `kept`: lines of availability skips the migration left as written (`_skip_condition`);
-    `classes`: module-level classes count as helpers too (a pytest test module: `_helper_scopes`)."""
+    `classes`: module-level classes count as helpers too (a pytest test module: `_helper_scopes`).
+    Worked out once per text in a process: several whole-run passes ask it of the same files (a
+    cold check of torch/_inductor asked 99 times about 61 files, most of the time spent in
+    reach.with_file_facts). The memo holds a digest of the text, not the text."""
+    key = (hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest(), frozenset(kept), classes)
+    found = _SCOPES_MEMO.get(key)
+    if found is None:
+        found = _SCOPES_MEMO[key] = tuple(_test_scopes(text, key[1], classes))
+        while len(_SCOPES_MEMO) > _SCOPES_MEMO_SIZE:
+            _SCOPES_MEMO.popitem(last=False)
+    else:
+        _SCOPES_MEMO.move_to_end(key)
+    return list(found)
+
+
+def _test_scopes(text: str, kept: frozenset, classes: bool) -> list[tuple[int, int, str]]:
     tree = _parse(text)
     if tree is None:
         return []
