@@ -175,10 +175,11 @@ def test_a_warm_run_hits_the_cache_for_both_migrations_of_a_file(tmp_path):
         cache = Cache.open(tmp_path / "cache", root)
         results = run_engine(items, options, cache=cache)
         cache.save(root)
-        runs.append((cache.hits, cache.misses, [(r.relpath, r.new, r.findings) for r in results]))
-    (cold_hits, cold_misses, answer), (hits, misses, warm), (hits3, misses3, warm3) = runs
-    assert cold_hits == 0 and cold_misses == len(items) + 1  # model.py twice
+        runs.append((cache.hits, cache.misses, [(r.relpath, r.new, r.findings) for r in results], cache.review_hits))
+    (cold_hits, cold_misses, answer, cold_reviews), (hits, misses, warm, reviews), (hits3, misses3, warm3, _r) = runs
+    assert cold_hits == 0 and cold_misses == len(items) + 1 and cold_reviews == 0  # model.py twice
     assert (hits, misses) == (hits3, misses3) == (len(items) + 1, 0)
+    assert reviews == 1  # (and the whole-run passes' result is reused too)
     assert answer == warm == warm3
 
 
