@@ -42,7 +42,8 @@ installed npu-migrate has no `--cache-dir`, both runs go without a cache and the
 
 With `--against REV` it measures only the torch tree's `check` (cold and warm), for REV (checked
 out in a temporary `git worktree`, as scripts/compare_output.py does) and for this checkout
-(uncommitted changes included), interleaved in the same run: REV, this checkout, REV, this
+(uncommitted changes included; copied when the run starts, so an edit during the run changes
+nothing), interleaved in the same run: REV, this checkout, REV, this
 checkout ... for `--rounds N` rounds; it prints both medians and the ratio this/REV, so that
 "within 5% of the figure before the change" is read from one run on one machine. Both sides run
 the same way, `python -c <bootstrap> CHECKOUT check ...` with this interpreter, so neither is
@@ -749,6 +750,19 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def snapshot_checkout(repo: Path, dest: Path) -> Path:
+    """A copy of the tool's sources of `repo` (npu_migrate/, rules/, pyproject.toml) at `dest`."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    dest.mkdir(parents=True)
+    for name in ("npu_migrate", "rules"):
+        source = repo / name
+        # (npu_migrate/rules is a link to ../rules in a development checkout: copied as a link)
+        shutil.copytree(source, dest / name, symlinks=True, ignore=ignore)
+    if (repo / "pyproject.toml").is_file():
+        shutil.copy2(repo / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
 def run_against(args: argparse.Namespace, info: dict) -> int:
     """--against REV: the torch tree's `check`, REV and this checkout interleaved, medians."""
     co = _compare_output()
@@ -758,13 +772,17 @@ def run_against(args: argparse.Namespace, info: dict) -> int:
             files = python_files(root)
             lines = sum(count_lines(p.read_bytes()) for p in files)
             co.probe(old_tree.path)
-            co.probe(co.REPO)
             changes = co.uncommitted()
+            # this checkout as it is now, copied: an edit during the run (they take many minutes)
+            # would otherwise mix two versions of the tool in one side, and change the cache's
+            # fingerprint between its cold and warm runs (every warm entry then misses)
+            this = snapshot_checkout(co.REPO, Path(tmp) / "this-checkout")
+            co.probe(this)
             sides = [
                 Side("old", f"{args.against} = {old_tree.describe}", co.launcher(old_tree.path)),
-                Side("new", f"{co.REPO} (working tree"
+                Side("new", f"{co.REPO} (working tree, copied at the start"
                             + (f"; {changes} uncommitted changes under npu_migrate/ and rules/)" if changes else ")"),
-                     co.launcher(co.REPO)),
+                     co.launcher(this)),
             ]
             bench = Bench(sys.executable, args.jobs, args.timeout, Path(tmp), verbose=not args.quiet,
                           probe_cache=False)

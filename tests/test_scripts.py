@@ -195,3 +195,16 @@ def test_benchmark_rejects_an_unknown_corpus():
     result = _run("benchmark.py", "--only", "everything")
     assert result.returncode == 2
     assert "unknown corpus everything" in result.stderr
+
+
+def test_benchmark_against_runs_a_copy_of_this_checkout(tmp_path):
+    """`--against` measures this checkout as it was when the run started: a copy the bootstrap
+    imports npu_migrate and its rules from (an edit during a run of many minutes once changed
+    the cache's fingerprint between the cold and the warm run, and every warm entry missed)."""
+    bench = _load("benchmark")
+    co = bench._compare_output()
+    copy = bench.snapshot_checkout(co.REPO, tmp_path / "this")
+    co.probe(copy)  # raises unless npu_migrate and rules/ come from the copy
+    assert (copy / "npu_migrate" / "cache.py").read_bytes() == (REPO / "npu_migrate" / "cache.py").read_bytes()
+    assert sorted(p.name for p in (copy / "rules").iterdir()) == sorted(
+        p.name for p in (REPO / "rules").iterdir() if p.name != "__pycache__")
