@@ -215,3 +215,89 @@ def test_cuda_graph_check_when_npu_accelerator_lacks_a_method_stays(tmp_path: Pa
     report = _graph_project(tmp_path, "accelerator.create_graph()", "accelerator.capture_to_graph", npu)
     [finding] = _rollout_findings(report)
     assert "guards a CUDA-only feature" in finding["message"]
+
+
+# ------------------------------------------------------------------------------------------------
+# BO#24: a backend whose own class selects it automatically only on ROCm
+
+ROCM_BACKEND = """\
+import torch
+
+from pkg.utils import is_hip, is_npu
+
+_is_hip = is_hip()
+_is_npu = is_npu()
+
+
+class FancyFp4Config:
+    @classmethod
+    def get_name(cls):
+        return "fancy_fp4"
+
+    @classmethod
+    def override_quantization_method(cls, hf_quant_cfg, user_quant):
+        can_convert = cls.is_fancy_compatible(hf_quant_cfg)
+        if can_convert:
+            return cls.get_name()
+        return None
+
+    @classmethod
+    def is_fancy_compatible(cls, quant_config):
+        quant_method = quant_config.get("quant_method", "").lower()
+        return {gate} and quant_method == "modelopt"
+
+    def get_quant_method(self, layer, prefix):
+        return FancyFp4LinearMethod(self)
+
+
+class FancyFp4LinearMethod:
+    def __init__(self, quant_config):
+        self.quant_config = quant_config
+
+    def create_weights(self, layer, rows, cols):
+        scale = torch.empty(rows, cols // 16, dtype=torch.float8_e4m3fn)
+        layer.register_parameter("weight_scale", torch.nn.Parameter(scale, requires_grad=False))
+"""
+
+UTILS = """\
+import torch
+
+
+def is_hip():
+    return torch.version.hip is not None
+
+
+def is_npu():
+    return hasattr(torch, "npu") and torch.npu.is_available()
+"""
+
+
+def _fp8_findings(tmp_path: Path, gate: str) -> list[dict]:
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/utils.py": UTILS, "pkg/fancy.py": ROCM_BACKEND.format(gate=gate)}))
+    return [f for f in report["findings"] if f["code"] == "NPU913" and f["path"] == "pkg/fancy.py"]
+
+
+def test_backend_its_class_selects_only_on_rocm_is_info(tmp_path: Path) -> None:
+    [finding] = _fp8_findings(tmp_path, "_is_hip")
+    assert finding["severity"] == "info" and finding["line"] == 35
+    assert ("in a backend its own class selects automatically only where `_is_hip and quant_method == "
+            "\"modelopt\"` holds (`is_fancy_compatible`, line 22, asked by `override_quantization_method`)"
+            in finding["message"])
+    assert "`FancyFp4LinearMethod` is named only by `FancyFp4Config`" in finding["message"]
+
+
+def test_backend_its_class_may_select_on_an_npu_host_stays_an_error(tmp_path: Path) -> None:
+    [finding] = _fp8_findings(tmp_path, "(_is_hip or _is_npu)")
+    assert finding["severity"] == "error" and "selects automatically" not in finding["message"]
+
+
+def test_backend_its_class_selects_on_cuda_or_rocm_stays_an_error(tmp_path: Path) -> None:
+    # a CUDA-or-ROCm backend: CUDA code the port may need on the NPU, not another vendor's only
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/utils.py": UTILS + "\n\ndef is_cuda():\n    return torch.version.cuda is not None\n",
+        "pkg/fancy.py": ROCM_BACKEND.format(gate="(_is_cuda or _is_hip)").replace(
+            "_is_npu = is_npu()", "_is_npu = is_npu()\n_is_cuda = is_cuda()").replace(
+            "import is_hip, is_npu", "import is_cuda, is_hip, is_npu")}))
+    [finding] = [f for f in report["findings"] if f["code"] == "NPU913" and f["path"] == "pkg/fancy.py"]
+    assert finding["severity"] == "error" and "selects automatically" not in finding["message"]
