@@ -158,8 +158,8 @@ def _selected(tree: ast.Module, text: str) -> list:
             asked = _hook(method, predicates, {"cls", cls.name})
             if asked is None:
                 continue
-            function, value = predicates[asked]
-            reason = (f"{PHRASE} `{_segment(text, value)}` holds (`{asked}`, line {function.lineno}, asked by "
+            _function, value = predicates[asked]
+            reason = (f"{PHRASE} `{_segment(text, value)}` holds (`{asked}`, line {value.lineno}, asked by "
                       f"`{method.name}`): an NPU host runs it only when a user names it explicitly")
             out.append((cls.lineno, cls.end_lineno or cls.lineno, reason))
             named = {n.id for n in ast.walk(cls) if isinstance(n, ast.Name)}

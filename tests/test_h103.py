@@ -282,7 +282,7 @@ def test_backend_its_class_selects_only_on_rocm_is_info(tmp_path: Path) -> None:
     [finding] = _fp8_findings(tmp_path, "_is_hip")
     assert finding["severity"] == "info" and finding["line"] == 35
     assert ("in a backend its own class selects automatically only where `_is_hip and quant_method == "
-            "\"modelopt\"` holds (`is_fancy_compatible`, line 22, asked by `override_quantization_method`)"
+            "\"modelopt\"` holds (`is_fancy_compatible`, line 24, asked by `override_quantization_method`)"
             in finding["message"])
     assert "`FancyFp4LinearMethod` is named only by `FancyFp4Config`" in finding["message"]
 
