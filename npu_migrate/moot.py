@@ -151,6 +151,7 @@ AS_WRITTEN = (
     "Triton kernels launched only on CUDA tensors",
     "guarded import of Triton's benchmark harness",
     "a device check kept meaning CUDA whose fallback an NPU host runs",  # keptgates.py (NPU110)
+    "a config device the project's resolver maps to the detected device",  # resolvers24.REMAPPED (BQ#30)
     "an opt-in backend: selecting it on an NPU host raises the project's error",  # optin.py
     "CUDA kernels behind the project's own device check",  # optin.py (NPU910)
     # disabled.py: a CUDA library the code switches off where it fails to load; a CUDA test inside

@@ -43,6 +43,7 @@ from . import cudaonly21
 from . import singles22, singles23
 from . import tritonguards23
 from . import libgates23
+from . import rocmhooks24
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -218,6 +219,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = dominators22.review(result.findings, text)  # (guards that dominate later code: dominators22.py)
             result.findings = tritonguards23.review(result.findings, text)  # (Triton settings after `if not HAS_TRITON: return`)
             result.findings = libgates23.review(result.findings, text)  # (FP8 past a kernel library's ImportError gate)
+            result.findings = rocmhooks24.review(result.findings, text)  # (a backend its class selects only on ROCm)
             # (CuTe-DSL code under a module-level `if` on a same-file probe of its package: tritonmods20.py)
             result.findings = tritonmods20.review_probed_modules(result.findings, text)
             # (CUDA-only code beside a clean fallback the NPU host takes, in the same file: samefile.py)

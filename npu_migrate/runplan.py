@@ -435,6 +435,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     from .platformlayer23 import review_platform_code, review_startup
     results = to_scopes(review_platforms(results, paths))
+    from .resolvers24 import review_config_devices, review_graph_gates
+    results = review_graph_gates(review_config_devices(results, paths), paths)  # (the project's device resolver, its accelerator's graphs: resolvers24.py)
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
     results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
