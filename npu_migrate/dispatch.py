@@ -15,6 +15,9 @@ here, from the whole project, and handed to it as more such spans (first line, l
   (`npu`, `ascend`) and registered under the same decorator, to the attribute the decorator is
   named for (`register_attention_backend` -> `.attention_backend`), at the top level of a function
   in an NPU module (a path naming the NPU) or directly under an `if` true on an NPU host.
+  The same forced value also decides a check of the field that raises on it (`elif
+  self.attention_backend not in CHOICES: raise`): the statements after it are such spans too
+  (npudefaults24.rejection_spans).
 * **A branch on the project's own NPU flag.** `if not _is_npu:` (with `_is_npu = is_npu()` in the
   file, or imported by name where every assignment of the name in the project is `= is_npu()`) or
   `if not is_npu():` is never entered on an NPU host, nor are the `elif`s and `else` after a
@@ -314,6 +317,7 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
             forced.setdefault(decorator, (name, f"{results[i].relpath}:{line}"))
     if not forced:
         return out
+    _rejections(results, python, texts, tree, forced, out)  # (checks raising on the forced value: npudefaults24.py)
     for i, decorator, name, node in factories:
         if decorator in forced and name != forced[decorator][0]:
             npu_name, where = forced[decorator]
@@ -335,6 +339,33 @@ def gates(results, python: list[int], texts: dict[int, Optional[bytes]],
                     (first, last, f"the {keys} entry of a dict keyed by `@{decorator}` names, while an NPU "
                                   f'host selects "{npu_name}" ({where})'))
     return out
+
+
+def _rejections(results, python, texts, tree, forced: dict[str, tuple[str, str]], out: dict) -> None:
+    """npudefaults24.rejection_spans over the files that hand an object to an NPU defaults
+    function, with every field that function forces, into `out`."""
+    from .npudefaults24 import defaults_function, rejection_spans
+
+    fields: dict[str, tuple[str, str, str]] = {}
+    by_path = {results[i].relpath: i for i in python}
+    for _npu_name, where in forced.values():
+        path, _, line = where.rpartition(":")
+        home = by_path.get(path)
+        found = defaults_function(tree(home), int(line)) if home is not None and tree(home) is not None else None
+        if found is not None:
+            name, values = found
+            for field, (value, at) in values.items():
+                fields.setdefault(field, (value, f"{path}:{at}", name))
+    if not fields:
+        return
+    calls = {name.encode() + b"(self" for _value, _where, name in fields.values()}
+    for i in python:
+        data = texts.get(i) or b""
+        if not any(call in data for call in calls) or b"raise" not in data or tree(i) is None:
+            continue
+        spans = rejection_spans(tree(i), fields)
+        if spans:
+            out.setdefault(i, []).extend(spans)
 
 
 # ------------------------------------------------------------------ enum values produced only off NPU

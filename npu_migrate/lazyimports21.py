@@ -45,7 +45,8 @@ fails there) and names the sites. A finding whose message names a fold of files 
 (another folder's paths) is left as it is, and one that folds its folder's modules
 (importfolders.py) only when it is the folder's `__init__` (every folded module is then loaded
 through it). Nothing is dropped or scoped: the module does fail to import on an NPU host, and a
-user who selects the feature there meets it.
+user who selects the feature there meets it. The ways that lie in a backend the project's NPU
+defaults never select (dispatch.gates) are named apart, after the open ones (npudefaults24.py).
 """
 
 from __future__ import annotations
@@ -391,10 +392,14 @@ def _folds_elsewhere(finding, relpath: str) -> bool:
     return any(not p.startswith(folder) for p in _PATH.findall(finding.message) if p != relpath)
 
 
-def _message(finding, ways: list[Way]) -> str:
+def _message(finding, ways: list[Way], closed: Optional[list] = None) -> str:
+    from .npudefaults24 import closed_note
+
     shown = [f"{w.relpath}:{w.line} {w.how}" for w in ways[:_MAX_SHOWN]]
     if len(ways) > _MAX_SHOWN:
         shown.append(f"and {len(ways) - _MAX_SHOWN} more")
+    if closed:  # (ways in backends the NPU defaults never select: npudefaults24.py)
+        shown.append(f"ways the NPU defaults close: {closed_note(closed)}")
     selected = any(w.kind == "selected" for w in ways)
     guarded = any(w.kind == "guarded" for w in ways)
     how = ("through imports that run only when a feature is selected (by a name or an opt-in flag), or that degrade when they fail"
@@ -418,15 +423,31 @@ def review(results: list, paths: Optional[dict[str, str]] = None) -> list:
                and any(_target(f) for f in r.findings)]
     if not targets:
         return results
+    from .npudefaults24 import NOT_GONE, closed_note, decided_ways, split_ways
+
     reach = _Reach(results, paths or {})
-    out = list(results)
+    out, decided, scoped = list(results), None, []
     for i in targets:
         ways = reach.ways(i)
         if not ways:
             continue
+        if decided is None:
+            from .dispatch import gates
+            from .modpaths import RunTexts
+
+            decided = decided_ways(results, gates(results, reach.python, RunTexts(results, paths or {})))
+        ways, closed = split_ways(ways, decided)
         relpath = results[i].relpath
-        findings = [dataclasses.replace(f, severity="info", message=_message(f, ways))
-                    if _target(f) and not _folds_elsewhere(f, relpath) else f for f in results[i].findings]
+        findings = [dataclasses.replace(f, severity="info", message=(
+            _message(f, ways, closed) if ways else f"{f.message.replace(UNGUARDED, '')} ({NOT_GONE}: {closed_note(closed)})"))
+            if _target(f) and not _folds_elsewhere(f, relpath) else f for f in results[i].findings]
         if findings != results[i].findings:
             out[i] = dataclasses.replace(results[i], findings=findings)
+            if not ways:
+                scoped.append(i)
+    if scoped:
+        from .moot import to_scopes
+
+        for i, result in zip(scoped, to_scopes([out[i] for i in scoped])):
+            out[i] = result
     return out
