@@ -24,14 +24,17 @@ the device and cli_env families traverse a file:
   args.device, ...)`, `main(args.device)`), bound to a plain name (`device = args.device`), or the
   whole namespace passed to such a function under any parameter name (`main(cfg)` reading
   `cfg.device`). The value flows when some use reaches a device position (a device keyword,
-  `torch.device(x)`, `.to(x)`, a `device_map` position above) and EVERY use is one of: such a
-  device position, a message (`print(f"Loading on {device}")`, a log call: on an NPU host it
-  names the device the value now is), or one of these hand-ons whose own uses pass the same
-  test. A comparison (`args.device == "cuda"`, `.startswith("cuda")`), a subscript or dict key,
-  an unknown call, a return, or the namespace handed to a call outside the file is a use the
-  file does not prove: the option keeps its NPU990 warning (its flow is not proven), for the
-  direct flow too (`singles23.device_option_flows` found one device read; this also asks that no
-  read contradicts it).
+  `torch.device(x)`, `.to(x)`, a `device_map` position above) and no use in the file, nor in
+  the file's functions it is handed to, treats it as a label: a comparison (`args.device ==
+  "cuda"`, `device in ("cuda", ...)`), a subscript or dict key (`{"cuda": 1e-3}[device]`), a
+  string method or slice (`.startswith("cuda")`, `device[:4]`), an f-string that is no message.
+  There the code chooses by the name "cuda", and the rewrite would change the choice: the option
+  keeps its NPU990 warning, for singles23's direct flow too (`singles23.device_option_flows`
+  found one device read; this also asks that no read contradicts it). A message (`print(f"on
+  {device}")`, a log call) names the device the value now is; a hand-on to a call outside the
+  file, the namespace handed outside, a store to `args.device` neither prove nor refute (as the
+  direct flow always read them): where such a hand-on is the only way the value goes, no device
+  position is reached, the flow is not proven, and the NPU990 stays.
 - **An argparse `--backend` default "nccl" whose value reaches `init_process_group`**
   (families/cli_env.py calls `option_flows(..., kind="backend")`): the same proof with the
   process-group positions as the device positions (the `backend=` keyword or the first argument
@@ -156,33 +159,40 @@ class _Flow:
         return (isinstance(parent, ast.Call) and node is not parent.func and _last(parent.func) in _prose_calls())
 
     def value(self, node: ast.AST) -> bool:
-        """Every use of the value `node` is safe (module doc); records a device position reached."""
+        """No use of the value `node` treats it as a label (module doc); records a device position
+        it reaches. False: a comparison, a subscript or key, a string method, an f-string that is
+        no message, here or where a function of the file or a plain name takes it on."""
         parent = self.parent(node)
         if isinstance(parent, ast.Call) and node is not parent.func:
             if self._position(parent, node):
                 self.reached = True
                 return True
-            if self._in_message(node):
-                return True
             target = self._parameter(parent, node)
-            return target is not None and self.name_uses(*target)
-        if self._in_message(node):
-            return True
-        if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1 \
-                and isinstance(parent.targets[0], ast.Name):
-            return self.name_uses(self._enclosing(parent), parent.targets[0].id)
-        return False
+            return target is None or self.name_uses(*target)  # (another call: no proof either way)
+        if isinstance(parent, ast.FormattedValue):
+            return self._in_message(node)
+        if isinstance(parent, ast.Compare):
+            return False
+        if isinstance(parent, ast.Subscript) or (isinstance(parent, ast.Attribute) and parent.value is node):
+            return False  # (`table[device]`, `device[:4]`, `device.startswith("cuda")`)
+        if isinstance(parent, ast.Dict) and any(k is node for k in parent.keys):
+            return False
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            return all(self.name_uses(self._enclosing(parent), n) for n in names)
+        return True
 
     def name_uses(self, scope: ast.AST, name: str) -> bool:
-        """Every load of `name` in `scope` is a safe use of the value."""
+        """No load of `name` in `scope` treats the value as a label."""
         if (id(scope), name) in self.seen:
             return True
         self.seen.add((id(scope), name))
         return all(self.value(n) for n in loads(scope, name))
 
     def namespace(self, scope: ast.AST, name: str) -> bool:
-        """Every use of the namespace `name` in `scope` reads another option, or reads this one
-        safely, or hands the namespace to a function of the file that does the same."""
+        """No read of this option from the namespace `name` in `scope` (or in the functions of
+        the file it is handed to, under any parameter name) treats the value as a label."""
         key = ("ns", id(scope), name)
         if key in self.seen:
             return True
@@ -190,17 +200,18 @@ class _Flow:
         for node in loads(scope, name):
             parent = self.parent(node)
             if isinstance(parent, ast.Attribute) and parent.value is node:
-                if parent.attr == self.dest and not (isinstance(parent.ctx, ast.Load) and self.value(parent)):
+                if parent.attr == self.dest and isinstance(parent.ctx, ast.Load) and not self.value(parent):
                     return False
-                continue
+                continue  # (another option; a store replaces the value, it does not read it)
             if isinstance(parent, ast.Call) and node is not parent.func:
+                if _last(parent.func) == "getattr" and len(parent.args) >= 2 and parent.args[0] is node:
+                    read = parent.args[1]
+                    if isinstance(read, ast.Constant) and read.value == self.dest and not self.value(parent):
+                        return False
+                    continue
                 target = self._parameter(parent, node)
-                if target is not None and self.namespace(*target):
-                    continue
-                if self._in_message(node):
-                    continue
-                return False  # (handed to a call outside the file: its reads are not proven)
-            return False
+                if target is not None and not self.namespace(*target):
+                    return False
         return True
 
 
