@@ -577,7 +577,7 @@ def visible():
         converter = "device_arg"
         if choices is None:
             choices = self._flowing_device_default(original)  # (`--device` default "cuda:0": devflows24.py)
-            if choices is None and self._flowing_device_default(original, "backend") is not None:
+            if choices is None:  # (`--backend` default "nccl" that reaches `init_process_group`)
                 choices, converter = self._flowing_device_default(original, "backend"), "dist_backend"
         elif not isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)) or not self.ctx.device_values(choices.value):
             return updated
