@@ -26,8 +26,9 @@ the device and cli_env families traverse a file:
   `cfg.device`). The value flows when some use reaches a device position (a device keyword,
   `torch.device(x)`, `.to(x)`, a `device_map` position above) and no use in the file, nor in
   the file's functions it is handed to, treats it as a label: a comparison (`args.device ==
-  "cuda"`, `device in ("cuda", ...)`), a subscript or dict key (`{"cuda": 1e-3}[device]`), a
-  string method or slice (`.startswith("cuda")`, `device[:4]`), an f-string that is no message.
+  "cuda"`, `device in ("cuda", ...)`; `device is None` is no label), a subscript or dict key
+  (`{"cuda": 1e-3}[device]`), a string method or slice (`.startswith("cuda")`, `device[:4]`),
+  an f-string that is no message.
   There the code chooses by the name "cuda", and the rewrite would change the choice: the option
   keeps its NPU990 warning, for singles23's direct flow too (`singles23.device_option_flows`
   found one device read; this also asks that no read contradicts it). A message (`print(f"on
@@ -171,8 +172,9 @@ class _Flow:
             return target is None or self.name_uses(*target)  # (another call: no proof either way)
         if isinstance(parent, ast.FormattedValue):
             return self._in_message(node)
-        if isinstance(parent, ast.Compare):
-            return False
+        if isinstance(parent, ast.Compare):  # (`device is None` asks whether one was given)
+            return all(isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops) and all(
+                isinstance(c, ast.Constant) and c.value is None for c in [parent.left, *parent.comparators] if c is not node)
         if isinstance(parent, ast.Subscript) or (isinstance(parent, ast.Attribute) and parent.value is node):
             return False  # (`table[device]`, `device[:4]`, `device.startswith("cuda")`)
         if isinstance(parent, ast.Dict) and any(k is node for k in parent.keys):

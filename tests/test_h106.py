@@ -129,6 +129,14 @@ def test_device_compared_with_cuda_in_the_callee_stays(tmp_path):
     assert (line, "NPU990") in codes and (line, "NPU603") not in codes, codes
 
 
+def test_device_tested_for_none_is_converted(tmp_path):
+    text = EVAL.replace('    print(f"Evaluating {repo_id} on {device}")',
+                        '    if device is None:\n        raise ValueError("no device")')
+    codes = _codes(_report(tmp_path, text), "pkg/run.py")
+    line = DEVICE_LINE + 1
+    assert (line, "NPU603") in codes and (line, "NPU990") not in codes, codes
+
+
 def test_device_used_as_a_dict_key_stays(tmp_path):
     text = EVAL.replace('    print(f"Evaluating {repo_id} on {device}")',
                         '    tolerance = {"cuda": 1e-3, "cpu": 1e-5}[device]')
