@@ -244,7 +244,8 @@ def _call(sweep: Sweep, node: cst.Call) -> None:
 
 
 # the shim's option converters (NPU603): a device string they receive is mapped on an NPU host
-_SHIM_DEVICE_ARGS = ("device_arg", "click_device_arg")
+# (`dist_backend`: a `--backend` default "nccl", mapped to "hccl": devflows24.py)
+_SHIM_DEVICE_ARGS = ("device_arg", "click_device_arg", "dist_backend")
 
 
 def _path_candidates(sweep: Sweep, values: list[cst.CSTNode]) -> None:

@@ -40,7 +40,7 @@ from . import labels20
 from . import fp8shapes21
 from . import dominators22
 from . import cudaonly21
-from . import singles22, singles23
+from . import devflows24, singles22, singles23
 from . import tritonguards23
 from . import libgates23
 from . import rocmhooks24
@@ -198,6 +198,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = cudaonly21.review(result.findings, text, relpath)  # (NVIDIA build tooling: cudaonly21.py)
             result.findings = singles22.review(result.findings, text)  # (registry keys, getattr defaults: singles22.py)
             result.findings = singles23.review(result.findings, text, relpath)  # (cuDNN flags, NCCL checks: singles23.py)
+            result.findings = devflows24.review(result.findings, text)  # (a backend option the shim converts)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
             secondary = in_annotation(text) if _has_merged_group(result.findings) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import re
 from typing import Optional
@@ -521,10 +522,11 @@ def visible():
         return updated.with_changes(args=args) if changed else updated
 
     # ------------------------------------------------------------------ device options (NPU603)
-    def _claim_default(self, original: cst.Call) -> None:
-        """A `default="cuda"` goes through the shim's device argument too: handled."""
+    def _claim_default(self, original: cst.Call, backend: bool = False) -> None:
+        """A `default="cuda"` (`backend`: "nccl") goes through the shim's converter too: handled."""
         for arg in original.args:
-            if arg.keyword is not None and arg.keyword.value == "default" and cuda_literal(arg.value):
+            if arg.keyword is not None and arg.keyword.value == "default" and (
+                    string_value(arg.value) == "nccl" if backend else cuda_literal(arg.value)):
                 self.ctx.claim(arg.value)
 
     def _click_option(self, original: cst.Call, updated: cst.Call):
@@ -545,10 +547,11 @@ def visible():
         self._claim_default(original)
         return self.ctx.rewrite("NPU603", type_arg, updated.with_changes(args=args)) or updated
 
-    def _flowing_device_default(self, original: cst.Call) -> Optional[cst.Arg]:
+    def _flowing_device_default(self, original: cst.Call, kind: str = "device") -> Optional[cst.Arg]:
         """The `default="cuda..."` argument of an option `--device` whose parsed value the file
-        passes to a device position (singles23.device_option_flows), else None."""
-        from .. import singles23
+        passes to a device position (`kind` "backend": the `default="nccl"` of a `--backend` that
+        reaches `init_process_group`), else None (devflows24.option_flows)."""
+        from .. import devflows24
 
         names = [string_value(a.value) for a in original.args if a.keyword is None]
         dest = next((string_value(a.value) for a in original.args if a.keyword is not None
@@ -556,11 +559,14 @@ def visible():
         long = next((n for n in names if n and n.startswith("--")), None)
         dest = dest or (long[2:].replace("-", "_") if long else None)
         default = next((a for a in original.args if a.keyword is not None and a.keyword.value == "default"), None)
-        if dest is None or default is None or cuda_literal(default.value) is None:
+        if dest is None or default is None:
             return None
-        if not self.ctx.named_like_device(cst.Name(dest)):
+        if kind == "backend":
+            if string_value(default.value) != "nccl" or not dest.endswith("backend"):
+                return None
+        elif cuda_literal(default.value) is None or not self.ctx.named_like_device(cst.Name(dest)):
             return None
-        if not singles23.device_option_flows(self.ctx.file_text(), dest, frozenset(self.ctx.device_keywords)):
+        if not devflows24.option_flows(self.ctx.file_text(), dest, frozenset(self.ctx.device_keywords), kind):
             return None
         return default
 
@@ -568,15 +574,18 @@ def visible():
         """argparse option whose choices list "cuda", or a `--device` default "cuda" that the file
         passes to a device position: add type=npu_compat.device_arg (NPU603)."""
         choices = next((a for a in original.args if a.keyword is not None and a.keyword.value == "choices"), None)
+        converter = "device_arg"
         if choices is None:
-            choices = self._flowing_device_default(original)  # (`--device` default "cuda:0": singles23.py)
+            choices = self._flowing_device_default(original)  # (`--device` default "cuda:0": devflows24.py)
+            if choices is None:  # (`--backend` default "nccl" that reaches `init_process_group`)
+                choices, converter = self._flowing_device_default(original, "backend"), "dist_backend"
         elif not isinstance(choices.value, (cst.List, cst.Tuple, cst.Set)) or not self.ctx.device_values(choices.value):
             return updated
         if choices is None:
             return updated
         args = list(updated.args)
         type_index = next((i for i, a in enumerate(original.args) if a.keyword is not None and a.keyword.value == "type"), None)
-        device_arg = self.ctx.shim_attr("device_arg")
+        device_arg = self.ctx.shim_attr(converter)
         if type_index is None:
             args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             args.append(keyword_arg("type", device_arg))
@@ -584,5 +593,13 @@ def visible():
             args[type_index] = args[type_index].with_changes(value=device_arg)
         else:
             return updated
-        self._claim_default(original)
-        return self.ctx.rewrite("NPU603", choices, updated.with_changes(args=args)) or updated
+        from .. import devflows24
+
+        self._claim_default(original, converter == "dist_backend")
+        before = len(self.ctx.findings)
+        new = self.ctx.rewrite("NPU603", choices, updated.with_changes(args=args))
+        if new is not None and converter == "dist_backend" and len(self.ctx.findings) > before:
+            self.ctx.findings[-1] = dataclasses.replace(self.ctx.findings[-1], message=(
+                f"{devflows24.BACKEND_OPTION}: converted with `npu_compat.dist_backend` "
+                "(\"nccl\" is \"hccl\" on an NPU host)"))
+        return new or updated

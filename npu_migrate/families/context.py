@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from .. import catalogue, rewrite_gates
+from .. import catalogue, devflows24, rewrite_gates
 from ..findings import Finding
 from ..sourcemap import TRIVIA
 from . import platform
@@ -629,6 +629,8 @@ class Context:
                 if keyword == "type" or self.qualname(call.func) == "torch.device":
                     return None  # torch.device(...) is rewritten as a whole
                 return "device"
+            if devflows24.device_map_position(keyword, last_identifier(call.func)):
+                return "device"  # (`from_pretrained(..., device_map="cuda:0")`: devflows24.py)
             if keyword is None and parent.star == "" and call.args and call.args[0] is parent:
                 if self.qualname(call.func) == "torch.device" and not via_ifexp:
                     return None
