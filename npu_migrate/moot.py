@@ -266,6 +266,7 @@ NO_WORK = (
     "a mode label the script only compares with ",
     "in NVIDIA build tooling: ",
     "a registry key naming an implementation, not a backend: ",  # singles22.REGISTRY_KEY (round 22, BI#6)
+    "the vLLM note given once for the run at ",  # folds24.FOLDED: NPU916's generic note (round 24, BP#39)
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

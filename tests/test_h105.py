@@ -253,3 +253,171 @@ def test_profiler_around_a_reported_cuda_only_library_folds_into_it(tmp_path):
     assert 19 in profiles
     # (a profiled body that is not the library's: kept)
     assert 12 in findings_at(report, "benchmarks/bench_torch.py", "NPU935")
+
+
+# ------------------------------------------------------------------ BP#39: the generic vLLM note once per run
+
+_VLLM_ENGINE = """\
+from vllm import LLM, SamplingParams
+
+
+def generate(model, prompts):
+    llm = LLM(model=model)
+    return llm.generate(prompts, SamplingParams(temperature=0.0))
+"""
+
+_VLLM_TRAINER = """\
+from vllm import LLM
+
+
+def build(model):
+    return LLM(model=model, enforce_eager=True)
+"""
+
+
+def test_generic_vllm_note_is_given_once_per_run(tmp_path):
+    root = write_project(tmp_path, {"pkg/engine.py": _VLLM_ENGINE, "pkg/trainer.py": _VLLM_TRAINER,
+                                    "scripts/infer.py": _VLLM_ENGINE.replace("0.0", "0.5")})
+    report = migrate_json(root)
+    notes = [f for f in report["findings"] if f["code"] == "NPU916" and not f["fixable"]]
+    assert [f["path"] for f in notes] == ["pkg/engine.py"], notes
+    assert "also holds for 2 more import sites, given here once: pkg/trainer.py:1, scripts/infer.py:1" \
+        in notes[0]["message"]
+    folded = [s["reason"] for s in report["skipped"] if "(NPU916)" in s.get("reason", "")]
+    assert len(folded) == 2 and all("the vLLM note given once for the run at pkg/engine.py:1" in r
+                                    for r in folded), folded
+
+
+def test_single_vllm_note_stays(tmp_path):
+    root = write_project(tmp_path, {"pkg/engine.py": _VLLM_ENGINE})
+    report = migrate_json(root)
+    notes = [f for f in report["findings"] if f["code"] == "NPU916" and not f["fixable"]]
+    assert len(notes) == 1 and "given here once" not in notes[0]["message"]
+
+
+# ------------------------------------------------------------------ BP#24: a test beside its Triton kernel module
+
+_KERNEL = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def to_fp8(x, dtype):
+    out = torch.empty_like(x, dtype=dtype)
+    _scale_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+    return out
+"""
+
+_KERNEL_TEST = """\
+import torch
+
+from pkg.kernels.quant import to_fp8
+from pkg.reference import reference_fp8
+
+
+def test_to_fp8():
+    assert torch.cuda.is_available()
+    x = torch.randn(16, device="cuda")
+    y = to_fp8(
+        x,
+        torch.float8_e4m3fn,
+    )
+    ref = reference_fp8(x, torch.float8_e4m3fn)
+    assert torch.equal(y.float(), ref.float())
+"""
+
+_OWN_CAST_TEST = _KERNEL_TEST.replace("ref = reference_fp8(x, torch.float8_e4m3fn)",
+                                      "ref = x.to(torch.float8_e4m3fn)")
+
+
+def test_fp8_test_beside_its_triton_kernel_module_folds_into_it(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/kernels/__init__.py": "",
+                                    "pkg/kernels/quant.py": _KERNEL, "pkg/kernels/quant_test.py": _KERNEL_TEST,
+                                    "pkg/kernels/test_quant.py": _OWN_CAST_TEST,
+                                    "pkg/reference.py": "def reference_fp8(x, dtype):\n    return x\n"})
+    report = migrate_json(root)
+    assert not findings_at(report, "pkg/kernels/quant_test.py", "NPU913")
+    kernel = [f for f in findings_at(report, "pkg/kernels/quant.py", "NPU910").values() if f["severity"] == "error"]
+    assert kernel and "`torch.float8_e4m3fn` (NPU913) in `pkg/kernels/quant_test.py` (lines 12, 14)" \
+        in kernel[0]["message"], kernel
+    # (the nearest true case: a test that casts to FP8 itself keeps its finding)
+    assert findings_at(report, "pkg/kernels/test_quant.py", "NPU913")
+
+
+# ------------------------------------------------------------------ BQ#35: a Triton helper's probed descriptor alias
+
+_ASCEND_BACKEND = """\
+import torch
+import triton
+
+
+def run(x):
+    return triton.cdiv(x.numel(), 128)
+"""
+
+_OP = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def safe_exp(x):
+    return tl.exp(tl.where(x <= 0, x, float("-inf")))
+
+
+if hasattr(triton.language, "_experimental_make_tensor_descriptor"):
+    make_tensor_descriptor = triton.language._experimental_make_tensor_descriptor
+elif hasattr(triton.language, "make_tensor_descriptor"):
+    make_tensor_descriptor = triton.language.make_tensor_descriptor
+else:
+    \"\"\"Fallback where TMA is not supported.\"\"\"
+
+    @triton.jit
+    def make_tensor_descriptor(base, shape, strides, block_shape):
+        return None
+"""
+
+_TMA = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    desc = tl.make_tensor_descriptor(x_ptr, [n], [1], [BLOCK])
+    desc.store([0], desc.load([0]))
+"""
+
+_CHUNK = """\
+import triton
+import triton.language as tl
+
+from pkg.fla.op import safe_exp
+
+
+@triton.jit
+def chunk_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, safe_exp(tl.load(x_ptr + offs)))
+"""
+
+
+def test_triton_helper_with_a_probed_descriptor_alias_gets_the_projects_classification(tmp_path):
+    root = write_project(tmp_path, {"pkg/npu/ascend_backend.py": _ASCEND_BACKEND, "pkg/fla/op.py": _OP,
+                                    "pkg/fla/chunk.py": _CHUNK, "pkg/fla/tma.py": _TMA})
+    report = migrate_json(root)
+    assert not [f for f in findings_at(report, "pkg/fla/op.py", "NPU910").values() if f["severity"] != "info"]
+    scopes = scopes_at(report, "pkg/fla/op.py", "NPU910")
+    assert any("the project runs Triton on its own NPU backend" in r and "`hasattr(triton.language, ...)`" in r
+               for r in scopes.values()), scopes
+    assert scopes_at(report, "pkg/fla/chunk.py", "NPU910")
+    # (the nearest true case: a kernel that builds a TMA descriptor keeps its error)
+    assert [f for f in findings_at(report, "pkg/fla/tma.py", "NPU910").values() if f["severity"] == "error"]
