@@ -78,8 +78,8 @@ def fold_vllm_notes(results: list) -> list:
     out = list(results)
     for index, finding in folded:
         lowered = dataclasses.replace(finding, message=(
-            f"{finding.message} ({FOLDED}{where}: this import needs nothing else of its own on an NPU host "
-            "than vllm-ascend installed)"))
+            f"{finding.message} ({FOLDED}{where}: on an NPU host this import needs only vllm-ascend "
+            "installed, as that note says)"))
         out[index] = dataclasses.replace(out[index], findings=[lowered if f is finding else f
                                                                for f in out[index].findings])
     sites = [f"{f.path}:{f.line}" for _i, f in folded]
