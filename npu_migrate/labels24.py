@@ -35,7 +35,8 @@ each shape decides on the exact construct, and every place of a merged finding m
 - **A profiler's CUDA activity around a CUDA-only library already reported** (BQ#3, `review`): the
   NPU935 places in a benchmark (a path with a `bench` part) whose `with profile(...)` bodies call
   only functions or methods named after a package of the file's own NPU911 error
-  (`attn._forward_flashinfer(...)` beside `from flashinfer.testing import ...`), apart from
+  (`attn._forward_flashinfer(...)` beside `from flashinfer.testing import ...`; a name of four
+  letters or more, so that a short one such as `fla` matches no unrelated word), apart from
   copies, syncs and profiler steps: the profiled work cannot run on an NPU host at all, so asking
   the profiler for CUDA activity changes nothing there. Folded into that NPU911 error, whose
   message names it. A profiled body calling anything else keeps the NPU935.
@@ -306,7 +307,7 @@ def _profiled_only(tree: ast.Module, line: int, packages: set[str]) -> Optional[
                         name = (astcache.dotted(n.func) or getattr(n.func, "attr", "") or "").rpartition(".")[2]
                         if name and name not in _INCIDENTAL:
                             called.add(name)
-            hits = {p for p in packages for name in called if p in name.lower()}
+            hits = {p for p in packages for name in called if len(p) >= 4 and p in name.lower()}
             if called and len(hits) == 1 and all(any(p in name.lower() for p in hits) for name in called):
                 return hits.pop()
             return None
