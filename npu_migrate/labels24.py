@@ -127,9 +127,16 @@ def _table_label(tables: dict, string: ast.Constant) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------- BP#10: simulated platforms
-def _parametrized_label(tree: ast.Module, string: ast.Constant) -> Optional[str]:
+def _parametrized_labels(tree: ast.Module) -> dict[int, str]:
+    """{id of a "cuda" string: reason} for the parametrize cases of a parameter the test only
+    simulates a platform with, and the "cuda" compared with it inside the patch (one pass per file)."""
+    out: dict[int, str] = {}
     for function in astcache.nodes(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if not (_inside(string, function) or any(_inside(string, d) for d in function.decorator_list)):
+        if not function.decorator_list or "parametrize" not in "".join(
+                astcache.dotted(d.func) or "" for d in function.decorator_list if isinstance(d, ast.Call)):
+            continue
+        simulated = _simulated_params(function)
+        if not simulated:
             continue
         for decorator in function.decorator_list:
             if not (isinstance(decorator, ast.Call) and (astcache.dotted(decorator.func) or "").endswith("parametrize")
@@ -137,18 +144,26 @@ def _parametrized_label(tree: ast.Module, string: ast.Constant) -> Optional[str]
                     and isinstance(decorator.args[0].value, str)):
                 continue
             names = [n.strip() for n in decorator.args[0].value.split(",")]
-            cases = decorator.args[1]
-            param = _param_of(cases, string, names)
-            if param is None or not _only_simulated(function, param):
-                continue
-            return (f"{LABEL}a platform name of the parametrized case `{param}`, which the test reads only "
-                    "in comparisons inside a patch of the platform (it simulates the platform on any host)")
-        if _inside(string, function):
-            for name in _simulated_params(function):
-                if _compared_in_patch(function, name, string):
-                    return (f"{LABEL}compared with the parametrized platform name `{name}` inside a patch of "
-                            "the platform (the test simulates the platform on any host)")
-    return None
+            for string in ast.walk(decorator.args[1]):
+                if isinstance(string, ast.Constant) and string.value == "cuda":
+                    param = _param_of(decorator.args[1], string, names)
+                    if param in simulated:
+                        out[id(string)] = (f"{LABEL}a platform name of the parametrized case `{param}`, which the "
+                                           "test reads only in comparisons inside a patch of the platform (it "
+                                           "simulates the platform on any host)")
+        for patch in _patch_calls(function):
+            for compare in ast.walk(patch):
+                if not isinstance(compare, ast.Compare):
+                    continue
+                name = next((n.id for n in ast.walk(compare) if isinstance(n, ast.Name) and n.id in simulated), None)
+                if name is None:
+                    continue
+                for string in ast.walk(compare):
+                    if isinstance(string, ast.Constant) and string.value == "cuda":
+                        out.setdefault(id(string), f"{LABEL}compared with the parametrized platform name `{name}` "
+                                                   "inside a patch of the platform (the test simulates the "
+                                                   "platform on any host)")
+    return out
 
 
 def _param_of(cases: ast.AST, string: ast.Constant, names: list[str]) -> Optional[str]:
@@ -190,15 +205,6 @@ def _simulated_params(function: ast.AST) -> list[str]:
                 and isinstance(decorator.args[0].value, str):
             out += [n.strip() for n in decorator.args[0].value.split(",") if _only_simulated(function, n.strip())]
     return out
-
-
-def _compared_in_patch(function: ast.AST, name: str, string: ast.Constant) -> bool:
-    for patch in _patch_calls(function):
-        for compare in ast.walk(patch):
-            if isinstance(compare, ast.Compare) and _inside(string, compare) and any(
-                    isinstance(n, ast.Name) and n.id == name for n in ast.walk(compare)):
-                return True
-    return False
 
 
 # ----------------------------------------------------------------------------- BP#37: unregistered custom ops
@@ -339,13 +345,14 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
     out = []
     cuda_at = _cuda_strings(tree) if strings else {}
     tables = _hooked_tables(tree) if strings else {}
+    parametrized = _parametrized_labels(tree) if strings and "parametrize" in text else {}
     marker = _cpu_marked(tree) if fp8 else None
     libraries = _library_error(findings) if profiles else {}
     folds: dict[int, list[tuple[Finding, str]]] = {}
     for finding in findings:
         reason = None
         if any(finding is f for f in strings):
-            out += _split_strings(tree, tables, cuda_at, finding)
+            out += _split_strings(tree, tables, cuda_at, finding, parametrized)
             continue
         if marker and any(finding is f for f in fp8):
             reason = (f"{CPU_TEST}: the module is marked `{marker}` and names no device, so its tensors are CPU "
@@ -383,12 +390,13 @@ def _absorbed(target: Finding, folded: list[tuple[Finding, str]]) -> Finding:
         f"{target.message} (also the profiler's CUDA activity {shown}: {PROFILED_LIBRARY}; ported with it)"))
 
 
-def _place_reason(tree: ast.Module, tables: dict, cuda_at: dict, finding: Finding, line: int) -> Optional[str]:
+def _place_reason(tree: ast.Module, tables: dict, cuda_at: dict, finding: Finding, line: int,
+                  parametrized: dict) -> Optional[str]:
     """The reason every "cuda" string of `line` is a label (or a moot op's key), else None."""
     nodes = cuda_at.get(line, [])
     reasons = []
     for node in nodes:
-        why = (_table_label(tables, node) if tables else None) or _parametrized_label(tree, node) \
+        why = (_table_label(tables, node) if tables else None) or parametrized.get(id(node)) \
             or _op_reason(tree, finding, line)
         if why is None:
             return None
@@ -396,13 +404,14 @@ def _place_reason(tree: ast.Module, tables: dict, cuda_at: dict, finding: Findin
     return reasons[0] if reasons else None
 
 
-def _split_strings(tree: ast.Module, tables: dict, cuda_at: dict, finding: Finding) -> list[Finding]:
+def _split_strings(tree: ast.Module, tables: dict, cuda_at: dict, finding: Finding,
+                   parametrized: dict) -> list[Finding]:
     """`finding` lowered where each of its places is one of the shapes; a merged finding whose
     places are only partly so is split: the rest stays at its severity (folding.rebuilt)."""
     from .folding import places_of, rebuilt
 
     places = places_of(finding)
-    reasons = [_place_reason(tree, tables, cuda_at, finding, line) for line, _c, _s in places]
+    reasons = [_place_reason(tree, tables, cuda_at, finding, line, parametrized) for line, _c, _s in places]
     if not any(reasons):
         return [finding]
     lowered = [p for p, r in zip(places, reasons) if r]
