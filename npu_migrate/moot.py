@@ -117,6 +117,9 @@ PHRASES = (
     # jitreach23.JIT_UNREACHED: the loader imported unguarded, each use under `_is_cuda and ...` or a
     # gate false there, or a loader no library module imports (round 23, BM#16)
     "compiled only by JIT loaders whose every library use an NPU host never runs",
+    # labels24.CUSTOM_OP_UNREGISTERED: `device_types=["cuda"]` of a custom op defined only under
+    # `if X is not None:`, X bound only where a package no NPU host has loads (round 24, BP#37)
+    "a custom op registered only where a CUDA-only package loads",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -264,6 +267,7 @@ NO_WORK = (
     "a mode label the script only compares with ",
     "in NVIDIA build tooling: ",
     "a registry key naming an implementation, not a backend: ",  # singles22.REGISTRY_KEY (round 22, BI#6)
+    "the vLLM note given once for the run at ",  # folds24.FOLDED: NPU916's generic note (round 24, BP#39)
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

@@ -314,7 +314,9 @@ def triton_on_npu(results: list[FileResult], paths: dict[str, str]) -> list[File
         if targets and data is not None and any(marker in data for marker in _NOT_PORTABLE):
             from .dominators22 import probed_descriptors  # (TMA descriptors behind a probe: BK#40)
 
-            probed = probed_descriptors(data, _NOT_PORTABLE)
+            from .tritonprobes24 import probed_aliases  # (descriptor aliases behind `hasattr` probes: BQ#35)
+
+            probed = probed_descriptors(data, _NOT_PORTABLE) or probed_aliases(data, _NOT_PORTABLE)
             if probed is None:
                 out.append(result)
                 continue

@@ -434,6 +434,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     from .platformlayer23 import review_platform_code, review_startup
+    from .folds24 import fold_kernel_tests, fold_vllm_notes
+    results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
     results = to_scopes(review_platforms(results, paths))
     from .resolvers24 import review_config_devices, review_graph_gates
     results = review_graph_gates(review_config_devices(results, paths), paths)  # (the project's device resolver, its accelerator's graphs: resolvers24.py)
