@@ -4,17 +4,7 @@ under a gate false on an NPU host (gatedusers24.py, BO#29)."""
 from __future__ import annotations
 
 from tests.precision_helpers import findings_at, migrate_json, moot_lines, write_project
-
-_UTILS = """\
-import torch
-
-
-def get_device_sm():
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return major * 10 + minor
-    return 0
-"""
+from tests.test_h71 import _UTILS  # (the capability helper of test_h71's configurer: one fixture)
 
 # (the only way out of `_compute_enable` on an NPU host: the capability check, then the import probe)
 _CONFIGURER = """\
