@@ -5,6 +5,7 @@ BM#23, BM#29). Each false case is paired with the nearest true case that stays r
 from __future__ import annotations
 
 from tests.precision_helpers import migrate_json, write_project
+from tests.test_h94 import PLATFORM  # (the same is_npu/is_cuda utilities: one fixture)
 
 JIT_UTILS = '''\
 def load_jit(name, *args, cuda_files=(), cuda_wrappers=()):
@@ -191,20 +192,6 @@ def test_reference_import_in_a_jit_kernel_test_folds_into_the_kernel_source(tmp_
 
 
 # ------------------------------------------------- BM#16: JIT sources whose loader's every library use is gated
-
-PLATFORM = """\
-import importlib.util
-
-import torch
-
-
-def is_npu():
-    return importlib.util.find_spec("torch_npu") is not None
-
-
-def is_cuda():
-    return torch.cuda.is_available() and torch.version.cuda is not None
-"""
 
 NPU_INIT = """\
 from proj.srt.utils import is_npu

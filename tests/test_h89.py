@@ -4,7 +4,7 @@ helper h89). Each shape is paired with the nearest case that stays reported."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
-from .test_h80 import REGISTRY
+from .test_h80 import REGISTRY, _open  # (one copy of the report reader)
 
 # ---- BG#3: a backend enum whose member only the CUDA platform's priority list names (platforms21.py)
 
@@ -81,18 +81,6 @@ def _enum_files(**extra):
     }
     files.update(extra)
     return files
-
-
-def _open(report: dict, path: str) -> dict[int, dict]:
-    """The report-only findings of `path`, and (as info) the named scopes that platforms20's infos
-    became since round 23 (platformlayer23.PLATFORM_ONLY)."""
-    from npu_migrate.platformlayer23 import PLATFORM_ONLY
-
-    out = {f["line"]: f for f in report["findings"] if f["path"] == path and not f["fixable"]}
-    for scope in report["skipped"]:
-        if scope.get("path") == path and "start_line" in scope and PLATFORM_ONLY in scope["reason"]:
-            out.setdefault(scope["start_line"], {"severity": "info", "message": scope["reason"]})
-    return out
 
 
 def test_a_backend_only_the_cuda_priority_list_names_is_info(tmp_path):
