@@ -208,3 +208,41 @@ def test_benchmark_against_runs_a_copy_of_this_checkout(tmp_path):
     assert (copy / "npu_migrate" / "cache.py").read_bytes() == (REPO / "npu_migrate" / "cache.py").read_bytes()
     assert sorted(p.name for p in (copy / "rules").iterdir()) == sorted(
         p.name for p in (REPO / "rules").iterdir() if p.name != "__pycache__")
+
+
+# ------------------------------------------------------------------ cuda_parity.py
+
+def test_cuda_parity_compare_tells_identical_spread_and_different_apart():
+    parity = _load("cuda_parity")
+    base = "header\nstep 0 loss 1.25\nstep 1 loss 0.5\n"
+    assert parity.compare(base, base, base) == ("identical", "")
+    verdict, detail = parity.compare(base, base, base.replace("0.5", "0.5000001"))
+    assert verdict == "DIFFERENT" and "line 3" in detail  # deterministic originals: bit for bit
+    other = base.replace("0.5", "0.5002")  # the original itself moves by 4e-4 between runs
+    verdict, detail = parity.compare(base, other, base.replace("0.5", "0.5001"))
+    assert verdict == "within spread" and "4.00e-04" in detail
+    assert parity.compare(base, other, base.replace("0.5", "0.51"))[0] == "DIFFERENT"  # outside spread + 1e-3
+    assert parity.compare(base, other, base.replace("header", "other header"))[0] == "DIFFERENT"
+    assert parity.compare(base, other, "header\nstep 0 loss 1.25\n")[0] == "DIFFERENT"  # a step missing
+
+
+def test_cuda_parity_runs_a_prepared_project_and_reports_a_changed_output(tmp_path):
+    out = tmp_path / "parity"
+    assert _run("cuda_parity.py", "run", str(out)).returncode == 2  # not prepared
+    prep = _run("cuda_parity.py", "prepare", str(out), "--project", "ddp_mini")
+    assert prep.returncode == 0, prep.stderr
+    migrated = out / "ddp_mini" / "migrated"
+    assert (migrated / "npu_compat" / "__init__.py").is_file()
+    assert "npu_compat" in (migrated / "scripts" / "launch.py").read_text()  # the launcher was migrated
+    args = ("run", str(out), "--entry", "ddp_mini:launch_dry", "--json", str(tmp_path / "r.json"))
+    proc = _run("cuda_parity.py", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [(e["entry"], e["verdict"]) for e in report["entries"]] == [("launch_dry", "identical")]
+    assert report["shim"]["ok"] and report["shim"]["device_type"] == "cuda" and len(report["shim"]["checked"]) > 20
+    assert report["entries"][0]["runs"][2]["processes"] == 1  # the probe ran in the migrated process
+    # a migration that changed what the program prints is caught
+    launch = migrated / "scripts" / "launch.py"
+    launch.write_text(launch.read_text().replace("\nimport argparse\n", "\nimport argparse\nprint('an extra line')\n", 1))
+    proc = _run("cuda_parity.py", *args)
+    assert proc.returncode == 1 and "DIFFERENT" in proc.stdout, proc.stdout
