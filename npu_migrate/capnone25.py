@@ -281,6 +281,23 @@ def review(results: list, paths: dict) -> list:
         return results
     out = list(results)
     words = {name: re.compile(rb"\b" + name.encode() + rb"\(") for name in queries}
+    stems = {r.relpath[:-3].removesuffix("/__init__"): i for i, r in enumerate(results) if r.relpath.endswith(".py")}
+    defines: dict[int, bool] = {}
+
+    def shadows(module: str, name: str, query: int) -> bool:
+        """Whether the imported module itself (a package above the query) defines `name` again."""
+        path = module.replace(".", "/")
+        k = next((i for stem, i in stems.items() if stem == path or stem.endswith("/" + path)), None)
+        if k is None or k == query:
+            return False
+        if k not in defines:
+            tree = astcache.parse(texts(k) or b"")
+            defines[k] = tree is None or any(isinstance(n, (*_DEFS, ast.ClassDef)) and n.name == name
+                                             or isinstance(n, ast.Assign) and any(
+                                                 isinstance(t, ast.Name) and t.id == name for t in n.targets)
+                                             for n in tree.body)
+        return defines[k]
+
     for j, result in enumerate(results):
         if not result.relpath.endswith(".py"):
             continue
@@ -297,7 +314,7 @@ def review(results: list, paths: dict) -> list:
                 continue
             modules = _imported_from(tree, name)
             query = next(((i, stem, line) for i, stem, line in queries[name]
-                          if i != j and any(_matches(m, stem) for m in modules)), None)
+                          if i != j and any(_matches(m, stem) and not shadows(m, name, i) for m in modules)), None)
             if query is None:
                 continue
             for function, stmt, local, unpacked in _uses(tree, name):

@@ -298,3 +298,18 @@ def test_extension_whose_layer_a_module_builds_unconditionally_stays_an_error(tm
     builds = _FAST_UTILS + "\n\ndef make_layer():\n    return FastQuantLinear()\n"
     report = _extension_project(tmp_path, fast_utils=builds)
     assert _cu_finding(report, "fast")["severity"] == "error"
+
+
+def test_package_defining_its_own_query_of_that_name_is_not_the_none_query(tmp_path):
+    # `from pkg.utils import get_device_capability` binds the package's own function, not common's
+    own = "from .common import is_musa  # noqa: F401\n\n\ndef get_device_capability():\n    return (0, 0)\n"
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils/__init__.py": own,
+        "pkg/utils/common.py": _COMMON,
+        "pkg/schemes/__init__.py": "",
+        "pkg/schemes/w8a8.py": _SCHEMES,
+        "pkg/schemes/w8a16.py": _FALLBACK,
+        "pkg/config.py": _CONFIG,
+    })
+    assert not findings_at(migrate_json(root), "pkg/config.py", "NPU931")
