@@ -378,6 +378,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_capability_skips(results, paths)  # (a module skip through a helper requiring SM90+: capskips.py)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
+    from .probedext25 import review as review_probed_extensions
+    results = review_probed_extensions(results, paths)  # (.cu of an extension only its import probe selects: probedext25.py)
     from .buildgated import review as review_build_gated
     results = review_build_gated(results, paths)  # (.cu a CUDA-gated setup.py/CMake builds; kernel-less headers: buildgated.py)
     from .jitgated20 import review as review_jit_gated
@@ -400,6 +402,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
     results = review_validated(results, paths)  # (backends and schemes the project's validation rejects: validated.py)
+    from .capnone25 import review as review_none_capability
+    results = review_none_capability(results, paths)  # (a capability check failing on the project's None capability: capnone25.py)
     from .tests15 import review as review_untaken15
     results = review_untaken15(results, paths)  # (another platform's enum member, a constant-false flag: tests15.py)
     from .gates16 import review as review_gates16

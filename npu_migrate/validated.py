@@ -50,7 +50,9 @@ VALIDATED = "in a backend the project's own validation rejects on an NPU host"
 _VALIDATION = re.compile(rb"\.\w+[ \t]*==[ \t]*[\"']\w+[\"'][^\n]*\n(?:[^\n]*\n){0,3}?"
                          rb"[ \t]*if not [\w.]+\([^\n]*\)[ \t]*:[ \t]*\n[ \t]*raise\b")
 _NAME_EQ = re.compile(rb"\.\w+[ \t]*==[ \t]*[\"']\w+[\"']")
-_MIN_CAPABILITY = re.compile(rb"def get_min_capability\([^)]*\)[^:]*:\s*\n\s*return[ \t]+([1-9]\d*)\b")
+# (comment lines may stand between the `def` and its `return`: `# lovelace and up`)
+_MIN_CAPABILITY = re.compile(rb"def get_min_capability\([^)]*\)[^:]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*"
+                             rb"[ \t]*return[ \t]+([1-9]\d*)\b")
 _CLASS = re.compile(rb"^class[ \t]+(\w+)", re.MULTILINE)
 _MAX_ROUNDS = 4
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
@@ -108,6 +110,15 @@ def _checker_fails(tree: ast.Module, name: str) -> bool:
     return False
 
 
+def _own_query(tree: ast.Module, name: str) -> bool:
+    """Whether the checker `name` asks the project's own `get_device_capability()` (a bare name,
+    not torch's or a platform object's, whose answer on an NPU host is the project's: capnone25)."""
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+               and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "get_device_capability"
+                       for n in ast.walk(node))
+               for node in ast.walk(tree))
+
+
 def _capability_call(node: ast.AST, schemes: dict[str, int], tree: ast.Module) -> str | None:
     """The scheme class whose minimum capability `self.check(C.get_min_capability(), ...)` tests
     with a checker that fails on an NPU host, or None."""
@@ -142,8 +153,15 @@ def capability_spans(relpath: str, tree: ast.Module, schemes: dict[str, int]) ->
                 scheme, line = _capability_call(node.test, schemes, tree), node.lineno
                 if scheme is None:
                     continue
+            checker = node.test.func.attr if isinstance(node.test, ast.Call) else None
+            if checker is None:
+                checker = next((n.value.func.attr for n in ast.walk(function) if isinstance(n, ast.Assign)
+                                and n.lineno == line and isinstance(n.value, ast.Call)
+                                and isinstance(n.value.func, ast.Attribute)), None)
+            device = ("which the project's `get_device_capability()` does not give on an NPU host (no NVIDIA "
+                      "capability there)" if checker and _own_query(tree, checker) else "(0, 0) on an NPU host")
             why = (f"a check of its minimum capability {schemes[scheme]} ({relpath}:{line}) against the "
-                   f"device's, (0, 0) on an NPU host")
+                   f"device's, {device}")
             out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, why))
     return out
 
