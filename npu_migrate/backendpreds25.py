@@ -57,6 +57,8 @@ from .callgates21 import Gates
 
 # (a site reason of this module, beside callgates21's: a backend the user may choose)
 _SELECTED = "only when the backend is chosen: "
+# (the reason of an info this module lowers; its lowered pieces of one finding are merged on it)
+CHOSEN = "runs only when the CUDA-only backend"
 _ENUM_DEF = re.compile(rb"\bdef (is_\w+)\(\s*self\s*\)")
 _ANY_DEF = re.compile(rb"\bdef (is_\w+)\(")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -231,11 +233,14 @@ def review(results: list, paths: dict) -> list:
                              f'"{v}" ({where})' for e, (v, where) in closed)
             return (f"{BRANCH}: `{unit.name}` is reached only when a CUDA-only backend is chosen: {told}; "
                     f"{shown}")
-        told = ", ".join(f'`{e[0]}.{e[1]}` ("{e[2]}", a {e[3]} backend; `{e[4]}`)' for e in entries[:3]) \
-            + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-        return (f"runs only when a CUDA-only backend is chosen, {told}: `{unit.name}` is reached only "
-                f"{shown}; an NPU host reaches it only where the user selects that value by name, "
-                f"so leave it unselected there or port the backend")
+        first = entries[0]
+        others = len({e[0] for e in entries}) - 1
+        alike = f"; {others} other enum{'s' if others > 1 else ''} define{'' if others > 1 else 's'} it alike" \
+            if others else ""
+        return (f'{CHOSEN} "{first[2]}" is chosen: `{unit.name}` is reached only from {shown}, '
+                f"`{first[0]}.{first[1]}` a {first[3]} backend ({first[4]}{alike}); an NPU host reaches it "
+                f'only where the user selects "{first[2]}" by name: leave it unselected there, or port the '
+                f"backend")
 
     def start():
         from .flagcalls19 import Run
@@ -245,6 +250,29 @@ def review(results: list, paths: dict) -> list:
 
     out = lower_units(results, text_of, candidates, open_finding, start, reason)
     changed = [i for i in range(len(out)) if out[i] is not results[i]]
+    for i in changed:
+        out[i] = _merge_lowered(out[i])
     for i, result in zip(changed, to_scopes([out[i] for i in changed])):
         out[i] = result
     return out
+
+
+def _merge_lowered(result):
+    """The places of one finding lowered for one reason (a helper's import and the FP8 merged into
+    it) merged again on the first, as findings.merge_per_file merges a file's places."""
+    import dataclasses
+
+    from .findings import merge_per_file
+
+    groups: dict[str, list] = {}
+    rest = []
+    for finding in result.findings:
+        at = finding.message.find(f"({CHOSEN} ")
+        if finding.severity == "info" and at > 0:
+            groups.setdefault(f"{finding.code}\0{finding.message[at:]}", []).append(finding)
+        else:
+            rest.append(finding)
+    if all(len(group) == 1 for group in groups.values()):
+        return result
+    merged = [m for group in groups.values() for m in merge_per_file(group)]
+    return dataclasses.replace(result, findings=sorted(rest + merged))

@@ -41,7 +41,9 @@ import torch
 
 def align_weights_for_trtllm(layer):
     from flashinfer import shuffle_matrix_a
-    layer.w = shuffle_matrix_a(layer.w, 64)
+    layer.w = shuffle_matrix_a(layer.w, 64).view(torch.float8_e4m3fn)
+    from flashinfer import reorder_rows
+    layer.w = reorder_rows(layer.w)
 
 
 def align_weights_for_triton(layer):
@@ -82,11 +84,16 @@ def test_helper_under_cuda_backend_predicate_is_info_naming_the_backend(tmp_path
     # the CUDA-only backend's helper: info naming the predicate's member and value (a user may pick it)
     assert found[5]["severity"] == "info", found
     message = found[5]["message"]
-    assert "runs only when a CUDA-only backend is chosen" in message
-    assert '`MoeRunnerBackend.FLASHINFER_TRTLLM` ("flashinfer_trtllm"' in message
+    assert "runs only when the CUDA-only backend" in message
+    assert '"flashinfer_trtllm" is chosen' in message
+    assert "`MoeRunnerBackend.FLASHINFER_TRTLLM` a flashinfer backend (pkg/moe/utils.py:12)" in message
     assert "pkg/quant.py:10" in message and "is_flashinfer_trtllm()" in message
+    # the helper's places, lowered for one reason, stay one finding (merged on its first import)
+    assert [f["line"] for f in report["findings"] if f["path"] == "pkg/moe/trtllm.py"
+            and f["severity"] == "info"] == [5], report["findings"]
+    assert [ln for ln, _c, _s in found[5]["also"]] == [7], found[5]
     # the nearest true case: a portable backend's predicate (`is_triton()`) decides nothing
-    assert found[10]["severity"] == "error", found
+    assert found[12]["severity"] == "error", found
 
 
 def test_helper_with_a_caller_outside_the_predicate_stays_error(tmp_path):
@@ -156,7 +163,7 @@ def set_default_server_args(args):
     assert 5 in scopes and "NPU defaults set `moe_runner_backend`" in scopes[5]
     assert "pkg/hardware/npu/defaults.py:2" in scopes[5]
     # the portable backend's helper stays reported
-    assert found[10]["severity"] == "error"
+    assert found[12]["severity"] == "error"
 
 
 def test_npu_defaults_filling_an_unset_field_only_give_info(tmp_path):
@@ -172,4 +179,4 @@ def set_default_server_args(args):
         "pkg/hardware/npu/defaults.py": defaults,
     })
     found = _flashinfer(migrate_json(root), "pkg/moe/trtllm.py")
-    assert found[5]["severity"] == "info" and "runs only when a CUDA-only backend is chosen" in found[5]["message"]
+    assert found[5]["severity"] == "info" and "runs only when the CUDA-only backend" in found[5]["message"]
