@@ -75,10 +75,9 @@ def _cuda_backend(value: str) -> Optional[str]:
     """The CUDA-only word `value` names as one or more `_`-separated parts ("flashinfer_trtllm" ->
     "flashinfer"), or None."""
     low = value.lower()
-    for word in sorted(_cuda_words()):
-        if re.search(r"(?:^|_)" + re.escape(word) + r"(?:_|$)", low):
-            return word
-    return None
+    found = [(m.start(), word) for word in _cuda_words()
+             for m in [re.search(r"(?:^|_)" + re.escape(word) + r"(?:_|$)", low)] if m]
+    return min(found)[1] if found else None  # (the first named: "flashinfer_cutlass" is FlashInfer's)
 
 
 def _snake(name: str) -> str:
