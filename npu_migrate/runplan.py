@@ -465,6 +465,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_probed_loaders(results, paths)  # (kernel modules only probing modules' functions load: probed22.py)
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
+    from .backendpreds25 import review as review_backend_predicates
+    results = review_backend_predicates(results, paths)  # (callees only a CUDA-only backend's predicate reaches: backendpreds25.py)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds
