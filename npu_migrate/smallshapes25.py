@@ -186,6 +186,23 @@ def _flag(test: ast.AST) -> tuple[Optional[str], bool]:
     return name, negated
 
 
+def _how(block: list) -> str:
+    """How an always-leaving block leaves: "returns", "raises" or "returns or raises"."""
+    kinds = set()
+    todo = [block]
+    while todo:
+        last = todo.pop()[-1]
+        if isinstance(last, ast.If):
+            todo += [last.body, last.orelse]
+        else:
+            kinds.add("raises" if isinstance(last, ast.Raise) else "returns")
+    return " or ".join(sorted(kinds, reverse=True))
+
+
+def _shown_test(test: ast.AST) -> str:
+    return f"if {ast.unparse(test)}:"
+
+
 def _rebinds(statements: list, name: str) -> bool:
     root = name.split(".")[0]
     for statement in statements:
@@ -217,7 +234,9 @@ def _dead_spans(tree: ast.Module) -> list[tuple[int, int, str]]:
                     if first is not None and not _rebinds(block[first + 1:index], name) \
                             and index + 1 < len(block):
                         rest = block[index + 1:]
-                        shown = f"`if {'not ' if not negated else ''}{name}:` and `if {'not ' if negated else ''}{name}:`"
+                        earlier = block[first]
+                        shown = (f"`{_shown_test(earlier.test)}` {_how(earlier.body)} (line {earlier.lineno}) and "
+                                 f"`{_shown_test(statement.test)}` {_how(statement.body)} (line {statement.lineno})")
                         spans.append((rest[0].lineno, rest[-1].end_lineno or rest[-1].lineno, shown))
                         break
                     seen.setdefault((name, negated), index)
@@ -231,8 +250,8 @@ def _dead_after_exits(tree: ast.Module) -> dict[int, str]:
     out: dict[int, str] = {}
     for first, last, shown in spans:
         for line in range(first, last + 1):
-            out.setdefault(line, f"{DEAD_BRANCH}: {shown} both leave the function before it, so no host "
-                                 "reaches it")
+            out.setdefault(line, f"{DEAD_BRANCH}: {shown} leave the function before it, so no host reaches "
+                                 "it: a host meets one of those exits instead")
     dead = [(first, last) for first, last, _s in spans]
     private = {f.name: f for f in tree.body if isinstance(f, _FUNCTIONS) and f.name.startswith("_")
                and not f.decorator_list}
@@ -250,8 +269,10 @@ def _dead_after_exits(tree: ast.Module) -> dict[int, str]:
         if all(any(a <= r.lineno <= b for a, b in dead) for r in refs):
             lines = ", ".join(str(r.lineno) for r in refs)
             for line in range(function.lineno, (function.end_lineno or function.lineno) + 1):
+                why = next(shown for first, last, shown in spans if any(first <= r.lineno <= last for r in refs))
                 out.setdefault(line, f"{DEAD_HELPER}: `{function.name}` is called only at line {lines}, after "
-                                     "complementary exits that leave the function first")
+                                     f"{why}, which leave the function first: a host meets one of those exits "
+                                     "instead")
     return out
 
 

@@ -175,6 +175,8 @@ def test_helper_after_complementary_exits(tmp_path):
     report = migrate_json(write_project(tmp_path, {"pkg/quant.py": _QUANT, "pkg/probe.py": _PROBE}))
     reasons = moot_lines(report["skipped"], "NPU913", "pkg/quant.py")
     assert 7 in reasons and "`_reference` is called only at line 22" in reasons[7], reasons
+    assert "`if kernels_available:` returns (line 15)" in reasons[7]
+    assert "`if not kernels_available:` raises (line 17)" in reasons[7]
     # (a helper reached after one exit only runs where the kernels are missing, as on an NPU host)
     errors = findings_at(report, "pkg/quant.py", "NPU913")
     assert list(errors) == [11], errors
