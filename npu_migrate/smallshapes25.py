@@ -48,6 +48,7 @@ is judged on its own (findings.lower_pieces):
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from typing import Optional
 
@@ -67,6 +68,7 @@ _DTYPE_ATTRS = frozenset(("is_floating_point", "itemsize", "bits", "is_signed", 
 _SHOWN = frozenset(("print", "str", "repr", "format"))
 _INFO = frozenset(("torch.finfo", "torch.iinfo"))
 _SKIP_CALLS = frozenset(("skip", "skipTest"))
+_BUILTINS = frozenset(dir(builtins))
 
 
 def _open(finding: Finding) -> bool:
@@ -429,6 +431,29 @@ class _Sources:
                             todo.append((definition, False))
         return reaches
 
+    def local_names(self, nodes: list, name: str) -> bool:
+        """Every name the case expressions read is the probed list, one the module defines or a
+        builtin (an imported list of devices could hold "cuda"), and every loop of the case
+        generators they call that binds `name` iterates over something reading the probed list."""
+        for node in nodes:
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name) and inner.id != self.listed and inner.id not in self.defs \
+                        and inner.id not in _BUILTINS:
+                    return False
+                if isinstance(inner, ast.Name) and inner.id in self.defs:
+                    for definition in self.defs[inner.id]:
+                        if isinstance(definition, _FUNCTIONS) and not self._loops_listed(definition, name):
+                            return False
+        return True
+
+    def _loops_listed(self, function: ast.AST, name: str) -> bool:
+        for loop in ast.walk(function):
+            if isinstance(loop, (ast.For, ast.comprehension)) and any(
+                    isinstance(n, ast.Name) and n.id == name for n in ast.walk(loop.target)) and not any(
+                    isinstance(n, ast.Name) and n.id == self.listed for n in ast.walk(loop.iter)):
+                return False
+        return True
+
     def parametrize_of(self, decorator: ast.AST) -> Optional[ast.Call]:
         if isinstance(decorator, ast.Name) and len(self.defs.get(decorator.id, ())) == 1:
             statement = self.defs[decorator.id][0]
@@ -475,7 +500,8 @@ def _never_cuda_skip(tree: ast.Module, parents: dict, findings: list[Finding]) -
             if name is None or name not in origin or index + 1 >= len(function.body):
                 break
             call = given[origin[name]]
-            if not sources.only_listed([*call.args[1:], *(k.value for k in call.keywords)]):
+            cases = [*call.args[1:], *(k.value for k in call.keywords)]
+            if not sources.only_listed(cases) or not sources.local_names(cases, name):
                 break
             rest = function.body[index + 1:]
             shown = ast.unparse(statement.test)
@@ -508,10 +534,13 @@ def _label_field(tree: ast.Module, parents: dict) -> dict[int, str]:
         if not isinstance(node, ast.ClassDef):
             continue
         decorated = any("dataclass" in (astcache.dotted(getattr(d, "func", d)) or "") for d in node.decorator_list)
-        named_tuple = any((astcache.dotted(b) or "").endswith("NamedTuple") for b in node.bases)
-        if decorated or named_tuple:
-            classes[node.name] = [s.target.id for s in node.body
-                                  if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+        named_tuple = len(node.bases) == 1 and (astcache.dotted(node.bases[0]) or "").endswith("NamedTuple")
+        fields = [s for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+        # (inherited fields or ones left out of __init__ would shift the positions: not read)
+        plain = all("ClassVar" not in ast.unparse(s.annotation) and "init=False" not in ast.unparse(s)
+                    for s in fields) and not node.keywords
+        if plain and ((decorated and not node.bases) or named_tuple):
+            classes[node.name] = [s.target.id for s in fields]
     if not classes:
         return {}
     handed = {a.attr for c in astcache.nodes(tree, (ast.Call,)) for arg in [*c.args, *(k.value for k in c.keywords)]

@@ -93,6 +93,8 @@ import itertools
 import pytest
 import torch
 
+from pkg.devices import EXTRA_DEVICES
+
 _devices = ["cpu"]
 _devices += ["cuda"] if torch.cuda.is_available() else []
 
@@ -118,18 +120,28 @@ def test_streams_listed(device):
     if device != "cuda":
         pytest.skip("Not CUDA")
     torch.cuda._sleep(1000)
+
+
+@pytest.mark.parametrize("device", _devices + EXTRA_DEVICES)
+def test_streams_imported(device):
+    if device != "cuda":
+        pytest.skip("Not CUDA")
+    torch.cuda._sleep(1000)
 """
 
 
 def test_skip_unless_cuda_with_probed_cases(tmp_path):
-    report = migrate_json(write_project(tmp_path, {"pkg/tests/test_streams.py": _STREAMS}))
+    files = {"pkg/tests/test_streams.py": _STREAMS, "pkg/devices.py": 'EXTRA_DEVICES = ["cuda:1"]\n'}
+    report = migrate_json(write_project(tmp_path, files))
     path = "pkg/tests/test_streams.py"
     reasons = moot_lines(report["skipped"], "NPU202", path)
-    assert 22 in reasons and "`_devices`" in reasons[22] and "line 7" in reasons[22], reasons
-    # (a "cuda" case the file lists itself passes the skip on an NPU host once migrated: kept)
+    assert 24 in reasons and "`_devices`" in reasons[24] and "line 9" in reasons[24], reasons
+    # (a "cuda" case the file lists itself passes the skip on an NPU host once migrated, and so may
+    # a case from a list another module defines: kept)
     errors = findings_at(report, path, "NPU202")
-    assert list(errors) == [30], errors
-    assert errors[30]["severity"] == "error"
+    assert list(errors) == [32], errors
+    assert "also at line 39" in errors[32]["message"], errors[32]["message"]
+    assert errors[32]["severity"] == "error"
 
 
 # BS#23: a helper called only after complementary exits (`if flag: return` / `if not flag: raise`)
