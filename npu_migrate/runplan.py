@@ -394,6 +394,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_gated_sources(results, paths)  # (a leaf folder's / a kernel's arch variants' gated .cu: folds19.py)
     from .extfolds19 import fold_method_sources, fold_together_imported
     results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
+    from .cmakefolds25 import fold_cmake_targets
+    results = fold_cmake_targets(results, paths)  # (the gated .cu of one CMake target, one note: cmakefolds25.py)
     from .singles21 import review as review_singles21
     results = review_singles21(results, paths)  # (a host-only .cu, a lazy extension import its .cu finding names)
     from .redundant14 import review_triton_helpers
