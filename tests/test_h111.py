@@ -1,5 +1,8 @@
-"""Issue #16, precision wave 25 (round-25 audit BR#2, BR#4, BR#8): the CUDA sources of one CMake
-build target reported once (npu_migrate/cmakefolds25.py)."""
+"""Issue #16, precision wave 25, helper h111: the CUDA sources of one CMake build target reported
+once (npu_migrate/cmakefolds25.py; round-25 audit BR#2, BR#4, BR#8), and a CUDA JIT kernel's test
+whose reference helper and module-level dtype use FP8 folded into the kernel's NPU912
+(npu_migrate/oracles25.py with jitfolds23.py; BT#13). Each false case is paired with the nearest
+true case that stays reported."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from pathlib import Path
 from npu_migrate import cmakefolds25
 
 from .precision_helpers import migrate_json, write_project
+from .test_h100 import _findings, _kernel_finding
+from .test_h100 import _project as _jit_project
 
 KERNEL = """\
 #include <torch/extension.h>
@@ -136,3 +141,68 @@ define_extension_target(t SOURCES ${A} ${CMAKE_CURRENT_SOURCE_DIR}/c.cu LANGUAGE
     line, sources = found["t"]
     assert line == 5
     assert [s for s, _ in sources] == ["a.cu", "b.cu", "gen/g1.cu", "gen/g2.cu", "c.cu"]
+
+
+# ----------------------------------------------------------------------------- BT#13: a kernel test's reference helper
+
+KERNEL_TEST = """\
+import pytest
+import torch
+
+from proj.kern.quant import quant_fp8
+
+try:
+    from proj.platform import is_hip
+
+    _is_hip = is_hip()
+except ImportError:
+    _is_hip = False
+
+FP8 = torch.float8_e4m3fnuz if _is_hip else torch.float8_e4m3fn
+
+
+def reference_quant(x, scale):
+    info = torch.finfo(torch.float8_e4m3fn)
+    y = (x.float() / scale).clamp(info.min, info.max)
+    return y.to(torch.float8_e4m3fn)
+
+
+@pytest.mark.parametrize("n", [16, 64])
+def test_quant_matches_reference(n):
+    x = torch.rand(n, 128, dtype=torch.float16)
+    out = torch.empty_like(x, dtype=FP8)
+    scale = torch.ones(1)
+    quant_fp8(x, out, scale)
+    torch.testing.assert_close(out.float(), reference_quant(x, scale).float())
+{extra}"""
+
+TEST_PATH = "proj/kern/tests/test_quant_fp8.py"
+
+
+def test_reference_helper_and_dtype_of_a_jit_kernel_test_fold_into_its_source(tmp_path: Path) -> None:
+    """BT#13 (SGLang's jit_kernel test_per_tensor_quant_fp8.py): the pure-torch reference the test
+    compares the kernel's output with, and the module-level FP8 dtype of the output buffer, exist
+    only to check that kernel: folded into its NPU912, which names the file and lines."""
+    report = _jit_project(tmp_path, files={TEST_PATH: KERNEL_TEST.format(extra="")})
+    assert _findings(report, TEST_PATH, "NPU913") == []
+    target = _kernel_finding(report, "proj/kern/csrc/gemm/quant_fp8.cuh")
+    assert target["severity"] == "error"
+    assert f"(NPU913) in `{TEST_PATH}` (lines 13, 19)" in target["message"]
+
+
+def test_reference_helper_other_code_calls_keeps_the_finding(tmp_path: Path) -> None:
+    """The nearest true case: a non-test function also calls the FP8 helper (FP8 work of the
+    file's own, not only the kernel's oracle): the finding stays."""
+    extra = "\n\ndef export(x):\n    return reference_quant(x, 2.0)\n"
+    report = _jit_project(tmp_path, files={TEST_PATH: KERNEL_TEST.format(extra=extra)})
+    found = _findings(report, TEST_PATH, "NPU913")
+    assert found and all(f["severity"] == "error" for f in found)
+    assert "test_quant_fp8" not in _kernel_finding(report, "proj/kern/csrc/gemm/quant_fp8.cuh")["message"]
+
+
+def test_reference_helper_in_a_test_without_the_kernel_keeps_the_finding(tmp_path: Path) -> None:
+    """A test that calls the FP8 helper but no kernel is FP8 work of its own: the finding stays."""
+    extra = "\n\ndef test_reference_alone():\n    reference_quant(torch.ones(4), 1.0)\n"
+    report = _jit_project(tmp_path, files={TEST_PATH: KERNEL_TEST.format(extra=extra)})
+    found = _findings(report, TEST_PATH, "NPU913")
+    assert found and all(f["severity"] == "error" for f in found)
