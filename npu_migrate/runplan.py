@@ -398,6 +398,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_cmake_targets(results, paths)  # (the gated .cu of one CMake target, one note: cmakefolds25.py)
     from .singles21 import review as review_singles21
     results = review_singles21(results, paths)  # (a host-only .cu, a lazy extension import its .cu finding names)
+    from .loaderfolds25 import fold_importing_loaders
+    results = fold_importing_loaders(results, paths)  # (a module-level loader an imported module runs first)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated

@@ -1,8 +1,9 @@
 """Issue #16, precision wave 25, helper h111: the CUDA sources of one CMake build target reported
 once (npu_migrate/cmakefolds25.py; round-25 audit BR#2, BR#4, BR#8), and a CUDA JIT kernel's test
 whose reference helper and module-level dtype use FP8 folded into the kernel's NPU912
-(npu_migrate/oracles25.py with jitfolds23.py; BT#13). Each false case is paired with the nearest
-true case that stays reported."""
+(npu_migrate/oracles25.py with jitfolds23.py; BT#13), and a module-level kernel loader reported
+once along an import chain (npu_migrate/loaderfolds25.py; BR#30). Each false case is paired with
+the nearest true case that stays reported."""
 
 from __future__ import annotations
 
@@ -206,3 +207,86 @@ def test_reference_helper_in_a_test_without_the_kernel_keeps_the_finding(tmp_pat
     report = _jit_project(tmp_path, files={TEST_PATH: KERNEL_TEST.format(extra=extra)})
     found = _findings(report, TEST_PATH, "NPU913")
     assert found and all(f["severity"] == "error" for f in found)
+
+
+# ----------------------------------------------------------------------------- BR#30: one module-level loader per import chain
+
+LOADER = """\
+class KernelLoader:
+    REGISTRY = []
+
+    def load(self):
+        usable = [ext for ext in self.REGISTRY if ext().is_available()]
+        assert len(usable) != 0, "no usable kernel"
+        return usable[0]().load()
+
+
+class FusedOpsLoader(KernelLoader):
+    REGISTRY = [FusedOpsCudaExtension]
+"""
+
+BASE_MODEL = """\
+import torch
+
+from proj.kernels.loader import FusedOpsLoader
+
+fused_ops = FusedOpsLoader().load()
+
+
+class BaseMLP(torch.nn.Module):
+    def forward(self, x):
+        return fused_ops.silu_and_mul(x)
+"""
+
+DERIVED_MODEL = """\
+import torch
+
+{importing}
+from proj.kernels.loader import FusedOpsLoader
+
+fused_ops = FusedOpsLoader().load()
+
+
+class DerivedMLP(torch.nn.Module):
+    def forward(self, x):
+        return fused_ops.rms_layernorm(x)
+"""
+
+
+def _loader_project(tmp_path: Path, importing: str) -> dict:
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/kernels/__init__.py": "",
+        "proj/kernels/loader.py": LOADER,
+        "proj/models/__init__.py": "",
+        "proj/models/base.py": BASE_MODEL,
+        "proj/models/derived.py": DERIVED_MODEL.format(importing=importing),
+    }))
+
+
+def _loader_findings(report: dict, path: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU911" and "().load()" in f["message"]]
+
+
+def test_module_level_loader_an_imported_module_runs_first_folds(tmp_path: Path) -> None:
+    """BR#30 (ColossalAI's nopadding_baichuan.py imports nopadding_llama.py, both running
+    `InferenceOpsLoader().load()` at module level): the importer's note folds into the imported
+    module's, which names it, its line and the import."""
+    report = _loader_project(tmp_path, "from proj.models.base import BaseMLP")
+    assert _loader_findings(report, "proj/models/derived.py") == []
+    [kept] = _loader_findings(report, "proj/models/base.py")
+    assert kept["severity"] == "error"
+    assert ("also `proj/models/derived.py` (line 6), whose import of `proj.models.base` (line 3) loads this module "
+            "first") in kept["message"]
+
+
+def test_module_level_loader_with_a_guarded_import_keeps_its_finding(tmp_path: Path) -> None:
+    """The nearest true cases: an import in a `try` (it may not run first), and a module importing
+    nothing that runs the loader: both modules keep their error."""
+    guarded = "try:\n    from proj.models.base import BaseMLP\nexcept ImportError:\n    BaseMLP = None"
+    for importing in (guarded, "import os"):
+        report = _loader_project(tmp_path / importing[:3].strip(), importing)
+        [own] = _loader_findings(report, "proj/models/derived.py")
+        assert own["severity"] == "error" and "also" not in own["message"]
+        [base] = _loader_findings(report, "proj/models/base.py")
+        assert "derived" not in base["message"]
