@@ -469,6 +469,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
+    from .importfolds25 import fold_repeated_imports
+    results = fold_repeated_imports(results, paths)  # (an info import the same file reports again as an error)
     return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
 
 

@@ -2,7 +2,8 @@
 once (npu_migrate/cmakefolds25.py; round-25 audit BR#2, BR#4, BR#8), and a CUDA JIT kernel's test
 whose reference helper and module-level dtype use FP8 folded into the kernel's NPU912
 (npu_migrate/oracles25.py with jitfolds23.py; BT#13), and a module-level kernel loader reported
-once along an import chain (npu_migrate/loaderfolds25.py; BR#30). Each false case is paired with
+once along an import chain (npu_migrate/loaderfolds25.py; BR#30), and an info import the same file
+reports again as an error (npu_migrate/importfolds25.py; BR#17). Each false case is paired with
 the nearest true case that stays reported."""
 
 from __future__ import annotations
@@ -290,3 +291,56 @@ def test_module_level_loader_with_a_guarded_import_keeps_its_finding(tmp_path: P
         assert own["severity"] == "error" and "also" not in own["message"]
         [base] = _loader_findings(report, "proj/models/base.py")
         assert "derived" not in base["message"]
+
+
+# ----------------------------------------------------------------------------- BR#17: one CUDA-only import, one finding per file
+
+QUANT = """\
+import torch
+
+
+def quant_raw(x, group_size, scale_ue8m0=False):
+    x_s = x.abs().amax(-1)
+    if scale_ue8m0:
+        from deep_gemm import transform_layout
+
+        x_s = transform_layout(x_s, group_size)
+    return x, x_s
+
+
+def quant_fused(x, group_size):
+    from deep_gemm import {name}
+
+    return {name}(x, group_size)
+"""
+
+QUANT_USER = """\
+from proj.quant import quant_fused, quant_raw
+
+
+def run(x):
+    return quant_raw(x, 128), quant_fused(x, 128)
+"""
+
+
+def _quant_project(tmp_path: Path, name: str) -> list[dict]:
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/quant.py": QUANT.format(name=name), "proj/user.py": QUANT_USER}))
+    return [f for f in report["findings"] if f["path"] == "proj/quant.py" and f["code"] == "NPU911"]
+
+
+def test_info_import_the_file_reports_again_as_an_error_folds(tmp_path: Path) -> None:
+    """BR#17 (SGLang's fp8_kernel.py: `from deep_gemm import transform_sf_into_required_layout`
+    under a parameter no call sets, info, and the same import in another function, an error):
+    the info folds into the error, which names its line and why it was info."""
+    [kept] = _quant_project(tmp_path, "transform_layout")
+    assert kept["severity"] == "error" and kept["line"] == 14
+    assert "also line 7, the same import of `transform_layout` from `deep_gemm` as line 14 (under a parameter" \
+        in kept["message"]
+
+
+def test_info_import_of_another_name_keeps_its_finding(tmp_path: Path) -> None:
+    """The nearest true case: the other function imports another name of the package: both stay."""
+    found = {f["line"]: f for f in _quant_project(tmp_path, "fused_layout")}
+    assert found[7]["severity"] == "info" and found[14]["severity"] == "error"
+    assert "also line 7" not in found[14]["message"]
