@@ -120,6 +120,11 @@ def _extra(message: str) -> str:
     return "; ".join(_groups(rest))
 
 
+# (public names for cmakefolds25.py, which folds the same notes per CMake target)
+gated = _gated
+extra_of = _extra
+
+
 # ----------------------------------------------------------------------------- gated sources of one op family
 
 def fold_gated_sources(results: list, paths: dict) -> list:

@@ -25,7 +25,11 @@ test's or benchmark's findings whose only subject is such a JIT kernel. Whole ru
   with the place it is merged with. The whole finding folds when every place is one of these and at
   least one feeds a kernel. A name also passed to another call (`torch._scaled_mm(out, w)`: FP8
   compute beside the kernel), a kernel module that names the NPU, a kernel whose sources no single
-  open NPU912 error covers: kept.
+  open NPU912 error covers: kept. In a test (round-25 audit BT#13, oracles25.py) the kernel's
+  output buffer may also be compared with its reference (`assert_close(out.float(), ref)`), a
+  module-level FP8 binding folds where every read of it (in functions not binding their own)
+  feeds a kernel, and the FP8 of a reference helper that only tests calling the kernel call
+  (`torch_scaled_fp8_quant`, the oracle the kernel's output is checked against) goes with the kernel.
 
 An error folds only into an error (folding.may_absorb's rank rule), and never into a scoped
 (moot) finding. Nothing is dropped silently: the NPU912 message names each folded file and its lines.
@@ -252,6 +256,15 @@ class _Feeds:
         name = _bound(statement)
         return name is not None and self.name_feeds(name, depth + 1)
 
+    def checked(self, node: ast.AST) -> bool:
+        """Whether `node` is an argument of a comparison of results (`torch.testing.assert_close(
+        out.float(), ref)`): a test reading the kernel's output."""
+        from .oracles25 import COMPARES
+
+        hit = self._enclosing_call_arg(node)
+        callee = astcache.dotted(hit[0].func, strict=False) or "" if hit else ""
+        return callee.rpartition(".")[2] in COMPARES
+
     def name_feeds(self, name: str, depth: int = 0) -> bool:
         reads = [n for n in ast.walk(self.function) if isinstance(n, ast.Name) and n.id == name
                  and isinstance(n.ctx, ast.Load)]
@@ -264,6 +277,8 @@ class _Feeds:
                 holder = self.parents.get(id(holder))
             if isinstance(holder, ast.Return) and depth > 0:
                 continue  # (the kernel's output handed back)
+            if depth > 0 and self.checked(read):
+                continue  # (the kernel's output compared with its reference: BT#13, oracles25.py)
             if not self.value_feeds(read, depth):
                 return False
             fed = True
@@ -289,6 +304,24 @@ def _unread_module_binding(tree: ast.Module, statement: ast.stmt) -> bool:
     return True
 
 
+def _binding_fed(tree: ast.Module, statement: ast.stmt, kernel_names: dict) -> Optional[list[tuple[str, str]]]:
+    """The kernels a module-level `NAME = <FP8 dtype>` feeds where every read of NAME, in a
+    function, only feeds a kernel call (oracles25.binding_reads), else None."""
+    from .oracles25 import binding_reads
+
+    name = _bound(statement)
+    reads = binding_reads(tree, name) if name is not None and statement in tree.body else None
+    if not reads:
+        return None
+    fed: list[tuple[str, str]] = []
+    for function, read in reads:
+        feeds = _Feeds(function, kernel_names)
+        if not feeds.value_feeds(read):
+            return None
+        fed.extend(feeds.fed)
+    return fed or None
+
+
 def _fp8_fed(tree: ast.Module, finding, kernel_names: dict) -> Optional[list[tuple[str, str]]]:
     """The kernels every place of an NPU913 finding feeds (module's doc, second shape), or None."""
     functions = [n for n in ast.walk(tree) if isinstance(n, _FUNCTIONS)]
@@ -297,8 +330,13 @@ def _fp8_fed(tree: ast.Module, finding, kernel_names: dict) -> Optional[list[tup
         holding = [f for f in functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
         if not holding:
             statement = _statement(tree, line)
-            if statement is None or not _unread_module_binding(tree, statement):
+            if statement is None:
                 return None
+            if not _unread_module_binding(tree, statement):
+                read_fed = _binding_fed(tree, statement, kernel_names)  # (BT#13: oracles25.py)
+                if read_fed is None:
+                    return None
+                fed.extend(read_fed)
             continue
         function = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
         feeds = _Feeds(function, kernel_names)
@@ -313,7 +351,13 @@ def _fp8_fed(tree: ast.Module, finding, kernel_names: dict) -> Optional[list[tup
         else:
             ok = feeds.value_feeds(place)
         if not ok:
-            return None
+            from .oracles25 import oracle_kernels
+
+            reference = oracle_kernels(tree, function, kernel_names)  # (a test's reference helper: BT#13)
+            if reference is None:
+                return None
+            fed.extend(reference)
+            continue
         fed.extend(feeds.fed)
     return list(dict.fromkeys(fed)) or None
 

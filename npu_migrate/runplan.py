@@ -396,8 +396,12 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_gated_sources(results, paths)  # (a leaf folder's / a kernel's arch variants' gated .cu: folds19.py)
     from .extfolds19 import fold_method_sources, fold_together_imported
     results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
+    from .cmakefolds25 import fold_cmake_targets
+    results = fold_cmake_targets(results, paths)  # (the gated .cu of one CMake target, one note: cmakefolds25.py)
     from .singles21 import review as review_singles21
     results = review_singles21(results, paths)  # (a host-only .cu, a lazy extension import its .cu finding names)
+    from .loaderfolds25 import fold_importing_loaders
+    results = fold_importing_loaders(results, paths)  # (a module-level loader an imported module runs first)
     from .redundant14 import review_triton_helpers
     results = review_triton_helpers(results, paths)  # (a kernel-less Triton helper its importers report: redundant14.py)
     from .validated import review as review_validated
@@ -471,6 +475,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
+    from .importfolds25 import fold_repeated_imports
+    results = fold_repeated_imports(results, paths)  # (an info import the same file reports again as an error)
     return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
 
 

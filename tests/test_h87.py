@@ -254,9 +254,9 @@ def quant_plain(x, scale=False):
 
 def local_only(x, scale=False):
     if scale:
-        from deep_gemm import transform_sf
+        from deep_gemm import transform_sf_local
 
-        return transform_sf(x)
+        return transform_sf_local(x)
     return x
 
 
