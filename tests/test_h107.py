@@ -1,0 +1,178 @@
+"""Round-25 precision wave, helper h107 (issue #16): info notes the run itself proves unreached on an
+NPU host become named scopes (unreached25.py: BR#23, BS#15, BR#28), beside the nearest notes that
+stay info because something a user can change on an NPU host (an installed package, a caller's
+flag) opens the way."""
+
+from __future__ import annotations
+
+from tests.precision_helpers import findings_at, migrate_json, moot_lines, write_project
+
+# ------------------------------------------------------------------ a CuTe-DSL module behind a capability flag
+_PROBE = """\
+from importlib.util import find_spec
+
+
+def dsl_runtime_available() -> bool:
+    return find_spec("cutlass") is not None
+"""
+
+_KERNEL = """\
+import cutlass
+import cutlass.cute as cute
+
+
+def quantize_dsl(x):
+    return cute.compile(x)
+"""
+
+
+def _quant(flag: str) -> str:
+    return f"""\
+import torch
+
+from pkg.ops._probe import dsl_runtime_available
+
+
+def _is_sm_100() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10
+
+
+_DSL_READY = {flag}
+
+
+def _dsl_quantize(x):
+    from pkg.ops.dsl_kernel import quantize_dsl
+
+    return quantize_dsl(x)
+
+
+def quantize(x):
+    if _DSL_READY:
+        return _dsl_quantize(x)
+    return x.to(torch.bfloat16)
+"""
+
+
+def _dsl_project(tmp_path, flag: str) -> dict:
+    files = {"pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/_probe.py": _PROBE,
+             "pkg/ops/dsl_kernel.py": _KERNEL, "pkg/ops/quant.py": _quant(flag)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_a_dsl_module_behind_a_capability_flag_is_a_named_scope(tmp_path):
+    """BR#23, BS#15: the only way in is a function the module calls only under a flag whose
+    conjunct `_is_sm_100()` is a capability test false on an NPU host: a named scope naming it."""
+    report = _dsl_project(tmp_path, "_is_sm_100() and dsl_runtime_available()")
+    assert not findings_at(report, "pkg/ops/dsl_kernel.py", "NPU911"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU911", "pkg/ops/dsl_kernel.py")
+    assert 1 in scopes and 2 in scopes, report["skipped"]
+    assert ("proven unreached on an NPU host: every function that loads it is called only under a module "
+            "flag false on an NPU host: `_DSL_READY` (pkg/ops/quant.py:10) holds `_is_sm_100()` (line 6: ") \
+        in scopes[1]
+    assert "a compute-capability test false there" in scopes[1]
+
+
+def test_a_dsl_module_behind_a_package_probe_only_stays_info(tmp_path):
+    """The nearest true case: the flag is only the package probe; the DSL wheels install without a
+    GPU, so a user can open the way on an NPU host: the note stays info, naming the probe."""
+    report = _dsl_project(tmp_path, "dsl_runtime_available()")
+    found = findings_at(report, "pkg/ops/dsl_kernel.py", "NPU911")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    assert any("which the module calls only under `_DSL_READY`" in f["message"] for f in found.values())
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/ops/dsl_kernel.py")
+
+
+def test_a_capability_helper_with_more_than_a_return_stays_info(tmp_path):
+    """A helper the run cannot read as one `return` of a capability test (it may answer True on
+    another path) proves nothing: the note stays info."""
+    files_quant = _quant("_sm_or_env() and dsl_runtime_available()").replace(
+        "_DSL_READY = ", "def _sm_or_env():\n    import os\n    if os.environ.get(\"FORCE_DSL\"):\n"
+        "        return True\n    return _is_sm_100()\n\n\n_DSL_READY = ")
+    report = migrate_json(write_project(tmp_path / "b", {
+        "pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/_probe.py": _PROBE,
+        "pkg/ops/dsl_kernel.py": _KERNEL, "pkg/ops/quant.py": files_quant}))
+    found = findings_at(report, "pkg/ops/dsl_kernel.py", "NPU911")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/ops/dsl_kernel.py")
+
+
+def test_a_cuda_version_flag_closes_the_way_too(tmp_path):
+    """`torch.version.cuda` is None on an NPU build: a flag needing it is false there."""
+    report = _dsl_project(tmp_path, "torch.version.cuda is not None and dsl_runtime_available()")
+    assert not findings_at(report, "pkg/ops/dsl_kernel.py", "NPU911"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU911", "pkg/ops/dsl_kernel.py")
+    assert "a CUDA version test false there" in scopes[1], scopes
+
+
+# ------------------------------------------------------------------ a parameter that defaults to False, set by no call
+_PROFILE = '''\
+import contextlib
+
+import torch
+
+
+def profile_context(enable, nsys=False):
+    class NsysProfiler:
+        def __enter__(self):
+            torch.cuda.cudart().cudaProfilerStart()
+
+        def __exit__(self, *exc):
+            torch.cuda.cudart().cudaProfilerStop()
+
+    if enable:
+        if nsys:
+            return NsysProfiler()
+    return contextlib.nullcontext()
+'''
+
+
+def test_an_nsight_hook_under_a_flag_no_call_sets_is_a_named_scope(tmp_path):
+    """BR#28: `nsys` defaults to False and no call of the run sets it: a named scope naming the
+    `if nsys:` line."""
+    files = {"proj/__init__.py": "", "proj/perf.py": _PROFILE,
+             "proj/train.py": "from proj.perf import profile_context\n\nwith profile_context(True):\n    pass\n"}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not findings_at(report, "proj/perf.py", "NPU202"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU202", "proj/perf.py")
+    assert ("proven unreached on an NPU host: under `if nsys:` (proj/perf.py:15), a parameter that defaults "
+            "to False and that no call in the run sets") in scopes[9], scopes
+
+
+def test_an_nsight_hook_a_caller_turns_on_stays_reported(tmp_path):
+    """The nearest true case: a caller passes a user's choice (`nsys=args.nsys`): reported."""
+    files = {"proj/__init__.py": "", "proj/perf.py": _PROFILE,
+             "proj/train.py": "import sys\n\nfrom proj.perf import profile_context\n\n"
+                              "with profile_context(True, nsys='--nsys' in sys.argv):\n    pass\n"}
+    report = migrate_json(write_project(tmp_path, files))
+    found = findings_at(report, "proj/perf.py", "NPU202")
+    assert found, report["findings"]
+    assert not moot_lines(report["skipped"], "NPU202", "proj/perf.py")
+
+
+_PLAIN = """\
+def quant(x, scale=False):
+    if scale:
+        from deep_gemm import transform_sf
+
+        return transform_sf(x)
+    return x
+"""
+
+
+def test_a_cuda_only_import_under_a_parameter_no_call_sets_is_a_named_scope(tmp_path):
+    """flagargs21's "under a parameter no call of the run sets": every call passes False."""
+    files = {"pkg/__init__.py": "", "pkg/plain.py": _PLAIN,
+             "pkg/use.py": "from pkg.plain import quant\n\n\ndef f(x):\n    return quant(x, scale=False)\n"}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not findings_at(report, "pkg/plain.py", "NPU911"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
+    assert "under `if scale:` (pkg/plain.py:2), a parameter that defaults to False" in scopes[3], scopes
+
+
+def test_a_cuda_only_import_under_a_parameter_a_call_sets_stays_an_error(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/plain.py": _PLAIN,
+             "pkg/use.py": "from pkg.plain import quant\n\n\ndef f(x):\n    return quant(x, scale=True)\n"}
+    report = migrate_json(write_project(tmp_path, files))
+    found = findings_at(report, "pkg/plain.py", "NPU911")
+    assert found and any(f["severity"] == "error" for f in found.values()), found
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
