@@ -465,9 +465,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
+    results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
-    results = review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
-    return review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
+    return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
 
 
 # ------------------------------------------------------------------ what both commands print

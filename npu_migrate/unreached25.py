@@ -34,9 +34,11 @@ torch_npu's inductor patch (`torch_npu/_inductor/utils.py` `patch_has_triton`) r
 one that also counts an available "npu" device, so with Triton-Ascend installed it may hold: a
 user-installable package decides it, and those notes stay info, naming Triton-Ascend.
 
-The finding's message gains "(proven unreached on an NPU host: ...)" (a moot.PHRASES reason), and
-moot.to_scopes makes it a named skipped scope. Whole run, from runplan.whole_run_passes, after
-jitfolds23 (every pass that writes these clauses has run).
+The earlier pass's clause is opened with "(proven unreached on an NPU host: <the closing test,
+file:line>: ...)" (a moot.PHRASES reason that keeps that clause's evidence), and moot.to_scopes
+makes the finding a named skipped scope. Whole run, from runplan.whole_run_passes, last (after
+platformlayer23.review_startup, whose no-effect scopes come first: every pass that writes these
+clauses has run).
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ class _Trees:
         return self.cache[relpath]
 
 
-def _probed_reason(finding, trees: _Trees) -> Optional[str]:
+def _probed_reason(finding, trees: _Trees) -> Optional[tuple[int, str]]:
+    """(where probed22's clause opens, why every way in is closed), or None."""
     from .probed22 import PROBED
 
     head = PROBED.split("(")[0]
@@ -174,8 +177,8 @@ def _probed_reason(finding, trees: _Trees) -> Optional[str]:
         if why is None:
             return None
         parts.append(f"`{flag}` ({relpath}:{binding.lineno}) holds {why}")
-    return ("every function that loads it is called only under a module flag false on an NPU host: "
-            + "; ".join(parts))
+    return at, ("every function that loads it is called only under a module flag false on an NPU host: "
+                + "; ".join(parts))
 
 
 def _param_if(tree: ast.Module, lines: list[int], flag: str) -> Optional[ast.If]:
@@ -202,7 +205,8 @@ def _param_if(tree: ast.Module, lines: list[int], flag: str) -> Optional[ast.If]
     return min(ifs, key=lambda n: n.lineno) if ifs else None
 
 
-def _param_reason(finding, trees: _Trees) -> Optional[str]:
+def _param_reason(finding, trees: _Trees) -> Optional[tuple[int, str]]:
+    """(where the earlier pass's clause opens, the `if` that closes the way), or None."""
     match = _OPTIN.search(finding.message) or _UNSET.search(finding.message)
     if match is None:
         return None
@@ -214,8 +218,8 @@ def _param_reason(finding, trees: _Trees) -> Optional[str]:
     gate = _param_if(tree, lines, flag)
     if gate is None:
         return None
-    return (f"under `if {_text(gate.test)}:` ({finding.path}:{gate.lineno}), a parameter that defaults to False "
-            "and that no call in the run sets")
+    return match.start(), (f"under `if {_text(gate.test)}:` ({finding.path}:{gate.lineno}), a parameter that "
+                           "defaults to False and that no call in the run sets")
 
 
 def review(results: list, paths: Optional[dict] = None) -> list:
@@ -238,10 +242,13 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         for index, f in enumerate(findings):
             if not candidate(f):
                 continue
-            reason = _probed_reason(f, trees) or _param_reason(f, trees)
-            if reason is None:
+            found = _probed_reason(f, trees) or _param_reason(f, trees)
+            if found is None:
                 continue
-            findings[index] = dataclasses.replace(f, message=f"{f.message} ({UNREACHED}{reason})")
+            # (the earlier pass's clause goes inside ours: the scope's reason keeps its evidence)
+            at, reason = found
+            message = f"{f.message[:at]}({UNREACHED}{reason}: {f.message[at + 1:]}"
+            findings[index] = dataclasses.replace(f, message=message)
         if findings != results[i].findings:
             out[i] = dataclasses.replace(results[i], findings=findings)
             changed.append(i)
