@@ -1,5 +1,6 @@
 """Info notes the run itself proves unreached on an NPU host become named scopes (issue #16, round 25:
-BR#23, BR#28, BS#15; the owner's policy for "the note says an NPU host does not get there").
+BR#9, BR#19, BR#23, BR#28, BS#15, BT#11; the owner's policy for "the note says an NPU host does
+not get there").
 
 Several passes lower a report-only finding to info with a clause that says why an NPU host does
 not reach the construct. Where that clause rests on a test the tool PROVES false on an NPU host,
@@ -22,6 +23,18 @@ the closing test again on the code (never the file or the package as a whole):
   capability test closes the way whatever is installed. probed22 proved the callers skip the
   call (their other path or a clear error) where the flag is False. A flag that is only a
   package probe keeps its note.
+* lazyimports21.LOADED_ONLY "loaded only through imports that run only when a feature is
+  selected" (BR#9, BR#19, BT#11: a Triton module only an FA3 backend's setup loads): every way
+  shown (no "and N more", none the NPU defaults close) is "`f` of its file", and every reference
+  to `f` in the library (tests aside) is a call that either comes after a statement of its
+  module-level function that always raises on an NPU host (`backend = _available()`, or an
+  `if`/`else` each arm of which calls such a function: the function's every way ends in a
+  `raise`, its `if`s decided by the capability tests above or testscopes.npu_truth, both arms
+  walked otherwise, anything that may return ending the proof), or lies in a module that fails
+  to import on every host (a module-level `from pkg.sub.mod import x` whose package `pkg.sub`
+  of the run has no `mod`); at least one call. The project's own "no compatible backend" error
+  is the handling. A reference that is no call (handed on as a value), a call with no such
+  statement before it, keep the note.
 * optparams20's opt-in NVIDIA profiler path and flagargs21.UNSET: code under `if <param>:` of a
   function parameter that defaults to False and that no call in the run sets (every call passes
   False or leaves the default); the False path is the function's own. The reason names the
@@ -56,6 +69,7 @@ _SITE = re.compile(r"([\w./-]+\.py):(\d+) in `(\w+)`, which the module calls onl
 _OPTIN = re.compile(r"\(an opt-in NVIDIA profiler path: .*? where `(\w+)` defaults to False and no call in the run sets it")
 _UNSET = re.compile(r"\(under a parameter no call of the run sets: `(\w+)`")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SELECTED = "only through imports that run only when a feature is selected"
 _DEPTH = 3
 
 
@@ -222,6 +236,178 @@ def _param_reason(finding, trees: _Trees) -> Optional[tuple[int, str]]:
                            "defaults to False and that no call in the run sets")
 
 
+_WAY = re.compile(r"^([\w./-]+\.py):(\d+) in `(\w+)`")
+
+
+def _truth(test: ast.AST, functions: dict):
+    """A test's value on an NPU host: False where _closed proves it, else testscopes.npu_truth's
+    answer (True, False or unknown)."""
+    from .testscopes import npu_truth
+
+    if _closed(test, functions):
+        return False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _closed(test.operand, functions):
+        return True
+    return npu_truth(test)
+
+
+def _raises(body: list, functions: dict, tests: list, depth: int = 0) -> bool:
+    """Whether every way through `body` ends in a `raise` on an NPU host: `if`s decided where
+    _truth decides them, both arms otherwise; a `return` (or anything that may return) on the way
+    ends it as False. `tests` collects the deciding tests (line, source)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Raise):
+            return stmt.exc is not None
+        if isinstance(stmt, ast.If):
+            value = _truth(stmt.test, functions)
+            if value is False or value is True:
+                arm = stmt.body if value is True else stmt.orelse
+                why = _closed(stmt.test.operand if value is True and isinstance(stmt.test, ast.UnaryOp)
+                              else stmt.test, functions)
+                tests.append((stmt.lineno, why or f"`{_text(stmt.test)}`, {str(value).lower()} there"))
+                if _raises(arm, functions, tests, depth):
+                    return True
+                if _returns(arm):
+                    return False
+                continue
+            if stmt.orelse and _raises(stmt.body, functions, tests, depth) and _raises(stmt.orelse, functions, tests, depth):
+                return True
+            if _returns(stmt.body) or _returns(stmt.orelse):
+                return False
+            continue
+        if _returns([stmt]):
+            return False
+    return False
+
+
+def _returns(body: list) -> bool:
+    """A statement of `body` may return from the function (nested definitions aside)."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, (*_FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _raising_call(stmt: ast.stmt, functions: dict) -> Optional[str]:
+    """`f(...)` (a bare call or an assignment of one, f a module-level function of the file whose
+    every way raises on an NPU host), or an `if`/`else` every arm of which holds such a statement:
+    the callee's description, else None."""
+    value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
+        function = functions[value.func.id]
+        tests: list = []
+        body = function.body[1:] if (function.body and isinstance(function.body[0], ast.Expr)
+                                     and isinstance(function.body[0].value, ast.Constant)) else function.body
+        if _raises(body, functions, tests):
+            shown = f": line {tests[0][0]}, {tests[0][1]}" if tests else ""
+            return f"`{value.func.id}()` (line {function.lineno}: raises on an NPU host{shown})"
+        return None
+    if isinstance(stmt, ast.If) and stmt.orelse:
+        arms = [[_raising_call(s, functions) for s in arm] for arm in (stmt.body, stmt.orelse)]
+        if all(any(arm) for arm in arms):
+            return " / ".join(next(a for a in arm if a) for arm in arms)
+    return None
+
+
+def _closed_call(tree: ast.Module, call: ast.Call) -> Optional[str]:
+    """Why a call never runs on an NPU host: a statement before it in its module-level function's
+    body always raises there."""
+    parent = astcache.parents(tree)
+    child, up = call, parent.get(id(call))
+    while up is not None and not (isinstance(up, _FUNCTIONS) and up in tree.body):
+        child, up = up, parent.get(id(up))
+    if up is None or child not in up.body:
+        return None
+    functions = _module_functions(tree)
+    for stmt in up.body[:up.body.index(child)]:
+        why = _raising_call(stmt, functions)
+        if why:
+            return f"`{up.name}` calls it (line {call.lineno}) only after line {stmt.lineno}, {why}"
+        if _returns([stmt]):
+            return None
+    return None
+
+
+def _missing_module(tree: ast.Module, relpaths: set) -> Optional[str]:
+    """A module-level `from pkg.sub.mod import x` (outside any `try`/`if`) whose `pkg.sub` is a
+    package of the run that has no `mod`: the module fails to import on every host."""
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module and "." in stmt.module):
+            continue
+        path = stmt.module.replace(".", "/")
+        folder = path.rpartition("/")[0]
+        has_folder = any(r.startswith(folder + "/") for r in relpaths)
+        if has_folder and f"{path}.py" not in relpaths and not any(r.startswith(path + "/") for r in relpaths) \
+                and f"{folder}/__init__.py" in relpaths:
+            return f"line {stmt.lineno} imports `{stmt.module}`, a module the package does not have"
+    return None
+
+
+def _selected_reason(finding, trees: _Trees, results: list) -> Optional[tuple[int, str]]:
+    """lazyimports21's "loaded only through imports that run only when a feature is selected":
+    every shown way is `f` of its file, and every call of `f` in the library lies after a
+    statement that always raises on an NPU host (a capability check), or in a module that fails
+    to import on any host; at least one call."""
+    from .importgates import is_test
+    from .lazyimports21 import LOADED_ONLY
+
+    head = LOADED_ONLY.split("{")[0]
+    at = finding.message.find("(" + head)
+    if at < 0 or "ways the NPU defaults close" in finding.message[at:]:
+        return None
+    end = finding.message.find("fails there: ", at)
+    if end < 0:
+        return None
+    shown = finding.message[end + len("fails there: "):].rstrip(")").split("; ")
+    if any(re.match(r"and \d+ more", w) for w in shown):
+        return None
+    names = set()
+    for way in shown:
+        match = _WAY.match(way)
+        if match is None:
+            return None
+        tree = trees(match.group(1))
+        if tree is None or match.group(3) not in _module_functions(tree):
+            return None
+        names.add(match.group(3))
+    relpaths = {r.relpath for r in results}
+    closed = []
+    for result in results:
+        relpath = result.relpath
+        if not relpath.endswith(".py") or is_test(relpath):
+            continue
+        data = trees.texts(trees.by_path[relpath])
+        if not data or not any(n.encode() in data for n in names):
+            continue
+        tree = trees(relpath)
+        if tree is None:
+            return None
+        missing = None
+        for node in astcache.walk(tree):
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name not in names:
+                continue
+            call = astcache.parents(tree).get(id(node))
+            if not (isinstance(call, ast.Call) and call.func is node):
+                return None  # (handed on as a value: its callers are not seen)
+            why = _closed_call(tree, call)
+            if why is None:
+                missing = missing or _missing_module(tree, relpaths)
+                if missing is None:
+                    return None
+                why = f"`{name}` called at line {call.lineno} of a module that fails to import on any host ({missing})"
+            closed.append(f"{relpath}:{call.lineno}: {why}")
+    if not closed:
+        return None
+    return at, ("every call of " + ", ".join(f"`{n}`" for n in sorted(names)) + " that loads it is closed there: "
+                + "; ".join(dict.fromkeys(closed)))
+
+
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The info notes above become named scopes (see the module's doc)."""
     from .moot import is_moot, named, to_scopes
@@ -229,7 +415,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     def candidate(f) -> bool:
         return (f.severity == "info" and not f.fixable and f.cell is None and not is_moot(f) and not named(f)
                 and ("which the module calls only under `" in f.message or _OPTIN.search(f.message) is not None
-                     or _UNSET.search(f.message) is not None))
+                     or _UNSET.search(f.message) is not None or _SELECTED in f.message))
 
     indices = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(candidate(f) for f in r.findings)]
     if not indices:
@@ -242,7 +428,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         for index, f in enumerate(findings):
             if not candidate(f):
                 continue
-            found = _probed_reason(f, trees) or _param_reason(f, trees)
+            found = _probed_reason(f, trees) or _param_reason(f, trees) or _selected_reason(f, trees, results)
             if found is None:
                 continue
             # (the earlier pass's clause goes inside ours: the scope's reason keeps its evidence)

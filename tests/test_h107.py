@@ -176,3 +176,108 @@ def test_a_cuda_only_import_under_a_parameter_a_call_sets_stays_an_error(tmp_pat
     found = findings_at(report, "pkg/plain.py", "NPU911")
     assert found and any(f["severity"] == "error" for f in found.values()), found
     assert not moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
+
+
+# ------------------------------------------------------------------ a name-selected backend behind a capability check that raises
+_UTILS = """\
+import torch
+
+
+def _is_hopper() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    major, _ = torch.cuda.get_device_capability()
+    return major == 9
+"""
+
+_API = """\
+from pkg.attn.setup import setup_backend
+from pkg.attn.utils import _is_hopper
+
+
+def _available():
+    if _is_hopper():
+        return "fa3"
+    raise RuntimeError("no compatible backend")
+
+
+def _check(backend):
+    if backend == "fa3":
+        if not _is_hopper():
+            raise RuntimeError("fa3 needs Hopper")
+    else:
+        raise ValueError(backend)
+
+
+def apply(model, backend=None):
+    if backend is None:
+        backend = _available()
+    else:
+        _check(backend)
+    return setup_backend(model, backend)
+"""
+
+_SETUP = """\
+def setup_backend(model, name):
+    if name == "fa3":
+        from pkg.attn.fa3.kernels import wrap
+
+        return wrap(model)
+    raise ValueError(name)
+"""
+
+_KERNELS = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def wrap(model):
+    return model
+"""
+
+
+def _attention_project(tmp_path, extra: dict | None = None) -> dict:
+    files = {"pkg/__init__.py": "", "pkg/attn/__init__.py": "", "pkg/attn/utils.py": _UTILS,
+             "pkg/attn/api.py": _API, "pkg/attn/setup.py": _SETUP, "pkg/attn/fa3/__init__.py": "",
+             "pkg/attn/fa3/kernels.py": _KERNELS, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_a_kernel_module_selected_only_after_a_raising_capability_check_is_a_named_scope(tmp_path):
+    """BR#9, BR#19, BT#11: the Triton module is loaded only by `setup_backend` when "fa3" is
+    selected, and the one call of `setup_backend` comes after `_available()` / `_check()`, each of
+    which raises on an NPU host (`_is_hopper()` is false there): a named scope naming them."""
+    report = _attention_project(tmp_path)
+    assert not findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910"), report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU910", "pkg/attn/fa3/kernels.py")
+    assert scopes, report["skipped"]
+    reason = next(iter(scopes.values()))
+    assert ("proven unreached on an NPU host: every call of `setup_backend` that loads it is closed there: "
+            "pkg/attn/api.py:24: `apply` calls it (line 24) only after line 20, `_available()` (line 5: raises "
+            "on an NPU host: line 6, `_is_hopper()`, a compute-capability test false there") in reason, reason
+    assert "only when a feature is selected" in reason
+
+
+def test_a_kernel_module_a_caller_selects_without_the_check_stays_info(tmp_path):
+    """The nearest true case: another module selects "fa3" without the capability check; a user
+    can take that way on an NPU host: the note stays info."""
+    direct = {"pkg/attn/direct.py": "from pkg.attn.setup import setup_backend\n\n\n"
+                                    "def fast(model):\n    return setup_backend(model, \"fa3\")\n"}
+    report = _attention_project(tmp_path, direct)
+    found = findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    assert not moot_lines(report["skipped"], "NPU910", "pkg/attn/fa3/kernels.py")
+
+
+def test_a_check_that_may_return_keeps_the_note(tmp_path):
+    """A check whose other arm returns (an eager fallback it picks itself) proves no raise."""
+    api = _API.replace('    raise RuntimeError("no compatible backend")', '    return "eager"')
+    report = _attention_project(tmp_path, {"pkg/attn/api.py": api})
+    found = findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
