@@ -32,7 +32,8 @@ the closing test again on the code (never the file or the package as a whole):
   `raise`, its `if`s decided by the capability tests above or testscopes.npu_truth, both arms
   walked otherwise, anything that may return ending the proof), or lies in a module that fails
   to import on every host (a module-level `from pkg.sub.mod import x` whose package `pkg.sub`
-  of the run has no `mod`); at least one call. The project's own "no compatible backend" error
+  of the run has no `mod`) and that no file of the run imports (a missing module something
+  imports may be one a build generates, `_version.py`); at least one call. The project's own "no compatible backend" error
   is the handling. A reference that is no call (handed on as a value), a call with no such
   statement before it, keep the note.
 * optparams20's opt-in NVIDIA profiler path and flagargs21.UNSET: code under `if <param>:` of a
@@ -348,6 +349,26 @@ def _missing_module(tree: ast.Module, relpaths: set) -> Optional[str]:
     return None
 
 
+def _orphan(relpath: str, results: list, trees: _Trees) -> bool:
+    """No other file of the run names the module (its dotted name, or `from .leaf` / `import leaf`
+    beside it): a module with a missing import that something imports may be one a build generates."""
+    from .modpaths import module_names
+
+    names = [n.encode() for n in module_names(relpath)]
+    folder, _, leaf = relpath[:-3].rpartition("/")
+    near = re.compile(rb"from\s+\.\s*" + re.escape(leaf.encode()) + rb"\b|\bimport\s+[^\n]*\b"
+                      + re.escape(leaf.encode()) + rb"\b")
+    for i, result in enumerate(results):
+        if result.relpath == relpath or not result.relpath.endswith(".py"):
+            continue
+        data = trees.texts(i) or b""
+        if any(n in data for n in names):
+            return False
+        if result.relpath.rpartition("/")[0] == folder and near.search(data):
+            return False
+    return True
+
+
 def _selected_reason(finding, trees: _Trees, results: list) -> Optional[tuple[int, str]]:
     """lazyimports21's "loaded only through imports that run only when a feature is selected":
     every shown way is `f` of its file, and every call of `f` in the library lies after a
@@ -397,7 +418,7 @@ def _selected_reason(finding, trees: _Trees, results: list) -> Optional[tuple[in
                 return None  # (handed on as a value: its callers are not seen)
             why = _closed_call(tree, call)
             if why is None:
-                missing = missing or _missing_module(tree, relpaths)
+                missing = missing or (_missing_module(tree, relpaths) if _orphan(relpath, results, trees) else None)
                 if missing is None:
                     return None
                 why = f"`{name}` called at line {call.lineno} of a module that fails to import on any host ({missing})"

@@ -281,3 +281,32 @@ def test_a_check_that_may_return_keeps_the_note(tmp_path):
     report = _attention_project(tmp_path, {"pkg/attn/api.py": api})
     found = findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910")
     assert found and all(f["severity"] == "info" for f in found.values()), found
+
+
+_LEGACY = """\
+from pkg.attn.config import AttnConfig
+from pkg.attn.setup import setup_backend
+
+
+def setup_fa3(model, config: AttnConfig):
+    return setup_backend(model, "fa3")
+"""
+
+
+def test_a_caller_in_a_module_that_cannot_import_closes_its_way(tmp_path):
+    """BR#9's second way: a stale module nothing imports names `pkg.attn.config`, which the
+    package does not have: it fails to import on every host, so its call closes nothing open."""
+    report = _attention_project(tmp_path, {"pkg/attn/legacy.py": _LEGACY})
+    assert not findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910"), report["findings"]
+    reason = next(iter(moot_lines(report["skipped"], "NPU910", "pkg/attn/fa3/kernels.py").values()))
+    assert ("pkg/attn/legacy.py:6: `setup_backend` called at line 6 of a module that fails to import on any "
+            "host (line 1 imports `pkg.attn.config`, a module the package does not have)") in reason, reason
+
+
+def test_a_module_with_a_missing_import_that_another_imports_keeps_the_note(tmp_path):
+    """The nearest true case: another module imports it (the missing module may be one a build
+    generates): its call may run, and the note stays info."""
+    report = _attention_project(tmp_path, {"pkg/attn/legacy.py": _LEGACY,
+                                           "pkg/attn/__init__.py": "from pkg.attn import legacy\n"})
+    found = findings_at(report, "pkg/attn/fa3/kernels.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
