@@ -39,7 +39,11 @@ the closing test again on the code (never the file or the package as a whole):
 * optparams20's opt-in NVIDIA profiler path and flagargs21.UNSET: code under `if <param>:` of a
   function parameter that defaults to False and that no call in the run sets (every call passes
   False or leaves the default); the False path is the function's own. The reason names the
-  `if` (file:line).
+  `if` (file:line). Only where no user of the package can pass True: a private function (its
+  name or a class around it with a leading underscore, or a private module path), a test, or a
+  module outside any package (no `__init__.py` beside it: an example or a script). A public
+  function of an importable package keeps its info note: its users may set the parameter on an
+  NPU host (the owner's decision, session 36; tests/test_h86.py, test_h87.py, test_h107.py).
 
 Not decided here, on purpose: `torch.utils._triton.has_triton()`. torch's own source (torch 2.13,
 torch/utils/_triton.py `has_triton`) answers False on an NPU host unless a cuda (capability major
@@ -220,7 +224,25 @@ def _param_if(tree: ast.Module, lines: list[int], flag: str) -> Optional[ast.If]
     return min(ifs, key=lambda n: n.lineno) if ifs else None
 
 
-def _param_reason(finding, trees: _Trees) -> Optional[tuple[int, str]]:
+def _library_api(tree: ast.Module, gate: ast.If, relpath: str, relpaths: set) -> bool:
+    """Whether the package's users may call the function holding `gate` with the parameter set
+    (then the way stays open to them on an NPU host, and the note stays info): a public function
+    (its name and those of the classes around it without a leading underscore) of a module of an
+    importable package (its folder holds an `__init__.py` of the run, no part of its path private,
+    not a test)."""
+    from .importgates import is_test
+
+    parts = relpath.split("/")
+    folder = "/".join(parts[:-1])
+    if is_test(relpath) or not folder or f"{folder}/__init__.py" not in relpaths or any(
+            p.startswith("_") and p != "__init__.py" for p in parts):
+        return False
+    around = [n for n in astcache.walk(tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
+              and n.lineno <= gate.lineno <= (n.end_lineno or n.lineno)]
+    return bool(around) and not any(n.name.startswith("_") for n in around)
+
+
+def _param_reason(finding, trees: _Trees, relpaths: set) -> Optional[tuple[int, str]]:
     """(where the earlier pass's clause opens, the `if` that closes the way), or None."""
     match = _OPTIN.search(finding.message) or _UNSET.search(finding.message)
     if match is None:
@@ -231,7 +253,7 @@ def _param_reason(finding, trees: _Trees) -> Optional[tuple[int, str]]:
     flag = match.group(1)
     lines = [finding.line, *(line for line, _c, _s in finding.also)]
     gate = _param_if(tree, lines, flag)
-    if gate is None:
+    if gate is None or _library_api(tree, gate, finding.path, relpaths):
         return None
     return match.start(), (f"under `if {_text(gate.test)}:` ({finding.path}:{gate.lineno}), a parameter that "
                            "defaults to False and that no call in the run sets")
@@ -442,6 +464,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     if not indices:
         return results
     trees = _Trees(results, paths or {})
+    relpaths = {r.relpath for r in results}
     out = list(results)
     changed = []
     for i in indices:
@@ -449,7 +472,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         for index, f in enumerate(findings):
             if not candidate(f):
                 continue
-            found = _probed_reason(f, trees) or _param_reason(f, trees) or _selected_reason(f, trees, results)
+            found = _probed_reason(f, trees) or _param_reason(f, trees, relpaths) or _selected_reason(f, trees, results)
             if found is None:
                 continue
             # (the earlier pass's clause goes inside ours: the scope's reason keeps its evidence)

@@ -273,13 +273,11 @@ def test_a_parameter_no_call_sets_is_info_not_a_scope(tmp_path):
              "pkg/use.py": "from pkg.plain import quant_plain\n\n\ndef f(x):\n    return quant_plain(x, scale=False)\n"}
     report = migrate_json(write_project(tmp_path, files))
     found = findings_at(report, "pkg/plain.py", "NPU911")
-    # (round 25, unreached25.py: the owner's policy makes a False-default parameter no call of the
-    # package sets a closing test: the info note is now a named scope naming its `if`)
-    assert not [f for f in found.values() if f["severity"] == "info"], found
-    scopes = moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
-    assert "under a parameter no call of the run sets" in scopes[3]
-    assert "pkg/use.py:5 passes `False`" in scopes[3]
-    assert "proven unreached on an NPU host: under `if scale:` (pkg/plain.py:2)" in scopes[3]
+    assert not moot_lines(report["skipped"], "NPU911", "pkg/plain.py")
+    infos = [f for f in found.values() if f["severity"] == "info"]
+    assert infos and infos[0]["line"] == 3, found
+    assert "under a parameter no call of the run sets" in infos[0]["message"]
+    assert "pkg/use.py:5 passes `False`" in infos[0]["message"]
     assert _open_lines(report, "pkg/plain.py", "NPU911") == {11}
 
 
