@@ -1,22 +1,109 @@
 """One `ast` parse of a file's bytes, shared by the passes that need it: the hot-slice reduction
-(hotslice.py) before libcst, and the scopes read after the engine (testscopes.py). Parsing is the
-largest cost after libcst's own; a file is parsed once per process, not once per question."""
+(hotslice.py) before libcst, the scopes read after the engine (testscopes.py) and the whole-run
+passes of runplan.py, each of which asks for the trees of the files it reads. Parsing is the
+largest cost after libcst's own; a file is parsed once per process, not once per question.
+
+The trees are kept by a digest of the text (not by the text itself), up to a budget of source bytes
+(`BUDGET`: about 32 bytes of tree a byte of source, so 12 MiB of source hold about 400 MiB of
+trees), and only within `shared()`, which runplan.py holds around the whole-run passes (the per-file
+engine, in its workers, keeps the last two trees only, as before); the passes walk the run's files in the same order one after the other, so once the budget
+is full the kept trees stay and a new text is only held among the last two asked for (a least-
+recently-used cache smaller than the run would miss every time). Sharing is safe because the
+passes only read the trees (audited, issue #16 wave 25: every `ast.NodeTransformer` of the tool
+works on a `copy.deepcopy`, no pass assigns to a node's fields, and the caches keyed by a node's
+`id` are per pass or hold the tree); `changed()` checks it after a run, for the tests."""
 
 from __future__ import annotations
 
 import ast
-import functools
+import contextlib
+import hashlib
 from collections import OrderedDict
 from typing import Optional
 
+BUDGET = 12 << 20  # bytes of source whose trees are kept (see the module's docstring)
+_RECENT_SIZE = 2
+_KEPT: dict[bytes, tuple[Optional[ast.Module], int]] = {}  # digest -> (tree, bytes of source), never evicted
+_RECENT: OrderedDict[bytes, tuple[Optional[ast.Module], int]] = OrderedDict()  # beyond the budget
+_held = 0
+_keeping = False
 
-@functools.lru_cache(maxsize=2)
-def parse(body: bytes) -> Optional[ast.Module]:
-    """The tree of `body` (UTF-8, no BOM), or None when it does not parse. Callers only read it."""
+
+@contextlib.contextmanager
+def shared():
+    """Within it, trees are kept up to `BUDGET` (the whole-run passes, runplan.run_engine); at its
+    end they are all forgotten. Outside it (the per-file engine, its workers), the last two only."""
+    global _keeping
+    outer, _keeping = _keeping, True
     try:
-        return ast.parse(body)
+        yield
+    finally:
+        _keeping = outer
+        if not outer:
+            clear()
+
+
+def _digest(body) -> bytes:
+    if isinstance(body, str):  # (a text, not its bytes: its own key, as the old cache had)
+        return hashlib.blake2b(body.encode("utf-8", "surrogatepass"), digest_size=16, person=b"str").digest()
+    return hashlib.blake2b(body, digest_size=16).digest()
+
+
+def parse(body: bytes) -> Optional[ast.Module]:
+    """The tree of `body` (UTF-8, no BOM), or None when it does not parse. Callers only read it:
+    the same text gives the same tree to every pass of the process."""
+    global _held
+    key = _digest(body)
+    found = _KEPT.get(key)
+    if found is None:
+        found = _RECENT.get(key)
+        if found is not None:
+            _RECENT.move_to_end(key)
+            if _keeping and _held + found[1] <= BUDGET:  # (the engine's last trees, asked again by a pass)
+                _KEPT[key] = _RECENT.pop(key)
+                _held += found[1]
+    if found is not None:
+        return found[0]
+    try:
+        tree: Optional[ast.Module] = ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        tree = None
+    if _keeping and _held + len(body) <= BUDGET:
+        _KEPT[key] = (tree, len(body))
+        _held += len(body)
+    else:
+        _RECENT[key] = (tree, len(body))
+        while len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+    return tree
+
+
+def clear() -> None:
+    """Forget every kept tree (the end of a run that holds no more use for them; tests)."""
+    global _held
+    _KEPT.clear()
+    _RECENT.clear()
+    _INDEXED.clear()
+    _held = 0
+
+
+def held() -> tuple[int, int]:
+    """(trees, bytes of their source) kept within the budget now."""
+    return len(_KEPT), _held
+
+
+def changed(texts) -> list[bytes]:
+    """Of `texts` (bytes), those whose kept tree differs from a fresh parse (fields and positions):
+    a pass changed a shared tree in place. For the tests: empty after every run."""
+    out = []
+    for body in texts:
+        key = _digest(body)
+        found = _KEPT.get(key) or _RECENT.get(key)
+        if found is None or found[0] is None:
+            continue
+        if ast.dump(found[0], include_attributes=True) != ast.dump(ast.parse(body), include_attributes=True):
+            out.append(body)
+    return out
 
 
 # ----------------------------------------------------------------------------- one walk per tree

@@ -296,7 +296,10 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
                 fresh[result.relpath] = result
         results = [fresh.get(r.relpath, r) for r in results]
     # (the whole-run passes parse many files again: a warm run over the same results reuses theirs)
-    return reviewed(results, paths, cache, lambda results: whole_run_passes(results, paths))
+    from . import astcache
+
+    with astcache.shared():  # (one parse of a text for all the passes, forgotten after them: astcache.py)
+        return reviewed(results, paths, cache, lambda results: whole_run_passes(results, paths))
 
 
 def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
