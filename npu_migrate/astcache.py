@@ -30,6 +30,7 @@ _KEPT: dict[bytes, tuple[Optional[ast.Module], int]] = {}  # digest -> (tree, by
 _RECENT: OrderedDict[bytes, tuple[Optional[ast.Module], int]] = OrderedDict()  # beyond the budget
 _held = 0
 _keeping = False
+_KEPT_IDS: set[int] = set()  # id() of the kept trees (their walks are kept with them: `_entry`)
 
 
 @contextlib.contextmanager
@@ -65,6 +66,8 @@ def parse(body: bytes) -> Optional[ast.Module]:
             if _keeping and _held + found[1] <= BUDGET:  # (the engine's last trees, asked again by a pass)
                 _KEPT[key] = _RECENT.pop(key)
                 _held += found[1]
+                if found[0] is not None:
+                    _KEPT_IDS.add(id(found[0]))
     if found is not None:
         return found[0]
     try:
@@ -74,6 +77,8 @@ def parse(body: bytes) -> Optional[ast.Module]:
     if _keeping and _held + len(body) <= BUDGET:
         _KEPT[key] = (tree, len(body))
         _held += len(body)
+        if tree is not None:
+            _KEPT_IDS.add(id(tree))
     else:
         _RECENT[key] = (tree, len(body))
         while len(_RECENT) > _RECENT_SIZE:
@@ -85,8 +90,10 @@ def clear() -> None:
     """Forget every kept tree (the end of a run that holds no more use for them; tests)."""
     global _held
     _KEPT.clear()
+    _KEPT_IDS.clear()
     _RECENT.clear()
     _INDEXED.clear()
+    _WALKS.clear()
     _held = 0
 
 
@@ -104,7 +111,16 @@ def changed(texts) -> list[bytes]:
         found = _KEPT.get(key) or _RECENT.get(key)
         if found is None or found[0] is None:
             continue
-        if ast.dump(found[0], include_attributes=True) != ast.dump(ast.parse(body), include_attributes=True):
+        tree = found[0]
+        fresh = ast.parse(body)
+        if ast.dump(tree, include_attributes=True) != ast.dump(fresh, include_attributes=True):
+            out.append(body)
+            continue
+        entry = _WALKS.get(id(tree))
+        if entry is not None and entry[0] is tree and (  # (and its kept walk: nodes, parents, by type)
+                entry[1] != list(ast.walk(tree))
+                or (entry[2] is not None and entry[2] != _parents_of(entry[1]))
+                or any(found_ != [n for n in entry[1] if isinstance(n, types)] for types, found_ in entry[3].items())):
             out.append(body)
     return out
 
@@ -115,17 +131,31 @@ def changed(texts) -> list[bytes]:
 # about fifteen times (torch's tree: 40 million nodes on a cold run). The nodes and the parents of
 # the last few modules are kept, in `ast.walk`'s order, with the tree itself (so its id stays its
 # own). Callers only read them; a pass that changes a tree works on a copy (`copy.deepcopy`).
+# Within `shared()`, the walks of the kept trees are kept with them (about a fifth of a tree's
+# memory more: the passes alternate between modules, and the one-module index computed the parents
+# of torch/_inductor's modules about 2,000 times for its 219 texts, a third of a profiled cold run).
 _INDEX_SIZE = 1
 _INDEXED: OrderedDict[int, list] = OrderedDict()  # id(tree) -> [tree, nodes, parents, {types: nodes}]
+_WALKS: dict[int, list] = {}  # the same, of the kept trees (within `shared()`)
+
+
+def _parents_of(nodes: list) -> dict:
+    return {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
 
 
 def _entry(tree: ast.Module) -> list:
     key = id(tree)
+    entry = _WALKS.get(key)
+    if entry is not None and entry[0] is tree:
+        return entry
     entry = _INDEXED.get(key)
     if entry is not None and entry[0] is tree:
         _INDEXED.move_to_end(key)
         return entry
     entry = [tree, list(ast.walk(tree)), None, {}]
+    if _keeping and key in _KEPT_IDS:
+        _WALKS[key] = entry
+        return entry
     _INDEXED[key] = entry
     while len(_INDEXED) > _INDEX_SIZE:
         _INDEXED.popitem(last=False)
@@ -154,7 +184,7 @@ def parents(tree: ast.Module) -> dict:
     """{id(node): its parent} for every node of the module but the module (shared: do not change)."""
     entry = _entry(tree)
     if entry[2] is None:
-        entry[2] = {id(child): node for node in entry[1] for child in ast.iter_child_nodes(node)}
+        entry[2] = _parents_of(entry[1])
     return entry[2]
 
 

@@ -153,3 +153,23 @@ def test_bytes_and_text_each_parse(body):
     astcache.clear()
     assert ast.dump(astcache.parse(body)) == ast.dump(ast.parse(body))
     astcache.clear()
+
+
+def test_the_walks_of_kept_trees_are_kept_with_them():
+    """Within a run, a module's nodes and parents are worked out once, however the passes
+    alternate between modules; outside, the one-module index works them out again."""
+    astcache.clear()
+    first, second = b"import torch\nx = torch.ones(1)\n", b"def f(y):\n    return y\n"
+    with astcache.shared():
+        a, b = astcache.parse(first), astcache.parse(second)
+        parents_a = astcache.parents(a)
+        parents_b = astcache.parents(b)
+        assert astcache.parents(a) is parents_a and astcache.parents(b) is parents_b
+        assert astcache.walk(a) is astcache.walk(a)
+        assert [type(n) for n in astcache.walk(b)] == [type(n) for n in ast.walk(b)]
+        assert astcache.changed([first, second]) == []
+    a, b = ast.parse(first), ast.parse(second)
+    parents_a = astcache.parents(a)
+    astcache.parents(b)
+    assert astcache.parents(a) is not parents_a and astcache.parents(a) == parents_a
+    astcache.clear()
