@@ -27,22 +27,29 @@ from typing import Optional
 BUDGET = 4 << 20  # bytes of source whose trees are kept (see the module's docstring)
 _RECENT_SIZE = 2
 _KEPT: dict[bytes, tuple[Optional[ast.Module], int]] = {}  # digest -> (tree, bytes of source), never evicted
-_RECENT: OrderedDict[bytes, tuple[Optional[ast.Module], int]] = OrderedDict()  # beyond the budget
+_RECENT: OrderedDict[bytes, tuple[Optional[ast.Module], int]] = OrderedDict()  # the last two asked for
 _held = 0
 _keeping = False
 _KEPT_IDS: set[int] = set()  # id() of the kept trees (their walks are kept with them: `_entry`)
+_SEVERAL: frozenset = frozenset()  # digests of texts several files of the run hold (`shared`)
 
 
 @contextlib.contextmanager
-def shared():
+def shared(texts=()):
     """Within it, trees are kept up to `BUDGET` (the whole-run passes, runplan.run_engine); at its
-    end they are all forgotten. Outside it (the per-file engine, its workers), the last two only."""
-    global _keeping
+    end they are all forgotten. Outside it (the per-file engine, its workers), the last two only.
+    `texts`: the run's files' texts; one that several files hold is never kept, so that two files
+    never share one tree (a pass may key what it learns of a file's functions by their `id`), as
+    before the trees were shared."""
+    global _keeping, _SEVERAL
+    seen: set = set()
+    several = {key for key in map(_digest, texts) if key in seen or seen.add(key)}
     outer, _keeping = _keeping, True
+    outer_several, _SEVERAL = _SEVERAL, frozenset(several) | _SEVERAL
     try:
         yield
     finally:
-        _keeping = outer
+        _keeping, _SEVERAL = outer, outer_several
         if not outer:
             clear()
 
@@ -55,35 +62,30 @@ def _digest(body) -> bytes:
 
 def parse(body: bytes) -> Optional[ast.Module]:
     """The tree of `body` (UTF-8, no BOM), or None when it does not parse. Callers only read it:
-    the same text gives the same tree to every pass of the process."""
+    the same text gives the same tree to every pass of the process (within `shared()`), and
+    always among the last two texts asked for (the two-tree cache this one grew from)."""
     global _held
     key = _digest(body)
-    found = _KEPT.get(key)
-    if found is None:
-        found = _RECENT.get(key)
-        if found is not None:
-            _RECENT.move_to_end(key)
-            if _keeping and _held + found[1] <= BUDGET:  # (the engine's last trees, asked again by a pass)
-                _KEPT[key] = _RECENT.pop(key)
-                _held += found[1]
-                if found[0] is not None:
-                    _KEPT_IDS.add(id(found[0]))
+    found = _RECENT.get(key)
     if found is not None:
-        return found[0]
-    try:
-        tree: Optional[ast.Module] = ast.parse(body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    if _keeping and _held + len(body) <= BUDGET:
-        _KEPT[key] = (tree, len(body))
-        _held += len(body)
-        if tree is not None:
-            _KEPT_IDS.add(id(tree))
+        _RECENT.move_to_end(key)
     else:
-        _RECENT[key] = (tree, len(body))
+        found = _KEPT.get(key)
+        if found is None:
+            try:
+                tree: Optional[ast.Module] = ast.parse(body)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            found = (tree, len(body))
+        _RECENT[key] = found
         while len(_RECENT) > _RECENT_SIZE:
             _RECENT.popitem(last=False)
-    return tree
+    if _keeping and key not in _KEPT and key not in _SEVERAL and _held + found[1] <= BUDGET:
+        _KEPT[key] = found
+        _held += found[1]
+        if found[0] is not None:
+            _KEPT_IDS.add(id(found[0]))
+    return found[0]
 
 
 def clear() -> None:

@@ -127,8 +127,8 @@ def test_the_kept_trees_stay_within_the_budget(monkeypatch):
         trees = [astcache.parse(b) for b in bodies]
         assert astcache.held() == (2, 42)
         # the first two are kept, the last two among the recent ones, the others parsed again
-        assert astcache.parse(bodies[0]) is trees[0] and astcache.parse(bodies[1]) is trees[1]
         assert astcache.parse(bodies[5]) is trees[5] and astcache.parse(bodies[4]) is trees[4]
+        assert astcache.parse(bodies[0]) is trees[0] and astcache.parse(bodies[1]) is trees[1]
         again = astcache.parse(bodies[2])
         assert again is not trees[2] and ast.dump(again) == ast.dump(trees[2])
         assert astcache.parse(b"def (:\n") is None
@@ -172,4 +172,20 @@ def test_the_walks_of_kept_trees_are_kept_with_them():
     parents_a = astcache.parents(a)
     astcache.parents(b)
     assert astcache.parents(a) is not parents_a and astcache.parents(a) == parents_a
+    astcache.clear()
+
+
+def test_a_text_two_files_hold_is_never_shared_between_them():
+    """Two files with the same text get their own trees, as before the sharing (a pass may key
+    what it learns of a file's functions by their `id`); a text one file holds is kept."""
+    astcache.clear()
+    twice, once = b"def helper(x):\n    return x.cuda()\n", b"import torch\n"
+    others = [b"a = 1\n", b"b = 2\n"]
+    with astcache.shared([twice, once, twice]):
+        first, kept = astcache.parse(twice), astcache.parse(once)
+        for other in others:
+            astcache.parse(other)
+        assert astcache.parse(once) is kept
+        assert astcache.parse(twice) is not first  # (parsed again: only among the last two asked for)
+        assert astcache.held()[0] == 3  # (once and the two others)
     astcache.clear()
