@@ -305,8 +305,8 @@ def shared_passes(results: list[FileResult], paths: dict[str, str]) -> list[File
     from . import astcache
     from .modpaths import result_bytes
 
-    texts = [t for r in results if r.relpath.endswith(".py") for t in {result_bytes(r, paths), r.new} if t]
-    with astcache.shared(texts):
+    texts = (t for r in results if r.relpath.endswith(".py") for t in (result_bytes(r, paths), r.new) if t)
+    with astcache.shared(texts):  # (a generator: each text is read, digested and let go)
         return whole_run_passes(results, paths)
 
 
