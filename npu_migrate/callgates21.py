@@ -113,6 +113,31 @@ class _Gates:
         self.families: dict = {}  # (class name -> it and the run's classes deriving from it)
         self.headers: Optional[dict] = None  # (class name -> its bases' words, every class line of the run)
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
+        self.locals_of: dict = {}  # (id(function) -> (it, flagtruth.local_names of it): one walk each)
+        self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
+
+    def _local_names(self, function) -> frozenset:
+        """flagtruth.local_names(function), worked out once per function (a walk of the whole
+        function, asked again for every reference and every `if` above it)."""
+        from .flagtruth import local_names as _locals
+
+        if function is None:
+            return frozenset()
+        found = self.locals_of.get(id(function))
+        if found is None or found[0] is not function:
+            found = self.locals_of[id(function)] = (function, _locals(function))
+        return found[1]
+
+    def _stores(self, function) -> dict:
+        """{name: how many times the function (nested code included) stores it}, once per function."""
+        found = self.stores_of.get(id(function))
+        if found is None or found[0] is not function:
+            counts: dict = {}
+            for n in ast.walk(function):
+                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    counts[n.id] = counts.get(n.id, 0) + 1
+            found = self.stores_of[id(function)] = (function, counts)
+        return found[1]
 
     # ------------------------------------------------------------------ the value of a test there
     def _function(self, parents: dict, node: ast.AST) -> Optional[ast.AST]:
@@ -124,7 +149,6 @@ class _Gates:
     def _attr(self, j: int, tree: ast.Module, parents: dict, function: ast.AST, attr: str, used: list):
         """The value of `self.attr` in the class holding `function`, or None where unknown."""
         from .flagtruth import UNKNOWN as _U
-        from .flagtruth import local_names as _locals
 
         owner = parents.get(id(function))
         if not isinstance(owner, ast.ClassDef):
@@ -141,7 +165,7 @@ class _Gates:
         if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
             return _U
         method = self._function(parents, stores[0])
-        value = self.run.value(j, stores[0].value, {}, _locals(method), 0, used)
+        value = self.run.value(j, stores[0].value, {}, self._local_names(method), 0, used)
         self.attrs[key] = value
         if value is not _U:
             self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}"
@@ -207,21 +231,17 @@ class _Gates:
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
         once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
         from .flagtruth import UNKNOWN as _U
-        from .flagtruth import local_names as _locals
 
         self.notes = []
         function = self._function(parents, where)
         local: frozenset = frozenset()
         node = function
         while node is not None:
-            local |= _locals(node)
+            local |= self._local_names(node)
             node = self._function(parents, node)
         env: dict = {}
         if function is not None and not isinstance(function, ast.Lambda):
-            counts: dict = {}
-            for n in ast.walk(function):
-                if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-                    counts[n.id] = counts.get(n.id, 0) + 1
+            counts = self._stores(function)
             bound = {}
             for stmt in function.body:
                 if stmt.lineno >= where.lineno:
@@ -261,7 +281,7 @@ class _Gates:
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
-                    and not _chosen(current.test, parents, current):
+                    and not _chosen(current.test, parents, current, self._local_names):
                 used: list = []
                 truth = self.truth(j, tree, parents, current.test, current, used)
                 if truth is not _U and truth == (child in current.orelse):
@@ -382,18 +402,19 @@ def _public_api(relpath: str, name: str) -> bool:
         and not parts[-1].startswith(("test_", "bench")) and not parts[-1].endswith("_test.py")
 
 
-def _chosen(test: ast.AST, parents: dict, where: ast.AST) -> bool:
+def _chosen(test: ast.AST, parents: dict, where: ast.AST, local_names=None) -> bool:
     """The test calls a method of a parameter or local of its function (`runner_backend.is_deep_gemm()`,
     `backend.is_cuda()`): a value a caller or a user option chooses, not decided here (`self.`
-    and module-level names are)."""
+    and module-level names are). `local_names`: flagtruth.local_names, or a memo of it."""
     from .flagtruth import local_names as _locals
 
+    names_of = local_names or _locals
     node = parents.get(id(where))
     while node is not None and not isinstance(node, (*_DEFS, ast.Lambda)):
         node = parents.get(id(node))
     if node is None:
         return False
-    local = _locals(node) - {"self", "cls"}
+    local = names_of(node) - {"self", "cls"}
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
                and n.func.value.id in local for n in ast.walk(test))
 

@@ -296,7 +296,18 @@ def run_engine(items: list[tuple[str, str]], options: Options, per_file_ignores=
                 fresh[result.relpath] = result
         results = [fresh.get(r.relpath, r) for r in results]
     # (the whole-run passes parse many files again: a warm run over the same results reuses theirs)
-    return reviewed(results, paths, cache, lambda results: whole_run_passes(results, paths))
+    return reviewed(results, paths, cache, lambda results: shared_passes(results, paths))
+
+
+def shared_passes(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
+    """whole_run_passes, parsing a text once for all of them (astcache.shared: the trees kept
+    for the passes, none shared by two files, forgotten after them)."""
+    from . import astcache
+    from .modpaths import result_bytes
+
+    texts = (t for r in results if r.relpath.endswith(".py") for t in (result_bytes(r, paths), r.new) if t)
+    with astcache.shared(texts):  # (a generator: each text is read, digested and let go)
+        return whole_run_passes(results, paths)
 
 
 def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[FileResult]:
