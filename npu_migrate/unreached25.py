@@ -40,8 +40,9 @@ the closing test again on the code (never the file or the package as a whole):
   function parameter that defaults to False and that no call in the run sets (every call passes
   False or leaves the default); the False path is the function's own. The reason names the
   `if` (file:line). Only where no user of the package can pass True: a private function (its
-  name or a class around it with a leading underscore, or a private module path), a test, or a
-  module outside any package (no `__init__.py` beside it: an example or a script). A public
+  name or a class around it with a leading underscore, or a private module path), a test, a
+  module outside any package (no `__init__.py` beside it) or under a top-level folder a build never
+  ships (examples/, benchmarks/, scripts/, tools/: BR#28's examples/language/ is a package). A public
   function of an importable package keeps its info note: its users may set the parameter on an
   NPU host (the owner's decision, session 36; tests/test_h86.py, test_h87.py, test_h107.py).
 
@@ -224,17 +225,22 @@ def _param_if(tree: ast.Module, lines: list[int], flag: str) -> Optional[ast.If]
     return min(ifs, key=lambda n: n.lineno) if ifs else None
 
 
+# top-level folders a package's build never ships (setuptools' flat-layout exclusions): what is in
+# them is the project's own example or tool, not an API its users import
+_UNSHIPPED = frozenset({"example", "examples", "benchmark", "benchmarks", "scripts", "tools"})
+
+
 def _library_api(tree: ast.Module, gate: ast.If, relpath: str, relpaths: set) -> bool:
     """Whether the package's users may call the function holding `gate` with the parameter set
     (then the way stays open to them on an NPU host, and the note stays info): a public function
     (its name and those of the classes around it without a leading underscore) of a module of an
     importable package (its folder holds an `__init__.py` of the run, no part of its path private,
-    not a test)."""
+    not a test, not under a top-level examples/benchmarks/scripts/tools folder)."""
     from .importgates import is_test
 
     parts = relpath.split("/")
     folder = "/".join(parts[:-1])
-    if is_test(relpath) or not folder or f"{folder}/__init__.py" not in relpaths or any(
+    if is_test(relpath) or not folder or f"{folder}/__init__.py" not in relpaths or parts[0] in _UNSHIPPED or any(
             p.startswith("_") and p != "__init__.py" for p in parts):
         return False
     around = [n for n in astcache.walk(tree) if isinstance(n, (*_FUNCTIONS, ast.ClassDef))
