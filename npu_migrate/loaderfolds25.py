@@ -72,7 +72,7 @@ def _with_parents(name: str) -> list[str]:
 
 def fold_importing_loaders(results: list, paths: Optional[dict] = None) -> list:
     """Module's doc (a new list)."""
-    from .modpaths import RunTexts, module_names
+    from .modpaths import RunModules, RunTexts
 
     sites = {i: [(f, k) for f in r.findings if (k := _key(f)) is not None] for i, r in enumerate(results)
              if r.relpath.endswith(".py")}
@@ -80,12 +80,8 @@ def fold_importing_loaders(results: list, paths: Optional[dict] = None) -> list:
     if sum(len(v) for v in sites.values()) < 2 or len({k for v in sites.values() for _f, k in v}) == sum(
             len(v) for v in sites.values()):
         return results
-    by_name: dict[str, int] = {}
-    for i, r in enumerate(results):
-        if r.relpath.endswith(".py"):
-            for name in module_names(r.relpath):
-                by_name.setdefault(name, i)
     text_of = RunTexts(results, paths or {})
+    by_name = RunModules(results, text_of).by_name
     trees: dict[int, Optional[ast.Module]] = {}
 
     def tree_of(i: int) -> Optional[ast.Module]:

@@ -94,7 +94,7 @@ def _open(finding, codes) -> bool:
     return finding.code in codes and not finding.fixable and finding.cell is None and finding.severity != "info"
 
 
-def _modules(results, python) -> tuple[dict[str, int], dict[str, int]]:
+def run_modules(results, python) -> tuple[dict[str, int], dict[str, int]]:
     """({dotted module name: file}, {relpath stem: file}) of the run's Python files."""
     from .modpaths import module_names
 
@@ -190,7 +190,7 @@ def review_flag_imports(results: list, paths: Optional[dict[str, str]] = None) -
         return results
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
     _imports, text_of = run_imports(results, python, paths or {})
-    by_name, by_stem = _modules(results, python)
+    by_name, by_stem = run_modules(results, python)
     trees: dict = {}
     out = list(results)
     for i in candidates:

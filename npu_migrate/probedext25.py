@@ -179,12 +179,9 @@ def review(results: list, paths: dict) -> list:
     texts = RunTexts(results, paths)
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and not is_test(r.relpath)
               and r.relpath.rsplit("/", 1)[-1] != "setup.py"]
-    by_name: dict[str, int] = {}
-    by_stem: dict[str, int] = {}
-    for i in python:
-        for name in module_names(results[i].relpath):
-            by_name.setdefault(name, i)
-        by_stem.setdefault(results[i].relpath[:-3].removesuffix("/__init__"), i)
+    from .optionalext import run_modules
+
+    by_name, by_stem = run_modules(results, python)
     out = list(results)
     for extension, holders in wanted.items():
         why = _probed(extension, results, python, texts, by_name, by_stem)
