@@ -19,6 +19,18 @@ for it).
     python scripts/audit_sample.py draw /tmp/eco 1091 /tmp/audit_A.md
     python scripts/audit_sample.py draw /tmp/eco 1093 /tmp/audit_B.md --exclude /tmp/audit_A.md
     python scripts/audit_sample.py score /tmp/eco /tmp/audit_A.md /tmp/audit_B.md
+
+Once the earlier rounds have judged a large part of the population, ``census`` gives a better
+estimate than one round's sample. It reads every earlier sample (oldest first: a later verdict on
+the same finding wins) and splits today's population into two strata: findings judged before and
+still reported (counted exactly, by their latest verdict) and findings never judged, whose bad rate
+is estimated from the ``--sample`` files (samples drawn at random from that stratum with
+``--exclude`` of every earlier round). A judged finding whose severity has changed since it was
+judged is listed: its old verdict may no longer hold. ``--rejudged`` names a file of later
+re-judgements, one per line: ``package location code VERDICT``.
+
+    python scripts/audit_sample.py census /tmp/eco --audited /tmp/audit_A.md /tmp/audit_B.md \
+        --sample /tmp/audit_C.md
 """
 
 from __future__ import annotations
@@ -33,7 +45,8 @@ from pathlib import Path
 
 BAD = {"FALSE", "FALSE-WP", "REDUNDANT"}
 VERDICTS = BAD | {"TRUE", "UNSURE"}
-_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*([A-Z-]*)\s*\|\s*([^|]+?)\s*\|\s*`?([^|`]+?)`?\s*\|\s*(NPU\d+)\s*\|")
+_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*([A-Z-]*)\s*\|\s*([^|]+?)\s*\|\s*`?([^|`]+?)`?\s*\|\s*(NPU\d+)\s*\|"
+                  r"(?:\s*([a-z]*)\s*\|)?")
 
 
 def population(tree: Path) -> list[dict]:
@@ -140,6 +153,86 @@ def score(tree: Path, samples: list[Path]) -> str:
     return "\n".join(out)
 
 
+def verdicts(paths: list[Path]) -> dict[tuple[str, str, str], tuple[str, str, str]]:
+    """(package, location, code) -> (verdict, severity when judged, "sample#row"), later files winning."""
+    found = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = _ROW.match(line)
+            if match and match.group(2):
+                key = _key(match.group(3), match.group(4), match.group(5))
+                found[key] = (match.group(2), match.group(6) or "", f"{path.stem}#{match.group(1)}")
+    return found
+
+
+def _wilson(bad: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if not n:
+        return 0.0, 1.0
+    p = bad / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def census(tree: Path, audited: list[Path], samples: list[Path], rejudged: Path | None = None) -> str:
+    pool = population(tree)
+    judged = verdicts(audited + samples)
+    if rejudged is not None:
+        for line in rejudged.read_text(encoding="utf-8").splitlines():
+            parts = line.split()
+            if len(parts) == 4 and not line.startswith("#"):
+                package, location, code, verdict = parts
+                old = judged.get(_key(package, location, code), ("", "", ""))
+                judged[_key(package, location, code)] = (verdict, old[1], f"{old[2]} re-judged")
+    sampled = set(verdicts(samples))
+    known = Counter()
+    never = Counter()
+    bad_rows, stale = [], []
+    for item in pool:
+        key = _key(item["package"], f"{item['path']}:{item['line']}", item["code"])
+        if key not in judged:
+            never[item["package"]] += 1
+            continue
+        verdict, severity, where = judged[key]
+        stratum = "sampled" if key in sampled else "known"
+        known[(stratum, verdict)] += 1
+        if verdict in BAD and stratum == "known":
+            bad_rows.append(f"  {where}: {item['package']} {key[1]} {item['code']} {item.get('severity', '')} ({verdict})")
+        if severity and item.get("severity") and severity != item.get("severity"):
+            stale.append(f"  {where}: {item['package']} {key[1]} {item['code']} judged {verdict} as "
+                         f"{severity}, now {item['severity']}")
+    total = len(pool)
+    k_n = sum(n for (s, _), n in known.items() if s == "known")
+    k_bad = sum(n for (s, v), n in known.items() if s == "known" and v in BAD)
+    s_n = sum(n for (s, v), n in known.items() if s == "sampled" and v != "UNSURE")
+    s_bad = sum(n for (s, v), n in known.items() if s == "sampled" and v in BAD)
+    u = sum(never.values())
+    out = [f"{total} report-only findings today",
+           f"judged in an earlier round and still reported: {k_n}, of which false or redundant: {k_bad}",
+           f"never judged before the new samples: {u + sum(n for (s, _), n in known.items() if s == 'sampled')}"
+           f" ({', '.join(f'{p} {n}' for p, n in never.most_common())} left unjudged)"]
+    if s_n:
+        rate = s_bad / s_n
+        low, high = _wilson(s_bad, s_n)
+        sampled_all = sum(n for (s, _), n in known.items() if s == "sampled")
+        stratum = u + sampled_all
+        estimate = k_bad + rate * stratum
+        out.append(f"new samples: {s_bad}/{s_n} false or redundant = {100 * rate:.1f}% "
+                   f"(95% interval {100 * low:.1f}% to {100 * high:.1f}%)")
+        out.append(f"estimated false or redundant in the whole population: {k_bad} + {100 * rate:.1f}% of "
+                   f"{stratum} = {estimate:.0f} of {total} = {100 * estimate / total:.1f}% "
+                   f"({100 * (k_bad + low * stratum) / total:.1f}% to {100 * (k_bad + high * stratum) / total:.1f}%)")
+    else:
+        out.append(f"lower bound (the unjudged counted as true): {k_bad}/{total} = {100 * k_bad / total:.1f}%")
+    if bad_rows:
+        out.append("judged false or redundant earlier and still reported:")
+        out.extend(sorted(bad_rows))
+    if stale:
+        out.append("severity changed since the verdict (re-check these):")
+        out.extend(sorted(stale))
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -153,7 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("score", help="score filled-in samples")
     s.add_argument("tree", type=Path)
     s.add_argument("samples", type=Path, nargs="+")
+    c = sub.add_parser("census", help="estimate the whole population's bad rate from every round")
+    c.add_argument("tree", type=Path)
+    c.add_argument("--audited", type=Path, nargs="*", default=[], help="earlier rounds' samples, oldest first")
+    c.add_argument("--sample", type=Path, nargs="*", default=[],
+                   help="samples drawn at random from the findings no earlier round judged")
+    c.add_argument("--rejudged", type=Path, help="lines 'package location code VERDICT' that override")
     args = parser.parse_args(argv)
+    if args.command == "census":
+        print(census(args.tree, args.audited, args.sample, args.rejudged))
+        return 0
     if args.command == "draw":
         items = draw(args.tree, args.seed, args.size, args.per_package, args.exclude)
         if not items:

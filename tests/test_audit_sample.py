@@ -92,3 +92,63 @@ def test_score_as_drawn_and_weighted(tmp_path):
     assert "as drawn: 2/7 = 28.6%" in text
     # big's rate 2/4 weighs 90 of 100, small's 0/3 weighs 10: 45.0%
     assert "weighted by population share" in text and "45.0%" in text
+
+
+def _judge(path: Path, verdicts: list[str]) -> None:
+    """Fill a written sample's verdict column, row by row."""
+    lines, i = [], 0
+    for line in path.read_text().splitlines():
+        if line.startswith("| ") and "|  |" in line and i < len(verdicts):
+            line = line.replace("|  |", f"| {verdicts[i]} |", 1)
+            i += 1
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_census_counts_earlier_verdicts_and_estimates_the_unjudged_rest(tmp_path):
+    (tmp_path / "eco").mkdir()
+    tree = _tree(tmp_path / "eco", {"big": 40, "small": 10})
+    earlier = audit.draw(tree, 5, size=10, per_package=5, exclude=[])
+    audit.write_sample(earlier, tmp_path / "r1.md", tree, 5)
+    # 3 of the 10 judged bad earlier, 1 unsure
+    _judge(tmp_path / "r1.md", ["FALSE", "FALSE-WP", "REDUNDANT", "UNSURE"] + ["TRUE"] * 6)
+    new = audit.draw(tree, 6, size=10, per_package=10, exclude=[tmp_path / "r1.md"])
+    audit.write_sample(new, tmp_path / "r2.md", tree, 6)
+    _judge(tmp_path / "r2.md", ["FALSE", "FALSE"] + ["TRUE"] * 8)   # 20% of the never-judged stratum
+    out = audit.census(tree, [tmp_path / "r1.md"], [tmp_path / "r2.md"])
+    assert "50 report-only findings today" in out
+    assert "judged in an earlier round and still reported: 10, of which false or redundant: 3" in out
+    assert "new samples: 2/10 false or redundant = 20.0%" in out
+    # 3 known + 20% of the 40 never judged before = 11 of 50
+    assert "= 11 of 50 = 22.0%" in out
+    assert out.count("(FALSE") + out.count("(REDUNDANT") == 3
+
+    # a finding fixed since (no longer reported) leaves the census; a re-judgement overrides
+    first_bad = next(line for line in (tmp_path / "r1.md").read_text().splitlines() if "| FALSE |" in line)
+    package = first_bad.split("|")[3].strip()
+    location = first_bad.split("|")[4].strip().strip("`")
+    (tmp_path / "rj.txt").write_text(f"# re-judged\n{package} {location} NPU910 TRUE\n")
+    out = audit.census(tree, [tmp_path / "r1.md"], [tmp_path / "r2.md"], tmp_path / "rj.txt")
+    assert "of which false or redundant: 2" in out
+
+    # without new samples the script gives only the lower bound
+    out = audit.census(tree, [tmp_path / "r1.md"], [])
+    assert "lower bound (the unjudged counted as true): 3/50 = 6.0%" in out
+
+
+def test_census_lists_verdicts_whose_severity_changed(tmp_path):
+    (tmp_path / "eco").mkdir()
+    tree = _tree(tmp_path / "eco", {"pkg": 4})
+    sample = audit.draw(tree, 1, size=4, per_package=4, exclude=[])
+    audit.write_sample(sample, tmp_path / "r1.md", tree, 1)
+    _judge(tmp_path / "r1.md", ["FALSE", "TRUE", "TRUE", "TRUE"])
+    report = tree / "pkg" / "npu-migrate.json"
+    data = json.loads(report.read_text())
+    for item in data["findings"]:
+        if not item["fixable"]:
+            item["severity"] = "info"
+            break
+    report.write_text(json.dumps(data))
+    out = audit.census(tree, [tmp_path / "r1.md"], [])
+    assert "severity changed since the verdict" in out
+    assert out.count("as error, now info") == 1
