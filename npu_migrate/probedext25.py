@@ -57,6 +57,7 @@ import re
 
 from . import astcache
 from .modpaths import RunTexts, module_names, resolve_relative
+from .probes16 import scope_of
 
 _EXTENSION = re.compile(r"of the extension `([\w.]+)`")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -133,15 +134,6 @@ def _stub_fallback(tree: ast.Module, extension: str) -> bool:
                 _imports(n, extension) for n in ast.walk(stmt)):
             return False
     return found
-
-
-def _in_function(node: ast.AST, parents: dict) -> bool:
-    current = parents.get(id(node))
-    while current is not None:
-        if isinstance(current, _DEFS):
-            return True
-        current = parents.get(id(current))
-    return False
 
 
 def _flag_test(test: ast.AST, flag: str) -> bool:
@@ -253,7 +245,7 @@ def _probed(extension, results, python, texts, by_name, by_stem) -> str | None:
         parents = astcache.parents(tree)
         called = {n.func.id for n in astcache.nodes(tree, ast.Call) if isinstance(n.func, ast.Name)}
         for node in astcache.nodes(tree, (ast.Import, ast.ImportFrom)):
-            inside = _in_function(node, parents)
+            inside = scope_of(node, parents) is not None
             if _imports(node, extension):
                 if not inside:
                     return None
