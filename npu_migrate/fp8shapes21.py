@@ -52,7 +52,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, tritonascend26
 from .findings import Finding
 
 FP8 = "NPU913"
@@ -62,9 +62,8 @@ BUILDER = ("guarded by the Triton-availability test at the top of `{function}` (
            "return {value}`), which returns before these kernels are built where Triton is missing: an NPU host "
            "without Triton never runs them (the feature is unavailable there); with Triton-Ascend "
            "installed (a module named `triton`), whether the test holds there depends on what it probes "
-           "(torch's `has_triton()` also asks for a device Triton supports, and torch_npu's "
-           "transfer_to_npu forces it False): where it holds, these kernels run on the NPU host: verify "
-           "them there")
+           "(" + tritonascend26.HAS_TRITON_ON_NPU + "): where it holds, these kernels run on the NPU host: "
+           "verify them there")
 LEAVES = "which leaves the function there"
 SELECTOR = ("names FP8 dtypes only: {given} selects the FP8 path of {callees}, whose FP8 compute is reported "
             "there; no FP8 compute found in this file")

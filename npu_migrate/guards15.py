@@ -39,16 +39,15 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache, ptxreach19
+from . import astcache, ptxreach19, tritonascend26
 from .findings import Finding
 
 GATED_KERNELS = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
                  "(line {other}) binds the module's names where Triton is missing: an NPU host without "
                  "Triton never runs these kernels (the feature is unavailable there); with Triton-Ascend "
                  "installed (a module named `triton`), whether the test holds there depends on what it "
-                 "probes (torch's `has_triton()` also asks for a device Triton supports, and torch_npu's "
-                 "transfer_to_npu forces it False): where it holds, these kernels run on the NPU host: "
-                 "verify them there")
+                 "probes (" + tritonascend26.HAS_TRITON_ON_NPU + "): where it holds, these kernels run on "
+                 "the NPU host: verify them there")
 PTX_KEPT = ("guarded by the module-level Triton-availability test `{test}` (line {line}), whose `else:` "
             "(line {other}) binds the module's names where Triton is missing, so an NPU host without Triton "
             "imports the module and the feature is unavailable there; kept an error because the kernels use "

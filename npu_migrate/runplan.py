@@ -359,6 +359,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_cuda_sources(results, paths)  # (ROCm-only and host-only .cu, CUDA toolchain helpers)
     from .resolved import review as review_resolved
     results = review_resolved(results, paths)  # (labels, backends and notes the code resolves: resolved.py)
+    from .passedbackends26 import review as review_passed_backends
+    results = review_passed_backends(results, paths)  # (a backend parameter every caller picks for the device)
     from .npugates import review_unused_helpers
     results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
     from .labels8 import review_unreferenced_switches
@@ -464,6 +466,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
     results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
     results = fold_into_fp8_errors(results, paths)  # (guarded Triton kernels only an FP8 error's function calls)
+    from .asmfp826 import fold as fold_asm_fp8
+    results = fold_asm_fp8(results, paths)  # (FP8 only in functions launching Triton kernels with inline assembly)
     from .extfolds19 import fold_repeated_lazy_imports, fold_sibling_scripts
     # (sibling scripts failing on one unguarded import, a lazy import another file reports: extfolds19.py)
     results = fold_sibling_scripts(fold_repeated_lazy_imports(results, paths), paths)

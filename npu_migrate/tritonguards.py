@@ -44,7 +44,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache, predicates
+from . import astcache, predicates, tritonascend26
 from .findings import Finding
 
 # (a helper whose importers' own unguarded Triton import fails first: redundant, info)
@@ -60,7 +60,7 @@ HARNESS_GUARDED = "guarded import of Triton's benchmark harness: the fallback ru
 # import of a name bound only under the test fails instead: importguards20.py reports it)
 TRITON_GATED_IMPORTERS = ("imported only behind a Triton-availability test: an NPU host without Triton does not "
                           "load these kernels; with Triton-Ascend installed (a module named `triton`) the test "
-                          "may hold there and they run: verify them")
+                          "may hold there (" + tritonascend26.HAS_TRITON_ON_NPU + ") and they run: verify them")
 _TRY_IMPORTERS = "imported only inside `try`/`except ImportError`, whose fallback runs where Triton is missing"
 
 UNGUARDED = "; imported unguarded at module level, so the module fails to import where it is not installed"
