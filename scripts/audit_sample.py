@@ -211,6 +211,13 @@ def census(tree: Path, audited: list[Path], samples: list[Path], rejudged: Path 
            f"judged in an earlier round and still reported: {k_n}, of which false or redundant: {k_bad}",
            f"never judged before the new samples: {u + sum(n for (s, _), n in known.items() if s == 'sampled')}"
            f" ({', '.join(f'{p} {n}' for p, n in never.most_common())} left unjudged)"]
+    gone = len(sampled) - sum(n for (s, _), n in known.items() if s == "sampled")
+    if sampled and gone:
+        # (the rate of a sample holds for the tree it was drawn from: once the findings it judged
+        # are fixed, only a new sample of today's never-judged findings measures them)
+        out.append(f"{gone} of the {len(sampled)} sampled findings are no longer reported: the estimate "
+                   f"below is the sample's rate applied to today's unjudged stratum; draw a new sample "
+                   f"to measure this tree")
     if s_n:
         rate = s_bad / s_n
         low, high = _wilson(s_bad, s_n)

@@ -131,9 +131,20 @@ def test_census_counts_earlier_verdicts_and_estimates_the_unjudged_rest(tmp_path
     out = audit.census(tree, [tmp_path / "r1.md"], [tmp_path / "r2.md"], tmp_path / "rj.txt")
     assert "of which false or redundant: 2" in out
 
+    assert "no longer reported" not in out
     # without new samples the script gives only the lower bound
     out = audit.census(tree, [tmp_path / "r1.md"], [])
     assert "lower bound (the unjudged counted as true): 3/50 = 6.0%" in out
+
+    # a sampled finding fixed since: the estimate says it no longer measures this tree
+    row = next(line for line in (tmp_path / "r2.md").read_text().splitlines() if "| FALSE |" in line)
+    gone_path = row.split("|")[4].strip().strip("`").rsplit(":", 1)[0]
+    report = tree / row.split("|")[3].strip() / "npu-migrate.json"
+    data = json.loads(report.read_text())
+    data["findings"] = [f for f in data["findings"] if f["path"] != gone_path or f["fixable"]]
+    report.write_text(json.dumps(data))
+    out = audit.census(tree, [tmp_path / "r1.md"], [tmp_path / "r2.md"])
+    assert "1 of the 10 sampled findings are no longer reported" in out
 
 
 def test_census_lists_verdicts_whose_severity_changed(tmp_path):
