@@ -488,6 +488,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
     from .importfolds25 import fold_repeated_imports
     results = fold_repeated_imports(results, paths)  # (an info import the same file reports again as an error)
+    from .unsetcallers26 import review as review_unset_callers
+    results = review_unset_callers(results, paths)  # (a private helper only an opt-in branch no call sets reaches)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)

@@ -1,0 +1,93 @@
+"""Issue #16 wave 26 (h113): a private helper reached only through another function's opt-in
+branch that no call of the run enters (npu_migrate/unsetcallers26.py, round-23 BO#18)."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+_KERNELS = '''
+import torch
+
+
+def _quant_fused(x, group_size):
+    from deep_gemm import transform_sf
+    return transform_sf(x, group_size)
+
+
+def quant(x, group_size, eps=1e-10, fuse_silu: bool = False):
+    if fuse_silu:
+        return _quant_fused(x, group_size)
+    return x * eps
+'''
+
+
+def _project(tmp_path, caller: str, kernels: str = _KERNELS):
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/quant/__init__.py": "",
+        "pkg/quant/kernels.py": kernels,
+        "pkg/user.py": caller,
+    })
+
+
+def _finding(report, line=6):
+    found = [f for f in report["findings"] if f["path"] == "pkg/quant/kernels.py" and f["line"] == line
+             and f["code"] == "NPU911"]
+    assert len(found) == 1, report["findings"]
+    return found[0]
+
+
+def test_helper_only_under_an_unset_opt_in_is_info(tmp_path):
+    root = _project(tmp_path, "from pkg.quant.kernels import quant\n\n\ndef run(x):\n"
+                              "    return quant(x, 128) + quant(x, 64, 1e-6, False)\n")
+    finding = _finding(migrate_json(root))
+    assert finding["severity"] == "info"
+    assert "under a parameter no call of the run sets: `fuse_silu`" in finding["message"]
+    assert "`_quant_fused` is called only under `if fuse_silu:` of `quant` (line 11)" in finding["message"]
+    assert "2 calls, e.g. pkg/user.py:5" in finding["message"]
+
+
+def test_helper_of_a_function_the_run_never_calls_is_info(tmp_path):
+    root = _project(tmp_path, "import torch\n")
+    finding = _finding(migrate_json(root))
+    assert finding["severity"] == "info"
+    assert "the run never calls `quant`" in finding["message"]
+
+
+def test_a_call_setting_the_opt_in_keeps_the_error(tmp_path):
+    # (the nearest true case: one call of the run enters the branch)
+    root = _project(tmp_path, "from pkg.quant.kernels import quant\n\n\ndef run(x):\n"
+                              "    return quant(x, 128, fuse_silu=True)\n")
+    assert _finding(migrate_json(root))["severity"] == "error"
+
+
+def test_a_flag_handed_on_or_positional_true_keeps_the_error(tmp_path):
+    root = _project(tmp_path, "from pkg.quant.kernels import quant\n\n\ndef run(x, fuse):\n"
+                              "    return quant(x, 128, 1e-6, fuse)\n")
+    assert _finding(migrate_json(root))["severity"] == "error"
+    root = _project(tmp_path / "b", "from pkg.quant.kernels import quant\n\n\ndef run(x, **kw):\n"
+                                    "    return quant(x, 128, **kw)\n")
+    assert _finding(migrate_json(root))["severity"] == "error"
+
+
+def test_helper_called_outside_the_branch_keeps_the_error(tmp_path):
+    kernels = _KERNELS + "\n\ndef warm(x):\n    return _quant_fused(x, 128)\n"
+    root = _project(tmp_path, "import torch\n", kernels)
+    assert _finding(migrate_json(root))["severity"] == "error"
+
+
+def test_else_branch_or_public_helper_keeps_the_error(tmp_path):
+    negated = _KERNELS.replace("    if fuse_silu:\n        return _quant_fused(x, group_size)\n    return x * eps\n",
+                               "    if fuse_silu:\n        return x * eps\n    else:\n"
+                               "        return _quant_fused(x, group_size)\n")
+    root = _project(tmp_path, "import torch\n", negated)
+    assert _finding(migrate_json(root))["severity"] == "error"
+    public = _KERNELS.replace("_quant_fused", "quant_fused")
+    root = _project(tmp_path / "b", "import torch\n", public)
+    assert _finding(migrate_json(root))["severity"] == "error"
+
+
+def test_helper_named_in_another_module_keeps_the_error(tmp_path):
+    root = _project(tmp_path, "from pkg.quant.kernels import _quant_fused\n\n\ndef run(x):\n"
+                              "    return _quant_fused(x, 128)\n")
+    assert _finding(migrate_json(root))["severity"] == "error"
