@@ -482,6 +482,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .backendpreds25 import review as review_backend_predicates
     results = review_backend_predicates(results, paths)  # (callees only a CUDA-only backend's predicate reaches: backendpreds25.py)
+    from .registrykeys26 import review as review_registry_keys
+    results = review_registry_keys(results, paths)  # (callees only a CUDA-only backend's registered function reaches)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds

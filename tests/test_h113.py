@@ -91,3 +91,94 @@ def test_helper_named_in_another_module_keeps_the_error(tmp_path):
     root = _project(tmp_path, "from pkg.quant.kernels import _quant_fused\n\n\ndef run(x):\n"
                               "    return _quant_fused(x, 128)\n")
     assert _finding(migrate_json(root))["severity"] == "error"
+
+
+# ---------------------------------------------------------------- registrykeys26.py (audit BQ#24)
+
+_BASE = '''
+_POOL = {}
+
+
+class PermutePool:
+    @classmethod
+    def register_pre_permute(cls, dispatch_name, runner_backend_name, func):
+        _POOL[(dispatch_name, runner_backend_name)] = func
+
+
+def register_pre_permute(dispatch_name: str, runner_backend_name: str):
+    def wrap(func):
+        PermutePool.register_pre_permute(dispatch_name, runner_backend_name, func)
+        return func
+    return wrap
+
+
+def register_alias(*names):
+    def wrap(func):
+        for name in names:
+            _POOL[name] = func
+        return func
+    return wrap
+
+
+def get_pre_permute(a, b):
+    return _POOL[(a, b)]
+'''
+
+_RUNNER = '''
+import torch
+from pkg.moe.base import register_pre_permute, register_alias
+
+
+def copy_counts(arr):
+    from sgl_kernel.elementwise import copy_to_gpu_no_ce
+    out = torch.empty(len(arr), dtype=torch.int32)
+    copy_to_gpu_no_ce(torch.tensor(arr), out)
+    return out
+
+
+@DECORATOR
+def pre_permute_deepep_to_gemm(dispatch_output, config):
+    return copy_counts(dispatch_output.counts)
+'''
+
+
+def _registry_project(tmp_path, decorator: str, extra: str = ""):
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/moe/__init__.py": "",
+        "pkg/moe/base.py": _BASE,
+        "pkg/moe/runner.py": _RUNNER.replace("DECORATOR", decorator) + extra,
+        "pkg/moe/layer.py": "from pkg.moe.base import get_pre_permute\n\n\ndef forward(x, a, b):\n"
+                            "    return get_pre_permute(a, b)(x, None)\n",
+    })
+
+
+def _copy_finding(report):
+    found = [f for f in report["findings"] if f["path"] == "pkg/moe/runner.py" and f["line"] == 7
+             and f["code"] == "NPU911"]
+    assert len(found) == 1, report["findings"]
+    return found[0]
+
+
+def test_helper_of_a_function_registered_under_a_cuda_backend_is_info(tmp_path):
+    root = _registry_project(tmp_path, 'register_pre_permute("deepep_normal", "deep_gemm")')
+    finding = _copy_finding(migrate_json(root))
+    assert finding["severity"] == "info"
+    assert 'runs only when the CUDA-only backend "deep_gemm" is chosen' in finding["message"]
+    assert '@register_pre_permute("deepep_normal", "deep_gemm")' in finding["message"]
+
+
+def test_portable_backend_registration_keeps_the_error(tmp_path):
+    # (the nearest true case: the default runner's permute function runs on an NPU host)
+    root = _registry_project(tmp_path, 'register_pre_permute("standard", "triton")')
+    assert _copy_finding(migrate_json(root))["severity"] == "error"
+
+
+def test_aliases_or_a_named_function_keep_the_error(tmp_path):
+    # (`*names`: one of several aliases, a portable one among them)
+    root = _registry_project(tmp_path, 'register_alias("triton", "deep_gemm")')
+    assert _copy_finding(migrate_json(root))["severity"] == "error"
+    # (the registered function is also called directly: that caller may run on an NPU host)
+    root = _registry_project(tmp_path / "b", 'register_pre_permute("deepep_normal", "deep_gemm")',
+                             "\n\ndef warm(x):\n    return pre_permute_deepep_to_gemm(x, None)\n")
+    assert _copy_finding(migrate_json(root))["severity"] == "error"
