@@ -492,6 +492,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_repeated_imports(results, paths)  # (an info import the same file reports again as an error)
     from .unsetcallers26 import review as review_unset_callers
     results = review_unset_callers(results, paths)  # (a private helper only an opt-in branch no call sets reaches)
+    from .readerfolds26 import fold as fold_reader_notes
+    results = fold_reader_notes(results, paths)  # (a gated import's readers only another such note's readers reach)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)

@@ -182,3 +182,101 @@ def test_aliases_or_a_named_function_keep_the_error(tmp_path):
     root = _registry_project(tmp_path / "b", 'register_pre_permute("deepep_normal", "deep_gemm")',
                              "\n\ndef warm(x):\n    return pre_permute_deepep_to_gemm(x, None)\n")
     assert _copy_finding(migrate_json(root))["severity"] == "error"
+
+
+# ---------------------------------------------------------------- readerfolds26.py (audit BD#23)
+
+_CONFIG = '''
+import torch
+
+
+def _compute_enable():
+    if torch.cuda.get_device_capability()[0] < 9:
+        return False
+    try:
+        import deep_gemm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+ENABLE_JIT = _compute_enable()
+'''
+
+_COMPILE = '''
+from contextlib import contextmanager
+
+from pkg.wrapper.config import ENABLE_JIT
+
+if ENABLE_JIT:
+    import deep_gemm
+
+
+class _Base:
+    @staticmethod
+    def create(kind):
+        return {"normal": _Normal}[kind]()
+
+
+class _Normal(_Base):
+    def execute(self, m):
+        deep_gemm.gemm(m)
+
+
+def _compile_all(n, k):
+    deep_gemm.set_mode(1)
+    _Base.create("normal").execute(n)
+
+
+@contextmanager
+def execution_hook(m, n, k):
+    if m > 0:
+        _compile_all(n, k)
+    yield
+'''
+
+_ENTRY = '''
+from pkg.wrapper import compile_utils
+from pkg.wrapper.config import ENABLE_JIT
+
+if ENABLE_JIT:
+    import deep_gemm
+
+
+def gemm_nt(lhs, rhs, out, m, n, k):
+    with compile_utils.execution_hook(m, n, k):
+        deep_gemm.gemm_nt(lhs, rhs, out)
+'''
+
+
+def _reader_project(tmp_path, compile_utils: str = _COMPILE, extra: dict | None = None):
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/wrapper/__init__.py": "",
+        "pkg/wrapper/config.py": _CONFIG,
+        "pkg/wrapper/compile_utils.py": compile_utils,
+        "pkg/wrapper/entrypoint.py": _ENTRY,
+        **(extra or {}),
+    })
+
+
+def _reader_notes(report):
+    return {f["path"]: f for f in report["findings"] if f["code"] == "NPU911" and f["path"].startswith("pkg/wrapper/")
+            and "review that an NPU host never calls them" in f["message"]}
+
+
+def test_gated_import_whose_readers_only_another_notes_readers_reach_folds(tmp_path):
+    notes = _reader_notes(migrate_json(_reader_project(tmp_path)))
+    assert set(notes) == {"pkg/wrapper/entrypoint.py"}, notes
+    message = notes["pkg/wrapper/entrypoint.py"]["message"]
+    assert "also pkg/wrapper/compile_utils.py:7 `import deep_gemm`, under the same gate" in message
+    assert "`_Normal`, `_compile_all`" in message and "pkg/wrapper/entrypoint.py:10" in message
+
+
+def test_a_reader_reached_from_elsewhere_keeps_both_notes(tmp_path):
+    # (the nearest true case: a third module calls the compile helper chain directly)
+    extra = {"pkg/warmup.py": "from pkg.wrapper.compile_utils import execution_hook\n\n\n"
+                              "def warm(m):\n    with execution_hook(m, 1, 1):\n        pass\n"}
+    notes = _reader_notes(migrate_json(_reader_project(tmp_path, extra=extra)))
+    assert set(notes) == {"pkg/wrapper/entrypoint.py", "pkg/wrapper/compile_utils.py"}, notes
+    assert "also pkg/wrapper" not in notes["pkg/wrapper/entrypoint.py"]["message"]
