@@ -25,7 +25,8 @@ function counts as reached only through its registration when ALL of these hold:
 
 * no file of the run names it otherwise (a call, a value, a string; `__all__` aside);
 * one of its decorators is a call of a function named `register...` whose arguments are string
-  literals, at least one naming a CUDA-only backend (a `never_on_npu` package of rules/sweep.toml
+  literals, each a plain name (not an op's qualified name, `@register_fake("ns::op")`), at least
+  one naming a CUDA-only backend (a `never_on_npu` package of rules/sweep.toml
   [availability], or a word of rules/scopes.toml [backendpreds25] `cuda_backend_words`, as a
   `_`-separated part: "deep_gemm", "flashinfer_trtllm");
 * where two or more names are given, every def of the decorator in the run (module-level
@@ -99,7 +100,8 @@ class _Registry(Gates):
                 continue
             name = (astcache.dotted(deco.func) or "").rpartition(".")[2]
             if not name.startswith("register") or not all(
-                    isinstance(a, ast.Constant) and isinstance(a.value, str) for a in deco.args):
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.isidentifier()
+                    for a in deco.args):
                 continue
             values = [a.value for a in deco.args]
             cuda = [v for v in values if cuda_backend(v)]

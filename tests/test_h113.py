@@ -280,3 +280,9 @@ def test_a_reader_reached_from_elsewhere_keeps_both_notes(tmp_path):
     notes = _reader_notes(migrate_json(_reader_project(tmp_path, extra=extra)))
     assert set(notes) == {"pkg/wrapper/entrypoint.py", "pkg/wrapper/compile_utils.py"}, notes
     assert "also pkg/wrapper" not in notes["pkg/wrapper/entrypoint.py"]["message"]
+
+
+def test_an_op_registration_is_no_backend_key(tmp_path):
+    # (`@register_fake("ns::op_cutlass")` files a fake kernel under an op's name, not a backend)
+    root = _registry_project(tmp_path, 'register_pre_permute("ns::gemm", "ns::deep_gemm")')
+    assert _copy_finding(migrate_json(root))["severity"] == "error"
