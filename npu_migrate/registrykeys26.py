@@ -34,7 +34,8 @@ function counts as reached only through its registration when ALL of these hold:
   many named positional parameters and no `*args`: each name is a part of one key, so the function
   runs only when every part is chosen (not aliases of one entry).
 
-A report-only error or warning whose unit's every reference (callgates21's walk, a few callers deep:
+A report-only error or warning (every place of it: a merged finding is lowered whole or not at
+all) whose unit's every reference (callgates21's walk, a few callers deep:
 a gate false there, or such a registered function) is so reached, at least one through such a
 registration, becomes info naming the registration and the backend (a user may still select the
 backend by name on an NPU host, as backendpreds25.py says of a backend predicate): "runs only when
@@ -175,7 +176,6 @@ def _arities(results, python: list[int], text_of):
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only findings of this module's docstring lowered to info."""
     from .backendpreds25 import CHOSEN
-    from .callgates21 import lower_units
     from .modpaths import RunTexts
     from .moot import is_moot
 
@@ -205,17 +205,44 @@ def review(results: list, paths: dict) -> list:
                 f'reaches it only where the user selects "{value}" by name: leave it unselected there, or '
                 f"port the backend")
 
-    def start():
-        from .flagcalls19 import Run
+    from .callgates21 import unit_of
+    from .flagcalls19 import Run
 
-        run = Run(results, text_of)
-        return run, _Registry(run, _arities(results, python, text_of))
-
-    out = lower_units(results, text_of, candidates, open_finding, start, reason)
-    # (lower_units lowers to flagcalls19's pieces; an info reason that is no moot phrase stays info)
-    for i in range(len(out)):
-        if out[i] is not results[i]:
-            out[i] = dataclasses.replace(out[i], findings=sorted(out[i].findings))
+    state: list = []
+    out = list(results)
+    for i in candidates:
+        data = text_of(i) or b""
+        lines_b = data.split(b"\n")
+        places = [n for f in results[i].findings if open_finding(f) for n in (f.line, *(a[0] for a in f.also))]
+        if not any(0 < n <= len(lines_b) and lines_b[n - 1][:1] in (b" ", b"\t") for n in places):
+            continue  # (module-level code only: no unit holds it)
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        findings, changed = [], False
+        for finding in results[i].findings:
+            why = None
+            if open_finding(finding):
+                units = [unit_of(tree, line) for line in (finding.line, *(a[0] for a in finding.also))]
+                if units and all(u is not None for u in units):
+                    if not state:
+                        run = Run(results, text_of)
+                        state.extend((run, _Registry(run, _arities(results, python, text_of))))
+                    run, gates = state
+                    tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold)
+                    units = [unit_of(tree, line) for line in (finding.line, *(a[0] for a in finding.also))]
+                    distinct = list({id(u): u for u in units}.values())
+                    reasons = [reason(gates, i, u) for u in distinct]
+                    # (every place of the finding so reached, or none lowered: a merged finding is
+                    # not split into an error and info pieces)
+                    if all(reasons):
+                        why = "; ".join(dict.fromkeys(reasons))
+            if why is not None:
+                finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({why})")
+                changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=sorted(findings))
     return out
 
 

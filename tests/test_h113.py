@@ -286,3 +286,14 @@ def test_an_op_registration_is_no_backend_key(tmp_path):
     # (`@register_fake("ns::op_cutlass")` files a fake kernel under an op's name, not a backend)
     root = _registry_project(tmp_path, 'register_pre_permute("ns::gemm", "ns::deep_gemm")')
     assert _copy_finding(migrate_json(root))["severity"] == "error"
+
+
+def test_a_finding_merged_with_a_place_outside_the_registration_is_not_split(tmp_path):
+    # (one import of the same name in an unregistered public helper too: the merged finding stays
+    # one error, with no info piece split off it)
+    extra = ("\n\ndef warm_copy(arr):\n    from sgl_kernel.elementwise import copy_to_gpu_no_ce\n"
+             "    return copy_to_gpu_no_ce(arr, arr)\n")
+    root = _registry_project(tmp_path, 'register_pre_permute("deepep_normal", "deep_gemm")', extra)
+    report = migrate_json(root)
+    mine = [f for f in report["findings"] if f["path"] == "pkg/moe/runner.py" and f["code"] == "NPU911"]
+    assert [(f["line"], f["severity"]) for f in mine] == [(7, "error")], mine
