@@ -486,12 +486,18 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
     from .backendpreds25 import review as review_backend_predicates
     results = review_backend_predicates(results, paths)  # (callees only a CUDA-only backend's predicate reaches: backendpreds25.py)
+    from .registrykeys26 import review as review_registry_keys
+    results = review_registry_keys(results, paths)  # (callees only a CUDA-only backend's registered function reaches)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
     from .importfolds25 import fold_repeated_imports
     results = fold_repeated_imports(results, paths)  # (an info import the same file reports again as an error)
+    from .unsetcallers26 import review as review_unset_callers
+    results = review_unset_callers(results, paths)  # (a private helper only an opt-in branch no call sets reaches)
+    from .readerfolds26 import fold as fold_reader_notes
+    results = fold_reader_notes(results, paths)  # (a gated import's readers only another such note's readers reach)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
