@@ -1,0 +1,180 @@
+"""CUDA kernels reached only through code nothing runs (issue #16, precision wave 26, helper h114).
+
+Round-25/26 audits of CUDA C++ sources (BM#32, BP#15) found two ways the earlier reach passes
+stopped one step short:
+
+- **A private module's function nothing names ends an unreached chain** (BM#32, called by
+  extreach23.py's walk). extreach23 scopes the NPU912 error of a `.cu` whose extension class is
+  reached only through `torch.autograd.Function` subclasses nothing applies, imports or names, and
+  keeps it where the chain ends in an ordinary function or class: those are the library's API for
+  its users. A module-level function of a private module (a path part with a leading underscore:
+  `moe/_operation.py`, `__init__.py` aside) that no file of the run names at all (no call, import,
+  re-export, string or attribute; only its own `def`) is not such an API: nothing in the package
+  calls it, no public module hands it on, and users are not meant to import private modules. It
+  ends the chain like an unused autograd Function (`unnamed_private_function`). A function of a
+  public module, one a package `__init__` re-exports, one any other file or string names: kept.
+
+- **A JIT loader imported only after an import that fails first on an NPU host** (BP#15, called by
+  jitreach23.py's verdict): jitreach23 follows every `from pkg.loader import f` of a library module
+  to its reads. An import statement at module level that comes after the same module's top-level,
+  unguarded import of a package that is never on an NPU host (`from sgl_kernel import
+  silu_and_mul`, reported there as an open NPU911 error) is never executed on an NPU host: the
+  module dies at the earlier line, so none of the names it binds are ever read there
+  (`fails_first`). An earlier import inside `try`/`if`/a function, an earlier import of an
+  installable package, or a failing import after the loader's: kept (the loader's reads are then
+  checked one by one as before).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional
+
+from . import astcache
+
+
+def _private_module(relpath: str) -> bool:
+    parts = relpath.split("/")
+    return any(p.startswith("_") and p != "__init__.py" and not p.startswith("__") for p in parts)
+
+
+def unnamed_private_function(i: int, relpath: str, unit: ast.AST, python: list, text_of, tree_of) -> Optional[str]:
+    """Why `unit` (a module-level function of module i, `relpath`) ends an unreached chain, or
+    None: its module is private and no file of the run names it outside its own `def` (module
+    doc)."""
+    if not isinstance(unit, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _private_module(relpath):
+        return None
+    if unit.decorator_list:
+        return None  # (a decorator may register it: a name in a table)
+    word = re.compile(rb"\b" + re.escape(unit.name.encode()) + rb"\b")
+    for j in python:
+        if j != i and word.search(text_of(j) or b""):
+            return None  # (another file names it: an import, a call, a string)
+    tree = tree_of(i)
+    if tree is None or not any(s is unit for s in tree.body):
+        return None
+    inside = {id(n) for n in ast.walk(unit)}
+    for node in astcache.walk(tree):
+        if id(node) in inside:
+            continue
+        if (isinstance(node, ast.Name) and node.id == unit.name) or (
+                isinstance(node, ast.Attribute) and node.attr == unit.name) or (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and unit.name in node.value) or (
+                isinstance(node, ast.alias) and unit.name in (node.name, node.asname)):
+            return None
+    return "a function of a private module that no file of the run names"
+
+
+def fails_first(tree: ast.Module, node: ast.AST, failing_lines: set) -> Optional[int]:
+    """The line of a module-level import that fails first on an NPU host (one of `failing_lines`:
+    top-level, unguarded imports of a package never on an NPU host, each reported there as an
+    open NPU911 error) before the module-level import statement `node`, or None."""
+    if not isinstance(node, (ast.Import, ast.ImportFrom)) or node not in tree.body:
+        return None
+    for stmt in tree.body:
+        if stmt is node:
+            return None
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in failing_lines:
+            return stmt.lineno
+    return None
+
+
+def failing_import_lines(result) -> set:
+    """The lines of `result`'s open NPU911 errors on an import of a package never on an NPU host
+    (the per-file engine's "C++/CUDA extension or CUDA-only compiled package" import errors,
+    merged places included)."""
+    from .moot import is_moot
+
+    lines: set = set()
+    for f in result.findings:
+        if (f.code == "NPU911" and f.severity == "error" and not f.fixable and f.cell is None
+                and not is_moot(f) and (f.source or "").lstrip().startswith(("import ", "from "))):
+            lines.add(f.line)
+            lines.update(p[0] for p in (f.also or ()) if str(p[2]).lstrip().startswith(("import ", "from ")))
+    return lines
+
+
+def _parameters(function: ast.AST) -> list:
+    a = function.args
+    return [p.arg for p in (*a.posonlyargs, *a.args)]
+
+
+def handed_local_steps(results: list, tree: ast.Module, text_of, gradients, captures) -> Optional[str]:
+    """Where every `with torch.cuda.graph(...)` (`captures`) of `tree` whose body calls a parameter
+    of its function captures only nested functions its callers define (BS#18, called by
+    singles22.review_run): the places of those nested functions, or None.
+
+    The capturing function must be a private method (`def _capture_graph(self, graph, ..., fn)`);
+    every call of the run of an attribute by that name that supplies the parameter (by position
+    after `self`, or by keyword; a call that cannot supply it is another class's method) hands in a
+    name bound by a `def` nested in the calling function, whose own text names no gradient
+    machinery (`gradients`). No call, a parameter handed on from the caller's own parameters, a
+    lambda or an attribute, a nested step that trains: None (the capture may be the caller's
+    training step)."""
+    parents = astcache.parents(tree)
+    told: list = []
+    for node in astcache.nodes(tree, (ast.With, ast.AsyncWith)):
+        if not any(isinstance(i.context_expr, ast.Call) and astcache.dotted(i.context_expr.func) in captures
+                   for i in node.items):
+            continue
+        function = parents.get(id(node))
+        while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = parents.get(id(function))
+        if function is None:
+            continue
+        params = _parameters(function)
+        called = {n.func.id for statement in node.body for n in ast.walk(statement)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in params}
+        if not called:
+            continue
+        if not (function.name.startswith("_") and not function.name.startswith("__") and params
+                and params[0] in ("self", "cls")):
+            return None
+        for param in called:
+            places = _local_steps(results, function.name, params.index(param) - 1, param, text_of, gradients)
+            if not places:
+                return None
+            told.extend(places)
+    return ", ".join(dict.fromkeys(told)) if told else None
+
+
+def _local_steps(results: list, method: str, index: int, param: str, text_of, gradients) -> Optional[list]:
+    places: list = []
+    word = f".{method}(".encode()
+    for j, result in enumerate(results):
+        data = text_of(j) if result.relpath.endswith(".py") else None
+        if not data or word not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            return None
+        parents = astcache.parents(tree)
+        for call in astcache.nodes(tree, (ast.Call,)):
+            if not (isinstance(call.func, ast.Attribute) and call.func.attr == method):
+                continue
+            given = next((k.value for k in call.keywords if k.arg == param), None)
+            if given is None and any(k.arg is None for k in call.keywords) or any(
+                    isinstance(a, ast.Starred) for a in call.args):
+                return None  # (`**kwargs`, `*args`: unknown)
+            if given is None:
+                if index >= len(call.args):
+                    continue  # (cannot supply the parameter: another class's method)
+                given = call.args[index]
+            if not isinstance(given, ast.Name):
+                return None
+            caller = parents.get(id(call))
+            while caller is not None and not isinstance(caller, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                caller = parents.get(id(caller))
+            if caller is None:
+                return None
+            nested = [n for n in ast.walk(caller) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n is not caller and n.name == given.id]
+            rebound = [n for n in ast.walk(caller) if isinstance(n, ast.Name) and n.id == given.id
+                       and isinstance(n.ctx, ast.Store)]
+            if len(nested) != 1 or rebound or given.id in _parameters(caller):
+                return None
+            if gradients.search(ast.unparse(nested[0])):
+                return None
+            places.append(f"`{given.id}` ({result.relpath}:{nested[0].lineno})")
+    return places or None
