@@ -1,7 +1,8 @@
-"""CUDA kernels reached only through code nothing runs (issue #16, precision wave 26, helper h114).
+"""CUDA kernels and graph captures reached only through code nothing runs on an NPU host (issue #16,
+precision wave 26, helper h114).
 
-Round-25/26 audits of CUDA C++ sources (BM#32, BP#15) found two ways the earlier reach passes
-stopped one step short:
+The audits of CUDA C++ sources (BM#32, BP#15) found ways the earlier reach passes stopped one step
+short; a graph capture (BS#18) another:
 
 - **A private module's function nothing names ends an unreached chain** (BM#32, called by
   extreach23.py's walk). extreach23 scopes the NPU912 error of a `.cu` whose extension class is
@@ -22,7 +23,22 @@ stopped one step short:
   module dies at the earlier line, so none of the names it binds are ever read there
   (`fails_first`). An earlier import inside `try`/`if`/a function, an earlier import of an
   installable package, or a failing import after the loader's: kept (the loader's reads are then
-  checked one by one as before).
+  checked one by one as before). An import statement that itself lies under a gate an NPU host
+  does not take (`if _is_cuda: from pkg.loader import f as g`, callgates21.Gates.dead) binds
+  nothing there, so its names' reads cannot compile the kernel either (the same verdict).
+
+- **A capture of its callers' own nested steps** (BS#18, called by singles22.review_run).
+  singles22 names an NPU202 `torch.cuda.CUDAGraph`/`graph` that transfer_to_npu maps to NPUGraph an
+  inference capture when the file computes no gradients, but keeps a file whose `with
+  torch.cuda.graph(...)` body calls a parameter of its function: that callable is the caller's, a
+  training step as well. Where the capturing function is a private method (`def
+  _capture_graph(self, graph, pool, stream, run_once_fn)`) and every call of the run by that
+  attribute name that supplies the parameter hands in a name bound by a `def` nested in the
+  calling function (`def run_once(): ...; self._capture_graph(graph, pool, stream, run_once)`),
+  whose own text names no gradient machinery, the capture is that inference step
+  (`handed_local_steps`, naming each nested function). A caller handing on its own parameter, a
+  lambda or an attribute, `*args`/`**kwargs`, a nested step that trains, a public method, a method
+  no call reaches: kept.
 """
 
 from __future__ import annotations
