@@ -3,8 +3,6 @@ npu_migrate/choicelabels26.py). Each false case beside the nearest true case tha
 
 from __future__ import annotations
 
-import textwrap
-
 from .precision_helpers import findings_at, migrate_json, scopes_at, write_project
 from .test_h100 import (CUDA_EXTENSION, EXTENSIONS_INIT, KERNEL, KERNEL_LOADER, LAYER, MOE_EXTENSION, OPERATION,
                         SETUP)
