@@ -167,20 +167,7 @@ class _Reach:
                     continue
                 if self.results[j].relpath.endswith("__init__.py") or any(a.name == "*" for a in node.names):
                     return None  # (a re-export: its users are elsewhere)
-                from .kernelreach26 import failing_import_lines, fails_first
-
-                first = fails_first(tree, node, failing_import_lines(self.results[j]))
-                if first is not None:  # (BP#15: the module dies at an earlier import there)
-                    told.append(f"{self.results[j].relpath}:{node.lineno} (imported after line {first}'s "
-                                "CUDA-only import, which fails first there)")
-                    continue
                 parents = parents or astcache.parents(tree)
-                unbound = self.gates.dead(j, tree, parents, node)
-                if unbound is not None:  # (BP#15: the import itself never runs there, so binds nothing)
-                    if unbound.count("(") != unbound.count(")"):
-                        unbound = unbound.replace("(", "[").replace(")", "]")
-                    told.append(f"{self.results[j].relpath}:{node.lineno} (the import itself: {unbound})")
-                    continue
                 for alias in node.names:
                     local = alias.asname or alias.name
                     for read in astcache.walk(tree):

@@ -1,8 +1,8 @@
 """CUDA kernels and graph captures reached only through code nothing runs on an NPU host (issue #16,
 precision wave 26, helper h114).
 
-The audits of CUDA C++ sources (BM#32, BP#15) found ways the earlier reach passes stopped one step
-short; a graph capture (BS#18) another:
+The audits of a CUDA C++ source (BM#32) and a graph capture (BS#18) found two ways the earlier
+reach passes stopped one step short:
 
 - **A private module's function nothing names ends an unreached chain** (BM#32, called by
   extreach23.py's walk). extreach23 scopes the NPU912 error of a `.cu` whose extension class is
@@ -14,18 +14,6 @@ short; a graph capture (BS#18) another:
   calls it, no public module hands it on, and users are not meant to import private modules. It
   ends the chain like an unused autograd Function (`unnamed_private_function`). A function of a
   public module, one a package `__init__` re-exports, one any other file or string names: kept.
-
-- **A JIT loader imported only after an import that fails first on an NPU host** (BP#15, called by
-  jitreach23.py's verdict): jitreach23 follows every `from pkg.loader import f` of a library module
-  to its reads. An import statement at module level that comes after the same module's top-level,
-  unguarded import of a package that is never on an NPU host (`from sgl_kernel import
-  silu_and_mul`, reported there as an open NPU911 error) is never executed on an NPU host: the
-  module dies at the earlier line, so none of the names it binds are ever read there
-  (`fails_first`). An earlier import inside `try`/`if`/a function, an earlier import of an
-  installable package, or a failing import after the loader's: kept (the loader's reads are then
-  checked one by one as before). An import statement that itself lies under a gate an NPU host
-  does not take (`if _is_cuda: from pkg.loader import f as g`, callgates21.Gates.dead) binds
-  nothing there, so its names' reads cannot compile the kernel either (the same verdict).
 
 - **A capture of its callers' own nested steps** (BS#18, called by singles22.review_run).
   singles22 names an NPU202 `torch.cuda.CUDAGraph`/`graph` that transfer_to_npu maps to NPUGraph an
@@ -80,35 +68,6 @@ def unnamed_private_function(i: int, relpath: str, unit: ast.AST, python: list, 
                 isinstance(node, ast.alias) and unit.name in (node.name, node.asname)):
             return None
     return "a function of a private module that no file of the run names"
-
-
-def fails_first(tree: ast.Module, node: ast.AST, failing_lines: set) -> Optional[int]:
-    """The line of a module-level import that fails first on an NPU host (one of `failing_lines`:
-    top-level, unguarded imports of a package never on an NPU host, each reported there as an
-    open NPU911 error) before the module-level import statement `node`, or None."""
-    if not isinstance(node, (ast.Import, ast.ImportFrom)) or node not in tree.body:
-        return None
-    for stmt in tree.body:
-        if stmt is node:
-            return None
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno in failing_lines:
-            return stmt.lineno
-    return None
-
-
-def failing_import_lines(result) -> set:
-    """The lines of `result`'s open NPU911 errors on an import of a package never on an NPU host
-    (the per-file engine's "C++/CUDA extension or CUDA-only compiled package" import errors,
-    merged places included)."""
-    from .moot import is_moot
-
-    lines: set = set()
-    for f in result.findings:
-        if (f.code == "NPU911" and f.severity == "error" and not f.fixable and f.cell is None
-                and not is_moot(f) and (f.source or "").lstrip().startswith(("import ", "from "))):
-            lines.add(f.line)
-            lines.update(p[0] for p in (f.also or ()) if str(p[2]).lstrip().startswith(("import ", "from ")))
-    return lines
 
 
 def _parameters(function: ast.AST) -> list:
