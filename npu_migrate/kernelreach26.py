@@ -11,9 +11,12 @@ reach passes stopped one step short:
   its users. A module-level function of a private module (a path part with a leading underscore:
   `moe/_operation.py`, `__init__.py` aside) that no file of the run names at all (no call, import,
   re-export, string or attribute; only its own `def`) is not such an API: nothing in the package
-  calls it, no public module hands it on, and users are not meant to import private modules. It
-  ends the chain like an unused autograd Function (`unnamed_private_function`). A function of a
-  public module, one a package `__init__` re-exports, one any other file or string names: kept.
+  calls it, no public module hands it on, and users are not meant to import private modules; and
+  where it reads the chain's next unit (`load_moe()`) only under an `if` testing a parameter that
+  defaults to False (`def moe_cumsum(x, use_kernel=False): if ... and use_kernel: load_moe()`),
+  even a direct call leaves the kernel unloaded. It ends the chain like an unused autograd
+  Function (`unnamed_private_function`). A function of a public module, one a package `__init__`
+  re-exports, one any other file or string names, one that loads unconditionally: kept.
 
 - **A capture of its callers' own nested steps** (BS#18, called by singles22.review_run).
   singles22 names an NPU202 `torch.cuda.CUDAGraph`/`graph` that transfer_to_npu maps to NPUGraph an
@@ -67,7 +70,40 @@ def unnamed_private_function(i: int, relpath: str, unit: ast.AST, python: list, 
                 isinstance(node, ast.Constant) and isinstance(node.value, str) and unit.name in node.value) or (
                 isinstance(node, ast.alias) and unit.name in (node.name, node.asname)):
             return None
-    return "a function of a private module that no file of the run names"
+    flag = _off_by_default(tree, unit)
+    if flag is None:
+        return None
+    return f"a function of a private module that no file of the run names, reaching it only under `{flag}`, False by default"
+
+
+def _off_by_default(tree: ast.Module, unit: ast.AST) -> Optional[str]:
+    """The parameter, defaulting to False, under whose test (`if p:`, `if x and p:`) every read in
+    `unit` of a module-level function or class of its module lies, or None."""
+    a = unit.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional[len(positional) - len(a.defaults):]], a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    off = {name for name, d in defaults.items() if isinstance(d, ast.Constant) and d.value is False}
+    units = {s.name for s in tree.body if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    parents = astcache.parents(tree)
+    found: set = set()
+    for node in ast.walk(unit):
+        if not (isinstance(node, ast.Name) and node.id in units and isinstance(node.ctx, ast.Load)):
+            continue
+        guards: set = set()
+        child, current = node, parents.get(id(node))
+        while current is not None and current is not unit:
+            if isinstance(current, ast.If) and child in current.body:
+                test = current.test
+                operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+                guards.update(o.id for o in operands if isinstance(o, ast.Name) and o.id in off)
+            child, current = current, parents.get(id(current))
+        if not guards:
+            return None
+        found = guards if not found else found & guards
+        if not found:
+            return None
+    return sorted(found)[0] if found else None
 
 
 def _parameters(function: ast.AST) -> list:

@@ -11,7 +11,8 @@ from .test_h100 import (CUDA_EXTENSION, EXTENSIONS_INIT, KERNEL, KERNEL_LOADER, 
 CUMSUM = '''
 
 def moe_cumsum(x, use_kernel=False):
-    if use_kernel:
+    flag = x.size(0) <= 1024
+    if flag and use_kernel:
         if MOE_KERNEL is None:
             load_moe()
         return MOE_KERNEL.cumsum_sub_one(x)
@@ -44,6 +45,7 @@ def test_cu_whose_chain_also_ends_in_an_unnamed_function_of_a_private_module_is_
     (reason,) = [s["reason"] for s in report["skipped"] if "(NPU912)" in s.get("reason", "")]
     assert "`MoeDispatch` (proj/moe/_operation.py:19)" in reason
     assert "`moe_cumsum` (proj/moe/_operation.py:27, a function of a private module" in reason
+    assert "only under `use_kernel`, False by default" in reason
 
 
 def test_cu_whose_private_function_another_module_imports_stays(tmp_path):
@@ -54,6 +56,22 @@ def test_cu_whose_private_function_another_module_imports_stays(tmp_path):
 
 def test_cu_whose_unnamed_function_lives_in_a_public_module_stays(tmp_path):
     (found,) = _npu912(_moe_project(tmp_path, operation_path="proj/moe/operation.py"))
+    assert found["severity"] == "error"
+
+
+def test_cu_whose_unnamed_private_function_loads_unconditionally_stays(tmp_path):
+    operation = CUMSUM.replace("    flag = x.size(0) <= 1024\n    if flag and use_kernel:\n", "    if True:\n")
+    assert operation != CUMSUM
+    report = migrate_json(write_project(tmp_path, {
+        "setup.py": SETUP, "proj/__init__.py": "", "proj/kernel/__init__.py": "",
+        "proj/kernel/extensions/__init__.py": EXTENSIONS_INIT,
+        "proj/kernel/extensions/cuda_extension.py": CUDA_EXTENSION,
+        "proj/kernel/extensions/moe_cuda.py": MOE_EXTENSION,
+        "proj/kernel/extensions/csrc/kernel/cuda/moe_kernel.cu": KERNEL.format(name="moe"),
+        "proj/kernel/kernel_loader.py": KERNEL_LOADER, "proj/moe/__init__.py": "",
+        "proj/moe/_operation.py": OPERATION + operation, "proj/moe/layer.py": LAYER,
+    }))
+    (found,) = _npu912(report)
     assert found["severity"] == "error"
 
 
