@@ -155,7 +155,10 @@ class _Units:
         if not read:
             if _autograd_function(unit):
                 return [(i, f"`{name}` ({self.results[i].relpath}:{unit.lineno})")]
-            return None
+            from .kernelreach26 import unnamed_private_function
+
+            why = unnamed_private_function(i, self.results[i].relpath, unit, self.python, self.text_of, self.tree)
+            return [(i, f"`{name}` ({self.results[i].relpath}:{unit.lineno}, {why})")] if why else None
         return roots
 
 
@@ -224,9 +227,10 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             continue
         classes = ", ".join(dict.fromkeys(f"`{cls.name}` ({results[j].relpath}:{cls.lineno})" for j, cls in found))
         shown = ", ".join(dict.fromkeys(r for _j, r in roots))
+        kind = "" if any(", a function of" in r for _j, r in roots) else \
+            f"the `torch.autograd.Function` subclass{'es' if len(set(roots)) > 1 else ''} "
         message = (f"{finding.message} ({NEVER_LOADED}: the extension class {classes} is reached only through "
-                   f"the `torch.autograd.Function` subclass{'es' if len(set(roots)) > 1 else ''} {shown}, which "
-                   f"no code of the run applies, imports or names)")
+                   f"{kind}{shown}, which no code of the run applies, imports or names)")
         findings = list(out[i].findings)
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)

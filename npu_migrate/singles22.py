@@ -353,14 +353,23 @@ def review_run(results: list, paths: dict) -> list:
             continue
         text = data.decode("utf-8", "replace")
         tree = astcache.parse(data)
-        if tree is None or _captures_a_parameter(tree):
+        if tree is None:
             continue
+        handed = None
+        if _captures_a_parameter(tree):
+            from .kernelreach26 import handed_local_steps  # (BS#18: the callers' own nested steps)
+
+            handed = handed_local_steps(out, tree, text_of, _GRADIENTS, _CAPTURES)
+            if handed is None:
+                continue
         trains = _GRADIENTS.search(text) is not None
         findings = []
         for f in result.findings:
             if wanted(f) and (not trains or in_no_grad(tree, f.line)):
                 why = ("inside a `no_grad`/`inference_mode` scope" if trains
                        else "the file computes no gradients (no backward, optimizer or loss)")
+                if handed:
+                    why += f"; the callable it captures is its callers' own nested function, which computes none either: {handed}"
                 f = dataclasses.replace(f, message=(
                     f"{f.message} ({INFERENCE_CAPTURE}: {why}, which is NPUGraph's documented use: nothing to port)"))
             findings.append(f)
