@@ -198,3 +198,97 @@ def test_op_called_only_from_a_cuda_method_is_a_scope(tmp_path):
     kept = findings_at(report, "pkg/rope_common.py", "NPU911")
     # (called from forward_native; named in another string; called directly too: one error)
     assert kept[12]["severity"] == "error" and "also at lines 18, 24" in kept[12]["message"], kept
+
+
+SETTINGS = {
+    "pkg/__init__.py": "",
+    "pkg/custom_op.py": '''
+        import torch.nn as nn
+
+        class CustomOp(nn.Module):
+            def forward_native(self, *args):
+                raise NotImplementedError
+
+            def forward_cuda(self, *args):
+                raise NotImplementedError
+
+            def forward_oot(self, *args):
+                return self.forward_native(*args)
+    ''',
+    "pkg/tune.py": '''
+        import torch
+
+        def fast_autotune(x):
+            from flashinfer.autotuner import AutoTuner
+            return AutoTuner(x)
+    ''',
+    "pkg/tune2.py": '''
+        import torch
+
+        def other_autotune(x):
+            from flashinfer.autotuner import AutoTuner
+            return AutoTuner(x, 2)
+    ''',
+    "pkg/layer.py": '''
+        import torch
+        from pkg.custom_op import CustomOp
+        from pkg.tune import fast_autotune
+        from pkg.tune2 import other_autotune
+
+        class Layer(CustomOp):
+            def forward_native(self, x):
+                return x
+
+            def forward_cuda(self, x):
+                fast_autotune(x)
+                other_autotune(x)
+                return x
+    ''',
+    # (a CPU test calling both with the package stubbed: callees22 cannot decide it, callersonly does)
+    "tests/test_tune.py": '''
+        import sys
+        import types
+        from pkg.tune import fast_autotune
+        from pkg.tune2 import other_autotune
+
+        def test_tune(monkeypatch):
+            monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+            mod = types.ModuleType("flashinfer.autotuner")
+            mod.AutoTuner = lambda *a: a
+            monkeypatch.setitem(sys.modules, "flashinfer.autotuner", mod)
+            assert fast_autotune(1) and other_autotune(1)
+    ''',
+    # (a recipe's flag named after the feature, another identifier holding the name: no callers)
+    "recipes/a.yaml": '''
+        model: foo
+        fast_autotune: true  # tune at start-up
+        context_length: 1024
+    ''',
+    "docs/tuning.md": '''
+        Pass `{"enable_fast_autotune": false}` to skip it; the cache lives in `fast_autotune_cache/`.
+    ''',
+    # (nearest true case: a dotted path to the other helper, a caller the parse cannot see)
+    "recipes/b.yaml": '''
+        hooks:
+          - _target_: pkg.tune2.other_autotune
+    ''',
+}
+
+
+def test_helper_named_only_as_a_setting_key_is_a_scope(tmp_path):
+    report = migrate_json(write_project(tmp_path, SETTINGS, dedent=True))
+    scopes = scopes_at(report, "pkg/tune.py", "NPU911")
+    assert 5 in scopes and "`fast_autotune` is referenced only at" in scopes[5], (scopes, report["findings"])
+    assert findings_at(report, "pkg/tune2.py", "NPU911")[5]["severity"] == "error"
+
+
+def test_names_helper_reads_setting_keys_only():
+    from npu_migrate.configkeys26 import names_helper
+
+    assert not names_helper(b"a: 1\nfast_autotune: true\n", "fast_autotune")
+    assert not names_helper(b"  - fast_autotune: 0  # off\n", "fast_autotune")
+    assert not names_helper(b"enable_fast_autotune: true\nfast_autotune_v2: x\n", "fast_autotune")
+    assert names_helper(b"_target_: pkg.tune.fast_autotune\n", "fast_autotune")
+    assert names_helper(b"fast_autotune: pkg.tune\n", "fast_autotune")
+    assert names_helper(b"fast_autotune:\n  x: 1\n", "fast_autotune")
+    assert names_helper(b"call fast_autotune(x) first\n", "fast_autotune")
