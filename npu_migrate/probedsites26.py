@@ -24,7 +24,7 @@ were left at error:
 
 Where the package is missing, as on an NPU host, the probe answers False and the module's callers
 take their other path; only a call that skips it reaches the import. An open NPU911 error whose
-every line imports packages with no NPU build (importfolders.packages), each statement inside a
+every line is an import of packages with no NPU build (importfolders.packages), each statement inside a
 function (a method or a module-level function, its outermost holder named) that is not itself a
 probe and that no module-level statement of the file names, in a library module (no test) that
 offers a probe of one of those packages (probed22's probes: a try-import, `find_spec` of its name,
@@ -51,11 +51,14 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 def _holders(tree: ast.Module, lines: list[int]) -> Optional[list[ast.AST]]:
     """The outermost function holding each import statement at `lines`, or None where one lies
-    outside every function."""
+    outside every function or a line holds no import."""
     parents = astcache.parents(tree)
     out = []
-    for node in astcache.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.lineno in lines:
+    imports = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    if not set(lines) <= {n.lineno for n in imports}:
+        return None  # (a place merged in that is no import: another construct, read elsewhere)
+    for node in imports:
+        if node.lineno in lines:
             up, outer = parents.get(id(node)), None
             while up is not None:
                 if isinstance(up, _FUNCTIONS):
