@@ -29,7 +29,8 @@ function (a method or a module-level function, its outermost holder named) that 
 probe and that no module-level statement of the file names, in a library module (no test) that
 offers a probe of one of those packages (probed22's probes: a try-import, `find_spec` of its name,
 or a function whose every `return` holds one, defined here or imported by name from a module of
-the run; a module-level flag does not count as offered), becomes info naming the holder and the
+the run; offered: a module-level function of the module, not a flag, nor a method guarding its
+own work such as an `__init__` holding a try-import), becomes info naming the holder and the
 probe. Not a scope: a host may install the package (the DSL wheels install without a GPU), and a
 caller may skip the probe. Kept: a module-level import, a module with no probe or a probe of
 another package, a holder the module calls at import time, a test.
@@ -116,7 +117,10 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             if not holders:
                 continue
             names, own = found.of(i, frozenset(needed))
-            offered = sorted(n for n in own if n not in flags)
+            # (a module-level function the module's callers can call first; a method guarding its
+            # own work, `__init__` with a try-import, is no probe the module offers)
+            functions = {n.name for n in tree.body if isinstance(n, _FUNCTIONS) and not n.name.startswith("__")}
+            offered = sorted(n for n in own if n not in flags and n in functions)
             held = {h.name for h in holders}
             if not offered or held & set(names) or _named_at_import_time(tree, held):
                 continue

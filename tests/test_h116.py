@@ -76,11 +76,26 @@ PROBED = {
 
         DTYPE = _load()
     ''',
+    # (a constructor guarding its own work with a try-import is no probe the module offers)
+    "pkg/ops/runner.py": '''
+        import torch
+
+        class Runner:
+            def __init__(self):
+                try:
+                    import flashinfer.comm
+                except ImportError:
+                    self.ok = False
+
+            def finalize(self, x):
+                from flashinfer.comm import finalize
+                return finalize(x)
+    ''',
     "pkg/layer.py": '''
         import torch
         from pkg.ops.router import RouterGemm, is_available
         from pkg.ops.plain import PlainGemm
-        from pkg.ops import other, eager
+        from pkg.ops import other, eager, runner
 
         class Layer(torch.nn.Module):
             def __init__(self):
@@ -91,7 +106,7 @@ PROBED = {
             def forward(self, x, w):
                 if self.g is not None:
                     return self.g(x, w)
-                return other.compile_kernel(x) or eager.DTYPE
+                return other.compile_kernel(x) or eager.DTYPE or runner.Runner().finalize(x)
     ''',
 }
 
@@ -106,6 +121,8 @@ def test_lazy_import_in_a_probing_module_is_info(tmp_path):
     assert findings_at(report, "pkg/ops/plain.py", "NPU911")[6]["severity"] == "error"
     assert findings_at(report, "pkg/ops/other.py", "NPU911")[12]["severity"] == "error"
     assert findings_at(report, "pkg/ops/eager.py", "NPU911")[9]["severity"] == "error"
+    runner = findings_at(report, "pkg/ops/runner.py", "NPU911")[7]
+    assert runner["severity"] == "error" and "also at line 12" in runner["message"]
 
 
 OPS = {
