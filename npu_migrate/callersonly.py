@@ -520,8 +520,9 @@ def review(results: list, paths: dict) -> list:
     def named_outside_python(name: str) -> bool:
         """A configuration, notebook or script of the run names the helper (`_target_:
         pkg.utils.helper`): a caller the parse above does not see."""
-        word = name.encode()
-        return any(word in (text_of(j) or b"") for j in others)
+        from .configkeys26 import names_helper  # (not a setting's key: `name: true`)
+
+        return any(names_helper(text_of(j) or b"", name) for j in others)
 
     out = list(results)
     for i in candidates:

@@ -433,3 +433,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         if findings != results[i].findings:
             out[i] = dataclasses.replace(results[i], findings=findings)
     return out
+
+
+# (public for probedsites26.py: the same probes, read for a lazy import in the probing module itself)
+Probes = _Probes
+line_packages = _line_packages

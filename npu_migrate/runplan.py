@@ -484,8 +484,12 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_lazy_importers(results, paths)  # (modules only guarded or name-selected imports load: lazyimports21.py)
     from .probed22 import review as review_probed_loaders
     results = review_probed_loaders(results, paths)  # (kernel modules only probing modules' functions load: probed22.py)
+    from .probedsites26 import review as review_probed_sites
+    results = review_probed_sites(results, paths)  # (lazy imports in a probing module's own functions: probedsites26.py)
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
+    from .customops26 import review as review_custom_ops
+    results = review_custom_ops(results, paths)  # (functions registered as torch ops only such code calls: customops26.py)
     from .backendpreds25 import review as review_backend_predicates
     results = review_backend_predicates(results, paths)  # (callees only a CUDA-only backend's predicate reaches: backendpreds25.py)
     from .registrykeys26 import review as review_registry_keys
