@@ -120,3 +120,23 @@ def test_bt1_pair_kernels_launched_unconditionally_stay_errors(tmp_path):
                                                               "        return ihc_pre(x)\n"))
     report = migrate_json(root)
     assert _kernel_errors(report), report["findings"]
+
+
+def test_bf9_pair_kernel_also_handed_on_as_a_value_stays_an_error(tmp_path):
+    pred = "HAS_TRITON and current_platform.is_cuda()"
+    root = _ihc_project(tmp_path, pred, _NVIDIA_BUT_ROCM)
+    kernels = root / _KERNELS
+    kernels.write_text(kernels.read_text() + "\n\nKERNELS = {'stage1': _stage1}\n")
+    report = migrate_json(root)
+    errors = _kernel_errors(report)
+    assert errors and errors[0]["line"] == 11, report["findings"]
+    assert 17 in moot_lines(report["skipped"], "NPU910", _KERNELS)  # (`_stage2`: still launched only under the gate)
+
+
+def test_kernelgates26_reads_stacked_triton_decorators():
+    from npu_migrate import astcache
+    from npu_migrate.kernelgates26 import kernel_at
+
+    tree = astcache.parse(b"import triton\n\n@triton.autotune(configs=[],\n    key=['n'])\n@triton.jit\ndef k(x):\n    pass\n\n@other\ndef f():\n    pass\n")
+    assert kernel_at(tree, 3).name == "k" and kernel_at(tree, 4).name == "k" and kernel_at(tree, 5).name == "k"
+    assert kernel_at(tree, 6) is None and kernel_at(tree, 9) is None
