@@ -1,0 +1,81 @@
+"""Round 26's redundant findings and folds (helper h120, issue #16): each false or redundant shape
+paired with the nearest true case that must stay reported or rewritten."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+LIB = '''import torch
+
+
+class Store:
+    def load(self, key, device):
+        return torch.empty(2, device=torch.device(device))
+'''
+
+CPU_FAKE = '''from unittest.mock import patch
+
+import torch
+
+from mylib import Store
+
+
+def test_cpu_fake():
+    store = Store()
+    allocate = torch.empty
+    seen = []
+
+    def allocate_on_cpu(*args, **kwargs):
+        is_target = kwargs.get("device") == torch.device("cuda")
+        kwargs.update(device="cpu")
+        tensor = allocate(*args, **kwargs)
+        if is_target:
+            seen.append(tensor)
+        return tensor
+
+    with patch.object(torch, "empty", side_effect=allocate_on_cpu):
+        store.load("key", "cuda")
+    assert seen
+
+
+def test_real_device():
+    store = Store()
+    out = store.load("key", "cuda")
+    assert out.device == torch.device("cuda")
+
+
+def test_spy():
+    store = Store()
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("device") == torch.device("cuda"))
+        return torch.zeros(*args, **kwargs)
+
+    with patch.object(torch, "empty", side_effect=spy):
+        store.load("key", "cuda")
+    assert all(calls)
+'''
+
+
+def _findings(report, path):
+    return {(f["line"], f["code"]): f for f in report["findings"] if f["path"] == path}
+
+
+def test_cpu_fake_keeps_both_halves_of_the_device_alike(tmp_path):
+    """BU#9: the comparison in a CPU fake of `torch.empty` and the "cuda" handed to the code under
+    the fake are one label: both left as written (a named scope that says why), so the migrated test
+    runs where the original did. A spy that allocates on the device it is given, and a test without
+    a fake, keep their rewrites and their warning."""
+    root = write_project(tmp_path, {"mylib.py": LIB, "tests/test_fake.py": CPU_FAKE})
+    report = migrate_json(root)
+    found = _findings(report, "tests/test_fake.py")
+    assert (14, "NPU102") not in found  # the fake's comparison: kept
+    assert (29, "NPU102") in found and found[(29, "NPU102")]["fixable"]  # a real device check: rewritten
+    assert (37, "NPU102") in found  # the spy's comparison: rewritten
+    warning = found[(28, "NPU990")]  # a "cuda" under no fake, and one under the spy (line 41): warned
+    assert warning["severity"] == "warning" and "line 41" in warning["message"]
+    assert all(line != 22 for line, _code in found)  # the fake's "cuda" argument: not a warning
+    scopes = [s for s in report["skipped"] if s.get("path") == "tests/test_fake.py" and "start_line" in s]
+    assert any(s["start_line"] <= 14 and 22 <= s["end_line"] and "CPU fake of torch" in s["reason"]
+               and "runs as written on an NPU host" in s["reason"] for s in scopes), scopes
