@@ -79,3 +79,47 @@ def test_cpu_fake_keeps_both_halves_of_the_device_alike(tmp_path):
     scopes = [s for s in report["skipped"] if s.get("path") == "tests/test_fake.py" and "start_line" in s]
     assert any(s["start_line"] <= 14 and 22 <= s["end_line"] and "CPU fake of torch" in s["reason"]
                and "runs as written on an NPU host" in s["reason"] for s in scopes), scopes
+
+
+NCCL_BLOCK = '''import os
+
+
+def pin_env(values):
+    for key, value in values.items():
+        os.environ.setdefault(key, value)
+
+
+def override(use_alt):
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    if use_alt:
+        os.environ["OTHER_FLAG"] = "0"
+    else:
+        # NCCL determinism settings
+        os.environ["NCCL_LAUNCH_MODE"] = "GROUP"
+        pin_env(
+            {
+                "NCCL_PROTO": "Simple",
+                "NCCL_ALGO": "ring",
+                "NCCL_MIN_NCHANNELS": "1",
+            }
+        )
+
+
+def tune(fast):
+    if fast:
+        os.environ["NCCL_BUFFSIZE"] = "4194304"
+    else:
+        pin_env({"NCCL_PROTO": "Simple", "NCCL_ALGO": "tree"})
+'''
+
+
+def test_adjacent_nccl_settings_of_one_branch_are_one_finding(tmp_path):
+    """BV#7: `os.environ["NCCL_LAUNCH_MODE"] = ...` directly before the branch's dict of NCCL
+    determinism variables folds into the dict's finding, which names it and keeps the advice. A
+    tuning variable set in the other branch of an `if` (another decision) stays its own finding."""
+    report = migrate_json(write_project(tmp_path, {"det.py": NCCL_BLOCK}))
+    found = {f["line"]: f for f in report["findings"] if f["code"] == "NPU602"}
+    assert 15 not in found
+    assert "`NCCL_LAUNCH_MODE` in the adjacent statement" in found[18]["message"]
+    assert "HCCL_DETERMINISTIC" in found[18]["message"] and "15" in found[18]["message"]
+    assert 27 in found and "NCCL_BUFFSIZE" in found[27]["message"]
