@@ -123,3 +123,50 @@ def test_adjacent_nccl_settings_of_one_branch_are_one_finding(tmp_path):
     assert "`NCCL_LAUNCH_MODE` in the adjacent statement" in found[18]["message"]
     assert "HCCL_DETERMINISTIC" in found[18]["message"] and "15" in found[18]["message"]
     assert 27 in found and "NCCL_BUFFSIZE" in found[27]["message"]
+
+
+KERNEL_ALIAS = '''import triton
+import triton.language as tl
+
+libdevice = tl.extra.cuda.libdevice
+
+
+@triton.jit
+def _maximum(x, y):
+    return tl.maximum(x, y)
+
+
+@triton.jit
+def _exp_kernel(ptr, n):
+    x = tl.load(ptr + tl.arange(0, 16))
+    tl.store(ptr + tl.arange(0, 16), libdevice.exp(x))
+'''
+
+HOST_ALIAS = '''import triton
+import triton.language as tl
+
+fast_math = tl.extra.cuda.libdevice
+
+
+@triton.jit
+def _exp_kernel(ptr, n):
+    x = tl.load(ptr + tl.arange(0, 16))
+    tl.store(ptr + tl.arange(0, 16), fast_math.exp(x))
+
+
+def has_fast_math():
+    return hasattr(fast_math, "exp")
+'''
+
+
+def test_libdevice_alias_only_kernels_read_folds_into_their_finding(tmp_path):
+    """BV#33: `libdevice = tl.extra.cuda.libdevice` read only inside the file's `@triton.jit`
+    kernels is part of the kernels to port: it folds into their NPU910 finding, which names it and
+    says the alias is read at import. Read by host code too, it stays a warning of its own."""
+    report = migrate_json(write_project(tmp_path, {"kern.py": KERNEL_ALIAS, "mixed.py": HOST_ALIAS}))
+    kern = _findings(report, "kern.py")
+    assert (4, "NPU990") not in kern
+    kernel = next(f for (line, code), f in kern.items() if code == "NPU910" and "tl.extra.cuda.libdevice" in f["message"])
+    assert "read when the module is imported" in kernel["message"]
+    mixed = _findings(report, "mixed.py")
+    assert mixed[(4, "NPU990")]["severity"] == "warning"
