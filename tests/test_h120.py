@@ -170,3 +170,148 @@ def test_libdevice_alias_only_kernels_read_folds_into_their_finding(tmp_path):
     assert "read when the module is imported" in kernel["message"]
     mixed = _findings(report, "mixed.py")
     assert mixed[(4, "NPU990")]["severity"] == "warning"
+
+
+KERNELS_MODULE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _decode_kernel(q_ptr, kv_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    q = tl.load(q_ptr + offs)
+    kv = tl.load(kv_ptr + offs).to(tl.float32)
+    tl.store(out_ptr + offs, q * kv)
+
+
+def sparse_decode(q, kv_cache, out):
+    _decode_kernel[(1,)](q, kv_cache, out, N=16)
+    return out
+'''
+
+CACHE_DTYPE = '''import torch
+
+from pkg.ops.attn_kernels import sparse_decode
+
+
+class SparseBackend:
+    def __init__(self, kv_cache_dtype: str = "auto"):
+        self.use_fp8_kv = kv_cache_dtype.startswith("fp8")
+        if "e5m2" in kv_cache_dtype:
+            self.kv_cache_fp8_dtype = torch.float8_e5m2
+        else:
+            self.kv_cache_fp8_dtype = torch.bfloat16
+
+    def forward(self, q, kv_cache, out):
+        kv_cache = kv_cache.view(self.kv_cache_fp8_dtype) if self.use_fp8_kv else kv_cache
+        sparse_decode(q, kv_cache, out)
+        return out
+
+
+class DenseBackend:
+    def __init__(self, kv_cache_dtype: str = "auto"):
+        self.use_fp8_kv = kv_cache_dtype.startswith("fp8")
+        if "e5m2" in kv_cache_dtype:
+            self.kv_cache_fp8_dtype = torch.float8_e5m2
+        else:
+            self.kv_cache_fp8_dtype = torch.bfloat16
+
+    def forward(self, q, kv_cache, out):
+        kv_cache = kv_cache.view(self.kv_cache_fp8_dtype) if self.use_fp8_kv else kv_cache
+        sparse_decode(q, kv_cache, out)
+        return torch.matmul(q, kv_cache)
+'''
+
+TABLE = '''import torch
+import triton
+import triton.language as tl
+from torch import nn
+
+
+@triton.jit
+def _lookup_kernel(w_ptr, ids_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    ids = tl.load(ids_ptr + offs)
+    tl.store(out_ptr + offs, tl.load(w_ptr + ids).to(tl.float32))
+
+
+def set_attrs(tensor, attrs):
+    for key, value in attrs.items():
+        setattr(tensor, key, value)
+
+
+class Table(nn.Module):
+    def __init__(self, rows, dim, offload=False):
+        super().__init__()
+        self.rows, self.dim, self.offload = rows, dim, offload
+        weight = self._allocate()
+        self.weight = nn.Parameter(weight, requires_grad=False)
+        set_attrs(self.weight, {"loader": None})
+
+    def _allocate(self):
+        if self.offload:
+            return torch.empty(self.rows, self.dim, dtype=torch.float8_e4m3fn, device="cpu", pin_memory=True)
+        return torch.empty(self.rows, self.dim, dtype=torch.float8_e4m3fn)
+
+    def _storage(self):
+        return self.weight.data
+
+    def lookup(self, ids, out):
+        weight = self._storage()
+        _lookup_kernel[(1,)](weight, ids, out, N=16)
+        return out
+
+
+class ScaledTable(nn.Module):
+    def __init__(self, rows, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(rows, dim, dtype=torch.float8_e4m3fn), requires_grad=False)
+
+    def lookup(self, ids, out):
+        _lookup_kernel[(1,)](self.weight, ids, out, N=16)
+        return out
+
+    def project(self, x, scale):
+        return torch._scaled_mm(x, self.weight.t(), scale_a=scale, scale_b=scale)
+'''
+
+
+def _fp8_project(tmp_path):
+    return write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops/__init__.py": "",
+                                    "pkg/ops/attn_kernels.py": KERNELS_MODULE, "pkg/attention.py": CACHE_DTYPE,
+                                    "pkg/table.py": TABLE})
+
+
+def _lines(report, path, code):
+    out = set()
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            out.add(f["line"])
+            out.update(int(n) for n in __import__("re").findall(r"\b(\d+)\b", f["message"].split("(also at ")[-1])
+                       if "(also at " in f["message"])
+    return out
+
+
+def test_fp8_storage_through_attributes_and_helpers_folds_into_the_kernels(tmp_path):
+    """BU#22: an FP8 table allocated by a helper method, stored as `self.weight`, read back through
+    `_storage()` and consumed only by the module's kernel launch (and an attribute-setting helper)
+    folds into the kernels' NPU910, which names it. A class that also feeds the FP8 weight to
+    `torch._scaled_mm` keeps its FP8 finding."""
+    report = migrate_json(_fp8_project(tmp_path))
+    fp8 = _lines(report, "pkg/table.py", "NPU913")
+    assert not fp8 & {29, 30}, fp8
+    assert 44 in fp8 and 51 in fp8
+    kernel = next(f for f in report["findings"] if f["path"] == "pkg/table.py" and f["code"] == "NPU910")
+    assert "`torch.float8_e4m3fn` (lines 29, 30): an FP8 storage that only feeds these Triton kernels" in kernel["message"]
+
+
+def test_user_chosen_fp8_cache_dtype_feeding_another_modules_kernels_folds(tmp_path):
+    """BU#28's shape: a KV-cache FP8 dtype kept on `self`, viewed in `forward` and passed only to
+    another module's Triton wrapper, folds into that module's NPU910, which names the file and line.
+    The same dtype also fed to `torch.matmul` stays an FP8 finding."""
+    report = migrate_json(_fp8_project(tmp_path))
+    fp8 = _lines(report, "pkg/attention.py", "NPU913")
+    assert 10 not in fp8 and 24 in fp8
+    kernel = next(f for f in report["findings"] if f["path"] == "pkg/ops/attn_kernels.py" and f["code"] == "NPU910")
+    assert "`torch.float8_e5m2` in `../attention.py` (line 10)" in kernel["message"]
