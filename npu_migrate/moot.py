@@ -145,6 +145,7 @@ AS_WRITTEN = (
     'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
     # labels9.PATCH_TARGET: `monkeypatch.setattr(torch.cuda.memory, "name", fake)` (round 17, AU#6)
     "a torch.cuda module a test only patches (a patch target, not a call)",
+    "a device a test's CPU fake of torch compares",  # cpufakes26.REASON (round 26, BU#9)
     "a CUDA architecture probe whose empty answer the code handles",  # probes14.ARCH_LIST_EMPTY (AI#10)
     "a CUDA version read in a `try` whose `except` binds a fallback",  # versionprobes.py
     "a CUDA toolkit path whose absence the file handles",  # versionprobes.review_toolkit_path

@@ -26,6 +26,8 @@ from dataclasses import replace
 
 from . import astcache, catalogue, keptgates, moot
 from .findings import Finding
+from .kernelaliases26 import fold_into_kernels as fold_kernel_aliases
+from .ncclfolds26 import fold_adjacent as fold_adjacent_nccl
 from .ncclonly import NCCL_ONLY
 from .folding import ALSO as _ALSO, RANK, Fold as _Fold, Place, absorb, may_absorb as _may_absorb
 from .folding import named as _named, ours as _ours, places_of as _places, rebuilt as _rebuilt
@@ -445,8 +447,10 @@ def fold_redundant(findings: list[Finding], text: str) -> list[Finding]:
     findings = fold_after_own_build(findings, tree)  # (after the function's own CUDA build: redundant14.py)
     findings = move_fp8_defaults_to_calls(findings, tree, text)  # (an FP8 default every call overrides)
     findings = fold_statements(findings, _units(tree))
+    findings = fold_kernel_aliases(findings, tree)  # (`libdevice = tl.extra.cuda.libdevice`: kernelaliases26.py)
     if sum(f.code == "NPU602" for f in findings) > 1:  # (after the statements: one dict's keys first)
         findings = fold_nccl_settings(findings, tree)
+        findings = fold_adjacent_nccl(findings, tree, DETERMINISM.search)  # (one branch's block: ncclfolds26.py)
     # (a short `if` block: only leftover references join; other codes there are distinct constructs)
     findings = fold_statements(findings, _small_blocks(tree), "in the same `if` block",
                                lambda anchor, other: other.code == LEFTOVER)

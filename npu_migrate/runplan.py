@@ -454,6 +454,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_gated_users(results, paths)  # (helpers serving only a package imported under a false gate)
     from .fp8folds19 import review as review_fp8_folds
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
+    from .fp8storage26 import review as review_fp8_storage
+    results = review_fp8_storage(results, paths)  # (FP8 storage reaching Triton kernels through attributes, helpers: fp8storage26.py)
     from .fp8shapes21 import review_run as review_fp8_shapes
     results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
