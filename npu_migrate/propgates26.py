@@ -50,6 +50,13 @@ def _defined_once(run, attr: str) -> bool:
     return count == 1
 
 
+def is_property(owner: ast.ClassDef, attr: str) -> bool:
+    """Whether `owner` defines `attr` as one method decorated as a property (cheap: asked before
+    the run-wide scans)."""
+    methods = [n for n in owner.body if isinstance(n, _DEFS) and n.name == attr]
+    return len(methods) == 1 and any((astcache.dotted(d) or "") in _PROPERTY for d in methods[0].decorator_list)
+
+
 def property_value(run, j: int, owner: ast.ClassDef, attr: str, used: list):
     """The value on an NPU host of `self.attr` where `attr` is a property of `owner` (module j),
     with the place to name, as (value, "path:line"); (flagtruth.UNKNOWN, "") where unknown.
