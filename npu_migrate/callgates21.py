@@ -149,6 +149,7 @@ class _Gates:
     def _attr(self, j: int, tree: ast.Module, parents: dict, function: ast.AST, attr: str, used: list):
         """The value of `self.attr` in the class holding `function`, or None where unknown."""
         from .flagtruth import UNKNOWN as _U
+        from .propgates26 import is_property, property_value  # (a property returning it: propgates26.py)
 
         owner = parents.get(id(function))
         if not isinstance(owner, ast.ClassDef):
@@ -162,6 +163,12 @@ class _Gates:
                   and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
         others = [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
                   and not isinstance(n.ctx, ast.Load)]
+        if not stores and not others and is_property(owner, attr) and self._assigned_elsewhere(attr, j, owner) == 0:
+            value, place = property_value(self.run, j, owner, attr, used)
+            self.attrs[key] = value
+            if place:
+                self.where[key] = place
+            return value
         if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
             return _U
         method = self._function(parents, stores[0])
@@ -257,7 +264,8 @@ class _Gates:
                             env[f"self.{n.attr}"] = value
                             owner = parents.get(id(function))
                             place = self.where.get((j, getattr(owner, "name", ""), n.attr), "")
-                            note = f"`self.{n.attr}` is {value!r} there, set once at {place}"
+                            note = f"`self.{n.attr}` is {value!r} there, " + (
+                                place if place.startswith("returned by") else f"set once at {place}")
                             if note not in self.notes:
                                 self.notes.append(note)
             for name, expr in bound.items():

@@ -1,82 +1,70 @@
-"""Triton kernels whose launchers another module calls only under a gate false on an NPU host
-(issue #16, round-26 wave, audit BF#9). Whole run, from runplan.whole_run_passes, right after
-callgates21.py.
+"""Triton kernels whose every launch lies behind another module's gate false on an NPU host, and
+gates read through a property (issue #16, round 26: BE#1).
 
-    # model/nvidia/ihc_kernels.py
-    from pkg.platforms import current_platform
-    from pkg.triton_utils import HAS_TRITON, tl, triton   # placeholders where Triton is missing
+Round 19's BE#1: the three `@triton.jit` functions of a model's `ops/query_quant.py` are launched
+only by `fused_q_kv_rmsnorm_quant()` of the same file, whose only caller is an attention layer
+(another module) that calls it only under `if self.q_lora_rank % 32 == 0 and
+self._can_fuse_query_quant:`. `_can_fuse_query_quant` is a `@cached_property` returning
+`can_fuse_query_quant(linears)`, which returns False first thing off CUDA (`if not
+current_platform.is_cuda(): return False`). Two pieces were missing:
 
-    def ihc_supported(x):
-        return HAS_TRITON and current_platform.is_cuda() and x.dtype == torch.bfloat16
+* **A gate read through a property.** callgates21.py reads `self.X` where the class assigns it
+  once; a property is a method the attribute calls: propgates26.py reads it (its one `return`,
+  also through a function the method imports itself), and callgates21.py asks it for a `self.X`
+  it finds no assignment of.
+* **The kernel itself.** callgates21.py lowers the findings in a function's body; a Triton
+  kernel's NPU910 sits on its decorator (`@triton.jit`), outside the body, so the kernel stayed an
+  error while the FP8 line of its launcher became a scope. `review` (whole run, right after
+  callgates21.py) takes each open NPU910 place that lies on the decorator of a module-level
+  function decorated by Triton (`triton.jit`, `triton.autotune`, `triton.heuristics`, bare or
+  called), and lowers it the same way when callgates21's `Gates.sites` finds every reference of
+  the run to that function in code an NPU host does not run, one at least in another module (its
+  launcher's callers, a few steps deep). The decorator itself runs at import, where the module's
+  import of Triton is judged on its own (an unguarded `import triton` keeps its own finding).
 
-    @triton.jit                                            # NPU910 (also at the next kernel)
-    def _stage1(x_ptr, ...): ...
+* **A device function the lowered kernels shared.** A place kept that way, on a Triton device
+  function (called, never launched) whose every reference in the run is a call inside a Triton
+  kernel, the other modules' kernels having their own open NPU910, is folded into the first of
+  those findings, which names it (BE#1's `mxfp8_scale_offset`, also called inside an engram
+  module's kernels, which are reported there): it runs only where those kernels run.
 
-    def ihc_pre(x, w):
-        _stage1[(n,)](x, w, ...)
-
-    # model/nvidia/hc.py (another module)
-    class PreLayer:
-        def forward(self, x):
-            if ihc_supported(x):
-                return ihc_pre(x, self.w)                  # the only call of `ihc_pre`
-            return torch_reference(x, self.w)              # what an NPU host runs
-
-callgates21.py lowers a report-only finding in a function's body whose every reference lies in
-code an NPU host does not run; an NPU910 on a module-level `@triton.jit` kernel is anchored on the
-decorator (a line at module level, no body), so that pass never asked about it. Here: an open
-NPU910 error (not fixable, not info, not moot) each place of which is a decorator line of a
-module-level function decorated by Triton (`@triton.jit`, `@triton.autotune(...)`,
-`@triton.heuristics(...)`: a decorator whose dotted name starts with `triton`) becomes a named
-scope ("in a branch an NPU host does not take") when callgates21.Gates.sites finds every
-reference of the run to that kernel in code an NPU host does not run, a few steps deep (the
-kernel's launcher in its own module, the launcher's callers in another module under `if
-ihc_supported(x):`, the predicate read by flagcalls19's interpreter: `current_platform.is_cuda()`
-False there), at least one of them in another module. The reason names the kernel and each gate.
-
-Kept: a kernel launched by code an NPU host may run (a launcher called unconditionally, a
-predicate testing only `x.is_cuda`, which the shim answers for the NPU too, or `HAS_TRITON`, which
-Triton-Ascend may make true); a kernel named in a string, handed on as a value, or read at import;
-a place that is no Triton decorator line (the merged finding keeps it, flagcalls19.lower). A model
-package whose `__init__` loads the `nvidia/` implementation on every platform but ROCm (round 25
-BT#1) does not decide anything here: only the gates around the launches do.
+What stays: a kernel one of whose references may run there and is no call inside a kernel (a
+launch, a value handed on, a string, a test's call: that place of a merged finding stays, split
+off); a gate callgates21 cannot read (a property with two returns, a setter, a second `def
+X(` in the run, a value the interpreter does not know); a kernel referenced only in its own
+module (a file's own dead code is testscopes' and reach.py's); a decorator that is not Triton's.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Optional
 
 from . import astcache
 
-
-def _triton_decorated(stmt: ast.AST) -> bool:
-    """A module-level function one of whose decorators is Triton's (`triton.jit`, `triton.autotune(...)`)."""
-    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    for deco in stmt.decorator_list:
-        node = deco.func if isinstance(deco, ast.Call) else deco
-        while isinstance(node, ast.Attribute):
-            node = node.value
-        if isinstance(node, ast.Name) and node.id == "triton":
-            return True
-    return False
+_TRITON = ("jit", "autotune", "heuristics")
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def kernel_at(tree: ast.Module, line: int) -> Optional[ast.AST]:
-    """The module-level Triton kernel whose decorator list holds `line`, or None."""
+def triton_decorated(tree: ast.Module) -> dict:
+    """{line: the module-level function} for every line of a Triton decorator of such a function."""
+    out: dict = {}
     for stmt in tree.body:
-        if _triton_decorated(stmt) and stmt.decorator_list:
-            first = min(d.lineno for d in stmt.decorator_list)
-            if first <= line < stmt.body[0].lineno and line <= max(d.end_lineno or d.lineno for d in stmt.decorator_list):
-                return stmt
-    return None
+        if not isinstance(stmt, _DEFS):
+            continue
+        for decorator in stmt.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            words = (astcache.dotted(target) or "").split(".")
+            if len(words) >= 2 and "triton" in words[:-1] and words[-1] in _TRITON:
+                for line in range(decorator.lineno, (decorator.end_lineno or decorator.lineno) + 1):
+                    out[line] = stmt
+    return out
 
 
 def review(results: list, paths: dict) -> list:
-    """The results, with the NPU910 kernel places of this module's docstring lowered to named scopes."""
-    import dataclasses
-
+    """The results, with each open NPU910 place on a Triton decorator of a kernel that only code
+    an NPU host does not run references lowered to a named scope (this module's docstring)."""
     from .callgates21 import Gates
     from .flagcalls19 import Run, lower
     from .flags16 import BRANCH
@@ -84,14 +72,16 @@ def review(results: list, paths: dict) -> list:
     from .modpaths import RunTexts
     from .moot import is_moot
 
-    def open_finding(f) -> bool:
-        return f.code == "NPU910" and not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+    def open_kernel(f) -> bool:
+        return (f.code == "NPU910" and not f.fixable and f.cell is None and not is_moot(f)
+                and f.severity != "info")
 
     text_of = RunTexts(results, paths)
-    state = None
+    state: Optional[tuple] = None
+    folds: list = []  # ((module, line) of a kept kernel place of a file whose other places were lowered)
     out = list(results)
     for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(open_finding(f) for f in result.findings):
+        if not result.relpath.endswith(".py") or not any(open_kernel(f) for f in result.findings):
             continue
         data = text_of(i)
         if not data or b"triton" not in data:
@@ -103,24 +93,101 @@ def review(results: list, paths: dict) -> list:
             run = Run(results, text_of)
             state = (run, Gates(run))
         run, gates = state
-        tree = run.trees.setdefault(i, tree)  # (the tree the run's lookups hold: nodes compared by identity)
+        tree = run.trees.setdefault(i, tree)
+        kernels = triton_decorated(tree)
+        if not kernels:
+            continue
 
-        def reason_of(line: int, tree=tree, i=i) -> Optional[str]:
-            kernel = kernel_at(tree, line)
-            if kernel is None:
+        def reason_of(line: int, i=i, kernels=kernels) -> Optional[str]:
+            unit = kernels.get(line)
+            if unit is None:
                 return None
-            found = gates.sites(i, kernel)
+            found = gates.sites(i, unit)
             if not found or not any(j != i for j, _s in found):
                 return None
-            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
+            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))
             shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
-            return f"{BRANCH}: Triton kernel `{kernel.name}` is launched only from code an NPU host does not run: {shown}"
+            return (f"{BRANCH}: the Triton kernel `{unit.name}` is reached only from code an NPU host "
+                    f"does not run: {shown}")
 
         findings, changed = [], False
         for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_finding(finding) else None
+            pieces = lower(finding, reason_of) if open_kernel(finding) else None
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
+            if pieces is not None:
+                folds.extend((i, p.line) for p in pieces if open_kernel(p) and p.line in kernels)
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return _fold_device_functions(out, folds, state[0] if state else None, open_kernel)
+
+
+def _kernel_spans(tree: ast.Module) -> list:
+    return sorted({(f.lineno, f.end_lineno or f.lineno) for f in triton_decorated(tree).values()})
+
+
+def _device_callers(run, i: int, name: str) -> Optional[list]:
+    """The other modules whose every reference to `name` (module i's Triton function) is a call
+    inside one of their own Triton kernels, as do module i's own references; None where any
+    reference is anything else (a launch `name[grid](...)`, a value handed on, a string, a test)."""
+    from .importgates import is_test
+
+    word = name.encode()
+    callers = []
+    for j, result in enumerate(run.results):
+        if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
+            continue
+        tree = run.tree(j)
+        if tree is None:
+            return None
+        spans = _kernel_spans(tree)
+        parents = astcache.parents(tree)
+        found = False
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == name:
+                return None
+            if isinstance(node, ast.Attribute) and node.attr == name:
+                return None
+            if isinstance(node, ast.Name) and node.id == name:
+                call = parents.get(id(node))
+                if not (isinstance(call, ast.Call) and call.func is node and isinstance(node.ctx, ast.Load)
+                        and any(a <= node.lineno <= b for a, b in spans)):
+                    return None
+                found = True
+        if found and j != i:
+            if is_test(result.relpath):
+                return None
+            callers.append(j)
+    return callers or None
+
+
+def _fold_device_functions(out: list, folds: list, run, open_kernel) -> list:
+    """A kept place on the decorator of a Triton device function (called, never launched) whose
+    every reference in the run is a call inside a Triton kernel, the other modules' kernels having
+    their own open NPU910: folded into the first such finding, which names it (BE#1's
+    `mxfp8_scale_offset`, which another model file's kernels call; the kernels of its own file
+    launched only behind a gate false there)."""
+    if run is None:
+        return out
+    for i, line in folds:
+        tree = run.tree(i)
+        unit = triton_decorated(tree).get(line) if tree is not None else None
+        if unit is None:
+            continue
+        callers = _device_callers(run, i, unit.name)
+        if not callers:
+            continue
+        target = next(((j, k) for j in callers for k, f in enumerate(out[j].findings) if open_kernel(f)), None)
+        if target is None:
+            continue
+        j, k = target
+        mine = [f for f in out[i].findings if open_kernel(f) and f.line == line]
+        if len(mine) != 1:
+            continue
+        note = (f"also the Triton device function `{unit.name}` of {out[i].relpath} (its NPU910 at line {line}), "
+                "which this file calls only inside its own kernels: it runs only where these kernels run")
+        findings = list(out[j].findings)
+        findings[k] = dataclasses.replace(findings[k], message=f"{findings[k].message} ({note})")
+        out[j] = dataclasses.replace(out[j], findings=findings)
+        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if f is not mine[0]])
     return out

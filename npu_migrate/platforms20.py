@@ -249,6 +249,7 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
     why, or None), or None where the run has no such class. Public for platformlayer23.py."""
     from .modpaths import ImportIndex, RunModules, RunTexts, module_names
     from .platforms21 import EnumEntries
+    from .shipped26 import unshipped
     from .tritonguards import run_imports
 
     python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
@@ -284,7 +285,8 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
         return None
     imports, _text = run_imports(results, python, paths)
     index = ImportIndex(results, python)
-    library = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
+    # (a top-level benchmarks/examples/scripts/tools file is no site either: shipped26.py)
+    library = [j for j in python if not _TEST_FILE.search(results[j].relpath) and not unshipped(results[j].relpath)]
     entries = EnumEntries(results, modules, text_of, library)  # (platforms21.py: backend enums)
     importers: dict[int, list[tuple[int, int]]] = {}
     for j in library:

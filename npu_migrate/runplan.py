@@ -449,7 +449,7 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .callgates21 import review as review_call_gates
     results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
     from .kernelgates26 import review as review_kernel_gates
-    results = review_kernel_gates(results, paths)  # (Triton kernels launched only under such gates: kernelgates26.py)
+    results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
     from .gatedusers24 import review as review_gated_users
     results = review_gated_users(results, paths)  # (helpers serving only a package imported under a false gate)
     from .fp8folds19 import review as review_fp8_folds

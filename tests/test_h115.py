@@ -135,8 +135,9 @@ def test_bf9_pair_kernel_also_handed_on_as_a_value_stays_an_error(tmp_path):
 
 def test_kernelgates26_reads_stacked_triton_decorators():
     from npu_migrate import astcache
-    from npu_migrate.kernelgates26 import kernel_at
+    from npu_migrate.kernelgates26 import triton_decorated
 
     tree = astcache.parse(b"import triton\n\n@triton.autotune(configs=[],\n    key=['n'])\n@triton.jit\ndef k(x):\n    pass\n\n@other\ndef f():\n    pass\n")
-    assert kernel_at(tree, 3).name == "k" and kernel_at(tree, 4).name == "k" and kernel_at(tree, 5).name == "k"
-    assert kernel_at(tree, 6) is None and kernel_at(tree, 9) is None
+    lines = triton_decorated(tree)
+    assert lines[3].name == "k" and lines[4].name == "k" and lines[5].name == "k"
+    assert 6 not in lines and 9 not in lines
