@@ -446,6 +446,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_backend_comparisons(results, paths)  # (`if backend == "nccl"` over a rewritten default: probes19.py)
     from .flagcalls19 import review as review_flag_calls
     results = review_flag_calls(results, paths)  # (blocks behind another module's flag a project function computes False: flagcalls19.py)
+    from .testgates26 import review_flag_skips
+    results = review_flag_skips(results, paths)  # (tests a skip on another module's flag keeps off the NPU: testgates26.py)
     from .callgates21 import review as review_call_gates
     results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
     from .kernelgates26 import review as review_kernel_gates

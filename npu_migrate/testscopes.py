@@ -408,11 +408,14 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]],
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}
+    # (a forward reference, `-> "MOETensors8Bit"`: read where the annotation is, round 26 BV#2)
+    annotations = {id(a) for node in astcache.walk(tree) for a in _annotations(node)}
     for node in astcache.walk(tree):
         if isinstance(node, ast.Name) and node.id in refs and isinstance(node.ctx, ast.Load):
             refs[node.id].append(node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in refs:
-            refs[node.value].append(0)  # named in a string (`__all__`, getattr): reached from outside
+            # named in a string (`__all__`, getattr): reached from outside
+            refs[node.value].append(node.lineno if id(node) in annotations else 0)
     span = {name: (min([d.lineno, *(x.lineno for x in d.decorator_list)]), d.end_lineno or d.lineno)
             for name, d in defs.items()}
     found: dict[str, str] = {}  # helper -> the skip condition of a test that reaches it
@@ -440,6 +443,21 @@ def _helper_scopes(tree: ast.Module, scopes: list[tuple[int, int, str]],
                 found[name] = real[0]
                 changed = True
     return [(*span[name], f"{HELPER_NOTE}: {why}") for name, why in found.items()]
+
+
+helper_scopes = _helper_scopes  # (testgates26.py: tests another module's flag skips)
+
+
+def _annotations(node: ast.AST) -> list:
+    """The string annotations `node` holds itself (a return, its parameters', an annotated name)."""
+    found: list = []
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = node.args
+        found = [node.returns, *(a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                                         args.vararg, args.kwarg) if a is not None)]
+    elif isinstance(node, ast.AnnAssign):
+        found = [node.annotation]
+    return [a for a in found if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
 _ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
