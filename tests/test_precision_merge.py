@@ -139,9 +139,14 @@ def test_nccl_keys_of_one_dict_are_one_finding(tmp_path):
     assert keys["code"] == "NPU602"
     assert "`NCCL_ALGO`" in keys["message"] and "`NCCL_PROTO`" in keys["message"]
     assert "in the same statement" in keys["message"]
-    assert len(keys["also"]) == 1
-    # another statement's key stays its own finding
-    (other,) = _at(findings, "tune.py", 6, "NPU602")
+    # the adjacent statement's key folds in too, named as such (ncclfolds26, round 26 BV#7)
+    assert [a[0] for a in keys["also"]] == [5, 6]
+    assert "(with `NCCL_IB_HCA` in the adjacent statement)" in keys["message"]
+    assert not _at(findings, "tune.py", 6, "NPU602")
+    # a statement between them keeps the later key its own finding
+    apart = NCCL_KEYS.replace('    os.environ["NCCL_IB_HCA"]', '    print("tuned")\n    os.environ["NCCL_IB_HCA"]')
+    findings = _report(tmp_path / "apart", {"tune.py": apart})
+    (other,) = _at(findings, "tune.py", 7, "NPU602")
     assert "`NCCL_IB_HCA`" in other["message"]
 
 
@@ -319,5 +324,5 @@ def test_a_determinism_key_names_hccl_deterministic(tmp_path):
     findings = _report(tmp_path, {"tune.py": NCCL_KEYS})
     (keys,) = _at(findings, "tune.py", 5)
     assert "HCCL_DETERMINISTIC=true" in keys["message"]
-    (other,) = _at(findings, "tune.py", 6)
-    assert "HCCL_DETERMINISTIC" not in other["message"]
+    # (the adjacent NCCL_IB_HCA folds into it: the advice is given once)
+    assert keys["message"].count("HCCL_DETERMINISTIC") == 1 and not _at(findings, "tune.py", 6)
