@@ -42,6 +42,8 @@ calls `mark` for each node it enters (Sweep.on_visit).
 from __future__ import annotations
 
 import ast
+
+from . import astcache
 from typing import Any, Optional
 
 Sweep = Any  # sweep.Sweep
@@ -86,14 +88,8 @@ def _found(ctx: Context) -> Optional[dict]:
 
 
 def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
+    """`a.b.c` of an attribute chain on a name, "" for a chain on anything else."""
+    return astcache.dotted(node, strict=True) or ""
 
 
 def _const(node: Optional[ast.AST]) -> Optional[str]:

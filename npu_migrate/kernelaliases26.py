@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import ast
 
+from . import astcache
+
 from .findings import Finding
 from .folding import Fold, ours, places_of
 
@@ -38,14 +40,8 @@ WHERE = ("as a module-level alias the kernels use, read when the module is impor
 
 
 def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
+    """`a.b.c` of an attribute chain on a name, "" for a chain on anything else."""
+    return astcache.dotted(node, strict=True) or ""
 
 
 def _kernel_lines(tree: ast.Module, triton_names: set[str]) -> dict[int, tuple[int, int]]:
