@@ -33,6 +33,7 @@ import bisect
 import copy
 import functools
 import re
+from collections import OrderedDict
 
 from . import astcache, capgates, catalogue, npugates
 
@@ -343,11 +344,33 @@ def _false_names(bindings: dict[str, list], inherited: frozenset, functions: fro
     return frozenset(out)
 
 
+_FALSE_MEMO: OrderedDict = OrderedDict()  # (id(tree), module names, truth) -> (tree, names), newest last
+_FALSE_MEMO_SIZE = 16
+
+
 def _false_functions(tree: ast.Module, module_names: frozenset) -> frozenset:
     """Names of the file's functions and methods (every definition of the name) that return only
     values false on an NPU host: each `return` has a value, false there, and the body ends with a
     `return` or `raise` (no implicit None: `f() is None` would be misread), or the body starts
-    with an exit an NPU host takes that returns such a value."""
+    with an exit an NPU host takes that returns such a value.
+    Worked out once per tree: `untaken` (asked by several passes with different lines of
+    interest) and `with_file_facts` ask the same file the same question, at a quarter of a second
+    a large file (a cold check of torch/_inductor asked 161 times for 70 files). The entry holds
+    the tree itself, so that its `id` names no other tree while the entry lives; the answer depends
+    only on the tree, `module_names` and the truth function (`_PLAIN[0]`), all in the key."""
+    key = (id(tree), module_names, _PLAIN[0] if _PLAIN else None)
+    held = _FALSE_MEMO.get(key)
+    if held is not None and held[0] is tree:
+        _FALSE_MEMO.move_to_end(key)
+        return held[1]
+    found = _compute_false_functions(module_names)
+    _FALSE_MEMO[key] = (tree, found)
+    while len(_FALSE_MEMO) > _FALSE_MEMO_SIZE:
+        _FALSE_MEMO.popitem(last=False)
+    return found
+
+
+def _compute_false_functions(module_names: frozenset) -> frozenset:
     defs: dict[str, list] = _CACHE["defs"]
     found: set[str] = set()
     for _ in range(3):
