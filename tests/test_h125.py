@@ -1,0 +1,153 @@
+"""Precision wave 27, helper h125 (issue #16): SGLang's JIT-compiled CUDA sources (round audits
+BM#16, BP#15; npu_migrate/jitcallers27.py, called from jitreach23.py). Each false case is paired
+with the nearest true case that stays reported."""
+
+from __future__ import annotations
+
+from tests.precision_helpers import migrate_json, write_project
+from tests.test_h94 import PLATFORM
+
+JIT_UTILS = '''\
+def load_jit(name, *args, cuda_files=(), cuda_wrappers=()):
+    from tvm_ffi.cpp import load_inline
+
+    return load_inline(name, cuda_sources=[open(f).read() for f in cuda_files])
+'''
+
+LOADER = '''\
+from proj.kern.utils import load_jit
+
+
+def _module(dtype):
+    return load_jit("{name}", dtype, cuda_files=["{source}"], cuda_wrappers=[("run", "run")])
+
+
+def {name}(x, out):
+    _module(x.dtype).run(x, out)
+'''
+
+KERNEL = "__global__ void {name}_kernel(float* x) {{ x[threadIdx.x] = 1.0f; }}\n"
+
+# a library module that fails to import on an NPU host before it reaches the loader
+FAILING_IMPORTER = '''\
+import torch
+
+from flashinfer import silu_and_mul
+
+from proj.kern.quant import quant
+
+
+def run_moe(x, out):
+    quant(x, out)
+    return silu_and_mul(out)
+'''
+
+TEST_OF_DEMO = '''\
+import torch
+
+from proj.kern.demo import demo
+
+
+def test_demo():
+    x = torch.zeros(8)
+    demo(x, x)
+'''
+
+
+def _project(tmp_path, files):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/utils.py": PLATFORM,
+        "proj/kern/__init__.py": "",
+        "proj/kern/utils.py": JIT_UTILS,
+        **files,
+    }))
+
+
+def _npu912(report):
+    return [f for f in report["findings"] if f["code"] == "NPU912"]
+
+
+def _scopes(report):
+    return [s["reason"] for s in report["skipped"] if "(NPU912)" in s.get("reason", "")]
+
+
+def _quant_files(importer):
+    return {
+        "proj/kern/quant.py": LOADER.format(name="quant", source="gemm/quant.cuh"),
+        "proj/kern/csrc/gemm/quant.cuh": KERNEL.format(name="quant"),
+        "proj/moe/__init__.py": "",
+        "proj/moe/w4a8.py": importer,
+    }
+
+
+# ------------------------------------------------ BP#15: the loader's only importer fails first
+
+def test_jit_source_whose_loader_only_a_failing_importer_reads_is_a_scope(tmp_path):
+    report = _project(tmp_path, _quant_files(FAILING_IMPORTER))
+    assert _npu912(report) == []
+    (reason,) = [r for r in _scopes(report) if "JIT loaders" in r]
+    assert "proj/moe/w4a8.py:5 (`proj/moe/w4a8.py` fails to import first on an NPU host, at line 3" in reason
+    assert "from flashinfer import silu_and_mul" in reason
+    # the importer's own failure stays reported
+    (own,) = [f for f in report["findings"] if f["path"] == "proj/moe/w4a8.py" and f["code"] == "NPU911"]
+    assert own["line"] == 3 and own["severity"] == "error"
+
+
+def test_jit_source_stays_when_the_importers_cuda_import_is_guarded(tmp_path):
+    # nearest true case: the CUDA-only import cannot fail the module (try/except ImportError), so
+    # `run_moe` runs on an NPU host and compiles the kernel there
+    guarded = FAILING_IMPORTER.replace(
+        "from flashinfer import silu_and_mul\n",
+        "try:\n    from flashinfer import silu_and_mul\nexcept ImportError:\n    silu_and_mul = None\n")
+    report = _project(tmp_path, _quant_files(guarded))
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"
+    assert not [r for r in _scopes(report) if "JIT loaders" in r]
+
+
+def test_jit_source_stays_when_the_loader_is_imported_before_the_failing_import(tmp_path):
+    # nearest true case: the loader's import runs first (a loader may compile at import)
+    early = FAILING_IMPORTER.replace("from flashinfer import silu_and_mul\n\nfrom proj.kern.quant import quant\n",
+                                     "from proj.kern.quant import quant\n\nfrom flashinfer import silu_and_mul\n")
+    report = _project(tmp_path, _quant_files(early))
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"
+
+
+# ------------------------------------- BM#16: loaders only tests import, or nothing (policies P2, P3)
+
+def _demo_files(**extra):
+    return {
+        "proj/kern/demo.py": LOADER.format(name="demo", source="demo.cuh"),
+        "proj/kern/csrc/demo.cuh": KERNEL.format(name="demo"),
+        **extra,
+    }
+
+
+def test_jit_source_whose_loader_only_a_test_imports_is_info_naming_the_test(tmp_path):
+    report = _project(tmp_path, _demo_files(**{"proj/kern/tests/test_demo.py": TEST_OF_DEMO}))
+    (found,) = _npu912(report)
+    assert found["severity"] == "info"
+    assert "reached on an NPU host only by a user's own call of a JIT loader the library never imports" \
+        in found["message"]
+    assert "`proj/kern/demo.py` is reached on an NPU host only from tests/benchmarks " \
+        "(proj/kern/tests/test_demo.py:3)" in found["message"]
+    assert not _scopes(report)  # (a user may still call it: info, not a scope)
+
+
+def test_jit_source_whose_loader_nothing_imports_is_info_saying_so(tmp_path):
+    report = _project(tmp_path, _demo_files())
+    (found,) = _npu912(report)
+    assert found["severity"] == "info"
+    assert "no file of the run imports `proj/kern/demo.py`" in found["message"]
+
+
+def test_jit_source_whose_loader_a_library_module_calls_stays_an_error(tmp_path):
+    # nearest true case: library code an NPU host runs calls the loader
+    user = "from proj.kern.demo import demo\n\n\ndef bump(x):\n    demo(x, x)\n"
+    report = _project(tmp_path, _demo_files(**{"proj/kern/tests/test_demo.py": TEST_OF_DEMO,
+                                               "proj/ops.py": user}))
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"
+    assert "JIT loader" not in found["message"]
