@@ -151,3 +151,102 @@ def test_jit_source_whose_loader_a_library_module_calls_stays_an_error(tmp_path)
     (found,) = _npu912(report)
     assert found["severity"] == "error"
     assert "JIT loader" not in found["message"]
+
+
+# ------------------------------------ BR#20: a switched-off CUDA library's methods, callers test the switch
+
+COMMUNICATOR = '''\
+import ctypes
+
+
+class NCCLLibrary:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+
+
+class Communicator:
+    def __init__(self, path):
+        try:
+            self.nccl = NCCLLibrary(path)
+        except Exception:
+            self.available = False
+            self.disabled = True
+            return
+        self.available = True
+        self.disabled = False
+
+    def all_reduce(self, x):
+        if self.disabled:
+            return
+        self.nccl.ncclAllReduce(x)
+
+    def gather_async(self, out, inp):
+        self.nccl.ncclAllGather(out, inp)
+
+    def group_start(self):
+        self.nccl.ncclGroupStart()
+'''
+
+STATE = '''\
+from proj.comm.pynccl import Communicator
+
+
+class Group:
+    def __init__(self, use_nccl, path):
+        self.comm = Communicator(path) if use_nccl else None
+
+    def gather(self, out, inp):
+        comm = self.comm
+        if comm is None or comm.disabled:
+            out.copy_(inp)
+        else:
+            comm.gather_async(out, inp)
+
+    def gather_many(self, outs, inps):
+        comm = self.comm
+        assert comm is not None and not comm.disabled, "nccl required"
+        comm.group_start()
+        for out, inp in zip(outs, inps):
+            comm.gather_async(out, inp)
+'''
+
+
+def _comm_project(tmp_path, state=STATE):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/comm/__init__.py": "",
+        "proj/comm/pynccl.py": COMMUNICATOR,
+        "proj/comm/state.py": state,
+    }))
+
+
+def _comm_findings(report):
+    return [f for f in report["findings"] if f["path"] == "proj/comm/pynccl.py" and "self.nccl" in f["message"]]
+
+
+def test_library_methods_whose_callers_test_the_switch_are_a_scope(tmp_path):
+    report = _comm_project(tmp_path)
+    assert _comm_findings(report) == []
+    reasons = [s["reason"] for s in report["skipped"] if s["path"] == "proj/comm/pynccl.py"]
+    assert any("every call of `gather_async` tests the receiver's switch first (proj/comm/state.py:13"
+               in r for r in reasons), reasons
+    assert any("every call of `group_start` tests the receiver's switch first (proj/comm/state.py:18)"
+               in r for r in reasons), reasons
+
+
+def test_library_method_no_file_calls_is_info_saying_so(tmp_path):
+    state = STATE.replace("        comm.group_start()\n", "")
+    report = _comm_project(tmp_path, state)
+    (found,) = _comm_findings(report)
+    assert found["severity"] == "info"
+    assert "a method no file of the run calls" in found["message"] and "`group_start`" in found["message"]
+    assert "every call of `gather_async` tests the receiver's switch first" in found["message"]
+
+
+def test_library_method_called_without_a_test_stays(tmp_path):
+    # nearest true case: one caller does not ask the switch, so an NPU host reaches the NCCL call
+    state = STATE + "\n\ndef flush(group, out, inp):\n    group.comm.gather_async(out, inp)\n"
+    report = _comm_project(tmp_path, state)
+    found = _comm_findings(report)
+    assert found and all(f["severity"] != "info" for f in found)
+    assert any(f["line"] == 26 or any(a[0] == 26 for a in f.get("also", [])) for f in found)
