@@ -250,3 +250,61 @@ def test_library_method_called_without_a_test_stays(tmp_path):
     found = _comm_findings(report)
     assert found and all(f["severity"] != "info" for f in found)
     assert any(f["line"] == 26 or any(a[0] == 26 for a in f.get("also", [])) for f in found)
+
+
+# ------------------------------------- BQ#34: an FP8 dtype a user picks for a function only a host calls
+
+NODE = '''\
+import torch
+
+
+class UnetLoader:
+    FUNCTION = "load_unet"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {"weight_dtype": (["default", "fp8_e4m3fn", "fp8_e5m2"],)}}
+
+    def load_unet(self, unet_name, weight_dtype):
+        options = {}
+        if weight_dtype == "fp8_e4m3fn":
+            options["dtype"] = torch.float8_e4m3fn
+        elif weight_dtype == "fp8_e5m2":
+            options["dtype"] = torch.float8_e5m2
+        return unet_name, options
+'''
+
+
+def _node_project(tmp_path, extra=None):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/apps/__init__.py": "",
+        "proj/apps/nodes.py": NODE,
+        **(extra or {}),
+    }))
+
+
+def _fp8(report):
+    return [f for f in report["findings"] if f["path"] == "proj/apps/nodes.py" and f["code"] == "NPU913"]
+
+
+def test_fp8_dtype_a_user_picks_for_a_framework_called_function_is_info(tmp_path):
+    (found,) = _fp8(_node_project(tmp_path))
+    assert found["severity"] == "info"
+    assert 'reached on an NPU host only when a user chooses "fp8_e4m3fn" or "fp8_e5m2" for `weight_dtype`' \
+        in found["message"]
+    assert "no call of the run calls `load_unet` (line 11)" in found["message"]
+
+
+def test_fp8_dtype_stays_when_the_run_calls_the_function(tmp_path):
+    # nearest true case: the package's own code calls it, so its callers' values decide
+    caller = "from proj.apps.nodes import UnetLoader\n\n\ndef load(name):\n    return UnetLoader().load_unet(name, \"fp8_e4m3fn\")\n"
+    found = _fp8(_node_project(tmp_path, {"proj/apps/run.py": caller}))
+    assert found and all(f["severity"] != "info" for f in found)
+
+
+def test_fp8_dtype_stays_when_the_parameter_is_rebound(tmp_path):
+    # nearest true case: the value tested is no longer the caller's choice
+    rebound = NODE.replace("        options = {}\n", "        options = {}\n        weight_dtype = \"fp8_e4m3fn\"\n")
+    found = _fp8(_node_project(tmp_path, {"proj/apps/nodes.py": rebound}))
+    assert found and all(f["severity"] != "info" for f in found)
