@@ -2,8 +2,8 @@
 #16, precision wave 27, helper h125; round audits BM#16, BP#15).
 
 jitreach23.py scopes the NPU912 error of a `.cu`/`.cuh` that JIT loaders compile (`load_jit("x",
-cuda_files=["x.cuh"])`) when every library use of each loader is code an NPU host never runs. Two
-shapes stopped it one step short; both are decided here and called from jitreach23.review:
+cuda_files=["x.cuh"])`) when every library use of each loader is code an NPU host never runs.
+Three shapes stopped it one step short; they are decided here and called from jitreach23.review:
 
 * **An importer that fails first** (`fails_first`, BP#15). A library module imports the loader
   (`from pkg.jit_kernel.quant import quant_fp8`, at module level or in a function) after its own
@@ -18,6 +18,13 @@ shapes stopped it one step short; both are decided here and called from jitreach
   with the failing line. A CUDA-only import after the loader's (at module level), one under an
   `if`/`try`, one the run does not report as an error (lowered, or a package with an NPU build):
   not such a use.
+
+* **An import of the loader that never runs** (`gated_import`, BP#15). `if _is_cuda: from
+  pkg.jit_kernel.quant import quant_fp8` (a gate false on an NPU host, as callgates21 reads it),
+  or the import inside a function only such code calls: whatever later reads `quant_fp8` there
+  (a function defined in the `else:` of another platform test) meets a NameError, never the
+  loader, so the statement is a dead use as a whole; its reads are not asked. An import an NPU
+  host may run: its reads are followed as before.
 
 * **A loader no library module imports** (`unimported_note`, BM#16; owner's policies P2 and P3
   of wave 27, replacing session 34's "the error stands"). A loader only tests or benchmarks import,
@@ -64,6 +71,13 @@ def fails_first(result, tree: ast.Module, statement: ast.AST, parents: dict, pac
             return (f"`{result.relpath}` fails to import first on an NPU host, at line {node.lineno} "
                     f"(`{shown}`, a CUDA-only package imported unguarded at module level, reported there)")
     return None
+
+
+def gated_import(why: Optional[str]) -> Optional[str]:
+    """The reason an import statement of the loader never runs on an NPU host (jitreach23's
+    reading of the statement itself: a gate false there, a function only such code calls), or
+    None: none of the names it binds then comes from the loader, whatever reads them."""
+    return f"the import itself never runs on an NPU host: {why}" if why else None
 
 
 def _importers(results: list, paths: dict, loader: int) -> tuple[list[str], list[str]]:

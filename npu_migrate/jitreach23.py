@@ -139,7 +139,7 @@ class _Reach:
         return self.verdicts[i]
 
     def _verdict(self, i: int) -> Optional[str]:
-        from .jitcallers27 import fails_first
+        from .jitcallers27 import fails_first, gated_import
         from .modpaths import module_names, resolve_relative
         from .tritonguards import named_in_a_string
 
@@ -176,8 +176,9 @@ class _Reach:
                 if self.results[j].relpath.endswith("__init__.py") or any(a.name == "*" for a in node.names):
                     return None  # (a re-export: its users are elsewhere)
                 parents = parents or astcache.parents(tree)
-                first = fails_first(self.results[j], tree, node, parents, self.packages)
-                if first is not None:  # (the importer fails at an earlier CUDA-only import: jitcallers27.py)
+                first = fails_first(self.results[j], tree, node, parents, self.packages) or gated_import(
+                    self._dead(j, tree, parents, node))
+                if first is not None:  # (the importer fails first, or imports it only under a false gate: jitcallers27.py)
                     told.append(f"{self.results[j].relpath}:{node.lineno} ({first})")
                     continue
                 for alias in node.names:

@@ -115,6 +115,40 @@ def test_jit_source_stays_when_the_loader_is_imported_before_the_failing_import(
     assert found["severity"] == "error"
 
 
+GATED_IMPORTER = '''\
+from proj.utils import is_cuda
+
+_is_cuda = is_cuda()
+
+if _is_cuda:
+    from proj.kern.quant import quant as cuda_quant
+
+
+def scaled_quant(x, out):
+    cuda_quant(x, out)
+    return out
+'''
+
+
+def test_jit_source_whose_loader_is_imported_only_under_a_false_gate_or_by_a_failing_importer_is_a_scope(tmp_path):
+    # the read in `scaled_quant` meets a NameError on an NPU host, never the loader
+    report = _project(tmp_path, {**_quant_files(FAILING_IMPORTER), "proj/quant_fp8.py": GATED_IMPORTER})
+    assert _npu912(report) == []
+    (reason,) = [r for r in _scopes(report) if "JIT loaders" in r]
+    assert "proj/quant_fp8.py:6 (the import itself never runs on an NPU host: " in reason
+    assert "proj/moe/w4a8.py:5 (`proj/moe/w4a8.py` fails to import first" in reason
+
+
+def test_jit_source_stays_when_the_loader_is_imported_under_an_unknown_gate(tmp_path):
+    # nearest true case: a user's environment variable may turn the import on there
+    opt_in = GATED_IMPORTER.replace("from proj.utils import is_cuda\n\n_is_cuda = is_cuda()\n\nif _is_cuda:",
+                                    "import os\n\nif os.environ.get(\"USE_JIT_QUANT\"):")
+    assert opt_in != GATED_IMPORTER
+    report = _project(tmp_path, {**_quant_files(FAILING_IMPORTER), "proj/quant_fp8.py": opt_in})
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"
+
+
 # ------------------------------------- BM#16: loaders only tests import, or nothing (policies P2, P3)
 
 def _demo_files(**extra):
@@ -308,3 +342,74 @@ def test_fp8_dtype_stays_when_the_parameter_is_rebound(tmp_path):
     rebound = NODE.replace("        options = {}\n", "        options = {}\n        weight_dtype = \"fp8_e4m3fn\"\n")
     found = _fp8(_node_project(tmp_path, {"proj/apps/nodes.py": rebound}))
     assert found and all(f["severity"] != "info" for f in found)
+
+
+# ------------------------------- BM#30: a guarded import's None fallback read only by units nothing reaches
+
+MARLIN = '''\
+import torch
+
+try:
+    from vllm import _custom_ops as ops
+except ImportError:
+    ops = None
+
+
+class MarlinConfig:
+    def get_quant_method(self, layer):
+        return MarlinLinearMethod(self)
+
+
+class MarlinLinearMethod:
+    def __init__(self, config):
+        self.config = config
+
+    def apply(self, layer, x):
+        return ops.marlin_gemm(x, layer.weight)
+'''
+
+# another module names the method class only in a table of class names
+LINEAR = '''\
+V2_SUPPORTED = ["MarlinLinearMethod", "Fp8LinearMethod"]
+
+
+def uses_v2(method):
+    return method.__class__.__name__ in V2_SUPPORTED
+'''
+
+
+def _marlin_project(tmp_path, extra=None):
+    return migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/quant/__init__.py": "",
+        "proj/quant/marlin.py": MARLIN,
+        "proj/linear.py": LINEAR,
+        **(extra or {}),
+    }))
+
+
+def _marlin_import(report):
+    (found,) = [f for f in report["findings"] if f["path"] == "proj/quant/marlin.py" and f["code"] == "NPU911"]
+    return found
+
+
+def test_guarded_import_read_only_by_classes_nothing_reaches_is_info(tmp_path):
+    found = _marlin_import(_marlin_project(tmp_path))
+    assert found["severity"] == "info"
+    assert "a guarded import whose None fallback is read only by `MarlinLinearMethod` (line 19)" in found["message"]
+    assert "reached on an NPU host only by a user's own use of `MarlinConfig`" in found["message"]
+
+
+def test_guarded_import_stays_when_a_module_uses_the_config(tmp_path):
+    # nearest true case: the package creates the config, so an NPU host reaches `ops.marlin_gemm`
+    user = "from proj.quant.marlin import MarlinConfig\n\n\ndef build(layer):\n    return MarlinConfig().get_quant_method(layer)\n"
+    found = _marlin_import(_marlin_project(tmp_path, {"proj/model.py": user}))
+    assert found["severity"] == "error"
+
+
+def test_guarded_import_stays_when_a_module_names_the_class_in_a_string(tmp_path):
+    # nearest true case: a string that is no class-name table (a dynamic lookup) may reach it
+    user = "import importlib\n\n\ndef build(layer):\n    mod = importlib.import_module('proj.quant.marlin')\n" \
+           "    return getattr(mod, 'MarlinConfig')().get_quant_method(layer)\n"
+    found = _marlin_import(_marlin_project(tmp_path, {"proj/model.py": user}))
+    assert found["severity"] == "error"
