@@ -32,7 +32,10 @@ Three shapes stopped it one step short; they are decided here and called from ji
   its sources' NPU912 is **info**, not a scope (a user may still call it there and meet the CUDA
   compile), and the message says who imports each such loader: "reached on an NPU host only from
   tests/benchmarks (file:line, ...)" or "no file of the run imports it", with the other loaders'
-  dead uses as jitreach23 found them. Kept as they are: a loader a library module imports and
+  dead uses as jitreach23 found them. This holds for a loader that compiles inside a function (a
+  helper a user calls); a module that compiles its sources at import (`_C = load(name,
+  sources=["k.cu"])` at module level) is the project's kernel module itself, not a helper, and
+  keeps its error (session 34's small projects, tests/test_findings_precision.py). Kept as they are: a loader a library module imports and
   uses where an NPU host runs it (jitreach23 keeps the error), a re-export, a loader named in a
   string.
 """
@@ -93,12 +96,31 @@ def _importers(results: list, paths: dict, loader: int) -> tuple[list[str], list
     return side, lib
 
 
+def _compiles_at_import(data: Optional[bytes]) -> bool:
+    """Whether a loader module (its text) calls a JIT loader with CUDA sources outside any function (`_C =
+    load(name, sources=["k.cu"])` at module level: importing the module compiles them): such a
+    module is no helper a user calls but the project's kernel module itself, and keeps its error."""
+    import ast
+
+    from . import astcache
+    from .jitreach23 import _SUFFIXES, _string_args
+
+    tree = astcache.parse(data) if data else None
+    if tree is None:
+        return True
+    inside = {id(n) for f in astcache.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+              for n in ast.walk(f)}
+    return any(isinstance(node, ast.Call) and id(node) not in inside
+               and any(c.value.endswith(_SUFFIXES) for c in _string_args(node))
+               for node in astcache.walk(tree))
+
+
 def _shown(sites: list[str]) -> str:
     more = f", and {len(sites) - _SHOWN} more" if len(sites) > _SHOWN else ""
     return ", ".join(sites[:_SHOWN]) + more
 
 
-def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str) -> Optional[str]:
+def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str, text_of) -> Optional[str]:
     """The info note of a source some of whose loaders no library module imports (module doc,
     second shape): each such loader with who imports it, the others' dead uses; None when a
     loader has no verdict."""
@@ -109,6 +131,8 @@ def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str)
         if not why.startswith(unimported):
             parts.append(why)
             continue
+        if _compiles_at_import(text_of(j)):
+            return None
         relpath = results[j].relpath
         side, lib = _importers(results, paths, j)
         if lib:

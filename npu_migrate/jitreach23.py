@@ -250,7 +250,10 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             # scope (wave 27's policies P2/P3: jitcallers27.py)
             from .jitcallers27 import unimported_note
 
-            message = f"{base} ({unimported_note(results, paths or {}, verdicts, _UNIMPORTED)}{extra})"
+            note = unimported_note(results, paths or {}, verdicts, _UNIMPORTED, text_of)
+            if note is None:
+                continue
+            message = f"{base} ({note}{extra})"
         else:
             message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
         findings = list(out[i].findings)

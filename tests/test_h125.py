@@ -413,3 +413,14 @@ def test_guarded_import_stays_when_a_module_names_the_class_in_a_string(tmp_path
            "    return getattr(mod, 'MarlinConfig')().get_quant_method(layer)\n"
     found = _marlin_import(_marlin_project(tmp_path, {"proj/model.py": user}))
     assert found["severity"] == "error"
+
+
+def test_jit_source_whose_unimported_module_compiles_at_import_stays_an_error(tmp_path):
+    # nearest true case: a module compiling its sources at import is the project's kernel module
+    # itself, not a helper a user may call (session 34's small projects keep their error)
+    at_import = ("from torch.utils.cpp_extension import load\n\n"
+                 "_C = load(name='demo', sources=['proj/kern/csrc/demo.cu'])\n")
+    report = _project(tmp_path, {"proj/kern/demo_ext.py": at_import,
+                                 "proj/kern/csrc/demo.cu": KERNEL.format(name="demo")})
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"

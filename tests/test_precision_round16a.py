@@ -99,12 +99,10 @@ def test_gate_in_one_branch_only_keeps_error(tmp_path: Path) -> None:
 
 def test_jit_load_elsewhere_keeps_error(tmp_path: Path) -> None:
     """A gated setup.py, but a Python module JIT-builds the same source (`cpp_extension.load`)
-    without a guard, and the package imports it: the error stays. (A loader no file of the run
-    imports would be info naming that: wave 27's policy P3, jitcallers27.py.)"""
+    without a guard: the error stays."""
     loader = ("from torch.utils.cpp_extension import load\n\n"
               "_C = load(name='scale', sources=['mypkg/csrc/scale.cu'])\n")
     root = write_project(tmp_path, {"setup.py": GATED_SETUP, "mypkg/csrc/scale.cu": KERNEL,
-                                    "mypkg/__init__.py": "from mypkg.jit import _C\n",
                                     "mypkg/jit.py": loader})
     [finding] = _npu912(migrate_json(root), "mypkg/csrc/scale.cu")
     assert finding["severity"] == "error"
