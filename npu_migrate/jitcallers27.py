@@ -26,6 +26,11 @@ Three shapes stopped it one step short; they are decided here and called from ji
   loader, so the statement is a dead use as a whole; its reads are not asked. An import an NPU
   host may run: its reads are followed as before.
 
+  Where a test or benchmark of the run imports a loader that only these two readings found dead,
+  the source keeps its finding as it was (`tested_late`): the tests compile the kernel on an NPU
+  host, and jitfolds23 folds their findings into that NPU912 (one finding); a scope would release
+  them as findings of their own (round 23's BP#15 shape: two FP8 errors for one).
+
 * **A loader no library module imports** (`unimported_note`, BM#16; owner's policies P2 and P3
   of wave 27, replacing session 34's "the error stands"). A loader only tests or benchmarks import,
   or no file of the run imports at all, is public API nothing in the package reaches on an NPU host:
@@ -81,6 +86,12 @@ def gated_import(why: Optional[str]) -> Optional[str]:
     reading of the statement itself: a gate false there, a function only such code calls), or
     None: none of the names it binds then comes from the loader, whatever reads them."""
     return f"the import itself never runs on an NPU host: {why}" if why else None
+
+
+def tested_late(results: list, paths: dict, late: list) -> bool:
+    """Whether a test or benchmark of the run imports one of the loaders `late` that only the two
+    readings above found dead: then the source keeps its finding as it was (module doc)."""
+    return any(_importers(results, paths, j)[0] for j in late)
 
 
 def _importers(results: list, paths: dict, loader: int) -> tuple[list[str], list[str]]:

@@ -105,6 +105,7 @@ class _Reach:
         self.run = Run(results, text_of)
         self.gates = Gates(run=self.run)
         self.verdicts: dict[int, Optional[str]] = {}
+        self.late: set = set()  # (loaders judged dead through jitcallers27's readings)
         from .importfolders import packages
 
         self.packages = packages()
@@ -180,6 +181,7 @@ class _Reach:
                     self._dead(j, tree, parents, node))
                 if first is not None:  # (the importer fails first, or imports it only under a false gate: jitcallers27.py)
                     told.append(f"{self.results[j].relpath}:{node.lineno} ({first})")
+                    self.late.add(i)
                     continue
                 for alias in node.names:
                     local = alias.asname or alias.name
@@ -209,6 +211,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     from .modpaths import RunTexts
 
     text_of = RunTexts(results, paths or {})
+    from .jitcallers27 import tested_late
     from .jitgated20 import sources_and_library
 
     by_folder, library = sources_and_library(results)
@@ -240,6 +243,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         verdicts = {j: reach.verdict(j) for js in loaders.values() for j in js}
         if any(v is None for v in verdicts.values()):
             continue
+        if tested_late(results, paths or {}, [j for j in verdicts if j in reach.late]):
+            continue  # (its tests' findings fold into it: jitcallers27.tested_late)
         told = "; ".join(dict.fromkeys(verdicts.values()))
         clause = _HEADERS_CLAUSE.search(finding.message)
         base = _HEADERS_CLAUSE.sub("", finding.message)

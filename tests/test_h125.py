@@ -424,3 +424,13 @@ def test_jit_source_whose_unimported_module_compiles_at_import_stays_an_error(tm
                                  "proj/kern/csrc/demo.cu": KERNEL.format(name="demo")})
     (found,) = _npu912(report)
     assert found["severity"] == "error"
+
+
+def test_jit_source_found_dead_late_keeps_its_finding_when_a_test_compiles_it(tmp_path):
+    # a test of the kernel imports the loader: the tests' findings fold into this NPU912, so the
+    # finding stays as it was instead of a scope that would release them
+    test = "import torch\n\nfrom proj.kern.quant import quant\n\n\ndef test_quant():\n    x = torch.zeros(4)\n    quant(x, x)\n"
+    report = _project(tmp_path, {**_quant_files(FAILING_IMPORTER), "proj/kern/tests/test_quant.py": test})
+    (found,) = _npu912(report)
+    assert found["severity"] == "error"
+    assert not [r for r in _scopes(report) if "JIT loaders" in r]
