@@ -125,7 +125,7 @@ def _unreached(tree: ast.Module, i: int, python: list, text_of, start: set) -> O
         if units[name].decorator_list:
             return None  # (a decorator may register it)
         todo.extend(refs.get(name, set()))
-    roots = sorted(n for n in seen if not refs.get(n))
+    roots = sorted(n for n in seen if not refs.get(n)) or sorted(seen)  # (units that refer to each other)
     return sorted(seen), roots
 
 
@@ -179,7 +179,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                 continue
             _units, roots = found
             shown = ", ".join(f"`{n}` (line {readers[n]})" for n in sorted(readers))
-            note = UNREACHED.format(readers=shown, roots=", ".join(f"`{r}`" for r in roots) or "them")
+            note = UNREACHED.format(readers=shown, roots=", ".join(f"`{r}`" for r in roots))
             findings[k] = replace(f, severity="info", message=f"{f.message} ({note})")
             changed = True
         if changed:
