@@ -33,9 +33,13 @@ such loader module:
   operand is False there (`_is_cuda and f(...)`), a place callgates21.Gates.dead finds under a gate
   false there (with `self.can_use_jit` read through its one assignment), or the body of a function
   or class whose every reference of the run is such a place (Gates.sites);
+* a `from pkg.loader import name` in a module that fails to import first on an NPU host (an
+  earlier top-level CUDA-only import the run reports as an error) is a dead use too
+  (jitcallers27.fails_first);
 * a loader no library module imports at all (its tests and benchmarks compile it on their own)
-  keeps the finding as it is: such a loader may be the package's API for its users, who would call
-  it on an NPU host and need the kernel ported.
+  may be the package's API for its users, who would call it on an NPU host and need the kernel
+  ported: the finding is info, not a scope, naming who imports it (jitcallers27.unimported_note,
+  wave 27's policies P2/P3; until then it stayed an error).
 
 What stays reported: a source no library loader names (or a folder with one such file), a loader a
 library module imports as a module or names in a string, one read an NPU host may run (a call
@@ -101,6 +105,10 @@ class _Reach:
         self.run = Run(results, text_of)
         self.gates = Gates(run=self.run)
         self.verdicts: dict[int, Optional[str]] = {}
+        self.late: set = set()  # (loaders judged dead through jitcallers27's readings)
+        from .importfolders import packages
+
+        self.packages = packages()
 
     def _dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
         """Why an NPU host never runs the read `node` of module j, or None."""
@@ -132,6 +140,7 @@ class _Reach:
         return self.verdicts[i]
 
     def _verdict(self, i: int) -> Optional[str]:
+        from .jitcallers27 import fails_first, gated_import
         from .modpaths import module_names, resolve_relative
         from .tritonguards import named_in_a_string
 
@@ -168,6 +177,12 @@ class _Reach:
                 if self.results[j].relpath.endswith("__init__.py") or any(a.name == "*" for a in node.names):
                     return None  # (a re-export: its users are elsewhere)
                 parents = parents or astcache.parents(tree)
+                first = fails_first(self.results[j], tree, node, parents, self.packages) or gated_import(
+                    self._dead(j, tree, parents, node))
+                if first is not None:  # (the importer fails first, or imports it only under a false gate: jitcallers27.py)
+                    told.append(f"{self.results[j].relpath}:{node.lineno} ({first})")
+                    self.late.add(i)
+                    continue
                 for alias in node.names:
                     local = alias.asname or alias.name
                     for read in astcache.walk(tree):
@@ -196,6 +211,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     from .modpaths import RunTexts
 
     text_of = RunTexts(results, paths or {})
+    from .jitcallers27 import tested_late
     from .jitgated20 import sources_and_library
 
     by_folder, library = sources_and_library(results)
@@ -227,17 +243,24 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         verdicts = {j: reach.verdict(j) for js in loaders.values() for j in js}
         if any(v is None for v in verdicts.values()):
             continue
+        if tested_late(results, paths or {}, [j for j in verdicts if j in reach.late]):
+            continue  # (its tests' findings fold into it: jitcallers27.tested_late)
         told = "; ".join(dict.fromkeys(verdicts.values()))
         clause = _HEADERS_CLAUSE.search(finding.message)
         base = _HEADERS_CLAUSE.sub("", finding.message)
         extra = f"; {clause.group(1)}" if clause else ""
         if any(v.startswith(_UNIMPORTED) for v in verdicts.values()):
             # a loader the library never imports may be the package's API for its users, who call
-            # it on an NPU host and meet the CUDA compile there: the error stands (session 34: an
-            # info here lowered the JIT-built sources of every small project whose loader is its
-            # public entry point, tests/test_h73.py, test_precision_round16a.py)
-            continue
-        message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
+            # it on an NPU host and meet the CUDA compile there: info naming who imports it, not a
+            # scope (wave 27's policies P2/P3: jitcallers27.py)
+            from .jitcallers27 import unimported_note
+
+            note = unimported_note(results, paths or {}, verdicts, _UNIMPORTED, text_of)
+            if note is None:
+                continue
+            message = f"{base} ({note}{extra})"
+        else:
+            message = f"{base} ({JIT_UNREACHED}: {told}{extra})"
         findings = list(out[i].findings)
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)

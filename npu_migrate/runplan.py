@@ -510,6 +510,12 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_unset_callers(results, paths)  # (a private helper only an opt-in branch no call sets reaches)
     from .readerfolds26 import fold as fold_reader_notes
     results = fold_reader_notes(results, paths)  # (a gated import's readers only another such note's readers reach)
+    from .disabledcallers27 import review as review_disabled_callers
+    results = review_disabled_callers(results, paths)  # (a switched-off CUDA library's methods only flag-testing callers call)
+    from .fp8choice27 import review as review_fp8_choices
+    results = review_fp8_choices(results, paths)  # (an FP8 dtype a user picks by name for a function the run never calls)
+    from .nonefallback27 import review as review_none_fallbacks
+    results = review_none_fallbacks(results, paths)  # (a guarded import's None fallback read only by units nothing reaches)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)

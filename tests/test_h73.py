@@ -64,7 +64,7 @@ def test_gated_sources_of_a_leaf_folder_and_arch_variants_fold_into_one(tmp_path
 
 
 def test_a_folder_with_a_jit_built_source_keeps_a_finding_per_file(tmp_path):
-    """A source a Python file builds with `cpp_extension.load` at run time keeps its error, and the
+    """A source a Python file builds with `cpp_extension.load` at run time keeps its finding, and the
     folder's gated sources are not folded into it or into each other."""
     root = write_project(tmp_path, {
         "setup.py": GATED_SETUP,
@@ -76,7 +76,10 @@ def test_a_folder_with_a_jit_built_source_keeps_a_finding_per_file(tmp_path):
     })
     found = _npu912(migrate_json(root))
     assert sorted(found) == ["csrc/attn/attn_bwd.cu", "csrc/attn/attn_fwd.cu", "csrc/attn/attn_jit.cu"]
-    assert found["csrc/attn/attn_jit.cu"]["severity"] == "error"
+    # (no file of the run imports the loader: public API nothing in the package reaches, so info
+    # naming that, wave 27's policy P3, jitcallers27.py; until then an error)
+    assert found["csrc/attn/attn_jit.cu"]["severity"] == "info"
+    assert "no file of the run imports `proj/jit.py`" in found["csrc/attn/attn_jit.cu"]["message"]
     assert "also" not in found["csrc/attn/attn_bwd.cu"]["message"]
 
 
