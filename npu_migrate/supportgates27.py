@@ -45,6 +45,15 @@ module-level class that the run **rejects there**:
 * somewhere in the run a check method of that name is called on another receiver (the selector
   asking its candidates: `kernel.is_supported()`, `cls._supports_current_device()`).
 
+One more class an NPU host never runs (audit BP#3: a kernel-input staging module whose only
+launcher is a method of a MegaMoE experts module that refuses to exist off SM100): a class whose
+`__init__` calls, as a statement of its own body before any `return`, a module-level function of
+its module whose first statement is `if <true there>: raise ...` (`if not
+is_device_capability_family(100): raise NotImplementedError(...)`): no instance exists there, so
+no instance method (`__init__` and static/class methods aside) runs, whoever builds it (a model
+under an opt-in backend name: the user who names it gets that error). A check raising only on a
+shape or a value the run does not know, or a call after a `return`, is no verdict.
+
 The finding becomes a named scope (flags16.BRANCH) naming the unit, its callers and the rejecting
 check; a Triton kernel's decorator place is read the same way (kernelgates26's review with these
 gates). What stays reported: a class whose check is true or undecidable on an NPU host (a check
@@ -56,7 +65,6 @@ rules: one ungated caller keeps it).
 from __future__ import annotations
 
 import ast
-import re
 from typing import Optional
 
 from .callees22 import Callees
@@ -64,8 +72,16 @@ from .callees22 import Callees
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DISPLAYS = (ast.List, ast.Tuple, ast.Set)
 _REJECTS = "answers no on an NPU host"
+_NO_INSTANCE = "no instance exists there"
 # (policy P2: a class the library never picks there, built by name only in tests or benchmarks)
 TESTS_ONLY = "built by name only in tests/benchmarks"
+
+
+def _static(function) -> bool:
+    """A staticmethod or classmethod: it runs without an instance."""
+    from . import astcache
+
+    return bool({astcache.dotted(d) for d in function.decorator_list} & {"classmethod", "staticmethod"})
 
 
 def checks() -> tuple:
@@ -95,14 +111,18 @@ class _Support(Callees):
         why = super().dead(j, tree, parents, node)
         if why is not None:
             return why
-        current = parents.get(id(node))
+        child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.ClassDef) and isinstance(parents.get(id(current)), ast.Module):
                 rejected = self.rejected(j, tree, current)
                 if rejected is not None:
                     return f"in `{current.name}`, {rejected}{self._tests_note(current.name)}"
+                if isinstance(child, _DEFS) and child.name != "__init__" and not _static(child):
+                    raising = self.raising_init(j, tree, current)
+                    if raising is not None:
+                        return f"in a method of `{current.name}`, {raising}"
                 break
-            current = parents.get(id(current))
+            child, current = current, parents.get(id(current))
         name = node.id if isinstance(node, ast.Name) else None
         if name is not None and self._asked_only(parents, node):
             homes = self._homes().get(name, [])
@@ -129,6 +149,40 @@ class _Support(Callees):
             return None
         self.verdicts[key] = check
         return check
+
+    def raising_init(self, j: int, tree: Optional[ast.Module], cls: ast.ClassDef) -> Optional[str]:
+        """Why no instance of `cls` exists on an NPU host: its `__init__` calls, as a statement of
+        its own body before any `return`, a module-level function of the same module whose first
+        statements (its docstring aside) are `if <true there>: raise ...`; or None."""
+        key = ("init", j, cls.name)
+        if key in self.verdicts:
+            return self.verdicts[key]
+        self.verdicts[key] = None
+        init = next((s for s in cls.body if isinstance(s, _DEFS) and s.name == "__init__"), None)
+        if init is None or tree is None:
+            return None
+        from . import astcache
+        from .capability import _returns, docless_body
+
+        functions = {s.name: s for s in tree.body if isinstance(s, _DEFS)}
+        parents = astcache.parents(tree)
+        for stmt in init.body:
+            if _returns(stmt):
+                return None
+            call = stmt.value if isinstance(stmt, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
+                continue
+            check = functions[call.func.id]
+            first = docless_body(check)[:1]
+            if not (first and isinstance(first[0], ast.If) and not first[0].orelse
+                    and len(first[0].body) == 1 and isinstance(first[0].body[0], ast.Raise)):
+                continue
+            if self.truth(j, tree, parents, first[0].test, first[0], []) is True:
+                test = " ".join(ast.unparse(first[0].test).split())[:80]
+                self.verdicts[key] = why = (f"whose `__init__` calls `{check.name}()` (line {stmt.lineno}), which "
+                                            f"raises on an NPU host (`{test}` is True there): {_NO_INSTANCE}")
+                return why
+        return None
 
     def _tests_note(self, name: str) -> str:
         shown = self.by_tests.get(name, [])
@@ -354,14 +408,15 @@ def _reason(gates, i: int, unit, what: str) -> Optional[str]:
 
     found = gates.sites(i, unit)
     # (no other module need hold a site: the rejected class's own questions lie in another module)
-    if not found or not any(_REJECTS in s for _j, s in found):
+    if not found or not any(_REJECTS in s or _NO_INSTANCE in s for _j, s in found):
         return None
-    found = sorted(found, key=lambda item: (_REJECTS not in item[1], is_test(item[1].split(":", 1)[0])))
+    found = sorted(found, key=lambda item: (_REJECTS not in item[1] and _NO_INSTANCE not in item[1],
+                                            is_test(item[1].split(":", 1)[0])))
     shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
     if any(TESTS_ONLY in s for _j, s in found):
         return (f"reached on an NPU host only from tests/benchmarks: {what}`{unit.name}` is otherwise "
-                f"reached only from kernel classes a selector rejects there: {shown}")
-    return f"{BRANCH}: {what}`{unit.name}` is reached only from kernel classes a selector rejects there: {shown}"
+                f"reached only from kernel classes an NPU host never selects or builds: {shown}")
+    return f"{BRANCH}: {what}`{unit.name}` is reached only from kernel classes an NPU host never selects or builds: {shown}"
 
 
 def _lower_kernels(results: list, text_of, open_finding, start) -> list:

@@ -121,7 +121,7 @@ def test_experts_class_rejected_by_its_device_check(tmp_path):
     opened = _open(report)
     assert KERNEL not in opened and LAZY not in opened, opened
     kernel = moot_lines(report["skipped"], "NPU910", "proj/experts.py")[5]
-    assert "the Triton kernel `batched_kernel` is reached only from kernel classes a selector rejects" in kernel
+    assert "the Triton kernel `batched_kernel` is reached only from kernel classes an NPU host never selects or builds" in kernel
     assert "`BatchedExperts._supports_current_device()` answers no on an NPU host" in kernel
     assert "is_cuda_alike() or current_platform.is_xpu()` is False there" in kernel
     assert "BatchedExperts" in moot_lines(report["skipped"], "NPU911", "proj/experts.py")[30]
@@ -180,3 +180,71 @@ def test_batched():
     assert info and info[0]["severity"] == "info", info
     assert "reached on an NPU host only from tests/benchmarks" in info[0]["message"]
     assert "tests/test_batched.py:7" in info[0]["message"]
+
+
+MEGA = '''\
+import torch
+
+from proj.platforms import current_platform
+from proj.staging import stage_inputs
+
+
+def check_mega_supported(device, hidden_size):
+    """Raise unless the fused MoE can run here."""
+    CHECK
+    if hidden_size % 128 != 0:
+        raise ValueError("hidden size")
+
+
+class MegaExperts(torch.nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        device = torch.device("cuda")
+        check_mega_supported(device, hidden_size)
+        self.hidden_size = hidden_size
+
+    def forward(self, x):
+        return stage_inputs(x)
+'''
+
+STAGING = '''\
+from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _stage_kernel(x_ptr, n):
+    pid = tl.program_id(0)
+    tl.store(x_ptr + pid, tl.load(x_ptr + pid))
+
+
+def stage_inputs(x):
+    _stage_kernel[(x.numel(),)](x, x.numel())
+    return x
+'''
+
+MODEL = '''\
+from proj.mega import MegaExperts
+
+
+class Model:
+    def __init__(self, config):
+        if config.moe_backend == "mega":
+            self.experts = MegaExperts(config.hidden_size)
+'''
+
+
+def test_kernel_only_a_class_whose_init_raises_launches(tmp_path):
+    """BP#3's shape: a staging module's Triton kernel launched only from a method of an experts
+    module whose `__init__` first calls a check raising unless the device is SM100 (a model
+    builds it under an opt-in backend name): no instance exists on an NPU host, a named scope.
+    The nearest true case: a check raising only on a shape keeps the kernel reported."""
+    sm100 = ('if not current_platform.is_device_capability_family(100):\n'
+             '        raise NotImplementedError("needs SM100")')
+    for n, check, gone in ((0, sm100, True), (1, "pass", False)):
+        report = _project(tmp_path / str(n), extra={
+            "proj/mega.py": MEGA.replace("CHECK", check), "proj/staging.py": STAGING, "proj/model.py": MODEL})
+        opened = _open(report, "proj/staging.py")
+        assert ((4, "NPU910") not in opened) is gone, (check, opened)
+        if gone:
+            why = moot_lines(report["skipped"], "NPU910", "proj/staging.py")[4]
+            assert "whose `__init__` calls `check_mega_supported()`" in why and "no instance exists there" in why
