@@ -77,6 +77,14 @@ _NO_INSTANCE = "no instance exists there"
 TESTS_ONLY = "built by name only in tests/benchmarks"
 
 
+def _called_inside(cls: ast.ClassDef, check: ast.AST) -> bool:
+    """The class's other methods ask the check themselves (`if self.is_supported():`): a run-time
+    test of a class built anyway, not a selector's question (capability.py's reading)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == check.name
+               for method in cls.body if method is not check and isinstance(method, _DEFS)
+               for n in ast.walk(method))
+
+
 def _static(function) -> bool:
     """A staticmethod or classmethod: it runs without an instance."""
     from . import astcache
@@ -162,12 +170,12 @@ class _Support(Callees):
         if init is None or tree is None:
             return None
         from . import astcache
-        from .capability import _returns, docless_body
+        from .capability import docless_body
 
         functions = {s.name: s for s in tree.body if isinstance(s, _DEFS)}
         parents = astcache.parents(tree)
         for stmt in init.body:
-            if _returns(stmt):
+            if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
                 return None
             call = stmt.value if isinstance(stmt, ast.Expr) else None
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
@@ -193,7 +201,7 @@ class _Support(Callees):
 
     def _check(self, j: int, tree: ast.Module, cls: ast.ClassDef) -> Optional[str]:
         from . import astcache
-        from .capability import _called_inside, gate_methods
+        from .capability import gate_methods
 
         parents = astcache.parents(tree)
         for stmt in cls.body:
@@ -317,8 +325,6 @@ class _Support(Callees):
     def _only_asked(self, i: int, cls: ast.ClassDef) -> bool:
         """Every reference of the run to the class (module i) is a selector's question, a type
         test, code callees22 finds never run, or inside the class; at least one outside module i."""
-        from .callgates21 import _inside
-
         from .importgates import is_test
         from .shipped26 import unshipped
 
@@ -342,7 +348,7 @@ class _Support(Callees):
                     continue  # (`module.Cls` / `obj.Cls`: read as below only for a plain name)
                 if not isinstance(node.ctx, ast.Load):
                     return False
-                if j == i and _inside(node, cls, parents):
+                if j == i and cls.lineno <= node.lineno <= (cls.end_lineno or cls.lineno):
                     continue
                 if self._asked_only(parents, node) or super().dead(j, tree, parents, node) is not None:
                     outside = outside or j != i
