@@ -494,6 +494,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_probed_sites(results, paths)  # (lazy imports in a probing module's own functions: probedsites26.py)
     from .callees22 import review as review_callees
     results = review_callees(results, paths)  # (callees only unselected backends, schemes, CUDA methods reach: callees22.py)
+    from .supportgates27 import review as review_support_gates
+    results = review_support_gates(results, paths)  # (code only kernel classes their own support check rejects reach)
     from .customops26 import review as review_custom_ops
     results = review_custom_ops(results, paths)  # (functions registered as torch ops only such code calls: customops26.py)
     from .backendpreds25 import review as review_backend_predicates
