@@ -1,0 +1,188 @@
+"""Library code an NPU host reaches only from tests and benchmarks (issue #16, precision wave 27:
+the owner's policy P2; round 19's BF#9 and the library findings whose only live callers are a
+project's own tests or benchmarks).
+
+callgates21.py lowers a function's findings to a named scope when every reference of the run to
+it lies in code an NPU host does not run (a gate false there, a skipped test), and kernelgates26.py
+does the same for a Triton kernel's decorator; one reference that may run keeps the finding an
+error. BF#9: a model's `nvidia/triton_ihc.py` Triton kernels are launched by `triton_ihc_pre()`,
+which the library calls only under `if triton_ihc_supported(x):` (False off CUDA), but a kernel
+benchmark (`benchmarks/kernels/...`) and a test call it ungated: the kernels stayed an error
+although the library never reaches them on an NPU host.
+
+Policy P2: tests and benchmarks do not make library code "reached". `review` (whole run, late:
+after the passes that turn findings into scopes) takes each open report-only place of a library
+module (not a test, benchmark, example, tool or script) that lies in a module-level function's or
+class's body, or on the Triton decorator of a module-level kernel, and walks the run's references
+to that unit as callgates21's `Gates` does (a few steps deep through the functions holding them),
+except that a reference in a test or benchmark file (tests/, test_*.py, *_test.py, conftest.py;
+benchmarks/, bench*.py) that may run there is collected instead of keeping the unit reached. A
+reference in a test an NPU host skips, or behind a gate false there, counts as dead, as in
+callgates21 (a dead caller does not count at all). When at least one test or benchmark reference
+was collected and every other reference is dead, the place becomes info "reached on an NPU host
+only from tests/benchmarks (path:line, ...)", naming the library's dead references too. The test
+or benchmark keeps its own findings where its own code fails (this pass never touches them).
+
+What stays: a unit any library reference (or an example's, a tool's, a script's) may reach on an
+NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
+or handed on as a value somewhere (unknown: kept); a unit no test or benchmark references (all
+dead: callgates21's scope, or kept as a public helper); module-level code (no unit holds it).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+
+ONLY_TESTS = "reached on an NPU host only from tests/benchmarks"
+_BENCH = re.compile(r"(^|/)(benchmarks?/|bench[^/]*\.py$)")
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def test_side(relpath: str) -> bool:
+    """A test or benchmark file: its calls do not make library code reached (policy P2)."""
+    from .importgates import is_test
+
+    return is_test(relpath) or bool(_BENCH.search(relpath))
+
+
+def _library(relpath: str) -> bool:
+    from .callgates21 import _NOT_LIBRARY
+
+    parts = relpath.split("/")
+    return relpath.endswith(".py") and not test_side(relpath) \
+        and not any(p in _NOT_LIBRARY for p in parts[:-1])
+
+
+def _make_gates(run):
+    from .callgates21 import Gates, _inside
+    from .callgates21 import unit_of as _unit
+
+    class TestGates(Gates):
+        """callgates21's walk over a unit's references, collecting live test/benchmark references."""
+
+        def __init__(self, run) -> None:
+            super().__init__(run)
+            self.reached: dict = {}
+
+        def reach(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[tuple]:
+            """(dead references ["path:line (why)"], live test/benchmark references {"path:line"}) of
+            every reference of the run to `unit` of module i; None where one may run elsewhere."""
+            key = (i, unit.name)
+            if key in seen:
+                return [], set()
+            if depth == 0 and key in self.reached:
+                return self.reached[key]
+            result = None if depth > 3 else self._reach(i, unit, depth, seen | {key})
+            if depth == 0:
+                self.reached[key] = result
+            return result
+
+        def _reach(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[tuple]:
+            run = self.run
+            name = unit.name
+            word = name.encode()
+            found: list = []
+            tests: set = set()
+            for j, result in enumerate(run.results):
+                if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
+                    continue
+                tree = run.tree(j)
+                if tree is None:
+                    return None
+                if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
+                    continue  # (its own by that name)
+                parents, refs, strings = self._index(j, tree)
+                side = test_side(result.relpath)
+                if name in strings and not side:
+                    return None  # (named in a string: loaded some other way)
+                for node in refs.get(name, ()):
+                    if not isinstance(node.ctx, ast.Load):
+                        if side:
+                            continue  # (a test's own name, a monkeypatch target)
+                        return None
+                    if j == i and _inside(node, unit, parents):
+                        continue
+                    why = self.dead(j, tree, parents, node)
+                    if why is not None:
+                        found.append(f"{result.relpath}:{node.lineno} ({why})")
+                        continue
+                    if side:
+                        tests.add(f"{result.relpath}:{node.lineno}")
+                        continue
+                    outer = _unit(tree, node.lineno)
+                    if outer is None or outer is unit:
+                        return None
+                    inner = self.reach(j, outer, depth + 1, seen)
+                    if inner is None:
+                        return None
+                    found.extend(inner[0])
+                    tests |= inner[1]
+            return (found, tests) if found or tests else None
+
+    return TestGates(run)
+
+
+def _shown(items: list, limit: int = 3) -> str:
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def review(results: list, paths: dict) -> list:
+    """The results, with each open place of a library unit reached on an NPU host only from tests
+    and benchmarks lowered to info naming them (this module's docstring)."""
+    from .findings import merge_per_file
+    from .flagcalls19 import Run, lower
+    from .kernelgates26 import triton_decorated
+    from .modpaths import RunTexts
+    from .moot import is_moot
+
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+
+    text_of = RunTexts(results, paths)
+    gates = None
+    out = list(results)
+    for i, result in enumerate(results):
+        if not _library(result.relpath) or not any(open_finding(f) for f in result.findings):
+            continue
+        data = text_of(i)
+        if not data or b"def " not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        if gates is None:
+            gates = _make_gates(Run(results, text_of))
+        tree = gates.run.trees.setdefault(i, tree)
+        kernels = triton_decorated(tree)
+
+        def reason_of(line: int, tree=tree, i=i, kernels=kernels) -> Optional[str]:
+            from .callgates21 import unit_of
+
+            unit = kernels.get(line) or unit_of(tree, line)
+            if unit is None:
+                return None
+            reached = gates.reach(i, unit)
+            if reached is None or not reached[1]:
+                return None
+            dead, tests = reached
+            dead = sorted(set(dead), key=lambda s: (test_side(s.split(":", 1)[0]), s))  # (the library's first)
+            told = (f"its other references are code an NPU host does not run: {_shown(dead, 2)}" if dead
+                    else "nothing else in the run references it")
+            return f"{ONLY_TESTS} ({_shown(sorted(tests))}): `{unit.name}`; {told}"
+
+        findings, changed = [], False
+        for finding in result.findings:
+            pieces = lower(finding, reason_of) if open_finding(finding) else None
+            if pieces is not None:  # (the places lowered here stay one finding, as they were)
+                mine = [p for p in pieces if p.severity == "info" and ONLY_TESTS in p.message]
+                pieces = merge_per_file(mine) + [p for p in pieces if p not in mine]
+            changed = changed or pieces is not None
+            findings.extend([finding] if pieces is None else pieces)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
