@@ -512,6 +512,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_reader_notes(results, paths)  # (a gated import's readers only another such note's readers reach)
     from .testcallers27 import review as review_test_callers
     results = review_test_callers(results, paths)  # (library code only tests/benchmarks reach, policy P2: testcallers27.py)
+    from .testlabels27 import fold_pinning_tests
+    results = fold_pinning_tests(results, paths)  # (a test's NCCL note a library note names: testlabels27.py)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)

@@ -163,3 +163,257 @@ def test_test_side():
     assert test_side("benchmarks/kernels/bench_x.py") and test_side("tests/a/test_x.py")
     assert test_side("pkg/bench_utils.py") and test_side("conftest.py")
     assert not test_side("pkg/ops/kernels.py") and not test_side("examples/run.py")
+
+
+# ----------------------------------------------------------------------------- testlabels27.py
+def _scoped(report, path, line):
+    return [s for s in report["skipped"] if s["path"] == path and s.get("start_line") == line]
+
+
+def _kept(report, path, line, code):
+    return [f for f in report["findings"] if f["path"] == path and f["line"] == line and f["code"] == code]
+
+
+_ALLOC = """\
+import torch
+
+
+def expandable_enabled():
+    try:
+        return bool(torch.cuda.memory._snapshot().get("allocator_settings"))
+    except Exception:
+        return None
+"""
+
+_ALLOC_TEST = """\
+from pkg import alloc
+
+
+def test_unreadable(monkeypatch):
+    class _Stub:
+        @staticmethod
+        def _snapshot():
+            raise RuntimeError("no allocator")
+
+    monkeypatch.setattr(alloc.torch.cuda, "memory", _Stub)
+    assert alloc.expandable_enabled() is None
+
+
+def test_sync():
+    alloc.torch.cuda.synchronize()
+"""
+
+
+def test_bv29_a_patch_target_through_a_modules_torch_is_a_scope_and_a_call_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/alloc.py": _ALLOC,
+                                                   "tests/test_alloc.py": _ALLOC_TEST}))
+    scope = _scoped(report, "tests/test_alloc.py", 10)
+    assert scope and "a patch target" in scope[0]["reason"], report["skipped"]
+    assert not _kept(report, "tests/test_alloc.py", 10, "NPU990")
+    # (the nearest true case: a call through the same chain keeps its finding)
+    assert [f for f in report["findings"] if f["path"] == "tests/test_alloc.py" and f["line"] == 15], report["findings"]
+
+
+_ENV_REPORT = """\
+import os
+import sys
+
+
+def get_platform():
+    return "win32" if sys.platform.startswith("win32") else sys.platform
+
+
+def cudnn_location():
+    if get_platform() == "win32":
+        return os.environ.get("CUDA_PATH", "%CUDA_PATH%")
+    elif get_platform() == "darwin":
+        return os.environ.get("CUDA_PATH", "/usr/local/cuda")
+    return os.environ.get("CUDA_PATH", "/usr/local/cuda")
+"""
+
+
+def test_bv22_an_env_read_in_a_windows_or_macos_branch_is_a_scope_and_the_linux_path_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/envreport.py": _ENV_REPORT}))
+    for line in (11, 13):
+        scope = _scoped(report, "pkg/envreport.py", line)
+        assert scope and "in a branch an NPU host does not take" in scope[0]["reason"], (line, report["skipped"])
+    kept = [f for f in report["findings"] if f["path"] == "pkg/envreport.py" and "CUDA_PATH" in f["message"]]
+    assert kept and kept[0]["line"] == 14 and "also" not in kept[0]["message"], kept
+
+
+def test_os_test_reads_only_operating_system_names():
+    import ast
+
+    from npu_migrate.testlabels27 import _os_test
+
+    assert _os_test(ast.parse('sys.platform == "win32"').body[0].value)
+    assert _os_test(ast.parse('os.name == "nt"').body[0].value)
+    assert _os_test(ast.parse('sys.platform.startswith("win")').body[0].value)
+    assert not _os_test(ast.parse('get_platform() == "cuda"').body[0].value)
+    assert not _os_test(ast.parse('sys.platform == "linux"').body[0].value)
+    assert not _os_test(ast.parse('backend == "win32"').body[0].value)
+
+
+_UV_SCRIPT = """\
+#!/usr/bin/env -S uv run
+# /// script
+# requires-python = ">=3.11"
+# dependencies = [
+#   "msgspec>=0.19,<1",
+#   "numpy>=2,<3",
+# ]
+# ///
+import json
+
+import msgspec
+import numpy as np
+
+
+class Ready(msgspec.Struct):
+    weight_transfer_backend: str
+    shape: list
+
+
+def fixture():
+    return Ready(
+        weight_transfer_backend="nccl",
+        shape=np.arange(2).tolist(),
+    )
+
+
+print(json.dumps(msgspec.to_builtins(fixture())))
+"""
+
+
+def test_bv9_a_string_in_a_standalone_uv_script_without_torch_is_a_label(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"tools_py/make_fixtures.py": _UV_SCRIPT}))
+    scope = _scoped(report, "tools_py/make_fixtures.py", 22)
+    assert scope and "standalone `uv run` script" in scope[0]["reason"], (report["findings"], report["skipped"])
+
+
+def test_bv9_pair_a_uv_script_that_declares_torch_or_imports_the_project_keeps_the_string(tmp_path):
+    with_torch = _UV_SCRIPT.replace('#   "numpy>=2,<3",\n', '#   "numpy>=2,<3",\n#   "torch>=2.5",\n')
+    with_project = _UV_SCRIPT.replace("import msgspec\n", "import msgspec\nimport pkg.engine\n")
+    report = migrate_json(write_project(tmp_path, {"a/make.py": with_torch, "b/make.py": with_project,
+                                                   "pkg/__init__.py": "", "pkg/engine.py": "X = 1\n"}))
+    for path, line in (("a/make.py", 23), ("b/make.py", 23)):
+        assert not _scoped(report, path, line), (path, report["skipped"])
+        assert _kept(report, path, line, "NPU990"), (path, report["findings"])
+
+
+_SENTINEL_TEST = """\
+import os
+from unittest.mock import patch
+
+from pkg.envcopy import copied_names
+
+
+def test_env_propagates():
+    sentinel_vars = {"NCCL_DEBUG": "INFO", "HF_TOKEN": "x"}
+    for k, v in sentinel_vars.items():
+        os.environ[k] = v
+    seen = copied_names()
+    for name, expected in sentinel_vars.items():
+        assert seen[name] == expected
+
+
+@patch.dict(os.environ, {"NCCL_DEBUG": "INFO"}, clear=False)
+def test_nccl_prefix():
+    assert "NCCL_DEBUG" in copied_names()
+
+
+def test_allreduce_tuned():
+    env = {"NCCL_DEBUG": "INFO"}
+    os.environ.update(env)
+    assert copied_names()
+"""
+
+
+def test_bu8_an_nccl_sentinel_a_test_asserts_is_a_label_and_a_plain_setting_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/envcopy.py": "import os\n\n\ndef copied_names():\n    return dict(os.environ)\n",
+        "tests/test_env.py": _SENTINEL_TEST}))
+    for line in (8, 16, 18):
+        scope = _scoped(report, "tests/test_env.py", line)
+        assert scope and "an NCCL name listed as a label" in scope[0]["reason"], (line, report["skipped"])
+    kept = [f for f in report["findings"] if f["path"] == "tests/test_env.py" and f["code"] == "NPU602"]
+    assert kept and kept[0]["line"] == 22 and "also" not in kept[0]["message"], kept
+
+
+_SPEC_TEST = """\
+import torch
+
+from pkg.spec import CacheSpec, pick_block
+
+
+def test_selects_pages():
+    spec = CacheSpec(block_size=64, dtype=torch.float8_e4m3fn)
+    assert pick_block([spec]) == 64
+
+
+def test_allocates_pages():
+    spec = CacheSpec(block_size=64, dtype=torch.float8_e4m3fn)
+    cache = torch.empty(4, spec.block_size, dtype=spec.dtype, device="cuda")
+    assert cache.numel()
+"""
+
+_SPEC = """\
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class CacheSpec:
+    block_size: int
+    dtype: torch.dtype
+
+
+def pick_block(specs):
+    return min(s.block_size for s in specs)
+"""
+
+
+def test_bu40_an_fp8_spec_field_in_a_test_without_tensors_is_metadata_and_an_allocation_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/spec.py": _SPEC,
+                                                   "tests/test_spec.py": _SPEC_TEST}))
+    scope = _scoped(report, "tests/test_spec.py", 7)
+    assert scope and "not FP8 compute: " in scope[0]["reason"] and "`CacheSpec(...)`" in scope[0]["reason"], \
+        report["skipped"]
+    kept = [f for f in report["findings"] if f["path"] == "tests/test_spec.py" and f["code"] == "NPU913"]
+    assert kept and kept[0]["line"] == 12, kept
+
+
+_RUNTIME = """\
+import os
+import subprocess
+
+
+def launch_child(cmd):
+    env = os.environ.copy()
+    env.setdefault("NCCL_IB_DISABLE", "1")
+    return subprocess.Popen(cmd, env=env)
+"""
+
+_RUNTIME_TEST = """\
+from pkg import runtime
+
+
+def test_child_defaults(monkeypatch):
+    monkeypatch.delenv("NCCL_IB_DISABLE", raising=False)
+    monkeypatch.setattr(runtime.subprocess, "Popen", lambda cmd, env: env)
+    assert runtime.launch_child(["x"])["NCCL_IB_DISABLE"] == "1"
+
+
+def test_own_setting(monkeypatch):
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth0")
+"""
+
+
+def test_bu24_a_tests_nccl_note_the_library_reports_is_folded_and_another_variable_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/runtime.py": _RUNTIME,
+                                                   "tests/test_runtime.py": _RUNTIME_TEST}))
+    library = _kept(report, "pkg/runtime.py", 7, "NPU602")
+    assert library and "tests/test_runtime.py:5 and 1 more line" in library[0]["message"], report["findings"]
+    mine = [f for f in report["findings"] if f["path"] == "tests/test_runtime.py" and f["code"] == "NPU602"]
+    assert len(mine) == 1 and "NCCL_SOCKET_IFNAME" in mine[0]["message"], mine
