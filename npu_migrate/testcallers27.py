@@ -1,6 +1,5 @@
-"""Library code an NPU host reaches only from tests and benchmarks (issue #16, precision wave 27:
-the owner's policy P2; round 19's BF#9 and the library findings whose only live callers are a
-project's own tests or benchmarks).
+"""Library code an NPU host reaches only from tests and benchmarks, or only under a CUDA-named option
+(issue #16, precision wave 27: the owner's policies P2 and P1; round 19's BF#9, round 26's BU#30).
 
 callgates21.py lowers a function's findings to a named scope when every reference of the run to
 it lies in code an NPU host does not run (a gate false there, a skipped test), and kernelgates26.py
@@ -23,6 +22,13 @@ was collected and every other reference is dead, the place becomes info "reached
 only from tests/benchmarks (path:line, ...)", naming the library's dead references too. The test
 or benchmark keeps its own findings where its own code fails (this pass never touches them).
 
+The same walk applies policy P1 to one shape (BU#30): a library reference inside the body of
+`if X == "cuda":`, X a name or attribute naming an option (`profiler_type`, not a device or its
+type: `device_type`, `x.device.type`), is a user's explicit choice of a CUDA-named option (a
+profiler kind a config `Literal` offers); the walk collects it instead of keeping the unit reached,
+and the place becomes info "reached on an NPU host only when `profiler_type == 'cuda'` is chosen
+(path:line)". Never a scope: the user can still choose it there.
+
 What stays: a unit any library reference (or an example's, a tool's, a script's) may reach on an
 NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
 or handed on as a value somewhere (unknown: kept); a unit no test or benchmark references (all
@@ -39,6 +45,8 @@ from typing import Optional
 from . import astcache
 
 ONLY_TESTS = "reached on an NPU host only from tests/benchmarks"
+CHOSEN = "reached on an NPU host only when"  # (policy P1: "... `X == 'cuda'` is chosen")
+_DEVICE_WORDS = re.compile(r"(?i)(^|_)(device|device_type|type_of_device)$|^type$")
 _BENCH = re.compile(r"(^|/)(benchmarks?/|bench[^/]*\.py$)")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -70,11 +78,12 @@ def _make_gates(run):
             self.reached: dict = {}
 
         def reach(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[tuple]:
-            """(dead references ["path:line (why)"], live test/benchmark references {"path:line"}) of
-            every reference of the run to `unit` of module i; None where one may run elsewhere."""
+            """(dead references ["path:line (why)"], live test/benchmark references {"path:line"},
+            references under an option's "cuda" value {"`test` at path:line"}) of every reference of
+            the run to `unit` of module i; None where one may run elsewhere."""
             key = (i, unit.name)
             if key in seen:
-                return [], set()
+                return [], set(), set()
             if depth == 0 and key in self.reached:
                 return self.reached[key]
             result = None if depth > 3 else self._reach(i, unit, depth, seen | {key})
@@ -88,6 +97,7 @@ def _make_gates(run):
             word = name.encode()
             found: list = []
             tests: set = set()
+            chosen: set = set()
             for j, result in enumerate(run.results):
                 if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
                     continue
@@ -114,6 +124,10 @@ def _make_gates(run):
                     if side:
                         tests.add(f"{result.relpath}:{node.lineno}")
                         continue
+                    option = _cuda_option(node, parents)
+                    if option is not None:
+                        chosen.add(f"`{option}` is chosen ({result.relpath}:{node.lineno})")
+                        continue
                     outer = _unit(tree, node.lineno)
                     if outer is None or outer is unit:
                         return None
@@ -122,9 +136,27 @@ def _make_gates(run):
                         return None
                     found.extend(inner[0])
                     tests |= inner[1]
-            return (found, tests) if found or tests else None
+                    chosen |= inner[2]
+            return (found, tests, chosen) if found or tests or chosen else None
 
     return TestGates(run)
+
+
+def _cuda_option(node: ast.AST, parents: dict) -> Optional[str]:
+    """The test of an `if X == "cuda":` holding `node` in its body (within its function), X a name or an
+    attribute naming an option (not a device or its type): a value a user chooses; else None."""
+    child, current = node, parents.get(id(node))
+    while current is not None and not isinstance(current, (*_DEFS, ast.Module)):
+        if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
+            test = current.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+                    and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cuda" \
+                    and isinstance(test.left, (ast.Name, ast.Attribute)):
+                word = test.left.id if isinstance(test.left, ast.Name) else test.left.attr
+                if not _DEVICE_WORDS.search(word) and "device" not in word.lower():
+                    return " ".join(ast.unparse(test).split())[:80]
+        child, current = current, parents.get(id(current))
+    return None
 
 
 def _shown(items: list, limit: int = 3) -> str:
@@ -167,19 +199,22 @@ def review(results: list, paths: dict) -> list:
             if unit is None:
                 return None
             reached = gates.reach(i, unit)
-            if reached is None or not reached[1]:
+            if reached is None or not (reached[1] or reached[2]):
                 return None
-            dead, tests = reached
+            dead, tests, chosen = reached
             dead = sorted(set(dead), key=lambda s: (test_side(s.split(":", 1)[0]), s))  # (the library's first)
             told = (f"its other references are code an NPU host does not run: {_shown(dead, 2)}" if dead
                     else "nothing else in the run references it")
+            if chosen:
+                also = f"; also called from tests/benchmarks ({_shown(sorted(tests))})" if tests else ""
+                return f"{CHOSEN} {' or '.join(sorted(chosen)[:2])}: `{unit.name}`{also}; {told}"
             return f"{ONLY_TESTS} ({_shown(sorted(tests))}): `{unit.name}`; {told}"
 
         findings, changed = [], False
         for finding in result.findings:
             pieces = lower(finding, reason_of) if open_finding(finding) else None
             if pieces is not None:  # (the places lowered here stay one finding, as they were)
-                mine = [p for p in pieces if p.severity == "info" and ONLY_TESTS in p.message]
+                mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
                 pieces = merge_per_file(mine) + [p for p in pieces if p not in mine]
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)

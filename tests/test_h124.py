@@ -417,3 +417,48 @@ def test_bu24_a_tests_nccl_note_the_library_reports_is_folded_and_another_variab
     assert library and "tests/test_runtime.py:5 and 1 more line" in library[0]["message"], report["findings"]
     mine = [f for f in report["findings"] if f["path"] == "tests/test_runtime.py" and f["code"] == "NPU602"]
     assert len(mine) == 1 and "NCCL_SOCKET_IFNAME" in mine[0]["message"], mine
+
+
+_PROFILERS = """\
+from typing import Literal
+
+import torch
+
+
+class CudaRangeProfiler:
+    def __init__(self):
+        import torch.cuda.profiler as cuda_profiler
+
+        self._profiler = cuda_profiler
+
+    def start(self):
+        self._profiler.start()
+
+
+class TorchProfiler:
+    def start(self):
+        return torch.profiler.profile()
+
+
+def create_profiler(profiler_type: Literal["torch", "cuda"] = "torch"):
+    if profiler_type == "torch":
+        return TorchProfiler()
+    if profiler_type == "cuda":
+        return CudaRangeProfiler()
+    raise ValueError(profiler_type)
+"""
+
+
+def test_bu30_a_class_built_only_under_an_options_cuda_value_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/profilers.py": _PROFILERS}))
+    found = _at(report, "pkg/profilers.py", "NPU202")
+    assert found and all(f["severity"] == "info" for f in found), found
+    assert "reached on an NPU host only when `profiler_type == 'cuda'` is chosen (pkg/profilers.py:25)" \
+        in found[0]["message"], found
+
+
+def test_bu30_pair_a_class_also_built_without_the_option_stays_an_error(tmp_path):
+    always = "\n\ndef warm_profiler():\n    return CudaRangeProfiler()\n"
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/profilers.py": _PROFILERS + always}))
+    found = _at(report, "pkg/profilers.py", "NPU202")
+    assert any(f["severity"] == "error" for f in found), found
