@@ -247,6 +247,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
         lines = source.decode("utf-8", "replace").splitlines()
         result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)
+        result.findings = testlabels27.review_ci_scripts(result.findings, source, relpath, kind)  # (CUDA build scripts of CI folders)
     return _with_facts(result, kind)
 
 

@@ -1,7 +1,9 @@
-"""Names in tests, diagnostics and standalone scripts that are data, not work for a porter (issue #16,
-precision wave 27: round-26 audits BV#9, BV#22, BV#29, BU#8, BU#40). `review` runs per file from
-run.py (after testgates26.py, on the merged findings: each merged finding is split into its places
-and only the places decided here are lowered).
+"""Names in tests, diagnostics, CI and standalone scripts that are data, not work for a porter (issue
+#16, precision wave 27: round-26 audits BV#9, BV#22, BV#23, BV#29, BU#8, BU#24, BU#40). `review` runs
+per file from run.py (after testgates26.py, on the merged findings: each merged finding is split
+into its places and only the places decided here are lowered); `review_ci_scripts` per shell
+script (its docstring: BV#23); `fold_pinning_tests` over the whole run from runplan.py (its
+docstring: BU#24, a test's NCCL note folded into the library note naming the same variable).
 
 - **A torch.cuda module reached through another module's `torch`, only patched** (BV#29,
   `_patch_targets`): `monkeypatch.setattr(alloc_conf.torch.cuda, "memory", Stub)` (NPU990 on
@@ -320,3 +322,46 @@ def fold_pinning_tests(results: list, paths: dict) -> list:
         findings[k] = dataclasses.replace(findings[k], message=f"{findings[k].message} ({note})")
         out[i] = dataclasses.replace(out[i], findings=findings)
     return out
+
+
+# ----------------------------------------------------------------------------- BV#23: CI build scripts
+_TOOLKIT_PATH = re.compile(r"/usr/local/cuda[\w.${}-]*")
+
+
+def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind: str) -> list[Finding]:
+    """BV#23 (per file, shell scripts, after the per-script folds): an NPU703 note (a CUDA
+    architecture or toolkit variable with no Ascend counterpart) in a shell script under a top-level
+    tooling or CI folder (rules/scopes.toml [cudaonly21] tooling_folders: `.github/`, `.buildkite/`,
+    `tools/`, ...) whose text points at the CUDA toolkit (`/usr/local/cuda...`) or runs one of its
+    programs (`nvcc`, ...) and names no NPU (npu_words): the script builds CUDA wheels or kernels
+    for an NVIDIA image, so the variable asks nothing of a porter (cudaonly21's "in NVIDIA build
+    tooling: ", a named scope). A script that names the NPU, or has no such toolkit mark, or lies in
+    the package's own folders keeps its notes."""
+    import dataclasses
+
+    from .cudaonly21 import _tooling_table
+
+    if kind != "shell" or not any(f.code == "NPU703" and not f.fixable for f in findings):
+        return findings
+    config = _tooling_table()
+    folder = relpath.partition("/")[0]
+    if folder not in config.get("tooling_folders", ()) or "/" not in relpath:
+        return findings
+    text = source.decode("utf-8", "replace")
+    if re.search(config.get("npu_words", r"(?i)\bnpu\b"), text):
+        return findings
+    mark = _TOOLKIT_PATH.search(text)
+    programs = config.get("toolkit_programs", ())
+    if mark is None:
+        mark = re.search(r"\b(" + "|".join(map(re.escape, programs)) + r")\b", text) if programs else None
+    if mark is None:
+        return findings
+    line = text.count("\n", 0, mark.start()) + 1
+    shown = mark.group(0)
+    shown = shown[:-1] if shown.endswith("}") and shown.count("{") < shown.count("}") else shown
+    why = (f"in NVIDIA build tooling: a script under `{relpath.rpartition('/')[0]}/` that builds against the "
+           f"CUDA toolkit (`{shown}`, line {line}); an NPU host never runs it, and the variable asks "
+           "nothing of a port")
+    return [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})")
+            if f.code == "NPU703" and not f.fixable and f.cell is None and "NVIDIA build tooling" not in f.message
+            else f for f in findings]

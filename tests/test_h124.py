@@ -462,3 +462,32 @@ def test_bu30_pair_a_class_also_built_without_the_option_stays_an_error(tmp_path
     report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/profilers.py": _PROFILERS + always}))
     found = _at(report, "pkg/profilers.py", "NPU202")
     assert any(f["severity"] == "error" for f in found), found
+
+
+_CI_BUILD = """\
+#!/bin/bash
+set -eux
+python_executable=python$1
+cuda_home=/usr/local/cuda-$2
+PATH=${cuda_home}/bin:$PATH
+$python_executable -m pip install -r requirements/cuda.txt
+export TORCH_CUDA_ARCH_LIST="8.0 9.0"
+$python_executable setup.py bdist_wheel --dist-dir=dist
+"""
+
+
+def test_bv23_an_arch_variable_in_a_ci_cuda_wheel_build_script_is_nvidia_build_tooling(tmp_path):
+    report = migrate_json(write_project(tmp_path, {".github/workflows/scripts/build.sh": _CI_BUILD}))
+    scope = _scoped(report, ".github/workflows/scripts/build.sh", 7)
+    assert scope and "in NVIDIA build tooling: " in scope[0]["reason"] and "`/usr/local/cuda-$2`, line 4" \
+        in scope[0]["reason"], (report["findings"], report["skipped"])
+
+
+def test_bv23_pair_a_script_naming_the_npu_or_without_a_toolkit_mark_keeps_its_note(tmp_path):
+    npu = _CI_BUILD.replace("set -eux\n", "set -eux\n# also builds the Ascend NPU wheel\n")
+    bare = _CI_BUILD.replace("cuda_home=/usr/local/cuda-$2\n", "cuda_home=$CUDA_ROOT\n")
+    report = migrate_json(write_project(tmp_path, {".github/scripts/npu.sh": npu, ".github/scripts/bare.sh": bare,
+                                                   "pkg/build.sh": _CI_BUILD}))
+    for path in (".github/scripts/npu.sh", ".github/scripts/bare.sh", "pkg/build.sh"):
+        kept = [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU703"]
+        assert kept, (path, report["findings"], report["skipped"])
