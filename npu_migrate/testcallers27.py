@@ -29,7 +29,8 @@ profiler kind a config `Literal` offers); the walk collects it instead of keepin
 and the place becomes info "reached on an NPU host only when `profiler_type == 'cuda'` is chosen
 (path:line)". Never a scope: the user can still choose it there.
 
-What stays: a unit any library reference (or an example's, a tool's, a script's) may reach on an
+What stays: a public unit (no `_` name) that no library code references at all, dead or not: an
+entry point the project's users call (a test calling it says nothing of them); a unit any library reference (or an example's, a tool's, a script's) may reach on an
 NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
 or handed on as a value somewhere (unknown: kept); a unit no test or benchmark references (all
 dead: callgates21's scope, or kept as a public helper); module-level code (no unit holds it).
@@ -202,6 +203,9 @@ def review(results: list, paths: dict) -> list:
             if reached is None or not (reached[1] or reached[2]):
                 return None
             dead, tests, chosen = reached
+            if not unit.name.startswith("_") and not any(not test_side(d.split(":", 1)[0]) for d in dead) \
+                    and not chosen:
+                return None  # (a public unit no library code references: an entry point its users call)
             dead = sorted(set(dead), key=lambda s: (test_side(s.split(":", 1)[0]), s))  # (the library's first)
             told = (f"its other references are code an NPU host does not run: {_shown(dead, 2)}" if dead
                     else "nothing else in the run references it")

@@ -491,3 +491,32 @@ def test_bv23_pair_a_script_naming_the_npu_or_without_a_toolkit_mark_keeps_its_n
     for path in (".github/scripts/npu.sh", ".github/scripts/bare.sh", "pkg/build.sh"):
         kept = [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU703"]
         assert kept, (path, report["findings"], report["skipped"])
+
+
+_ENTRY = """\
+def launch_fast(x):
+    from flashinfer.rope import apply_rope_inplace
+    return apply_rope_inplace(x)
+
+
+def _launch_private(x):
+    from flashinfer.rope import apply_rope_inplace
+    return apply_rope_inplace(x)
+"""
+
+_ENTRY_TEST = """\
+from pkg.entry import _launch_private, launch_fast
+
+
+def test_entry():
+    launch_fast(1)
+    _launch_private(1)
+"""
+
+
+def test_p2_a_private_helper_only_a_test_calls_is_info_and_a_public_entry_point_stays(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/entry.py": _ENTRY,
+                                                   "tests/test_entry.py": _ENTRY_TEST}))
+    found = {f["line"]: f for f in _at(report, "pkg/entry.py", "NPU911")}
+    assert found[7]["severity"] == "info" and "tests/test_entry.py:6" in found[7]["message"], found
+    assert found[2]["severity"] == "error", found  # (its users call it: no library reference says otherwise)
