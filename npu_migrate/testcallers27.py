@@ -219,7 +219,8 @@ def review(results: list, paths: dict) -> list:
             pieces = lower(finding, reason_of) if open_finding(finding) else None
             if pieces is not None:  # (the places lowered here stay one finding, as they were)
                 mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
-                pieces = merge_per_file(mine) + [p for p in pieces if p not in mine]
+                # (a finding some of whose places stay reached is left whole: never one finding made two)
+                pieces = merge_per_file(mine) if len(mine) == len(pieces) else None
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:
