@@ -45,6 +45,7 @@ from . import tritonguards23
 from . import libgates23
 from . import rocmhooks24
 from . import labels24, smallshapes25, testgates26
+from . import testlabels27
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -235,6 +236,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = labels24.review(result.findings, text, relpath)  # (platform tables, simulated platforms: labels24.py)
             result.findings = smallshapes25.review(result.findings, text, relpath)  # (same-file guards: smallshapes25.py)
             result.findings = testgates26.review(result.findings, text, relpath)  # (skipped constants, allocator fallbacks: testgates26.py)
+            result.findings = testlabels27.review(result.findings, text, relpath)  # (sentinels, OS branches, uv scripts: testlabels27.py)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):
@@ -245,6 +247,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
         lines = source.decode("utf-8", "replace").splitlines()
         result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)
+        result.findings = testlabels27.review_ci_scripts(result.findings, source, relpath, kind)  # (CUDA build scripts of CI folders)
     return _with_facts(result, kind)
 
 

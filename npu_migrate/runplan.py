@@ -518,6 +518,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_choices(results, paths)  # (an FP8 dtype a user picks by name for a function the run never calls)
     from .nonefallback27 import review as review_none_fallbacks
     results = review_none_fallbacks(results, paths)  # (a guarded import's None fallback read only by units nothing reaches)
+    from .testcallers27 import review as review_test_callers
+    results = review_test_callers(results, paths)  # (library code only tests/benchmarks reach, policy P2: testcallers27.py)
+    from .testlabels27 import fold_pinning_tests
+    results = fold_pinning_tests(results, paths)  # (a test's NCCL note a library note names: testlabels27.py)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)

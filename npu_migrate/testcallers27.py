@@ -1,0 +1,228 @@
+"""Library code an NPU host reaches only from tests and benchmarks, or only under a CUDA-named option
+(issue #16, precision wave 27: the owner's policies P2 and P1; round 19's BF#9, round 26's BU#30).
+
+callgates21.py lowers a function's findings to a named scope when every reference of the run to
+it lies in code an NPU host does not run (a gate false there, a skipped test), and kernelgates26.py
+does the same for a Triton kernel's decorator; one reference that may run keeps the finding an
+error. BF#9: a model's `nvidia/triton_ihc.py` Triton kernels are launched by `triton_ihc_pre()`,
+which the library calls only under `if triton_ihc_supported(x):` (False off CUDA), but a kernel
+benchmark (`benchmarks/kernels/...`) and a test call it ungated: the kernels stayed an error
+although the library never reaches them on an NPU host.
+
+Policy P2: tests and benchmarks do not make library code "reached". `review` (whole run, late:
+after the passes that turn findings into scopes) takes each open report-only place of a library
+module (not a test, benchmark, example, tool or script) that lies in a module-level function's or
+class's body, or on the Triton decorator of a module-level kernel, and walks the run's references
+to that unit as callgates21's `Gates` does (a few steps deep through the functions holding them),
+except that a reference in a test or benchmark file (tests/, test_*.py, *_test.py, conftest.py;
+benchmarks/, bench*.py) that may run there is collected instead of keeping the unit reached. A
+reference in a test an NPU host skips, or behind a gate false there, counts as dead, as in
+callgates21 (a dead caller does not count at all). When at least one test or benchmark reference
+was collected and every other reference is dead, the place becomes info "reached on an NPU host
+only from tests/benchmarks (path:line, ...)", naming the library's dead references too. The test
+or benchmark keeps its own findings where its own code fails (this pass never touches them).
+
+The same walk applies policy P1 to one shape (BU#30): a library reference inside the body of
+`if X == "cuda":`, X a name or attribute naming an option (`profiler_type`, not a device or its
+type: `device_type`, `x.device.type`), is a user's explicit choice of a CUDA-named option (a
+profiler kind a config `Literal` offers); the walk collects it instead of keeping the unit reached,
+and the place becomes info "reached on an NPU host only when `profiler_type == 'cuda'` is chosen
+(path:line)". Never a scope: the user can still choose it there.
+
+What stays: a public unit (no `_` name) that no library code references at all, dead or not: an
+entry point the project's users call (a test calling it says nothing of them); a unit any library reference (or an example's, a tool's, a script's) may reach on an
+NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
+or handed on as a value somewhere (unknown: kept); a unit no test or benchmark references (all
+dead: callgates21's scope, or kept as a public helper); module-level code (no unit holds it).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Optional
+
+from . import astcache
+
+ONLY_TESTS = "reached on an NPU host only from tests/benchmarks"
+CHOSEN = "reached on an NPU host only when"  # (policy P1: "... `X == 'cuda'` is chosen")
+_DEVICE_WORDS = re.compile(r"(?i)(^|_)(device|device_type|type_of_device)$|^type$")
+_BENCH = re.compile(r"(^|/)(benchmarks?/|bench[^/]*\.py$)")
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def test_side(relpath: str) -> bool:
+    """A test or benchmark file: its calls do not make library code reached (policy P2)."""
+    from .importgates import is_test
+
+    return is_test(relpath) or bool(_BENCH.search(relpath))
+
+
+def _library(relpath: str) -> bool:
+    from .callgates21 import _NOT_LIBRARY
+
+    parts = relpath.split("/")
+    return relpath.endswith(".py") and not test_side(relpath) \
+        and not any(p in _NOT_LIBRARY for p in parts[:-1])
+
+
+def _make_gates(run):
+    from .callgates21 import Gates, _inside
+    from .callgates21 import unit_of as _unit
+
+    class TestGates(Gates):
+        """callgates21's walk over a unit's references, collecting live test/benchmark references."""
+
+        def __init__(self, run) -> None:
+            super().__init__(run)
+            self.reached: dict = {}
+
+        def reach(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[tuple]:
+            """(dead references ["path:line (why)"], live test/benchmark references {"path:line"},
+            references under an option's "cuda" value {"`test` at path:line"}) of every reference of
+            the run to `unit` of module i; None where one may run elsewhere."""
+            key = (i, unit.name)
+            if key in seen:
+                return [], set(), set()
+            if depth == 0 and key in self.reached:
+                return self.reached[key]
+            result = None if depth > 3 else self._reach(i, unit, depth, seen | {key})
+            if depth == 0:
+                self.reached[key] = result
+            return result
+
+        def _reach(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[tuple]:
+            run = self.run
+            name = unit.name
+            word = name.encode()
+            found: list = []
+            tests: set = set()
+            chosen: set = set()
+            for j, result in enumerate(run.results):
+                if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
+                    continue
+                tree = run.tree(j)
+                if tree is None:
+                    return None
+                if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
+                    continue  # (its own by that name)
+                parents, refs, strings = self._index(j, tree)
+                side = test_side(result.relpath)
+                if name in strings and not side:
+                    return None  # (named in a string: loaded some other way)
+                for node in refs.get(name, ()):
+                    if not isinstance(node.ctx, ast.Load):
+                        if side:
+                            continue  # (a test's own name, a monkeypatch target)
+                        return None
+                    if j == i and _inside(node, unit, parents):
+                        continue
+                    why = self.dead(j, tree, parents, node)
+                    if why is not None:
+                        found.append(f"{result.relpath}:{node.lineno} ({why})")
+                        continue
+                    if side:
+                        tests.add(f"{result.relpath}:{node.lineno}")
+                        continue
+                    option = _cuda_option(node, parents)
+                    if option is not None:
+                        chosen.add(f"`{option}` is chosen ({result.relpath}:{node.lineno})")
+                        continue
+                    outer = _unit(tree, node.lineno)
+                    if outer is None or outer is unit:
+                        return None
+                    inner = self.reach(j, outer, depth + 1, seen)
+                    if inner is None:
+                        return None
+                    found.extend(inner[0])
+                    tests |= inner[1]
+                    chosen |= inner[2]
+            return (found, tests, chosen) if found or tests or chosen else None
+
+    return TestGates(run)
+
+
+def _cuda_option(node: ast.AST, parents: dict) -> Optional[str]:
+    """The test of an `if X == "cuda":` holding `node` in its body (within its function), X a name or an
+    attribute naming an option (not a device or its type): a value a user chooses; else None."""
+    child, current = node, parents.get(id(node))
+    while current is not None and not isinstance(current, (*_DEFS, ast.Module)):
+        if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
+            test = current.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+                    and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == "cuda" \
+                    and isinstance(test.left, (ast.Name, ast.Attribute)):
+                word = test.left.id if isinstance(test.left, ast.Name) else test.left.attr
+                if not _DEVICE_WORDS.search(word) and "device" not in word.lower():
+                    return " ".join(ast.unparse(test).split())[:80]
+        child, current = current, parents.get(id(current))
+    return None
+
+
+def _shown(items: list, limit: int = 3) -> str:
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def review(results: list, paths: dict) -> list:
+    """The results, with each open place of a library unit reached on an NPU host only from tests
+    and benchmarks lowered to info naming them (this module's docstring)."""
+    from .findings import merge_per_file
+    from .flagcalls19 import Run, lower
+    from .kernelgates26 import triton_decorated
+    from .modpaths import RunTexts
+    from .moot import is_moot
+
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+
+    text_of = RunTexts(results, paths)
+    gates = None
+    out = list(results)
+    for i, result in enumerate(results):
+        if not _library(result.relpath) or not any(open_finding(f) for f in result.findings):
+            continue
+        data = text_of(i)
+        if not data or b"def " not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        if gates is None:
+            gates = _make_gates(Run(results, text_of))
+        tree = gates.run.trees.setdefault(i, tree)
+        kernels = triton_decorated(tree)
+
+        def reason_of(line: int, tree=tree, i=i, kernels=kernels) -> Optional[str]:
+            from .callgates21 import unit_of
+
+            unit = kernels.get(line) or unit_of(tree, line)
+            if unit is None:
+                return None
+            reached = gates.reach(i, unit)
+            if reached is None or not (reached[1] or reached[2]):
+                return None
+            dead, tests, chosen = reached
+            if not unit.name.startswith("_") and not any(not test_side(d.split(":", 1)[0]) for d in dead) \
+                    and not chosen:
+                return None  # (a public unit no library code references: an entry point its users call)
+            dead = sorted(set(dead), key=lambda s: (test_side(s.split(":", 1)[0]), s))  # (the library's first)
+            told = (f"its other references are code an NPU host does not run: {_shown(dead, 2)}" if dead
+                    else "nothing else in the run references it")
+            if chosen:
+                also = f"; also called from tests/benchmarks ({_shown(sorted(tests))})" if tests else ""
+                return f"{CHOSEN} {' or '.join(sorted(chosen)[:2])}: `{unit.name}`{also}; {told}"
+            return f"{ONLY_TESTS} ({_shown(sorted(tests))}): `{unit.name}`; {told}"
+
+        findings, changed = [], False
+        for finding in result.findings:
+            pieces = lower(finding, reason_of) if open_finding(finding) else None
+            if pieces is not None:  # (the places lowered here stay one finding, as they were)
+                mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
+                # (a finding some of whose places stay reached is left whole: never one finding made two)
+                pieces = merge_per_file(mine) if len(mine) == len(pieces) else None
+            changed = changed or pieces is not None
+            findings.extend([finding] if pieces is None else pieces)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
