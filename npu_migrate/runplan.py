@@ -458,6 +458,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     from .fp8storage26 import review as review_fp8_storage
     results = review_fp8_storage(results, paths)  # (FP8 storage reaching Triton kernels through attributes, helpers: fp8storage26.py)
+    from .fp8optin27 import review as review_fp8_opt_in
+    results = review_fp8_opt_in(results, paths)  # (an FP8 dtype an opt-in setting picks, read by imported kernels: fp8optin27.py)
     from .fp8shapes21 import review_run as review_fp8_shapes
     results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
