@@ -126,3 +126,55 @@ def test_a_tensor_dtype_test_is_not_a_setting(tmp_path):
                                     "pkg/cache.py": cache})
     report = migrate_json(root)
     assert [f["severity"] for f in _fp8(report, "pkg/cache.py")] == ["error"]
+
+
+TABLE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _lookup_kernel(w_ptr, ids_ptr, out_ptr):
+    i = tl.program_id(0)
+    tl.store(out_ptr + i, tl.load(w_ptr + tl.load(ids_ptr + i)).to(tl.float32))
+
+
+class FP8Table(torch.nn.Module):
+    def __init__(self, rows, dim):
+        super().__init__()
+        self.weight = torch.nn.Parameter(self._allocate(rows, dim), requires_grad=False)
+
+    def _allocate(self, rows, dim):
+        return torch.empty(rows, dim, dtype=torch.float8_e4m3fn)
+
+    def forward(self, ids, out):
+        _lookup_kernel[(ids.numel(),)](self.weight, ids, out)
+        return out
+'''
+
+TABLE_TEST = '''import torch
+
+from pkg.table import FP8Table
+
+
+def test_table_shape():
+    layer = FP8Table(4, 8)
+    assert layer.weight.shape == (4, 8)
+    layer.weight.copy_(torch.randn(4, 8).to(layer.weight.dtype))
+'''
+
+
+def test_fp8_storage_read_only_by_a_test_elsewhere_still_folds(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/table.py": TABLE, "tests/test_table.py": TABLE_TEST})
+    report = migrate_json(root)
+    assert _fp8(report, "pkg/table.py") == []
+    note = next(f for f in report["findings"] if f["code"] == "NPU910" and f["path"] == "pkg/table.py")
+    assert "an FP8 storage that only feeds these Triton kernels" in note["message"]
+
+
+def test_fp8_storage_read_by_library_code_elsewhere_stays(tmp_path):
+    user = TABLE_TEST.replace("def test_table_shape():", "def scaled_rows():").replace(
+        "    assert layer.weight.shape == (4, 8)\n", "    return layer.weight.float() * 2\n")
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/table.py": TABLE, "pkg/user.py": user})
+    report = migrate_json(root)
+    assert [f["severity"] for f in _fp8(report, "pkg/table.py")] == ["error"]
