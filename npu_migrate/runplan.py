@@ -411,6 +411,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
     from .cmakefolds25 import fold_cmake_targets
     results = fold_cmake_targets(results, paths)  # (the gated .cu of one CMake target, one note: cmakefolds25.py)
+    from .cudaincludes27 import fold as fold_cuda_includes
+    results = fold_cuda_includes(results, paths)  # (a header folder only one target's sources include: cudaincludes27.py)
     from .singles21 import review as review_singles21
     results = review_singles21(results, paths)  # (a host-only .cu, a lazy extension import its .cu finding names)
     from .loaderfolds25 import fold_importing_loaders

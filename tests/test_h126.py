@@ -178,3 +178,53 @@ def test_fp8_storage_read_by_library_code_elsewhere_stays(tmp_path):
     root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/table.py": TABLE, "pkg/user.py": user})
     report = migrate_json(root)
     assert [f["severity"] for f in _fp8(report, "pkg/table.py")] == ["error"]
+
+
+HEADER = """\
+#pragma once
+#include "ext/{other}.cuh"
+
+__device__ inline float {name}_twice(float x) {{ return 2.0f * x; }}
+"""
+
+
+def _header_project(tmp_path, extra: dict | None = None):
+    from .test_h111 import CMAKE, KERNEL, SETUP, SOURCES
+
+    files = {"setup.py": SETUP, "CMakeLists.txt": CMAKE}
+    for name in SOURCES:
+        files[f"csrc/{name}.cu"] = KERNEL.format(name=name.replace("/", "_"))
+    files["csrc/alpha.cu"] = '#include "ext/a.cuh"\n' + files["csrc/alpha.cu"]
+    files["csrc/ext/a.cuh"] = HEADER.format(name="a", other="b")
+    files["csrc/ext/b.cuh"] = HEADER.format(name="b", other="c").replace('#include "ext/c.cuh"\n', "")
+    files.update(extra or {})
+    return write_project(tmp_path, files)
+
+
+def _npu912(report):
+    return {f["path"]: f for f in report["findings"] if f["code"] == "NPU912"}
+
+
+def test_header_folder_only_one_targets_sources_include_folds_into_its_note(tmp_path):
+    found = _npu912(migrate_json(_header_project(tmp_path)))
+    assert not any(p.startswith("csrc/ext/") for p in found)
+    kept = found["csrc/alpha.cu"]
+    assert "the CMake target `_pkg_C`" in kept["message"]
+    assert ("also the CUDA headers of `csrc/ext/` (a.cuh, b.cuh), included only through this target's sources: "
+            "`csrc/alpha.cu`") in kept["message"]
+
+
+def test_header_folder_a_cpu_source_also_includes_keeps_its_note(tmp_path):
+    cpu = {"csrc/cpu/ops.cpp": '#include "../ext/b.cuh"\nint cpu_op() { return 0; }\n'}
+    found = _npu912(migrate_json(_header_project(tmp_path, cpu)))
+    notes = [p for p in found if p.startswith("csrc/ext/")]
+    assert notes and found[notes[0]]["severity"] == "info"
+    assert "csrc/ext/" not in found["csrc/alpha.cu"]["message"]
+
+
+def test_header_folder_included_by_two_targets_keeps_its_note(tmp_path):
+    from .test_h111 import KERNEL
+
+    moe = {"csrc/moe_a.cu": '#include "ext/b.cuh"\n' + KERNEL.format(name="moe_a")}
+    found = _npu912(migrate_json(_header_project(tmp_path, moe)))
+    assert any(p.startswith("csrc/ext/") for p in found)
