@@ -103,6 +103,8 @@ def _annotations(tree: ast.Module) -> set:
 
 
 class _Gates:
+    keep_public = True  # (False: publichelpers27.py asks who calls a public function, policy P3)
+
     def __init__(self, run) -> None:
         self.run = run
         self.memo: dict = {}
@@ -390,7 +392,7 @@ class _Gates:
                 if inner is None:
                     return None
                 found.extend(inner)
-        if found and _public_api(run.results[i].relpath, name):
+        if found and self.keep_public and _public_api(run.results[i].relpath, name):
             from .importgates import is_test
 
             if all(is_test(run.results[j].relpath) for j, _s in found):

@@ -452,6 +452,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_flag_skips(results, paths)  # (tests a skip on another module's flag keeps off the NPU: testgates26.py)
     from .callgates21 import review as review_call_gates
     results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
+    from .publichelpers27 import review as review_public_helpers
+    results = review_public_helpers(results, paths)  # (public functions only tests not run there call: info, P3: publichelpers27.py)
     from .kernelgates26 import review as review_kernel_gates
     results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
     from .gatedusers24 import review as review_gated_users

@@ -228,3 +228,54 @@ def test_header_folder_included_by_two_targets_keeps_its_note(tmp_path):
     moe = {"csrc/moe_a.cu": '#include "ext/b.cuh"\n' + KERNEL.format(name="moe_a")}
     found = _npu912(migrate_json(_header_project(tmp_path, moe)))
     assert any(p.startswith("csrc/ext/") for p in found)
+
+
+HELPERS = '''import torch
+
+
+def to_fp8_per_group(x, offs, target_dtype: torch.dtype = torch.float8_e4m3fn):
+    scale = x.abs().amax() / torch.finfo(target_dtype).max
+    return (x / scale).to(target_dtype), scale
+'''
+
+SKIPPED_TEST = '''import pytest
+import torch
+
+from pkg.helpers import to_fp8_per_group
+
+if torch.version.cuda is None:
+    pytest.skip("CUDA kernels", allow_module_level=True)
+
+
+def test_reference():
+    out, scale = to_fp8_per_group(torch.ones(4), None)
+    assert out.shape == (4,)
+'''
+
+
+def _helper_fp8(report):
+    return [f for f in report["findings"] if f["code"] == "NPU913" and f["path"] == "pkg/helpers.py"]
+
+
+def test_public_helper_only_skipped_tests_call_is_info_naming_them(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS,
+                                    "tests/test_helpers.py": SKIPPED_TEST})
+    found = _helper_fp8(migrate_json(root))
+    assert found and all(f["severity"] == "info" for f in found)
+    assert "in `to_fp8_per_group`, a public function of the library: nothing in the package calls it" in found[0]["message"]
+    assert "tests/test_helpers.py:11" in found[0]["message"]
+
+
+def test_public_helper_library_code_calls_stays_an_error(tmp_path):
+    user = "import torch\n\nfrom pkg.helpers import to_fp8_per_group\n\n\ndef quantize(x):\n    return to_fp8_per_group(x, None)\n"
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS, "pkg/user.py": user,
+                                    "tests/test_helpers.py": SKIPPED_TEST})
+    found = _helper_fp8(migrate_json(root))
+    assert found and any(f["severity"] == "error" for f in found)
+
+
+def test_public_helper_a_test_run_there_calls_is_not_decided_here(tmp_path):
+    live = SKIPPED_TEST.replace('if torch.version.cuda is None:\n    pytest.skip("CUDA kernels", allow_module_level=True)\n', "")
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": HELPERS, "tests/test_helpers.py": live})
+    found = _helper_fp8(migrate_json(root))
+    assert not any("a public function of the library" in f["message"] for f in found)
