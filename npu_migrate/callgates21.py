@@ -510,4 +510,5 @@ def review(results: list, paths: dict) -> list:
 
 # (public for callees22.py: the same walk over a unit's references, with more verdicts of the run)
 Gates = _Gates
+public_api = _public_api  # (publichelpers27.py: the functions policy P3 lowers)
 unit_of = _unit

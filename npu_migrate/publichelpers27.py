@@ -47,7 +47,7 @@ def _function(tree: ast.Module, line: int) -> Optional[ast.AST]:
 
 def review(results: list, paths: dict) -> list:
     """Module's doc."""
-    from .callgates21 import Gates, _public_api
+    from .callgates21 import Gates, public_api
     from .flagcalls19 import Run, lower
     from .importgates import is_test
     from .modpaths import RunTexts
@@ -72,7 +72,7 @@ def review(results: list, paths: dict) -> list:
             continue
         lines = {n for f in result.findings if open_finding(f) for n in (f.line, *(ln for ln, _c, _s in f.also))}
         units = {n: _function(tree, n) for n in lines}
-        if not any(u is not None and _public_api(result.relpath, u.name) for u in units.values()):
+        if not any(u is not None and public_api(result.relpath, u.name) for u in units.values()):
             continue
         if state is None:
             run = Run(results, text_of)
@@ -84,7 +84,7 @@ def review(results: list, paths: dict) -> list:
 
         def reason_of(line: int, i=i, units=units, verdicts=verdicts, relpath=result.relpath) -> Optional[str]:
             unit = units.get(line)
-            if unit is None or not _public_api(relpath, unit.name):
+            if unit is None or not public_api(relpath, unit.name):
                 return None
             if unit.name not in verdicts:
                 found = gates.sites(i, unit)
