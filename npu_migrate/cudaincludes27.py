@@ -21,7 +21,8 @@ then as a path suffix of the project's files; the project's C/C++ files are read
 root, so a `.cpp` or `.h` with no finding counts too). The folder note keeps its finding when a file
 that includes it, directly or through other headers, is a source no target note names (a `.cpp` of
 a CPU build, a `.cu` with its own finding), when the sources reached belong to two target notes,
-when an including header is included by nothing, or when nothing includes the folder at all.
+when an including header is included by nothing, when nothing includes the folder at all, or when
+the folder note is of a higher severity than the target note (an error never folds into an info).
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def _root(results: list, paths: dict) -> str | None:
 
 def fold(results: list, paths: dict) -> list:
     """Module's doc."""
+    from .folding import RANK
+
     folder_notes = []
     target_notes = []
     for i, r in enumerate(results):
@@ -171,7 +174,9 @@ def fold(results: list, paths: dict) -> list:
         if frontier:
             ok = False
         if ok and len(reached) == 1:
-            moves.setdefault(next(iter(reached)), []).append((i, f, sorted(members), sorted(through)))
+            n = next(iter(reached))
+            if RANK[f.severity] <= RANK[target_notes[n][1].severity]:  # (never an error into an info)
+                moves.setdefault(n, []).append((i, f, sorted(members), sorted(through)))
     if not moves:
         return results
     out = list(results)
