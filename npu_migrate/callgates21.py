@@ -103,6 +103,8 @@ def _annotations(tree: ast.Module) -> set:
 
 
 class _Gates:
+    keep_public = True  # (False: publichelpers27.py asks who calls a public function, policy P3)
+
     def __init__(self, run) -> None:
         self.run = run
         self.memo: dict = {}
@@ -390,7 +392,7 @@ class _Gates:
                 if inner is None:
                     return None
                 found.extend(inner)
-        if found and _public_api(run.results[i].relpath, name):
+        if found and self.keep_public and _public_api(run.results[i].relpath, name):
             from .importgates import is_test
 
             if all(is_test(run.results[j].relpath) for j, _s in found):
@@ -508,4 +510,5 @@ def review(results: list, paths: dict) -> list:
 
 # (public for callees22.py: the same walk over a unit's references, with more verdicts of the run)
 Gates = _Gates
+public_api = _public_api  # (publichelpers27.py: the functions policy P3 lowers)
 unit_of = _unit

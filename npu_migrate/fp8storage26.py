@@ -45,7 +45,10 @@ constructs; anything else keeps the finding):
   from outside it: `obj.attr` in this file or `.attr` / `.method(` in another file of the run)
   keeps the finding.
 
-Left (BU#14): a dtype stored on a cache object (`self.dtype = cache_dtype`) that the framework's
+Another file's reads count only outside tests (wave 27, h126: BU#22's table is read by two kernel
+tests, which keep their own findings; policy P2, tests do not make library code reached).
+
+Left (BU#14, folded by fp8optin27.py when an opt-in setting picks the dtype): a dtype stored on a cache object (`self.dtype = cache_dtype`) that the framework's
 cache manager reads to allocate the tensor elsewhere: the flow leaves the class through the
 framework, so it stays reported.
 """
@@ -120,8 +123,12 @@ class _Flow:
     def read_elsewhere(self, i: int, needle: bytes, owner: bytes) -> bool:
         """Whether another file of the run that names `owner` (the class) has `needle` (`.attr`,
         `.method(`) in its text."""
+        from .importgates import is_test
+
         if self._texts is None:
-            self._texts = [self.text_of(k) if self.results[k].relpath.endswith(".py") else None
+            # (a test's reads are the test's own code, reported there: policy P2, wave 27 BU#22)
+            self._texts = [self.text_of(k) if self.results[k].relpath.endswith(".py")
+                           and not is_test(self.results[k].relpath) else None
                            for k in range(len(self.results))]
         return any(data and owner in data and needle in data for k, data in enumerate(self._texts) if k != i)
 

@@ -411,6 +411,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_method_sources(fold_together_imported(results, paths), paths)  # (one extension, one finding: extfolds19.py)
     from .cmakefolds25 import fold_cmake_targets
     results = fold_cmake_targets(results, paths)  # (the gated .cu of one CMake target, one note: cmakefolds25.py)
+    from .cudaincludes27 import fold as fold_cuda_includes
+    results = fold_cuda_includes(results, paths)  # (a header folder only one target's sources include: cudaincludes27.py)
     from .singles21 import review as review_singles21
     results = review_singles21(results, paths)  # (a host-only .cu, a lazy extension import its .cu finding names)
     from .loaderfolds25 import fold_importing_loaders
@@ -450,6 +452,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_flag_skips(results, paths)  # (tests a skip on another module's flag keeps off the NPU: testgates26.py)
     from .callgates21 import review as review_call_gates
     results = review_call_gates(results, paths)  # (functions another module calls only under a gate false there)
+    from .publichelpers27 import review as review_public_helpers
+    results = review_public_helpers(results, paths)  # (public functions only tests not run there call: info, P3: publichelpers27.py)
     from .kernelgates26 import review as review_kernel_gates
     results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
     from .gatedusers24 import review as review_gated_users
@@ -458,6 +462,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_fp8_folds(results, paths)  # (FP8 feeding a Triton kernel, FP8 helper calls, bnb beside a raise: fp8folds19.py)
     from .fp8storage26 import review as review_fp8_storage
     results = review_fp8_storage(results, paths)  # (FP8 storage reaching Triton kernels through attributes, helpers: fp8storage26.py)
+    from .fp8optin27 import review as review_fp8_opt_in
+    results = review_fp8_opt_in(results, paths)  # (an FP8 dtype an opt-in setting picks, read by imported kernels: fp8optin27.py)
     from .fp8shapes21 import review_run as review_fp8_shapes
     results = review_fp8_shapes(results, paths)  # (FP8 defaults of a function left at once, selectors given on: fp8shapes21.py)
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
