@@ -511,6 +511,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .readerfolds26 import fold as fold_reader_notes
     results = fold_reader_notes(results, paths)  # (a gated import's readers only another such note's readers reach)
     results = review_startup(results)  # (the project's NPU start-up loads the patcher; no-effect flags no call sets)
+    from .optinraise27 import review as review_optin_raise
+    results = review_optin_raise(results, paths)  # (modules only a config an NPU host never gets reaches: optinraise27.py)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
 
