@@ -443,6 +443,18 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         shown = ", ".join(sites[:2]) or "only modules found dead here"
         return f"imported only in `{method.name}()`, called only under `if <obj>.{attr} is not None:` ({shown}); {why}"
 
+    # (a gated import is indented, in a file naming a stored attribute or reading one)
+    words = {attr.encode() for _i, _c, attr, *_rest in stores}
+    gating = [i for i in program.python if i not in program.testlike
+              and any(b"." + w in (program.text_of(i) or b"") for w in words)]
+    lines_of: dict = {}
+
+    def indented(i: int, line: int) -> bool:
+        if i not in lines_of:
+            lines_of[i] = (program.text_of(i) or b"").split(b"\n")
+        text = lines_of[i][line - 1] if 0 < line <= len(lines_of[i]) else b""
+        return text[:1] in (b" ", b"\t")
+
     # the greatest fixpoint: candidates shrink until every one is imported only by dead sites
     candidates: set = set()
     dead_methods: dict = {}
@@ -453,13 +465,12 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             if found is not None:
                 dead_methods[(i, id(method))] = found
         seeds: dict = {}
-        for j, sites in program.importers.items():
-            for i, line in sites:
-                if i in program.testlike or i in candidates:
-                    continue
-                why = gated_site(i, line, dead_methods)
-                if why:
-                    seeds.setdefault(j, f"{why}")
+        for i in gating:
+            if i in candidates:
+                continue
+            for j, line in program.imports.get(i, ()):
+                if indented(i, line) and gated_site(i, line, dead_methods):
+                    seeds.setdefault(j, True)
         grown = set(seeds) | (candidates & set(program.importers))
         todo = list(seeds)
         while todo:
@@ -476,7 +487,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                 for i, line in program.importers.get(j, ()):
                     if i in grown or i in program.testlike:
                         continue
-                    why = gated_site(i, line, dead_methods)
+                    why = gated_site(i, line, dead_methods) if indented(i, line) else None
                     if why is None:
                         live = True
                         break
