@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 import re
 from typing import Optional
 
@@ -362,8 +363,6 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     program = _Program(results, paths or {})
     enablers = _enablers(program)
     stores = _stores(program, enablers)
-    if not stores:
-        return results
     rel = [r.relpath for r in results]
     by_class = {}  # id(class) -> [(attr, why)]
     methods = []  # (module, class, method def, attr, why)
@@ -376,6 +375,124 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         for stmt in cls.body:
             if isinstance(stmt, _DEFS) and not stmt.name.startswith("__"):
                 methods.append((i, cls, stmt, attr, why))
+
+    preds: dict = {}
+
+    def false_pred(i: int, name: str) -> Optional[str]:
+        """`name` (a function module i defines or imports) as `path:line` where its one `return`, its
+        last statement, is false on an NPU host (`return is_device_capability_family(100) and ...`)."""
+        from .testscopes import npu_truth
+
+        if (i, name) not in preds:
+            preds[(i, name)] = None
+            found = program.function(i, name)
+            if found is not None:
+                j, function = found
+                returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+                if (len(returns) == 1 and returns[0] is function.body[-1] and returns[0].value is not None
+                        and npu_truth(returns[0].value) is False):
+                    preds[(i, name)] = f"{rel[j]}:{returns[0].lineno}"
+        return preds[(i, name)]
+
+    def false_test(i: int, test: ast.AST, before: list, depth: int = 0) -> Optional[str]:
+        """Why an `if` test is false on an NPU host: a conjunct that is a call of a false predicate,
+        or a local or `self.x` the statements before bound to one (`s = X() if pred(c) else None`
+        then `s is not None and ...`); None where unknown."""
+        if depth > 3:
+            return None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return next((w for w in (false_test(i, v, before, depth + 1) for v in test.values) if w), None)
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name):
+            where = false_pred(i, test.func.id)
+            return f"`{test.func.id}()` is false there ({where})" if where else None
+        target = _src(test)
+        negated_none = (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.IsNot)
+                        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None)
+        if negated_none:
+            target = _src(test.left)
+        elif not isinstance(test, (ast.Name, ast.Attribute)):
+            return None
+        for k in range(len(before) - 1, -1, -1):
+            stmt = before[k]
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+                if target in {_src(n) for n in ast.walk(stmt) if isinstance(n, (ast.Name, ast.Attribute))
+                              and isinstance(n.ctx, ast.Store)}:
+                    return None
+                continue
+            if _src(stmt.targets[0]) != target:
+                continue
+            value = stmt.value
+            if negated_none:
+                if isinstance(value, ast.IfExp) and isinstance(value.orelse, ast.Constant) and value.orelse.value is None:
+                    why = false_test(i, value.test, before[:k], depth + 1)
+                    return f"`{target}` is None there: {why}" if why else None
+                return None
+            why = false_test(i, value, before[:k], depth + 1)
+            return f"`{target}` is false there: {why}" if why else None
+        return None
+
+    def block_before(up: ast.AST, parents: dict) -> list:
+        container = parents.get(id(up))
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(container, field, None)
+            if isinstance(block, list):
+                for k, stmt in enumerate(block):
+                    if stmt is up:
+                        return block[:k]
+        return []
+
+    def dead_region(i: int, node: ast.AST, parents: dict) -> Optional[str]:
+        """Why node lies in the body of an `if` an NPU host does not enter (a false predicate)."""
+        for up in _ancestors(node, parents):
+            if isinstance(up, ast.If) and _in_body(node, up, parents):
+                why = false_test(i, up.test, block_before(up, parents))
+                if why:
+                    return f"under `if {_src(up.test)}:` ({rel[i]}:{up.lineno}), and {why}"
+        return None
+
+    dead_functions: dict = {}
+
+    def function_dead(i: int, function: ast.AST, dead: set) -> Optional[str]:
+        """Why every reference of the run to a module-level function is a call in a dead region or a
+        dead module (a name imported is no reference); None where one is not, or none is found."""
+        key = (i, id(function))
+        if key in dead_functions:
+            return dead_functions[key]
+        dead_functions[key] = None
+        name, word = function.name, function.name.encode()
+        sites, elsewhere = [], False
+        for j in program.python:
+            data = program.text_of(j) or b""
+            if word not in data:
+                continue
+            if j in dead:
+                elsewhere = elsewhere or re.search(rb"\b" + word + rb"\(", data) is not None
+                continue
+            tree = program.modules.tree(j)
+            if tree is None or j in program.testlike:
+                return None
+            parents = astcache.parents(tree)
+            for node in astcache.walk(tree):
+                if isinstance(node, ast.Constant) and node.value == name:
+                    return None
+                if not ((isinstance(node, ast.Name) and node.id == name)
+                        or (isinstance(node, ast.Attribute) and node.attr == name)):
+                    continue
+                if isinstance(node, ast.Name) and j != i and not any(
+                        isinstance(n, ast.ImportFrom) and any(a.name == name for a in n.names) for n in tree.body):
+                    return None  # (another module's own name: not this function)
+                call = parents.get(id(node))
+                if not (isinstance(call, ast.Call) and call.func is node):
+                    return None
+                why = dead_region(j, node, parents)
+                if why is None:
+                    return None
+                sites.append(why)
+        if not sites and not elsewhere:
+            return None
+        dead_functions[key] = (f"imported only in `{name}()`, called only "
+                               f"{sites[0] if sites else 'from modules found dead here'}")
+        return dead_functions[key]
 
     def gated_site(i: int, line: int, dead_methods: dict) -> Optional[str]:
         """Why an import site of module i at `line` is dead there, "" for a TYPE_CHECKING import, else None."""
@@ -400,11 +517,16 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                     why = next((w for a, w in by_class.get(id(cls), ()) if a == gate[1]), None)
                     if why is not None:
                         return f"imported only under `if {_src(up.test)}:` ({rel[i]}:{up.lineno}); {why}"
+                why = false_test(i, up.test, block_before(up, parents))
+                if why:
+                    return f"imported only under `if {_src(up.test)}:` ({rel[i]}:{up.lineno}), and {why}"
             if isinstance(up, _DEFS) and (i, id(up)) in dead_methods:
                 return dead_methods[(i, id(up))]
+            if isinstance(up, _DEFS) and isinstance(parents.get(id(up)), ast.Module):
+                return function_dead(i, up, candidates_now[0])
         return None
 
-    def method_dead(method: ast.AST, attr: str, why: str, dead: set) -> Optional[str]:
+    def method_dead(home: int, method: ast.AST, attr: str, why: str, dead: set) -> Optional[str]:
         """Why every reference of the run to the method is a call under `if r.<attr> is not None:`
         with the same receiver, or in a dead module; None where one is not."""
         word = method.name.encode()
@@ -440,7 +562,9 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                 sites.append(f"{rel[j]}:{gate.lineno}")
         if not sites and not elsewhere:
             return None
-        shown = ", ".join(sites[:2]) or "only modules found dead here"
+        sites.sort(key=lambda site: -len(os.path.commonprefix([site, rel[home]])))
+        shown = ", ".join(sites[:2]) + ("; and from modules found dead here" if elsewhere else "")
+        shown = shown.lstrip("; ") or "only modules found dead here"
         return f"imported only in `{method.name}()`, called only under `if <obj>.{attr} is not None:` ({shown}); {why}"
 
     # (a gated import is indented, in a file naming a stored attribute or reading one)
@@ -455,13 +579,25 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         text = lines_of[i][line - 1] if 0 < line <= len(lines_of[i]) else b""
         return text[:1] in (b" ", b"\t")
 
+    def open_finding(f) -> bool:
+        return not f.fixable and f.cell is None and f.severity != "info" and not is_moot(f)
+
+    wanted = {j for j in program.python if j not in program.testlike and any(open_finding(f) for f in results[j].findings)}
+    for _hop in range(2):
+        wanted |= {i for j in list(wanted) for i, _line in program.importers.get(j, ()) if i not in program.testlike}
+    gating = sorted(set(gating) | {i for i in program.python if i not in program.testlike and any(
+        j in wanted and indented(i, line) for j, line in program.imports.get(i, ()))})
+
     # the greatest fixpoint: candidates shrink until every one is imported only by dead sites
     candidates: set = set()
+    candidates_now = [candidates]
     dead_methods: dict = {}
     for _round in range(8):
         dead_methods = {}
+        dead_functions.clear()
+        candidates_now[0] = candidates
         for i, _cls, method, attr, why in methods:
-            found = method_dead(method, attr, why, candidates)
+            found = method_dead(i, method, attr, why, candidates)
             if found is not None:
                 dead_methods[(i, id(method))] = found
         seeds: dict = {}
@@ -499,6 +635,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         if grown == candidates:
             break
         candidates = grown
+    else:
+        return results  # (no fixed point within the rounds: nothing is proven)
     if not candidates:
         return results
     # why each dead module is dead: the gated site it is reached from, and the module that loads it
