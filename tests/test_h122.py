@@ -208,3 +208,90 @@ def test_a_module_a_test_imports_is_info(tmp_path):
     found = _reported(report, "pkg/fast/kern/kernel.py")
     assert [f["severity"] for f in found] == ["info"]
     assert "reached on an NPU host only from tests/benchmarks (tests/test_kernel.py:1)" in found[0]["message"]
+
+
+# BU#29 / BO#1: a kernel module imported only under `if pred(x):` whose one `return` has a
+# capability conjunct false on an NPU host, directly or through a value bound just before
+_OPS = """\
+from pkg.platforms import current_platform
+
+
+def can_fuse(layer):
+    \"\"\"Whether the layer fits the fused kernel.\"\"\"
+    scheme = getattr(layer, "scheme", None)
+    return {predicate}
+
+
+def supports_overlap(cfg):
+    return current_platform.is_device_capability_family(100) and cfg.hidden % 64 == 0
+
+
+def init_fused_all_reduce(cfg):
+    from pkg.kern.all_reduce import AllReduce
+
+    return AllReduce(cfg)
+
+
+def o_proj(layer, x):
+    if x.shape[0] <= 32 and can_fuse(layer):
+        from pkg.fused.kernel import FUSED
+
+        return FUSED(x)
+    return x
+"""
+
+_LAYER = """\
+import torch
+
+from pkg.ops import init_fused_all_reduce, supports_overlap
+
+
+class Layer:
+    def __init__(self, cfg):
+        stream = torch.cuda.Stream() if supports_overlap(cfg) else None
+        self.fuse_all_reduce = stream is not None and cfg.tp == 4
+        if self.fuse_all_reduce:
+            init_fused_all_reduce(cfg)
+"""
+
+
+def _ops_project(tmp_path, predicate="current_platform.is_device_capability_family(100) and scheme is not None",
+                 extra: dict | None = None):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/ops.py": _OPS.format(predicate=predicate),
+        "pkg/layer.py": _LAYER,
+        "pkg/kern/__init__.py": "",
+        "pkg/fused/__init__.py": "",
+        "pkg/fused/kernel.py": "import cutlass\n\n\ndef FUSED(x):\n    return cutlass.run(x)\n",
+        "pkg/kern/all_reduce.py": _KERNEL + "\n\nclass AllReduce:\n    pass\n",
+    }
+    files.update(extra or {})
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_imports_under_a_predicate_false_on_npu_are_named_scopes(tmp_path):
+    report = _ops_project(tmp_path)
+    assert not _reported(report, "pkg/fused/kernel.py")
+    reason = moot_lines(report["skipped"], "NPU911", "pkg/fused/kernel.py")[1]
+    assert "`if x.shape[0] <= 32 and can_fuse(layer):` (pkg/ops.py:21)" in reason
+    assert "`can_fuse()` is false there (pkg/ops.py:7)" in reason
+    # BO#1: `init_fused_all_reduce` is called only under `if self.fuse_all_reduce:`, bound to
+    # `stream is not None and ...` where `stream` is None unless `supports_overlap(cfg)`
+    assert not _reported(report, "pkg/kern/all_reduce.py")
+    reason = moot_lines(report["skipped"], "NPU911", "pkg/kern/all_reduce.py")[1]
+    assert "imported only in `init_fused_all_reduce()`, called only under `if self.fuse_all_reduce:`" in reason
+    assert "`stream` is None there: `supports_overlap()` is false there (pkg/ops.py:11)" in reason
+
+
+def test_a_predicate_an_npu_host_may_pass_or_an_ungated_call_keeps_the_module(tmp_path):
+    # the nearest true cases: a predicate with no conjunct known false there (an optional package
+    # a user may install) and an initializer another module calls outside the gate
+    report = _ops_project(tmp_path, predicate="scheme is not None and layer.fused_ok")
+    assert [f["severity"] for f in _reported(report, "pkg/fused/kernel.py")] == ["error"]
+    report = _ops_project(tmp_path / "ungated", extra={
+        "pkg/warm.py": "from pkg.ops import init_fused_all_reduce\n\n\ndef warm(cfg):\n"
+                       "    return init_fused_all_reduce(cfg)\n"})
+    assert [f["severity"] for f in _reported(report, "pkg/kern/all_reduce.py")] == ["error"]
+    assert not _reported(report, "pkg/fused/kernel.py")
