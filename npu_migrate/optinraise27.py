@@ -1,5 +1,6 @@
 """Subsystems built only from a config that an NPU host never gets: an opt-in enabler that returns
-None or raises there (issue #16, wave 27: AZ#2, BU#20, BU#33, BE#8, BJ#10, BV#12, BV#17).
+None or raises there, and kernel modules imported only under a predicate false there (issue #16,
+wave 27: AZ#2, BU#20, BU#33, BE#8, BJ#10, BV#12, BV#17, BU#29, BO#1).
 
 The shape (a model's "specialized decode" folder): a module-level enabler `F(cfg)` returns None
 unless the user opts in (`if backend == "auto": return None`) and otherwise calls a requirement
@@ -26,6 +27,14 @@ what only such a config reaches is dead there:
   stays live where any other runtime site imports it, a module-level import or a lazy one in a
   function not found dead; a package `__init__` above a live module is live; `if TYPE_CHECKING:`
   imports do not count).
+
+The same fixpoint takes a second kind of dead site (BU#29, BO#1): an import under `if pred(x):`
+(or a conjunct `... and pred(x)`) where `pred` is a function the module defines or imports whose
+one `return`, its last statement, is false on an NPU host (`return
+current_platform.is_device_capability_family(100) and ...`), also read through a local or `self.x`
+bound just before in the same block (`s = Stream() if pred(c) else None; self.f = s is not None
+and ...; if self.f:`); and an import inside a module-level function every reference of which in
+the run is a call in such an `if` or in a dead module (a name only imported is no reference).
 
 Their report-only findings become named scopes (moot.PHRASES' "in a branch an NPU host does not
 take") naming the entry (the gated import or method), F, and the check of G that fails there with
