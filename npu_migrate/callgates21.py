@@ -512,3 +512,5 @@ def review(results: list, paths: dict) -> list:
 Gates = _Gates
 public_api = _public_api  # (publichelpers27.py: the functions policy P3 lowers)
 unit_of = _unit
+NOT_LIBRARY = _NOT_LIBRARY  # (testcallers27.py)
+inside = _inside

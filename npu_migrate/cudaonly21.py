@@ -646,3 +646,4 @@ def review_jit_kernel_tests(results: list, paths: dict | None = None) -> list:
 
         out[i] = dataclasses.replace(results[i], findings=[lowered(f) for f in results[i].findings])
     return out
+tooling_table = _tooling_table  # (testlabels27.py)

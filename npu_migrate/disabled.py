@@ -429,3 +429,7 @@ library_tries = _library_tries
 guarded_lines = _guarded_lines
 self_attr = _self_attr
 CUDA_LIBRARY = _CUDA_LIBRARY
+disables = _disables  # (disabledcallers27.py)
+enables = _enables
+exits = _exits
+library_lines = _library_lines

@@ -80,7 +80,7 @@ def _as_self(test: ast.AST, receiver: ast.AST) -> ast.AST:
 
 def _guarded_call(call: ast.Call, parents: dict, attr: str, flags: dict) -> bool:
     """Whether the caller tests the call's receiver before it (module doc)."""
-    from .disabled import _disables, _enables, _exits
+    from .disabled import disables as _disables, enables as _enables, exits as _exits
 
     receiver = call.func.value
 
@@ -116,7 +116,7 @@ def _guarded_call(call: ast.Call, parents: dict, attr: str, flags: dict) -> bool
 
 def _libraries(tree: ast.Module) -> list[tuple[ast.ClassDef, str, dict]]:
     """(class, library attribute, flags) of each class binding a disabled CUDA library once."""
-    from .disabled import _library_tries, _self_attr
+    from .disabled import library_tries as _library_tries, self_attr as _self_attr
 
     out = []
     for cls in (n for n in astcache.walk(tree) if isinstance(n, ast.ClassDef)):
@@ -182,7 +182,7 @@ class _Calls:
 
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the findings of the module doc's shape a named scope or info."""
-    from .disabled import LIBRARY_DISABLED, _library_lines
+    from .disabled import LIBRARY_DISABLED, library_lines as _library_lines
     from .modpaths import RunTexts
     from .moot import is_moot
 

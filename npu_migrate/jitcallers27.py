@@ -107,34 +107,17 @@ def _importers(results: list, paths: dict, loader: int) -> tuple[list[str], list
     return side, lib
 
 
-def _compiles_at_import(data: Optional[bytes]) -> bool:
-    """Whether a loader module (its text) calls a JIT loader with CUDA sources outside any function (`_C =
-    load(name, sources=["k.cu"])` at module level: importing the module compiles them): such a
-    module is no helper a user calls but the project's kernel module itself, and keeps its error."""
-    import ast
-
-    from . import astcache
-    from .jitreach23 import _SUFFIXES, _string_args
-
-    tree = astcache.parse(data) if data else None
-    if tree is None:
-        return True
-    inside = {id(n) for f in astcache.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-              for n in ast.walk(f)}
-    return any(isinstance(node, ast.Call) and id(node) not in inside
-               and any(c.value.endswith(_SUFFIXES) for c in _string_args(node))
-               for node in astcache.walk(tree))
-
-
 def _shown(sites: list[str]) -> str:
     more = f", and {len(sites) - _SHOWN} more" if len(sites) > _SHOWN else ""
     return ", ".join(sites[:_SHOWN]) + more
 
 
-def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str, text_of) -> Optional[str]:
+def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str, text_of,
+                    compiles_at_import) -> Optional[str]:
     """The info note of a source some of whose loaders no library module imports (module doc,
     second shape): each such loader with who imports it, the others' dead uses; None when a
-    loader has no verdict."""
+    loader has no verdict, or when one compiles its sources at import (`compiles_at_import(text)`,
+    jitreach23.py: the project's kernel module itself, which keeps its error)."""
     if any(v is None for v in verdicts.values()):
         return None
     parts = []
@@ -142,7 +125,7 @@ def unimported_note(results: list, paths: dict, verdicts: dict, unimported: str,
         if not why.startswith(unimported):
             parts.append(why)
             continue
-        if _compiles_at_import(text_of(j)):
+        if compiles_at_import(text_of(j)):
             return None
         relpath = results[j].relpath
         side, lib = _importers(results, paths, j)

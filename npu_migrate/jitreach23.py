@@ -255,7 +255,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             # scope (wave 27's policies P2/P3: jitcallers27.py)
             from .jitcallers27 import unimported_note
 
-            note = unimported_note(results, paths or {}, verdicts, _UNIMPORTED, text_of)
+            note = unimported_note(results, paths or {}, verdicts, _UNIMPORTED, text_of, _compiles_at_import)
             if note is None:
                 continue
             message = f"{base} ({note}{extra})"
@@ -265,3 +265,17 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)
     return out
+
+
+def _compiles_at_import(data: Optional[bytes]) -> bool:
+    """Whether a loader module (its text) calls a JIT loader with CUDA sources outside any function (`_C =
+    load(name, sources=["k.cu"])` at module level: importing the module compiles them): such a
+    module is no helper a user calls but the project's kernel module itself, and keeps its error."""
+    tree = astcache.parse(data) if data else None
+    if tree is None:
+        return True
+    inside = {id(n) for f in astcache.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+              for n in ast.walk(f)}
+    return any(isinstance(node, ast.Call) and id(node) not in inside
+               and any(c.value.endswith(_SUFFIXES) for c in _string_args(node))
+               for node in astcache.walk(tree))

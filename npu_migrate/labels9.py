@@ -270,3 +270,4 @@ def review_declared(findings: list[Finding], source: bytes) -> list[Finding]:
             pieces = lower_pieces(finding, lambda line: (NPU_DECLARED + why) if (why := _declared_npu(tree, line)) else None)
         out.extend(pieces if pieces is not None else [finding])
     return out
+patch_target = _patch_target  # (testlabels27.py)

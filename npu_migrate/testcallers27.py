@@ -60,7 +60,7 @@ def test_side(relpath: str) -> bool:
 
 
 def _library(relpath: str) -> bool:
-    from .callgates21 import _NOT_LIBRARY
+    from .callgates21 import NOT_LIBRARY as _NOT_LIBRARY
 
     parts = relpath.split("/")
     return relpath.endswith(".py") and not test_side(relpath) \
@@ -68,7 +68,7 @@ def _library(relpath: str) -> bool:
 
 
 def _make_gates(run):
-    from .callgates21 import Gates, _inside
+    from .callgates21 import Gates, inside as _inside
     from .callgates21 import unit_of as _unit
 
     class TestGates(Gates):

@@ -93,7 +93,7 @@ def _nodes_at(tree: ast.Module) -> dict:
 
 # ----------------------------------------------------------------------------- BV#29: patch targets
 def _patch_target(finding: Finding, node: ast.AST, parents: dict) -> Optional[str]:
-    from .labels9 import PATCH_TARGET, _patch_target
+    from .labels9 import PATCH_TARGET, patch_target as _patch_target
 
     if finding.code not in ("NPU990", "NPU202") or not _MODULE_TORCH.match(finding.source.strip()):
         return None
@@ -339,7 +339,7 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     the package's own folders keeps its notes."""
     import dataclasses
 
-    from .cudaonly21 import _tooling_table
+    from .cudaonly21 import tooling_table as _tooling_table
 
     if kind != "shell" or not any(f.code == "NPU703" and not f.fixable for f in findings):
         return findings
