@@ -115,6 +115,7 @@ class _Gates:
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
         self.locals_of: dict = {}  # (id(function) -> (it, flagtruth.local_names of it): one walk each)
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
+        self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
 
     def _local_names(self, function) -> frozenset:
         """flagtruth.local_names(function), worked out once per function (a walk of the whole
@@ -172,10 +173,13 @@ class _Gates:
         if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
             return _U
         method = self._function(parents, stores[0])
-        value = self.run.value(j, stores[0].value, {}, self._local_names(method), 0, used)
+        from .attrflags27 import attr_env  # (its method's once-bound locals: attrflags27.py)
+        env, shown = attr_env(self.run, j, method, stores[0], self._local_names(method), used)
+        value = self.run.value(j, stores[0].value, env, self._local_names(method), 0, used)
         self.attrs[key] = value
         if value is not _U:
-            self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}"
+            self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}" + (
+                f" after {', '.join(shown[:2])}" if shown else "")
         return value
 
     def _assigned_elsewhere(self, attr: str, home: int = -1, owner: Optional[ast.ClassDef] = None) -> int:
@@ -359,6 +363,8 @@ class _Gates:
         return result
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
+        from .attrflags27 import instance_attribute, shadowed
+
         run = self.run
         name = unit.name
         word = name.encode()
@@ -375,6 +381,8 @@ class _Gates:
             if name in strings:
                 return None  # (named in a string: loaded some other way)
             for node in refs.get(name, ()):
+                if isinstance(node, ast.Name) and shadowed(node, parents, self.shadows) or instance_attribute(node):
+                    continue  # (a local of its function by that name, or `self.X`: attrflags27.py)
                 if not isinstance(node.ctx, ast.Load):
                     return None
                 if j == i and _inside(node, unit, parents):
