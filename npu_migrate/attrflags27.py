@@ -251,3 +251,29 @@ def instance_attribute(node: ast.AST) -> bool:
     `self._workspace = torch.empty(...)`, which callgates21.py read as stores of the function).
     What such an attribute holds came from another expression, read where it stands."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+
+
+def stores_value(gates, j: int, parents: dict, stores: list, used: list) -> tuple:
+    """(the value on an NPU host of `self.X`, the place to name) from the class's `self.X = ...`
+    statements (`stores`, module j; callgates21 has checked that the run assigns `.X` nowhere
+    else), each read with its method's once-bound locals; (flagtruth.UNKNOWN, "") where unknown.
+    One store: its value. Several (BU#19: `self.low = False` in `__init__`, `self.low = ok and
+    use_fast_gemm(w)` in a warm-up method, False off SM10x): their common value when every one is
+    the same `True` or `False` there, whichever runs last; unknown when any differs or is unknown."""
+    from .flagtruth import UNKNOWN
+
+    values, places = [], []
+    for store in stores:
+        method = gates._function(parents, store)
+        local = gates._local_names(method)
+        env, shown = attr_env(gates.run, j, method, store, local, used)
+        value = gates.run.value(j, store.value, env, local, 0, used)
+        if value is UNKNOWN or (len(stores) > 1 and value is not True and value is not False):
+            return UNKNOWN, ""
+        values.append(value)
+        places.append(f"{gates.run.results[j].relpath}:{store.lineno}" + (f" after {', '.join(shown[:2])}" if shown else ""))
+    if any(v != values[0] or type(v) is not type(values[0]) for v in values):
+        return UNKNOWN, ""
+    if len(places) == 1:
+        return values[0], places[0]
+    return values[0], f"{places[0]} and at {'; '.join(places[1:3])}" + (" (every store)" if len(places) > 3 else "")

@@ -170,16 +170,13 @@ class _Gates:
             if place:
                 self.where[key] = place
             return value
-        if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
+        if not stores or len(stores) != len(others) or self._assigned_elsewhere(attr, j, owner) != len(stores):
             return _U
-        method = self._function(parents, stores[0])
-        from .attrflags27 import attr_env  # (its method's once-bound locals: attrflags27.py)
-        env, shown = attr_env(self.run, j, method, stores[0], self._local_names(method), used)
-        value = self.run.value(j, stores[0].value, env, self._local_names(method), 0, used)
+        from .attrflags27 import stores_value  # (its methods' once-bound locals, every store agreeing: attrflags27.py)
+        value, place = stores_value(self, j, parents, stores, used)
         self.attrs[key] = value
         if value is not _U:
-            self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}" + (
-                f" after {', '.join(shown[:2])}" if shown else "")
+            self.where[key] = place
         return value
 
     def _assigned_elsewhere(self, attr: str, home: int = -1, owner: Optional[ast.ClassDef] = None) -> int:
@@ -269,7 +266,8 @@ class _Gates:
                             owner = parents.get(id(function))
                             place = self.where.get((j, getattr(owner, "name", ""), n.attr), "")
                             note = f"`self.{n.attr}` is {value!r} there, " + (
-                                place if place.startswith("returned by") else f"set once at {place}")
+                                place if place.startswith("returned by") else
+                                f"set {'at' if ' and at ' in place else 'once at'} {place}")
                             if note not in self.notes:
                                 self.notes.append(note)
             for name, expr in bound.items():

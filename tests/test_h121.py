@@ -248,3 +248,89 @@ def project(x):
     still = _open(report)
     assert _IMPORTS[0] in still
     assert _IMPORTS[1] not in still
+
+
+_PROJ = '''\
+import functools
+
+import torch
+import torch.nn.functional as F
+
+from pkg.platforms import current_platform
+
+
+@functools.cache
+def _tinygemm():
+    from flashinfer.jit import gen_tinygemm_module
+
+    return gen_tinygemm_module().build_and_load()
+
+
+def use_fast_gemm(weight):
+    return weight.dtype == torch.bfloat16 and current_platform.is_device_capability_family(100)
+
+
+def warmup_packed(weight):
+    _tinygemm()
+
+
+def packed_projection(x, weight, low_latency):
+    if not low_latency:
+        return F.linear(x, weight)
+    out = x.new_empty((x.shape[0], weight.shape[0]))
+    _tinygemm().tinygemm_op(x, weight, out)
+    return out
+'''
+
+_ATTN = '''\
+import torch
+
+from pkg.model.proj import packed_projection, use_fast_gemm, warmup_packed
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, proj):
+        super().__init__()
+        self.proj = proj
+        self.low_latency = False
+
+    def warmup(self):
+        weight = self.proj.weight
+        self.low_latency = LATER
+        if self.low_latency:
+            warmup_packed(weight)
+
+    def forward(self, x):
+        if self.low_latency:
+            return packed_projection(x, self.proj.weight, True)
+        return self.proj(x)
+'''
+
+
+def _proj_project(tmp_path, later: str):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/model/__init__.py": "",
+        "pkg/model/proj.py": _PROJ,
+        "pkg/model/attention.py": _ATTN.replace("LATER", later),
+    }))
+
+
+_LOADER = _line(_PROJ, "from flashinfer.jit import")
+
+
+def test_bu19_a_flag_every_store_of_which_is_false_there_gates_the_loader(tmp_path):
+    """BU#19: `self.low_latency = False` in `__init__`, then `= isinstance(...) and use_fast_gemm(w)`
+    (capability family 100) in a warm-up method: False there whichever runs; the cached loader's
+    CUDA-package import is reached only under `if self.low_latency:`."""
+    report = _proj_project(tmp_path, "isinstance(weight, torch.Tensor) and use_fast_gemm(weight)")
+    assert _LOADER not in _open(report, "pkg/model/proj.py")
+    reason = _scopes(report, "pkg/model/proj.py")[_LOADER]
+    assert "`self.low_latency` is False there, set at pkg/model/attention.py:" in reason
+
+
+def test_bu19_pair_a_store_a_user_option_decides_keeps_the_loader_reported(tmp_path):
+    """One store a user's option decides (true on an NPU host if chosen): the import stays."""
+    report = _proj_project(tmp_path, "getattr(self.proj, 'low_latency', False)")
+    assert _LOADER in _open(report, "pkg/model/proj.py")
