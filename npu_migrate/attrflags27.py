@@ -277,3 +277,62 @@ def stores_value(gates, j: int, parents: dict, stores: list, used: list) -> tupl
     if len(places) == 1:
         return values[0], places[0]
     return values[0], f"{places[0]} and at {'; '.join(places[1:3])}" + (" (every store)" if len(places) > 3 else "")
+
+
+# ---------------------------------------------------------------------- a flag whose True raises first
+def raise_implied(gates, j: int, parents: dict, owner: ast.ClassDef, attr: str, stores: list, used: list):
+    """(False, the place to name, (the `__init__`, the last line before which reads stay unknown))
+    where `self.attr` is set once in `owner.__init__`, and a later top-level `if self.attr:` of that
+    `__init__` raises first on an NPU host: a statement of its body, `if T: raise ...` with T true
+    there (read with the body's once-bound locals, `capability = current_platform.get_device_capability()`
+    being None there), no `return` before it (BU#16/BU#17: a model layer that builds its sparse
+    attention objects only `if self.use_dsa_backend:`, after refusing any capability but SM90/100/103
+    in that same `if`). No instance with the flag True is built there, so every read after that
+    `if`, in `__init__` or another method, is False; reads before or inside it stay unknown (the
+    imports before the refusal run). None otherwise."""
+    from .flagtruth import UNKNOWN, always_exits
+
+    if len(stores) != 1:
+        return None
+    init = gates._function(parents, stores[0])
+    if not isinstance(init, _DEFS) or init.name != "__init__" or parents.get(id(init)) is not owner:
+        return None
+    top = next((s for s in init.body if s.lineno <= stores[0].lineno <= (s.end_lineno or s.lineno)), None)
+    if top is None:
+        return None
+    for stmt in init.body:
+        if stmt.lineno <= (top.end_lineno or top.lineno):
+            continue
+        if not (isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Attribute) and stmt.test.attr == attr
+                and isinstance(stmt.test.value, ast.Name) and stmt.test.value.id == "self"):
+            continue
+        local = gates._local_names(init)
+        bound: dict = {}
+        env: dict = {}
+        for inner in stmt.body:
+            if any(isinstance(n, ast.Return) for n in ast.walk(inner)):
+                break
+            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
+                bound[inner.targets[0].id] = inner.value
+                value = gates.run.value(j, inner.value, dict(env), local, 0, used)
+                if value is not UNKNOWN or inner.targets[0].id in env:
+                    env[inner.targets[0].id] = value
+                continue
+            if isinstance(inner, ast.If) and not inner.orelse and always_exits(inner.body) \
+                    and all(isinstance(s, ast.Raise) for s in inner.body[-1:]):
+                if gates.run.truth(j, inner.test, dict(env), local, 0, used) is True:
+                    shown = " ".join(ast.unparse(inner.test).split())[:60]
+                    place = (f"{gates.run.results[j].relpath}:{stores[0].lineno}, and its `if self.{attr}:` "
+                             f"raises first there (line {inner.lineno}: `if {shown}: raise`)")
+                    return False, place, (init, stmt.end_lineno or stmt.lineno)
+        return None
+    return None
+
+
+def read_allowed(guard, function: ast.AST, node: ast.AST) -> bool:
+    """A read of a flag `raise_implied` answered may use that answer: outside the `__init__`, or
+    after its raising `if`."""
+    if guard is None:
+        return True
+    init, last = guard
+    return function is not init or node.lineno > last

@@ -115,6 +115,7 @@ class _Gates:
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
         self.locals_of: dict = {}  # (id(function) -> (it, flagtruth.local_names of it): one walk each)
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
+        self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
         self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
 
     def _local_names(self, function) -> frozenset:
@@ -174,6 +175,11 @@ class _Gates:
             return _U
         from .attrflags27 import stores_value  # (its methods' once-bound locals, every store agreeing: attrflags27.py)
         value, place = stores_value(self, j, parents, stores, used)
+        if value is _U:
+            from .attrflags27 import raise_implied  # (a flag whose True makes __init__ raise there first)
+            found = raise_implied(self, j, parents, owner, attr, stores, used)
+            if found is not None:
+                value, place, self.guards[key] = found
         self.attrs[key] = value
         if value is not _U:
             self.where[key] = place
@@ -238,6 +244,7 @@ class _Gates:
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
         once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
+        from .attrflags27 import read_allowed
         from .flagtruth import UNKNOWN as _U
 
         self.notes = []
@@ -261,7 +268,8 @@ class _Gates:
                 for n in ast.walk(expr):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
                         value = self._attr(j, tree, parents, function, n.attr, used)
-                        if value is not _U:
+                        guard = self.guards.get((j, getattr(parents.get(id(function)), "name", ""), n.attr))
+                        if value is not _U and read_allowed(guard, function, n):
                             env[f"self.{n.attr}"] = value
                             owner = parents.get(id(function))
                             place = self.where.get((j, getattr(owner, "name", ""), n.attr), "")

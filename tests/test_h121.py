@@ -334,3 +334,80 @@ def test_bu19_pair_a_store_a_user_option_decides_keeps_the_loader_reported(tmp_p
     """One store a user's option decides (true on an NPU host if chosen): the import stays."""
     report = _proj_project(tmp_path, "getattr(self.proj, 'low_latency', False)")
     assert _LOADER in _open(report, "pkg/model/proj.py")
+
+
+_RING = '''\
+import torch
+
+from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def _ring_kernel(x_ptr, n: tl.constexpr):
+    i = tl.program_id(0)
+    tl.store(x_ptr + i, tl.load(x_ptr + i) + 1)
+
+
+class TailRing:
+    def __init__(self, size):
+        self.buf = torch.zeros(size)
+
+    def append(self, x):
+        _ring_kernel[(x.numel(),)](x, x.numel())
+        return x
+'''
+
+_LAYER = '''\
+import torch
+
+from pkg.platforms import current_platform
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, sparse_config, sliding_window, head_dim):
+        super().__init__()
+        self.use_dsa_backend = sparse_config is not None and sliding_window is None
+        if self.use_dsa_backend:
+            capability = current_platform.get_device_capability()
+            if REFUSAL:
+                raise NotImplementedError(f"DSA requires SM90 or SM100; got {capability}.")
+        if self.use_dsa_backend:
+            from pkg.model.ring import TailRing
+
+            self.ring = TailRing(16)
+        self.scale = head_dim ** -0.5
+
+    def forward(self, x):
+        if self.use_dsa_backend:
+            return self.ring.append(x)
+        return x * self.scale
+'''
+
+
+def _ring_project(tmp_path, refusal: str):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/triton_utils.py": _TRITON_UTILS,
+        "pkg/model/__init__.py": "",
+        "pkg/model/ring.py": _RING,
+        "pkg/model/layer.py": _LAYER.replace("REFUSAL", refusal),
+    }))
+
+
+_RING_KERNEL = _line(_RING, "@triton.jit")
+
+
+def test_bu17_objects_built_only_under_a_flag_whose_true_raises_first_are_named_scopes(tmp_path):
+    """BU#16/BU#17: `self.use_dsa_backend` is a config answer, but its `if` in `__init__` refuses
+    any capability but a few first (None on an NPU host): no instance with it True exists there."""
+    report = _ring_project(tmp_path, "capability is None or capability[0] not in (9, 10)")
+    assert _RING_KERNEL not in _open(report, "pkg/model/ring.py")
+    reason = _scopes(report, "pkg/model/ring.py")[_RING_KERNEL]
+    assert "raises first there" in reason
+
+
+def test_bu17_pair_a_refusal_that_lets_an_npu_host_through_keeps_the_kernel(tmp_path):
+    """The same layer where the refusal is about something else (a head size): the kernel stays."""
+    report = _ring_project(tmp_path, "head_dim not in (128, 192)")
+    assert _RING_KERNEL in _open(report, "pkg/model/ring.py")
