@@ -19,6 +19,19 @@ local first and combines it:
                 return None
             return fast_moe_ll(x, ...)                   # the only launcher of the kernels
 
+What this module adds (callgates21.py asks it; `review_device_functions` runs on the whole run
+right after kernelgates26.py):
+
+* `attr_env`/`stores_value`: the assigned value read with the method's once-bound locals; several
+  stores of one class read together (BU#19), known when all give the same True/False there.
+* `raise_implied`: a flag whose `if self.X:` in `__init__` refuses an NPU host's capability first
+  (BU#16/BU#17): False in every later read.
+* `shadowed`/`instance_attribute`: a local of a function, or `self.X`, sharing a module-level
+  function's name is no reference to it (BV#11's `gate_up, _ = self.gate_up_proj(x)`, BV#13's
+  `self._workspace = torch.empty(...)` in other classes).
+* `review_device_functions`: a Triton device function called only inside kernels of its module
+  that are already named scopes (BV#3's `_dequant8`, too deep for callgates21's walk).
+
 `bound_locals` gives the locals of the method bound once, by a plain `name = value` statement
 of its own body before the statement holding the store (the same reading callgates21.truth gives
 a test's locals), so `self.use_fast_kernel` reads as `use_fast and is_nvfp4`, False there whatever
