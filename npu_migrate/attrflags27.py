@@ -250,6 +250,8 @@ def _own_locals(function: ast.AST) -> frozenset:
             if not isinstance(node, ast.Lambda):
                 names.add(node.name)  # (a nested def or class binds its name here)
             continue
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # (its targets are its own; a name read there is not counted as a local: kept)
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             declared.update(node.names)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -275,6 +277,12 @@ def stores_value(gates, j: int, parents: dict, stores: list, used: list) -> tupl
     the same `True` or `False` there, whichever runs last; unknown when any differs or is unknown."""
     from .flagtruth import UNKNOWN
 
+    owner = parents.get(id(gates._function(parents, stores[0])))
+    attr = stores[0].targets[0].attr
+    if isinstance(owner, ast.ClassDef) and any(
+            isinstance(t, ast.Name) and t.id == attr for item in owner.body
+            for t in (item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)])):
+        return UNKNOWN, ""  # (a class-level default the instance reads until a store runs)
     values, places = [], []
     for store in stores:
         method = gates._function(parents, store)
@@ -320,13 +328,13 @@ def raise_implied(gates, j: int, parents: dict, owner: ast.ClassDef, attr: str, 
                 and isinstance(stmt.test.value, ast.Name) and stmt.test.value.id == "self"):
             continue
         local = gates._local_names(init)
-        bound: dict = {}
+        counts = gates._stores(init)
         env: dict = {}
         for inner in stmt.body:
             if any(isinstance(n, ast.Return) for n in ast.walk(inner)):
                 break
-            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name):
-                bound[inner.targets[0].id] = inner.value
+            if isinstance(inner, ast.Assign) and len(inner.targets) == 1 and isinstance(inner.targets[0], ast.Name) \
+                    and counts.get(inner.targets[0].id) == 1:
                 value = gates.run.value(j, inner.value, dict(env), local, 0, used)
                 if value is not UNKNOWN or inner.targets[0].id in env:
                     env[inner.targets[0].id] = value

@@ -411,3 +411,17 @@ def test_bu17_pair_a_refusal_that_lets_an_npu_host_through_keeps_the_kernel(tmp_
     """The same layer where the refusal is about something else (a head size): the kernel stays."""
     report = _ring_project(tmp_path, "head_dim not in (128, 192)")
     assert _RING_KERNEL in _open(report, "pkg/model/ring.py")
+
+
+def test_bu19_pair_a_class_level_default_keeps_the_flag_unknown(tmp_path):
+    """A class-level `low_latency = True` is read until a store runs: the stores alone say nothing."""
+    attn = _ATTN.replace("LATER", "isinstance(weight, torch.Tensor) and use_fast_gemm(weight)").replace(
+        "class Attention(torch.nn.Module):\n", "class Attention(torch.nn.Module):\n    low_latency = True\n\n")
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/model/__init__.py": "",
+        "pkg/model/proj.py": _PROJ,
+        "pkg/model/attention.py": attn,
+    }))
+    assert _LOADER in _open(report, "pkg/model/proj.py")
