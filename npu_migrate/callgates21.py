@@ -117,6 +117,8 @@ class _Gates:
         self.notes: list = []  # (what the last truth() read: locals and `self.X`)
         self.locals_of: dict = {}  # (id(function) -> (it, flagtruth.local_names of it): one walk each)
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
+        self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
+        self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
 
     def _local_names(self, function) -> frozenset:
         """flagtruth.local_names(function), worked out once per function (a walk of the whole
@@ -171,13 +173,18 @@ class _Gates:
             if place:
                 self.where[key] = place
             return value
-        if len(stores) != 1 or len(others) != 1 or self._assigned_elsewhere(attr, j, owner) != 1:
+        if not stores or len(stores) != len(others) or self._assigned_elsewhere(attr, j, owner) != len(stores):
             return _U
-        method = self._function(parents, stores[0])
-        value = self.run.value(j, stores[0].value, {}, self._local_names(method), 0, used)
+        from .attrflags27 import stores_value  # (its methods' once-bound locals, every store agreeing: attrflags27.py)
+        value, place = stores_value(self, j, parents, stores, used)
+        if value is _U:
+            from .attrflags27 import raise_implied  # (a flag whose True makes __init__ raise there first)
+            found = raise_implied(self, j, parents, owner, attr, stores, used)
+            if found is not None:
+                value, place, self.guards[key] = found
         self.attrs[key] = value
         if value is not _U:
-            self.where[key] = f"{self.run.results[j].relpath}:{stores[0].lineno}"
+            self.where[key] = place
         return value
 
     def _assigned_elsewhere(self, attr: str, home: int = -1, owner: Optional[ast.ClassDef] = None) -> int:
@@ -239,6 +246,7 @@ class _Gates:
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
         once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
+        from .attrflags27 import read_allowed
         from .flagtruth import UNKNOWN as _U
 
         self.notes = []
@@ -262,12 +270,14 @@ class _Gates:
                 for n in ast.walk(expr):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
                         value = self._attr(j, tree, parents, function, n.attr, used)
-                        if value is not _U:
+                        guard = self.guards.get((j, getattr(parents.get(id(function)), "name", ""), n.attr))
+                        if value is not _U and read_allowed(guard, function, n):
                             env[f"self.{n.attr}"] = value
                             owner = parents.get(id(function))
                             place = self.where.get((j, getattr(owner, "name", ""), n.attr), "")
                             note = f"`self.{n.attr}` is {value!r} there, " + (
-                                place if place.startswith("returned by") else f"set once at {place}")
+                                place if place.startswith("returned by") else
+                                f"set {'at' if ' and at ' in place else 'once at'} {place}")
                             if note not in self.notes:
                                 self.notes.append(note)
             for name, expr in bound.items():
@@ -361,6 +371,8 @@ class _Gates:
         return result
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
+        from .attrflags27 import instance_attribute, shadowed
+
         run = self.run
         name = unit.name
         word = name.encode()
@@ -377,6 +389,8 @@ class _Gates:
             if name in strings:
                 return None  # (named in a string: loaded some other way)
             for node in refs.get(name, ()):
+                if isinstance(node, ast.Name) and shadowed(node, parents, self.shadows) or instance_attribute(node):
+                    continue  # (a local of its function by that name, or `self.X`: attrflags27.py)
                 if not isinstance(node.ctx, ast.Load):
                     return None
                 if j == i and _inside(node, unit, parents):
