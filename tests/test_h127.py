@@ -1,0 +1,118 @@
+"""Round-27 audit BX: same-file guards and pairs (npu_migrate/sameguards27.py)."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+TRITON_UTILS = """\
+import importlib.util
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+if HAS_TRITON:
+    import triton
+    import triton.language as tl
+else:
+    triton = None
+    tl = None
+"""
+
+NO_ELSE_GUARDED = """\
+import torch
+from pkg.triton_utils import HAS_TRITON, tl, triton
+
+if HAS_TRITON:
+
+    @triton.jit
+    def _interp_kernel(x_ptr, out_ptr, n: tl.constexpr):
+        i = tl.program_id(0)
+        tl.store(out_ptr + i, tl.load(x_ptr + i) * 2)
+
+    def triton_interp(x):
+        out = torch.empty_like(x)
+        _interp_kernel[(x.numel(),)](x, out, x.numel())
+        return out
+
+
+def interp_native(x):
+    return x * 2
+
+
+class Embed(torch.nn.Module):
+    def forward(self, x):
+        fn = triton_interp if HAS_TRITON else interp_native
+        return fn(x)
+"""
+
+# the nearest true case: the same block, but a plain call outside it reaches the kernel
+NO_ELSE_UNGUARDED = NO_ELSE_GUARDED + """
+
+def always(x):
+    return triton_interp(x)
+"""
+
+
+def _ours(report, path):
+    return [f for f in report["findings"] if not f["fixable"] and f["path"] == path]
+
+
+def test_no_else_triton_guard_with_conditional_use_is_info(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": TRITON_UTILS,
+                                    "pkg/gated.py": NO_ELSE_GUARDED, "pkg/plain.py": NO_ELSE_UNGUARDED})
+    report = migrate_json(root)
+    gated = [f for f in _ours(report, "pkg/gated.py") if f["code"] == "NPU910"]
+    assert gated and all(f["severity"] == "info" for f in gated), gated
+    assert "which has no `else:`" in gated[0]["message"]
+    assert "verify them there" in gated[0]["message"]
+    plain = [f for f in _ours(report, "pkg/plain.py") if f["code"] == "NPU910"]
+    assert plain and any(f["severity"] == "error" for f in plain), plain
+
+
+def test_no_else_triton_guard_without_any_use_keeps_error(tmp_path):
+    text = NO_ELSE_GUARDED.split("\n\ndef interp_native")[0] + "\n"
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": TRITON_UTILS,
+                                    "pkg/lonely.py": text})
+    report = migrate_json(root)
+    found = [f for f in _ours(report, "pkg/lonely.py") if f["code"] == "NPU910"]
+    assert found and any(f["severity"] == "error" for f in found), found
+
+
+PAIR_ONE_FUNCTION = """\
+import torch
+
+
+def test_bracket():
+    x = torch.ones(4, device="cuda")
+    old = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        y = x * 2
+    finally:
+        torch.cuda.set_sync_debug_mode(old)
+    assert y.sum() == 8
+"""
+
+# the nearest true case: the set in another function than the get: two places to port
+PAIR_TWO_FUNCTIONS = """\
+import torch
+
+
+def read_mode():
+    return torch.cuda.get_sync_debug_mode()
+
+
+def strict():
+    torch.cuda.set_sync_debug_mode("error")
+"""
+
+
+def test_get_set_pair_in_one_function_folds(tmp_path):
+    root = write_project(tmp_path, {"one.py": PAIR_ONE_FUNCTION, "two.py": PAIR_TWO_FUNCTIONS})
+    report = migrate_json(root)
+    one = [f for f in _ours(report, "one.py") if "sync_debug_mode" in f["message"]]
+    assert len(one) == 1, one
+    assert one[0]["source"] == "torch.cuda.get_sync_debug_mode"
+    assert "with `torch.cuda.set_sync_debug_mode` in the same function" in one[0]["message"]
+    assert "also at lines 7, 11" in one[0]["message"]
+    assert one[0]["severity"] == "error"
+    two = [f for f in _ours(report, "two.py") if "sync_debug_mode" in f["message"]]
+    assert sorted(f["source"] for f in two) == ["torch.cuda.get_sync_debug_mode", "torch.cuda.set_sync_debug_mode"]
