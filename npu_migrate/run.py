@@ -235,7 +235,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = labels24.review(result.findings, text, relpath)  # (platform tables, simulated platforms: labels24.py)
             result.findings = smallshapes25.review(result.findings, text, relpath)  # (same-file guards: smallshapes25.py)
             result.findings = testgates26.review(result.findings, text, relpath)  # (skipped constants, allocator fallbacks: testgates26.py)
-            result.findings = sameguards27.review(result.findings, text)  # (no-else Triton guards, get/set pairs: sameguards27.py)
+            result.findings = sameguards27.review(result.findings, text, relpath)  # (no-else Triton guards, get/set pairs: sameguards27.py)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -116,3 +116,80 @@ def test_get_set_pair_in_one_function_folds(tmp_path):
     assert one[0]["severity"] == "error"
     two = [f for f in _ours(report, "two.py") if "sync_debug_mode" in f["message"]]
     assert sorted(f["source"] for f in two) == ["torch.cuda.get_sync_debug_mode", "torch.cuda.set_sync_debug_mode"]
+
+
+CAPABILITY_TWICE = """\
+import pytest
+import torch
+
+from pkg.platforms import current_platform
+
+DEVICES = [f"cuda:{i}" for i in range(1 if torch.accelerator.device_count() == 1 else 2)]
+
+capability = current_platform.get_device_capability()
+IS_SUPPORTED = capability is not None and capability[0] >= 9
+
+IS_SUPPORTED = current_platform.has_device_capability(90)
+
+
+@pytest.mark.skipif(not IS_SUPPORTED, reason="needs SM90")
+@pytest.mark.parametrize("device", DEVICES)
+def test_kernel_devices(device):
+    graph = torch.cuda.CUDAGraph()
+    assert graph is not None
+"""
+
+# the nearest true case: the second binding is not false on an NPU host (a user setting)
+CAPABILITY_TWICE_OPEN = CAPABILITY_TWICE.replace(
+    "IS_SUPPORTED = current_platform.has_device_capability(90)", "IS_SUPPORTED = bool(int(os.environ['RUN']))"
+).replace("import pytest\n", "import os\n\nimport pytest\n")
+
+
+def test_skip_name_bound_twice_false_both_times(tmp_path):
+    root = write_project(tmp_path, {"tests/test_twice.py": CAPABILITY_TWICE,
+                                    "tests/test_open.py": CAPABILITY_TWICE_OPEN})
+    report = migrate_json(root)
+    twice = [f for f in _ours(report, "tests/test_twice.py") if f["severity"] != "info"]
+    assert not twice, twice
+    reasons = [s["reason"] for s in report["skipped"] if s.get("path") == "tests/test_twice.py"]
+    assert any("`DEVICES`" in r and "not IS_SUPPORTED" in r for r in reasons), reasons
+    opened = [f for f in _ours(report, "tests/test_open.py") if f["severity"] != "info"]
+    assert {f["code"] for f in opened} >= {"NPU202", "NPU990"}, opened
+
+
+PROBED_PACKAGE = """\
+import pytest
+import torch
+
+from pkg.utils import has_fancy_ep
+
+requires_fancy_ep = pytest.mark.skipif(not has_fancy_ep(), reason="needs fancy_ep")
+
+
+def _impl(x):
+    return x.to(torch.float8_e4m3fn)
+
+
+def _unmarked_helper(x):
+    return x.to(torch.float8_e4m3fn)
+
+
+@requires_fancy_ep
+def test_fancy(tmp_path):
+    x = torch.ones(4, device="cuda")
+    assert _impl(x) is not None
+
+
+def test_plain():
+    x = torch.ones(4, device="cuda")
+    assert _unmarked_helper(x) is not None
+"""
+
+
+def test_optional_package_probe_marker_is_opt_in(tmp_path):
+    root = write_project(tmp_path, {"tests/test_probed.py": PROBED_PACKAGE})
+    report = migrate_json(root)
+    fp8 = {f["line"]: f for f in _ours(report, "tests/test_probed.py") if f["code"] == "NPU913"}
+    assert fp8[10]["severity"] == "info", fp8
+    assert "only when the optional package that `has_fancy_ep()` probes is installed" in fp8[10]["message"]
+    assert fp8[14]["severity"] == "error", fp8  # (the helper an unmarked test calls)
