@@ -193,3 +193,32 @@ def test_optional_package_probe_marker_is_opt_in(tmp_path):
     assert fp8[10]["severity"] == "info", fp8
     assert "only when the optional package that `has_fancy_ep()` probes is installed" in fp8[10]["message"]
     assert fp8[14]["severity"] == "error", fp8  # (the helper an unmarked test calls)
+
+
+SMI_SCRIPT = """\
+#!/bin/bash
+set -euo pipefail
+SMI_BIN=$(which nvidia-smi || which rocm-smi || echo "")
+
+count_gpus() {
+  if [[ "$SMI_BIN" == *"nvidia"* ]]; then
+    $SMI_BIN --query-gpu=name --format=csv,noheader | wc -l
+  else
+    echo "2"
+  fi
+}
+
+echo "starting"
+"""
+
+
+def test_smi_run_only_in_an_uncalled_shell_function_is_a_note(tmp_path):
+    # the nearest true case: the same script calling the function keeps the warning
+    called = SMI_SCRIPT + 'N=$(count_gpus)\necho "$N"\n'
+    root = write_project(tmp_path, {"uncalled.sh": SMI_SCRIPT, "called.sh": called})
+    report = migrate_json(root)
+    uncalled = [f for f in _ours(report, "uncalled.sh") if f["code"] == "NPU704"]
+    kept = [f for f in _ours(report, "called.sh") if f["code"] == "NPU704"]
+    assert uncalled and uncalled[0]["severity"] == "info", uncalled
+    assert "only in the shell function `count_gpus` (line 5), which the script never calls" in uncalled[0]["message"]
+    assert kept and kept[0]["severity"] == "warning", kept
