@@ -222,3 +222,52 @@ def test_smi_run_only_in_an_uncalled_shell_function_is_a_note(tmp_path):
     assert uncalled and uncalled[0]["severity"] == "info", uncalled
     assert "only in the shell function `count_gpus` (line 5), which the script never calls" in uncalled[0]["message"]
     assert kept and kept[0]["severity"] == "warning", kept
+
+
+PROFILED_BENCH = """\
+import argparse
+import time
+
+import torch
+
+
+def main(n: int, do_profile: bool = False) -> None:
+    x = torch.randn(n, device="cuda")
+
+    def run(iters: int, profile: bool = False) -> float:
+        if profile:
+            torch.cuda.cudart().cudaProfilerStart()
+        start = time.perf_counter()
+        for _ in range(iters):
+            x.mul_(1.0)
+        return time.perf_counter() - start
+
+    run_benchmark = run
+    run_benchmark(5, profile=False)
+    if do_profile:
+        run_benchmark(1, profile=True)
+    else:
+        run_benchmark(100)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    main(args.n, do_profile=args.profile)
+"""
+
+# the nearest true case: the same benchmark always profiles its first run
+ALWAYS_PROFILED = PROFILED_BENCH.replace("run_benchmark(5, profile=False)", "run_benchmark(5, profile=True)")
+
+
+def test_code_under_a_store_true_option_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"benchmarks/bench_opt.py": PROFILED_BENCH,
+                                    "benchmarks/bench_always.py": ALWAYS_PROFILED})
+    report = migrate_json(root)
+    opt = [f for f in _ours(report, "benchmarks/bench_opt.py") if f["code"] == "NPU202"]
+    assert opt and opt[0]["severity"] == "info", opt
+    assert "reached on an NPU host only when `--profile` is chosen" in opt[0]["message"]
+    always = [f for f in _ours(report, "benchmarks/bench_always.py") if f["code"] == "NPU202"]
+    assert always and always[0]["severity"] == "error", always
