@@ -321,16 +321,26 @@ def _module_nodes(tree: ast.Module):
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _false_names(bindings: dict[str, list], inherited: frozenset, functions: frozenset) -> frozenset:
+def _false_names(bindings: dict[str, list], inherited: frozenset, functions: frozenset,
+                 every: bool = False) -> frozenset:
     """The names of a scope bound once, to a value false on an NPU host (or inherited from the
     module and not bound here). A constant (`DEBUG = False`) is a setting a user edits, not one.
     A name whose value is None there (`cap = current_platform.get_device_capability()`) is kept
-    as `_NONE_MARK + name` (`cap is None` is true there)."""
+    as `_NONE_MARK + name` (`cap is None` is true there). `every` (with_file_facts: a test
+    module's skip conditions, round-27 BX#21): a name bound several times by assignments, each
+    value false there (`IS_SUPPORTED = cap is not None and cap[0] >= 9`, later
+    `IS_SUPPORTED = current_platform.has_device_capability(90)`), is false too."""
     out = {name for name in inherited if name.lstrip(_NONE_MARK) not in bindings}
     changed = True
     while changed:
         changed = False
         for name, values in bindings.items():
+            if every and len(values) > 1 and name not in out and all(
+                    v is not None and not isinstance(v, ast.Constant) for v in values) and all(
+                    _truth(v, frozenset(out), functions) is False for v in values):
+                out.add(name)
+                changed = True
+                continue
             if name in out or _NONE_MARK + name in out or len(values) != 1 or values[0] is None \
                     or isinstance(values[0], ast.Constant):
                 continue
@@ -810,7 +820,7 @@ def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     _PLAIN[0] = truth
     _start(tree, None)
     functions = _false_functions(tree, frozenset())
-    names = _false_names(_bindings(tree), frozenset(), functions)
+    names = _false_names(_bindings(tree), frozenset(), functions, every=True)
     functions = _false_functions(tree, names) | functions
     if not functions and not names:
         return tree

@@ -44,7 +44,7 @@ from . import devflows24, singles22, singles23
 from . import tritonguards23
 from . import libgates23
 from . import rocmhooks24
-from . import labels24, smallshapes25, testgates26
+from . import labels24, optin27, sameguards27, smallshapes25, testgates26
 from . import testlabels27
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
@@ -237,6 +237,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = smallshapes25.review(result.findings, text, relpath)  # (same-file guards: smallshapes25.py)
             result.findings = testgates26.review(result.findings, text, relpath)  # (skipped constants, allocator fallbacks: testgates26.py)
             result.findings = testlabels27.review(result.findings, text, relpath)  # (sentinels, OS branches, uv scripts: testlabels27.py)
+            result.findings = sameguards27.review(result.findings, text, relpath)  # (no-else Triton guards, get/set pairs: sameguards27.py)
+            result.findings = optin27.review(result.findings, text)  # (code only a store_true option reaches: optin27.py)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -14,7 +14,9 @@ of them do not fail on an NPU host, and the round-11 reviewers read them as fals
   the chain offers other vendors' tools (rocm-smi, amd-smi, xpu-smi, hl-smi), the message says
   that `npu-smi` is the Ascend counterpart to add. The probe findings of a file that stay (errors,
   warnings, notes with that advice) are one finding, the strongest, naming the others: one
-  decision for the script.
+  decision for the script. A run of the captured tool inside a shell function the script never
+  calls (`get_num_gpus() { $SMI_BIN ...; }`, named nowhere else) is no run (round-27 BX#11): the
+  probe is the note, naming the function; a function the script calls keeps the warning.
 - an `nvidia-smi` call inside the branch such a probe guards (`if command -v nvidia-smi; then
   nvidia-smi -L; fi`): code an NPU host never runs (moot.PHRASES "in a branch an NPU host does not
   take"); `nvidia-smi` only named in a message an `echo`/`printf` prints: no port work.
@@ -223,9 +225,19 @@ def _capture(text: _Text, offset: int) -> Optional[tuple[str, int, int]]:
 def _judge_capture(text: _Text, offset: int, name: str, start: int, end: int) -> tuple[str, str]:
     chain = text.code[start:end + 1]
     vendors = sorted(set(OTHER_TOOLS.findall(chain)))
-    runs = re.search(rf"(?:^|[;&|(`]|\bthen\b|\bdo\b|\belse\b)[ \t]*\"?\$(?:{name}\b|\{{{name}\}})",
-                     text.code[end:], re.MULTILINE)
+    sites = re.finditer(rf"(?:^|[;&|(`]|\bthen\b|\bdo\b|\belse\b)[ \t]*\"?\$(?:{name}\b|\{{{name}\}})",
+                        text.code[end:], re.MULTILINE)
+    runs, dead = None, None
+    for site in sites:  # (round-27 BX#11: a run inside a shell function the script never calls is no run)
+        uncalled = _uncalled_function(text, end + site.end())
+        if uncalled is None:
+            runs = site
+            break
+        dead = dead or uncalled
     advice = f"; its chain offers {', '.join(vendors)}: {NPU_SMI_ADVICE}" if vendors else ""
+    if runs is None and dead is not None:
+        advice = (f"; `${name}` is run only in the shell function `{dead[0]}` (line {dead[1]}), which the "
+                  f"script never calls{advice}")
     if runs:
         line = text.line_of(end + runs.end())
         return "warning", (f"{GPU_COUNT_REASON}: an NPU host leaves `{name}` without `{SMI}`, and the script "
@@ -233,6 +245,35 @@ def _judge_capture(text: _Text, offset: int, name: str, start: int, end: int) ->
     if vendors:
         return "info", f"{OTHER_VENDORS_REASON} (`{name}` is left empty){advice}"
     return "info", f"{PROBE_REASON} (`{name}` is left empty)"
+
+
+_SHELL_FUNCTION = re.compile(r"^[ \t]*(?:function[ \t]+)?([A-Za-z_][\w-]*)[ \t]*(?:\(\)[ \t]*)?\{[ \t]*$", re.MULTILINE)
+
+
+def _uncalled_function(text: _Text, offset: int) -> Optional[tuple[str, int]]:
+    """(name, line) of the shell function `name() { ... }` whose body holds `offset`, when the
+    script names it nowhere outside its definition (never called); else None."""
+    masked = text.masked
+    for match in reversed(list(_SHELL_FUNCTION.finditer(masked, 0, offset))):
+        if "()" not in match.group(0) and not match.group(0).lstrip().startswith("function"):
+            continue
+        depth, close = 0, None
+        for i in range(match.end() - 1, len(masked)):
+            if masked[i] == "{":
+                depth += 1
+            elif masked[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    close = i
+                    break
+        if close is None or close < offset:
+            continue  # (a function that ends before the offset: not the one holding it)
+        name = match.group(1)
+        outside = masked[:match.start()] + masked[close + 1:]
+        if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", outside):
+            return None
+        return name, text.line_of(match.start() + len(match.group(0)) - len(match.group(0).lstrip()))
+    return None
 
 
 def _judge_condition(text: _Text, offset: int) -> Optional[tuple[str, str]]:

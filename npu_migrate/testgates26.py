@@ -18,7 +18,8 @@ BV#2 and BU#27 are testscopes.py and rules/scopes.toml entries).
 - **A module-level literal read only by skipped tests** (BV#14, `_skipped_constants`, per file, after
   smallshapes25.py): a pytest module's `NAME = [...]` (a literal: strings, numbers, tuples, lists;
   no call, so nothing runs at import) every read of which lies in a test or helper testscopes
-  scopes out (a `parametrize` argument of the skipped test included): its "cuda:0" (NPU990) is
+  scopes out (a `parametrize` argument of the skipped test included; round-27 BX#21: also a list of
+  device ids built from a device count, `[f"cuda:{i}" for i in range(n)]`): its "cuda:0" (NPU990) is
   the skipped test's device, lowered with "in a helper constant read only by tests that do not run
   on an NPU host" (moot.PHRASES "in a helper "). A name read by a test that runs there, at module
   level, or in a string (`__all__`) keeps the finding.
@@ -262,7 +263,24 @@ def _literal(node: ast.AST) -> bool:
         return True
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return all(_literal(e) for e in node.elts)
+    if isinstance(node, ast.ListComp):  # (round-27 BX#21: `[f"cuda:{i}" for i in range(n_devices)]`)
+        return _device_ids(node)
     return False
+
+
+def _device_ids(node: ast.ListComp) -> bool:
+    """A list of device ids built from a device count: a string or f-string of the loop name over
+    `range(...)` whose only calls are `range` and a `*.device_count()` (which runs on any host)."""
+    if len(node.generators) != 1 or node.generators[0].ifs or not isinstance(node.elt, (ast.Constant, ast.JoinedStr)):
+        return False
+    source = node.generators[0].iter
+    if not (isinstance(source, ast.Call) and astcache.dotted(source.func) == "range"):
+        return False
+    for inner in ast.walk(source):
+        if isinstance(inner, ast.Call) and inner is not source and not (
+                (astcache.dotted(inner.func) or "").rsplit(".", 1)[-1] == "device_count" and not inner.args):
+            return False
+    return True
 
 
 def _skipped_constants(tree: ast.Module, text: str, findings: list[Finding]) -> dict[int, str]:
