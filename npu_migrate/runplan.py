@@ -456,8 +456,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_public_helpers(results, paths)  # (public functions only tests not run there call: info, P3: publichelpers27.py)
     from .kernelgates26 import review as review_kernel_gates
     results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
-    from .attrflags27 import review_device_functions
-    results = review_device_functions(results, paths)  # (device functions called only inside those kernels: attrflags27.py)
+    from .devicefns27 import review_device_functions
+    results = review_device_functions(results, paths)  # (device functions called only inside those kernels: devicefns27.py)
     from .gatedusers24 import review as review_gated_users
     results = review_gated_users(results, paths)  # (helpers serving only a package imported under a false gate)
     from .fp8folds19 import review as review_fp8_folds

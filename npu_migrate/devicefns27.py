@@ -1,0 +1,135 @@
+"""Triton device functions called only inside kernels of their own module that are already named
+scopes (issue #16, wave 27, BV#3's `_dequant8`; whole run, runplan.py right after kernelgates26.py).
+It was part of attrflags27.py; it runs callgates21's `Gates`, which asks attrflags27.py, so it
+lives in a module of its own (no import circle)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+def review_device_functions(results: list, paths: dict) -> list:
+    """The results, with each open NPU910 place on the Triton decorator of a device function
+    (called, never launched) lowered to a named scope when every reference of the run to it is a
+    call inside other Triton functions of its own module whose places are already such scopes (or
+    become so here, a few rounds: a device function calling another).
+
+    kernelgates26.py lowers a kernel when its launches lie behind a gate false on an NPU host a few
+    calls deep; a device function sits one or two calls further from that gate (`_dequant8` called
+    by `_dequant_rows`, called by the lowered kernels) and ran out of depth. It runs only where the
+    kernels calling it run. Kept: a device function any reference of which is something else (a
+    launch, a value handed on, a string, an attribute read, another module's mention, a test's
+    call), or called by a kernel still reported."""
+    from .callgates21 import Gates
+    from .flagcalls19 import Run, lower
+    from .flags16 import BRANCH
+    from .kernelgates26 import triton_decorated
+    from .modpaths import RunTexts
+    from .moot import is_moot
+    from . import astcache
+
+    def open_kernel(f) -> bool:
+        return (f.code == "NPU910" and not f.fixable and f.cell is None and not is_moot(f)
+                and f.severity != "info")
+
+    text_of = RunTexts(results, paths)
+    out = list(results)
+    state = None
+    for i, result in enumerate(results):
+        if not result.relpath.endswith(".py") or not any(open_kernel(f) for f in result.findings):
+            continue
+        data = text_of(i)
+        if not data or b"triton" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        if state is not None:
+            tree = state[0].trees.setdefault(i, tree)
+        kernels = triton_decorated(tree)
+        units = {id(u): u for u in kernels.values()}
+        first_line = {id(u): min(ln for ln, v in kernels.items() if v is u) for u in units.values()}
+        lowered = {ln for f in result.findings if f.code == "NPU910" and is_moot(f)
+                   for ln in (f.line, *(a for a, _c, _s in f.also))}
+        dead = {uid for uid in units if any(kernels.get(ln) is units[uid] for ln in lowered)}
+        open_units = {id(kernels[ln]) for f in result.findings if open_kernel(f)
+                      for ln in (f.line, *(a for a, _c, _s in f.also)) if ln in kernels}
+        if not open_units or not dead:
+            continue
+        callers = {uid: _device_callers(tree, units, units[uid]) for uid in open_units}
+        if state is None:
+            run = Run(results, text_of)
+            state = (run, Gates(run))
+        callers = {uid: c for uid, c in callers.items()
+                   if c is not None and _others_dead(state, i, units[uid].name)}
+        why: dict = {}
+        for _round in range(4):
+            more = {uid: c for uid, c in callers.items() if uid not in why and c and c <= dead}
+            if not more:
+                break
+            for uid, c in more.items():
+                names = ", ".join(f"`{units[k].name}` (line {first_line[k]})" for k in sorted(c, key=first_line.get))
+                why[uid] = (f"{BRANCH}: the Triton device function `{units[uid].name}` is called only inside "
+                            f"this module's Triton functions {names}, which an NPU host does not run")
+                dead.add(uid)
+        if not why:
+            continue
+
+        def reason_of(line: int, kernels=kernels, why=why):
+            unit = kernels.get(line)
+            return None if unit is None else why.get(id(unit))
+
+        findings, changed = [], False
+        for finding in result.findings:
+            pieces = lower(finding, reason_of) if open_kernel(finding) else None
+            changed = changed or pieces is not None
+            findings.extend([finding] if pieces is None else pieces)
+        if changed:
+            out[i] = dataclasses.replace(result, findings=sorted(findings))
+    return out
+
+
+def _device_callers(tree: ast.Module, units: dict, unit: ast.AST):
+    """The ids of the module's other Triton functions whose bodies call `unit`, when every reference
+    of the module to it is such a call; None otherwise (also when there is none)."""
+    from . import astcache
+
+    spans = [(uid, u.lineno, u.end_lineno or u.lineno) for uid, u in units.items() if u is not unit]
+    parents = astcache.parents(tree)
+    found: set = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Constant) and node.value == unit.name:
+            return None
+        if isinstance(node, ast.Attribute) and node.attr == unit.name:
+            return None
+        if isinstance(node, ast.Name) and node.id == unit.name:
+            call = parents.get(id(node))
+            owner = next((uid for uid, a, b in spans if a <= node.lineno <= b), None)
+            if owner is None or not (isinstance(call, ast.Call) and call.func is node
+                                     and isinstance(node.ctx, ast.Load)):
+                return None
+            found.add(owner)
+    return found or None
+
+
+def _others_dead(state, i: int, name: str) -> bool:
+    """Every mention of `name` in the run's other Python files is a name or attribute read in code
+    an NPU host does not run (callgates21's reading: a test it skips, a branch false there); no
+    file that does not parse, no string naming it."""
+    run, gates = state
+    word = name.encode()
+    for j, result in enumerate(run.results):
+        if j == i or not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
+            continue
+        tree = run.tree(j)
+        if tree is None:
+            return False
+        parents, refs, strings = gates._index(j, tree)
+        if name in strings:
+            return False
+        for node in refs.get(name, ()):
+            if not isinstance(node.ctx, ast.Load) or gates.dead(j, tree, parents, node) is None:
+                return False
+    return True
+
+
