@@ -42,6 +42,17 @@ def synchronize(t):
 '''
 
 
+def _places(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of every place of the report-only findings of `code` in `path`."""
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            places[f["line"]] = f
+            for line, _column, _source in f.get("also") or ():
+                places.setdefault(line, f)
+    return places
+
+
 def _rewritten(report: dict, path: str, code: str) -> set[int]:
     return {f["line"] for f in report["findings"] if f["path"] == path and f["code"] == code and f["fixable"]}
 
@@ -64,3 +75,96 @@ def test_early_exit_before_cuda_runtime_calls_is_kept(tmp_path):
     cudart = findings_at(report, "region.py", "NPU202")
     assert 12 not in cudart and 18 not in cudart  # behind the kept checks: folded
     assert cudart[21]["severity"] == "error"  # unguarded: still reported
+
+
+# ----------------------------------------------------------------------------- BW#13: probed imports
+PROBED = '''import importlib.util
+
+import torch
+
+
+def _has_module(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def has_fastcomm():
+    return _has_module("fastcomm")
+
+
+def check_fastcomm():
+    """CUDA multicast support."""
+    if not has_fastcomm():
+        raise RuntimeError("fastcomm not available: install it")
+    from fastcomm._C import multicast_supported
+
+    return multicast_supported()
+
+
+def check_other():
+    """CUDA multicast support."""
+    if not has_fastcomm():
+        raise RuntimeError("fastcomm not available: install it")
+    from othercomm._C import nvlink_supported
+
+    return nvlink_supported()
+
+
+def check_unprobed():
+    """CUDA topology."""
+    from fastcomm._C import topology
+
+    return topology()
+'''
+
+
+def test_lazy_import_after_its_own_probe_raises_is_opt_in(tmp_path):
+    """BW#13: `if not has_X(): raise` right before `from X._C import f` is reached only once the
+    user installs X (P1: info naming the probe); another package's import after the probe, and
+    the same import without it, stay errors."""
+    report = migrate_json(write_project(tmp_path, {"probe.py": PROBED}))
+    places = _places(report, "probe.py", "NPU911")
+    assert places[18]["severity"] == "info", places
+    assert "only when the optional package `fastcomm` is installed" in places[18]["message"]
+    assert "`has_fastcomm()` raises first" in places[18]["message"]
+    assert places[27]["severity"] == "error"  # another package after the probe
+    assert places[34]["severity"] == "error"  # no probe
+
+
+# ----------------------------------------------------------------------------- BW#21: converters
+CONVERTER = '''import argparse
+
+import torch
+
+
+def to_quant_dtype(s: str) -> torch.dtype:
+    if s == "torch.float8_e4m3fn":
+        return torch.float8_e4m3fn
+    raise ValueError(f"Unsupported quant type {s}")
+
+
+def default_dtype(s: str) -> torch.dtype:
+    if s == "auto":
+        return torch.float8_e4m3fn
+    return torch.bfloat16
+
+
+def make_parser():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quant-dtype", type=to_quant_dtype, default=None)
+    return parser
+
+
+def quantize(x):
+    return x.to(torch.float8_e5m2)
+'''
+
+
+def test_fp8_dtype_returned_for_its_option_string_is_opt_in(tmp_path):
+    """BW#21: `if s == "torch.float8_e4m3fn": return torch.float8_e4m3fn` in a converter is a label
+    for the option (info: reached only when it is chosen); the dtype returned for a string that
+    names no FP8 format, and a cast, stay FP8 compute errors."""
+    report = migrate_json(write_project(tmp_path, {"cli.py": CONVERTER}))
+    places = _places(report, "cli.py", "NPU913")
+    assert places[8]["severity"] == "info" and "only when the option 'torch.float8_e4m3fn' is chosen" in places[8]["message"]
+    assert places[14]["severity"] == "error"
+    assert places[25]["severity"] == "error"
