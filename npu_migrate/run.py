@@ -44,7 +44,7 @@ from . import devflows24, singles22, singles23
 from . import tritonguards23
 from . import libgates23
 from . import rocmhooks24
-from . import labels24, optin27, smallshapes25, testgates26
+from . import labels24, optin27, probegates27, smallshapes25, testgates26
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
 from .model import FileResult, HeavyFile, Options, isolate_heavy, tool_finding
@@ -236,6 +236,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = smallshapes25.review(result.findings, text, relpath)  # (same-file guards: smallshapes25.py)
             result.findings = testgates26.review(result.findings, text, relpath)  # (skipped constants, allocator fallbacks: testgates26.py)
             result.findings = optin27.review(result.findings, text, relpath)  # (probed lazy imports, FP8 option converters: optin27.py)
+            result.findings = probegates27.review(result.findings, text, relpath)  # (FP8 built past a never-on-NPU probe)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

@@ -168,3 +168,74 @@ def test_fp8_dtype_returned_for_its_option_string_is_opt_in(tmp_path):
     assert places[8]["severity"] == "info" and "only when the option 'torch.float8_e4m3fn' is chosen" in places[8]["message"]
     assert places[14]["severity"] == "error"
     assert places[25]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- BW#7: probe gates
+PROBE_GATE = '''from importlib.util import find_spec
+
+import torch
+
+flashinfer_comm = None
+if find_spec("flashinfer"):
+    import flashinfer.comm as flashinfer_comm
+
+triton_ops = None
+if find_spec("triton"):
+    import triton as triton_ops
+
+
+class QuantPattern:
+    def __init__(self, eps):
+        self.eps = eps
+        self.quant_dtype = torch.float8_e4m3fn
+
+
+class OtherQuantPattern:
+    def __init__(self, eps):
+        self.quant_dtype = torch.float8_e5m2
+
+
+class TritonQuantPattern:
+    def __init__(self, eps):
+        self.quant_dtype = torch.float8_e4m3fn
+
+
+class FusionPass:
+    def __init__(self, patterns):
+        scale = torch.ones(1, dtype=torch.float8_e4m3fn)
+        self.scale = scale
+        if flashinfer_comm is None:
+            print("flashinfer not installed, skipping the pass")
+            return
+        self.register_patterns(patterns)
+
+    def register_patterns(self, patterns):
+        patterns.append(QuantPattern(1e-5))
+        patterns.append(OtherQuantPattern(1e-5))
+
+
+class TritonPass:
+    def __init__(self, patterns):
+        if triton_ops is None:
+            return
+        patterns.append(TritonQuantPattern(1e-6))
+
+
+DEFAULT_PATTERNS = [OtherQuantPattern]
+'''
+
+
+def test_fp8_built_only_past_a_probe_of_a_package_without_npu_build_is_info(tmp_path):
+    """BW#7: FP8 in a class the file builds only past `if flashinfer_comm is None: return`, where
+    the name stays None unless `find_spec("flashinfer")` finds it, is info (P3: another module may
+    build the class); a class the file also lists elsewhere, a probe of a package an NPU host may
+    have (triton), and FP8 before the gate stay errors."""
+    report = migrate_json(write_project(tmp_path, {"fusion.py": PROBE_GATE}))
+    places = _places(report, "fusion.py", "NPU913")
+    assert places[17]["severity"] == "info", places
+    assert "past `if flashinfer_comm is None: return`" in places[17]["message"]
+    assert "in `QuantPattern`" in places[17]["message"]
+    assert 'find_spec("flashinfer")' in places[17]["message"]
+    assert places[22]["severity"] == "error"  # also listed at module level
+    assert places[27]["severity"] == "error"  # triton installs on an NPU host
+    assert places[32]["severity"] == "error"  # before the gate
