@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from typing import Optional
 
 from . import astcache
-from .findings import Finding, lower_pieces
+from .findings import Finding, merge_per_file, split_merged
 
 _FP8_WORD = re.compile(r"(?i)fp8|float8|e4m3|e5m2|e8m0")
 _EXITS = (ast.Raise,)
@@ -57,13 +58,36 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
     changed = False
     for finding in findings:
         table = by_code.get(finding.code) if _open(finding) else None
-        lowered = lower_pieces(finding, table.get) if table else None
+        lowered = _lower(finding, table) if table else None
         if lowered is None:
             out.append(finding)
         else:
             out.extend(lowered)
             changed = True
     return sorted(out) if changed else findings
+
+
+def _lower(finding: Finding, table: dict[int, str]) -> Optional[list[Finding]]:
+    """The places of the finding with a reason as one info finding (the file's one finding of the
+    code, as merge_per_file made it), naming each reason once; the other places stay merged at
+    their severity. None when no place has a reason."""
+    pieces = split_merged(finding)
+    lowered = [p for p in pieces if p.line in table]
+    if not lowered:
+        return None
+    kept = [p for p in pieces if p.line not in table]
+    why = "; ".join(dict.fromkeys(table[p.line] for p in lowered))
+    first = lowered[0]
+    note = replace(first, severity="info", also=tuple((p.line, p.column, p.source) for p in lowered[1:]),
+                   message=f"{first.message} ({why})" + _also(lowered[1:]))
+    return [note, *(merge_per_file(kept) if kept else [])]
+
+
+def _also(rest: list[Finding]) -> str:
+    if not rest:
+        return ""
+    lines = [str(p.line) for p in rest]
+    return f" (also at line {lines[0]})" if len(lines) == 1 else f" (also at lines {', '.join(lines)})"
 
 
 # ----------------------------------------------------------------------------- BW#13: probed imports
@@ -132,15 +156,26 @@ def _converter_returns(tree: ast.Module) -> dict[int, str]:
             if not (isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return)):
                 continue
             test, value = stmt.test, stmt.body[0].value
-            if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+            if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+                    and isinstance(test.ops[0], (ast.Eq, ast.In))):
                 continue
             sides = (test.left, test.comparators[0])
             names = [s.id for s in sides if isinstance(s, ast.Name)]
-            strings = [s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+            strings = _strings(test.comparators[0]) if isinstance(test.ops[0], ast.In) else [
+                s.value for s in sides if isinstance(s, ast.Constant) and isinstance(s.value, str)]
             dotted = astcache.dotted(value) if value is not None else None
-            if (names and names[0] in params and strings and _FP8_WORD.search(strings[0])
+            if (names and names[0] in params and strings and all(_FP8_WORD.search(w) for w in strings)
                     and dotted and dotted.startswith("torch.float8_")):
-                reasons[value.lineno] = (f"reached on an NPU host only when the option {strings[0]!r} is chosen: "
+                options = " or ".join(repr(w) for w in strings)
+                reasons[value.lineno] = (f"reached on an NPU host only when the option {options} is chosen: "
                                          f"`{function.name}` returns this dtype for that string only; FP8 runs "
                                          "where the value is used")
     return reasons
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The strings of a tuple, list or set display of strings only ([] otherwise)."""
+    if not isinstance(node, (ast.Tuple, ast.List, ast.Set)) or not node.elts:
+        return []
+    out = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return out if len(out) == len(node.elts) else []

@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import Optional
 
 from . import astcache, catalogue
-from .findings import Finding, lower_pieces
+from .findings import _ALSO, Finding, lower_pieces
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,7 +76,9 @@ def review(findings: list[Finding], text: str, relpath: str = "") -> list[Findin
             why = reasons[finding.line][1]
             if named:
                 why = f"in {', '.join(named)}, {why}"
-            out.append(replace(finding, severity="info", message=f"{finding.message} ({why})"))
+            also = _ALSO.search(finding.message)
+            base = finding.message[:also.start()] if also else finding.message
+            out.append(replace(finding, severity="info", message=f"{base} ({why})" + (also.group(0) if also else "")))
             continue
         out.extend(lower_pieces(finding, lambda line: (
             f"in `{reasons[line][0]}`, {reasons[line][1]}" if reasons[line][0] else reasons[line][1])

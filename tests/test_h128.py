@@ -239,3 +239,31 @@ def test_fp8_built_only_past_a_probe_of_a_package_without_npu_build_is_info(tmp_
     assert places[22]["severity"] == "error"  # also listed at module level
     assert places[27]["severity"] == "error"  # triton installs on an NPU host
     assert places[32]["severity"] == "error"  # before the gate
+
+
+KV_DTYPES = '''import torch
+
+
+def fp8_dtype_for_kv_cache(kv_cache_dtype: str) -> torch.dtype:
+    if kv_cache_dtype in ("fp8", "fp8_e4m3"):
+        return torch.float8_e4m3fn
+    elif kv_cache_dtype == "fp8_e5m2":
+        return torch.float8_e5m2
+    raise ValueError(kv_cache_dtype)
+
+
+def cache_dtype(kv_cache_dtype: str) -> torch.dtype:
+    if kv_cache_dtype in ("auto", "fp8"):
+        return torch.float8_e4m3fn
+    return torch.bfloat16
+'''
+
+
+def test_fp8_dtype_table_of_one_function_is_one_info(tmp_path):
+    """BW#21's shape with `in ("fp8", "fp8_e4m3")`: the places of one converter stay one finding,
+    info, naming every option; a tuple that also holds a non-FP8 string ("auto") keeps the error."""
+    report = migrate_json(write_project(tmp_path, {"kv.py": KV_DTYPES}))
+    places = _places(report, "kv.py", "NPU913")
+    assert places[6] is places[8] and places[6]["severity"] == "info", places
+    assert "'fp8' or 'fp8_e4m3'" in places[6]["message"] and "'fp8_e5m2'" in places[6]["message"]
+    assert places[14]["severity"] == "error"
