@@ -27,7 +27,13 @@ host without CUDA. This module supplies them:
   check at (line, column) does not (`not check`, `a or not check`) and whose body exits; called
   by redundant.py's `_guarded_spans`, so a finding on the code after the kept early exit (the
   `torch.cuda.cudart` NPU202) folds into the check's finding, as one inside an `if check:` body
-  does. Code elsewhere (a `cleanup` that unregisters only when pinned) keeps its own finding.
+  does.
+- `flag_spans(tree, spans)`: the bodies of `if self.<flag>:` (no `else`) anywhere in the file
+  where every assignment of a true value to `self.<flag>` lies in those guarded spans and every
+  other assignment is `False`/`None` (`self._is_pinned = True` only after `cudaHostRegister`
+  succeeded): such a body runs only after the guarded code ran, so a `cleanup` that unregisters
+  only when pinned folds into the kept check too. A flag also set true elsewhere (unguarded), or
+  set from a value: the body keeps its findings.
 """
 
 from __future__ import annotations
@@ -96,3 +102,40 @@ def exit_spans(tree: ast.Module, line: int, column: int) -> list[tuple[int, int]
                     after = block[index + 1:]
                     spans.append((after[0].lineno, after[-1].end_lineno or after[-1].lineno))
     return spans
+
+
+def _flag(test: ast.AST) -> Optional[str]:
+    """`flag` of `if self.flag:`."""
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
+        return test.attr
+    return None
+
+
+def flag_spans(tree: ast.Module, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line spans of `if self.<flag>:` bodies that run only after code in `spans` ran (module doc)."""
+    if not spans:
+        return []
+    within = lambda line: any(a <= line <= b for a, b in spans)  # noqa: E731
+    bodies: dict[str, list[tuple[int, int]]] = {}
+    truthy: dict[str, list[int]] = {}
+    unknown: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and not node.orelse and (flag := _flag(node.test)) is not None:
+            bodies.setdefault(flag, []).append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                flag = _flag(target)
+                if flag is None:
+                    continue
+                value = node.value
+                if isinstance(node, ast.AugAssign) or not isinstance(value, ast.Constant):
+                    unknown.add(flag)
+                elif value.value:
+                    truthy.setdefault(flag, []).append(node.lineno)
+    out = []
+    for flag, blocks in bodies.items():
+        lines = truthy.get(flag)
+        if lines and flag not in unknown and all(within(line) for line in lines):
+            out.extend(block for block in blocks if not within(block[0]))
+    return out

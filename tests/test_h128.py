@@ -28,6 +28,30 @@ class SharedRegion:
     def reset(self):
         torch.cuda.cudart().cudaDeviceReset()
 
+    def unpin(self):
+        if self._is_pinned:
+            torch.cuda.cudart().cudaHostUnregister(self.tensor.data_ptr())
+            self._is_pinned = False
+
+
+class Registered:
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self._registered = False
+
+    def register(self):
+        if not torch.cuda.is_available():
+            return
+        torch.cuda.cudart().cudaHostRegister(self.ptr, 0, 0)
+        self._registered = True
+
+    def adopt(self):
+        self._registered = True
+
+    def close(self):
+        if self._registered:
+            torch.cuda.cudart().cudaHostUnregister(self.ptr)
+
 
 def to_device(t):
     if not torch.cuda.is_available():
@@ -68,13 +92,15 @@ def test_early_exit_before_cuda_runtime_calls_is_kept(tmp_path):
     after it folds into the kept check; the nearest true cases still widen."""
     report = migrate_json(write_project(tmp_path, {"region.py": REGION}))
     rewritten = _rewritten(report, "region.py", "NPU201")
-    assert 10 not in rewritten and 17 not in rewritten  # kept meaning CUDA
-    assert {25, 31, 33} <= rewritten  # ordinary device code after the exit: widened
+    assert not {10, 17, 35} & rewritten  # kept meaning CUDA
+    assert {49, 55, 57} <= rewritten  # ordinary device code after the exit: widened
     kept = _scope_lines(report, "region.py", "NPU110") | set(findings_at(report, "region.py", "NPU110"))
-    assert {10, 17} <= kept and not {25, 31} & kept
-    cudart = findings_at(report, "region.py", "NPU202")
-    assert 12 not in cudart and 18 not in cudart  # behind the kept checks: folded
+    assert {10, 17, 35} <= kept and not {49, 55} & kept
+    cudart = _places(report, "region.py", "NPU202")
+    assert not {12, 18, 37} & set(cudart)  # behind the kept checks: folded
+    assert 25 not in cudart  # `if self._is_pinned:`, set true only behind the kept check: folded
     assert cudart[21]["severity"] == "error"  # unguarded: still reported
+    assert cudart[45]["severity"] == "error"  # its flag is also set true by unguarded code
 
 
 # ----------------------------------------------------------------------------- BW#13: probed imports
