@@ -40,7 +40,8 @@ from dataclasses import replace
 from typing import Optional
 
 from . import astcache, catalogue
-from .findings import _ALSO, Finding, lower_pieces
+from .findings import Finding, lower_pieces
+from .folding import ALSO as _ALSO
 
 
 @functools.lru_cache(maxsize=None)
