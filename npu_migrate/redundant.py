@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from . import astcache, catalogue, keptgates, moot
 from .findings import Finding
+from .earlyexits27 import exit_spans, flag_spans
 from .kernelaliases26 import fold_into_kernels as fold_kernel_aliases
 from .ncclfolds26 import fold_adjacent as fold_adjacent_nccl
 from .ncclonly import NCCL_ONLY
@@ -121,7 +122,8 @@ def _guarded_spans(tree: ast.Module, line: int, column: int) -> list[tuple[int, 
         block = stmt.body if polarity else stmt.orelse if polarity is False else []
         if block:
             spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
-    return spans
+    spans += exit_spans(tree, line, column)  # (`if not check: return`, then the guarded code)
+    return spans + flag_spans(tree, spans)  # (`if self._pinned:` set true only in that code)
 
 
 def fold_guarded_branches(findings: list[Finding], tree: ast.Module) -> list[Finding]:

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import astcache, catalogue
+from .. import astcache, catalogue, earlyexits27
 
 # A file whose text has none of these holds no platform-aware scope (the cheap test first).
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -718,6 +718,8 @@ def _cuda_only_code(node: ast.AST, bound: dict[str, str], toolchain_only: bool =
                 # `torch.cuda.memory._record_memory_history()`: a private CUDA API the tool leaves
                 # as written (NPU202); widened, the check would call it on an NPU host
                 return f"uses `{_dotted(sub)}`, which npu-migrate leaves as written"
+            if not toolchain_only and (failing := earlyexits27.fails_off_cuda(sub)):
+                return failing  # `torch.cuda.cudart()`: fails on an NPU host (earlyexits27.py)
             inner = sub.value
             if (not toolchain_only and sub.attr.startswith("_cuda") and isinstance(inner, ast.Attribute)
                     and inner.attr == "_C"):
