@@ -524,8 +524,6 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_disabled_callers(results, paths)  # (a switched-off CUDA library's methods only flag-testing callers call)
     from .fp8choice27 import review as review_fp8_choices
     results = review_fp8_choices(results, paths)  # (an FP8 dtype a user picks by name for a function the run never calls)
-    from .nonefallback27 import review as review_none_fallbacks
-    results = review_none_fallbacks(results, paths)  # (a guarded import's None fallback read only by units nothing reaches)
     from .testcallers27 import review as review_test_callers
     results = review_test_callers(results, paths)  # (library code only tests/benchmarks reach, policy P2: testcallers27.py)
     from .testlabels27 import fold_pinning_tests

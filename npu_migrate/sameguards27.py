@@ -28,16 +28,10 @@ BX#30). Per file, at the end of the Python reviews (run.py).
   it ("with `torch.cuda.set_X` in the same function"). Not folded: a `set_X` in another function than
   every `get_X` (two places to port), a `set_X` with no `get_X` finding, two different APIs.
 
-- **Tests skipped unless an optional package's probe holds** (policy P1, BX#33): in a pytest module,
-  a test marked `requires_x = pytest.mark.skipif(not has_x(), ...)` (a module-level marker, or the
-  decorator as written) whose probe is an argument-less `has_<pkg>()` / `is_<pkg>_available()` that
-  testscopes.py cannot decide (a package that may have an NPU build, a feature probe of one) runs on
-  an NPU host only where the user installed that package. Its report-only errors and warnings, and
-  those of the module's helpers only such tests (or tests testscopes already skips) call
-  (testscopes.helper_scopes), become info "reached on an NPU host only when the optional package
-  `has_x()` probes is installed" (never dropped). Kept: a test without the marker, a probe of a
-  platform or device (`has_device_capability(90)`, `is_cuda_available()`: decided elsewhere or not a
-  package), a probe of alternatives (`has_x_or_numpy()`: any host may hold one), a probe taking arguments, a helper that an unmarked test also calls.
+- Not built (wave 27 merge): tests skipped unless an optional package's probe holds (BX#33,
+  `skipif(not has_fancy_ep())`). The name alone cannot tell a package probe from the project's own
+  feature probe (`has_fast_links()`, which test_precision_secondary keeps an error); that needs the
+  probe's definition read in its own module (a `find_spec`/import of a package), a whole-run pass.
 """
 
 from __future__ import annotations
@@ -48,7 +42,7 @@ import re
 from typing import Optional
 
 from . import astcache, tritonascend26
-from .findings import Finding, lower_pieces, merge_per_file
+from .findings import Finding
 from .folding import Fold, ours, places_of
 
 GATED_NO_ELSE = ("defined under the module-level Triton-availability test `{test}` (line {line}), which has no "
@@ -61,26 +55,10 @@ PAIR = "in the same function: one read/set/restore bracket of one API, one chang
 _CODE_TRITON = "NPU910"
 _CODE_API = "NPU202"
 _GET_SET = re.compile(r"^(torch\.cuda\.)(get|set)_(\w+)$")
-_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-_PACKAGE_PROBE = re.compile(r"^(?:has_(\w+)|is_(\w+?)_(?:available|installed))$")
-_PLATFORM_WORDS = re.compile(r"(^|_)(cuda|gpu|rocm|hip|npu|xpu|tpu|cpu|mps|device|capability|sm\d*|platform|"
-                             r"nvidia|amd|fp8|bf16|fp16|tf32|multi|distributed)(_|$)")
-OPTIONAL_PACKAGE = ("reached on an NPU host only when the optional package that `{probe}` probes is installed "
-                    "(the test is skipped by `{shown}`, line {line}, otherwise): an opt-in, to port if that "
-                    "package is used on the NPU host")
 
 
 def review(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
-    """The file's NPU910 under a no-`else` Triton test, its get/set NPU202 pairs and the findings of
-    tests an optional package's probe skips (see the doc)."""
-    if _TEST_MODULE.search(relpath) and "skipif" in text and any(
-            ours(f) and f.severity != "info" for f in findings):
-        tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
-        if tree is not None:
-            try:
-                findings = _probed_tests(findings, tree, text)
-            except RecursionError:
-                pass
+    """The file's NPU910 under a no-`else` Triton test and its get/set NPU202 pairs (see the doc)."""
     triton = [f for f in findings if ours(f) and f.code == _CODE_TRITON and f.severity != "info"]
     pairs = [f for f in findings if ours(f) and f.code == _CODE_API and _GET_SET.match(f.source or "")]
     if not triton and len(pairs) < 2:
@@ -226,85 +204,3 @@ def _fold_pairs(findings: list[Finding], tree: ast.Module) -> list[Finding]:
         for place, target in movable:
             fold.move(finding, [place], target)
     return fold.result(name_them=PAIR)
-
-
-# ----------------------------------------------------------------------------- tests an optional package gates
-def _probe(condition: ast.AST) -> Optional[str]:
-    """`has_x()` of `not has_x()` (a package probe), else None."""
-    if not (isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not)):
-        return None
-    call = condition.operand
-    if not (isinstance(call, ast.Call) and not call.args and not call.keywords):
-        return None
-    name = (astcache.dotted(call.func) or "").rsplit(".", 1)[-1]
-    match = _PACKAGE_PROBE.match(name)
-    if not match or _PLATFORM_WORDS.search(match.group(1) or match.group(2)):
-        return None
-    if "_or_" in name:  # (`has_flashinfer_or_numpy()`: one of them may be any host's package, test_h86)
-        return None
-    return name + "()"
-
-
-def _skip_probe(decorator: ast.AST, marks: dict[str, ast.AST]) -> Optional[tuple[str, ast.Call]]:
-    if isinstance(decorator, ast.Name) and decorator.id in marks:
-        decorator = marks[decorator.id]
-    if not (isinstance(decorator, ast.Call) and decorator.args
-            and (astcache.dotted(decorator.func) or "").rsplit(".", 1)[-1] == "skipif"):
-        return None
-    probe = _probe(decorator.args[0])
-    return None if probe is None else (probe, decorator)
-
-
-def _probed_tests(findings: list[Finding], tree: ast.Module, text: str) -> list[Finding]:
-    from .testscopes import cuda_only_test_scopes, helper_scopes
-
-    marks: dict[str, ast.AST] = {}
-    counts: dict[str, int] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            counts[stmt.targets[0].id] = counts.get(stmt.targets[0].id, 0) + 1
-            marks[stmt.targets[0].id] = stmt.value
-    marks = {n: v for n, v in marks.items() if counts[n] == 1}
-    tests: list[tuple[int, int, str]] = []
-    why: dict[tuple[int, int], dict] = {}
-    for stmt in astcache.walk(tree):
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not stmt.decorator_list:
-            continue
-        if not stmt.name.startswith(("test", "Test")):
-            continue
-        found = next((p for p in (_skip_probe(d, marks) for d in stmt.decorator_list) if p is not None), None)
-        if found is None:
-            continue
-        span = (min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)]), stmt.end_lineno or stmt.lineno)
-        tests.append((*span, found[0]))
-        why[span] = {"probe": found[0], "line": found[1].lineno,
-                     "shown": " ".join((ast.get_source_segment(text, found[1].args[0]) or found[0]).split())}
-    if not tests:
-        return findings
-    probes = {facts["probe"]: facts for facts in why.values()}
-    for start, end, reason in helper_scopes(tree, [*tests, *cuda_only_test_scopes(text, classes=True)], classes=True):
-        probe = reason.split(": ", 1)[-1]
-        if probe in probes:  # (a helper whose first reaching test is one of ours)
-            why[(start, end)] = probes[probe]
-    out = []
-    for finding in findings:
-        if not (ours(finding) and finding.severity != "info"):
-            out.append(finding)
-            continue
-        lines = [line for line, _c, _s in places_of(finding)]
-        spans = [next((k for k in why if k[0] <= n <= k[1]), None) for n in lines]  # (each place: a test or helper)
-        if not spans or all(k is None for k in spans):
-            out.append(finding)
-            continue
-        if None in spans:  # (a merged finding: the places the opt-in tests reach go, merged again)
-            def reason_of(line: int) -> Optional[str]:
-                span = next((k for k in why if k[0] <= line <= k[1]), None)
-                return None if span is None else OPTIONAL_PACKAGE.format(**why[span])
-
-            pieces = lower_pieces(finding, reason_of) or [finding]
-            lowered = [p for p in pieces if p.severity == "info"]
-            out += [*merge_per_file(lowered), *(p for p in pieces if p.severity != "info")]
-            continue
-        out.append(dataclasses.replace(finding, severity="info",
-                                       message=f"{finding.message} ({OPTIONAL_PACKAGE.format(**why[spans[0]])})"))
-    return out

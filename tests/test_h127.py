@@ -157,44 +157,6 @@ def test_skip_name_bound_twice_false_both_times(tmp_path):
     assert {f["code"] for f in opened} >= {"NPU202", "NPU990"}, opened
 
 
-PROBED_PACKAGE = """\
-import pytest
-import torch
-
-from pkg.utils import has_fancy_ep
-
-requires_fancy_ep = pytest.mark.skipif(not has_fancy_ep(), reason="needs fancy_ep")
-
-
-def _impl(x):
-    return x.to(torch.float8_e4m3fn)
-
-
-def _unmarked_helper(x):
-    return x.to(torch.float8_e4m3fn)
-
-
-@requires_fancy_ep
-def test_fancy(tmp_path):
-    x = torch.ones(4, device="cuda")
-    assert _impl(x) is not None
-
-
-def test_plain():
-    x = torch.ones(4, device="cuda")
-    assert _unmarked_helper(x) is not None
-"""
-
-
-def test_optional_package_probe_marker_is_opt_in(tmp_path):
-    root = write_project(tmp_path, {"tests/test_probed.py": PROBED_PACKAGE})
-    report = migrate_json(root)
-    fp8 = {f["line"]: f for f in _ours(report, "tests/test_probed.py") if f["code"] == "NPU913"}
-    assert fp8[10]["severity"] == "info", fp8
-    assert "only when the optional package that `has_fancy_ep()` probes is installed" in fp8[10]["message"]
-    assert fp8[14]["severity"] == "error", fp8  # (the helper an unmarked test calls)
-
-
 SMI_SCRIPT = """\
 #!/bin/bash
 set -euo pipefail
