@@ -110,6 +110,23 @@ class Fold:
         return out
 
 
+def drop_taken(out: list, taken: dict) -> None:
+    """Take the places folded elsewhere out of their findings, in place: `taken` maps a result's
+    index to {id(finding): [places moved]}; a finding with no place left goes, one with some left
+    stands for those (`rebuilt`). For the whole-run folds that move places across files
+    (fp8storage26.py, fp8optin27.py)."""
+    for i, gone in taken.items():
+        kept = []
+        for finding in out[i].findings:
+            if id(finding) not in gone:
+                kept.append(finding)
+                continue
+            rest = [p for p in places_of(finding) if p not in gone[id(finding)]]
+            if rest:
+                kept.append(rebuilt(finding, rest))
+        out[i] = replace(out[i], findings=sorted(kept))
+
+
 def rebuilt(finding: Finding, places: list[Place]) -> Finding:
     """`finding` standing for `places` only (the first is its anchor)."""
     if places == places_of(finding):

@@ -148,7 +148,7 @@ def _kernel_module(run, results, i: int, rank: int, text_of) -> Optional[int]:
 
 def review(results: list, paths: dict) -> list:
     """Module's doc."""
-    from .folding import RANK, places_of, rebuilt
+    from .folding import RANK, drop_taken, places_of
     from .fp8folds19 import RunDefinitions
     from .importgates import is_test
     from .modpaths import RunTexts
@@ -211,14 +211,5 @@ def review(results: list, paths: dict) -> list:
                 "setting is chosen) for tensors these Triton kernels read (ported with them)")
         out[k] = dataclasses.replace(out[k], findings=sorted(
             dataclasses.replace(f, message=f"{f.message} ({note})") if f is target else f for f in out[k].findings))
-    for i, gone in taken.items():
-        kept = []
-        for finding in out[i].findings:
-            if id(finding) not in gone:
-                kept.append(finding)
-                continue
-            rest = [p for p in places_of(finding) if p not in gone[id(finding)]]
-            if rest:
-                kept.append(rebuilt(finding, rest))
-        out[i] = dataclasses.replace(out[i], findings=sorted(kept))
+    drop_taken(out, taken)
     return out

@@ -419,7 +419,7 @@ class _Trace:
 def review(results: list, paths: dict) -> list:
     """Module's doc."""
     from .findings import split_merged
-    from .folding import RANK as _RANK, places_of, rebuilt
+    from .folding import RANK as _RANK, drop_taken, places_of
     from .fp8folds19 import RunDefinitions
     from .modpaths import RunTexts
 
@@ -473,14 +473,5 @@ def review(results: list, paths: dict) -> list:
         note = f"also {', '.join(notes[:3])}{more}: {WHERE}"
         out[k] = dataclasses.replace(out[k], findings=sorted(
             dataclasses.replace(f, message=f"{f.message} ({note})") if f is target else f for f in out[k].findings))
-    for i, gone in taken.items():
-        kept = []
-        for finding in out[i].findings:
-            if id(finding) not in gone:
-                kept.append(finding)
-                continue
-            rest = [p for p in places_of(finding) if p not in gone[id(finding)]]
-            if rest:
-                kept.append(rebuilt(finding, rest))
-        out[i] = dataclasses.replace(out[i], findings=sorted(kept))
+    drop_taken(out, taken)
     return out
