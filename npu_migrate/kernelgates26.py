@@ -69,7 +69,7 @@ def review(results: list, paths: dict) -> list:
     from .flagcalls19 import Run, lower
     from .flags16 import BRANCH
     from .importgates import is_test
-    from .modpaths import RunTexts
+    from .modpaths import RunTexts, parsed
     from .moot import is_moot
 
     def open_kernel(f) -> bool:
@@ -80,15 +80,11 @@ def review(results: list, paths: dict) -> list:
     state: Optional[tuple] = None
     folds: list = []  # ((module, line) of a kept kernel place of a file whose other places were lowered)
     out = list(results)
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(open_kernel(f) for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"triton" not in data:
-            continue
-        tree = astcache.parse(data)
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(open_kernel(f) for f in r.findings)]
+    for i, tree in parsed(candidates, text_of, b"triton"):
         if tree is None:
             continue
+        result = results[i]
         if state is None:
             run = Run(results, text_of)
             state = (run, Gates(run))

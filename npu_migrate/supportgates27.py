@@ -428,23 +428,18 @@ def _reason(gates, i: int, unit, what: str) -> Optional[str]:
 def _lower_kernels(results: list, text_of, open_finding, start) -> list:
     """kernelgates26's reading with these gates: an open NPU910 place on the Triton decorator of a
     module-level kernel whose every reference lies in such code."""
-    import dataclasses
 
-    from . import astcache
-    from .flagcalls19 import lower
+    from .flagcalls19 import lower_result
     from .kernelgates26 import triton_decorated
+    from .modpaths import parsed
 
     out = list(results)
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(
-                open_finding(f) and f.code == "NPU910" for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"triton" not in data:
-            continue
-        tree = astcache.parse(data)
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
+        open_finding(f) and f.code == "NPU910" for f in r.findings)]
+    for i, tree in parsed(candidates, text_of, b"triton"):
         if tree is None:
             continue
+        result = results[i]
         run, gates = start()
         tree = run.trees.setdefault(i, tree)
         kernels = triton_decorated(tree)
@@ -455,11 +450,5 @@ def _lower_kernels(results: list, text_of, open_finding, start) -> list:
             unit = kernels.get(line)
             return None if unit is None else _reason(gates, i, unit, "the Triton kernel ")
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_finding(finding) and finding.code == "NPU910" else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+        out[i] = lower_result(result, lambda f: open_finding(f) and f.code == "NPU910", reason_of)
     return out
