@@ -349,6 +349,15 @@ class _Gates:
             self.indexes[j] = (parents, refs, strings)
         return self.indexes[j]
 
+    def naming(self, name: str, but: int = -1):
+        """(j, tree) of each Python file of the run whose bytes name `name` (module `but` aside), the
+        tree the run holds (None: it does not parse, the caller decides); the files every reading
+        of a name's references walks (this walk, and its subclasses' own questions)."""
+        word = name.encode()
+        for j, result in enumerate(self.run.results):
+            if j != but and result.relpath.endswith(".py") and word in (self.run.text_of(j) or b""):
+                yield j, self.run.tree(j)
+
     def sites(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[list]:
         """[(module, "path:line (why)")] of every reference of the run to `unit` of module i, each
         in code an NPU host does not run; None where one may run there."""
@@ -367,14 +376,11 @@ class _Gates:
 
         run = self.run
         name = unit.name
-        word = name.encode()
         found: list = []
-        for j, result in enumerate(run.results):
-            if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
-                continue
-            tree = run.tree(j)
+        for j, tree in self.naming(name):
             if tree is None:
                 return None
+            result = run.results[j]
             if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
                 continue  # (its own by that name)
             parents, refs, strings = self._index(j, tree)

@@ -104,12 +104,8 @@ def _others_dead(state, i: int, name: str) -> bool:
     """Every mention of `name` in the run's other Python files is a name or attribute read in code
     an NPU host does not run (callgates21's reading: a test it skips, a branch false there); no
     file that does not parse, no string naming it."""
-    run, gates = state
-    word = name.encode()
-    for j, result in enumerate(run.results):
-        if j == i or not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
-            continue
-        tree = run.tree(j)
+    _run, gates = state
+    for j, tree in gates.naming(name, but=i):
         if tree is None:
             return False
         parents, refs, strings = gates._index(j, tree)

@@ -329,17 +329,14 @@ class _Support(Callees):
         from .shipped26 import unshipped
 
         name = cls.name
-        word = name.encode()
         outside = False
         tests: list = []
         if len(self._homes().get(name, ())) != 1:
             return False
-        for j, result in enumerate(self.run.results):
-            if not result.relpath.endswith(".py") or word not in (self.run.text_of(j) or b""):
-                continue
-            tree = self.run.tree(j)
+        for j, tree in self.naming(name):
             if tree is None:
                 return False
+            result = self.run.results[j]
             parents, refs, strings = self._index(j, tree)
             if name in strings:
                 return False
@@ -428,27 +425,7 @@ def _reason(gates, i: int, unit, what: str) -> Optional[str]:
 def _lower_kernels(results: list, text_of, open_finding, start) -> list:
     """kernelgates26's reading with these gates: an open NPU910 place on the Triton decorator of a
     module-level kernel whose every reference lies in such code."""
+    from .kernelgates26 import lower_kernels
 
-    from .flagcalls19 import lower_result
-    from .kernelgates26 import triton_decorated
-    from .modpaths import parsed
-
-    out = list(results)
-    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(
-        open_finding(f) and f.code == "NPU910" for f in r.findings)]
-    for i, tree in parsed(candidates, text_of, b"triton"):
-        if tree is None:
-            continue
-        result = results[i]
-        run, gates = start()
-        tree = run.trees.setdefault(i, tree)
-        kernels = triton_decorated(tree)
-        if not kernels:
-            continue
-
-        def reason_of(line: int, i=i, kernels=kernels) -> Optional[str]:
-            unit = kernels.get(line)
-            return None if unit is None else _reason(gates, i, unit, "the Triton kernel ")
-
-        out[i] = lower_result(result, lambda f: open_finding(f) and f.code == "NPU910", reason_of)
-    return out
+    return lower_kernels(results, text_of, lambda f: open_finding(f) and f.code == "NPU910", start,
+                         lambda gates, i, unit: _reason(gates, i, unit, "the Triton kernel "))
