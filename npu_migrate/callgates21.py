@@ -512,11 +512,8 @@ def review(results: list, paths: dict) -> list:
     from .flagcalls19 import Run as _Run
     from .flags16 import BRANCH
     from .importgates import is_test
-    from .modpaths import RunTexts
-    from .moot import is_moot
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+    from .modpaths import RunTexts, open_python
+    from .moot import is_open as open_finding
 
     def reason(gates, i: int, unit) -> Optional[str]:
         found = gates.sites(i, unit)
@@ -531,8 +528,7 @@ def review(results: list, paths: dict) -> list:
         return run, _Gates(run)
 
     text_of = RunTexts(results, paths)
-    candidates = [i for i, r in enumerate(results)
-                  if r.relpath.endswith(".py") and any(open_finding(f) for f in r.findings)]
+    candidates = open_python(results, open_finding)
     return lower_units(results, text_of, candidates, open_finding, start, reason)
 
 

@@ -23,7 +23,7 @@ def review_device_functions(results: list, paths: dict) -> list:
     from .flagcalls19 import Run, lower_result
     from .flags16 import BRANCH
     from .kernelgates26 import triton_decorated
-    from .modpaths import RunTexts, parsed
+    from .modpaths import RunTexts, open_python, parsed
     from .moot import is_moot
 
     def open_kernel(f) -> bool:
@@ -33,8 +33,7 @@ def review_device_functions(results: list, paths: dict) -> list:
     text_of = RunTexts(results, paths)
     out = list(results)
     state = None
-    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(open_kernel(f) for f in r.findings)]
-    for i, tree in parsed(candidates, text_of, b"triton"):
+    for i, tree in parsed(open_python(results, open_kernel), text_of, b"triton"):
         if tree is None:
             continue
         result = results[i]

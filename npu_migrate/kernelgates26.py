@@ -106,11 +106,10 @@ def lower_kernels(results: list, text_of, open_kernel, start, reason, folds: Opt
     them; `folds` takes (module, line) of each kernel place kept of a finding whose other places
     were lowered. This module's review, and supportgates27.py's with its own gates."""
     from .flagcalls19 import lower
-    from .modpaths import parsed
+    from .modpaths import open_python, parsed
 
     out = list(results)
-    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(open_kernel(f) for f in r.findings)]
-    for i, tree in parsed(candidates, text_of, b"triton"):
+    for i, tree in parsed(open_python(results, open_kernel), text_of, b"triton"):
         if tree is None:
             continue
         result = results[i]

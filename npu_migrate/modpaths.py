@@ -74,6 +74,12 @@ class RunModules:
         return self.trees[i]
 
 
+def open_python(results: list, wanted) -> list[int]:
+    """The indices of the run's .py results holding a finding `wanted` (a whole-run pass's
+    candidates)."""
+    return [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(wanted(f) for f in r.findings)]
+
+
 def parsed(indices, text_of, word: bytes = b""):
     """(i, tree) of each file of `indices` (in order) whose bytes hold `word`, its tree parsed by
     astcache (None: it does not parse, the caller decides); each file read only when reached. The

@@ -50,13 +50,10 @@ def review(results: list, paths: dict) -> list:
     from .flagcalls19 import Run, lower_result
     from .importgates import is_test
     from .modpaths import RunTexts
-    from .moot import is_moot
+    from .moot import is_open as open_finding
 
     class _PublicGates(Gates):
         keep_public = False
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
 
     text_of = RunTexts(results, paths)
     state = None

@@ -129,10 +129,7 @@ def review(results: list, paths: dict) -> list:
     from .flagcalls19 import Run, lower
     from .kernelgates26 import triton_decorated
     from .modpaths import RunTexts, parsed
-    from .moot import is_moot
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+    from .moot import is_open as open_finding
 
     text_of = RunTexts(results, paths)
     gates = None
