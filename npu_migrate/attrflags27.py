@@ -61,9 +61,16 @@ def bound_locals(method: ast.AST, store: ast.AST) -> dict:
             counts[node.id] = counts.get(node.id, 0) + 1
         elif isinstance(node, ast.arg):
             counts[node.arg] = counts.get(node.arg, 0) + 1
+    return once_bound(method, store.lineno, counts)
+
+
+def once_bound(function: ast.AST, line: int, counts: dict) -> dict:
+    """{name: value expression} of each plain `name = value` among `function`'s own top-level
+    statements before `line` whose name `counts` ({name: how many stores}) says is stored once
+    (bound_locals here; callgates21's truth, with its own counts)."""
     bound: dict = {}
-    for stmt in method.body:
-        if stmt.lineno >= store.lineno:
+    for stmt in function.body:
+        if stmt.lineno >= line:
             break
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                 and counts.get(stmt.targets[0].id) == 1:

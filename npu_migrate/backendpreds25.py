@@ -190,14 +190,10 @@ def review(results: list, paths: dict) -> list:
     from .callgates21 import lower_units
     from .flags16 import BRANCH
     from .importgates import is_test
-    from .modpaths import RunTexts
-    from .moot import is_moot, to_scopes
+    from .modpaths import RunTexts, open_python
+    from .moot import is_open as open_finding, to_scopes
 
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
-
-    candidates = [i for i, r in enumerate(results)
-                  if r.relpath.endswith(".py") and any(open_finding(f) for f in r.findings)]
+    candidates = open_python(results, open_finding)
     if not candidates:
         return results
     text_of = RunTexts(results, paths)

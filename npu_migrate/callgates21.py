@@ -56,7 +56,6 @@ testscopes'/reach.py's).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from typing import Optional
 
@@ -246,7 +245,7 @@ class _Gates:
     def truth(self, j: int, tree: ast.Module, parents: dict, test: ast.AST, where: ast.AST, used: list):
         """The test's truth on an NPU host at `where` (flagcalls19's reading, with a function's
         once-bound locals and its class's once-assigned `self.X`), or flagcalls19._U."""
-        from .attrflags27 import read_allowed
+        from .attrflags27 import once_bound, read_allowed
         from .flagtruth import UNKNOWN as _U
 
         self.notes = []
@@ -258,14 +257,7 @@ class _Gates:
             node = self._function(parents, node)
         env: dict = {}
         if function is not None and not isinstance(function, ast.Lambda):
-            counts = self._stores(function)
-            bound = {}
-            for stmt in function.body:
-                if stmt.lineno >= where.lineno:
-                    break
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                        and counts.get(stmt.targets[0].id) == 1:
-                    bound[stmt.targets[0].id] = stmt.value
+            bound = once_bound(function, where.lineno, self._stores(function))
             for expr in [test, *bound.values()]:
                 for n in ast.walk(expr):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
@@ -357,6 +349,15 @@ class _Gates:
             self.indexes[j] = (parents, refs, strings)
         return self.indexes[j]
 
+    def naming(self, name: str, but: int = -1):
+        """(j, tree) of each Python file of the run whose bytes name `name` (module `but` aside), the
+        tree the run holds (None: it does not parse, the caller decides); the files every reading
+        of a name's references walks (this walk, and its subclasses' own questions)."""
+        word = name.encode()
+        for j, result in enumerate(self.run.results):
+            if j != but and result.relpath.endswith(".py") and word in (self.run.text_of(j) or b""):
+                yield j, self.run.tree(j)
+
     def sites(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[list]:
         """[(module, "path:line (why)")] of every reference of the run to `unit` of module i, each
         in code an NPU host does not run; None where one may run there."""
@@ -375,29 +376,34 @@ class _Gates:
 
         run = self.run
         name = unit.name
-        word = name.encode()
         found: list = []
-        for j, result in enumerate(run.results):
-            if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
-                continue
-            tree = run.tree(j)
+        for j, tree in self.naming(name):
             if tree is None:
                 return None
+            result = run.results[j]
             if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
                 continue  # (its own by that name)
             parents, refs, strings = self._index(j, tree)
-            if name in strings:
+            side = self.test_file(result.relpath)
+            if name in strings and not side:
                 return None  # (named in a string: loaded some other way)
             for node in refs.get(name, ()):
-                if isinstance(node, ast.Name) and shadowed(node, parents, self.shadows) or instance_attribute(node):
+                if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
+                                         or instance_attribute(node)):
                     continue  # (a local of its function by that name, or `self.X`: attrflags27.py)
                 if not isinstance(node.ctx, ast.Load):
+                    if side:
+                        continue  # (a test's own name, a monkeypatch target)
                     return None
                 if j == i and _inside(node, unit, parents):
                     continue  # (its own recursion, `self.method()` inside the class)
                 why = self.dead(j, tree, parents, node)
                 if why is not None:
                     found.append((j, f"{result.relpath}:{node.lineno} ({why})"))
+                    continue
+                spared = self.live_reference(j, result.relpath, node, parents, side)
+                if spared is not None:
+                    found.append(spared)
                     continue
                 outer = _unit(tree, node.lineno)
                 if outer is None or outer is unit:
@@ -412,6 +418,20 @@ class _Gates:
             if all(is_test(run.results[j].relpath) for j, _s in found):
                 return None  # (a library's public function only skipped tests call: its users call it too)
         return found or None
+
+    # ------------------------------------------------------------------ hooks (testcallers27.py)
+    skip_locals = True  # (False: testcallers27.py reads a local or `self.X` by the unit's name as a reference)
+
+    def test_file(self, relpath: str) -> bool:
+        """A file whose live references `live_reference` may spare (tests and benchmarks, policy P2):
+        there a string naming the unit, or a store of its name, is no reference. None here."""
+        return False
+
+    def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
+        """An entry to add to the sites for a reference an NPU host may run (module j, `test_file`:
+        test_file(relpath)) that does not keep the unit reached, or None: it is followed to the unit
+        holding it. None here (testcallers27.py collects the live references of tests)."""
+        return None
 
 
 _NOT_LIBRARY = frozenset({"benchmarks", "benchmark", "examples", "example", "tools", "scripts", "tests", "test"})
@@ -458,7 +478,7 @@ def lower_units(results: list, text_of, candidates, open_finding, start, reason)
     `reason(lookup, i, unit)` says of its unit (None: kept). `start()` gives (the flagcalls19 run,
     the lookup `reason` asks) on the first file that needs them. The per-file walk shared by this
     module's review and callees22.py."""
-    from .flagcalls19 import lower as _lower
+    from .flagcalls19 import lower_result as _lower_result
 
     state = None
     out = list(results)
@@ -483,13 +503,7 @@ def lower_units(results: list, text_of, candidates, open_finding, start, reason)
             unit = _unit(tree, line)
             return None if unit is None else reason(lookup, i, unit)
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = _lower(finding, reason_of) if open_finding(finding) else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+        out[i] = _lower_result(result, open_finding, reason_of)
     return out
 
 
@@ -498,11 +512,8 @@ def review(results: list, paths: dict) -> list:
     from .flagcalls19 import Run as _Run
     from .flags16 import BRANCH
     from .importgates import is_test
-    from .modpaths import RunTexts
-    from .moot import is_moot
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+    from .modpaths import RunTexts, open_python
+    from .moot import is_open as open_finding
 
     def reason(gates, i: int, unit) -> Optional[str]:
         found = gates.sites(i, unit)
@@ -517,8 +528,7 @@ def review(results: list, paths: dict) -> list:
         return run, _Gates(run)
 
     text_of = RunTexts(results, paths)
-    candidates = [i for i, r in enumerate(results)
-                  if r.relpath.endswith(".py") and any(open_finding(f) for f in r.findings)]
+    candidates = open_python(results, open_finding)
     return lower_units(results, text_of, candidates, open_finding, start, reason)
 
 

@@ -68,17 +68,14 @@ def _read_ok(node: ast.Attribute, parents: dict, field: str) -> bool:
 
 def _reads(results: list, text_of, field: str) -> Optional[list]:
     """The places every read of `.field` in the run, or None where one read is not a label's."""
+    from .modpaths import parsed
+
     places: list = []
-    word = field.encode()
-    for j, result in enumerate(results):
-        if not result.relpath.endswith(".py"):
-            continue
-        data = text_of(j)
-        if not data or word not in data:
-            continue
-        tree = astcache.parse(data)
+    python = [j for j, result in enumerate(results) if result.relpath.endswith(".py")]
+    for j, tree in parsed(python, text_of, field.encode()):
         if tree is None:
             return None
+        result = results[j]
         parents = astcache.parents(tree)
         for node in astcache.walk(tree):
             if isinstance(node, ast.Constant) and node.value == field:

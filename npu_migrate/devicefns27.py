@@ -6,7 +6,6 @@ lives in a module of its own (no import circle)."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 
 def review_device_functions(results: list, paths: dict) -> list:
     """The results, with each open NPU910 place on the Triton decorator of a device function
@@ -21,12 +20,11 @@ def review_device_functions(results: list, paths: dict) -> list:
     launch, a value handed on, a string, an attribute read, another module's mention, a test's
     call), or called by a kernel still reported."""
     from .callgates21 import Gates
-    from .flagcalls19 import Run, lower
+    from .flagcalls19 import Run, lower_result
     from .flags16 import BRANCH
     from .kernelgates26 import triton_decorated
-    from .modpaths import RunTexts
+    from .modpaths import RunTexts, open_python, parsed
     from .moot import is_moot
-    from . import astcache
 
     def open_kernel(f) -> bool:
         return (f.code == "NPU910" and not f.fixable and f.cell is None and not is_moot(f)
@@ -35,15 +33,10 @@ def review_device_functions(results: list, paths: dict) -> list:
     text_of = RunTexts(results, paths)
     out = list(results)
     state = None
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(open_kernel(f) for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"triton" not in data:
-            continue
-        tree = astcache.parse(data)
+    for i, tree in parsed(open_python(results, open_kernel), text_of, b"triton"):
         if tree is None:
             continue
+        result = results[i]
         if state is not None:
             tree = state[0].trees.setdefault(i, tree)
         kernels = triton_decorated(tree)
@@ -79,13 +72,7 @@ def review_device_functions(results: list, paths: dict) -> list:
             unit = kernels.get(line)
             return None if unit is None else why.get(id(unit))
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_kernel(finding) else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+        out[i] = lower_result(result, open_kernel, reason_of)
     return out
 
 
@@ -116,12 +103,8 @@ def _others_dead(state, i: int, name: str) -> bool:
     """Every mention of `name` in the run's other Python files is a name or attribute read in code
     an NPU host does not run (callgates21's reading: a test it skips, a branch false there); no
     file that does not parse, no string naming it."""
-    run, gates = state
-    word = name.encode()
-    for j, result in enumerate(run.results):
-        if j == i or not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
-            continue
-        tree = run.tree(j)
+    _run, gates = state
+    for j, tree in gates.naming(name, but=i):
         if tree is None:
             return False
         parents, refs, strings = gates._index(j, tree)

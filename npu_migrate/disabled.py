@@ -158,10 +158,10 @@ def _guarded_lines(method: ast.AST, attr: str, flags: dict) -> set[int]:
     return out
 
 
-def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
-    """Line -> the attribute, for each line that uses a disabled library only where it loaded (the
-    `try` body binding it included)."""
-    out: dict[int, str] = {}
+def _bound_once(tree: ast.Module):
+    """(class, its methods, method, the `try`, attribute, flags, returns) of each _library_tries
+    entry of a class's method whose `self.<attribute>` the class binds once (bound elsewhere too:
+    its uses may meet another value on an NPU host). Shared with disabledcallers27.py."""
     for cls in (n for n in astcache.walk(tree) if isinstance(n, ast.ClassDef)):
         methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
         bound: dict[str, int] = {}
@@ -174,18 +174,25 @@ def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
                             bound[name] = bound.get(name, 0) + 1
         for method in methods:
             for stmt, attr, flags, returns in _library_tries(method):
-                if bound.get(attr, 0) != 1:
-                    continue  # (bound elsewhere too: its uses may meet another value on an NPU host)
-                body_end = max(s.end_lineno or s.lineno for s in stmt.body)
-                for line in range(stmt.body[0].lineno, body_end + 1):
-                    out[line] = attr
-                if returns and stmt in method.body:
-                    end = method.end_lineno or method.lineno
-                    for line in range((stmt.end_lineno or stmt.lineno) + 1, end + 1):
-                        out.setdefault(line, attr)
-                for other in methods:
-                    for line in _guarded_lines(other, attr, flags):
-                        out.setdefault(line, attr)
+                if bound.get(attr, 0) == 1:
+                    yield cls, methods, method, stmt, attr, flags, returns
+
+
+def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
+    """Line -> the attribute, for each line that uses a disabled library only where it loaded (the
+    `try` body binding it included)."""
+    out: dict[int, str] = {}
+    for _cls, methods, method, stmt, attr, flags, returns in _bound_once(tree):
+        body_end = max(s.end_lineno or s.lineno for s in stmt.body)
+        for line in range(stmt.body[0].lineno, body_end + 1):
+            out[line] = attr
+        if returns and stmt in method.body:
+            end = method.end_lineno or method.lineno
+            for line in range((stmt.end_lineno or stmt.lineno) + 1, end + 1):
+                out.setdefault(line, attr)
+        for other in methods:
+            for line in _guarded_lines(other, attr, flags):
+                out.setdefault(line, attr)
     return out
 
 
@@ -433,3 +440,4 @@ disables = _disables  # (disabledcallers27.py)
 enables = _enables
 exits = _exits
 library_lines = _library_lines
+bound_once = _bound_once  # (disabledcallers27.py)

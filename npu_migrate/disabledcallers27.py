@@ -116,24 +116,9 @@ def _guarded_call(call: ast.Call, parents: dict, attr: str, flags: dict) -> bool
 
 def _libraries(tree: ast.Module) -> list[tuple[ast.ClassDef, str, dict]]:
     """(class, library attribute, flags) of each class binding a disabled CUDA library once."""
-    from .disabled import library_tries as _library_tries, self_attr as _self_attr
+    from .disabled import bound_once
 
-    out = []
-    for cls in (n for n in astcache.walk(tree) if isinstance(n, ast.ClassDef)):
-        methods = [m for m in cls.body if isinstance(m, _FUNCTIONS)]
-        bound: dict[str, int] = {}
-        for method in methods:
-            for node in ast.walk(method):
-                if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
-                        name = _self_attr(target)
-                        if name is not None:
-                            bound[name] = bound.get(name, 0) + 1
-        for method in methods:
-            for _stmt, attr, flags, _returns in _library_tries(method):
-                if bound.get(attr, 0) == 1 and flags:
-                    out.append((cls, attr, flags))
-    return out
+    return [(cls, attr, flags) for cls, _methods, _method, _stmt, attr, flags, _returns in bound_once(tree) if flags]
 
 
 class _Calls:
@@ -151,13 +136,10 @@ class _Calls:
         return self.verdicts[key]
 
     def _verdict(self, name, attr, flags, home, guarded) -> Optional[list]:
-        needle = name.encode()
+        from .modpaths import parsed
+
         told = []
-        for j in self.python:
-            data = self.text_of(j)
-            if not data or needle not in data:
-                continue
-            tree = astcache.parse(data)
+        for j, tree in parsed(self.python, self.text_of, name.encode()):
             if tree is None:
                 return None
             parents = astcache.parents(tree)

@@ -520,6 +520,17 @@ def _lower(finding, reason_of) -> list | None:
                       if kept else [])
 
 
+def _lower_result(result, wanted, reason_of):
+    """`result` with each finding `wanted` lowered by `lower(finding, reason_of)` (sorted again), or
+    `result` itself where none is: the tail each pass that lowers places by a reason shares."""
+    findings, changed = [], False
+    for finding in result.findings:
+        pieces = _lower(finding, reason_of) if wanted(finding) else None
+        changed = changed or pieces is not None
+        findings.extend([finding] if pieces is None else pieces)
+    return dataclasses.replace(result, findings=sorted(findings)) if changed else result
+
+
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places inside the blocks of this module's docstring
     lowered to info (a named skipped scope)."""
@@ -587,18 +598,11 @@ def review(results: list, paths: dict) -> list:
                     return f"{block[2]}; {gated}" if gated else flagreads20.reason(block[2], reading)
             return block[2]
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = None
-            if not finding.fixable and finding.cell is None and not is_moot(finding):
-                pieces = _lower(finding, reason_of)
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+        out[i] = _lower_result(result, lambda f: not f.fixable and f.cell is None and not is_moot(f), reason_of)
     return out
 
 
 # public names for the passes that extend this one (callgates21.py, tritonflags21.py)
 Run = _Run
 lower = _lower
+lower_result = _lower_result

@@ -103,12 +103,9 @@ def _place(tree: ast.Module, parents: dict, line: int) -> Optional[tuple[ast.AST
 
 def _called(name: str, python: list, text_of) -> bool:
     """Whether any file of the run calls `name` or refers to it as a value (a string aside)."""
-    needle = name.encode()
-    for j in python:
-        data = text_of(j)
-        if not data or needle not in data:
-            continue
-        tree = astcache.parse(data)
+    from .modpaths import parsed
+
+    for _j, tree in parsed(python, text_of, name.encode()):
         if tree is None:
             return True
         for node in astcache.walk(tree):

@@ -66,7 +66,7 @@ def review(results: list, paths: dict) -> list:
     """The results, with each open NPU910 place on a Triton decorator of a kernel that only code
     an NPU host does not run references lowered to a named scope (this module's docstring)."""
     from .callgates21 import Gates
-    from .flagcalls19 import Run, lower
+    from .flagcalls19 import Run
     from .flags16 import BRANCH
     from .importgates import is_test
     from .modpaths import RunTexts
@@ -77,49 +77,62 @@ def review(results: list, paths: dict) -> list:
                 and f.severity != "info")
 
     text_of = RunTexts(results, paths)
-    state: Optional[tuple] = None
+    state: list = []
+
+    def start() -> tuple:
+        if not state:
+            run = Run(results, text_of)
+            state.append((run, Gates(run)))
+        return state[0]
+
+    def reason(gates, i: int, unit) -> Optional[str]:
+        found = gates.sites(i, unit)
+        if not found or not any(j != i for j, _s in found):
+            return None
+        found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))
+        shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
+        return (f"{BRANCH}: the Triton kernel `{unit.name}` is reached only from code an NPU host "
+                f"does not run: {shown}")
+
     folds: list = []  # ((module, line) of a kept kernel place of a file whose other places were lowered)
+    out = lower_kernels(results, text_of, open_kernel, start, reason, folds)
+    return _fold_device_functions(out, folds, state[0][0] if state else None, open_kernel)
+
+
+def lower_kernels(results: list, text_of, open_kernel, start, reason, folds: Optional[list] = None) -> list:
+    """The results, with each `open_kernel` place (an open NPU910) on the Triton decorator of a
+    module-level kernel lowered to what `reason(gates, i, unit)` says of the kernel (None: kept).
+    `start()` gives (the flagcalls19 run, the gates `reason` asks) on the first file that needs
+    them; `folds` takes (module, line) of each kernel place kept of a finding whose other places
+    were lowered. This module's review, and supportgates27.py's with its own gates."""
+    from .flagcalls19 import lower
+    from .modpaths import open_python, parsed
+
     out = list(results)
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(open_kernel(f) for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"triton" not in data:
-            continue
-        tree = astcache.parse(data)
+    for i, tree in parsed(open_python(results, open_kernel), text_of, b"triton"):
         if tree is None:
             continue
-        if state is None:
-            run = Run(results, text_of)
-            state = (run, Gates(run))
-        run, gates = state
+        result = results[i]
+        run, gates = start()
         tree = run.trees.setdefault(i, tree)
         kernels = triton_decorated(tree)
         if not kernels:
             continue
 
-        def reason_of(line: int, i=i, kernels=kernels) -> Optional[str]:
+        def reason_of(line: int, i=i, kernels=kernels, gates=gates) -> Optional[str]:
             unit = kernels.get(line)
-            if unit is None:
-                return None
-            found = gates.sites(i, unit)
-            if not found or not any(j != i for j, _s in found):
-                return None
-            found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))
-            shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
-            return (f"{BRANCH}: the Triton kernel `{unit.name}` is reached only from code an NPU host "
-                    f"does not run: {shown}")
+            return None if unit is None else reason(gates, i, unit)
 
         findings, changed = [], False
         for finding in result.findings:
             pieces = lower(finding, reason_of) if open_kernel(finding) else None
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
-            if pieces is not None:
+            if pieces is not None and folds is not None:
                 folds.extend((i, p.line) for p in pieces if open_kernel(p) and p.line in kernels)
         if changed:
             out[i] = dataclasses.replace(result, findings=sorted(findings))
-    return _fold_device_functions(out, folds, state[0] if state else None, open_kernel)
+    return out
 
 
 def _kernel_spans(tree: ast.Module) -> list:

@@ -234,3 +234,5 @@ def _qualified(tree: ast.Module, function: ast.AST) -> str:
     parent = astcache.parents(tree).get(id(function))
     return f"{parent.name}.{function.name}" if isinstance(parent, ast.ClassDef) else function.name
 
+
+tested_name = _tested_name  # (probegates27.py)

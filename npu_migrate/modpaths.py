@@ -74,6 +74,26 @@ class RunModules:
         return self.trees[i]
 
 
+def open_python(results: list, wanted) -> list[int]:
+    """The indices of the run's .py results holding a finding `wanted` (a whole-run pass's
+    candidates)."""
+    return [i for i, r in enumerate(results) if r.relpath.endswith(".py") and any(wanted(f) for f in r.findings)]
+
+
+def parsed(indices, text_of, word: bytes = b""):
+    """(i, tree) of each file of `indices` (in order) whose bytes hold `word`, its tree parsed by
+    astcache (None: it does not parse, the caller decides); each file read only when reached. The
+    preamble every whole-run pass repeated: the files holding an open finding, or the files naming
+    a unit, read and parsed."""
+    from . import astcache
+
+    for i in indices:
+        data = text_of(i)
+        if not data or word not in data:
+            continue
+        yield i, astcache.parse(data)
+
+
 def result_bytes(result, paths: dict[str, str]) -> Optional[bytes]:
     """A FileResult's bytes: from the result, or read again from its path (None when unreadable)."""
     if result.original is not None:

@@ -301,6 +301,12 @@ def is_moot(finding: Finding) -> bool:
         finding.message, (*PHRASES, *NO_EFFECT, *AS_WRITTEN)) is not None
 
 
+def is_open(finding: Finding) -> bool:
+    """An open report-only finding, what the whole-run passes may lower: not fixable, not a notebook
+    cell's, not moot already, not info."""
+    return not finding.fixable and finding.cell is None and not is_moot(finding) and finding.severity != "info"
+
+
 def _named(finding: Finding) -> bool:
     """A finding that becomes a named scope: moot, or asking for no work (NO_WORK)."""
     return not finding.fixable and finding.severity == "info" and _reason(finding.message) is not None

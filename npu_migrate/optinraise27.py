@@ -459,6 +459,17 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                     return f"under `if {_src(up.test)}:` ({rel[i]}:{up.lineno}), and {why}"
         return None
 
+    def naming(word: bytes, dead: set):
+        """(j, tree or None) of each Python file of the run naming `word`, the dead modules aside."""
+        for j in program.python:
+            if j not in dead and word in (program.text_of(j) or b""):
+                yield j, program.modules.tree(j)
+
+    def called_in(dead: set, word: bytes, before: bytes) -> bool:
+        """Whether a dead module calls `word` (`before` the pattern ahead of the name: `\\b`, `\\.`)."""
+        texts = (program.text_of(j) or b"" for j in program.python if j in dead)
+        return any(word in t and re.search(before + word + rb"\(", t) is not None for t in texts)
+
     dead_functions: dict = {}
 
     def function_dead(i: int, function: ast.AST, dead: set) -> Optional[str]:
@@ -469,15 +480,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             return dead_functions[key]
         dead_functions[key] = None
         name, word = function.name, function.name.encode()
-        sites, elsewhere = [], False
-        for j in program.python:
-            data = program.text_of(j) or b""
-            if word not in data:
-                continue
-            if j in dead:
-                elsewhere = elsewhere or re.search(rb"\b" + word + rb"\(", data) is not None
-                continue
-            tree = program.modules.tree(j)
+        sites: list = []
+        for j, tree in naming(word, dead):
             if tree is None or j in program.testlike:
                 return None
             parents = astcache.parents(tree)
@@ -497,6 +501,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                 if why is None:
                     return None
                 sites.append(why)
+        elsewhere = called_in(dead, word, rb"\b")
         if not sites and not elsewhere:
             return None
         dead_functions[key] = (f"imported only in `{name}()`, called only "
@@ -539,15 +544,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         """Why every reference of the run to the method is a call under `if r.<attr> is not None:`
         with the same receiver, or in a dead module; None where one is not."""
         word = method.name.encode()
-        sites, elsewhere = [], False
-        for j in program.python:
-            data = program.text_of(j) or b""
-            if word not in data:
-                continue
-            if j in dead:
-                elsewhere = elsewhere or re.search(rb"\." + word + rb"\(", data) is not None
-                continue
-            tree = program.modules.tree(j)
+        sites: list = []
+        for j, tree in naming(word, dead):
             if tree is None:
                 return None
             parents = astcache.parents(tree)
@@ -569,6 +567,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
                 if gate is None:
                     return None
                 sites.append(f"{rel[j]}:{gate.lineno}")
+        elsewhere = called_in(dead, word, rb"\.")
         if not sites and not elsewhere:
             return None
         sites.sort(key=lambda site: -len(os.path.commonprefix([site, rel[home]])))

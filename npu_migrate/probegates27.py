@@ -42,6 +42,7 @@ from typing import Optional
 from . import astcache, catalogue
 from .findings import Finding, lower_pieces
 from .folding import ALSO as _ALSO
+from .libgates23 import tested_name  # (`x` of `x is None` or `not x`)
 
 
 @functools.lru_cache(maxsize=None)
@@ -134,16 +135,6 @@ def _probed_names(tree: ast.Module) -> dict[str, tuple[str, int]]:
     return {n: p for n, p in probed.items() if n in nones and n not in elsewhere}
 
 
-def _gate_name(test: ast.AST) -> Optional[str]:
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is) \
-            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value is None:
-        return test.left.id
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
-        return test.operand.id
-    return None
-
-
 def _reasons(tree: ast.Module) -> dict[int, tuple[str, str]]:
     probed = _probed_names(tree)
     if not probed:
@@ -161,7 +152,7 @@ def _reasons(tree: ast.Module) -> dict[int, tuple[str, str]]:
             if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body
                     and isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
                 continue
-            name = _gate_name(stmt.test)
+            name = tested_name(stmt.test)
             if name in probed:
                 after = function.body[index + 1:]
                 dead.append((after[0].lineno, after[-1].end_lineno or after[-1].lineno))

@@ -29,7 +29,6 @@ keeps it; so does a method or a class (a class's users reach it through other na
 from __future__ import annotations
 
 import ast
-import dataclasses
 from typing import Optional
 
 from . import astcache
@@ -48,16 +47,13 @@ def _function(tree: ast.Module, line: int) -> Optional[ast.AST]:
 def review(results: list, paths: dict) -> list:
     """Module's doc."""
     from .callgates21 import Gates, public_api
-    from .flagcalls19 import Run, lower
+    from .flagcalls19 import Run, lower_result
     from .importgates import is_test
     from .modpaths import RunTexts
-    from .moot import is_moot
+    from .moot import is_open as open_finding
 
     class _PublicGates(Gates):
         keep_public = False
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
 
     text_of = RunTexts(results, paths)
     state = None
@@ -98,11 +94,5 @@ def review(results: list, paths: dict) -> list:
                     "reaches this") if ok else None
             return verdicts[unit.name]
 
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_finding(finding) else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
+        out[i] = lower_result(result, open_finding, reason_of)
     return out

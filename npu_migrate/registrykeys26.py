@@ -120,11 +120,7 @@ class _Registry(Gates):
 
     def _unnamed(self, i: int, name: str) -> bool:
         """No file of the run names `name` other than by its own def (strings included)."""
-        word = name.encode()
-        for j, result in enumerate(self.run.results):
-            if not result.relpath.endswith(".py") or word not in (self.run.text_of(j) or b""):
-                continue
-            tree = self.run.tree(j)
+        for j, tree in self.naming(name):
             if tree is None:
                 return False
             if j != i and any(isinstance(s, (*_FUNCTIONS, ast.ClassDef)) and s.name == name for s in tree.body):

@@ -329,17 +329,14 @@ class _Support(Callees):
         from .shipped26 import unshipped
 
         name = cls.name
-        word = name.encode()
         outside = False
         tests: list = []
         if len(self._homes().get(name, ())) != 1:
             return False
-        for j, result in enumerate(self.run.results):
-            if not result.relpath.endswith(".py") or word not in (self.run.text_of(j) or b""):
-                continue
-            tree = self.run.tree(j)
+        for j, tree in self.naming(name):
             if tree is None:
                 return False
+            result = self.run.results[j]
             parents, refs, strings = self._index(j, tree)
             if name in strings:
                 return False
@@ -376,14 +373,10 @@ def review(results: list, paths: dict) -> list:
     from .callgates21 import lower_units
     from .dispatch import gates as dispatch_gates
     from .flagcalls19 import Run
-    from .modpaths import RunTexts
-    from .moot import is_moot, to_scopes
+    from .modpaths import RunTexts, open_python
+    from .moot import is_open as open_finding, to_scopes
 
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
-
-    candidates = [i for i, r in enumerate(results)
-                  if r.relpath.endswith(".py") and any(open_finding(f) for f in r.findings)]
+    candidates = open_python(results, open_finding)
     if not candidates:
         return results
     text_of = RunTexts(results, paths)
@@ -428,38 +421,7 @@ def _reason(gates, i: int, unit, what: str) -> Optional[str]:
 def _lower_kernels(results: list, text_of, open_finding, start) -> list:
     """kernelgates26's reading with these gates: an open NPU910 place on the Triton decorator of a
     module-level kernel whose every reference lies in such code."""
-    import dataclasses
+    from .kernelgates26 import lower_kernels
 
-    from . import astcache
-    from .flagcalls19 import lower
-    from .kernelgates26 import triton_decorated
-
-    out = list(results)
-    for i, result in enumerate(results):
-        if not result.relpath.endswith(".py") or not any(
-                open_finding(f) and f.code == "NPU910" for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"triton" not in data:
-            continue
-        tree = astcache.parse(data)
-        if tree is None:
-            continue
-        run, gates = start()
-        tree = run.trees.setdefault(i, tree)
-        kernels = triton_decorated(tree)
-        if not kernels:
-            continue
-
-        def reason_of(line: int, i=i, kernels=kernels) -> Optional[str]:
-            unit = kernels.get(line)
-            return None if unit is None else _reason(gates, i, unit, "the Triton kernel ")
-
-        findings, changed = [], False
-        for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_finding(finding) and finding.code == "NPU910" else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(result, findings=sorted(findings))
-    return out
+    return lower_kernels(results, text_of, lambda f: open_finding(f) and f.code == "NPU910", start,
+                         lambda gates, i, unit: _reason(gates, i, unit, "the Triton kernel "))

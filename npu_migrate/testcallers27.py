@@ -13,9 +13,10 @@ Policy P2: tests and benchmarks do not make library code "reached". `review` (wh
 after the passes that turn findings into scopes) takes each open report-only place of a library
 module (not a test, benchmark, example, tool or script) that lies in a module-level function's or
 class's body, or on the Triton decorator of a module-level kernel, and walks the run's references
-to that unit as callgates21's `Gates` does (a few steps deep through the functions holding them),
-except that a reference in a test or benchmark file (tests/, test_*.py, *_test.py, conftest.py;
-benchmarks/, bench*.py) that may run there is collected instead of keeping the unit reached. A
+to that unit with callgates21's `Gates` (a few steps deep through the functions holding them),
+whose hooks this module fills: a reference in a test or benchmark file (tests/, test_*.py,
+*_test.py, conftest.py; benchmarks/, bench*.py) that may run there is collected instead of keeping
+the unit reached. A
 reference in a test an NPU host skips, or behind a gate false there, counts as dead, as in
 callgates21 (a dead caller does not count at all). When at least one test or benchmark reference
 was collected and every other reference is dead, the place becomes info "reached on an NPU host
@@ -43,7 +44,6 @@ import dataclasses
 import re
 from typing import Optional
 
-from . import astcache
 
 ONLY_TESTS = "reached on an NPU host only from tests/benchmarks"
 CHOSEN = "reached on an NPU host only when"  # (policy P1: "... `X == 'cuda'` is chosen")
@@ -68,77 +68,35 @@ def _library(relpath: str) -> bool:
 
 
 def _make_gates(run):
-    from .callgates21 import Gates, inside as _inside
-    from .callgates21 import unit_of as _unit
+    from .callgates21 import Gates
 
     class TestGates(Gates):
-        """callgates21's walk over a unit's references, collecting live test/benchmark references."""
+        """callgates21's walk over a unit's references, sparing the live test/benchmark references
+        and those under an option's "cuda" value (its hooks) instead of keeping the unit reached."""
 
-        def __init__(self, run) -> None:
-            super().__init__(run)
-            self.reached: dict = {}
+        keep_public = False  # (this module's own rule for public units: review)
+        skip_locals = False
 
-        def reach(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[tuple]:
+        def test_file(self, relpath: str) -> bool:
+            return test_side(relpath)
+
+        def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
+            if test_file:
+                return j, f"{relpath}:{node.lineno}", "test"
+            option = _cuda_option(node, parents)
+            if option is not None:
+                return j, f"`{option}` is chosen ({relpath}:{node.lineno})", "chosen"
+            return None
+
+        def reach(self, i: int, unit: ast.AST) -> Optional[tuple]:
             """(dead references ["path:line (why)"], live test/benchmark references {"path:line"},
             references under an option's "cuda" value {"`test` at path:line"}) of every reference of
             the run to `unit` of module i; None where one may run elsewhere."""
-            key = (i, unit.name)
-            if key in seen:
-                return [], set(), set()
-            if depth == 0 and key in self.reached:
-                return self.reached[key]
-            result = None if depth > 3 else self._reach(i, unit, depth, seen | {key})
-            if depth == 0:
-                self.reached[key] = result
-            return result
-
-        def _reach(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[tuple]:
-            run = self.run
-            name = unit.name
-            word = name.encode()
-            found: list = []
-            tests: set = set()
-            chosen: set = set()
-            for j, result in enumerate(run.results):
-                if not result.relpath.endswith(".py") or word not in (run.text_of(j) or b""):
-                    continue
-                tree = run.tree(j)
-                if tree is None:
-                    return None
-                if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
-                    continue  # (its own by that name)
-                parents, refs, strings = self._index(j, tree)
-                side = test_side(result.relpath)
-                if name in strings and not side:
-                    return None  # (named in a string: loaded some other way)
-                for node in refs.get(name, ()):
-                    if not isinstance(node.ctx, ast.Load):
-                        if side:
-                            continue  # (a test's own name, a monkeypatch target)
-                        return None
-                    if j == i and _inside(node, unit, parents):
-                        continue
-                    why = self.dead(j, tree, parents, node)
-                    if why is not None:
-                        found.append(f"{result.relpath}:{node.lineno} ({why})")
-                        continue
-                    if side:
-                        tests.add(f"{result.relpath}:{node.lineno}")
-                        continue
-                    option = _cuda_option(node, parents)
-                    if option is not None:
-                        chosen.add(f"`{option}` is chosen ({result.relpath}:{node.lineno})")
-                        continue
-                    outer = _unit(tree, node.lineno)
-                    if outer is None or outer is unit:
-                        return None
-                    inner = self.reach(j, outer, depth + 1, seen)
-                    if inner is None:
-                        return None
-                    found.extend(inner[0])
-                    tests |= inner[1]
-                    chosen |= inner[2]
-            return (found, tests, chosen) if found or tests or chosen else None
+            found = self.sites(i, unit)
+            if found is None:
+                return None
+            return ([s for _j, s, *kind in found if not kind], {s for _j, s, *kind in found if kind == ["test"]},
+                    {s for _j, s, *kind in found if kind == ["chosen"]})
 
     return TestGates(run)
 
@@ -170,24 +128,17 @@ def review(results: list, paths: dict) -> list:
     from .findings import merge_per_file
     from .flagcalls19 import Run, lower
     from .kernelgates26 import triton_decorated
-    from .modpaths import RunTexts
-    from .moot import is_moot
-
-    def open_finding(f) -> bool:
-        return not f.fixable and f.cell is None and not is_moot(f) and f.severity != "info"
+    from .modpaths import RunTexts, parsed
+    from .moot import is_open as open_finding
 
     text_of = RunTexts(results, paths)
     gates = None
     out = list(results)
-    for i, result in enumerate(results):
-        if not _library(result.relpath) or not any(open_finding(f) for f in result.findings):
-            continue
-        data = text_of(i)
-        if not data or b"def " not in data:
-            continue
-        tree = astcache.parse(data)
+    candidates = [i for i, r in enumerate(results) if _library(r.relpath) and any(open_finding(f) for f in r.findings)]
+    for i, tree in parsed(candidates, text_of, b"def "):
         if tree is None:
             continue
+        result = results[i]
         if gates is None:
             gates = _make_gates(Run(results, text_of))
         tree = gates.run.trees.setdefault(i, tree)
