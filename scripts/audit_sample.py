@@ -139,6 +139,11 @@ def score(tree: Path, samples: list[Path]) -> str:
         out.append("unknown verdicts (counted as not false): " + ", ".join(sorted(unknown)))
     if judged:
         out.append(f"false or redundant, as drawn: {bad}/{judged} = {100 * bad / judged:.1f}%")
+        # (the interval leaves UNSURE out, as census does; an uncapped draw, --per-package at least
+        # the largest package's count, is a simple random sample: its rate is the population's)
+        decided = judged - overall["UNSURE"]
+        low, high = _wilson(bad, decided)
+        out.append(f"95% interval (Wilson, {bad}/{decided} decided): {100 * low:.1f}% to {100 * high:.1f}%")
     weighted = 0.0
     covered = 0
     for package, verdicts in sorted(per_package.items()):

@@ -90,6 +90,8 @@ def test_score_as_drawn_and_weighted(tmp_path):
     text = audit.score(tree, [out])
     assert "7 findings judged" in text
     assert "as drawn: 2/7 = 28.6%" in text
+    # the Wilson interval of 2 of 7: 8.2% to 64.1%
+    assert "95% interval (Wilson, 2/7 decided): 8.2% to 64.1%" in text
     # big's rate 2/4 weighs 90 of 100, small's 0/3 weighs 10: 45.0%
     assert "weighted by population share" in text and "45.0%" in text
 
