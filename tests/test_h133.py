@@ -213,3 +213,133 @@ def test_op_handle_that_is_called_stays_an_error(tmp_path):
     report = migrate_json(write_project(tmp_path, _ops_project(True, True), dedent=True))
     kept = findings_at(report, "pkg/rope_common.py", "NPU911")
     assert kept[6]["severity"] == "error", kept
+
+
+# ----------------------------------------------------------------------------- CC#21: a backend module's other sites
+FLEX_ENUM = '''\
+from enum import Enum
+
+
+class KernelBackendEnum(Enum):
+    FLEX = "proj.backends.flex.FlexBackend"
+    PLAIN = "proj.backends.plain.PlainBackend"
+
+    def path(self):
+        return self.value
+'''
+
+FLEX_CUDA_PLATFORM = '''\
+from proj.backends.registry import KernelBackendEnum
+
+
+class CudaPlatform:
+    device_type = "cuda"
+
+    @classmethod
+    def backends(cls):
+        return [KernelBackendEnum.FLEX, KernelBackendEnum.PLAIN]
+'''
+
+FLEX_CPU_PLATFORM = '''\
+from proj.backends.registry import KernelBackendEnum
+
+
+class CpuPlatform:
+    @classmethod
+    def backends(cls):
+        return [KernelBackendEnum.PLAIN]
+'''
+
+FLEX = '''\
+import torch
+
+
+def build_mask(n):
+    return torch.ones(n, n)
+
+
+build_mask_compiled = torch.compile(build_mask, fullgraph=True, mode="reduce-overhead")
+
+
+class FlexMetadata:
+    pass
+
+
+class FlexBackend:
+    pass
+'''
+
+PROPOSER = '''\
+from proj.platforms.current import current_platform
+
+
+class Proposer:
+    def __init__(self):
+        self.allowed = ()
+        if current_platform.is_rocm():
+            from proj.backends.flex import FlexMetadata
+
+            self.allowed = (FlexMetadata,)
+'''
+
+MODEL_CONFIG = '''\
+from proj.backends.registry import KernelBackendEnum
+
+
+def verify(config):
+    if config.backend == KernelBackendEnum.FLEX:
+        raise ValueError("this model needs another backend")
+'''
+
+
+def _flex_files(**extra) -> dict[str, str]:
+    from tests.test_h80 import REGISTRY
+
+    files = {
+        "proj/__init__.py": "",
+        "proj/platforms/__init__.py": REGISTRY,
+        "proj/platforms/cuda.py": FLEX_CUDA_PLATFORM,
+        "proj/platforms/cpu.py": FLEX_CPU_PLATFORM,
+        "proj/platforms/current.py": "current_platform = None\n",
+        "proj/backends/__init__.py": "",
+        "proj/backends/registry.py": FLEX_ENUM,
+        "proj/backends/flex.py": FLEX,
+        "proj/backends/plain.py": "class PlainBackend:\n    pass\n",
+        "proj/spec/__init__.py": "",
+        "proj/spec/proposer.py": PROPOSER,
+        "proj/models/__init__.py": "",
+        "proj/models/config.py": MODEL_CONFIG,
+    }
+    files.update(extra)
+    return files
+
+
+def test_backend_module_imported_only_under_a_rocm_test_and_compared_elsewhere_is_platform_code(tmp_path):
+    from tests.test_h80 import _open
+
+    report = migrate_json(write_project(tmp_path, _flex_files()))
+    flex = _open(report, "proj/backends/flex.py")
+    assert set(flex) == {8} and flex[8]["severity"] == "info", flex
+    assert "reached only through the CUDA platform class" in flex[8]["message"], flex
+
+
+def test_backend_module_an_npu_host_may_import_stays_reported(tmp_path):
+    # (nearest true case: the proposer imports the module on every platform)
+    from tests.test_h80 import _open
+
+    proposer = PROPOSER.replace("if current_platform.is_rocm():", "if current_platform is not None:")
+    report = migrate_json(write_project(tmp_path, _flex_files(**{"proj/spec/proposer.py": proposer})))
+    flex = _open(report, "proj/backends/flex.py")
+    assert flex[8]["severity"] == "warning", flex
+
+
+def test_backend_member_selected_outside_the_platform_stays_reported(tmp_path):
+    # (nearest true case: the model config picks the member, not only compares it)
+    from tests.test_h80 import _open
+
+    config = MODEL_CONFIG.replace("    if config.backend == KernelBackendEnum.FLEX:\n"
+                                  "        raise ValueError(\"this model needs another backend\")\n",
+                                  "    config.backend = KernelBackendEnum.FLEX\n")
+    report = migrate_json(write_project(tmp_path, _flex_files(**{"proj/models/config.py": config})))
+    flex = _open(report, "proj/backends/flex.py")
+    assert flex[8]["severity"] == "warning", flex
