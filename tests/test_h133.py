@@ -343,3 +343,96 @@ def test_backend_member_selected_outside_the_platform_stays_reported(tmp_path):
     report = migrate_json(write_project(tmp_path, _flex_files(**{"proj/models/config.py": config})))
     flex = _open(report, "proj/backends/flex.py")
     assert flex[8]["severity"] == "warning", flex
+
+
+# ----------------------------------------------------------------------------- CA#35: an opt-in config property
+def _ubatch_files(default: str = "False", setter: str = "") -> dict[str, str]:
+    return {
+        "proj/__init__.py": "",
+        "proj/config.py": f'''
+            from dataclasses import dataclass, field
+
+
+            @dataclass
+            class ParallelConfig:
+                enable_overlap: bool = {default}
+                ubatch_size: int = field(default=0)
+
+                @property
+                def use_ubatching(self) -> bool:
+                    return self.enable_overlap or self.ubatch_size > 1
+        ''',
+        "proj/setup.py": f'''
+            def configure(parallel_config):
+                parallel_config.enable_overlap = False
+                {setter or "return parallel_config"}
+        ''',
+        "proj/wrapper.py": '''
+            import torch
+
+
+            class UBatchWrapper:
+                def __init__(self, model):
+                    self.model = model
+
+                def capture(self):
+                    torch.cuda.current_blas_handle()
+                    return self.model
+        ''',
+        "proj/runner.py": '''
+            from proj.wrapper import UBatchWrapper
+
+
+            class Runner:
+                def __init__(self, parallel_config, model):
+                    self.parallel_config = parallel_config
+                    self.model = model
+
+                def load_model(self):
+                    if isinstance(self.model, UBatchWrapper):
+                        return
+                    if self.parallel_config.use_ubatching:
+                        self.model = UBatchWrapper(self.model)
+        ''',
+        "proj/runner_v2.py": '''
+            import torch
+
+
+            class UBatchRunner:
+                def run(self):
+                    torch.cuda.current_blas_handle()
+
+
+            def maybe_build_ubatch_runner(parallel_config):
+                if not parallel_config.use_ubatching or parallel_config.world_size <= 1:
+                    return None
+                return UBatchRunner()
+        ''',
+    }
+
+
+def test_class_built_only_under_a_config_property_false_by_default_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _ubatch_files(), dedent=True))
+    wrapper = findings_at(report, "proj/wrapper.py", "NPU202")[10]
+    assert wrapper["severity"] == "info", wrapper
+    assert "reached on an NPU host only when `self.parallel_config.use_ubatching` is chosen" in wrapper["message"]
+    assert "`ParallelConfig.use_ubatching` is `self.enable_overlap or self.ubatch_size > 1`, False by default, " \
+           "proj/config.py:11" in wrapper["message"], wrapper["message"]
+    assert "proj/runner.py:11 (a type test, which builds nothing)" in wrapper["message"], wrapper["message"]
+    # (the early exit `if not parallel_config.use_ubatching ...: return None` of Model Runner V2's builder)
+    runner = findings_at(report, "proj/runner_v2.py", "NPU202")[7]
+    assert runner["severity"] == "info" and "`parallel_config.use_ubatching` is chosen" in runner["message"], runner
+
+
+def test_config_property_true_by_default_keeps_the_error(tmp_path):
+    # (nearest true case: the field defaults to True, so every NPU host builds the wrapper)
+    report = migrate_json(write_project(tmp_path, _ubatch_files(default="True"), dedent=True))
+    assert findings_at(report, "proj/wrapper.py", "NPU202")[10]["severity"] == "error"
+    assert findings_at(report, "proj/runner_v2.py", "NPU202")[7]["severity"] == "error"
+
+
+def test_config_field_the_library_sets_keeps_the_error(tmp_path):
+    # (nearest true case: the library itself turns the field on)
+    files = _ubatch_files(setter="parallel_config.enable_overlap = True")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert findings_at(report, "proj/wrapper.py", "NPU202")[10]["severity"] == "error"
