@@ -30,8 +30,8 @@ naming the choice and where it is made, never an error, never dropped.
 decorated `@property` whose body is one `return <expression>`) whose expression reads only fields
 of its own class (`self.F`) through `or`, `and`, `not` and comparisons with constants, and is False
 when every field has its class-level default (`F: bool = False`, `F: int = Field(default=0)`,
-`field(default=None)`); a field the library assigns anything else to (`x.F = True`; a keyword
-`F=...` passing the user's setting on is no such assignment) or a property name defined twice in
+`field(default=None)`); a field the library assigns anything else to (`x.F = True`, or a keyword
+`F=<computed>`; a keyword passing the user's setting on, `F=self.F`, is none) or a property name defined twice in
 the run with another reading is no opt-in. `chosen(node, parents)` answers for a reference: it lies
 in the body of an `if`/`elif` whose test is `<x>.P` (alone, or a part of an `and`), or after an
 early exit of its function `if not <x>.P [or ...]: return/raise` (at the function's top level,
@@ -134,6 +134,17 @@ def _assignments(tree: ast.Module, out: set) -> None:
                     for node in ast.walk(method):
                         owner[id(node)] = cls.name
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            # (a keyword the library computes, `Config(enable_x=needs_x(model))`, is a setting too;
+            # passing the user's own value on, `enable_x=self.enable_x` or `enable_x=enable_x`, is not)
+            for keyword in node.keywords:
+                value = keyword.value
+                passed = (isinstance(value, ast.Attribute) and value.attr == keyword.arg) or (
+                    isinstance(value, ast.Name) and value.id == keyword.arg) or (
+                    isinstance(value, ast.Constant) and not value.value)
+                if keyword.arg is not None and not passed:
+                    out.add((keyword.arg, None))
+            continue
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.value is None:
             continue
         if isinstance(node.value, ast.Constant) and not node.value.value and not isinstance(node, ast.AugAssign):

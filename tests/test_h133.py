@@ -436,3 +436,11 @@ def test_config_field_the_library_sets_keeps_the_error(tmp_path):
     files = _ubatch_files(setter="parallel_config.enable_overlap = True")
     report = migrate_json(write_project(tmp_path, files, dedent=True))
     assert findings_at(report, "proj/wrapper.py", "NPU202")[10]["severity"] == "error"
+
+
+def test_config_field_the_library_computes_keeps_the_error(tmp_path):
+    # (nearest true case: the library fills the field from the model, not from the user's option)
+    files = _ubatch_files(setter="return ParallelConfig(enable_overlap=parallel_config.world_size > 1)")
+    files["proj/setup.py"] = "            from proj.config import ParallelConfig\n" + files["proj/setup.py"]
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert findings_at(report, "proj/wrapper.py", "NPU202")[10]["severity"] == "error"
