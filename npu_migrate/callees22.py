@@ -191,3 +191,6 @@ def review(results: list, paths: dict) -> list:
 # (public for customops26.py: the same verdicts, read for a function registered as a torch op)
 Callees = _Callees
 never_imported = _never_imported
+# (public for testcallers27.py: a type test builds nothing, so it keeps no class reached)
+type_test = _type_test
+TYPE_TEST = _TYPE_TEST

@@ -58,12 +58,54 @@ def _op_uses(tree: ast.Module, op: str) -> list[ast.Attribute]:
     return out
 
 
+def gated_name(tree: ast.Module, node: ast.AST) -> Optional[str]:
+    """Why a reference by a bare name (`Pass(config)`) never reaches what it names on an NPU host:
+    every binding of the name in its module (an import, a `def`, a `class`, an assignment) lies in
+    the body of a module-level `if` false there (`if current_platform.is_cuda_alike(): from .x
+    import Pass`), and no function binds it locally: there the name is unbound, so the reference
+    raises NameError before it calls anything (round 28, CB#21: a fusion pass imported only on
+    CUDA-alike platforms). None where any binding may run there."""
+    from . import astcache
+    from .testscopes import npu_truth
+
+    if not isinstance(node, ast.Name):
+        return None
+    name = node.id
+
+    def binds(stmt: ast.AST) -> bool:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            return any((a.asname or a.name.split(".")[0]) == name for a in stmt.names)
+        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+            return stmt.name == name
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+            [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign, ast.For)) else [])
+        return any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target))
+
+    gates = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If):
+            inner = [s for s in astcache.walk(stmt) if isinstance(s, ast.stmt) and binds(s)]
+            if not inner:
+                continue
+            if npu_truth(stmt.test) is not False or any(binds(s) for s in stmt.orelse) or \
+                    any(binds(s) for o in stmt.orelse for s in astcache.walk(o) if isinstance(s, ast.stmt)):
+                return None
+            gates.append(stmt)
+        elif any(binds(s) for s in astcache.walk(stmt) if isinstance(s, ast.stmt)):
+            return None  # (bound outside such a gate: a function's own local, a plain import)
+    if not gates:
+        return None
+    shown = ast.unparse(gates[0].test)
+    return f"`{name}` is bound only under the module-level `if {shown}:`, false on an NPU host"
+
+
 class _OpCallees(Callees):
     """callees22's reading, with a registered op's calls standing for its function's references."""
 
     def __init__(self, run, spans: dict, modules: dict) -> None:
         super().__init__(run, spans, modules)
         self.ops: dict = {}  # ((module, function name) -> the op's name)
+        self.tests: dict = {}  # ((module, function name) -> the op's calls in tests and benchmarks, policy P2)
 
     def registered(self, i: int, unit: ast.AST) -> Optional[str]:
         """The op name `unit` (a module-level function of module i) is registered under, or None."""
@@ -109,9 +151,32 @@ class _OpCallees(Callees):
                     return None
         return op
 
+    def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
+        why = super().dead(j, tree, parents, node)
+        return why if why is not None else gated_name(tree, node)
+
+    def _handle_only(self, tree: ast.Module, parents: dict, node: ast.AST) -> bool:
+        """`node` is the op of a module-level `NAME = torch.ops.<ns>.<op>[.default]` whose NAME no
+        file of the run calls (`NAME(`): the op's handle kept as data (a fusion pass's pattern list,
+        a test's expected ops), which calls nothing."""
+        import re
+
+        value = node
+        up = parents.get(id(value))
+        if isinstance(up, ast.Attribute) and up.attr == "default":
+            value = up
+        stmt = parents.get(id(value))
+        if not (isinstance(stmt, ast.Assign) and stmt.value is value and stmt in tree.body
+                and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            return False
+        called = re.compile(rb"\b" + re.escape(stmt.targets[0].id.encode()) + rb"\s*\(")
+        return not any(called.search(self.run.text_of(j) or b"") for j, r in enumerate(self.run.results)
+                       if r.relpath.endswith(".py"))
+
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
         from . import astcache
         from .callgates21 import unit_of
+        from .testcallers27 import test_side
 
         if depth > 0:
             return super()._sites(i, unit, depth, seen)
@@ -120,6 +185,7 @@ class _OpCallees(Callees):
             return None
         self.ops[(i, unit.name)] = op
         found: list = []
+        tests: list = []
         for j, result in enumerate(self.run.results):
             if not result.relpath.endswith(".py") or f".{op}".encode() not in (self.run.text_of(j) or b""):
                 continue
@@ -128,6 +194,11 @@ class _OpCallees(Callees):
                 return None
             parents = astcache.parents(tree)
             for node in _op_uses(tree, op):
+                if test_side(result.relpath):  # (policy P2: a test's or benchmark's call, named, not "reached")
+                    tests.append(f"{result.relpath}:{node.lineno}")
+                    continue
+                if self._handle_only(tree, parents, node):
+                    continue  # (`OP = torch.ops.ns.op.default` at module level, OP never called: no call)
                 why = self.dead(j, tree, parents, node)
                 if why is not None:
                     found.append((j, f"{result.relpath}:{node.lineno} ({why})"))
@@ -139,6 +210,7 @@ class _OpCallees(Callees):
                 if inner is None:
                     return None
                 found.extend(inner)
+        self.tests[(i, unit.name)] = tests
         return found or None
 
 
@@ -152,6 +224,7 @@ def review(results: list, paths: dict) -> list:
     from .importgates import is_test
     from .modpaths import RunTexts
     from .moot import is_moot, to_scopes
+    from .testcallers27 import ONLY_TESTS
 
     def open_finding(f) -> bool:
         return not f.fixable and f.cell is None and not is_moot(f)
@@ -174,8 +247,13 @@ def review(results: list, paths: dict) -> list:
         if not found or not any(j != i for j, _s in found):
             return None
         op = callees.ops.get((i, unit.name), "")
-        found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))
+        found = sorted(dict.fromkeys(found), key=lambda item: is_test(item[1].split(":", 1)[0]))
         shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
+        tests = callees.tests.get((i, unit.name)) or []
+        if tests:  # (policy P2: info naming the tests and benchmarks that call the op, never a scope)
+            named = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+            return (f"{ONLY_TESTS} ({named}): `{unit.name}`, registered as the op `{op}`; its library "
+                    f"calls are code an NPU host never runs or selects: {shown}")
         return (f"{BRANCH}: `{unit.name}`, registered as the op `{op}`, is reached only through "
                 f"`torch.ops.*.{op}` in code an NPU host never runs or selects: {shown}")
 

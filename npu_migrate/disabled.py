@@ -18,6 +18,11 @@ reason moot.py names as a skipped scope (nothing is dropped: each keeps its code
   branch `if self.disabled: ... else: <CUDA code>`: the `else` is a branch an NPU host does not
   take (the mirror of capability.py's `_false_attribute_branches` for true flags); reason "in a
   branch an NPU host does not take" (moot.PHRASES).
+- the mirror for `or` (round 28, CB#5): a CUDA reference in the test of an `if` that is an `or`
+  whose part before it is true on an NPU host (`not current_platform.is_cuda_alike() or
+  torch.cuda.memory.get_allocator_backend() != "native"`): the reference is never evaluated
+  there, and the branch (the code's own fallback) runs as written; reason `TRUE_TEST`
+  (AS_WRITTEN). A reference before the true part, or one that is the true part, stays.
 - a CUDA reference inside the test of an `if` that is an `and` with another part false on an
   NPU host (`_is_device("cuda", t.device) and is_sm_at_least_90()`, `current_platform.is_cuda()
   and torch.cuda.is_current_stream_capturing()`): the test's value there does not depend on the
@@ -46,6 +51,8 @@ from .probes import parse_text
 LIBRARY_DISABLED = ("a CUDA library loaded in a `try` whose `except` disables the feature: "
                     "its uses run only where the library loaded, never on an NPU host")
 FALSE_TEST = ("a CUDA test inside a condition false on an NPU host: the fallback after it runs there as written")
+TRUE_TEST = ("a CUDA test after a part true on an NPU host in an `or`: it is never evaluated there, "
+             "and the branch the `or` opens runs there as written")
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # a CUDA library's loader (`NCCLLibrary(path)`, `CudaRTLibrary()`, `pynvml.nvmlInit`); not `torch.cuda.*`,
@@ -270,6 +277,25 @@ def _false_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, list]]:
     return out
 
 
+def _disjuncts(test: ast.AST) -> list[ast.AST]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return [part for value in test.values for part in _disjuncts(value)]
+    return [test]
+
+
+def _true_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, list]]:
+    """(test, its parts true on an NPU host) of each `if` whose test is an `or` with such a part (the
+    mirror of `_false_tests`: `not current_platform.is_cuda_alike() or torch.cuda.x() != "native"`)."""
+    out = []
+    for node in walk_statements(tree):
+        if isinstance(node, ast.If) and truth(node.test) is True:
+            parts = _disjuncts(node.test)
+            true = [part for part in parts if truth(part) is True]
+            if true and len(parts) > 1:
+                out.append((node.test, true))
+    return out
+
+
 def _within(finding: Finding, node: ast.AST) -> bool:
     start = (node.lineno, node.col_offset)
     end = (node.end_lineno or node.lineno, node.end_col_offset or 0)
@@ -315,6 +341,15 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
             literal = (f.source or "")[:1] in ("'", '"')
             if _within(f, test) and any(not _within(f, part) for part in false) and (before or literal):
                 reasons[id(f)] = f"{FALSE_TEST}: `{_segment(lines, test)}`"
+                break
+    for f in candidates:
+        if id(f) in reasons:
+            continue
+        for test, true in _true_tests(tree, _truth):
+            # (only a true part before the reference short-circuits it: one after it leaves it to run)
+            before = any((p.end_lineno or p.lineno, p.end_col_offset or 0) <= (f.line, f.column - 1) for p in true)
+            if _within(f, test) and before and not any(_within(f, part) for part in true):
+                reasons[id(f)] = f"{TRUE_TEST}: `{_segment(lines, test)}`"
                 break
     if not reasons:
         return findings

@@ -163,6 +163,7 @@ AS_WRITTEN = (
     # a condition false on an NPU host whatever it reads
     "a CUDA library loaded in a `try` whose `except` disables the feature",
     "a CUDA test inside a condition false on an NPU host",
+    "a CUDA test after a part true on an NPU host in an `or`",  # disabled.TRUE_TEST (round 28, CB#5)
     # samefile.py: CUDA-only code beside a clean fallback the NPU host takes, in the same file
     "a fast-path selector kept meaning CUDA",
     "a kernel module's input check kept meaning CUDA",

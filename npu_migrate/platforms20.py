@@ -61,6 +61,7 @@ _PROBE_NPU = re.compile(r"(?i)(?<![a-z])npu|ascend|\bcann\b")
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ROUNDS = 6
 REACHED_ONLY = "reached only through the {kind} platform class"
+_COMPARED = "compared, not selected"
 _THROUGH = "; this module is loaded or named only from there, first at "
 
 
@@ -248,6 +249,7 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
     """The code reached only through a CUDA/ROCm/XPU platform class (`why_at(file index, line)`:
     why, or None), or None where the run has no such class. Public for platformlayer23.py."""
     from .modpaths import ImportIndex, RunModules, RunTexts, module_names
+    from .platformgates28 import UntakenSites, compared_only
     from .platforms21 import EnumEntries
     from .shipped26 import unshipped
     from .tritonguards import run_imports
@@ -288,6 +290,13 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
     # (a top-level benchmarks/examples/scripts/tools file is no site either: shipped26.py)
     library = [j for j in python if not _TEST_FILE.search(results[j].relpath) and not unshipped(results[j].relpath)]
     entries = EnumEntries(results, modules, text_of, library)  # (platforms21.py: backend enums)
+    untaken = UntakenSites(results, text_of)
+
+    def loads_nothing(s: int, ln: int, enum: str, member: str) -> Optional[str]:
+        # (a member's reference an NPU host never runs, or one that only compares the member:
+        # platformgates28.py; another reference must lie in the platform code)
+        return untaken.at(s, ln) or (_COMPARED if compared_only(modules.tree(s), ln, enum, member) else None)
+
     importers: dict[int, list[tuple[int, int]]] = {}
     for j in library:
         for target, line in index.files(imports[j], j):
@@ -331,7 +340,7 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
                     whys.append(None)
                     continue
                 why = reach.why_at(j, line)
-                member = entries.dead_site(j, line, reach.why_at) if why is None else None
+                member = entries.dead_site(j, line, reach.why_at, loads_nothing) if why is None else None
                 if member is not None:
                     if not member[0]:
                         break
@@ -340,6 +349,9 @@ def platform_reach(results: list, paths: Optional[dict[str, str]] = None) -> Opt
                 if why is None:
                     tree = modules.tree(j)
                     if tree is not None and _type_checking(tree, line):
+                        continue
+                    if untaken.at(j, line) is not None:
+                        whys.append(None)  # (a site under a test false on an NPU host: platformgates28.py)
                         continue
                     break
                 whys.append((why, f"{results[j].relpath}:{line}"))

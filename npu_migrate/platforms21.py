@@ -127,15 +127,20 @@ class EnumEntries:
                 out |= {e[2] for e in self.by_site.values() if (e[0], e[1]) == key}
         return out
 
-    def dead_site(self, j: int, line: int, dead_at) -> Optional[tuple[bool, Optional[tuple[str, str]]]]:
+    def dead_site(self, j: int, line: int, dead_at, secondary=None) -> Optional[tuple[bool, Optional[tuple[str, str]]]]:
         """For a string site: None when it is no enum member's value; else (True, (why, site)) when
-        every reference to that member lies in dead code (at least one), (False, None) otherwise."""
+        every reference to that member lies in dead code (at least one), (False, None) otherwise.
+        `secondary(file, line, enum, member)`, when given, names references that load nothing on an
+        NPU host (platformgates28.py: a branch it never takes, a comparison): they neither keep the
+        member reached nor give the reason, and at least one other reference must be dead."""
         entry = self.by_site.get((j, line))
         if entry is None:
             return None
         name, member, _module, where = entry
         sites = self.refs.get((name, member), [])
         whys = [(dead_at(s, ln), s, ln) for s, ln in sites]
+        if secondary is not None:  # (references that load nothing there: never the reason given)
+            whys = [(w, s, ln) for w, s, ln in whys if w is not None or secondary(s, ln, name, member) is None]
         if not whys or any(w is None for w, _s, _l in whys):
             return (False, None)
         why, s, ln = whys[0]

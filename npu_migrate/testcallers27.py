@@ -30,6 +30,13 @@ profiler kind a config `Literal` offers); the walk collects it instead of keepin
 and the place becomes info "reached on an NPU host only when `profiler_type == 'cuda'` is chosen
 (path:line)". Never a scope: the user can still choose it there.
 
+Round 28 (CA#35) adds a second P1 shape, read by optinprops28.py: a library reference in the body
+of `if <x>.P:` (or after `if not <x>.P: return`), P a configuration property false by default
+(`ParallelConfig.use_ubatching`: `self.enable_dbo or self.ubatch_size > 1`), is collected the same
+way ("reached on an NPU host only when `self.parallel_config.use_ubatching` is chosen (...)"); and
+a type test (`isinstance(model, UBatchWrapper)`, callees22's reading) counts as dead: it runs none
+of the class's code.
+
 What stays: a public unit (no `_` name) that no library code references at all, dead or not: an
 entry point the project's users call (a test calling it says nothing of them); a unit any library reference (or an example's, a tool's, a script's) may reach on an
 NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
@@ -68,7 +75,9 @@ def _library(relpath: str) -> bool:
 
 
 def _make_gates(run):
+    from .callees22 import TYPE_TEST, type_test
     from .callgates21 import Gates
+    from .optinprops28 import OptInProperties
 
     class TestGates(Gates):
         """callgates21's walk over a unit's references, sparing the live test/benchmark references
@@ -80,12 +89,20 @@ def _make_gates(run):
         def test_file(self, relpath: str) -> bool:
             return test_side(relpath)
 
+        def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
+            why = super().dead(j, tree, parents, node)
+            # (`isinstance(model, UBatchWrapper)` runs none of the class's code: callees22's reading)
+            return TYPE_TEST if why is None and type_test(parents, node) else why
+
         def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
             if test_file:
                 return j, f"{relpath}:{node.lineno}", "test"
             option = _cuda_option(node, parents)
             if option is not None:
                 return j, f"`{option}` is chosen ({relpath}:{node.lineno})", "chosen"
+            choice = self.opt_ins.chosen(node, parents)  # (a configuration property false by default: optinprops28.py)
+            if choice is not None:
+                return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
             return None
 
         def reach(self, i: int, unit: ast.AST) -> Optional[tuple]:
@@ -98,7 +115,9 @@ def _make_gates(run):
             return ([s for _j, s, *kind in found if not kind], {s for _j, s, *kind in found if kind == ["test"]},
                     {s for _j, s, *kind in found if kind == ["chosen"]})
 
-    return TestGates(run)
+    gates = TestGates(run)
+    gates.opt_ins = OptInProperties(run, test_side)
+    return gates
 
 
 def _cuda_option(node: ast.AST, parents: dict) -> Optional[str]:
