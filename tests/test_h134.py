@@ -1,0 +1,87 @@
+"""Round 28's same-file and same-test guards (audit CA, CB, CC; helper h134, issue #16): each false
+shape paired with the nearest true case that must stay reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+
+def _places(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of every place of the report-only findings of `code` in `path`."""
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            places[f["line"]] = f
+            for line, _column, _source in f.get("also") or ():
+                places.setdefault(line, f)
+    return places
+
+
+def _scopes(report: dict, path: str, code: str) -> dict[int, str]:
+    """{line: reason} of the named skipped scopes of `code` in `path`."""
+    return {line: s["reason"] for s in report["skipped"] if s.get("path") == path and "start_line" in s
+            and f"({code})" in s["reason"] for line in range(s["start_line"], s["end_line"] + 1)}
+
+
+# ----------------------------------------------------------------------------- CC#17, CA#4: skips in the test
+SKIPS = '''import pytest
+import torch
+
+FLAKY = torch.__version__.startswith("9")
+
+
+def _run(worker):
+    return worker(4)
+
+
+def cupy_worker(n):
+    import cupy as cp
+
+    return cp.ones(n)
+
+
+def numpy_worker(n):
+    import cupy as cp
+
+    return cp.zeros(n)
+
+
+def test_fp8_accuracy():
+    pytest.skip("TODO: fix the accuracy issue")
+    x = torch.randn(4, device="cuda")
+    y = x.to(torch.float8_e4m3fn)
+    assert y.shape == x.shape
+
+
+def test_fp8_flaky():
+    if FLAKY:
+        pytest.skip("flaky")
+    x = torch.randn(4, device="cuda")
+    y = x.to(torch.float8_e5m2)
+    assert y.shape == x.shape
+
+
+def test_cupy_peer():
+    pytest.importorskip("cupy")
+    _run(cupy_worker)
+
+
+def test_numpy_peer():
+    pytest.importorskip("numpy")
+    _run(numpy_worker)
+'''
+
+
+def test_unconditional_skip_and_importorskip_of_a_cuda_only_package(tmp_path):
+    """CC#17: a test whose body starts with an unconditional `pytest.skip("TODO ...")` runs on no
+    host: its FP8 cast is a named scope; a skip under an `if` an NPU host may not take keeps its
+    FP8 error. CA#4: a helper handed on only by a test that first calls
+    `pytest.importorskip("cupy")` (no NPU build) never runs there: a named scope; the same helper
+    shape handed on after `pytest.importorskip("numpy")` keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_skips.py": SKIPS}))
+    path = "tests/test_skips.py"
+    fp8, cupy = _places(report, path, "NPU913"), _places(report, path, "NPU911")
+    assert 26 not in fp8 and 'pytest.skip("TODO: fix the accuracy issue")' in _scopes(report, path, "NPU913")[26]
+    assert fp8[34]["severity"] == "error"
+    assert 12 not in cupy and 'pytest.importorskip("cupy")' in _scopes(report, path, "NPU911")[12]
+    assert cupy[18]["severity"] == "error"
