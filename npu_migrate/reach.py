@@ -762,6 +762,11 @@ def _requested_skipping_fixtures(tree: ast.Module, names: frozenset, functions: 
     return skipping_fixture_tests(tree, skips_first)
 
 
+# decorators that register nothing: the function is still called only where its name is read
+# (`@torch.inference_mode()` on a benchmark's `main`, round 28 CB#19)
+_PLAIN_DECORATOR = re.compile(r"(^|\.)(cache|lru_cache|cached|wraps)$|^torch\.(inference_mode|no_grad)$")
+
+
 def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambda first, last: True) -> list:
     """Module-level functions every reference of which sits in a block an NPU host never runs
     (or in another such function): not tests, never named in a string, referenced at least once,
@@ -771,8 +776,7 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambd
     public = bool(_TEST_PATH.search(relpath))
     defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.name.startswith("test")
             and (public or s.name.startswith("_")) and holds(s.lineno, s.end_lineno or s.lineno)
-            and all(re.search(r"(^|\.)(cache|lru_cache|cached|wraps)$", _dotted(d.func if isinstance(d, ast.Call) else d))
-                    for d in s.decorator_list)}
+            and all(_PLAIN_DECORATOR.search(_dotted(d.func if isinstance(d, ast.Call) else d)) for d in s.decorator_list)}
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}

@@ -85,3 +85,47 @@ def test_unconditional_skip_and_importorskip_of_a_cuda_only_package(tmp_path):
     assert fp8[34]["severity"] == "error"
     assert 12 not in cupy and 'pytest.importorskip("cupy")' in _scopes(report, path, "NPU911")[12]
     assert cupy[18]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- CB#19: a script for ROCm
+SCRIPT = '''import argparse
+
+import torch
+
+from vllm.platforms import current_platform
+
+
+@torch.inference_mode()
+def main(profile):
+    def run_benchmark():
+        if profile:
+            torch.cuda.cudart().cudaProfilerStart()
+        x = torch.randn(4, device="cuda")
+        return x.sum()
+
+    return run_benchmark()
+
+
+if __name__ == "__main__":
+    print("benchmarks the paged attention kernel")
+    if not current_platform.{check}():
+        raise RuntimeError("This benchmark requires the platform.")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    main(args.profile)
+'''
+
+
+def test_script_raising_unless_another_vendors_platform(tmp_path):
+    """CB#19: a benchmark script whose `__main__` block raises `if not current_platform.is_rocm()`
+    before calling `main` (decorated `@torch.inference_mode()`) is ROCm's: the `cudart()` in
+    `main` is a named scope; the same script raising unless CUDA (`is_cuda()`, a refusal the port
+    must lift) keeps its error."""
+    report = migrate_json(write_project(tmp_path, {
+        "benchmarks/bench_paged.py": SCRIPT.replace("{check}", "is_rocm"),
+        "benchmarks/bench_other.py": SCRIPT.replace("{check}", "is_cuda")}))
+    assert 12 not in _places(report, "benchmarks/bench_paged.py", "NPU202")
+    reason = _scopes(report, "benchmarks/bench_paged.py", "NPU202")[12]
+    assert "after a raise unless another vendor's platform: `not current_platform.is_rocm()`" in reason
+    assert _places(report, "benchmarks/bench_other.py", "NPU202")[12]["severity"] == "error"
