@@ -243,3 +243,55 @@ def test_tests_skipped_unless_an_optional_package_probe_holds(tmp_path):
     assert "`not has_fancy_v2()` skips `test_v2`" in marks[14]["message"]
     assert marks[18]["severity"] == "error"  # also handed on by an unmarked test
     assert marks[34]["severity"] == "error"  # a feature probe's mark
+
+
+# ----------------------------------------------------------------------------- CA#19: a branch only "cuda" takes
+SYNC = '''import pytest
+import torch
+
+
+def build(device):
+    return torch.zeros(4, device=device)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("full", [False, True])
+def test_no_sync(device, full):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("CUDA required")
+    device = torch.device(device)
+    mode = torch.cuda.get_sync_debug_mode() if device.type == "cuda" else None
+    if mode is not None:
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = build(device)
+    finally:
+        if mode is not None:
+            torch.cuda.set_sync_debug_mode(mode)
+    assert out.shape == (4,)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_sync_unskipped(device):
+    device = torch.device(device)
+    mode = torch.cuda.get_sync_debug_mode() if device.type == "cuda" else None
+    if mode is not None:
+        torch.cuda.set_sync_debug_mode("error")
+    out = build(device)
+    if mode is not None:
+        torch.cuda.set_sync_debug_mode(mode)
+    assert out.shape == (4,)
+'''
+
+
+def test_branch_only_the_skipped_cuda_case_takes(tmp_path):
+    """CA#19: in a test parametrized over ["cpu", "cuda"] whose first statement skips the "cuda"
+    case where `torch.cuda.is_available()` (kept as written) is False, `get_sync_debug_mode() if
+    device.type == "cuda" else None` (after `device = torch.device(device)`) and the `if mode is
+    not None:` set/restore are reached only by the skipped case: a named scope; the same test
+    without the skip keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_sync.py": SYNC}))
+    api = _places(report, "tests/test_sync.py", "NPU202")
+    assert not {15, 17, 22} & set(api)
+    assert "only the 'cuda' case of `device` takes" in _scopes(report, "tests/test_sync.py", "NPU202")[15]
+    assert api[29]["severity"] == "error"
