@@ -438,8 +438,14 @@ def _bound_just_before(body: list, index: int, names: frozenset, functions: froz
     probes19.py's area). Only the arm of a conditional expression an NPU fact selects counts (an
     empty literal, None, False, 0 there too); a plain `X = False` stays a setting a user edits."""
     previous = body[index - 1] if index else None
-    if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)
-            and isinstance(previous.value, ast.IfExp)) or previous.targets[0].id in names:
+    if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)) \
+            or previous.targets[0].id in names:
+        return names
+    if isinstance(previous.value, (ast.BoolOp, ast.Call, ast.Compare, ast.UnaryOp)):
+        # `eligible = current_platform.is_cuda() and ...` right before `if eligible:` (round 28
+        # CA#21): the value the `if` reads is the one just bound, whatever the scope binds later
+        return names | {previous.targets[0].id} if _truth(previous.value, names, functions) is False else names
+    if not isinstance(previous.value, ast.IfExp):
         return names
     test = _truth(previous.value.test, names, functions)
     if test not in (True, False):

@@ -295,3 +295,45 @@ def test_branch_only_the_skipped_cuda_case_takes(tmp_path):
     assert not {15, 17, 22} & set(api)
     assert "only the 'cuda' case of `device` takes" in _scopes(report, "tests/test_sync.py", "NPU202")[15]
     assert api[29]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- CA#21: a flag bound just before
+ELIGIBLE = '''import torch
+
+from vllm.platforms import current_platform
+
+
+def multicast_ready(group_size):
+    eligible = current_platform.is_cuda() and group_size > 1
+    if eligible:
+        try:
+            from flashinfer.comm.mnnvl import is_multicast_supported
+
+            eligible = is_multicast_supported(torch.accelerator.current_device_index())
+        except ImportError:
+            eligible = False
+    return eligible
+
+
+def nvlink_ready(group_size):
+    eligible = group_size > 1
+    if eligible:
+        try:
+            from flashinfer.comm.mnnvl import is_mnnvl_fabric_supported
+
+            eligible = is_mnnvl_fabric_supported(torch.accelerator.current_device_index())
+        except ImportError as error:
+            raise RuntimeError("needs FlashInfer MNNVL") from error
+    return eligible
+'''
+
+
+def test_if_on_a_flag_the_statement_before_binds_false(tmp_path):
+    """CA#21: `eligible = current_platform.is_cuda() and ...` right before `if eligible:` is False
+    on an NPU host, whatever the block binds later: the flashinfer import inside is a named scope
+    (it was one finding with another import, so no scope of its own before); the same shape on a
+    flag an NPU host may pass (`group_size > 1`), whose import failure raises, keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"comm.py": ELIGIBLE}))
+    places = _places(report, "comm.py", "NPU911")
+    assert 10 not in places and "`eligible`" in _scopes(report, "comm.py", "NPU911")[10]
+    assert places[22]["severity"] == "error"
