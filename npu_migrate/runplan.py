@@ -381,6 +381,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers
     results = review_guarded_class_imports(results, paths)  # (a guarded import only a class built after it reads)
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
+    from .optional13 import review_guarded_constructors
+    results = review_guarded_constructors(results, paths)  # (an import in `__init__` every construction catches)
     from .fp8cpu import review_gated
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
     from .fp8cpu16 import review_imported_markers

@@ -337,3 +337,60 @@ def test_if_on_a_flag_the_statement_before_binds_false(tmp_path):
     places = _places(report, "comm.py", "NPU911")
     assert 10 not in places and "`eligible`" in _scopes(report, "comm.py", "NPU911")[10]
     assert places[22]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- CC#8: a caught construction
+LAMPORT = '''import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+class FusedCollective:
+    def __init__(self, size):
+        self.size = size
+        try:
+            from flashinfer.comm.mnnvl import McastGPUBuffer
+        except ImportError as error:
+            raise RuntimeError("needs FlashInfer MNNVL") from error
+        self.buffer = McastGPUBuffer(size)
+
+
+_STATE: FusedCollective | None = None
+_FAILED = False
+
+
+def initialize(size):
+    global _STATE, _FAILED
+    try:
+        _STATE = FusedCollective(size)
+    except Exception:
+        _FAILED = True
+        logger.exception("fused collective unavailable; use the NCCL fallback")
+
+
+def get_state() -> FusedCollective | None:
+    return _STATE
+'''
+
+PLAIN = LAMPORT.replace("FusedCollective", "PlainCollective").replace("""    try:
+        _STATE = PlainCollective(size)
+    except Exception:
+        _FAILED = True
+        logger.exception("fused collective unavailable; use the NCCL fallback")
+""", """    _STATE = PlainCollective(size)
+""")
+
+
+def test_import_in_init_every_construction_catches(tmp_path):
+    """CC#8: a flashinfer import in a class's `__init__` whose `except ImportError` raises again,
+    the class built only inside `try`/`except Exception` that switches the feature off and logs the
+    NCCL fallback (annotations aside): a warning (the precedent of the function form, round 14
+    AK#26), not an error; a class built outside such a `try` keeps its error."""
+    assert PLAIN != LAMPORT
+    report = migrate_json(write_project(tmp_path, {"collective.py": LAMPORT, "plain.py": PLAIN}))
+    places = _places(report, "collective.py", "NPU911")
+    assert places[12]["severity"] == "warning", places[12]
+    assert "every construction of `FusedCollective` in the run sits inside" in places[12]["message"]
+    assert _places(report, "plain.py", "NPU911")[12]["severity"] == "error"
