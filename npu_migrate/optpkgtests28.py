@@ -38,7 +38,7 @@ import dataclasses
 import re
 
 from . import astcache, catalogue
-from .findings import lower_pieces
+from .findings import lower_pieces, merge_per_file
 from .modpaths import RunModules, RunTexts, resolve_relative
 
 _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest\.py$)")
@@ -234,7 +234,9 @@ def review(results: list, paths: dict) -> list:
             if pieces is None:
                 findings.append(finding)
                 continue
-            findings.extend(pieces)
+            lowered = [p for p in pieces if p.severity == "info" and "only when the optional package" in p.message]
+            # (the places lowered here stay one finding, as they were; the others are merged again)
+            findings.extend(merge_per_file(lowered) + [p for p in pieces if p not in lowered])
             changed = True
         if changed:
             out[i] = dataclasses.replace(results[i], findings=sorted(findings))
