@@ -15,6 +15,12 @@ host always leaves the block through, because it requires a compute capability t
   capability: pytest.skip(...)` (AK#1): the rest of the test never runs there. The helper's
   parameters are read with the call's literal arguments (a tuple, a number); a helper that calls
   another such helper first counts too (a few levels).
+- a raise unless another vendor's platform (round 28 CB#19): `if not current_platform.is_rocm():
+  raise RuntimeError("This benchmark requires the ROCm platform.")` in a script's `__main__` block
+  (or any block): the code after it is that platform's, as platforms.py names another vendor's
+  files (`other_vendor_test`: `not <ROCm/HIP/XPU predicate>`, scopes.toml [platform] rocm_flag and
+  false_calls, `torch.version.hip`). A raise unless CUDA (`not current_platform.is_cuda()`) is
+  the port's own work (the check would be widened) and keeps what follows reported.
 
 `exit_reason(stmt, ...)` answers for one statement of a block; reach.untaken makes the rest of the
 block a block an NPU host never runs (a named skipped scope, moot.py: "in a branch an NPU host
@@ -49,6 +55,26 @@ def capability_test(test: ast.AST) -> bool:
             if name and _CAPABILITY.search(name):
                 return True
     return False
+
+
+_OTHER_VENDOR_METHODS = re.compile(r"^_?is_(xpu|hpu|tpu|mps|navi)$")
+
+
+def other_vendor_test(test: ast.AST) -> bool:
+    """Whether a condition is `not <predicate of another vendor's platform>` (`not
+    current_platform.is_rocm()`, `not _is_hip`, `not torch.version.hip`, `not
+    torch.xpu.is_available()`): true on every host but that vendor's, an NPU host included."""
+    if not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+        return False
+    operand = test.operand
+    platform = catalogue.read_table("scopes.toml")["platform"]
+    if isinstance(operand, ast.Call) and not operand.args and not operand.keywords:
+        name = _dotted(operand.func) or ""
+        last = name.rpartition(".")[2]
+        return bool(re.fullmatch(platform["rocm_flag"], last) or _OTHER_VENDOR_METHODS.match(last)
+                    or name in platform.get("false_calls", ()))
+    name = _dotted(operand) or ""
+    return name == "torch.version.hip" or bool(re.fullmatch(platform["rocm_flag"], name.rpartition(".")[2]))
 
 
 def _leaves(stmt: ast.stmt) -> bool:
@@ -259,6 +285,10 @@ class Exits:
                     and capability_test(stmt.test) and self.truth(stmt.test) is True:
                 return (f"after a capability raise: `{self.segment(self.lines, stmt.test)}` is true on an NPU "
                         f"host, so it raises there")
+            if stmt.body and isinstance(stmt.body[-1], ast.Raise) and _leaves(stmt.body[-1]) \
+                    and other_vendor_test(stmt.test) and self.truth(stmt.test) is True:
+                return (f"after a raise unless another vendor's platform: `{self.segment(self.lines, stmt.test)}` "
+                        f"is true on an NPU host, so it raises there (the code after it is that platform's)")
             return None
         if _helper_call(stmt) is None:
             return None

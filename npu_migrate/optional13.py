@@ -308,3 +308,122 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
         if changed:
             out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
     return out
+
+
+CONSTRUCTION_CATCHES = ("an optional feature every construction catches: `{cls}.__init__` raises where the package is "
+                        "missing (its `except ImportError` raises again), and every construction of `{cls}` in the "
+                        "run sits inside `try`/`except Exception` that goes on without it ({sites}): where the "
+                        "package is missing, as on an NPU host, the feature is switched off and the code's own "
+                        "fallback runs")
+
+
+def _raises_out(function: ast.AST, line: int) -> bool:
+    """Whether an import failure at `line` leaves `function`: every `try` of the function around the
+    line either catches no ImportError or re-raises from each handler that does."""
+    from .fallbacks import goes_on
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Try) and any(_inside(s, line) for s in node.body):
+            for handler in node.handlers:
+                kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+                if any(k is None or (isinstance(k, ast.Name) and k.id in (*_BROAD, "ImportError", "ModuleNotFoundError"))
+                       for k in kinds) and goes_on(handler.body) is not False:
+                    return False
+    return True
+
+
+def _annotation_ids(tree: ast.Module) -> set[int]:
+    ids: set[int] = set()
+    for node in ast.walk(tree):
+        notes = []
+        if isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            notes.append(node.annotation)
+        elif isinstance(node, _FUNCTIONS) and node.returns is not None:
+            notes.append(node.returns)
+        for note in notes:
+            ids.update(id(n) for n in ast.walk(note))
+    return ids
+
+
+def _constructions_caught(tree: ast.Module, reads: list) -> bool:
+    """Whether every one of `reads` (a class's name) is called, inside the body of a `try` whose
+    handler catches everything and goes on."""
+    from .fallbacks import goes_on
+
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_all(h) and goes_on(h.body) is not False for h in node.handlers):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return all(id(n) in funcs and id(n) in guarded for n in reads)
+
+
+def review_guarded_constructors(results: list, paths: dict) -> list:
+    """The class form of review_guarded_extension_callers (round-28 audit CC#8): an NPU911 error on
+    a CUDA-only import inside a module-level class's `__init__`, whose failure leaves `__init__` (no
+    `try` there swallows it: `except ImportError as e: raise RuntimeError(...) from e` counts),
+    where every read of the class's name in the run, annotations aside, is a construction inside
+    `try`/`except Exception` that goes on (`_STATE_FAILED = True; logger.exception("... use the NCCL
+    fallback")`): a warning with that reason (CONSTRUCTION_CATCHES), as for the function form. A
+    construction outside such a `try`, a read that is no call (a subclass, a registry entry), a class
+    nothing constructs, an import an `__init__` handler swallows itself (fallbacks.py's shape): kept."""
+    import dataclasses
+
+    from . import astcache
+    from .modpaths import RunTexts
+
+    def errors(result) -> list:
+        return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
+                and f.severity == "error" and not f.also]
+
+    candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
+    if not candidates:
+        return results
+    text_of = RunTexts(results, paths)
+    python = None
+    out = list(results)
+    for i in candidates:
+        data = text_of(i)
+        if not data or b"\nclass " not in data or b"__init__" not in data:
+            continue
+        tree = astcache.parse(data)
+        if tree is None:
+            continue
+        changed = {}
+        for finding in errors(results[i]):
+            cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and _inside(n, finding.line)), None)
+            init = next((n for n in cls.body if isinstance(n, _FUNCTIONS) and n.name == "__init__"
+                         and _inside(n, finding.line)), None) if cls is not None else None
+            if init is None or not _raises_out(init, finding.line):
+                continue
+            if python is None:
+                python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+            word, total, sites = cls.name.encode(), 0, []
+            for j in python:
+                data_j = text_of(j)
+                if not data_j or word not in data_j:
+                    continue
+                tree_j = tree if j == i else astcache.parse(data_j)
+                if tree_j is None:
+                    total = 0
+                    break
+                notes = _annotation_ids(tree_j)
+                reads = [n for n in ast.walk(tree_j) if isinstance(n, ast.Name) and n.id == cls.name
+                         and isinstance(n.ctx, ast.Load) and id(n) not in notes]
+                if not reads:
+                    continue
+                if not _constructions_caught(tree_j, reads):
+                    total = 0
+                    break
+                total += len(reads)
+                sites += [f"{results[j].relpath}:{n.lineno}" for n in reads][:2]
+            if total:
+                changed[id(finding)] = dataclasses.replace(
+                    finding, severity="warning",
+                    message=f"{finding.message} ({CONSTRUCTION_CATCHES.format(cls=cls.name, sites=', '.join(sites[:3]))})")
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=[changed.get(id(f), f) for f in results[i].findings])
+    return out

@@ -438,8 +438,14 @@ def _bound_just_before(body: list, index: int, names: frozenset, functions: froz
     probes19.py's area). Only the arm of a conditional expression an NPU fact selects counts (an
     empty literal, None, False, 0 there too); a plain `X = False` stays a setting a user edits."""
     previous = body[index - 1] if index else None
-    if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)
-            and isinstance(previous.value, ast.IfExp)) or previous.targets[0].id in names:
+    if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)) \
+            or previous.targets[0].id in names:
+        return names
+    if isinstance(previous.value, (ast.BoolOp, ast.Call, ast.Compare, ast.UnaryOp)):
+        # `eligible = current_platform.is_cuda() and ...` right before `if eligible:` (round 28
+        # CA#21): the value the `if` reads is the one just bound, whatever the scope binds later
+        return names | {previous.targets[0].id} if _truth(previous.value, names, functions) is False else names
+    if not isinstance(previous.value, ast.IfExp):
         return names
     test = _truth(previous.value.test, names, functions)
     if test not in (True, False):
@@ -762,6 +768,11 @@ def _requested_skipping_fixtures(tree: ast.Module, names: frozenset, functions: 
     return skipping_fixture_tests(tree, skips_first)
 
 
+# decorators that register nothing: the function is still called only where its name is read
+# (`@torch.inference_mode()` on a benchmark's `main`, round 28 CB#19)
+_PLAIN_DECORATOR = re.compile(r"(^|\.)(cache|lru_cache|cached|wraps)$|^torch\.(inference_mode|no_grad)$")
+
+
 def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambda first, last: True) -> list:
     """Module-level functions every reference of which sits in a block an NPU host never runs
     (or in another such function): not tests, never named in a string, referenced at least once,
@@ -771,8 +782,7 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambd
     public = bool(_TEST_PATH.search(relpath))
     defs = {s.name: s for s in tree.body if isinstance(s, _FUNCTIONS) and not s.name.startswith("test")
             and (public or s.name.startswith("_")) and holds(s.lineno, s.end_lineno or s.lineno)
-            and all(re.search(r"(^|\.)(cache|lru_cache|cached|wraps)$", _dotted(d.func if isinstance(d, ast.Call) else d))
-                    for d in s.decorator_list)}
+            and all(_PLAIN_DECORATOR.search(_dotted(d.func if isinstance(d, ast.Call) else d)) for d in s.decorator_list)}
     if not defs:
         return []
     refs: dict[str, list[int]] = {name: [] for name in defs}

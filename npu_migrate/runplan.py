@@ -381,6 +381,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .optional13 import review_guarded_class_imports, review_guarded_extension_callers
     results = review_guarded_class_imports(results, paths)  # (a guarded import only a class built after it reads)
     results = review_guarded_extension_callers(results, paths)  # (an extension every caller catches)
+    from .optional13 import review_guarded_constructors
+    results = review_guarded_constructors(results, paths)  # (an import in `__init__` every construction catches)
     from .fp8cpu import review_gated
     results = review_gated(results, paths)  # (FP8 in a function that always calls a CUDA-gated import: fp8cpu.py)
     from .fp8cpu16 import review_imported_markers
@@ -389,6 +391,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_backend_branches(results, paths)  # (FP8 in a CUDA backend's branch, a false imported flag)
     from .capskips import review as review_capability_skips
     results = review_capability_skips(results, paths)  # (a module skip through a helper requiring SM90+: capskips.py)
+    from .optpkgtests28 import review as review_optional_package_tests
+    results = review_optional_package_tests(results, paths)  # (tests skipped unless a probe finds an optional package: P1)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .probedext25 import review as review_probed_extensions

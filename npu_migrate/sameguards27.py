@@ -28,10 +28,11 @@ BX#30). Per file, at the end of the Python reviews (run.py).
   it ("with `torch.cuda.set_X` in the same function"). Not folded: a `set_X` in another function than
   every `get_X` (two places to port), a `set_X` with no `get_X` finding, two different APIs.
 
-- Not built (wave 27 merge): tests skipped unless an optional package's probe holds (BX#33,
-  `skipif(not has_fancy_ep())`). The name alone cannot tell a package probe from the project's own
-  feature probe (`has_fast_links()`, which test_precision_secondary keeps an error); that needs the
-  probe's definition read in its own module (a `find_spec`/import of a package), a whole-run pass.
+- Not here: tests skipped unless an optional package's probe holds (BX#33, `skipif(not
+  has_fancy_ep())`). The name alone cannot tell a package probe from the project's own feature
+  probe (`has_fast_links()`, which test_precision_secondary keeps an error); the whole-run pass
+  optpkgtests28.py reads the probe's definition in its own module (a `find_spec`/import of a
+  package) and lowers such tests to info (P1).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ FLOP table: moot.AS_WRITTEN); `import bitsandbytes as bnb` in a function that ne
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from dataclasses import replace
 from typing import Optional
@@ -282,6 +283,92 @@ def _skipped_case(node: ast.AST, file: _File) -> Optional[str]:
     return None
 
 
+# ----------------------------------------------------------------------------- a branch only a skipped case takes
+def _cases(function: ast.AST) -> dict[str, list[str]]:
+    """{parameter: its string values} of the test's one-name `@pytest.mark.parametrize` lists."""
+    out = {}
+    for decorator in function.decorator_list:
+        if _is_call(decorator, "parametrize") and len(decorator.args) >= 2:
+            names = _argnames(decorator.args[0])
+            values = decorator.args[1]
+            if names and len(names) == 1 and isinstance(values, (ast.List, ast.Tuple)) and values.elts and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in values.elts):
+                out[names[0]] = [e.value for e in values.elts]
+    return out
+
+
+class _CaseReading(ast.NodeTransformer):
+    """A condition of the test read for one case of `name`: `name.type` is the case's device type
+    where the test only rebinds `name = torch.device(name)`, `npu_compat.is_accelerator_type(name)`
+    is whether the case names the accelerator, and `x is not None` of a name bound once to `a if
+    <cond> else None` is `<cond>`."""
+
+    def __init__(self, function: ast.AST, name: str, value: str) -> None:
+        self.name, self.value = name, value
+        stores: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                stores.setdefault(node.targets[0].id, []).append(node.value)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name):
+                stores.setdefault(node.target.id, []).append(None)
+        self.typed = all(isinstance(v, ast.Call) and astcache.dotted(v.func) == "torch.device" and len(v.args) == 1
+                         and isinstance(v.args[0], ast.Name) and v.args[0].id == name for v in stores.get(name, ()))
+        self.optional = {n: v[0].test for n, v in stores.items() if n != name and len(v) == 1
+                         and isinstance(v[0], ast.IfExp) and isinstance(v[0].orelse, ast.Constant)
+                         and v[0].orelse.value is None}
+
+    def visit_Attribute(self, node: ast.Attribute):
+        if self.typed and node.attr == "type" and isinstance(node.value, ast.Name) and node.value.id == self.name:
+            return ast.copy_location(ast.Name(id=self.name, ctx=ast.Load()), node)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call):
+        node = self.generic_visit(node)
+        if (astcache.dotted(node.func) or "").rpartition(".")[2] == "is_accelerator_type" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id == self.name:
+            return ast.copy_location(ast.Constant(self.value.split(":")[0] in ("cuda", "npu")), node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare):
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and isinstance(node.left, ast.Name) \
+                and node.left.id in self.optional and isinstance(node.comparators[0], ast.Constant) \
+                and node.comparators[0].value is None:
+            test = self.visit(copy.deepcopy(self.optional[node.left.id]))
+            return test if isinstance(node.ops[0], ast.IsNot) else ast.copy_location(
+                ast.UnaryOp(op=ast.Not(), operand=test), node)
+        return self.generic_visit(node)
+
+
+def _case_branch(node: ast.AST, file: _File) -> Optional[str]:
+    """A place in a parametrized test reached only in a branch that the test's skipped cases alone
+    take (round 28 CA#19): `if device == "cuda" and not torch.cuda.is_available(): pytest.skip()`
+    first (kept as written: False there), then `device = torch.device(device)` and `x if
+    device.type == "cuda" else None`, or `if x is not None:` of that value: every case an NPU host
+    runs ("cpu") takes the other branch."""
+    function = node
+    while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        function = file.up(function)
+    if function is None or not function.name.startswith("test"):
+        return None
+    cases, skips = _cases(function), _leading_skips(function)
+    if not cases or not skips:
+        return None
+    current, parent = node, file.up(node)
+    while parent is not None and parent is not function:
+        test = parent.test if (isinstance(parent, ast.IfExp) and current is parent.body) or (
+            isinstance(parent, ast.If) and current in parent.body) else None
+        for name, values in cases.items() if test is not None else ():
+            skipped = [v for v in values if any(_value(s, file, {name: v}) is True for s in skips)]
+            live = [v for v in values if v not in skipped]
+            if skipped and live and all(_value(_CaseReading(function, name, v).visit(copy.deepcopy(test)), file,
+                                               {name: v}) is False for v in live):
+                return (f"{SKIPPED_CASE}: only the {', '.join(map(repr, skipped))} case of `{name}` takes "
+                        f"`{ast.unparse(test)}`, and the test's `{ast.unparse(skips[0])}` skips it, CUDA-only "
+                        "after the migration")
+        current, parent = parent, file.up(parent)
+    return None
+
+
 # ----------------------------------------------------------------------------- a probed device list
 def _label_list(node: ast.AST) -> bool:
     """A list or tuple of device labels (or of cases made of constants): what a probe adds."""
@@ -418,9 +505,9 @@ def _judge(node: ast.AST, file: _File, text: str, relpath: str) -> Optional[str]
             or _unread_import(node, file))
 
 
-def _reason_at(file: _File, text: str, relpath: str, line: int, column: int) -> Optional[str]:
+def _reason_at(file: _File, text: str, relpath: str, line: int, column: int, code: str = "") -> Optional[str]:
     for node in file.at.get((line, column), ()):
-        why = _judge(node, file, text, relpath)
+        why = _judge(node, file, text, relpath) if code in _CODES else _case_branch(node, file)
         if why:
             return why
     return None
@@ -432,6 +519,10 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
     candidates = [f for f in findings if not f.fixable and f.cell is None and f.code in _CODES
                   and (f.severity != "info" or ('the label "cuda"' in f.message or f.code == "NPU914")
                        and not is_moot(f))]
+    if "parametrize" in text and "skip" in text and _TEST_PATH.search(relpath):
+        # (any other open code: only a branch a skipped case alone takes, `_case_branch`)
+        candidates += [f for f in findings if not f.fixable and f.cell is None and f.code not in _CODES
+                       and f.severity != "info" and not is_moot(f)]
     if not candidates or not _TRIGGER.search(text):
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
@@ -448,7 +539,7 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
             places = [(finding.line, finding.column), *((ln, c) for ln, c, _s in finding.also)]
             reasons: dict[int, Optional[str]] = {}
             for line, column in places:
-                why = _reason_at(file, text, relpath, line, column)
+                why = _reason_at(file, text, relpath, line, column, finding.code)
                 # (one line, one verdict: a line with a place that does not fit keeps its finding)
                 reasons[line] = why if reasons.get(line, why) == why else None
             if finding.code == "NPU110" and None in reasons.values():

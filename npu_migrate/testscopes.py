@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import replace
 
-from . import astcache, capability, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
+from . import astcache, capability, capgates, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
 from . import singles22, singles23
 from .findings import Finding
 
@@ -244,6 +244,27 @@ def _skipping_if(stmt: ast.stmt) -> ast.AST | None:
     return stmt.test if skips and _truth(stmt.test) is True else None
 
 
+_ALWAYS_SKIP_CALLS = frozenset({"pytest.skip", "self.skipTest"})
+
+
+def _always_skip(stmt: ast.stmt) -> ast.AST | None:
+    """The call of a statement of a function's own body that skips it on an NPU host whatever
+    comes before (round 28 CC#17, CA#4): an unconditional `pytest.skip("TODO ...")`,
+    `self.skipTest(...)` or `raise unittest.SkipTest(...)` (no host runs the rest), and
+    `pytest.importorskip("cupy")` of a package with no NPU build (absent_packages: skipped where
+    it is missing). None otherwise: a skip under an `if`, an importorskip of a package an NPU host
+    may have (numpy, torch, triton)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _dotted(stmt.value.func) in _ALWAYS_SKIP_CALLS:
+        return stmt.value
+    if isinstance(stmt, ast.Raise) and stmt.exc is not None and _dotted(
+            stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc).rpartition(".")[2] == "SkipTest":
+        return stmt.exc
+    asked = capgates.importorskip_module(stmt)
+    if asked is not None and asked.split(".")[0] in absent_packages():
+        return stmt.value
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _may_decide_re() -> re.Pattern:
     """A cheap text test before any parse: without one of these words no condition of the file
@@ -369,6 +390,10 @@ def _test_scopes(text: str, kept: frozenset, classes: bool) -> list[tuple[int, i
                         continue
                 if not isinstance(stmt, ast.ClassDef):
                     for inner in stmt.body:
+                        condition = _always_skip(inner)  # (`pytest.skip("TODO")`, `pytest.importorskip("cupy")`)
+                        if condition is not None:
+                            scopes.append((inner.lineno, stmt.end_lineno or inner.lineno, show(condition)))
+                            break
                         condition = _skipping_if(inner)
                         if condition is not None:
                             scopes.append((inner.lineno, stmt.end_lineno or inner.lineno, show(condition)))
@@ -460,7 +485,8 @@ def _annotations(node: ast.AST) -> list:
     return [a for a in found if isinstance(a, ast.Constant) and isinstance(a.value, str)]
 
 
-_ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)", re.MULTILINE)
+_ALWAYS_SKIPPED = re.compile(r"skip(if|If)?\(\s*True\b|\.skip\b\s*(\(|$)|\.importorskip\(|\.skipTest\(|\bSkipTest\b",
+                             re.MULTILINE)
 
 
 def _lowerable(finding: Finding) -> bool:
