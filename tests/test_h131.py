@@ -1,0 +1,74 @@
+"""Round 28's opt-in, label, CI and repeat rows (audit CA, CB, CC; helper h131, issue #16): each
+false or redundant shape paired with the nearest true case that must stay reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+
+def _places(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of every place of the report-only findings of `code` in `path`."""
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            places[f["line"]] = f
+            for line, _column, _source in f.get("also") or ():
+                places.setdefault(line, f)
+    return places
+
+
+# ----------------------------------------------------------------------------- CA#40, CC#29: config opt-in
+RECIPE = '''import torch
+
+
+class Recipe:
+    def __init__(self, cfg):
+        self._device = torch.device(cfg.device)
+        self._is_rank_zero = True
+        self.profile_memory = False
+        self.trace_always = cfg.get("trace_always", True)
+        self.trace_set = cfg.get("trace_set", False)
+
+    def setup_profiler(self, profiler_cfg):
+        self.profile_memory = profiler_cfg.get("profile_memory", False)
+
+    def train(self, step):
+        if (
+            self._is_rank_zero
+            and self.profile_memory
+            and self._device.type == "cuda"
+        ):
+            torch.cuda.memory._record_memory_history()
+        if self._is_rank_zero and self.profile_memory and step == 3:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        if self._is_rank_zero and step == 3:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        if self.trace_always:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        if self.trace_set:
+            torch.cuda.memory._record_memory_history(enabled=None)
+        if self._device.type == "cuda" and self.profile_memory:
+            torch.cuda.memory._dump_snapshot("x.pickle")
+
+
+def main(recipe):
+    recipe.trace_set = True
+'''
+
+
+def test_config_option_with_false_default_is_info(tmp_path):
+    """CA#40, CC#29 (P1): code behind `self.profile_memory`, bound only to `cfg.get("profile_memory",
+    False)` or False in its class, runs on an NPU host only once the user turns the option on:
+    info naming the option and the line that reads it; the nearest true cases (the same call with
+    no option operand, a True default, an attribute set from outside the class, a device check
+    evaluated before the option) keep their severity."""
+    report = migrate_json(write_project(tmp_path, {"recipe.py": RECIPE}))
+    checks = _places(report, "recipe.py", "NPU110")
+    calls = _places(report, "recipe.py", "NPU202")
+    assert checks[19]["severity"] == "info" and "`profile_memory`" in checks[19]["message"]
+    assert "(line 13)" in checks[19]["message"]
+    assert calls[23]["severity"] == "info" and "config option `profile_memory`" in calls[23]["message"]
+    assert calls[25]["severity"] == "error"  # no option operand
+    assert calls[27]["severity"] == "error"  # default True
+    assert calls[29]["severity"] == "error"  # also set from outside the class
+    assert checks[30]["severity"] != "info"  # the device check runs before the option is read
