@@ -72,3 +72,43 @@ def test_config_option_with_false_default_is_info(tmp_path):
     assert calls[27]["severity"] == "error"  # default True
     assert calls[29]["severity"] == "error"  # also set from outside the class
     assert checks[30]["severity"] != "info"  # the device check runs before the option is read
+
+
+# ----------------------------------------------------------------------------- CA#5: FP8 buffer of a kernel
+KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _quant_kernel(x_ptr, y_ptr, n, fp8_min, fp8_max, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.clamp(x, fp8_min, fp8_max), mask=offs < n)
+
+
+def quant_triton(x):
+    fp8_dtype = torch.float8_e4m3fn
+    y = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
+    info = torch.finfo(fp8_dtype)
+    _quant_kernel[(1,)](x, y, x.numel(), info.min, info.max, BLOCK=128)
+    return y
+
+
+def quant_and_cast(x):
+    fp8_dtype = torch.float8_e5m2
+    y = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
+    _quant_kernel[(1,)](x, y, x.numel(), -57344.0, 57344.0, BLOCK=128)
+    return y, x.to(fp8_dtype)
+'''
+
+
+def test_fp8_dtype_name_that_only_types_a_kernel_buffer_folds(tmp_path):
+    """CA#5: `fp8_dtype = torch.float8_e4m3fn` read only as the `dtype=` of the buffer a same-file
+    Triton kernel fills (and by `torch.finfo`) goes with the kernel's NPU910; the nearest true case,
+    the same name also used for a cast of its own, stays an FP8 compute error."""
+    report = migrate_json(write_project(tmp_path, {"quant.py": KERNEL}))
+    fp8 = _places(report, "quant.py", "NPU913")
+    triton = _places(report, "quant.py", "NPU910")
+    assert 14 not in fp8 and 14 in triton  # folded into the kernel's finding
+    assert fp8[22]["severity"] == "error"  # the name also feeds a cast outside the kernel
