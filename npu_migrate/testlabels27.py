@@ -326,6 +326,9 @@ def fold_pinning_tests(results: list, paths: dict) -> list:
 
 # ----------------------------------------------------------------------------- BV#23: CI build scripts
 _TOOLKIT_PATH = re.compile(r"/usr/local/cuda[\w.${}-]*")
+# (a CI pipeline's YAML that builds CUDA wheels or images: the CUDA base or builder image it names,
+# round-28 audit CA#6, CC#3)
+_CUDA_BUILD_IMAGE = re.compile(r"\bnvidia/cuda:[\w.${}-]+|[\w./-]*-builder:cuda[\w.${}-]*")
 
 
 def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind: str) -> list[Finding]:
@@ -335,13 +338,16 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     `tools/`, ...) whose text points at the CUDA toolkit (`/usr/local/cuda...`) or runs one of its
     programs (`nvcc`, ...) and names no NPU (npu_words): the script builds CUDA wheels or kernels
     for an NVIDIA image, so the variable asks nothing of a porter (cudaonly21's "in NVIDIA build
-    tooling: ", a named scope). A script that names the NPU, or has no such toolkit mark, or lies in
-    the package's own folders keeps its notes."""
+    tooling: ", a named scope). The same for a CI pipeline's YAML there (`.buildkite/release-
+    pipeline.yaml`, round-28 CA#6, CC#3) whose mark may also be the CUDA image its steps build from
+    (`nvidia/cuda:13.4.1-base-ubuntu24.04`, `manylinux2_28-builder:cuda13.0`); the image itself
+    keeps its NPU707. A script that names the NPU, or has no such toolkit mark, or lies in the
+    package's own folders keeps its notes."""
     import dataclasses
 
     from .cudaonly21 import tooling_table as _tooling_table
 
-    if kind != "shell" or not any(f.code == "NPU703" and not f.fixable for f in findings):
+    if kind not in ("shell", "yaml") or not any(f.code == "NPU703" and not f.fixable for f in findings):
         return findings
     config = _tooling_table()
     folder = relpath.partition("/")[0]
@@ -354,14 +360,18 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     programs = config.get("toolkit_programs", ())
     if mark is None:
         mark = re.search(r"\b(" + "|".join(map(re.escape, programs)) + r")\b", text) if programs else None
+    image = mark is None and kind == "yaml" and _CUDA_BUILD_IMAGE.search(text) is not None
+    if image:
+        mark = _CUDA_BUILD_IMAGE.search(text)
     if mark is None:
         return findings
     line = text.count("\n", 0, mark.start()) + 1
     shown = mark.group(0)
     shown = shown[:-1] if shown.endswith("}") and shown.count("{") < shown.count("}") else shown
-    why = (f"in NVIDIA build tooling: a script under `{relpath.rpartition('/')[0]}/` that builds against the "
-           f"CUDA toolkit (`{shown}`, line {line}); an NPU host never runs it, and the variable asks "
-           "nothing of a port")
+    what = ("a CI pipeline under `{}/` whose steps build from a CUDA image" if image
+            else "a script under `{}/` that builds against the CUDA toolkit")
+    why = (f"in NVIDIA build tooling: {what.format(relpath.rpartition('/')[0])} (`{shown}`, line {line}); an NPU "
+           "host never runs it, and the variable asks nothing of a port")
     return [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})")
             if f.code == "NPU703" and not f.fixable and f.cell is None and "NVIDIA build tooling" not in f.message
             else f for f in findings]

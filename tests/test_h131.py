@@ -112,3 +112,41 @@ def test_fp8_dtype_name_that_only_types_a_kernel_buffer_folds(tmp_path):
     triton = _places(report, "quant.py", "NPU910")
     assert 14 not in fp8 and 14 in triton  # folded into the kernel's finding
     assert fp8[22]["severity"] == "error"  # the name also feeds a cast outside the kernel
+
+
+# ----------------------------------------------------------------------------- CA#6, CC#3: CI pipeline notes
+PIPELINE = '''env:
+  CUDA_ARCH_X86: "8.0 9.0 12.0"
+
+steps:
+  - label: "Build wheel - x86_64 - CUDA 13.0"
+    agents:
+      queue: cpu_queue_release
+    commands:
+      - "docker build --build-arg CUDA_VERSION=13.0.2 --build-arg torch_cuda_arch_list=${CUDA_ARCH_X86} --build-arg BUILD_BASE_IMAGE=pytorch/manylinux2_28-builder:cuda13.0 -f docker/Dockerfile ."
+'''
+
+ASCEND_TOO = PIPELINE + '''  - label: "Build wheel - Ascend NPU"
+    commands:
+      - "docker build -f docker/Dockerfile.npu ."
+'''
+
+
+def _notes(report: dict, path: str) -> dict[int, dict]:
+    return {f["line"]: f for f in report["findings"] if f["path"] == path and f["code"] == "NPU703"
+            and f.get("severity") != "skipped"}
+
+
+def test_ci_pipeline_building_cuda_wheels_is_tooling(tmp_path):
+    """CA#6, CC#3: the NPU703 notes of a CI pipeline under `.buildkite/` whose steps build from a CUDA
+    builder image are NVIDIA build tooling an NPU host never runs (a named scope); the nearest true
+    cases, the same pipeline when it builds an Ascend image too and the same YAML in the package's
+    own folder, keep their notes."""
+    report = migrate_json(write_project(tmp_path, {
+        ".buildkite/release-pipeline.yaml": PIPELINE, ".buildkite/ascend-pipeline.yaml": ASCEND_TOO,
+        "deploy/pipeline.yaml": PIPELINE + "# deployed with the package\n"}))
+    assert not _notes(report, ".buildkite/release-pipeline.yaml")
+    assert any(s["path"] == ".buildkite/release-pipeline.yaml" and "NVIDIA build tooling" in s["reason"]
+               and "CUDA image" in s["reason"] for s in report["skipped"])
+    assert 2 in _notes(report, ".buildkite/ascend-pipeline.yaml")
+    assert 2 in _notes(report, "deploy/pipeline.yaml")
