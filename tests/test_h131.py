@@ -150,3 +150,35 @@ def test_ci_pipeline_building_cuda_wheels_is_tooling(tmp_path):
                and "CUDA image" in s["reason"] for s in report["skipped"])
     assert 2 in _notes(report, ".buildkite/ascend-pipeline.yaml")
     assert 2 in _notes(report, "deploy/pipeline.yaml")
+
+
+# ----------------------------------------------------------------------------- CC#27: an AMD recipe section
+RECIPE_YAML = '''meta:
+  title: "Model"
+  hardware:
+    mi355x: verified
+    b300: verified
+strategy_overrides:
+  pd_cluster:
+    prefill:
+      hardware_overrides:
+        mi355x:
+          extra_env:
+            CUDA_VISIBLE_DEVICES: "0,1,2,3"
+            VLLM_KV_CACHE_LAYOUT: "BLHNC"
+    decode:
+      extra_env:
+        CUDA_VISIBLE_DEVICES: "4,5,6,7"
+'''
+
+
+def test_recipe_section_keyed_by_an_amd_model_is_another_platforms(tmp_path):
+    """CC#27: `CUDA_VISIBLE_DEVICES` under `hardware_overrides: mi355x:` (the model name's own `x`
+    is no `8x` count) is another platform's configuration (a named scope); the nearest true case,
+    the same variable in the strategy's own `extra_env`, stays reported."""
+    report = migrate_json(write_project(tmp_path, {"recipes/model.yaml": RECIPE_YAML}))
+    places = _places(report, "recipes/model.yaml", "NPU701")
+    assert 12 not in places
+    assert any(s["path"] == "recipes/model.yaml" and "hardware_overrides.mi355x" in s["reason"]
+               for s in report["skipped"])
+    assert 16 in places and places[16]["severity"] != "info"
