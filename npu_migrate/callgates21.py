@@ -300,6 +300,15 @@ class _Gates:
                     test = " ".join(ast.unparse(current.test).split())[:80]
                     told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
                     return f"`{'not (' + test + ')' if truth else test}` is False there{told}"
+            # (`f(...) if enable_x(batch) else None`: a conditional expression's branch, round-28 CC#23)
+            if isinstance(current, ast.IfExp) and (child is current.body or child is current.orelse) \
+                    and not _chosen(current.test, parents, current, self._local_names):
+                used = []
+                truth = self.truth(j, tree, parents, current.test, current, used)
+                if truth is not _U and truth == (child is current.orelse):
+                    test = " ".join(ast.unparse(current.test).split())[:80]
+                    told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
+                    return f"`{'not (' + test + ')' if truth else test}` is False there{told}"
             if isinstance(current, _DEFS) and any(child is stmt for stmt in current.body):
                 top = child
                 for stmt in current.body:

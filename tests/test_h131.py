@@ -182,3 +182,56 @@ def test_recipe_section_keyed_by_an_amd_model_is_another_platforms(tmp_path):
     assert any(s["path"] == "recipes/model.yaml" and "hardware_overrides.mi355x" in s["reason"]
                for s in report["skipped"])
     assert 16 in places and places[16]["severity"] != "info"
+
+
+# ----------------------------------------------------------------------------- CC#23: a conditional expression's gate
+KV_UTILS = '''import torch
+
+
+def is_cuda():
+    return torch.version.cuda is not None
+
+
+_is_cuda = is_cuda()
+
+
+def enable_fused_kv(batch):
+    """Only on CUDA with a bf16 KV cache."""
+    return _is_cuda and batch.dtype == torch.bfloat16
+
+
+def create_fused_kv_arg(value, batch):
+    from sgl_kernel import FusedSetKVBufferArg
+
+    return FusedSetKVBufferArg(value=value, loc=batch.loc)
+
+
+def create_plain_kv_arg(value, batch):
+    from sgl_kernel import PlainKVBufferArg
+
+    return PlainKVBufferArg(value=value, loc=batch.loc)
+'''
+
+KV_MODEL = '''from pkg.utils import create_fused_kv_arg, create_plain_kv_arg, enable_fused_kv
+
+
+class Attention:
+    def forward(self, q, k, v, batch):
+        arg = create_fused_kv_arg(value=v, batch=batch) if enable_fused_kv(batch) else None
+        plain = create_plain_kv_arg(value=v, batch=batch) if batch.plain else None
+        return self.rotary(q, k, fused=arg, plain=plain)
+'''
+
+
+def test_helper_called_only_in_a_false_conditional_expression_is_not_run(tmp_path):
+    """CC#23: a lazy CUDA-only import in a helper every call of which is the true branch of `x if
+    enable_fused_kv(batch) else None`, the predicate `_is_cuda and ...` (false on an NPU host), is
+    code an NPU host never runs (a named scope naming the gate); the nearest true case, the same
+    helper shape under a test the tool cannot decide (`batch.plain`), stays an error."""
+    report = migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/utils.py": KV_UTILS, "pkg/model.py": KV_MODEL}))
+    imports = _places(report, "pkg/utils.py", "NPU911")
+    assert 17 not in imports or imports[17]["severity"] == "info"
+    assert any(s["path"] == "pkg/utils.py" and s["start_line"] <= 17 <= s["end_line"]
+               and "enable_fused_kv(batch)" in s["reason"] for s in report["skipped"])
+    assert imports[23]["severity"] == "error"
