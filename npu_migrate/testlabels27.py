@@ -134,6 +134,39 @@ def _os_branch(node: ast.AST, parents: dict) -> Optional[str]:
     return None
 
 
+# ----------------------------------------------------------------------------- CA#10: parsed identifiers
+_AST_FIELDS = frozenset({"id", "attr", "arg"})
+
+
+def _identifier(node: ast.AST, parents: dict) -> Optional[str]:
+    """`isinstance(target, ast.Name) and target.id == "cuda"` (round-28 audit CA#10): the string is
+    compared with the identifier of a node of parsed Python source (`.id` of an `ast.Name`, `.attr`
+    of an `ast.Attribute`, `.arg` of an `ast.arg`) that the same `and` tests with `isinstance(X,
+    ast.<type>)`: a name looked up in someone's source (`cuda = ...` in torch/version.py), never a
+    device. The same comparison without the `isinstance` test keeps the finding."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    compare = parents.get(id(node))
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1
+            and isinstance(compare.ops[0], (ast.Eq, ast.NotEq)) and node in (compare.left, *compare.comparators)):
+        return None
+    other = compare.comparators[0] if node is compare.left else compare.left
+    if not (isinstance(other, ast.Attribute) and other.attr in _AST_FIELDS and isinstance(other.value, ast.Name)):
+        return None
+    test = parents.get(id(compare))
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return None
+    holder = other.value.id
+    for part in test.values[:test.values.index(compare)]:
+        if (isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id == "isinstance"
+                and len(part.args) == 2 and isinstance(part.args[0], ast.Name) and part.args[0].id == holder
+                and (astcache.dotted(part.args[1]) or "").startswith("ast.")):
+            return (f"{LABEL}`{node.value}` is compared with `{holder}.{other.attr}` of an "
+                    f"`{astcache.dotted(part.args[1])}` (line {compare.lineno}): an identifier of parsed "
+                    "Python source, not a device")
+    return None
+
+
 # ----------------------------------------------------------------------------- BV#9: uv scripts
 def _standalone_script(text: str, tree: ast.Module) -> Optional[str]:
     match = _SCRIPT_BLOCK.search(text)
@@ -263,7 +296,8 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
                             and isinstance(node.value, str) else None) \
                         or (_sentinel(finding, node, parents) if test_file else None) \
                         or (_spec_field(finding, node, parents) if test_file else None) \
-                        or _os_branch(node, parents)
+                        or _os_branch(node, parents) \
+                        or (_identifier(node, parents) if finding.code == "NPU990" else None)
                     if why:
                         return why
             return None

@@ -235,3 +235,36 @@ def test_helper_called_only_in_a_false_conditional_expression_is_not_run(tmp_pat
     assert any(s["path"] == "pkg/utils.py" and s["start_line"] <= 17 <= s["end_line"]
                and "enable_fused_kv(batch)" in s["reason"] for s in report["skipped"])
     assert imports[23]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- CA#10: a parsed identifier
+IDENTITY = '''import ast
+from pathlib import Path
+
+
+def cuda_runtime(version_path: Path) -> str:
+    syntax = ast.parse(version_path.read_text())
+    for statement in syntax.body:
+        target = statement.targets[0] if isinstance(statement, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == "cuda":
+            return str(ast.literal_eval(statement.value) or "")
+    return ""
+
+
+def runtime_kind(spec) -> str:
+    if spec.id == "cuda":
+        return "gpu"
+    return "other"
+'''
+
+
+def test_string_compared_with_a_parsed_identifier_is_a_label(tmp_path):
+    """CA#10: `isinstance(target, ast.Name) and target.id == "cuda"` looks a name up in parsed
+    source (a named scope "a label the code resolves"); the nearest true case, the same comparison
+    with no `isinstance(..., ast.X)` test (`spec.id == "cuda"`), stays reported."""
+    report = migrate_json(write_project(tmp_path, {"identity.py": IDENTITY}))
+    labels = _places(report, "identity.py", "NPU990")
+    assert 9 not in labels
+    assert any(s["path"] == "identity.py" and s["start_line"] <= 9 <= s["end_line"]
+               and "identifier of parsed Python source" in s["reason"] for s in report["skipped"])
+    assert 15 in labels
