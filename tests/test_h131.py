@@ -268,3 +268,37 @@ def test_string_compared_with_a_parsed_identifier_is_a_label(tmp_path):
     assert any(s["path"] == "identity.py" and s["start_line"] <= 9 <= s["end_line"]
                and "identifier of parsed Python source" in s["reason"] for s in report["skipped"])
     assert 15 in labels
+
+
+# ----------------------------------------------------------------------------- CB#36: FP8 inside a CUDA-only op
+CUSTOM_OP = '''import torch
+
+
+@torch.library.custom_op("mylib::fused_linear", mutates_args={"out"}, device_types="cuda")
+def _fused_linear(x: torch.Tensor, w: torch.Tensor, scale_x: torch.Tensor, out: torch.Tensor) -> None:
+    if scale_x is not None:
+        torch._scaled_mm(x, w.t(), out_dtype=out.dtype, scale_a=scale_x, scale_b=scale_x, out=out)
+    else:
+        torch.matmul(x, w.t(), out=out)
+
+
+@torch.library.custom_op("mylib::fused_linear_any", mutates_args={"out"}, device_types=("cuda", "cpu"))
+def _fused_linear_any(x: torch.Tensor, w: torch.Tensor, scale_x: torch.Tensor, out: torch.Tensor) -> None:
+    torch._scaled_mm(x, w.t(), out_dtype=out.dtype, scale_a=scale_x, scale_b=scale_x, out=out)
+
+
+def quantized_linear(x, w, scale):
+    return torch._scaled_mm(x, w.t(), out_dtype=torch.bfloat16, scale_a=scale, scale_b=scale)
+'''
+
+
+def test_fp8_in_the_body_of_a_cuda_only_custom_op_folds_into_its_registration(tmp_path):
+    """CB#36: `torch._scaled_mm` in the body of a custom op registered with `device_types="cuda"`
+    never runs on an NPU host (a call with NPU tensors raises at dispatch): it folds into the
+    op's NPU990 note, which names it; the nearest true cases, an op registered for the CPU too and a
+    plain function of the file, keep their FP8 errors."""
+    report = migrate_json(write_project(tmp_path, {"ops.py": CUSTOM_OP}))
+    fp8 = _places(report, "ops.py", "NPU913")
+    notes = _places(report, "ops.py", "NPU990")
+    assert 7 not in fp8 and 7 in notes and "`torch._scaled_mm` inside this CUDA-only custom op" in notes[7]["message"]
+    assert fp8[14]["severity"] == "error" and fp8[18]["severity"] == "error"
