@@ -362,6 +362,7 @@ def fold_pinning_tests(results: list, paths: dict) -> list:
 _TOOLKIT_PATH = re.compile(r"/usr/local/cuda[\w.${}-]*")
 # (a CI pipeline's YAML that builds CUDA wheels or images: the CUDA base or builder image it names,
 # round-28 audit CA#6, CC#3)
+_CUDA_VARIABLE = re.compile(r"""[\s"'${-]*(TORCH_)?CUDA_\w*""")  # (a pipeline's own CUDA arch or toolkit variable)
 _CUDA_BUILD_IMAGE = re.compile(r"\bnvidia/cuda:[\w.${}-]+|[\w./-]*-builder:cuda[\w.${}-]*")
 
 
@@ -374,12 +375,14 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     for an NVIDIA image, so the variable asks nothing of a porter (cudaonly21's "in NVIDIA build
     tooling: ", a named scope). The same for a CI pipeline's YAML there (`.buildkite/release-
     pipeline.yaml`, round-28 CA#6, CC#3) whose mark may also be the CUDA image its steps build from
-    (`nvidia/cuda:13.4.1-base-ubuntu24.04`, `manylinux2_28-builder:cuda13.0`); the image itself
-    keeps its NPU707. A script that names the NPU, or has no such toolkit mark, or lies in the
+    (`nvidia/cuda:13.4.1-base-ubuntu24.04`, `manylinux2_28-builder:cuda13.0`), for notes on the
+    pipeline's CUDA variables only (`CUDA_ARCH_X86`, `CUDA_VERSION`; an `NCCL_VERSION` build
+    argument keeps its note, tests/test_precision_round16d.py); the image itself keeps its NPU707. A script that names the NPU, or has no such toolkit mark, or lies in the
     package's own folders keeps its notes."""
     import dataclasses
 
     from .cudaonly21 import tooling_table as _tooling_table
+    from .folding import places_of
 
     if kind not in ("shell", "yaml") or not any(f.code == "NPU703" and not f.fixable for f in findings):
         return findings
@@ -408,4 +411,5 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
            "host never runs it, and the variable asks nothing of a port")
     return [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})")
             if f.code == "NPU703" and not f.fixable and f.cell is None and "NVIDIA build tooling" not in f.message
+            and (not image or all(_CUDA_VARIABLE.match(src or "") for _l, _c, src in places_of(f)))
             else f for f in findings]
