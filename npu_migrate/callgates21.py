@@ -300,6 +300,15 @@ class _Gates:
                     test = " ".join(ast.unparse(current.test).split())[:80]
                     told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
                     return f"`{'not (' + test + ')' if truth else test}` is False there{told}"
+            # (`f(...) if enable_x(batch) else None`: a conditional expression's branch, round-28 CC#23)
+            if isinstance(current, ast.IfExp) and (child is current.body or child is current.orelse) \
+                    and not _chosen(current.test, parents, current, self._local_names):
+                used = []
+                truth = self.truth(j, tree, parents, current.test, current, used)
+                if truth is not _U and truth == (child is current.orelse) and self._flag_gated(j, current.test):
+                    test = " ".join(ast.unparse(current.test).split())[:80]
+                    told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
+                    return f"`{'not (' + test + ')' if truth else test}` is False there{told}"
             if isinstance(current, _DEFS) and any(child is stmt for stmt in current.body):
                 top = child
                 for stmt in current.body:
@@ -314,6 +323,27 @@ class _Gates:
                         return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
             child, current = current, parents.get(id(current))
         return None
+
+    def _flag_gated(self, j: int, test: ast.AST) -> bool:
+        """A conditional expression's test that calls a function of the run whose body returns `FLAG
+        and ...`, FLAG a module-level flag of its module false on an NPU host (`_is_cuda = is_cuda()`,
+        the project's CUDA predicate): the gate is the platform's. A probe of an optional package
+        (`is_available()` answering a try-import) is not: a user may install it (tests/test_h116.py)."""
+        from .flagtruth import UNKNOWN as _U
+
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):  # (`enable_x(b) and self.y`)
+            return any(self._flag_gated(j, part) for part in test.values)
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name)):
+            return False
+        target = self.run.lookup(j, test.func.id)
+        if target is None or target[0] != "def":
+            return False
+        body = [s for s in target[1].body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if not (len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.BoolOp)
+                and isinstance(body[0].value.op, ast.And) and isinstance(body[0].value.values[0], ast.Name)):
+            return False
+        value = self.run.value(target[2], body[0].value.values[0], {}, frozenset(), 0, [])
+        return value is not _U and not value
 
     def _skipped(self, j: int) -> list:
         """testscopes' test scopes of module j skipped on an NPU host (optparams20's reading)."""

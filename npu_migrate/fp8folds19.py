@@ -9,6 +9,8 @@ Three shapes:
   q_rot.to(torch.float8_e4m3fn)`) passed into a kernel launch (`kernel[grid](q8, ...)`,
   `query_ptr=q8`) of that function and into no other call (its own `q8.stride(0)` is no use), or
   that sits in a launch's arguments itself: the FP8 buffer or cast goes with the kernel it feeds.
+  So does a dtype bound to a name (`fp8_dtype = torch.float8_e4m3fn`) read only as the `dtype=` of
+  such buffers, by `torch.finfo` or in a launch's arguments (round-28 audit CA#5).
   It folds into the module's open NPU910 finding, whose message names it ("with ... that only
   feeds this module's Triton kernels"), as flags16.fold_cute_fp8 does for CuTe-DSL kernels. FP8
   in a function that launches none of the module's kernels, or a name also passed to another call
@@ -167,7 +169,38 @@ def _feeds(function: ast.AST, line: int, launchable: set) -> bool:
                 a.lineno <= line <= (a.end_lineno or a.lineno) for a in _launch_args(node)):
             return True
     names = _bound_names(statement)
-    return bool(names) and any(_only_feeds(function, n, launchable) for n in names)
+    return bool(names) and any(_only_feeds(function, n, launchable) or _dtype_only_feeds(function, n, launchable)
+                               for n in names)
+
+
+_ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "full_like"})
+
+
+def _dtype_only_feeds(function: ast.AST, name: str, launchable: set) -> bool:
+    """Whether `name` (an FP8 dtype bound to a name: `fp8_dtype = torch.float8_e4m3fn`) is read only
+    as the `dtype=` of allocations bound to names that only feed the function's kernel launches
+    (`y_q = torch.empty(shape, dtype=fp8_dtype)`, round-28 audit CA#5), as `torch.finfo(name)` (its
+    range, no compute) or in a launch's own arguments; and at least one allocation feeds a launch."""
+    assigned = {id(n.value): n for n in ast.walk(function) if isinstance(n, ast.Assign)}
+    fed = False
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call) or not any(_reads(a, name) for a in _launch_args(node)):
+            continue
+        if _launch(node, launchable) is not None or _in_launch(function, node, launchable):
+            continue
+        callee = _dotted(node.func)
+        if callee in ("torch.finfo", "finfo") and len(node.args) == 1 and not node.keywords:
+            continue
+        dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+        if not (callee.rsplit(".", 1)[-1] in _ALLOCATIONS and isinstance(dtype, ast.Name) and dtype.id == name
+                and not any(_reads(a, name) for a in [*node.args, *(k.value for k in node.keywords if k.arg != "dtype")])):
+            return False
+        statement = assigned.get(id(node))
+        targets = _bound_names(statement) if statement is not None else []
+        if len(targets) != 1 or not _only_feeds(function, targets[0], launchable):
+            return False
+        fed = True
+    return fed
 
 
 def fold_triton_fp8(results: list, text_of) -> list:

@@ -44,7 +44,7 @@ from . import devflows24, singles22, singles23
 from . import tritonguards23
 from . import libgates23
 from . import rocmhooks24
-from . import labels24, optin27, sameguards27, smallshapes25, testgates26
+from . import labels24, optin27, optin28, sameguards27, smallshapes25, testgates26
 from . import optinprobes27, probegates27, testlabels27
 from .findings import merge_per_file
 from .redundant import fold_adjacent_lines, fold_into_base_image, fold_redundant, fold_same_line
@@ -241,6 +241,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = optin27.review(result.findings, text)  # (code only a store_true option reaches: optin27.py)
             result.findings = optinprobes27.review(result.findings, text, relpath)  # (probed lazy imports, FP8 option converters: optinprobes27.py)
             result.findings = probegates27.review(result.findings, text, relpath)  # (FP8 built past a never-on-NPU probe)
+            result.findings = optin28.review(result.findings, text)  # (code only a False-default config option reaches: optin28.py)
+            result.findings = wording20.fold_op_bodies(result.findings, text)  # (FP8 in a CUDA-only custom op's body: wording20.py)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

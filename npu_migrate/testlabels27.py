@@ -134,6 +134,39 @@ def _os_branch(node: ast.AST, parents: dict) -> Optional[str]:
     return None
 
 
+# ----------------------------------------------------------------------------- CA#10: parsed identifiers
+_AST_FIELDS = frozenset({"id", "attr", "arg"})
+
+
+def _identifier(node: ast.AST, parents: dict) -> Optional[str]:
+    """`isinstance(target, ast.Name) and target.id == "cuda"` (round-28 audit CA#10): the string is
+    compared with the identifier of a node of parsed Python source (`.id` of an `ast.Name`, `.attr`
+    of an `ast.Attribute`, `.arg` of an `ast.arg`) that the same `and` tests with `isinstance(X,
+    ast.<type>)`: a name looked up in someone's source (`cuda = ...` in torch/version.py), never a
+    device. The same comparison without the `isinstance` test keeps the finding."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    compare = parents.get(id(node))
+    if not (isinstance(compare, ast.Compare) and len(compare.ops) == 1
+            and isinstance(compare.ops[0], (ast.Eq, ast.NotEq)) and node in (compare.left, *compare.comparators)):
+        return None
+    other = compare.comparators[0] if node is compare.left else compare.left
+    if not (isinstance(other, ast.Attribute) and other.attr in _AST_FIELDS and isinstance(other.value, ast.Name)):
+        return None
+    test = parents.get(id(compare))
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+        return None
+    holder = other.value.id
+    for part in test.values[:test.values.index(compare)]:
+        if (isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id == "isinstance"
+                and len(part.args) == 2 and isinstance(part.args[0], ast.Name) and part.args[0].id == holder
+                and (astcache.dotted(part.args[1]) or "").startswith("ast.")):
+            return (f"{LABEL}`{node.value}` is compared with `{holder}.{other.attr}` of an "
+                    f"`{astcache.dotted(part.args[1])}` (line {compare.lineno}): an identifier of parsed "
+                    "Python source, not a device")
+    return None
+
+
 # ----------------------------------------------------------------------------- BV#9: uv scripts
 def _standalone_script(text: str, tree: ast.Module) -> Optional[str]:
     match = _SCRIPT_BLOCK.search(text)
@@ -263,7 +296,8 @@ def review(findings: list[Finding], text: str, relpath: str) -> list[Finding]:
                             and isinstance(node.value, str) else None) \
                         or (_sentinel(finding, node, parents) if test_file else None) \
                         or (_spec_field(finding, node, parents) if test_file else None) \
-                        or _os_branch(node, parents)
+                        or _os_branch(node, parents) \
+                        or (_identifier(node, parents) if finding.code == "NPU990" else None)
                     if why:
                         return why
             return None
@@ -326,6 +360,10 @@ def fold_pinning_tests(results: list, paths: dict) -> list:
 
 # ----------------------------------------------------------------------------- BV#23: CI build scripts
 _TOOLKIT_PATH = re.compile(r"/usr/local/cuda[\w.${}-]*")
+# (a CI pipeline's YAML that builds CUDA wheels or images: the CUDA base or builder image it names,
+# round-28 audit CA#6, CC#3)
+_CUDA_VARIABLE = re.compile(r"""[\s"'${-]*(TORCH_)?CUDA_\w*""")  # (a pipeline's own CUDA arch or toolkit variable)
+_CUDA_BUILD_IMAGE = re.compile(r"\bnvidia/cuda:[\w.${}-]+|[\w./-]*-builder:cuda[\w.${}-]*")
 
 
 def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind: str) -> list[Finding]:
@@ -335,13 +373,18 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     `tools/`, ...) whose text points at the CUDA toolkit (`/usr/local/cuda...`) or runs one of its
     programs (`nvcc`, ...) and names no NPU (npu_words): the script builds CUDA wheels or kernels
     for an NVIDIA image, so the variable asks nothing of a porter (cudaonly21's "in NVIDIA build
-    tooling: ", a named scope). A script that names the NPU, or has no such toolkit mark, or lies in
-    the package's own folders keeps its notes."""
+    tooling: ", a named scope). The same for a CI pipeline's YAML there (`.buildkite/release-
+    pipeline.yaml`, round-28 CA#6, CC#3) whose mark may also be the CUDA image its steps build from
+    (`nvidia/cuda:13.4.1-base-ubuntu24.04`, `manylinux2_28-builder:cuda13.0`), for notes on the
+    pipeline's CUDA variables only (`CUDA_ARCH_X86`, `CUDA_VERSION`; an `NCCL_VERSION` build
+    argument keeps its note, tests/test_precision_round16d.py); the image itself keeps its NPU707. A script that names the NPU, or has no such toolkit mark, or lies in the
+    package's own folders keeps its notes."""
     import dataclasses
 
     from .cudaonly21 import tooling_table as _tooling_table
+    from .folding import places_of
 
-    if kind != "shell" or not any(f.code == "NPU703" and not f.fixable for f in findings):
+    if kind not in ("shell", "yaml") or not any(f.code == "NPU703" and not f.fixable for f in findings):
         return findings
     config = _tooling_table()
     folder = relpath.partition("/")[0]
@@ -354,14 +397,19 @@ def review_ci_scripts(findings: list[Finding], source: bytes, relpath: str, kind
     programs = config.get("toolkit_programs", ())
     if mark is None:
         mark = re.search(r"\b(" + "|".join(map(re.escape, programs)) + r")\b", text) if programs else None
+    image = mark is None and kind == "yaml" and _CUDA_BUILD_IMAGE.search(text) is not None
+    if image:
+        mark = _CUDA_BUILD_IMAGE.search(text)
     if mark is None:
         return findings
     line = text.count("\n", 0, mark.start()) + 1
     shown = mark.group(0)
     shown = shown[:-1] if shown.endswith("}") and shown.count("{") < shown.count("}") else shown
-    why = (f"in NVIDIA build tooling: a script under `{relpath.rpartition('/')[0]}/` that builds against the "
-           f"CUDA toolkit (`{shown}`, line {line}); an NPU host never runs it, and the variable asks "
-           "nothing of a port")
+    what = ("a CI pipeline under `{}/` whose steps build from a CUDA image" if image
+            else "a script under `{}/` that builds against the CUDA toolkit")
+    why = (f"in NVIDIA build tooling: {what.format(relpath.rpartition('/')[0])} (`{shown}`, line {line}); an NPU "
+           "host never runs it, and the variable asks nothing of a port")
     return [dataclasses.replace(f, severity="info", message=f"{f.message} ({why})")
             if f.code == "NPU703" and not f.fixable and f.cell is None and "NVIDIA build tooling" not in f.message
+            and (not image or all(_CUDA_VARIABLE.match(src or "") for _l, _c, src in places_of(f)))
             else f for f in findings]

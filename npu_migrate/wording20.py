@@ -247,3 +247,54 @@ def _nccl_imports(findings: list[Finding]) -> list[Finding]:
     merged = absorb(target, others) if others else target
     gone = {id(f) for f in vllm}
     return sorted([*(f for f in findings if id(f) not in gone), merged])
+
+
+# ----------------------------------------------------------------------------- round 28 (CB#36)
+OP_BODY = "inside this CUDA-only custom op's body, which an NPU host never runs until the op is registered for it"
+
+
+def fold_op_bodies(findings: list[Finding], text: str) -> list[Finding]:
+    """An FP8 place (NPU913) in the body of a function registered `@torch.library.custom_op(...,
+    device_types="cuda")` (or `["cuda"]`) whose "cuda" holds an open CUDA_ONLY_OP note: the op has no
+    NPU kernel, so a call with NPU tensors raises at dispatch and its body never runs on an NPU
+    host (xformers' `_fused_allgather_and_linear_custom_op` and its `torch._scaled_mm`, round-28
+    audit CB#36). Registering the op for the NPU is the work that note asks, and its body, FP8
+    included, is ported with it: the place folds into that note, which names it. An op registered
+    for another device too, a note already lowered, a place outside the decorated function: kept."""
+    from .folding import Fold, ours, places_of
+
+    targets = [f for f in findings if ours(f) and f.code == "NPU990" and CUDA_ONLY_OP in f.message
+               and f.severity != "info"]
+    if not targets or not any(ours(f) and f.code == "NPU913" and f.severity != "info" for f in findings):
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    ops = []  # (first body line, last line, the "cuda" constant's line)
+    for node in astcache.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and (astcache.dotted(deco.func) or "").endswith("custom_op")):
+                continue
+            value = next((k.value for k in deco.keywords if k.arg == "device_types"), None)
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            if value is not None and len(items) == 1 and isinstance(items[0], ast.Constant) \
+                    and items[0].value == "cuda":
+                ops.append((node.body[0].lineno, node.end_lineno or node.lineno, items[0].lineno))
+    if not ops:
+        return findings
+    fold = Fold(findings)
+    for target in targets:
+        fold.targets.add(id(target))
+    for finding in findings:
+        if not (ours(finding) and finding.code == "NPU913" and finding.severity != "info"):
+            continue
+        for place in places_of(finding):
+            op = next((o for o in ops if o[0] <= place[0] <= o[1]), None)
+            target = next((t for t in targets if op is not None
+                           and any(line == op[2] for line, _c, _s in places_of(t))), None)
+            if target is not None and fold.movable(finding, target):
+                fold.move(finding, [place], target)
+    folded = fold.result(name_them=OP_BODY)
+    return sorted(folded) if folded is not findings else findings

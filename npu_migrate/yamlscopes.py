@@ -310,7 +310,8 @@ def _vendor_section(doc: _Doc, index: int) -> Optional[tuple[int, int, str]]:
         if node.item or not node.key or node.parent is None:
             continue
         parent = doc.nodes[node.parent]
-        if (_PER_HARDWARE.search(parent.key) and vendor.search(re.sub(r"\d+x", " ", node.key.replace("_", " ")))
+        # (a count prefix `8xh100` goes, a model's own `x` stays: `mi355x`, round-28 audit CC#27)
+        if (_PER_HARDWARE.search(parent.key) and vendor.search(re.sub(r"(?<![A-Za-z0-9])\d+x", " ", node.key.replace("_", " ")))
                 and not npu.search(node.key)):
             return (node.line, node.end, f"another platform's configuration (the `{parent.key}.{node.key}` "
                                          f"section of a per-hardware mapping)")
