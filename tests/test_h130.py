@@ -1,0 +1,155 @@
+"""Round-28 audit, opt-in code (policy P1): code a benchmark reaches only through a command-line
+choice whose default is off is info naming the choice (npu_migrate/optin27.py, extended by h130).
+Each false case is paired with its nearest true case, which stays an error."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+# CB#1: `if dist == "fp8":` in a helper every call of which passes `args.dist`, `--dist` defaulting
+# to another value
+VALUE_CHOICE = """\
+import argparse
+
+import torch
+
+
+def make_logits(rows: int, dist: str):
+    base = torch.randn(rows, 64, device="cuda")
+    if dist == "fp8":
+        return torch.cuda.CUDAGraph()
+    return base
+
+
+def make_inputs(rows: int, args):
+    return make_logits(rows, args.dist)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--dist", choices=("indexer", "fp8", "randn"), default="indexer")
+    args = parser.parse_args()
+    print(make_inputs(args.rows, args))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+# the nearest true case: the same option, but its default is the value the branch tests
+VALUE_DEFAULT = VALUE_CHOICE.replace('default="indexer"', 'default="fp8"')
+
+# and another: a call that passes the value itself, unconditionally
+VALUE_LITERAL = VALUE_CHOICE.replace("    return make_logits(rows, args.dist)",
+                                     "    make_logits(rows, \"fp8\")\n    return make_logits(rows, args.dist)")
+
+# CB#19: the flag reaches the guarded function through a parameter with no default, always passed
+# from a store_true option
+REQUIRED_FLAG = """\
+import argparse
+
+import torch
+
+
+def main(n: int, do_profile: bool) -> None:
+    def run(iters: int, profile: bool = False) -> None:
+        if profile:
+            torch.cuda.cudart().cudaProfilerStart()
+        for _ in range(iters):
+            torch.randn(n, device="cuda")
+
+    run(3, profile=False)
+    if do_profile:
+        run(1, profile=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=64)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    main(args.n, do_profile=args.profile)
+"""
+
+# the nearest true case: the same required parameter, passed True by a second, plain call
+REQUIRED_TRUE = REQUIRED_FLAG.replace("    main(args.n, do_profile=args.profile)",
+                                      "    main(args.n, do_profile=args.profile)\n    main(args.n, True)")
+
+# CB#1's line 75: a helper every call of which lies under `if args.graph:` (store_true)
+CALLED_UNDER_OPTION = """\
+import argparse
+
+import torch
+
+
+def capture(fn):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def bench(args, fn):
+    fn()
+    if args.graph:
+        graph = capture(fn)
+        graph.replay()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--graph", action="store_true")
+    args = parser.parse_args()
+    bench(args, lambda: torch.randn(8, device="cuda"))
+"""
+
+# the nearest true case: the same helper, also called outside the option's branch
+CALLED_ALWAYS = CALLED_UNDER_OPTION.replace("    fn()\n    if args.graph:", "    capture(fn)\n    if args.graph:")
+
+# the nearest true case of a helper: a library module (no `__main__` block) whose helper another
+# module may call, though this file calls it only under the option
+CALLED_LIBRARY = CALLED_UNDER_OPTION.replace('if __name__ == "__main__":\n', "def cli():\n")
+
+
+def _errors(report, path, code):
+    return [f for f in report["findings"] if not f["fixable"] and f["path"] == path and f["code"] == code]
+
+
+def test_value_option_whose_default_is_off_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"benchmarks/bench_choice.py": VALUE_CHOICE,
+                                    "benchmarks/bench_default.py": VALUE_DEFAULT,
+                                    "benchmarks/bench_literal.py": VALUE_LITERAL})
+    report = migrate_json(root)
+    opt = _errors(report, "benchmarks/bench_choice.py", "NPU202")
+    assert opt and all(f["severity"] == "info" for f in opt), opt
+    assert "reached on an NPU host only when `--dist fp8` is chosen" in opt[0]["message"]
+    assert "whose default is 'indexer'" in opt[0]["message"]
+    for kept in ("benchmarks/bench_default.py", "benchmarks/bench_literal.py"):
+        found = _errors(report, kept, "NPU202")
+        assert found and found[0]["severity"] == "error", (kept, found)
+
+
+def test_required_parameter_set_only_from_a_store_true_option_is_info(tmp_path):
+    root = write_project(tmp_path, {"benchmarks/bench_req.py": REQUIRED_FLAG,
+                                    "benchmarks/bench_true.py": REQUIRED_TRUE})
+    report = migrate_json(root)
+    opt = _errors(report, "benchmarks/bench_req.py", "NPU202")
+    assert opt and opt[0]["severity"] == "info", opt
+    assert "only when `--profile` is chosen" in opt[0]["message"]
+    assert "`do_profile` of `main` is False unless set from `args.profile`" in opt[0]["message"]
+    kept = _errors(report, "benchmarks/bench_true.py", "NPU202")
+    assert kept and kept[0]["severity"] == "error", kept
+
+
+def test_helper_called_only_under_a_store_true_option_is_info(tmp_path):
+    root = write_project(tmp_path, {"benchmarks/bench_graph.py": CALLED_UNDER_OPTION,
+                                    "benchmarks/bench_always.py": CALLED_ALWAYS,
+                                    "pkg/graphs.py": CALLED_LIBRARY})
+    report = migrate_json(root)
+    opt = _errors(report, "benchmarks/bench_graph.py", "NPU202")
+    assert opt and all(f["severity"] == "info" for f in opt), opt
+    assert "only when `--graph` is chosen (every call of `capture` is: `args.graph`" in opt[0]["message"]
+    for kept in ("benchmarks/bench_always.py", "pkg/graphs.py"):
+        found = _errors(report, kept, "NPU202")
+        assert found and any(f["severity"] == "error" for f in found), (kept, found)
