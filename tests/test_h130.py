@@ -153,3 +153,98 @@ def test_helper_called_only_under_a_store_true_option_is_info(tmp_path):
     for kept in ("benchmarks/bench_always.py", "pkg/graphs.py"):
         found = _errors(report, kept, "NPU202")
         assert found and any(f["severity"] == "error" for f in found), (kept, found)
+
+
+# CA#34: a connector module a factory registers by name and loads lazily; its worker module is
+# imported only by it
+FACTORY = """\
+import importlib
+
+
+class ConnectorFactory:
+    _registry = {}
+
+    @classmethod
+    def register_connector(cls, name, module_path, class_name):
+        def loader():
+            return getattr(importlib.import_module(module_path), class_name)
+
+        cls._registry[name] = loader
+
+    @classmethod
+    def create(cls, config):
+        return cls._registry[config.kv_connector]()()
+
+
+ConnectorFactory.register_connector("PlainConnector", "pkg.connectors.plain", "PlainConnector")
+ConnectorFactory.register_connector("FancyConnector", "pkg.connectors.fancy", "FancyConnector")
+"""
+
+CONFIG = """\
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class TransferConfig:
+    kv_connector: Optional[str] = None
+
+    def uses_fancy(self) -> bool:
+        return self.kv_connector == "FancyConnector"
+"""
+
+FANCY = """\
+from pkg.connectors.fancy_worker import FancyWorker
+
+
+class FancyConnector:
+    def __init__(self):
+        self.worker = FancyWorker()
+"""
+
+FANCY_WORKER = """\
+import torch
+
+
+class FancyWorker:
+    def start(self):
+        torch.cuda.cudart().cudaProfilerStart()
+"""
+
+PLAIN = """\
+class PlainConnector:
+    pass
+"""
+
+
+def _connector_project(tmp_path, config=CONFIG, extra=None):
+    files = {"pkg/__init__.py": "", "pkg/connectors/__init__.py": "", "pkg/factory.py": FACTORY,
+             "pkg/config.py": config, "pkg/connectors/fancy.py": FANCY,
+             "pkg/connectors/fancy_worker.py": FANCY_WORKER, "pkg/connectors/plain.py": PLAIN}
+    files.update(extra or {})
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_module_only_a_registration_by_name_loads_is_opt_in_info(tmp_path):
+    report = _connector_project(tmp_path)
+    found = _errors(report, "pkg/connectors/fancy_worker.py", "NPU202")
+    assert found and found[0]["severity"] == "info", found
+    message = found[0]["message"]
+    assert "reached on an NPU host only when `FancyConnector` is chosen by name" in message
+    assert "registered at pkg/factory.py:20 as `pkg.connectors.fancy`" in message
+    assert "loaded only through pkg/connectors/fancy.py:1" in message
+
+
+def test_registered_name_as_a_default_keeps_the_error(tmp_path):
+    # the nearest true case: the same registration, but the configuration chooses it by default
+    report = _connector_project(tmp_path, CONFIG.replace("Optional[str] = None", 'Optional[str] = "FancyConnector"'))
+    found = _errors(report, "pkg/connectors/fancy_worker.py", "NPU202")
+    assert found and found[0]["severity"] == "error", found
+
+
+def test_worker_an_ordinary_module_imports_keeps_the_error(tmp_path):
+    # the nearest true case: the same worker, also imported by a library module no registration guards
+    report = _connector_project(tmp_path, extra={"pkg/engine.py": "from pkg.connectors.fancy_worker import FancyWorker\n\n"
+                                                                   "WORKER = FancyWorker()\n"})
+    found = _errors(report, "pkg/connectors/fancy_worker.py", "NPU202")
+    assert found and found[0]["severity"] == "error", found
