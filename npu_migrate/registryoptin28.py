@@ -1,5 +1,5 @@
-"""Modules loaded only by a registration a user selects by name (issue #16, policy P1, round-28
-audit CA#34). Whole run, from runplan.whole_run_passes (after optinraise27.py).
+"""Modules loaded only by a registration a user selects by name, or only under an environment switch
+off by default (issue #16, policy P1, round-28 audit CA#34, CC#19). Whole run, from runplan.whole_run_passes (after optinraise27.py).
 
 A plug-in registry names its entries by a string and loads each module lazily, when a user's
 configuration names the entry:
@@ -37,9 +37,17 @@ On vLLM 0.33 (round 28): hisparse/worker.py's two NPU202 errors (CA#34) and the 
 Mooncake connector's "cuda" warning; the weight-transfer engines stay ("nccl" is the default of
 their setting), and so does any connector another module imports.
 
+The same fixpoint takes a second kind of opt-in site (CC#19): an import inside `if envs.X:` (or `if
+envs.X and ...:`), X an entry of the project's `envs.py` table read off by default (`"X": lambda:
+bool(int(os.getenv("X", "0")))`, tritonguards23.env_opt_in) that no library file sets itself
+(`os.environ["X"] = ...`; another vendor's platform file aside: vLLM's ROCm platform turns on
+VLLM_USE_TRITON_AWQ). A module imported only there (vLLM's awq_triton.py, imported by
+_custom_ops.py only under `if envs.VLLM_USE_TRITON_AWQ:`): info "reached on an NPU host only when the
+environment variable `X` is set". Test and benchmark importers are named in the message (policy P2).
+
 Kept (the nearest true cases): a module also imported by an ordinary library module, a registered
 name that is some setting's default, a module-level import of the module by a package `__init__`, a
-registration whose path names no run module.
+registration whose path names no run module, a switch on by default or one the library sets.
 """
 
 from __future__ import annotations
@@ -53,9 +61,12 @@ from . import astcache
 
 CHOSEN = ("reached on an NPU host only when `{name}` is chosen by name ({how}): an opt-in, to port if it is "
           "used there")
+SET = ("reached on an NPU host only when the environment variable `{name}` is set ({how}): an opt-in, to port "
+       "if it is used there")
 _PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _NAME = re.compile(r"[A-Za-z_][\w-]*")
 _SHIPPED = re.compile(r"(^|/)(benchmarks?|examples|scripts|tools)/|(^|/)bench[^/]*\.py$")
+_OTHER_VENDOR = re.compile(r"(^|/|_)(rocm|hip|amd|xpu|tpu|hpu|mps)([_/.]|$)")
 _TESTS = (ast.If, ast.While, ast.Assert, ast.IfExp, ast.BoolOp, ast.UnaryOp, ast.Compare)
 
 
@@ -76,6 +87,50 @@ def _registrations(tree: ast.Module) -> list[tuple[str, str, int, ast.Call]]:
         paths = [s for s in strings[1:] if s and _PATH.fullmatch(s)]
         if len(paths) == 1:
             out.append((first, paths[0], stmt.lineno, call))
+    return out
+
+
+def _env_switches(results: list, library: list, text_of, modules) -> dict[str, str]:
+    """{variable: "off by default (envs.py:line)"} of a project's `envs.py` table entries
+    `"X": lambda: bool(int(os.getenv("X", "0")))` (tritonguards23.env_opt_in reads the value)."""
+    from .tritonguards23 import env_opt_in
+
+    out: dict[str, str] = {}
+    for i in library:
+        relpath = results[i].relpath
+        if relpath.rsplit("/", 1)[-1] != "envs.py" or b"lambda" not in (text_of(i) or b""):
+            continue
+        tree = modules.tree(i)
+        for node in astcache.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda)
+                            and env_opt_in(value.body) == key.value):
+                        out[key.value] = f"`{key.value}` is off unless set ({relpath}:{value.lineno})"
+    # (a variable the library sets itself is no user's choice: kept, unless only another vendor's
+    # platform file sets it, as vLLM's platforms/rocm.py sets VLLM_USE_TRITON_AWQ)
+    for variable in list(out):
+        write = re.compile(rb"(environ\[\s*|setdefault\(\s*|putenv\(\s*)[\"']" + re.escape(variable.encode()) + rb"[\"']\s*(\]\s*=[^=]|,)")
+        for i in library:
+            data = text_of(i)
+            if data and variable.encode() in data and write.search(data) and not _OTHER_VENDOR.search(results[i].relpath):
+                del out[variable]
+                break
+    return out
+
+
+def _env_blocks(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, int]]:
+    """(first, last line of the body, variable, line) of each `if envs.X:` (or `if envs.X and ...:`)."""
+    out = []
+    for node in astcache.walk(tree):
+        if not isinstance(node, ast.If) or not node.body:
+            continue
+        tests = node.test.values if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And) else [node.test]
+        for test in tests:
+            if (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "envs"
+                    and test.attr in switches):
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, test.attr, node.lineno))
+                break
     return out
 
 
@@ -136,7 +191,14 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             if j is not None and not results[j].relpath.endswith("__init__.py") and j not in aside:
                 registered[j] = (name, i, line, call, path)
     registered = {j: r for j, r in registered.items() if names_seen[r[0]] == 1}
-    if not registered:
+    switches = _env_switches(results, library, text_of, modules)
+    gated: dict[int, list] = {}  # importer -> [(first, last, variable, line of the `if`)]
+    if switches:
+        for i in library:
+            data = text_of(i)
+            if data and b"envs." in data and (tree := modules.tree(i)) is not None:
+                gated[i] = _env_blocks(tree, switches)
+    if not registered and not any(gated.values()):
         return results
     # the entry's name is no setting's value anywhere in the library
     for j, (name, home, _line, call, path) in list(registered.items()):
@@ -153,7 +215,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         dotted = re.compile(rb"[\"']" + re.escape(path.encode()) + rb"[\"':.]")
         if any(i != home and dotted.search(text_of(i) or b"") for i in library):
             del registered[j]  # (its path in another string: a second, dynamic loader)
-    if not registered:
+    if not registered and not any(gated.values()):
         return results
 
     index = ImportIndex(results, python)
@@ -174,9 +236,19 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             checking[i] = _type_checking_lines(tree) if tree is not None else set()
         return line not in checking[i]
 
+    def switched(i: int, line: int) -> Optional[tuple]:
+        return next((b for b in gated.get(i, ()) if b[0] <= line <= b[1]), None)
+
+    # (h130, CC#19: a module imported only under `if envs.VLLM_USE_TRITON_AWQ:`, off by default)
+    seeds: dict[int, tuple] = {}
+    for i, blocks in gated.items():
+        for j, line in imports.get(i, ()):
+            block = switched(i, line) if blocks else None
+            if block is not None and j not in aside and not results[j].relpath.endswith("__init__.py"):
+                seeds.setdefault(j, (i, line, block))
     # the greatest fixpoint: what the registrations reach, shrunk until only its own modules import each
-    grown = set(registered)
-    todo = list(registered)
+    grown = set(registered) | set(seeds)
+    todo = list(grown)
     while todo:
         k = todo.pop()
         for j, line in imports.get(k, ()):
@@ -188,14 +260,15 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         changed = False
         for j in sorted(grown):
             live = results[j].relpath.endswith("__init__.py") or any(
-                i not in grown and i not in aside and loads(i, line) for i, line in importers.get(j, ()))
+                i not in grown and i not in aside and loads(i, line) and switched(i, line) is None
+                for i, line in importers.get(j, ()))
             if live:
                 grown.discard(j)
                 changed = True
     if not grown:
         return results
     # how each module is reached: its registration, or the module of the set that loads it
-    via: dict[int, tuple] = {j: (None, 0, j) for j in registered if j in grown}
+    via: dict[int, tuple] = {j: (None, 0, j) for j in [*registered, *seeds] if j in grown}
     todo = list(via)
     while todo:
         k = todo.pop(0)
@@ -208,12 +281,24 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         if not any(map(is_open, results[j].findings)):
             continue
         loader, line, root = via[j]
-        name, home, reg_line, _call, path = registered[root]
-        how = (f"registered at {results[home].relpath}:{reg_line} as `{path}`, loaded lazily when a "
-               f"configuration names it, and imported by no other library module")
+        if root in registered:
+            name, home, reg_line, _call, path = registered[root]
+            how = (f"registered at {results[home].relpath}:{reg_line} as `{path}`, loaded lazily when a "
+                   f"configuration names it, and imported by no other library module")
+        else:
+            sites = sorted({(results[i].relpath, site, block[2], switches[block[2]])
+                            for i, site in importers.get(root, ()) if i not in aside and i not in grown
+                            and (block := switched(i, site)) is not None})
+            name = " or ".join(dict.fromkeys(f"{s[2]}" for s in sites))
+            shown = "; ".join(f"{p}:{n} under `if envs.{v}:`" for p, n, v, _w in sites[:3])
+            how = (f"imported only there: {shown}; {', '.join(dict.fromkeys(w for *_r, w in sites))}; "
+                   f"imported by no other library module")
         if loader is not None:
             how += f"; this module is loaded only through {results[loader].relpath}:{line}"
-        note = CHOSEN.format(name=name, how=how)
+        tested = sorted({f"{results[i].relpath}:{site}" for i, site in importers.get(j, ()) if i in aside})
+        if tested:
+            how += f"; tests/benchmarks import it too ({', '.join(tested[:2])}), policy P2"
+        note = (CHOSEN if root in registered else SET).format(name=name, how=how)
         out[j] = dataclasses.replace(results[j], findings=[
             dataclasses.replace(f, severity="info", message=f"{f.message} ({note})") if is_open(f) else f
             for f in results[j].findings])

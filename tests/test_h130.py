@@ -248,3 +248,74 @@ def test_worker_an_ordinary_module_imports_keeps_the_error(tmp_path):
                                                                    "WORKER = FancyWorker()\n"})
     found = _errors(report, "pkg/connectors/fancy_worker.py", "NPU202")
     assert found and found[0]["severity"] == "error", found
+
+
+# CC#19: a kernel module imported only under `if envs.X:`, X an environment switch off by default
+# in the project's envs.py table
+ENVS = """\
+import os
+
+environment_variables = {
+    "PKG_USE_FAST_DEQUANT": lambda: bool(int(os.getenv("PKG_USE_FAST_DEQUANT", "0"))),
+    "PKG_USE_FAST_ON": lambda: bool(int(os.getenv("PKG_USE_FAST_ON", "1"))),
+}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+"""
+
+OPS = """\
+import torch
+
+from pkg import envs
+
+
+def dequantize(x):
+    if envs.PKG_USE_FAST_DEQUANT:
+        from pkg.fast_dequant import fast_dequantize
+
+        return fast_dequantize(x)
+    return x.float()
+"""
+
+FAST = """\
+import torch
+
+
+def fast_dequantize(x):
+    torch.cuda.cudart().cudaProfilerStart()
+    return x.float()
+"""
+
+
+def _env_project(tmp_path, ops=OPS, extra=None):
+    files = {"pkg/__init__.py": "", "pkg/envs.py": ENVS, "pkg/ops.py": ops, "pkg/fast_dequant.py": FAST,
+             "tests/test_fast.py": "from pkg.fast_dequant import fast_dequantize\n"}
+    files.update(extra or {})
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_module_imported_only_under_an_off_environment_switch_is_info(tmp_path):
+    report = _env_project(tmp_path)
+    found = _errors(report, "pkg/fast_dequant.py", "NPU202")
+    assert found and found[0]["severity"] == "info", found
+    message = found[0]["message"]
+    assert "reached on an NPU host only when the environment variable `PKG_USE_FAST_DEQUANT` is set" in message
+    assert "pkg/ops.py:8 under `if envs.PKG_USE_FAST_DEQUANT:`" in message
+    assert "`PKG_USE_FAST_DEQUANT` is off unless set (pkg/envs.py:4)" in message
+
+
+def test_switch_on_by_default_keeps_the_error(tmp_path):
+    # the nearest true case: the same import, under a switch whose default is on
+    report = _env_project(tmp_path, OPS.replace("PKG_USE_FAST_DEQUANT", "PKG_USE_FAST_ON"))
+    found = _errors(report, "pkg/fast_dequant.py", "NPU202")
+    assert found and found[0]["severity"] == "error", found
+
+
+def test_switch_the_library_sets_itself_keeps_the_error(tmp_path):
+    # the nearest true case: the library turns the switch on by itself on some path
+    setter = "import os\n\n\ndef prefer_fast():\n    os.environ[\"PKG_USE_FAST_DEQUANT\"] = \"1\"\n"
+    report = _env_project(tmp_path, extra={"pkg/platform.py": setter})
+    found = _errors(report, "pkg/fast_dequant.py", "NPU202")
+    assert found and found[0]["severity"] == "error", found
