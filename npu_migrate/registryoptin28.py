@@ -1,5 +1,6 @@
 """Modules loaded only by a registration a user selects by name, or only under an environment switch
-off by default (issue #16, policy P1, round-28 audit CA#34, CC#19). Whole run, from runplan.whole_run_passes (after optinraise27.py).
+off by default (issue #16, policy P1, round-28 audit CA#34, CC#19). Whole run, from
+runplan.whole_run_passes (after optinraise27.py).
 
 A plug-in registry names its entries by a string and loads each module lazily, when a user's
 configuration names the entry:
