@@ -24,7 +24,19 @@ function in the file (through a plain alias `run_benchmark = run` too) passes NA
 `False`, `True` only inside a block that is itself opt-in in the same sense, another such
 False-default parameter of the caller (followed the same way), or `args.X` where the file declares
 `--x` with `action="store_true"`; and at least one of them is such an option (the option is what
-the message names). Kept (the nearest true cases): a function referenced any other way (handed to
+the message names). Round 28 (h130) widens the same reading by three steps (CB#1, CB#19):
+* a value option: `if NAME == "fp8":` (or `NAME in ("a", "b")`) where every call passes `args.dist`
+  of an option `--dist` whose constant default (None without one) is not among the values, or a
+  value that is not (a literal, another such parameter): "only when `--dist fp8` is chosen";
+* a parameter with no default (`do_profile: bool`) counts as one defaulting to False when every call
+  passes it, and `if args.profile:` / `if args.dist == "fp8":` tested directly on the namespace too;
+* in a script (a module-level `if __name__ == ...:`), a module-level function every call of which
+  in the file lies in such opt-in code (`graph = capture(run)` only under `if args.graph:`).
+Kept: an option whose default is the tested value, a call passing the value itself outside opt-in
+code, a helper also called outside the branch, a helper of a module with no `__main__` block
+(another module may call it), `self.x` (not a command line).
+
+Kept (the nearest true cases): a function referenced any other way (handed to
 another function, exported: its callers are unknown), a flag with no call that sets it (left to
 unsetcallers26.py / optparams20.py), a flag set from a value the tool cannot read (`args.x` of an
 option that is not store_true, a computed value), a default that is not `False`, and code after the
@@ -48,14 +60,14 @@ _DEPTH = 4
 
 def review(findings: list[Finding], text: str) -> list[Finding]:
     wanted = [f for f in findings if ours(f) and f.severity != "info"]
-    if not wanted or "store_true" not in text or "add_argument" not in text:
+    if not wanted or "add_argument" not in text:
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
         return findings
     try:
         module = _Module(tree)
-        if not module.options:
+        if not module.options and not module.valued:
             return findings
         out = []
         for finding in findings:
@@ -81,18 +93,27 @@ class _Module:
         self.tree = tree
         self.parent = astcache.parents(tree)
         self.options: dict[str, str] = {}  # dest -> "--option" (store_true)
+        self.valued: dict[str, tuple[str, object]] = {}  # dest -> ("--option", its constant default), a stored value
         self.functions: dict[str, list] = {}
+        self.script = any(isinstance(s, ast.If) and isinstance(s.test, ast.Compare)
+                          and isinstance(s.test.left, ast.Name) and s.test.left.id == "__name__" for s in tree.body)
         for node in astcache.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-                action = next((k.value for k in node.keywords if k.arg == "action"), None)
-                if not (isinstance(action, ast.Constant) and action.value == "store_true"):
-                    continue
                 flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
                 longs = [f for f in flags if f.startswith("--")]
                 dest = next((k.value.value for k in node.keywords if k.arg == "dest"
                              and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)), None)
-                if longs:
-                    self.options[dest or longs[0][2:].replace("-", "_")] = longs[0]
+                if not longs:
+                    continue
+                dest = dest or longs[0][2:].replace("-", "_")
+                action = next((k.value for k in node.keywords if k.arg == "action"), None)
+                if isinstance(action, ast.Constant) and action.value == "store_true":
+                    self.options[dest] = longs[0]
+                elif action is None or (isinstance(action, ast.Constant) and action.value == "store"):
+                    # (h130, CB#1: `--dist` with `default="indexer"`; no default reads None)
+                    default = next((k.value for k in node.keywords if k.arg == "default"), ast.Constant(None))
+                    if isinstance(default, ast.Constant) and not any(k.arg in ("const", "nargs") for k in node.keywords):
+                        self.valued[dest] = (longs[0], default.value)
             elif isinstance(node, _FUNCTIONS):
                 self.functions.setdefault(node.name, []).append(node)
 
@@ -103,15 +124,24 @@ class _Module:
             up = self.parent.get(id(up))
         return up
 
-    def _guards(self, node: ast.AST) -> list[str]:
-        """Names NAME of the `if NAME:` (or `if NAME and ...:`) whose body holds `node`, up to its function."""
-        names, child, up = [], node, self.parent.get(id(node))
+    def _guards(self, node: ast.AST) -> list[tuple[ast.AST, Optional[frozenset]]]:
+        """The tests of the `if`s whose body holds `node`, up to its function: (NAME, None) of `if NAME:`
+        (or `if NAME and ...:`), (NAME, values) of `if NAME == "v":` or `if NAME in ("v", "w"):`, and
+        the same with `args.x` in the place of NAME."""
+        guards, child, up = [], node, self.parent.get(id(node))
         while up is not None and not isinstance(up, _FUNCTIONS):
             if isinstance(up, ast.If) and any(child is s for s in up.body):
                 tests = up.test.values if isinstance(up.test, ast.BoolOp) and isinstance(up.test.op, ast.And) else [up.test]
-                names += [t.id for t in tests if isinstance(t, ast.Name)]
+                for test in tests:
+                    if isinstance(test, (ast.Name, ast.Attribute)):
+                        guards.append((test, None))
+                    elif (isinstance(test, ast.Compare) and len(test.ops) == 1
+                          and isinstance(test.left, (ast.Name, ast.Attribute))):
+                        values = _values(test.ops[0], test.comparators[0])
+                        if values:
+                            guards.append((test.left, values))
             child, up = up, self.parent.get(id(up))
-        return names
+        return guards
 
     def _node_at(self, line: int) -> Optional[ast.AST]:
         best = None
@@ -130,28 +160,66 @@ class _Module:
         if depth > _DEPTH:
             return None
         function = self._function_of(node)
-        if function is None:
-            return None
-        for name in self._guards(node):
-            found = self._flag(function, name, depth)
+        for test, values in self._guards(node):
+            if isinstance(test, ast.Attribute):
+                found = self._option(test, values, f"the test of line {test.lineno}")
+            elif function is not None:
+                found = self._flag(function, test.id, depth, values)
+            else:
+                found = None
             if found is not None:
                 return found
+        if function is not None and self.script and not self._is_method(function):
+            return self._callers_opt_in(function, depth)
         return None
+
+    def _callers_opt_in(self, function, depth: int) -> Optional[dict]:
+        """Every call of `function` in the file lies in opt-in code (h130: `graph = capture(run)` only
+        under `if args.graph:`); a function referenced otherwise, or not called, is kept."""
+        calls = self._calls(function)
+        if not calls or depth >= _DEPTH:
+            return None
+        found = [self._opt_in(call, depth + 1) for call in calls]
+        if any(f is None for f in found):
+            return None
+        return {"options": " or ".join(dict.fromkeys(f["options"] for f in found)),
+                "why": f"every call of `{function.name}` is: " + "; ".join(dict.fromkeys(f["why"] for f in found))}
+
+    def _option(self, arg: ast.AST, values: Optional[frozenset], where: str) -> Optional[dict]:
+        """`args.x` of a store_true option `--x` (values None), or of an option whose default is not
+        among `values`: the choice a user makes on the command line."""
+        if not (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name)) or arg.value.id in ("self", "cls"):
+            return None
+        if values is None and arg.attr in self.options:
+            return {"options": f"`{self.options[arg.attr]}`", "why": f"`{arg.value.id}.{arg.attr}`, {where}"}
+        option = self.valued.get(arg.attr)
+        if values is None or option is None or option[1] in values:
+            return None
+        chosen = " or ".join(f"`{option[0]} {v}`" for v in sorted(values, key=str))
+        return {"options": chosen, "why": f"`{arg.value.id}.{arg.attr}` of `{option[0]}`, whose default is "
+                                          f"{option[1]!r}, {where}"}
 
     # ---------------------------------------------------------------- a False-default flag and its callers
     @staticmethod
-    def _false_default(function, name: str) -> Optional[int]:
-        """The position of parameter `name` (-1 for keyword-only) when its default is False; else None."""
+    def _parameter(function, name: str, values: Optional[frozenset]) -> tuple[Optional[int], bool]:
+        """The position of parameter `name` (-1 for keyword-only) when its default is False (values
+        None) or a constant not among `values`, or when it has none; else None. And whether it has one."""
         args = function.args
         positional = [*args.posonlyargs, *args.args]
         defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-        for index, (arg, default) in enumerate(zip(positional, defaults)):
-            if arg.arg == name:
-                return index if isinstance(default, ast.Constant) and default.value is False else None
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-            if arg.arg == name:
-                return -1 if isinstance(default, ast.Constant) and default.value is False else None
-        return None
+        pairs = [(i, a, d) for i, (a, d) in enumerate(zip(positional, defaults))]
+        pairs += [(-1, a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+        for index, arg, default in pairs:
+            if arg.arg != name:
+                continue
+            if default is None:  # (h130, CB#19: `do_profile: bool` with no default, always passed)
+                return index, False
+            if not isinstance(default, ast.Constant):
+                return None, True
+            if values is None:
+                return (index if default.value is False else None), True
+            return (index if default.value not in values else None), True
+        return None, False
 
     def _calls(self, function) -> Optional[list[ast.Call]]:
         """The calls of `function` (by name, or a plain alias of it); None if it is referenced otherwise."""
@@ -177,8 +245,8 @@ class _Module:
                 return None
         return calls
 
-    def _flag(self, function, name: str, depth: int) -> Optional[dict]:
-        position = self._false_default(function, name)
+    def _flag(self, function, name: str, depth: int, values: Optional[frozenset] = None) -> Optional[dict]:
+        position, has_default = self._parameter(function, name, values)
         if position is None:
             return None
         calls = self._calls(function)
@@ -192,17 +260,22 @@ class _Module:
                 arg = call.args[position - (1 if self._is_method(function) else 0)]
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
                 return None
-            if arg is None or (isinstance(arg, ast.Constant) and arg.value is False):
+            if arg is None:
+                if not has_default:
+                    return None
                 continue
-            if isinstance(arg, ast.Constant) and arg.value is True:
+            if isinstance(arg, ast.Constant) and (arg.value is False if values is None else arg.value not in values):
+                continue
+            if isinstance(arg, ast.Constant) and (arg.value is True if values is None else arg.value in values):
                 found = self._opt_in(call, depth + 1)
-            elif isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.attr in self.options:
-                found = {"options": f"`{self.options[arg.attr]}`",
-                         "why": f"`{name}` of `{function.name}` defaults to False and is set from "
-                                f"`{arg.value.id}.{arg.attr}`, line {call.lineno}"}
+            elif isinstance(arg, ast.Attribute):
+                found = self._option(arg, values, f"passed as `{name}` of `{function.name}`, line {call.lineno}")
+                if found is not None and values is None:
+                    found["why"] = (f"`{name}` of `{function.name}` is False unless set from "
+                                    f"`{arg.value.id}.{arg.attr}`, line {call.lineno}")
             elif isinstance(arg, ast.Name):
                 caller = self._function_of(call)
-                found = self._flag(caller, arg.id, depth + 1) if caller is not None and depth < _DEPTH else None
+                found = self._flag(caller, arg.id, depth + 1, values) if caller is not None and depth < _DEPTH else None
             else:
                 found = None
             if found is None:
@@ -215,3 +288,13 @@ class _Module:
 
     def _is_method(self, function) -> bool:
         return isinstance(self.parent.get(id(function)), ast.ClassDef)
+
+
+def _values(op: ast.cmpop, right: ast.AST) -> Optional[frozenset]:
+    """The string constants of `== "v"` or `in ("v", "w")`; None for any other comparison."""
+    if isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+        return frozenset((right.value,))
+    if isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) and right.elts and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in right.elts):
+        return frozenset(e.value for e in right.elts)
+    return None

@@ -451,6 +451,9 @@ def _env_opt_in(value: ast.AST) -> Optional[str]:
     return value.args[0].value
 
 
+env_opt_in = _env_opt_in  # (public: registryoptin28.py reads a project's envs.py table with it)
+
+
 def _opt_in_uses(tree: ast.Module, name: str) -> Optional[tuple[str, int, str]]:
     """(flag, its line, variable) where every read of `name` in the module lies in the body of an
     `if` whose test is a conjunction with a module-level environment opt-in flag; else None."""
