@@ -4,7 +4,7 @@ which stays reported."""
 
 from __future__ import annotations
 
-from tests.precision_helpers import migrate_json, write_project
+from tests.precision_helpers import migrate_json, moot_lines, write_project
 
 
 def _open(report):
@@ -68,3 +68,87 @@ def test_a_later_import_of_another_cuda_only_package_keeps_its_module_reported(t
     opened = _open(report)
     assert ("pkg/cute/lamport.py", 1, "NPU911", "error") in opened, opened
     assert any(path == "pkg/cute/early.py" and severity == "error" for path, _l, _c, severity in opened), opened
+
+
+_PLATFORMS = """\
+class _Platform:
+    def is_cuda(self):
+        return True
+
+
+current_platform = _Platform()
+"""
+
+_TRITON_UTILS = """\
+try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+    tl = None
+"""
+
+
+def _indexer_project(tmp_path, check: str):
+    """CC#18's shape: a Triton kernel launched only by a function of its own module that first
+    asserts the platform (`assert current_platform.is_cuda()`), called from another module."""
+    ops = f'''\
+import torch
+
+from pkg.platforms import current_platform
+from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def _rope_quant_kernel(x_ptr, n: tl.constexpr):
+    i = tl.program_id(0)
+    tl.store(x_ptr + i, tl.load(x_ptr + i) * 2)
+
+
+def rope_quant(x):
+    assert {check}
+    assert x.dtype == torch.bfloat16
+    _rope_quant_kernel[(x.numel(),)](x, x.numel())
+    return x
+'''
+    layer = """\
+import torch
+
+from pkg.ops import rope_quant
+
+
+class Indexer(torch.nn.Module):
+    def forward(self, x):
+        return rope_quant(x)
+"""
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/triton_utils.py": _TRITON_UTILS,
+        "pkg/ops.py": ops,
+        "pkg/layer.py": layer,
+    })
+
+
+def _kernel_errors(report):
+    return [f for f in report["findings"]
+            if f["path"] == "pkg/ops.py" and f["code"] == "NPU910" and f["severity"] != "info"]
+
+
+def test_cc18_a_kernel_launched_only_after_its_launchers_platform_assert_is_a_named_scope(tmp_path):
+    """CC#18: `_fused_indexer_q_rope_quant_kernel` is launched only inside
+    `fused_indexer_q_rope_quant`, after `assert current_platform.is_cuda()`, false on an NPU host
+    (the launcher's caller, another module, is then the project's own "CUDA only" error). Its only
+    reference lies in its own module; the kernel is still never launched there."""
+    report = migrate_json(_indexer_project(tmp_path, "current_platform.is_cuda()"))
+    assert not _kernel_errors(report), _kernel_errors(report)
+    scopes = moot_lines(report["skipped"], "NPU910", "pkg/ops.py")
+    assert 7 in scopes and "`_rope_quant_kernel`" in scopes[7] and "pkg/ops.py:16" in scopes[7], scopes
+
+
+def test_cc18_pair_a_kernel_after_a_tensor_device_assert_stays_an_error(tmp_path):
+    """Nearest true case: the launcher asserts the tensor's device (`x.is_cuda`, rewritten to the
+    shim's accelerator test: true on an NPU host), so the kernel is launched there."""
+    report = migrate_json(_indexer_project(tmp_path, "x.is_cuda"))
+    errors = _kernel_errors(report)
+    assert errors and errors[0]["line"] == 7, report["findings"]
