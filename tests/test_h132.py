@@ -152,3 +152,160 @@ def test_cc18_pair_a_kernel_after_a_tensor_device_assert_stays_an_error(tmp_path
     report = migrate_json(_indexer_project(tmp_path, "x.is_cuda"))
     errors = _kernel_errors(report)
     assert errors and errors[0]["line"] == 7, report["findings"]
+
+
+_MOE_PLATFORMS = """\
+class _Platform:
+    def is_cuda(self):
+        return True
+
+    def is_device_capability(self, capability):
+        return True
+
+
+current_platform = _Platform()
+"""
+
+_EXPERTS = """\
+from pkg.platforms import current_platform
+
+
+class Experts:
+    @classmethod
+    def is_supported_config(cls, config):
+        if not cls._supports_current_device():
+            return False, "current device"
+        return True, None
+
+
+class CutlassExperts(Experts):
+    @staticmethod
+    def _supports_current_device():
+        return current_platform.is_cuda() and current_platform.is_device_capability(90)
+
+
+class HummingBase(Experts):
+    @staticmethod
+    def _supports_current_device():
+        return current_platform.is_cuda()
+
+
+class HummingExperts(HummingBase):
+    pass
+{more}"""
+
+_ORACLE = """\
+def backend_to_kernel_cls(backend):
+    if backend == "cutlass":
+        from pkg.experts import CutlassExperts
+
+        return [CutlassExperts]
+    elif backend == "humming":
+        from pkg.experts import HummingExperts
+
+        return [HummingExperts]
+{more}    raise ValueError(backend)
+
+
+def select_backend(config):
+    for backend in {backends}:
+        for kernel_cls in backend_to_kernel_cls(backend):
+            supported, reason = kernel_cls.is_supported_config(config)
+            if supported:
+                return backend, kernel_cls
+    raise NotImplementedError("No backend supports the deployment configuration")
+"""
+
+_METHOD = """\
+import torch
+
+from pkg.oracle import select_backend
+from pkg.quant_config import fp8_quant_config
+
+
+class W4A8MoEMethod:
+    def __init__(self, config):
+        self.config = config
+        self.backend, self.experts_cls = select_backend(config)
+
+    def create_weights(self, n):
+        return torch.empty(n, dtype=torch.float8_e4m3fn)
+
+    def get_quant_config(self, scales):
+        return fp8_quant_config(self.config, scales)
+
+
+def get_method(config):
+    return W4A8MoEMethod(config)
+"""
+
+_QUANT_CONFIG = """\
+import torch
+
+
+def fp8_quant_config(config, scales):
+    return config, (scales / 448.0).to(torch.float8_e4m3fn)
+"""
+
+
+def _oracle_project(tmp_path, more_experts: str = "", more_lister: str = "", backends: str = '("cutlass", "humming")'):
+    """CA#39 / CC#22's shape: a quantized-MoE method picks its experts in `__init__` through an
+    oracle of another module that asks each candidate class (`is_supported_config`, which asks
+    `_supports_current_device`) and raises when none fits."""
+    return write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _MOE_PLATFORMS,
+        "pkg/experts.py": _EXPERTS.format(more=more_experts),
+        "pkg/oracle.py": _ORACLE.format(more=more_lister, backends=backends),
+        "pkg/method.py": _METHOD,
+        "pkg/quant_config.py": _QUANT_CONFIG,
+    })
+
+
+def _fp8_errors(report):
+    return sorted((f["path"], f["line"]) for f in report["findings"]
+                  if f["code"] == "NPU913" and not f["fixable"] and f["severity"] != "info")
+
+
+def test_ca39_cc22_a_method_whose_init_selects_from_rejected_candidates_never_runs(tmp_path):
+    """CC#22: `create_weights` of a method whose `__init__` calls the NVFP4 oracle, every candidate of
+    which requires CUDA (one through the check it inherits from its base, as the Humming experts
+    do); CA#39: a quant-config helper of another module only that method's `get_quant_config`
+    calls. The oracle raises first on an NPU host: both are named scopes naming the selector."""
+    report = migrate_json(_oracle_project(tmp_path))
+    assert not _fp8_errors(report), _fp8_errors(report)
+    scopes = moot_lines(report["skipped"], "NPU913", "pkg/method.py")
+    assert 13 in scopes and "`select_backend()`" in scopes[13] and "`HummingExperts`" in scopes[13], scopes
+    assert moot_lines(report["skipped"], "NPU913", "pkg/quant_config.py"), report["skipped"]
+
+
+def test_ca39_cc22_pair_a_candidate_that_may_run_there_keeps_the_findings(tmp_path):
+    """Nearest true case: the oracle may also pick a portable candidate whose check answers yes on an
+    NPU host (a Triton fallback that accepts every device): the method is built there and its FP8
+    runs, so both findings stay errors."""
+    more_experts = """
+
+class TritonExperts(Experts):
+    @staticmethod
+    def _supports_current_device():
+        return True
+"""
+    more_lister = """    elif backend == "triton":
+        from pkg.experts import TritonExperts
+
+        return [TritonExperts]
+"""
+    report = migrate_json(_oracle_project(tmp_path, more_experts, more_lister, '("cutlass", "humming", "triton")'))
+    assert ("pkg/method.py", 13) in _fp8_errors(report), report["findings"]
+    assert ("pkg/quant_config.py", 5) in _fp8_errors(report), report["findings"]
+
+
+def test_ca39_pair_a_subclass_of_the_method_keeps_its_methods_reported(tmp_path):
+    """Nearest true case: another class of the run derives from the method class (with an `__init__`
+    of its own that selects nothing): its instances run the inherited `create_weights`."""
+    root = _oracle_project(tmp_path)
+    (root / "pkg/ascend_method.py").write_text(
+        "from pkg.method import W4A8MoEMethod\n\n\nclass AscendMethod(W4A8MoEMethod):\n"
+        "    def __init__(self, config):\n        self.config = config\n")
+    report = migrate_json(root)
+    assert ("pkg/method.py", 13) in _fp8_errors(report), report["findings"]
