@@ -150,7 +150,7 @@ class _Support(Callees):
         self.verdicts[key] = None  # (a reference inside the class asking about itself: undecided)
         if tree is None:
             return None
-        check = self._check(j, tree, cls)
+        check = self._first_check(j, cls)  # (its own check, or the one it inherits: round 28, CB#15)
         if check is None:
             return None
         if not self._only_asked(j, cls):
@@ -218,33 +218,36 @@ class _Support(Callees):
 
     def candidate_rejected(self, name: str) -> Optional[str]:
         """Why a selector that asks the class `name` (defined once in the run) never gets a yes
-        from it on an NPU host, or None: the support check of the first class of its bases (the
-        class itself first, then its bases the run defines once, depth first, left to right) that
-        defines one answers no there (`_check`). Whether the class is also built by name elsewhere
-        does not matter here: the selector's own question is what oracles28.py reads."""
+        from it on an NPU host (`_first_check`), or None. Whether the class is also built by name
+        elsewhere does not matter here: the selector's own question is what oracles28.py reads."""
+        homes = self._homes().get(name, [])
+        return self._first_check(*homes[0]) if len(homes) == 1 else None
+
+    def _first_check(self, j: int, cls: ast.ClassDef) -> Optional[str]:
+        """The answer "no" of the support check of the first class of `cls`'s bases that defines
+        one (the class itself first, then its bases the run defines once, depth first, left to
+        right: the OAI Triton experts inherit `BaseOAITritonExperts._supports_current_device`), as
+        `_check` reads it; None where that check answers yes or unknown, or none is found."""
         from . import astcache
         from .capability import gate_methods
 
-        homes = self._homes().get(name, [])
-        if len(homes) != 1:
-            return None
-        order, stack, seen = [], [homes[0]], set()
+        order, stack, seen = [], [(j, cls)], set()
         while stack and len(order) < 12:
-            k, cls = stack.pop()
-            if (k, cls.name) in seen:
+            k, current = stack.pop()
+            if (k, current.name) in seen:
                 continue
-            seen.add((k, cls.name))
-            order.append((k, cls))
+            seen.add((k, current.name))
+            order.append((k, current))
             bases = []
-            for base in cls.bases:
+            for base in current.bases:
                 found = self._homes().get((astcache.dotted(base) or "").rpartition(".")[2], [])
                 if len(found) == 1:
                     bases.append(found[0])
             stack.extend(reversed(bases))
-        for k, cls in order:
-            if any(isinstance(s, _DEFS) and s.name in gate_methods() for s in cls.body):
+        for k, current in order:
+            if any(isinstance(s, _DEFS) and s.name in gate_methods() for s in current.body):
                 tree = self.run.tree(k)
-                return self._check(k, tree, cls) if tree is not None else None
+                return self._check(k, tree, current) if tree is not None else None
         return None
 
     def subclassed(self, name: str) -> bool:

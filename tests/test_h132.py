@@ -309,3 +309,36 @@ def test_ca39_pair_a_subclass_of_the_method_keeps_its_methods_reported(tmp_path)
         "    def __init__(self, config):\n        self.config = config\n")
     report = migrate_json(root)
     assert ("pkg/method.py", 13) in _fp8_errors(report), report["findings"]
+
+
+_INHERITING = """\
+class HummingExperts(HummingBase):
+    def apply(self, x):
+        return (x / 448.0).to(torch.float8_e4m3fn)
+"""
+
+
+def _inheriting_project(tmp_path, extra: str = ""):
+    root = _oracle_project(tmp_path)
+    experts = root / "pkg/experts.py"
+    text = experts.read_text().replace("class HummingExperts(HummingBase):\n    pass\n", _INHERITING + extra)
+    experts.write_text("import torch\n" + text)
+    return root
+
+
+def test_cb15_a_kernel_class_that_inherits_its_rejecting_check_is_never_selected(tmp_path):
+    """CB#15: `OAITritonExperts` defines no support check of its own; the one it inherits from
+    `BaseOAITritonExperts` requires CUDA SM90+ (or ROCm). Every reference to the class is a
+    selector's question (the oracle's candidate list), so its code never runs on an NPU host."""
+    report = migrate_json(_inheriting_project(tmp_path))
+    assert not [e for e in _fp8_errors(report) if e[0] == "pkg/experts.py"], report["findings"]
+    scopes = moot_lines(report["skipped"], "NPU913", "pkg/experts.py")
+    assert any("`HummingBase._supports_current_device()`" in r for r in scopes.values()), scopes
+
+
+def test_cb15_pair_an_inheriting_class_also_built_by_name_stays_reported(tmp_path):
+    """Nearest true case: library code of the run also builds the inheriting class by name (no
+    selector asks it first), so its FP8 runs wherever that code does."""
+    extra = "\n\ndef build_default():\n    return HummingExperts()\n"
+    report = migrate_json(_inheriting_project(tmp_path, extra))
+    assert [e for e in _fp8_errors(report) if e[0] == "pkg/experts.py"], report["findings"]
