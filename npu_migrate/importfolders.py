@@ -13,8 +13,16 @@ lines) is a module-level import statement (at column 0: not in a `try`, a functi
 of a package the sweep reports as NPU911 (rules/sweep.toml `module_codes`). Two or more such
 findings in one folder become one: the first file's (by path) keeps
 the error, and its message names the other modules; theirs are dropped (nothing is lost: each is
-named). A finding with any other line (a call, a cast, a guarded import) is never folded, nor is
-one alone in its folder. Text only: the lines are read from the files' bytes, no parse.
+named). A finding may also hold places after such an import inside a statement of their own (an
+indented line in a module-level `def` or `class`: a function's local `from cutlass.cute.runtime
+import ...`, a `.is_cuda` test merged into it; round 28, CA#31, CB#10; a line of a module-level
+block such as `if __name__ == "__main__":` is not one; a module that is also a script, and the
+modules of a folder whose `__init__` fails itself, which folds19.py folds into it, are not folded
+so): on an NPU host the module stops at its first failing
+import, so they never run there, and the module is the port item as before. A finding with any
+other line (a module-level call or cast, a line before the first failing import, a guarded
+import or a later import of another CUDA-only package: another port item) is never folded, nor
+is one alone in its folder. Text only: the lines are read from the files' bytes, no parse.
 """
 
 from __future__ import annotations
@@ -60,6 +68,48 @@ def _candidate(finding) -> bool:
             and finding.cell is None and not is_moot(finding) and FOLDED not in finding.message)
 
 
+def _failing_names(lines: list[str], places, packages: tuple[str, ...]) -> frozenset | None:
+    """The NPU911 packages a finding's module-level import lines name, where every place of it
+    is such a line or lies after one of them inside a statement of its own (indented: a function,
+    a class, a branch; round 28, CA#31, CB#10), and none of those later places imports a CUDA-only
+    package the module-level lines do not name (another port item: kept); else None. The module
+    fails at its first such import on an NPU host, so nothing after it there runs."""
+    names: set = set()
+    later = []
+    for line in places:
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        got = _imported(text, packages)
+        if got is not None:
+            names |= got
+        elif text[:1].isspace():
+            later.append((line, text.strip()))
+        else:
+            return None
+    if not names:
+        return None
+    if later and any(text.startswith("if __name__") for text in lines):
+        return None  # (a script as well, run by its path: its own entry point, kept)
+    first = min(line for line in places if _imported(lines[line - 1], packages) is not None)
+    for line, text in later:
+        if line < first or not _in_definition(lines, line):
+            return None
+        if _IMPORT.match(text) or re.match(r"(?:from|import)\s", text):
+            got = _imported(text, packages)
+            if got is None or not got <= names:
+                return None
+    return frozenset(names)
+
+
+def _in_definition(lines: list[str], line: int) -> bool:
+    """The indented line lies in a module-level `def` or `class` (its nearest line at column 0
+    above opens one), not in a module-level block that runs at import or as a script (`if
+    __name__ == "__main__":`, a `try`: kept)."""
+    for text in reversed(lines[:line - 1]):
+        if text and not text[0].isspace() and not text.startswith(("#", ")", "]", "}")):
+            return text.startswith(("def ", "async def ", "class ", "@"))
+    return False
+
+
 def fold(results: list, paths: dict | None = None) -> list:
     """The run's results with the folders' repeated import-only NPU911 errors folded (module doc)."""
     paths = paths or {}
@@ -78,23 +128,23 @@ def fold(results: list, paths: dict | None = None) -> list:
             if data is None:
                 continue
             lines = data.decode("utf-8", "replace").splitlines()
-            names: set = set()
-            for line in (finding.line, *(a[0] for a in finding.also)):
-                got = _imported(lines[line - 1] if 0 < line <= len(lines) else "", packages)
-                if got is None:
-                    break
-                names |= got
-            else:
-                groups.setdefault(os.path.dirname(result.relpath), []).append((i, k, frozenset(names)))
+            places = (finding.line, *(a[0] for a in finding.also))
+            names = _failing_names(lines, places, packages)
+            if names:
+                later = any(0 < n <= len(lines) and lines[n - 1][:1].isspace() for n in places)
+                groups.setdefault(os.path.dirname(result.relpath), []).append((i, k, names, later))
     out = list(results)
     for members in groups.values():
+        if any(results[m[0]].relpath.endswith("__init__.py") for m in members):
+            # (a failing package `__init__`: the submodules it loads are folds19's, with their later places)
+            members = [m for m in members if not m[3]]
         if len(members) < 2:
             continue
         members.sort(key=lambda m: results[m[0]].relpath)
-        (first, index, _names), rest = members[0], members[1:]
+        (first, index, _names, _later), rest = members[0], members[1:]
         names = frozenset().union(*(m[2] for m in members))
-        shown = [f"`{os.path.basename(results[i].relpath)}`" for i, _k, _n in rest]
-        out = fold_into(out, (first, index), [(i, k) for i, k, _n in rest], names, shown)
+        shown = [f"`{os.path.basename(results[i].relpath)}`" for i, _k, _n, _l in rest]
+        out = fold_into(out, (first, index), [(i, k) for i, k, _n, _l in rest], names, shown)
     return out
 
 

@@ -31,8 +31,10 @@ current_platform.is_cuda(): return False`). Two pieces were missing:
 What stays: a kernel one of whose references may run there and is no call inside a kernel (a
 launch, a value handed on, a string, a test's call: that place of a merged finding stays, split
 off); a gate callgates21 cannot read (a property with two returns, a setter, a second `def
-X(` in the run, a value the interpreter does not know); a kernel referenced only in its own
-module (a file's own dead code is testscopes' and reach.py's); a decorator that is not Triton's.
+X(` in the run, a value the interpreter does not know); a decorator that is not Triton's. A
+kernel whose every reference lies in its own module counts as well (round 28, CC#18: launched only
+by a function of its file after `assert current_platform.is_cuda()`, false there): reach.py and
+testscopes lower the code of such a branch, never the kernel's decorator place, outside it.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def review(results: list, paths: dict) -> list:
 
     def reason(gates, i: int, unit) -> Optional[str]:
         found = gates.sites(i, unit)
-        if not found or not any(j != i for j, _s in found):
+        if not found:
             return None
         found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))
         shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")

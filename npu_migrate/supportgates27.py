@@ -150,7 +150,7 @@ class _Support(Callees):
         self.verdicts[key] = None  # (a reference inside the class asking about itself: undecided)
         if tree is None:
             return None
-        check = self._check(j, tree, cls)
+        check = self._first_check(j, cls)  # (its own check, or the one it inherits: round 28, CB#15)
         if check is None:
             return None
         if not self._only_asked(j, cls):
@@ -177,6 +177,10 @@ class _Support(Callees):
         for stmt in init.body:
             if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
                 return None
+            oracle = self._raising_oracle(j, stmt)
+            if oracle is not None:
+                self.verdicts[key] = why = f"whose `__init__` {oracle}: {_NO_INSTANCE}"
+                return why
             call = stmt.value if isinstance(stmt, ast.Expr) else None
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions):
                 continue
@@ -191,6 +195,68 @@ class _Support(Callees):
                                             f"raises on an NPU host (`{test}` is True there): {_NO_INSTANCE}")
                 return why
         return None
+
+    def _raising_oracle(self, j: int, stmt: ast.stmt) -> Optional[str]:
+        """A statement of `__init__` that calls (its value bound or not) a backend selector of the
+        run that raises on an NPU host, every candidate it may pick rejected there
+        (oracles28.py): the words, else None."""
+        from .oracles28 import raises
+
+        call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            return None
+        found = self.run.lookup(j, call.func.id)
+        if not found or found[0] != "def":
+            return None
+        _kind, function, k = found
+        names = raises(self, k, self.run.tree(k), function)
+        if not names:
+            return None
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (f"calls `{function.name}()` (line {stmt.lineno}; {self.run.results[k].relpath}), a backend "
+                f"selector that raises on an NPU host: every candidate it may pick ({shown}) {_REJECTS}")
+
+    def candidate_rejected(self, name: str) -> Optional[str]:
+        """Why a selector that asks the class `name` (defined once in the run) never gets a yes
+        from it on an NPU host (`_first_check`), or None. Whether the class is also built by name
+        elsewhere does not matter here: the selector's own question is what oracles28.py reads."""
+        homes = self._homes().get(name, [])
+        return self._first_check(*homes[0]) if len(homes) == 1 else None
+
+    def _first_check(self, j: int, cls: ast.ClassDef) -> Optional[str]:
+        """The answer "no" of the support check of the first class of `cls`'s bases that defines
+        one (the class itself first, then its bases the run defines once, depth first, left to
+        right: the OAI Triton experts inherit `BaseOAITritonExperts._supports_current_device`), as
+        `_check` reads it; None where that check answers yes or unknown, or none is found."""
+        from . import astcache
+        from .capability import gate_methods
+
+        order, stack, seen = [], [(j, cls)], set()
+        while stack and len(order) < 12:
+            k, current = stack.pop()
+            if (k, current.name) in seen:
+                continue
+            seen.add((k, current.name))
+            order.append((k, current))
+            bases = []
+            for base in current.bases:
+                found = self._homes().get((astcache.dotted(base) or "").rpartition(".")[2], [])
+                if len(found) == 1:
+                    bases.append(found[0])
+            stack.extend(reversed(bases))
+        for k, current in order:
+            if any(isinstance(s, _DEFS) and s.name in gate_methods() for s in current.body):
+                tree = self.run.tree(k)
+                return self._check(k, tree, current) if tree is not None else None
+        return None
+
+    def subclassed(self, name: str) -> bool:
+        """A module-level class of the run names `name` as a base (its instances run the methods
+        it inherits, whatever its own `__init__` does)."""
+        from . import astcache
+
+        return any((astcache.dotted(base) or "").rpartition(".")[2] == name
+                   for homes in self._homes().values() for _k, cls in homes for base in cls.bases)
 
     def _tests_note(self, name: str) -> str:
         shown = self.by_tests.get(name, [])
@@ -392,6 +458,7 @@ def review(results: list, paths: dict) -> list:
     out = lower_units(results, text_of, candidates, open_finding, start,
                       lambda gates, i, unit: _reason(gates, i, unit, ""))
     out = _lower_kernels(out, text_of, open_finding, start)
+    out = _lower_methods(out, text_of, open_finding, start)  # (a method of a class no instance of exists: CC#22)
     changed = [i for i in range(len(out)) if out[i] is not results[i]]
     for i, result in zip(changed, to_scopes([out[i] for i in changed])):
         out[i] = result
@@ -416,6 +483,40 @@ def _reason(gates, i: int, unit, what: str) -> Optional[str]:
         return (f"reached on an NPU host only from tests/benchmarks: {what}`{unit.name}` is otherwise "
                 f"reached only from kernel classes an NPU host never selects or builds: {shown}")
     return f"{BRANCH}: {what}`{unit.name}` is reached only from kernel classes an NPU host never selects or builds: {shown}"
+
+
+def _lower_methods(results: list, text_of, open_finding, start) -> list:
+    """An open finding in an instance method (`__init__`, static and class methods aside) of a
+    module-level class of which no instance exists on an NPU host (`raising_init`: its `__init__`
+    calls a check that raises there, or a backend selector every candidate of which answers no,
+    oracles28.py), and which no class of the run names as a base: a named scope (round 28, CC#22:
+    `create_weights` of a compressed-tensors NVFP4 MoE method whose `__init__` selects the backend
+    first). callgates21's walk reads the class's references, which build it anywhere."""
+    from .flagcalls19 import lower_result
+    from .flags16 import BRANCH
+    from .modpaths import open_python, parsed
+
+    out = list(results)
+    for i, tree in parsed(open_python(results, open_finding), text_of, b"def __init__"):
+        if tree is None:
+            continue
+        run, support = start()
+        tree = run.trees.setdefault(i, tree)
+
+        def reason_of(line: int, tree=tree, i=i, support=support) -> Optional[str]:
+            for stmt in tree.body:
+                if not (isinstance(stmt, ast.ClassDef) and stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)):
+                    continue
+                method = next((m for m in stmt.body if isinstance(m, _DEFS)
+                               and m.body[0].lineno <= line <= (m.end_lineno or m.lineno)), None)
+                if method is None or method.name == "__init__" or _static(method) or support.subclassed(stmt.name):
+                    return None
+                why = support.raising_init(i, tree, stmt)
+                return None if why is None else f"{BRANCH}: in `{stmt.name}.{method.name}`, a method of `{stmt.name}`, {why}"
+            return None
+
+        out[i] = lower_result(out[i], open_finding, reason_of)
+    return out
 
 
 def _lower_kernels(results: list, text_of, open_finding, start) -> list:
