@@ -242,6 +242,13 @@ def _guarded_uses(tree: ast.Module, name: str, skip: ast.AST | None = None) -> i
     return calls
 
 
+def _single_extension_errors(result) -> list:
+    """The open NPU911 errors of a Python file that hold one place (no `also`): what
+    review_guarded_extension_callers and review_guarded_constructors read."""
+    return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
+            and f.severity == "error" and not f.also]
+
+
 def review_guarded_extension_callers(results: list, paths: dict) -> list:
     """A compiled extension's import (NPU911, an error) as the first statement of a module-level
     function's body (after its docstring) that every caller in the run calls inside `try`/`except
@@ -256,10 +263,7 @@ def review_guarded_extension_callers(results: list, paths: dict) -> list:
     from . import astcache
     from .modpaths import RunTexts
 
-    def errors(result) -> list:
-        return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
-                and f.severity == "error" and not f.also]
-
+    errors = _single_extension_errors
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
     if not candidates:
         return results
@@ -375,10 +379,7 @@ def review_guarded_constructors(results: list, paths: dict) -> list:
     from . import astcache
     from .modpaths import RunTexts
 
-    def errors(result) -> list:
-        return [f for f in result.findings if f.code == "NPU911" and not f.fixable and f.cell is None
-                and f.severity == "error" and not f.also]
-
+    errors = _single_extension_errors
     candidates = [i for i, r in enumerate(results) if r.relpath.endswith(".py") and errors(r)]
     if not candidates:
         return results
