@@ -24,6 +24,7 @@ tool's, not the package's): only where it goes is kept.
     python scripts/ecosystem.py --package deepspeed --show-diff   # one package, print changed diffs
     python scripts/ecosystem.py --json figures.json # also write every figure as JSON
     python scripts/ecosystem.py --keep /tmp/eco     # keep the trees, copies and reports to read
+    python scripts/ecosystem.py --all --from-keep /tmp/eco --update   # accept that kept run, no second run
 
 Why not `pip download --no-binary :all:`? For a source distribution pip prepares its metadata,
 which runs the package's build backend (setup.py of deepspeed, vllm, xformers: code from the
@@ -432,6 +433,7 @@ def run_package(pin: Pin, archive: Path, work: Path, jobs: int, timeout: float,
     seconds = time.perf_counter() - started
     (work / "npu-migrate.json").write_text(stdout, encoding="utf-8")
     (work / "npu-migrate.stderr").write_text(stderr, encoding="utf-8")
+    (work / "exit-code").write_text(f"{exit_code}\n", encoding="utf-8")
     try:
         payload = json.loads(stdout) if stdout.strip() else {}
     except json.JSONDecodeError as exc:
@@ -442,6 +444,41 @@ def run_package(pin: Pin, archive: Path, work: Path, jobs: int, timeout: float,
     diffs, shims = tree_diff(source, copy_) if copy_.is_dir() else ({}, [])
     record = summarize(payload, report_text, diffs, shims, str(source), exit_code, stderr)
     return Run(record, seconds, diffs)
+
+
+def derived_exit_code(payload: dict) -> int:
+    """The exit status `migrate` gives for a parsed JSON output: 1 when a report-only finding above
+    info is left, else 0 (the README's exit codes). For kept trees older than the `exit-code` file."""
+    return int(any(not f.get("fixable") and f.get("severity") != "info" for f in payload.get("findings", [])))
+
+
+def record_from_keep(pin: Pin, work: Path) -> Run:
+    """One package's record rebuilt from a `--keep` folder, without running the tool again: its
+    JSON output, report, stderr and exit status, and the diff of the migrated copy against the
+    source it kept. The same record run_package makes (a tree that did not finish is an error)."""
+    output = work / "npu-migrate.json"
+    sources = work / "src"
+    if not output.is_file() or not sources.is_dir():
+        raise FileNotFoundError(f"{work}: not a finished run of {pin.name} (no npu-migrate.json or src/)")
+    stdout = output.read_text(encoding="utf-8")
+    stderr_path = work / "npu-migrate.stderr"
+    stderr = stderr_path.read_text(encoding="utf-8") if stderr_path.is_file() else ""
+    try:
+        payload = json.loads(stdout) if stdout.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{output}: the JSON output does not parse: {exc}") from None
+    code_path = work / "exit-code"
+    exit_code = int(code_path.read_text().strip()) if code_path.is_file() else derived_exit_code(payload)
+    source = sources
+    if pin.kind == "sdist":
+        entries = list(sources.iterdir())
+        if len(entries) == 1 and entries[0].is_dir():
+            source = entries[0]
+    copy_ = work / "migrated"
+    report = work / "report.md"
+    report_text = report.read_text(encoding="utf-8", errors="replace") if report.is_file() else ""
+    diffs, shims = tree_diff(source, copy_) if copy_.is_dir() else ({}, [])
+    return Run(summarize(payload, report_text, diffs, shims, str(source), exit_code, stderr), 0.0, diffs)
 
 
 # ------------------------------------------------------------------ comparison
@@ -681,6 +718,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep sources, migrated copies, reports and JSON output in this new folder")
+    parser.add_argument("--from-keep", type=Path, default=None,
+                        help="read the results from this earlier --keep folder instead of running the tool "
+                             "(compare or --update without a second run; the packages it holds)")
     parser.add_argument("--show-diff", action="store_true", help="print the current diff of every file whose diff changed")
     parser.add_argument("--download-only", action="store_true", help="fill the cache and stop")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="npu-migrate worker processes (default 1)")
@@ -713,10 +753,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     cache = args.cache_dir or default_cache()
     indexes = args.index_url or [DEFAULT_INDEX]
 
+    if args.from_keep is not None:
+        if args.keep or args.download_only:
+            print("error: --from-keep reads an earlier run: it goes with neither --keep nor --download-only",
+                  file=sys.stderr)
+            return 2
+        kept = [p for p in pins if (args.from_keep / p.name).is_dir()]
+        missing = [p.name for p in pins if p not in kept]
+        if missing and (args.package or not kept):
+            print(f"error: --from-keep {args.from_keep}: no run of {', '.join(missing)} there", file=sys.stderr)
+            return 2
+        if missing:
+            print(f"(not in {args.from_keep}: {', '.join(missing)}; their snapshot records stay)")
+        pins = kept
+
     started = time.perf_counter()
     archives: dict[str, Path] = {}
     failed = []
-    for pin in pins:
+    for pin in pins if args.from_keep is None else []:
         try:
             archives[pin.name] = download(pin, cache, indexes)
         except DownloadError as exc:
@@ -728,7 +782,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         for line in failed:
             print(f"  {line}", file=sys.stderr)
         return 2
-    print(f"{len(archives)} archives ready in {cache} ({download_seconds:.1f} s)")
+    if args.from_keep is None:
+        print(f"{len(archives)} archives ready in {cache} ({download_seconds:.1f} s)")
     if args.download_only:
         return 0
 
@@ -745,6 +800,17 @@ def main(argv: Optional[list[str]] = None) -> int:
         base = args.keep or Path(scratch)
         for pin in pins:
             print(f"  {pin.name} {pin.version} ...", end="", flush=True)
+            if args.from_keep is not None:
+                try:
+                    run = record_from_keep(pin, args.from_keep / pin.name)
+                except (OSError, ValueError) as exc:
+                    print(f"\nerror: {exc}", file=sys.stderr)
+                    return 2
+                records[pin.name] = {"version": pin.version, "kind": pin.kind, "archive_sha256": pin.sha256,
+                                     **run.record}
+                seconds[pin.name], diffs[pin.name] = run.seconds, run.diffs
+                print(" read from the kept run")
+                continue
             run = run_package(pin, archives[pin.name], base / pin.name, args.jobs, args.timeout, tool)
             record = {"version": pin.version, "kind": pin.kind, "archive_sha256": pin.sha256, **run.record}
             records[pin.name], seconds[pin.name], diffs[pin.name] = record, run.seconds, run.diffs

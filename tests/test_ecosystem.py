@@ -370,3 +370,75 @@ def test_keep_into_an_existing_folder_is_refused_before_any_download(tmp_path, c
     assert "already exists; name a new folder" in capsys.readouterr().err
     assert (keep / "mine.txt").read_text() == "the user's file\n"
     assert not (tmp_path / "cache").exists()  # nothing was downloaded
+
+
+# ------------------------------------------------------------------ --from-keep (no second run)
+
+
+def _kept_run(tmp_path: Path, findings: list[dict], exit_code: int | None) -> tuple[Path, Path]:
+    """A pins file of one sdist and a --keep folder as run_package leaves it."""
+    pins = tmp_path / "pins.toml"
+    pins.write_text('[[package]]\nname = "demo"\nversion = "1.0"\nkind = "sdist"\n'
+                    'filename = "demo-1.0.tar.gz"\nsha256 = "' + "0" * 64 + '"\n', encoding="utf-8")
+    work = tmp_path / "kept" / "demo"
+    (work / "src" / "demo-1.0").mkdir(parents=True)
+    (work / "src" / "demo-1.0" / "m.py").write_text("x = t.cuda()\n")
+    (work / "migrated").mkdir()
+    (work / "migrated" / "m.py").write_text("x = t.npu()\n")
+    payload = {"files_scanned": 1, "files_changed": 1, "findings": findings,
+               "rewrites_by_code": {"NPU101": 1}, "findings_by_code": {}}
+    (work / "npu-migrate.json").write_text(json.dumps(payload))
+    (work / "npu-migrate.stderr").write_text("")
+    if exit_code is not None:
+        (work / "exit-code").write_text(f"{exit_code}\n")
+    return pins, tmp_path / "kept"
+
+
+_REWRITE = {"path": "m.py", "line": 1, "code": "NPU101", "fixable": True, "severity": "error", "message": "m"}
+_NOTE = {"path": "m.py", "line": 1, "code": "NPU990", "fixable": False, "severity": "info", "message": "n"}
+
+
+def test_from_keep_rebuilds_the_record_a_run_made(tmp_path):
+    """The record read back from a kept tree is the one run_package built from the same output:
+    per-file counts, the diff of the migrated copy, the exit status the run wrote."""
+    pins, kept = _kept_run(tmp_path, [_REWRITE, _NOTE], exit_code=1)
+    pin = eco.load_pins(pins)[0]
+    run = eco.record_from_keep(pin, kept / "demo")
+    assert run.record["exit_code"] == 1
+    assert run.record["files"]["m.py"]["rewrites"] == {"NPU101": 1}
+    assert run.record["files"]["m.py"]["reported"] == {"NPU990": 1}
+    assert run.record["diff_files"] == 1 and "-x = t.cuda()" in run.diffs["m.py"]
+    source = kept / "demo" / "src" / "demo-1.0"
+    diffs, shims = eco.tree_diff(source, kept / "demo" / "migrated")
+    payload = json.loads((kept / "demo" / "npu-migrate.json").read_text())
+    assert run.record == eco.summarize(payload, "", diffs, shims, str(source), 1, "")
+
+
+@pytest.mark.parametrize("findings, expected", [([_REWRITE, _NOTE], 0), ([_REWRITE, {**_NOTE, "severity": "warning"}], 1)])
+def test_from_keep_without_the_exit_code_file_derives_it(tmp_path, findings, expected):
+    """Trees kept before the exit-code file: 1 when a report-only finding above info is left."""
+    pins, kept = _kept_run(tmp_path, findings, exit_code=None)
+    assert eco.record_from_keep(eco.load_pins(pins)[0], kept / "demo").record["exit_code"] == expected
+
+
+def test_from_keep_updates_and_compares_without_running_the_tool(tmp_path, capsys):
+    pins, kept = _kept_run(tmp_path, [_REWRITE, _NOTE], exit_code=0)
+    snapshot = tmp_path / "snapshot.json"
+    common = ["--pins", str(pins), "--snapshot", str(snapshot), "--from-keep", str(kept),
+              "--cache-dir", str(tmp_path / "cache")]
+    assert eco.main([*common, "--update"]) == 0
+    assert eco.main(common) == 0
+    assert "no change" in capsys.readouterr().out
+    assert not (tmp_path / "cache").exists()  # nothing downloaded
+    # the kept output changes: the comparison names the package and the code
+    (kept / "demo" / "npu-migrate.json").write_text(json.dumps(
+        {"files_scanned": 1, "files_changed": 1, "findings": [_REWRITE, _NOTE, {**_NOTE, "line": 2}],
+         "rewrites_by_code": {"NPU101": 1}, "findings_by_code": {"NPU990": 2}}))
+    assert eco.main(common) == 1
+    assert "NPU990" in capsys.readouterr().out
+
+
+def test_from_keep_refuses_a_folder_without_the_package(tmp_path, capsys):
+    pins, kept = _kept_run(tmp_path, [_REWRITE], exit_code=0)
+    assert eco.main(["--pins", str(pins), "--from-keep", str(tmp_path / "elsewhere")]) == 2
+    assert "no run of demo there" in capsys.readouterr().err
