@@ -441,9 +441,11 @@ def _bound_just_before(body: list, index: int, names: frozenset, functions: froz
     if not (isinstance(previous, ast.Assign) and len(previous.targets) == 1 and isinstance(previous.targets[0], ast.Name)) \
             or previous.targets[0].id in names:
         return names
-    if isinstance(previous.value, (ast.BoolOp, ast.Call, ast.Compare, ast.UnaryOp)):
+    if isinstance(previous.value, (ast.BoolOp, ast.Compare, ast.UnaryOp)):
         # `eligible = current_platform.is_cuda() and ...` right before `if eligible:` (round 28
-        # CA#21): the value the `if` reads is the one just bound, whatever the scope binds later
+        # CA#21): the value the `if` reads is the one just bound, whatever the scope binds later.
+        # Not a bare call: its falsy answer may be None (`cap = get_device_capability()` before
+        # `if cap is None or cap.major != 10:`), which a name bound False would misread.
         return names | {previous.targets[0].id} if _truth(previous.value, names, functions) is False else names
     if not isinstance(previous.value, ast.IfExp):
         return names
