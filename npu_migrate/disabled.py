@@ -257,42 +257,26 @@ def true_flag_branches(tree: ast.Module, lines: list, truth, segment) -> list[tu
 
 
 # ----------------------------------------------------------------------------- (4) a CUDA test in a false condition
-def _conjuncts(test: ast.AST) -> list[ast.AST]:
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return [part for value in test.values for part in _conjuncts(value)]
+def _operands(test: ast.AST, op: type) -> list[ast.AST]:
+    """The operands of a chain of one boolean operator (`a and (b and c)`: a, b, c)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, op):
+        return [part for value in test.values for part in _operands(value, op)]
     return [test]
 
 
-def _false_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, list]]:
-    """(test, its parts false on an NPU host) of each `if` whose test is an `and` with such a part:
-    a CUDA reference in another part does not decide the test there (one that decides it, like
+def _decided_tests(tree: ast.Module, truth, op: type, value: bool) -> list[tuple[ast.AST, list]]:
+    """(test, the parts that decide it) of each `if` whose test is a chain of `op` with a part of
+    `value` on an NPU host: an `and` with a false part, an `or` with a true part
+    (`not current_platform.is_cuda_alike() or torch.cuda.x() != "native"`). A CUDA reference in
+    another part does not decide the test there (one that decides it, like
     `torch.is_autocast_enabled("cuda")` alone, stays: on an NPU host its answer is the question)."""
     out = []
     for node in walk_statements(tree):
-        if isinstance(node, ast.If) and truth(node.test) is False:
-            parts = _conjuncts(node.test)
-            false = [part for part in parts if truth(part) is False]
-            if false and len(parts) > 1:
-                out.append((node.test, false))
-    return out
-
-
-def _disjuncts(test: ast.AST) -> list[ast.AST]:
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return [part for value in test.values for part in _disjuncts(value)]
-    return [test]
-
-
-def _true_tests(tree: ast.Module, truth) -> list[tuple[ast.AST, list]]:
-    """(test, its parts true on an NPU host) of each `if` whose test is an `or` with such a part (the
-    mirror of `_false_tests`: `not current_platform.is_cuda_alike() or torch.cuda.x() != "native"`)."""
-    out = []
-    for node in walk_statements(tree):
-        if isinstance(node, ast.If) and truth(node.test) is True:
-            parts = _disjuncts(node.test)
-            true = [part for part in parts if truth(part) is True]
-            if true and len(parts) > 1:
-                out.append((node.test, true))
+        if isinstance(node, ast.If) and truth(node.test) is value:
+            parts = _operands(node.test, op)
+            deciding = [part for part in parts if truth(part) is value]
+            if deciding and len(parts) > 1:
+                out.append((node.test, deciding))
     return out
 
 
@@ -330,7 +314,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
             if first <= f.line <= last:
                 reasons[id(f)] = f"in a branch an NPU host does not take: {why}"
                 break
-    tests = _false_tests(tree, _truth)
+    tests = _decided_tests(tree, _truth, ast.And, False)
     for f in candidates:
         if id(f) in reasons:
             continue
@@ -345,7 +329,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
     for f in candidates:
         if id(f) in reasons:
             continue
-        for test, true in _true_tests(tree, _truth):
+        for test, true in _decided_tests(tree, _truth, ast.Or, True):
             # (only a true part before the reference short-circuits it: one after it leaves it to run)
             before = any((p.end_lineno or p.lineno, p.end_col_offset or 0) <= (f.line, f.column - 1) for p in true)
             if _within(f, test) and before and not any(_within(f, part) for part in true):
