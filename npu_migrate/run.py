@@ -453,6 +453,20 @@ def migrate_path(args: tuple[str, str, Options]) -> FileResult:
         return _timed_out(relpath, source, seconds)
 
 
+_WARM_SOURCE = b"import torch\ntorch.cuda.synchronize()\nx = torch.zeros(1).cuda()\n"
+
+
+def _warm_up(options: Options) -> None:
+    """Load what the rules import lazily before any file's budget runs: the first file migrated
+    in a process would otherwise pay for it (about 0.1 s, more on a loaded machine), and with a
+    small budget a two-line file timed out. Forked workers inherit what the parent loaded (where
+    there is no fork there is no SIGALRM either, so no budget to protect)."""
+    try:
+        migrate_file(_WARM_SOURCE, "__npu_migrate_warm_up__.py", options)
+    except Exception:  # pragma: no cover - the real files report their own errors
+        pass
+
+
 def run_files(
     items: list[tuple[str, str]],
     options: Options,
@@ -473,6 +487,8 @@ def run_files(
     tasks = sorted(((path, rel, options) for path, rel in items), key=_size, reverse=True)
     done = len(results)
     seconds = file_timeout()
+    if tasks and seconds:
+        _warm_up(options)
 
     def deliver(result: FileResult) -> None:
         results.append(result)
