@@ -179,16 +179,17 @@ def _wilson(bad: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def census(tree: Path, audited: list[Path], samples: list[Path], rejudged: Path | None = None) -> str:
+def census(tree: Path, audited: list[Path], samples: list[Path], rejudged: Path | list[Path] | None = None) -> str:
     pool = population(tree)
     judged = verdicts(audited + samples)
-    if rejudged is not None:
-        for line in rejudged.read_text(encoding="utf-8").splitlines():
+    for path in [rejudged] if isinstance(rejudged, Path) else rejudged or []:
+        for line in path.read_text(encoding="utf-8").splitlines():
             parts = line.split()
             if len(parts) == 4 and not line.startswith("#"):
                 package, location, code, verdict = parts
                 old = judged.get(_key(package, location, code), ("", "", ""))
-                judged[_key(package, location, code)] = (verdict, old[1], f"{old[2]} re-judged")
+                # (judged again as reported today: no severity of its own to go stale against)
+                judged[_key(package, location, code)] = (verdict, "", f"{old[2]} re-judged")
     sampled = set(verdicts(samples))
     known = Counter()
     never = Counter()
@@ -263,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--audited", type=Path, nargs="*", default=[], help="earlier rounds' samples, oldest first")
     c.add_argument("--sample", type=Path, nargs="*", default=[],
                    help="samples drawn at random from the findings no earlier round judged")
-    c.add_argument("--rejudged", type=Path, help="lines 'package location code VERDICT' that override")
+    c.add_argument("--rejudged", type=Path, action="append", default=[],
+                   help="lines 'package location code VERDICT' that override (oldest first; repeatable)")
     args = parser.parse_args(argv)
     if args.command == "census":
         print(census(args.tree, args.audited, args.sample, args.rejudged))

@@ -165,3 +165,15 @@ def test_census_lists_verdicts_whose_severity_changed(tmp_path):
     out = audit.census(tree, [tmp_path / "r1.md"], [])
     assert "severity changed since the verdict" in out
     assert out.count("as error, now info") == 1
+    # judged again as reported today (a later round's re-judgement file): no longer stale, and
+    # re-judgement files are read oldest first, a later one winning
+    stale = next(line for line in out.splitlines() if "as error, now info" in line)
+    package, location, code = stale.split(": ", 1)[1].split()[:3]
+    assert "of which false or redundant: 1" in out  # the row judged FALSE, another one
+    (tmp_path / "rj1.txt").write_text(f"{package} {location} {code} FALSE\n")
+    (tmp_path / "rj2.txt").write_text(f"# now info, under P1\n{package} {location} {code} TRUE\n")
+    out = audit.census(tree, [tmp_path / "r1.md"], [], [tmp_path / "rj1.txt", tmp_path / "rj2.txt"])
+    assert "severity changed since the verdict" not in out
+    assert "of which false or redundant: 1" in out
+    out = audit.census(tree, [tmp_path / "r1.md"], [], [tmp_path / "rj2.txt", tmp_path / "rj1.txt"])
+    assert "of which false or redundant: 2" in out and "severity changed" not in out
