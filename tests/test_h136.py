@@ -1,0 +1,165 @@
+"""Round 28's kernels reached only through another module's capability-gated calls (audit CB#34;
+helper h136, issue #16): each false shape paired with the nearest true case that must stay
+reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+_PLATFORMS = """\
+class _Platform:
+    def is_cuda(self):
+        return True
+
+    def is_rocm(self):
+        return False
+
+
+current_platform = _Platform()
+"""
+
+# (CB#34's shape: a kernel launched only by a method of a plain dataclass, the one function that
+# builds and uses it called only under a support check false off CUDA)
+_DECODE = '''\
+from dataclasses import dataclass, field
+
+import torch
+import triton
+import triton.language as tl
+
+from pkg.platforms import current_platform
+
+
+@triton.jit
+def _update_kernel(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(ptr + offs, offs, mask=offs < n)
+
+
+@dataclass
+class PlanCache:
+    plans: dict = field(init=False, default_factory=dict)
+{post_init}
+    def prepare(self, table):
+        n = table.numel()
+        _update_kernel[(1,)](table, n, BLOCK=128)
+        return table
+
+
+def supports_sparse_decode(backend):
+    return backend == "cutlass" and current_platform.is_cuda() and table_ok()
+
+
+def table_ok():
+    return True
+
+
+def prepare_decode_metadata(table, plan_cache=None):
+    cache = plan_cache or PlanCache()
+    return cache.prepare(table)
+'''
+
+_BUILDER = '''\
+import torch
+
+from pkg.decode import PlanCache, prepare_decode_metadata, supports_sparse_decode
+
+
+class Builder:
+    def __init__(self, backend):
+        self.backend = backend
+        self.plan_cache = PlanCache()
+
+    def build(self, table):
+        if supports_sparse_decode(self.backend):
+            return prepare_decode_metadata(table, plan_cache=self.plan_cache)
+        return table
+{more}
+'''
+
+_LIVE_READ = '''
+    def warm(self, table):
+        return self.plan_cache.prepare(table)
+'''
+
+_TEST = '''\
+import pytest
+import torch
+
+from pkg import builder as builder_module
+from pkg.platforms import current_platform
+
+pytestmark = pytest.mark.skipif(not current_platform.is_cuda(), reason="CUDA only")
+
+
+def test_builder_prepares(monkeypatch):
+    monkeypatch.setattr(builder_module, "prepare_decode_metadata", lambda *a, **k: None)
+    assert builder_module.Builder("cutlass").build(torch.zeros(4)) is None
+'''
+
+
+def _project(tmp_path, post_init: str = "", more: str = "", test: str = _TEST, extra: dict | None = None):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/decode.py": _DECODE.replace("{post_init}", post_init),
+        "pkg/builder.py": _BUILDER.replace("{more}", more),
+        "tests/test_builder.py": test,
+        **(extra or {}),
+    }
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _kernel(report: dict) -> tuple[list, list]:
+    """(the open NPU910 findings with a place on the kernel's decorator (line 10; merged with the
+    module's unguarded Triton import where both stay), the named scopes of it) in pkg/decode.py."""
+    findings = [f for f in report["findings"] if f["path"] == "pkg/decode.py" and f["code"] == "NPU910"
+                and not f["fixable"] and f["severity"] != "info"
+                and 10 in (f["line"], *(line for line, _c, _s in f.get("also") or ()))]
+    scopes = [s for s in report["skipped"] if s.get("path") == "pkg/decode.py" and s.get("start_line") == 10
+              and "(NPU910)" in s["reason"]]
+    return findings, scopes
+
+
+def test_cb34_a_plan_cache_built_into_self_and_read_only_under_a_false_support_check(tmp_path):
+    """CB#34: the kernel's one launch is in `PlanCache.prepare`; the library builds a PlanCache on
+    every host (`self.plan_cache = PlanCache()`, a dataclass whose construction runs none of its
+    code) but reads `self.plan_cache` only under `if supports_sparse_decode(...)`, false off CUDA,
+    and a CUDA-only test patches the metadata function by name: a named scope naming the gate."""
+    findings, scopes = _kernel(_project(tmp_path))
+    assert not findings
+    assert len(scopes) == 1
+    reason = scopes[0]["reason"]
+    assert "not run on an NPU host" in reason
+    assert "built into `self.plan_cache`" in reason and "supports_sparse_decode" in reason
+
+
+def test_cb34_pair_the_instance_read_where_an_npu_host_goes_stays_an_error(tmp_path):
+    """Nearest true case: the same builder also calls `self.plan_cache.prepare(table)` in an ungated
+    method: the kernel runs on an NPU host, so its NPU910 stays an error."""
+    findings, scopes = _kernel(_project(tmp_path, more=_LIVE_READ))
+    assert len(findings) == 1 and not scopes
+
+
+def test_cb34_pair_a_class_whose_construction_runs_its_code_stays_an_error(tmp_path):
+    """Nearest true case: the dataclass's `__post_init__` calls `prepare`: building it (on every
+    host) launches the kernel, so the construction is a live reference and the error stays."""
+    post_init = '''
+    def __post_init__(self):
+        self.prepare(torch.zeros(4))
+'''
+    findings, scopes = _kernel(_project(tmp_path, post_init=post_init))
+    assert len(findings) == 1 and not scopes
+
+
+def test_cb34_pair_a_string_naming_the_function_where_an_npu_host_goes_stays_an_error(tmp_path):
+    """Nearest true case: a library module looks the metadata function up by name on every host
+    (`getattr(builder_module, "prepare_decode_metadata")`): a string that may run there keeps the
+    kernel reached, as before; only strings inside code an NPU host skips are no reference."""
+    lookup = '''\
+from pkg import builder as builder_module
+
+PREPARE = getattr(builder_module, "prepare_decode_metadata")
+'''
+    findings, scopes = _kernel(_project(tmp_path, extra={"pkg/lookup.py": lookup}))
+    assert len(findings) == 1 and not scopes
