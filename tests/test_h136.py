@@ -163,3 +163,132 @@ PREPARE = getattr(builder_module, "prepare_decode_metadata")
 '''
     findings, scopes = _kernel(_project(tmp_path, extra={"pkg/lookup.py": lookup}))
     assert len(findings) == 1 and not scopes
+
+
+# ----------------------------------------------------------------------------- CC#12: a composed check
+_MOE_PLATFORMS = '''\
+class Platform:
+    _enum = "cuda"
+
+    def is_cuda_alike(self):
+        return self._enum in ("cuda", "rocm")
+
+
+current_platform = Platform()
+'''
+
+_DEEP = '''\
+import torch
+
+from proj.platforms import current_platform
+
+
+def is_deep_supported():
+    return current_platform.is_cuda_alike()
+
+
+class ExpertsBase:
+    @classmethod
+    def is_supported_config(cls, config):
+        if not cls._supports_current_device():
+            return False, "device"
+        return True, None
+
+
+class DeepExperts(ExpertsBase):
+    @staticmethod
+    def _supports_current_device() -> bool:
+        return is_deep_supported()
+
+    def apply(self, x):
+        return x.to(torch.float8_e4m3fn)
+
+
+class PlainExperts(ExpertsBase):
+    @staticmethod
+    def _supports_current_device() -> bool:
+        return True
+
+    def apply(self, x):
+        return x
+
+
+class FallbackExperts(ExpertsBase):
+    def __init__(self, experts, fallback):
+        self.experts, self.fallback = experts, fallback
+
+    @classmethod
+    def _supports_current_device(cls) -> bool:
+        experts_cls, fallback_cls = cls.get_clses()
+        return experts_cls._supports_current_device() OP fallback_cls._supports_current_device()
+
+    def apply(self, x):
+        return (self.experts if x.numel() > 4 else self.fallback).apply(x)
+'''
+
+_WRAPPER = '''\
+from proj.deep import DeepExperts, FallbackExperts, PlainExperts
+
+
+class PlainOrDeepExperts(FallbackExperts):
+    def __init__(self):
+        super().__init__(DeepExperts(), PlainExperts())
+
+    @staticmethod
+    def get_clses():
+        return (DeepExperts, PlainExperts)
+'''
+
+_MOE_ORACLE = '''\
+def backend_to_kernel_cls(backend):
+    if backend == "deep":
+        from proj.wrapper import PlainOrDeepExperts
+
+        return [PlainOrDeepExperts]
+    from proj.deep import PlainExperts
+
+    return [PlainExperts]
+
+
+def select(backend, config):
+    for cls in backend_to_kernel_cls(backend):
+        ok, why = cls.is_supported_config(config)
+        if ok:
+            return cls()
+    raise ValueError(why)
+'''
+
+
+def _moe(tmp_path, op: str = "and"):
+    files = {
+        "proj/__init__.py": "",
+        "proj/platforms.py": _MOE_PLATFORMS,
+        "proj/deep.py": _DEEP.replace(" OP ", f" {op} "),
+        "proj/wrapper.py": _WRAPPER,
+        "proj/oracle.py": _MOE_ORACLE,
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    line = _DEEP.splitlines().index("        return x.to(torch.float8_e4m3fn)") + 1
+    findings = [f for f in report["findings"] if f["path"] == "proj/deep.py" and f["code"] == "NPU913"
+                and not f["fixable"] and f["severity"] != "info" and f["line"] == line]
+    scopes = [s["reason"] for s in report["skipped"] if s.get("path") == "proj/deep.py"
+              and s.get("start_line") == line and "(NPU913)" in s["reason"]]
+    return findings, scopes
+
+
+def test_cc12_experts_built_only_by_a_wrapper_whose_composed_check_answers_no(tmp_path):
+    """CC#12: `DeepExperts` (its check false off CUDA) is built by name only inside the wrapper
+    `PlainOrDeepExperts`, whose check, inherited from `FallbackExperts`, is `a._supports_current_device()
+    and b._supports_current_device()` over its `get_clses()` candidates: false there, so the
+    selector never builds the wrapper, nor the DeepGEMM-like class, and its FP8 cast is a named scope."""
+    findings, scopes = _moe(tmp_path)
+    assert not findings
+    assert len(scopes) == 1
+    assert "inherited from `FallbackExperts`" in scopes[0] and "`DeepExperts`" in scopes[0]
+
+
+def test_cc12_pair_a_composed_check_either_candidate_satisfies_stays_an_error(tmp_path):
+    """Nearest true case: the composed check is an `or` (either candidate suffices): the wrapper may
+    be selected on an NPU host, builds `DeepExperts` there, and the FP8 cast stays an error."""
+    findings, scopes = _moe(tmp_path, op="or")
+    assert len(findings) == 1 and not scopes
