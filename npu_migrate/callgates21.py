@@ -442,7 +442,12 @@ class _Gates:
                 outer = _unit(tree, node.lineno)
                 if outer is None or outer is unit:
                     return None
-                inner = self.sites(j, outer, depth + 1, seen)
+                inner = None
+                if isinstance(outer, ast.ClassDef):  # (through the method's own calls first: methods29.py)
+                    from .methods29 import method_sites
+                    inner = method_sites(self, j, tree, parents, node, outer, depth, seen)
+                if inner is None:
+                    inner = self.sites(j, outer, depth + 1, seen)
                 if inner is None:
                     return None
                 found.extend(inner)

@@ -111,8 +111,31 @@ def _others_dead(state, i: int, name: str) -> bool:
         if name in strings:
             return False
         for node in refs.get(name, ()):
-            if not isinstance(node.ctx, ast.Load) or gates.dead(j, tree, parents, node) is None:
+            if not isinstance(node.ctx, ast.Load):
+                return False
+            if gates.dead(j, tree, parents, node) is None and not _in_lowered_kernel(gates, j, tree, parents, node):
                 return False
     return True
+
+
+def _in_lowered_kernel(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> bool:
+    """`node` is a call inside a Triton function of module j whose NPU910 place is already a named
+    scope (round 28, CC#20: the step5 `_gate` device function, called inside the SWA decode kernels
+    of another module that kernelgates26 lowered): it runs only where that kernel runs."""
+    from .kernelgates26 import triton_decorated
+    from .moot import is_moot
+
+    call = parents.get(id(node))
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return False
+    kernels = triton_decorated(tree)
+    owner = next((u for u in {id(u): u for u in kernels.values()}.values()
+                  if u.lineno <= node.lineno <= (u.end_lineno or u.lineno)), None)
+    if owner is None:
+        return False
+    lines = {ln for ln, u in kernels.items() if u is owner}
+    places = [(f, ln) for f in gates.run.results[j].findings if f.code == "NPU910"
+              for ln in (f.line, *(a for a, _c, _s in f.also)) if ln in lines]
+    return bool(places) and all(is_moot(f) for f, _ln in places)
 
 

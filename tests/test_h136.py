@@ -292,3 +292,113 @@ def test_cc12_pair_a_composed_check_either_candidate_satisfies_stays_an_error(tm
     be selected on an NPU host, builds `DeepExperts` there, and the FP8 cast stays an error."""
     findings, scopes = _moe(tmp_path, op="or")
     assert len(findings) == 1 and not scopes
+
+
+# ----------------------------------------------------------------------------- CC#20: a method called by name
+_SWA_OPS = '''\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gate(x, GATED: tl.constexpr):
+    return x
+
+
+@triton.jit
+def _swa_split(ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(ptr + offs, _gate(offs, True), mask=offs < n)
+
+
+def swa_decode_gated(out):
+    _swa_split[(1,)](out, out.numel(), BLOCK=128)
+    return out
+'''
+
+_SWA_IMPL = '''\
+import torch
+
+
+class SplitKVImpl:
+    def __init__(self, head_size):
+        self.head_size = head_size
+
+    def forward(self, query, output):
+        output.copy_(query)
+        return output
+
+    def forward_with_headwise_gate(self, query, output, gate):
+        if self.head_size != 192:
+            return self.forward(query, output)
+        from pkg.swa_ops import swa_decode_gated
+
+        return swa_decode_gated(output)
+'''
+
+_SWA_MODEL = '''\
+import torch
+
+from pkg.platforms import current_platform
+from pkg.swa_impl import SplitKVImpl
+
+
+def swa_attention_with_output(layer, query, output, gate):
+    layer.impl.forward_with_headwise_gate(query, output, gate)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, head_size, gated):
+        super().__init__()
+        self.impl = SplitKVImpl(head_size)
+        self.fuse_swa_gate = gated and current_platform.is_cuda()
+
+    def forward(self, query, output, gate):
+        if self.fuse_swa_gate:
+            swa_attention_with_output(self, query, output, gate)
+            return output
+        return self.impl.forward(query, output)
+{more}
+'''
+
+_SWA_LIVE = '''
+
+def warm_up(layer, query, output, gate):
+    return layer.impl.forward_with_headwise_gate(query, output, gate)
+'''
+
+
+def _swa(tmp_path, more: str = ""):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/swa_ops.py": _SWA_OPS,
+        "pkg/swa_impl.py": _SWA_IMPL,
+        "pkg/model.py": _SWA_MODEL.replace("{more}", more),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    open_lines = {ln for f in report["findings"] if f["path"] == "pkg/swa_ops.py" and f["code"] == "NPU910"
+                  and not f["fixable"] and f["severity"] != "info"
+                  for ln in (f["line"], *(a for a, _c, _s in f.get("also") or ()))}
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"] if s.get("path") == "pkg/swa_ops.py"
+              and "start_line" in s and "(NPU910)" in s["reason"]}
+    return open_lines, scopes
+
+
+def test_cc20_kernels_launched_only_by_a_method_called_under_a_false_flag(tmp_path):
+    """CC#20: the SWA kernels' only launcher is imported in `forward_with_headwise_gate`, a method
+    of an impl every layer builds; the method's one call is in a function the layer calls only
+    under `self.fuse_swa_gate`, false off CUDA. The kernel (line 10) is a named scope naming the
+    gate, and the device function `_gate` (line 5), called only inside it and so folded into it
+    before, is one too."""
+    open_lines, scopes = _swa(tmp_path)
+    assert 10 not in open_lines and 5 not in open_lines
+    assert "fuse_swa_gate" in scopes[10]
+    assert "`_gate`" in scopes[5]
+
+
+def test_cc20_pair_the_method_also_called_where_an_npu_host_goes_stays_an_error(tmp_path):
+    """Nearest true case: a warm-up function with no gate also calls
+    `layer.impl.forward_with_headwise_gate(...)`: the kernels run on an NPU host and stay reported."""
+    open_lines, scopes = _swa(tmp_path, more=_SWA_LIVE)
+    assert 10 in open_lines and 10 not in scopes
