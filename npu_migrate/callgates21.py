@@ -445,7 +445,7 @@ class _Gates:
                 inner = None
                 if isinstance(outer, ast.ClassDef):  # (through the method's own calls first: methods29.py)
                     from .methods29 import method_sites
-                    inner = method_sites(self, j, tree, parents, node, outer, depth, seen)
+                    inner = method_sites(self, j, tree, parents, node, outer, depth, seen, (_unit, _inside))
                 if inner is None:
                     inner = self.sites(j, outer, depth + 1, seen)
                 if inner is None:

@@ -78,10 +78,11 @@ def plain_method(cls: ast.ClassDef, node: ast.AST, parents: dict) -> Optional[as
 
 
 def method_sites(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST, cls: ast.ClassDef,
-                 depth: int, seen: frozenset) -> Optional[list]:
+                 depth: int, seen: frozenset, helpers: tuple) -> Optional[list]:
     """[(module, "path:line (why)")] of every call of the run of the method of `cls` holding `node`
     (module j), each in code an NPU host does not run (this module's docstring); None: no verdict
-    (the caller follows the class's references instead)."""
+    (the caller follows the class's references instead). `helpers`: callgates21's (unit_of,
+    inside), handed in (this module is imported by callgates21: no import circle)."""
     method = plain_method(cls, node, parents)
     if method is None or depth > _DEPTH:
         return None
@@ -89,12 +90,11 @@ def method_sites(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST, 
     if key in seen:
         return []
     seen = seen | {key}
-    return _calls(gates, j, method, depth, seen)
+    return _calls(gates, j, method, depth, seen, helpers)
 
 
-def _calls(gates, home: int, method, depth: int, seen: frozenset) -> Optional[list]:
-    from .callgates21 import inside, unit_of
-
+def _calls(gates, home: int, method, depth: int, seen: frozenset, helpers: tuple) -> Optional[list]:
+    unit_of, inside = helpers
     name = method.name
     found: list = []
     for k, tree in gates.naming(name):
@@ -130,7 +130,7 @@ def _calls(gates, home: int, method, depth: int, seen: frozenset) -> Optional[li
                 return None
             inner = None
             if isinstance(outer, ast.ClassDef):
-                inner = method_sites(gates, k, tree, parents, ref, outer, depth + 1, seen)
+                inner = method_sites(gates, k, tree, parents, ref, outer, depth + 1, seen, helpers)
             if inner is None:
                 inner = gates.sites(k, outer, depth + 1, seen)
             if inner is None:
