@@ -403,6 +403,7 @@ class _Gates:
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
         from .attrflags27 import instance_attribute, shadowed
+        from .instances29 import dead_strings
 
         run = self.run
         name = unit.name
@@ -415,8 +416,8 @@ class _Gates:
                 continue  # (its own by that name)
             parents, refs, strings = self._index(j, tree)
             side = self.test_file(result.relpath)
-            if name in strings and not side:
-                return None  # (named in a string: loaded some other way)
+            if name in strings and not side and not dead_strings(self, j, tree, parents, name):
+                return None  # (named in a string: loaded some other way; not one inside dead code: instances29.py)
             for node in refs.get(name, ()):
                 if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
                                          or instance_attribute(node)):
@@ -428,6 +429,9 @@ class _Gates:
                 if j == i and _inside(node, unit, parents):
                     continue  # (its own recursion, `self.method()` inside the class)
                 why = self.dead(j, tree, parents, node)
+                if why is None and isinstance(unit, ast.ClassDef):  # (`self.A = C()` read only where dead: instances29.py)
+                    from .instances29 import unread_instance
+                    why = unread_instance(self, j, tree, parents, node, unit)
                 if why is not None:
                     found.append((j, f"{result.relpath}:{node.lineno} ({why})"))
                     continue
@@ -438,7 +442,12 @@ class _Gates:
                 outer = _unit(tree, node.lineno)
                 if outer is None or outer is unit:
                     return None
-                inner = self.sites(j, outer, depth + 1, seen)
+                inner = None
+                if isinstance(outer, ast.ClassDef):  # (through the method's own calls first: methods29.py)
+                    from .methods29 import method_sites
+                    inner = method_sites(self, j, tree, parents, node, outer, depth, seen, (_unit, _inside))
+                if inner is None:
+                    inner = self.sites(j, outer, depth + 1, seen)
                 if inner is None:
                     return None
                 found.extend(inner)

@@ -6,6 +6,7 @@ lives in a module of its own (no import circle)."""
 from __future__ import annotations
 
 import ast
+from typing import Optional
 
 def review_device_functions(results: list, paths: dict) -> list:
     """The results, with each open NPU910 place on the Triton decorator of a device function
@@ -53,8 +54,9 @@ def review_device_functions(results: list, paths: dict) -> list:
         if state is None:
             run = Run(results, text_of)
             state = (run, Gates(run))
+        elsewhere: dict = {}  # (uid -> other modules' lowered kernels calling it: CC#20)
         callers = {uid: c for uid, c in callers.items()
-                   if c is not None and _others_dead(state, i, units[uid].name)}
+                   if c is not None and _others_dead(state, i, units[uid].name, elsewhere.setdefault(uid, []))}
         why: dict = {}
         for _round in range(4):
             more = {uid: c for uid, c in callers.items() if uid not in why and c and c <= dead}
@@ -62,8 +64,11 @@ def review_device_functions(results: list, paths: dict) -> list:
                 break
             for uid, c in more.items():
                 names = ", ".join(f"`{units[k].name}` (line {first_line[k]})" for k in sorted(c, key=first_line.get))
+                more_names = sorted(set(elsewhere.get(uid, ())))
+                also = f" (and in {', '.join(more_names[:2])}{' and more' if len(more_names) > 2 else ''}, already scopes)" \
+                    if more_names else ""
                 why[uid] = (f"{BRANCH}: the Triton device function `{units[uid].name}` is called only inside "
-                            f"this module's Triton functions {names}, which an NPU host does not run")
+                            f"this module's Triton functions {names}{also}, which an NPU host does not run")
                 dead.add(uid)
         if not why:
             continue
@@ -99,7 +104,7 @@ def _device_callers(tree: ast.Module, units: dict, unit: ast.AST):
     return found or None
 
 
-def _others_dead(state, i: int, name: str) -> bool:
+def _others_dead(state, i: int, name: str, kernels: list = None) -> bool:
     """Every mention of `name` in the run's other Python files is a name or attribute read in code
     an NPU host does not run (callgates21's reading: a test it skips, a branch false there); no
     file that does not parse, no string naming it."""
@@ -111,8 +116,36 @@ def _others_dead(state, i: int, name: str) -> bool:
         if name in strings:
             return False
         for node in refs.get(name, ()):
-            if not isinstance(node.ctx, ast.Load) or gates.dead(j, tree, parents, node) is None:
+            if not isinstance(node.ctx, ast.Load):
                 return False
+            if gates.dead(j, tree, parents, node) is None:
+                owner = _in_lowered_kernel(gates, j, tree, parents, node)
+                if owner is None:
+                    return False
+                if kernels is not None:
+                    kernels.append(f"`{owner}` of {gates.run.results[j].relpath}")
     return True
+
+
+def _in_lowered_kernel(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
+    """`node` is a call inside a Triton function of module j whose NPU910 place is already a named
+    scope (round 28, CC#20: the step5 `_gate` device function, called inside the SWA decode kernels
+    of another module that kernelgates26 lowered): it runs only where that kernel runs. The
+    kernel's name, or None."""
+    from .kernelgates26 import triton_decorated
+    from .moot import is_moot
+
+    call = parents.get(id(node))
+    if not (isinstance(call, ast.Call) and call.func is node):
+        return None
+    kernels = triton_decorated(tree)
+    owner = next((u for u in {id(u): u for u in kernels.values()}.values()
+                  if u.lineno <= node.lineno <= (u.end_lineno or u.lineno)), None)
+    if owner is None:
+        return None
+    lines = {ln for ln, u in kernels.items() if u is owner}
+    places = [(f, ln) for f in gates.run.results[j].findings if f.code == "NPU910"
+              for ln in (f.line, *(a for a, _c, _s in f.also)) if ln in lines]
+    return owner.name if places and all(is_moot(f) for f, _ln in places) else None
 
 

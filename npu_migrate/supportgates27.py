@@ -247,7 +247,11 @@ class _Support(Callees):
         for k, current in order:
             if any(isinstance(s, _DEFS) and s.name in gate_methods() for s in current.body):
                 tree = self.run.tree(k)
-                return self._check(k, tree, current) if tree is not None else None
+                told = self._check(k, tree, current) if tree is not None else None
+                if told is None and current is not cls:  # (a base's check asking the class's candidates: composedchecks29.py)
+                    from .composedchecks29 import composed_answer
+                    told = composed_answer(self, j, cls, current)
+                return told
         return None
 
     def subclassed(self, name: str) -> bool:
@@ -391,6 +395,7 @@ class _Support(Callees):
     def _only_asked(self, i: int, cls: ast.ClassDef) -> bool:
         """Every reference of the run to the class (module i) is a selector's question, a type
         test, code callees22 finds never run, or inside the class; at least one outside module i."""
+        from .composedchecks29 import inside_rejected
         from .importgates import is_test
         from .shipped26 import unshipped
 
@@ -413,7 +418,8 @@ class _Support(Callees):
                     return False
                 if j == i and cls.lineno <= node.lineno <= (cls.end_lineno or cls.lineno):
                     continue
-                if self._asked_only(parents, node) or super().dead(j, tree, parents, node) is not None:
+                if self._asked_only(parents, node) or super().dead(j, tree, parents, node) is not None \
+                        or inside_rejected(self, j, tree, parents, node, cls):  # (built only by a rejected class: composedchecks29.py)
                     outside = outside or j != i
                     continue
                 relpath = result.relpath
