@@ -1,0 +1,184 @@
+"""Round-28 audit rows of small shapes outside vLLM's opt-in choices (h137): Triton's exception
+classes caught by a host-side patch (CA#25), a script that exits unless a probed optional package
+imports (CB#30, policy P1), `torch.version.cuda` shown in an environment report (CA#9). Each false
+case is paired with its nearest true case, which stays reported as it was."""
+
+from __future__ import annotations
+
+from .precision_helpers import findings_at, migrate_json, scopes_at, write_project
+
+# CA#25: a host-side patch of Triton's autotuner that catches Triton's exception classes
+TRITON_FLAG = """\
+try:
+    import triton
+
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+"""
+
+TRITON_ERRORS = """\
+from pkg.triton_flag import HAS_TRITON
+
+
+def install() -> None:
+    if not HAS_TRITON:
+        return
+    import importlib
+
+    autotuner = importlib.import_module("triton.runtime.autotuner")
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.errors import OutOfResources
+
+    invalid = (OutOfResources, CompileTimeAssertionFailure)
+    original = autotuner.Autotuner.run
+
+    def run(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except invalid:
+            return self.fn(*args, **kwargs)
+
+    autotuner.Autotuner.run = run
+"""
+
+# the nearest true case: the same patch, which also queries the CUDA driver through Triton
+TRITON_DRIVER = TRITON_ERRORS.replace(
+    "    from triton.runtime.errors import OutOfResources\n",
+    "    from triton.runtime.errors import OutOfResources\n    from triton.runtime.driver import driver\n\n"
+    "    print(driver.active.utils.get_device_properties(0))\n")
+
+
+def test_triton_exception_classes_run_as_written(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_flag.py": TRITON_FLAG,
+                                    "pkg/force_first.py": TRITON_ERRORS, "pkg/force_driver.py": TRITON_DRIVER})
+    report = migrate_json(root)
+    assert not findings_at(report, "pkg/force_first.py", "NPU910"), report["findings"]
+    scope = scopes_at(report, "pkg/force_first.py", "NPU910")
+    assert scope and "triton.compiler.errors.CompileTimeAssertionFailure" in next(iter(scope.values())), scope
+    # (kept a finding, as before: the driver query is no exception class; the early return on
+    # HAS_TRITON makes it info, which it was already)
+    kept = findings_at(report, "pkg/force_driver.py", "NPU910")
+    assert kept and "triton.runtime.driver.driver" in next(iter(kept.values()))["message"], report["findings"]
+    assert not scopes_at(report, "pkg/force_driver.py", "NPU910")
+
+
+# CB#30: a tool that exits where an optional package (which the project probes) is missing
+PROBES = """\
+import importlib.util
+
+
+def _has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def has_fancyopt() -> bool:
+    return _has_module("fancyopt")
+"""
+
+TOOL = """\
+import sys
+
+import torch
+
+try:
+    from fancyopt.accuracy import assert_close
+
+    from pkg.probes import has_fancyopt
+except ImportError as e:
+    print(f"Error importing: {e}")
+    sys.exit(1)
+
+
+def check_requirements() -> bool:
+    return has_fancyopt()
+
+
+def bench(fn):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    assert_close(fn(), fn())
+
+
+if __name__ == "__main__":
+    if check_requirements():
+        bench(lambda: torch.ones(4, device="cuda"))
+"""
+
+# the nearest true cases: the script exits where a package the project never probes is missing
+# (a required dependency: the script runs wherever the project does) ...
+TOOL_REQUIRED = TOOL.replace("from fancyopt.accuracy import assert_close", "from plainlib.accuracy import assert_close")
+# ... and the same probed package, whose missing import falls back instead of exiting
+TOOL_FALLBACK = TOOL.replace('    print(f"Error importing: {e}")\n    sys.exit(1)\n',
+                             "    assert_close = None\n    has_fancyopt = None\n")
+
+
+def test_script_exiting_without_a_probed_optional_package_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/probes.py": PROBES, "tools/bench_opt.py": TOOL,
+                                    "tools/bench_required.py": TOOL_REQUIRED,
+                                    "tools/bench_fallback.py": TOOL_FALLBACK})
+    report = migrate_json(root)
+    opt = findings_at(report, "tools/bench_opt.py", "NPU202")
+    assert opt and all(f["severity"] == "info" for f in opt.values()), opt
+    message = next(iter(opt.values()))["message"]
+    assert "reached on an NPU host only when the optional package `fancyopt` is installed" in message, message
+    assert "`except ImportError: sys.exit(1)`, line 11" in message and "pkg/probes.py:8" in message, message
+    for kept in ("tools/bench_required.py", "tools/bench_fallback.py"):
+        found = findings_at(report, kept, "NPU202")
+        assert found and next(iter(found.values()))["severity"] == "error", (kept, found)
+
+
+# CA#9: `torch.version.cuda` recorded in an environment report that shows it and tests it only
+# against values (None passes)
+COLLECT_ENV = """\
+from collections import namedtuple
+
+import torch
+
+SystemEnv = namedtuple("SystemEnv", ["torch_version", "cuda_compiled_version"])
+
+TEMPLATE = \"\"\"
+PyTorch version              : {torch_version}
+CUDA used to build PyTorch   : {cuda_compiled_version}
+\"\"\".strip()
+
+
+def get_env_info(available: bool) -> SystemEnv:
+    if available:
+        version_str = torch.__version__
+        cuda_version_str = torch.version.cuda
+    else:
+        version_str = cuda_version_str = "N/A"
+    return SystemEnv(torch_version=version_str, cuda_compiled_version=cuda_version_str)
+
+
+def pretty_str(envinfo: SystemEnv) -> str:
+    fields = envinfo._asdict()
+    if envinfo.cuda_compiled_version is None:
+        fields["cuda_compiled_version"] = "None"
+    if fields.get("cuda_compiled_version") not in {"N/A", "None"}:
+        return TEMPLATE.format(**fields)
+    return ""
+
+
+if __name__ == "__main__":
+    print(pretty_str(get_env_info(True)))
+"""
+
+# the nearest true case: the same report, which also parses the version (fails on None)
+COLLECT_PARSED = COLLECT_ENV.replace(
+    "    fields = envinfo._asdict()\n",
+    "    fields = envinfo._asdict()\n    fields['major'] = int(envinfo.cuda_compiled_version.split('.')[0])\n")
+
+
+def test_cuda_version_shown_in_an_environment_report_runs_as_written(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/collect_env.py": COLLECT_ENV,
+                                    "pkg/collect_parsed.py": COLLECT_PARSED})
+    report = migrate_json(root)
+    assert not findings_at(report, "pkg/collect_env.py", "NPU990"), report["findings"]
+    scope = scopes_at(report, "pkg/collect_env.py", "NPU990")
+    assert scope and "`torch.version.cuda` stored only as a value of a record" in scope.get(16, ""), scope
+    kept = findings_at(report, "pkg/collect_parsed.py", "NPU990")
+    assert 16 in kept and kept[16]["severity"] in ("warning", "error"), report["findings"]
