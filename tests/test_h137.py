@@ -182,3 +182,147 @@ def test_cuda_version_shown_in_an_environment_report_runs_as_written(tmp_path):
     assert scope and "`torch.version.cuda` stored only as a value of a record" in scope.get(16, ""), scope
     kept = findings_at(report, "pkg/collect_parsed.py", "NPU990")
     assert 16 in kept and kept[16]["severity"] in ("warning", "error"), report["findings"]
+
+
+# CB#32: a worker module imported only when an enum predicate names the user's choice
+SPEC_INFO = """\
+from enum import Enum, auto
+
+
+class Algorithm(Enum):
+    AUTO = auto()
+    EAGLE = auto()
+    NGRAM = auto()
+
+    def is_auto(self) -> bool:
+        return self == Algorithm.AUTO
+
+    def is_eagle(self) -> bool:
+        return self == Algorithm.EAGLE
+
+    def is_ngram(self) -> bool:
+        return self == Algorithm.NGRAM
+
+    def create_worker(self):
+        if self.is_auto():
+            from pkg.auto.worker import AutoWorker
+
+            return AutoWorker
+        if self.is_eagle():
+            from pkg.eagle.worker import EagleWorker
+
+            return EagleWorker
+        elif self.is_ngram():
+            from pkg.ngram.worker import NgramWorker
+
+            return NgramWorker
+        raise ValueError("unknown")
+"""
+
+WORKER = """\
+from sgl_kernel.speculative import reconstruct_indices
+
+
+class {name}:
+    def step(self, mask):
+        return reconstruct_indices(mask)
+"""
+
+# the nearest true cases: a member that names the default (`AUTO`), and a worker a default-loaded
+# module also imports at its top
+SCHEDULER = """\
+from pkg.eagle.worker import EagleWorker
+
+
+def make():
+    return EagleWorker()
+"""
+
+
+def test_module_imported_only_under_an_enum_choice_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/spec_info.py": SPEC_INFO, "pkg/scheduler.py": SCHEDULER,
+        "pkg/ngram/worker.py": WORKER.format(name="NgramWorker"),
+        "pkg/eagle/worker.py": WORKER.format(name="EagleWorker"),
+        "pkg/auto/worker.py": WORKER.format(name="AutoWorker")})
+    report = migrate_json(root)
+    opt = findings_at(report, "pkg/ngram/worker.py", "NPU911")
+    assert opt and opt[1]["severity"] == "info", opt
+    assert "pkg/spec_info.py:28 in `create_worker` under `self.is_ngram()` (the choice `Algorithm.NGRAM`)" \
+        in opt[1]["message"], opt[1]["message"]
+    for kept in ("pkg/eagle/worker.py", "pkg/auto/worker.py"):
+        found = findings_at(report, kept, "NPU911")
+        assert found and found[1]["severity"] == "error", (kept, found)
+
+
+# CA#12: a runner class built only when an enum predicate names the backend, whose method imports
+# a kernel module lazily
+BACKENDS = """\
+from enum import Enum
+
+
+class RunnerBackend(Enum):
+    TRITON = "triton"
+    TRITON_KERNELS = "triton_kernel"
+
+    def is_triton(self) -> bool:
+        return self == RunnerBackend.TRITON
+
+    def is_triton_kernels(self) -> bool:
+        return self == RunnerBackend.TRITON_KERNELS
+"""
+
+CORES = """\
+class TritonKernelsCore:
+    def run(self, x):
+        from pkg.moe.kernels_moe import fused_experts
+
+        return fused_experts(x)
+
+
+class SharedCore:
+    def run(self, x):
+        from pkg.shared.shared_moe import fused_experts
+
+        return fused_experts(x)
+"""
+
+RUNNER = """\
+from pkg.moe.cores import SharedCore, TritonKernelsCore
+
+
+class MoeRunner:
+    def __init__(self, backend):
+        if backend.is_triton():
+            self.core = None
+        elif backend.is_triton_kernels():
+            self.core = TritonKernelsCore()
+            self.shared = SharedCore()
+
+
+def default_runner():
+    return SharedCore()
+"""
+
+KERNELS = """\
+from sgl_kernel import gelu_and_mul
+
+
+def fused_experts(x):
+    return gelu_and_mul(x)
+"""
+
+
+def test_class_built_only_under_an_enum_choice_loads_its_kernels_opt_in(tmp_path):
+    # (the nearest true case: `SharedCore`, built under the same choice and also by a plain function)
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/moe/__init__.py": "", "pkg/moe/utils.py": BACKENDS, "pkg/moe/cores.py": CORES,
+        "pkg/moe/runner.py": RUNNER, "pkg/moe/kernels_moe.py": KERNELS,
+        "pkg/shared/shared_moe.py": KERNELS.replace("gelu_and_mul", "silu_and_mul")})
+    report = migrate_json(root)
+    opt = findings_at(report, "pkg/moe/kernels_moe.py", "NPU911")
+    assert opt and opt[1]["severity"] == "info", opt
+    assert ("pkg/moe/runner.py:9 in `run` of `TritonKernelsCore`, which the run builds only in `__init__` under "
+            "`backend.is_triton_kernels()` (the choice `RunnerBackend.TRITON_KERNELS`)") in opt[1]["message"], opt
+    kept = findings_at(report, "pkg/shared/shared_moe.py", "NPU911")
+    assert kept and kept[1]["severity"] == "error", kept
