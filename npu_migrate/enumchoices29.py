@@ -29,10 +29,17 @@ triton_kernels package found): the enum analog of lazyimports21's `name == "FA3"
 module's "imported unguarded" error becomes lazyimports21's info naming the import site and the
 choice (P1: never dropped, never a scope).
 
-* `predicates(trees)`: the run's enum predicates, {method name: "Cls.MEMBER"}: a method of a class
-  deriving from an `...Enum` base whose body (a docstring aside) is `return self == Cls.MEMBER`
-  (or `is`), the member not a device, communication backend or default word (`AUTO`, `NONE`,
-  `CUDA`, ...); a name the run also defines otherwise (another body, a plain function) is left out.
+* `predicates(trees, offered)`: the run's enum predicates, {method name: "Cls.MEMBER"}: a method of
+  a class deriving from an `...Enum` base whose body (a docstring aside) is `return self ==
+  Cls.MEMBER` (or `is`), the member not a device, communication backend or default word (`AUTO`,
+  `NONE`, `CUDA`, ...), and offered by a command-line option of the run (its string value, or its
+  name where the value is no string, among the strings of a `choices=` list: `"triton_kernel"`,
+  `"NGRAM"`), which tells a user's choice from a state the code goes through on its own
+  (`ForwardMode.DECODE`, an `auto()` member named as no option offers it); an enum with an instance
+  method that returns a member (`DeepEPMode.resolve`: AUTO becomes NORMAL or LOW_LATENCY at run
+  time) is left out, and so is a name the run also defines otherwise (another body, a plain
+  function). A member an automatic default may still resolve to elsewhere (the option's "auto"
+  value) is read as lazyimports21 reads `name == "FA3"`: a selection.
 * `selection(test, predicates)`: an `if` test (or the first operand of its `and`) that is a call
   of such a predicate with no arguments (`self.is_ngram()`, `runner_backend.is_triton_kernels()`):
   its text and the member.
@@ -78,19 +85,61 @@ def _member_test(function: ast.AST) -> Optional[str]:
     return member
 
 
-def predicates(trees: Iterable[ast.Module]) -> dict[str, str]:
-    """The run's enum predicates (see the module's doc)."""
+def _strings(node: Optional[ast.AST]) -> list[str]:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def option_choices(trees: Iterable[ast.Module]) -> frozenset:
+    """The values a command-line option of the run offers: the strings of a `choices=` literal,
+    or of the module-level list or tuple a `choices=NAME` names."""
+    out: set[str] = set()
+    for tree in trees:
+        lists = {t.id: _strings(s.value) for s in tree.body if isinstance(s, ast.Assign)
+                 for t in s.targets if isinstance(t, ast.Name)}
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if keyword.arg == "choices":
+                        value = keyword.value
+                        out.update(lists.get(value.id, []) if isinstance(value, ast.Name) else _strings(value))
+    return frozenset(out)
+
+
+def _resolves(node: ast.ClassDef) -> bool:
+    """Whether an instance method returns a member of the class (`DeepEPMode.resolve`: AUTO turns
+    into NORMAL or LOW_LATENCY at run time): its members are then states, not only choices."""
+    for method in node.body:
+        if isinstance(method, _FUNCTIONS) and not {(astcache.dotted(d) or "") for d in method.decorator_list} & {
+                "staticmethod", "classmethod"}:
+            for inner in ast.walk(method):
+                if isinstance(inner, ast.Return) and isinstance(inner.value, ast.Attribute) \
+                        and isinstance(inner.value.value, ast.Name) and inner.value.value.id == node.name:
+                    return True
+    return False
+
+
+def predicates(trees: Iterable[ast.Module], offered: frozenset = frozenset()) -> dict[str, str]:
+    """The run's enum predicates (see the module's doc) whose member a command-line option offers
+    (`offered`: option_choices; its string value, or its name where its value is no string), in an
+    enum no instance method of which resolves to another member."""
     found: dict[str, str] = {}
     other: set[str] = set()
     for tree in trees:
         enum_methods: set[int] = set()
         for node in astcache.walk(tree):
             if isinstance(node, ast.ClassDef) and _is_enum(node):
+                values = {t.id: s.value.value for s in node.body if isinstance(s, ast.Assign)
+                          and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+                          for t in s.targets if isinstance(t, ast.Name)}
                 for statement in node.body:
                     if isinstance(statement, _FUNCTIONS):
                         enum_methods.add(id(statement))
                         member = _member_test(statement)
-                        if member is None or found.get(statement.name, member) != member:
+                        name = member.rsplit(".", 1)[-1] if member else ""
+                        if member is None or found.get(statement.name, member) != member or _resolves(node) \
+                                or values.get(name, name) not in offered:
                             other.add(statement.name)
                         else:
                             found[statement.name] = member

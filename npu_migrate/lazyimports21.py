@@ -59,7 +59,7 @@ from collections import defaultdict
 from typing import Optional
 
 from . import astcache
-from .enumchoices29 import built_only_when_selected, predicates, selection as enum_selection
+from .enumchoices29 import built_only_when_selected, option_choices, predicates, selection as enum_selection
 from .tritonguards import UNGUARDED, catches_import_errors, parents, run_imports
 
 CODES = ("NPU910", "NPU911")
@@ -282,8 +282,11 @@ class _Reach:
     def choices(self) -> dict:
         """The run's enum predicates (`is_ngram` -> "SpeculativeAlgorithm.NGRAM": enumchoices29.py)."""
         if self._choices is None:
-            self._choices = predicates(t for t in (self.tree(i) for i in self.library
-                                                   if b"Enum" in (self.text_of(i) or b"")) if t is not None)
+            def trees(word: bytes):
+                return (t for t in (self.tree(i) for i in self.library if word in (self.text_of(i) or b""))
+                        if t is not None)
+
+            self._choices = predicates(trees(b"Enum"), option_choices(trees(b"choices")))
         return self._choices
 
     def naming(self, name: str):

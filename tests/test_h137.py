@@ -228,20 +228,49 @@ class {name}:
         return reconstruct_indices(mask)
 """
 
-# the nearest true cases: a member that names the default (`AUTO`), and a worker a default-loaded
-# module also imports at its top
+SERVER_ARGS = """\
+import argparse
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--speculative-algorithm", choices=["EAGLE", "NGRAM"], default=None)
+    parser.add_argument("--disaggregation-mode", choices=["null", "prefill", "decode"], default="null")
+"""
+
+# the nearest true cases: a member that names the default (`AUTO`), a worker a default-loaded
+# module also imports at its top, and a state the code goes through on its own (`Mode.DECODE`:
+# no option offers that name, though one offers "decode")
 SCHEDULER = """\
+from enum import IntEnum, auto
+
 from pkg.eagle.worker import EagleWorker
+
+
+class Mode(IntEnum):
+    EXTEND = auto()
+    DECODE = auto()
+
+    def is_decode(self) -> bool:
+        return self == Mode.DECODE
 
 
 def make():
     return EagleWorker()
+
+
+def step(mode: Mode):
+    if mode.is_decode():
+        from pkg.decode.worker import DecodeWorker
+
+        return DecodeWorker()
+    return None
 """
 
 
 def test_module_imported_only_under_an_enum_choice_is_opt_in_info(tmp_path):
     root = write_project(tmp_path, {
         "pkg/__init__.py": "", "pkg/spec_info.py": SPEC_INFO, "pkg/scheduler.py": SCHEDULER,
+        "pkg/server_args.py": SERVER_ARGS, "pkg/decode/worker.py": WORKER.format(name="DecodeWorker"),
         "pkg/ngram/worker.py": WORKER.format(name="NgramWorker"),
         "pkg/eagle/worker.py": WORKER.format(name="EagleWorker"),
         "pkg/auto/worker.py": WORKER.format(name="AutoWorker")})
@@ -250,7 +279,7 @@ def test_module_imported_only_under_an_enum_choice_is_opt_in_info(tmp_path):
     assert opt and opt[1]["severity"] == "info", opt
     assert "pkg/spec_info.py:28 in `create_worker` under `self.is_ngram()` (the choice `Algorithm.NGRAM`)" \
         in opt[1]["message"], opt[1]["message"]
-    for kept in ("pkg/eagle/worker.py", "pkg/auto/worker.py"):
+    for kept in ("pkg/eagle/worker.py", "pkg/auto/worker.py", "pkg/decode/worker.py"):
         found = findings_at(report, kept, "NPU911")
         assert found and found[1]["severity"] == "error", (kept, found)
 
@@ -313,10 +342,21 @@ def fused_experts(x):
 """
 
 
+MOE_ARGS = """\
+import argparse
+
+MOE_RUNNER_BACKEND_CHOICES = ["auto", "triton", "triton_kernel"]
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--moe-runner-backend", choices=MOE_RUNNER_BACKEND_CHOICES, default="auto")
+"""
+
+
 def test_class_built_only_under_an_enum_choice_loads_its_kernels_opt_in(tmp_path):
     # (the nearest true case: `SharedCore`, built under the same choice and also by a plain function)
     root = write_project(tmp_path, {
-        "pkg/__init__.py": "", "pkg/moe/__init__.py": "", "pkg/moe/utils.py": BACKENDS, "pkg/moe/cores.py": CORES,
+        "pkg/__init__.py": "", "pkg/moe/__init__.py": "", "pkg/moe/utils.py": BACKENDS, "pkg/moe/args.py": MOE_ARGS, "pkg/moe/cores.py": CORES,
         "pkg/moe/runner.py": RUNNER, "pkg/moe/kernels_moe.py": KERNELS,
         "pkg/shared/shared_moe.py": KERNELS.replace("gelu_and_mul", "silu_and_mul")})
     report = migrate_json(root)
