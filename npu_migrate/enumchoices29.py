@@ -32,9 +32,9 @@ choice (P1: never dropped, never a scope).
 * `predicates(trees, offered)`: the run's enum predicates, {method name: "Cls.MEMBER"}: a method of
   a class deriving from an `...Enum` base whose body (a docstring aside) is `return self ==
   Cls.MEMBER` (or `is`), the member not a device, communication backend or default word (`AUTO`,
-  `NONE`, `CUDA`, ...), and offered by a command-line option of the run (its string value, or its
-  name where the value is no string, among the strings of a `choices=` list: `"triton_kernel"`,
-  `"NGRAM"`), which tells a user's choice from a state the code goes through on its own
+  `NONE`, `CUDA`, ...), and offered by a command-line option of the run (its string value, in any
+  case, or its name, exactly, where the value is no string, among the strings of a `choices=` list:
+  `"triton_kernel"`, `"NGRAM"`), which tells a user's choice from a state the code goes through on its own
   (`ForwardMode.DECODE`, an `auto()` member named as no option offers it); an enum with an instance
   method that returns a member (`DeepEPMode.resolve`: AUTO becomes NORMAL or LOW_LATENCY at run
   time) is left out, and so is a name the run also defines otherwise (another body, a plain
@@ -59,7 +59,8 @@ from . import astcache
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # members that name a device, a communication backend or a default, not a feature a user opts in to
 _NOT_A_CHOICE = frozenset(("cuda", "cpu", "npu", "xpu", "hip", "rocm", "mps", "gpu", "meta", "nccl", "hccl",
-                           "gloo", "mpi", "auto", "default", "none", "null", "unset", "disabled", ""))
+                           "gloo", "mpi", "auto", "default", "none", "null", "unset", "disabled", "no", "off",
+                           "false", ""))
 
 
 def _is_enum(node: ast.ClassDef) -> bool:
@@ -91,19 +92,33 @@ def _strings(node: Optional[ast.AST]) -> list[str]:
     return []
 
 
-def option_choices(trees: Iterable[ast.Module]) -> frozenset:
-    """The values a command-line option of the run offers: the strings of a `choices=` literal,
-    or of the module-level list or tuple a `choices=NAME` names."""
-    out: set[str] = set()
+def option_choices(trees: Iterable[ast.Module], explicit: bool = False) -> frozenset:
+    """The choices of each command-line option of the run (one frozenset of strings per option):
+    the strings of a `choices=` literal, or of the module-level list or tuple a `choices=NAME` names;
+    not a value that is the string `default=` of its option (in any case: what it picks unasked is
+    no choice). `explicit`: not an option whose default is `"auto"` (or another default word) or an
+    expression (`default=ServerArgs.moe_runner_backend`: unknown here) either: the code may resolve
+    that to one of its values on its own (SGLang's `--moe-runner-backend auto` picks `triton`)."""
+    out: set[frozenset] = set()
     for tree in trees:
         lists = {t.id: _strings(s.value) for s in tree.body if isinstance(s, ast.Assign)
                  for t in s.targets if isinstance(t, ast.Name)}
         for node in astcache.walk(tree):
             if isinstance(node, ast.Call):
-                for keyword in node.keywords:
-                    if keyword.arg == "choices":
-                        value = keyword.value
-                        out.update(lists.get(value.id, []) if isinstance(value, ast.Name) else _strings(value))
+                given = {k.arg: k.value for k in node.keywords}
+                value = given.get("choices")
+                if value is None:
+                    continue
+                strings = lists.get(value.id, []) if isinstance(value, ast.Name) else _strings(value)
+                default = given.get("default")
+                if isinstance(default, ast.Constant) and isinstance(default.value, str):
+                    if explicit and default.value.lower() in _NOT_A_CHOICE:
+                        continue  # (`default="auto"`: the code may resolve to any of them unasked)
+                    strings = [x for x in strings if x.lower() != default.value.lower()]
+                elif explicit and default is not None and not isinstance(default, ast.Constant):
+                    continue  # (`default=ServerArgs.moe_runner_backend`: unknown here, maybe "auto")
+                if strings:
+                    out.add(frozenset(strings))
     return frozenset(out)
 
 
@@ -120,6 +135,106 @@ def _resolves(node: ast.ClassDef) -> bool:
     return False
 
 
+def _key(values: dict, name: str) -> str:
+    return values[name].lower() if name in values else name
+
+
+def _offered(values: dict, names: list, name: str, offered: frozenset) -> bool:
+    """Whether an option of `offered` (option_choices) offers the member: its string value (in any
+    case: `FP8BackendType("AO")` is built from `--fp8_backend ao`), or its name, exactly, where its
+    value is no string, among the option's choices, three quarters of which at least are members of
+    the same enum (the option is about this enum: `--gdn-prefill-backend`'s "triton" and
+    "flashinfer" say nothing of `MambaBackendEnum`)."""
+    keys = {_key(values, n) for n in names}
+    mine = _key(values, name)
+    for option in offered:
+        choices = {c.lower() for c in option} if name in values else set(option)
+        if mine in choices and 4 * len(choices & keys) >= 3 * len(choices):
+            return True
+    return False
+
+
+def _names(node: ast.ClassDef) -> list:
+    return [t.id for s in node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)]
+
+
+def _enum_values(node: ast.ClassDef) -> dict:
+    return {t.id: s.value.value for s in node.body if isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+            for t in s.targets if isinstance(t, ast.Name)}
+
+
+def members(trees: Iterable[ast.Module], offered: frozenset) -> frozenset:
+    """"Cls.MEMBER" of each enum member a command-line option offers (as `predicates` reads it; not
+    a device, communication backend or default word), in an enum that resolves to no other member."""
+    out: set[str] = set()
+    for tree in trees:
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.ClassDef) and _is_enum(node) and not _resolves(node):
+                values, names = _enum_values(node), _names(node)
+                out.update(f"{node.name}.{n}" for n in names
+                           if n.lower() not in _NOT_A_CHOICE and values.get(n, n).lower() not in _NOT_A_CHOICE
+                           and _offered(values, names, n, offered))
+    return frozenset(out)
+
+
+def chosen_branch(node: ast.AST, parents: dict, known: dict, offered: frozenset) -> Optional[str]:
+    """"under `<test>` (the choice `Cls.MEMBER`)" of the `if` (within its function) in whose body
+    `node` lies, the test (or the first operand of its `and`) a predicate of `known` or a comparison
+    `x == Cls.MEMBER` with a member of `offered` (`members`); else None. `parents`: id -> parent."""
+    child, current = node, parents.get(id(node))
+    while current is not None and not isinstance(current, (*_FUNCTIONS, ast.Module)):
+        if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
+            found = selection(current.test, known) or _member_compared(current.test, offered)
+            if found:
+                return found
+        child, current = current, parents.get(id(current))
+    return None
+
+
+def chosen_through_private_method(node: ast.AST, parents: dict, tree: ast.Module, known: dict,
+                                  offered: frozenset) -> Optional[tuple[str, int, str]]:
+    """(what `chosen_branch` says, the line, the method's name) of the first call that runs the private method holding
+    `node` (`_prepare_ao` of a module-level class), where every reference to the method in its
+    file is such a call `self._m(...)` under a chosen branch; else None. (The caller makes sure no
+    other file names the method.)"""
+    method, current = None, parents.get(id(node))
+    while current is not None and not isinstance(current, ast.Module):
+        if isinstance(current, _FUNCTIONS):
+            method = current
+        current = parents.get(id(current))
+    owner = parents.get(id(method)) if method is not None else None
+    if not (isinstance(owner, ast.ClassDef) and owner in tree.body and method.name.startswith("_")
+            and not method.name.endswith("__")):
+        return None
+    first = None
+    for ref in astcache.walk(tree):
+        if isinstance(ref, ast.Name) and ref.id == method.name:
+            return None  # (handed on or called bare: not only `self._m(...)`)
+        if not (isinstance(ref, ast.Attribute) and ref.attr == method.name):
+            continue
+        call = parents.get(id(ref))
+        if not (isinstance(ref.value, ast.Name) and ref.value.id == "self" and isinstance(call, ast.Call)
+                and call.func is ref):
+            return None
+        found = chosen_branch(call, parents, known, offered)
+        if found is None:
+            return None
+        first = first or (found, call.lineno, method.name)
+    return first
+
+
+def _member_compared(test: ast.AST, offered: frozenset) -> Optional[str]:
+    for node in ([test.values[0]] if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else []) + [test]:
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.Is)):
+            for side in (node.left, node.comparators[0]):
+                member = astcache.dotted(side) if isinstance(side, ast.Attribute) else None
+                if member and ".".join(member.split(".")[-2:]) in offered:
+                    return (f"under `{' '.join(ast.unparse(node).split())[:70]}` "
+                            f"(the choice `{'.'.join(member.split('.')[-2:])}`)")
+    return None
+
+
 def predicates(trees: Iterable[ast.Module], offered: frozenset = frozenset()) -> dict[str, str]:
     """The run's enum predicates (see the module's doc) whose member a command-line option offers
     (`offered`: option_choices; its string value, or its name where its value is no string), in an
@@ -130,16 +245,14 @@ def predicates(trees: Iterable[ast.Module], offered: frozenset = frozenset()) ->
         enum_methods: set[int] = set()
         for node in astcache.walk(tree):
             if isinstance(node, ast.ClassDef) and _is_enum(node):
-                values = {t.id: s.value.value for s in node.body if isinstance(s, ast.Assign)
-                          and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
-                          for t in s.targets if isinstance(t, ast.Name)}
+                values = _enum_values(node)
                 for statement in node.body:
                     if isinstance(statement, _FUNCTIONS):
                         enum_methods.add(id(statement))
                         member = _member_test(statement)
                         name = member.rsplit(".", 1)[-1] if member else ""
                         if member is None or found.get(statement.name, member) != member or _resolves(node) \
-                                or values.get(name, name) not in offered:
+                                or not _offered(values, _names(node), name, offered):
                             other.add(statement.name)
                         else:
                             found[statement.name] = member

@@ -366,3 +366,92 @@ def test_class_built_only_under_an_enum_choice_loads_its_kernels_opt_in(tmp_path
             "`backend.is_triton_kernels()` (the choice `RunnerBackend.TRITON_KERNELS`)") in opt[1]["message"], opt
     kept = findings_at(report, "pkg/shared/shared_moe.py", "NPU911")
     assert kept and kept[1]["severity"] == "error", kept
+
+
+# CA#36: an FP8 conversion a library runs only from a private method its `prepare` calls under an
+# enum member a command-line option offers (`--fp8_backend ao`)
+FP8_TYPES = """\
+import enum
+
+
+class FP8BackendType(str, enum.Enum):
+    NO = "NO"
+    TE = "TE"
+    AO = "AO"
+"""
+
+LAUNCH = """\
+import argparse
+
+
+def launch_parser():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fp8_backend", type=str, choices=["ao", "te"])
+    return parser
+"""
+
+CONVERT = """\
+def convert_model_to_fp8_ao(model, config=None):
+    from torchao.float8 import convert_to_float8_training
+
+    convert_to_float8_training(model, config=config)
+    return model
+"""
+
+CONVERT_PLAIN = CONVERT.replace("convert_model_to_fp8_ao", "convert_model_to_fp8_always")
+
+ACCELERATOR = """\
+from pkg.types import FP8BackendType
+from pkg.ao import convert_model_to_fp8_ao
+from pkg.ao_plain import convert_model_to_fp8_always
+
+
+class Accelerator:
+    def __init__(self, fp8_backend=None):
+        self.fp8_backend = FP8BackendType((fp8_backend or "NO").upper())
+
+    def prepare(self, *args):
+        if self.fp8_backend == FP8BackendType.TE:
+            args = tuple(args)
+        elif self.fp8_backend == FP8BackendType.AO:
+            args = self._prepare_ao(*args)
+        return args
+
+    def _prepare_ao(self, *args):
+        for arg in args:
+            if hasattr(arg, "weight"):
+                convert_model_to_fp8_ao(arg)
+        return args
+
+    def prepare_model(self, model):
+        return self._prepare_plain(model)
+
+    def _prepare_plain(self, model):
+        return convert_model_to_fp8_always(model)
+"""
+
+
+def test_library_code_reached_only_under_an_offered_enum_choice_is_opt_in_info(tmp_path):
+    # (the nearest true case: `convert_model_to_fp8_always`, which a plain method reaches unasked)
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/types.py": FP8_TYPES, "pkg/launch.py": LAUNCH,
+                                    "pkg/ao.py": CONVERT, "pkg/ao_plain.py": CONVERT_PLAIN,
+                                    "pkg/accelerator.py": ACCELERATOR})
+    report = migrate_json(root)
+    opt = findings_at(report, "pkg/ao.py", "NPU913")
+    assert opt and opt[2]["severity"] == "info", opt
+    assert ("only when `self.fp8_backend == FP8BackendType.AO` (the choice `FP8BackendType.AO`) is chosen "
+            "(`self._prepare_ao()`, line 14)") in opt[2]["message"], opt[2]["message"]
+    kept = findings_at(report, "pkg/ao_plain.py", "NPU913")
+    assert kept and kept[2]["severity"] == "error", kept
+
+
+def test_enum_choice_of_an_option_that_resolves_auto_stays_reached(tmp_path):
+    # (the nearest true case of the test above: the option defaults to "auto", which the code may
+    # resolve to `ao` on its own: no explicit choice)
+    launch = LAUNCH.replace('choices=["ao", "te"])', 'choices=["auto", "ao", "te"], default="auto")')
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/types.py": FP8_TYPES, "pkg/launch.py": launch,
+                                    "pkg/ao.py": CONVERT, "pkg/ao_plain.py": CONVERT_PLAIN,
+                                    "pkg/accelerator.py": ACCELERATOR})
+    report = migrate_json(root)
+    kept = findings_at(report, "pkg/ao.py", "NPU913")
+    assert kept and kept[2]["severity"] == "error", kept
