@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from .precision_helpers import findings_at, migrate_json, scopes_at, write_project
 
-# CA#25: a host-side patch of Triton's autotuner that catches Triton's exception classes
+# CA#25: a host-side patch of Triton's autotuner that catches Triton's exception classes (not the
+# CUDA assembler's `PTXASError`, which Triton-Ascend need not have: test_h91's patcher keeps its error,
+# and so does vLLM's force_first_config, which imports it)
 TRITON_FLAG = """\
 try:
     import triton
