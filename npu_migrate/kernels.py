@@ -6,7 +6,9 @@ per file (run.py), and reads the file's own ast:
 * **Triton host helpers.** A file that defines no kernel (`@triton.jit`, `@triton.autotune`,
   `@triton.heuristics`, any decorator from triton) and uses Triton only through its host helpers
   (`triton.cdiv`, `triton.next_power_of_2`, `triton.__version__`, `triton.language` dtype
-  constants, the `triton.testing` harness `do_bench` / `perf_report` / `Benchmark`) runs on an NPU
+  constants, the `triton.testing` harness `do_bench` / `perf_report` / `Benchmark`, the exception
+  classes `CompilationError`, `CompileTimeAssertionFailure` and `OutOfResources` a file catches, not
+  the CUDA assembler's `PTXASError`) runs on an NPU
   host as written: Triton-Ascend installs as `triton` and provides them. Its NPU910 is no finding
   but a skipped scope of the file that names the helpers (JSON `skipped`, `--show-skipped`); the
   kernels it launches are reported where they are defined.
@@ -47,6 +49,11 @@ _HOST = frozenset({
     "triton.cdiv", "triton.next_power_of_2", "triton.__version__",
     "triton.testing.do_bench", "triton.testing.perf_report", "triton.testing.Benchmark",
     "triton.testing.assert_close",
+    # Triton's exception classes, caught around a compile or an autotuning run (round-28 audit
+    # CA#25, h137): plain Python classes of the same modules in Triton-Ascend; not `PTXASError`,
+    # the CUDA assembler's, which Triton-Ascend need not have (test_h91's patcher)
+    "triton.compiler.errors.CompilationError", "triton.compiler.errors.CompileTimeAssertionFailure",
+    "triton.runtime.errors.OutOfResources",
 })
 _MODULES = frozenset({"triton", "triton.language", "triton.testing"})
 _TL_CONSTANT = re.compile(r"triton\.language\.(u?int(8|16|32|64)|float(16|32|64)|bfloat16|int1|float8\w*)")

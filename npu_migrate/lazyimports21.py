@@ -59,6 +59,7 @@ from collections import defaultdict
 from typing import Optional
 
 from . import astcache
+from .enumchoices29 import built_only_when_selected, option_choices, predicates, selection as enum_selection
 from .tritonguards import UNGUARDED, catches_import_errors, parents, run_imports
 
 CODES = ("NPU910", "NPU911")
@@ -193,18 +194,20 @@ def _dict_key(node: ast.AST, parent: dict) -> Optional[str]:
     return None
 
 
-def classify(tree: ast.Module, line: int, false_flags: frozenset = frozenset()) -> tuple[str, str]:
+def classify(tree: ast.Module, line: int, false_flags: frozenset = frozenset(),
+             choices: Optional[dict] = None) -> tuple[str, str]:
     """(kind, how) of the import statement(s) at `line`: "typing", "guarded", "selected", "eager"
-    or "unknown" (see the module's doc)."""
+    or "unknown" (see the module's doc); `choices`: the run's enum predicates (enumchoices29.py)."""
     statements = [n for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line]
     if not statements:
         return "unknown", ""
     parent = parents(tree)
-    kinds = {_classify(tree, statement, parent, false_flags) for statement in statements}
+    kinds = {_classify(tree, statement, parent, false_flags, choices or {}) for statement in statements}
     return next(iter(kinds)) if len(kinds) == 1 else ("unknown", "")
 
 
-def _classify(tree: ast.Module, node: ast.AST, parent: dict, false_flags: frozenset) -> tuple[str, str]:
+def _classify(tree: ast.Module, node: ast.AST, parent: dict, false_flags: frozenset,
+              choices: Optional[dict] = None) -> tuple[str, str]:
     chain = []
     child, up = node, parent.get(id(node))
     while up is not None:
@@ -225,6 +228,9 @@ def _classify(tree: ast.Module, node: ast.AST, parent: dict, false_flags: frozen
                 found = _selection(up.test, functions[0])
                 if found:
                     return "selected", f"in `{functions[0].name}` under `{found}`"
+                chosen = enum_selection(up.test, choices or {})  # (an enum member a user chooses: enumchoices29.py)
+                if chosen:
+                    return "selected", f"in `{functions[0].name}` {chosen}"
                 flag = _opt_in(up.test, functions[0], false_flags)
                 if flag:
                     return "selected", f"in `{functions[0].name}` under the opt-in `{flag}` (False by default)"
@@ -271,6 +277,33 @@ class _Reach:
         self.named: dict[int, bool] = {}
         self.cycles = 0
         self._false_flags: Optional[frozenset] = None
+        self._choices: Optional[dict] = None
+
+    def choices(self) -> dict:
+        """The run's enum predicates (`is_ngram` -> "SpeculativeAlgorithm.NGRAM": enumchoices29.py)."""
+        if self._choices is None:
+            def trees(word: bytes):
+                return (t for t in (self.tree(i) for i in self.library if word in (self.text_of(i) or b""))
+                        if t is not None)
+
+            self._choices = predicates(trees(b"Enum"), option_choices(trees(b"choices")))
+        return self._choices
+
+    def naming(self, name: str):
+        """(relpath, tree) of the library files whose text holds `name`."""
+        for i in self.library:
+            if name.encode() in (self.text_of(i) or b""):
+                tree = self.tree(i)
+                if tree is not None:
+                    yield self.results[i].relpath, tree
+
+    def built_when_selected(self, tree: ast.Module, line: int) -> Optional[tuple[str, int, str]]:
+        """An import in a method of a class the run builds only under a selection (enumchoices29.py)."""
+        def selects(test: ast.AST, function: ast.AST) -> Optional[str]:
+            found = _selection(test, function)
+            return f"under `{found}`" if found else enum_selection(test, self.choices())
+
+        return built_only_when_selected(tree, line, self.naming, selects, parents)
 
     def false_flags(self) -> frozenset:
         """Fields declared `name: bool = False` in a class body of the run's library files, never
@@ -366,10 +399,14 @@ class _Reach:
             tree = self.tree(k)
             if tree is None:
                 return None
-            kind, how = classify(tree, line, self.false_flags())
+            kind, how = classify(tree, line, self.false_flags(), self.choices())
             if kind == "typing":
                 continue
             counted = True
+            built = self.built_when_selected(tree, line) if kind == "unknown" else None
+            if built is not None:  # (a class built only when a name or an enum choice selects it)
+                found.append(Way(built[0], built[1], "selected", built[2]))
+                continue
             if kind in ("guarded", "selected"):
                 found.append(Way(self.results[k].relpath, line, kind, how))
                 continue

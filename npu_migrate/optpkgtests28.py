@@ -128,6 +128,10 @@ class _Probes:
         return self.memo[key]
 
 
+Probes = _Probes  # (public: optpkgexit29.py reads the same probes)
+is_open = _open
+
+
 def _negated_probe(test: ast.AST) -> str | None:
     """The probe's name of a skip condition true wherever the probe answers False: `not p()`, or
     an `or` holding it."""

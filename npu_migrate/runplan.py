@@ -393,6 +393,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_capability_skips(results, paths)  # (a module skip through a helper requiring SM90+: capskips.py)
     from .optpkgtests28 import review as review_optional_package_tests
     results = review_optional_package_tests(results, paths)  # (tests skipped unless a probe finds an optional package: P1)
+    from .optpkgexit29 import review as review_optional_package_exits
+    results = review_optional_package_exits(results, paths)  # (a script that exits unless a probed optional package imports: P1)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .probedext25 import review as review_probed_extensions

@@ -37,6 +37,12 @@ way ("reached on an NPU host only when `self.parallel_config.use_ubatching` is c
 a type test (`isinstance(model, UBatchWrapper)`, callees22's reading) counts as dead: it runs none
 of the class's code.
 
+Wave 29 (h137, round-28 CA#36) adds a third: a library reference in the body of an `if` that tests
+an enum member a command-line option offers (`elif self.fp8_backend == FP8BackendType.AO:` with
+`--fp8-backend` choices `ao`, `te`, `msamp`; a one-line predicate `x.is_ngram()` alike), read by
+enumchoices29.py, is collected as chosen ("reached on an NPU host only when `self.fp8_backend ==
+FP8BackendType.AO` (the choice `FP8BackendType.AO`) is chosen (...)").
+
 What stays: a public unit (no `_` name) that no library code references at all, dead or not: an
 entry point the project's users call (a test calling it says nothing of them); a unit any library reference (or an example's, a tool's, a script's) may reach on an
 NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
@@ -103,7 +109,39 @@ def _make_gates(run):
             choice = self.opt_ins.chosen(node, parents)  # (a configuration property false by default: optinprops28.py)
             if choice is not None:
                 return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
+            member = self.enum_choice(node, parents, j)  # (an enum member a command-line option offers: enumchoices29.py)
+            if member is not None:
+                shown = member if member.endswith(")") and "is chosen (" in member else f"{member} is chosen"
+                return j, f"{shown} ({relpath}:{node.lineno})", "chosen"
             return None
+
+        def enum_choice(self, node: ast.AST, parents: dict, j: int) -> Optional[str]:
+            from .enumchoices29 import chosen_branch, chosen_through_private_method, members, option_choices, predicates
+
+            if getattr(self, "_enums", None) is None:
+                run = self.run
+                library = [i for i, r in enumerate(run.results) if _library(r.relpath)]
+
+                def trees(word: bytes):
+                    return (t for t in (run.tree(i) for i in library if word in (run.text_of(i) or b"")) if t is not None)
+
+                offered = option_choices(trees(b"choices"), explicit=True)
+                self._enums = (predicates(trees(b"Enum"), offered), members(trees(b"Enum"), offered))
+            known, offered_members = self._enums
+            if not known and not offered_members:
+                return None
+            found = chosen_branch(node, parents, known, offered_members)
+            if found:
+                return found[len("under "):]
+            tree = self.run.tree(j)
+            through = chosen_through_private_method(node, parents, tree, known, offered_members) \
+                if tree is not None else None
+            if through is None:
+                return None
+            name = through[2]
+            if any(k != j for k, _tree in self.naming(name)):
+                return None  # (another file names the private method)
+            return f"{through[0][len('under '):]} is chosen (`self.{name}()`, line {through[1]})"
 
         def reach(self, i: int, unit: ast.AST) -> Optional[tuple]:
             """(dead references ["path:line (why)"], live test/benchmark references {"path:line"},

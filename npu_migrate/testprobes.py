@@ -447,6 +447,76 @@ def _stored_version(node: ast.AST, file: _File, text: str) -> Optional[str]:
             "such; nothing in the file reads it back")
 
 
+# (a read of a report's field that None passes: a presence or equality test, or a display)
+_NONE_SAFE = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _field_read_safe(file: _File, read: ast.AST) -> bool:
+    parent = file.up(read)
+    if isinstance(parent, ast.FormattedValue):
+        return True
+    return (isinstance(parent, ast.Compare) and parent.left is read and len(parent.ops) == 1
+            and isinstance(parent.ops[0], _NONE_SAFE))
+
+
+def _field_reads_safe(key: str, file: _File) -> bool:
+    """Whether every read of the report field `key` in the file (`x.key`, `x["key"]`,
+    `x.get("key")`) only tests it against a value or shows it."""
+    for node in astcache.walk(file.tree):
+        if isinstance(node, ast.Attribute) and node.attr == key and isinstance(node.ctx, ast.Load):
+            read = node
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant) \
+                and node.slice.value == key:
+            read = node
+        elif _is_call(node, "get") and isinstance(node.func, ast.Attribute) and node.args \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == key:
+            read = node
+        else:
+            continue
+        if not _field_read_safe(file, read):
+            return False
+    return True
+
+
+def _reported_version(node: ast.AST, file: _File, text: str) -> Optional[str]:
+    """`torch.version.cuda` (directly, or through a local name bound once to it, its other bindings
+    constant strings) handed only as a keyword `key=` to a record the file formats into its report
+    (the text holds the `{key}` placeholder), every read of the field a None-safe test or a display
+    (round-28 audit CA#9, h137: vLLM's collect_env)."""
+    if not (isinstance(node, ast.Attribute) and astcache.dotted(node) == "torch.version.cuda"):
+        return None
+    parent = file.up(node)
+    uses: list[ast.AST] = [node]
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        name = parent.targets[0].id
+        scope = file.up(parent)
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scope = file.up(scope)
+        if scope is None:
+            return None  # (a module-level name may be imported elsewhere)
+        names = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
+        for store in (n for n in names if isinstance(n.ctx, ast.Store)):
+            bound = file.up(store)
+            if bound is not parent and not (isinstance(bound, ast.Assign) and isinstance(bound.value, ast.Constant)
+                                            and isinstance(bound.value.value, str)):
+                return None
+        uses = [n for n in names if isinstance(n.ctx, ast.Load)]
+    keys = []
+    for use in uses:
+        holder = file.up(use)
+        if not (isinstance(holder, ast.keyword) and holder.arg and isinstance(file.up(holder), ast.Call)):
+            return None
+        keys.append(holder.arg)
+    if not keys:
+        return None
+    for key in dict.fromkeys(keys):
+        if "{" + key + "}" not in text or not _field_reads_safe(key, file):
+            return None
+    return (f"{STORED_VERSION}: the value of `{keys[0]}` in the report this file formats (`{{{keys[0]}}}`), "
+            "None on an NPU build of torch and shown as such; the file only tests it against a value, "
+            "which None passes")
+
+
 # ----------------------------------------------------------------------------- an operator's name
 def _op_name(node: ast.AST, file: _File) -> Optional[str]:
     """`for lib, op, ... in [(torch.ops.aten, "_scaled_dot_product_flash_attention_backward", ...)]
@@ -501,6 +571,7 @@ def _judge(node: ast.AST, file: _File, text: str, relpath: str) -> Optional[str]
             or _case_selector(node, file)
             or (_probed_list(node, file) if _TEST_PATH.search(relpath) else None)
             or _stored_version(node, file, text)
+            or _reported_version(node, file, text)
             or _op_name(node, file)
             or _unread_import(node, file))
 
