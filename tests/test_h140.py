@@ -1,0 +1,152 @@
+"""Round 29's same-file guards, dead code, test-only helpers, labels and repeats (audit DA, DB, DC;
+helper h140, issue #16): each false shape paired with the nearest true case that must stay reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+
+def _places(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of every place of the report-only findings of `code` in `path`."""
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            places[f["line"]] = f
+            for line, _column, _source in f.get("also") or ():
+                places.setdefault(line, f)
+    return places
+
+
+def _scopes(report: dict, path: str, code: str) -> dict[int, str]:
+    """{line: reason} of the named skipped scopes of `code` in `path`."""
+    return {line: s["reason"] for s in report["skipped"] if s.get("path") == path and "start_line" in s
+            and f"({code})" in s["reason"] for line in range(s["start_line"], s["end_line"] + 1)}
+
+
+# ----------------------------------------------------------------------------- DA#36: a debug mode off the platform
+SYNC_DEBUG = '''from contextlib import contextmanager
+
+import torch
+
+import vllm.envs as envs
+from vllm.platforms import current_platform
+
+_SYNC_CHECK_MODE = envs.VLLM_GPU_SYNC_CHECK if current_platform.is_cuda_alike() else None
+_PROFILE_MODE = envs.VLLM_GPU_PROFILE if current_platform.is_cuda_alike() else envs.VLLM_NPU_PROFILE
+
+
+@contextmanager
+def _checked_region(mode):
+    saved = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(saved)
+
+
+@contextmanager
+def _profiled_region(mode):
+    torch.cuda.set_sync_debug_mode(mode)
+    yield
+
+
+def checked(fn):
+    def inner(*args, **kwargs):
+        if (mode := _SYNC_CHECK_MODE) is None:
+            return fn(*args, **kwargs)
+        with _checked_region(mode):
+            return fn(*args, **kwargs)
+
+    return inner
+
+
+def profiled(fn):
+    def inner(*args, **kwargs):
+        if (mode := _PROFILE_MODE) is None:
+            return fn(*args, **kwargs)
+        with _profiled_region(mode):
+            return fn(*args, **kwargs)
+
+    return inner
+'''
+
+
+def test_context_manager_reached_only_after_an_exit_on_a_mode_none_off_the_platform(tmp_path):
+    """DA#36: `_SYNC_CHECK_MODE = envs.X if current_platform.is_cuda_alike() else None` is None on an
+    NPU host, so `if (mode := _SYNC_CHECK_MODE) is None: return ...` exits before the only use of
+    the `@contextmanager` helper that brackets the sync-debug API: a named scope. The same shape
+    whose mode takes another setting on an NPU host (`else envs.VLLM_NPU_PROFILE`) keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"vllm/utils/sync_debug.py": SYNC_DEBUG}))
+    path = "vllm/utils/sync_debug.py"
+    found = _places(report, path, "NPU202")
+    assert 15 not in found and 16 not in found
+    assert "`_checked_region` is reached only from code an NPU host does not run" in _scopes(report, path, "NPU202")[15]
+    assert found[24]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- DA#38: a dtype constant of a rejected kernel
+SELECTOR = '''from .torch_mm import TorchMMKernel
+from .plain_mm import PlainMMKernel
+
+_CANDIDATES = [TorchMMKernel, PlainMMKernel]
+
+
+def choose(config):
+    for kernel in _CANDIDATES:
+        ok, why = kernel.is_supported()
+        if ok:
+            return kernel
+    raise ValueError("no kernel")
+'''
+
+TORCH_MM = '''import torch
+
+from pkg.platforms import current_platform
+
+_E8M0 = torch.float8_e8m0fnu
+
+
+class TorchMMKernel:
+    @classmethod
+    def is_supported(cls):
+        if current_platform.is_cuda() and current_platform.has_device_capability(90):
+            return True, None
+        return False, "requires CUDA sm_90"
+
+    def process(self, layer):
+        layer.scale = layer.scale.view(_E8M0)
+'''
+
+PLAIN_MM = '''import torch
+
+_E4M3 = torch.float8_e4m3fn
+
+
+class PlainMMKernel:
+    @classmethod
+    def is_supported(cls):
+        return True, None
+
+    def process(self, layer):
+        layer.weight = layer.weight.to(_E4M3)
+'''
+
+
+def test_module_dtype_constant_read_only_by_a_kernel_class_its_own_check_rejects(tmp_path):
+    """DA#38: `_E8M0 = torch.float8_e8m0fnu` at module level, read only inside a kernel class whose
+    `is_supported` answers no on an NPU host (a selector asks it first): the class's code never
+    runs there, and the constant follows it as a named scope. The nearest true case, the same
+    constant read by a kernel class that is supported everywhere, keeps its error; so does the
+    rejected class's constant where another module imports it."""
+    files = {"pkg/__init__.py": "", "pkg/platforms/__init__.py": "current_platform = None\n",
+             "pkg/kernels/__init__.py": SELECTOR, "pkg/kernels/torch_mm.py": TORCH_MM,
+             "pkg/kernels/plain_mm.py": PLAIN_MM}
+    report = migrate_json(write_project(tmp_path, files))
+    assert 5 not in _places(report, "pkg/kernels/torch_mm.py", "NPU913")
+    assert "`_E8M0` is read only in `TorchMMKernel`" in _scopes(report, "pkg/kernels/torch_mm.py", "NPU913")[5]
+    assert _places(report, "pkg/kernels/plain_mm.py", "NPU913")[3]["severity"] == "error"
+
+    files["pkg/kernels/scales.py"] = "from .torch_mm import _E8M0\n\nSCALE_DTYPE = _E8M0\n"
+    report = migrate_json(write_project(tmp_path / "imported", files))
+    assert _places(report, "pkg/kernels/torch_mm.py", "NPU913")[5]["severity"] == "error"
