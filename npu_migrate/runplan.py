@@ -433,6 +433,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # (imports behind an accelerator's `is_triton_supported()` False on NPU, bitsandbytes functions the
     # NPU backend has, build arguments of a command already reported: gates16.py)
     results = review_gates16(results, paths)
+    from .dockerargs29 import review as review_docker_args
+    results = review_docker_args(results, paths)  # (a CI image argument its Dockerfile's own ARG reports: dockerargs29.py)
     from .flags16 import review as review_platform_flags
     results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     from .fp8consts19 import review as review_fp8_constants

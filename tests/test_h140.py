@@ -150,3 +150,60 @@ def test_module_dtype_constant_read_only_by_a_kernel_class_its_own_check_rejects
     files["pkg/kernels/scales.py"] = "from .torch_mm import _E8M0\n\nSCALE_DTYPE = _E8M0\n"
     report = migrate_json(write_project(tmp_path / "imported", files))
     assert _places(report, "pkg/kernels/torch_mm.py", "NPU913")[5]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- DB#14: a CI image argument
+DOCKERFILE = '''ARG CUDA_VERSION=12.8.1
+ARG FINAL_BASE_IMAGE=nvidia/cuda:${CUDA_VERSION}-base-ubuntu22.04
+FROM ${FINAL_BASE_IMAGE} AS final
+RUN pip install vllm
+'''
+
+PIPELINE = '''steps:
+  - label: "Build release image"
+    commands:
+      - |
+        docker buildx build \\
+          --build-arg FINAL_BASE_IMAGE=nvidia/cuda:13.4.1-base-ubuntu24.04 \\
+          --build-arg NCCL_VERSION=2.32.3 \\
+          -f docker/Dockerfile .
+'''
+
+SMOKE = '''steps:
+  - label: "Smoke test"
+    commands:
+      - |
+        docker run --rm \\
+          --build-arg FINAL_BASE_IMAGE=x \\
+          nvidia/cuda:13.4.1-base-ubuntu24.04 nvidia-smi
+'''
+
+NIGHTLY = '''#!/bin/bash
+set -e
+NIGHTLY_FINAL_BASE_IMAGE="nvidia/cuda:13.0.1-base-ubuntu24.04"
+docker buildx build --file docker/Dockerfile \\
+  --build-arg FINAL_BASE_IMAGE="${NIGHTLY_FINAL_BASE_IMAGE}" \\
+  --progress plain .
+OTHER_IMAGE="nvidia/cuda:13.0.1-devel-ubuntu24.04"
+docker buildx build --file docker/Dockerfile.other \\
+  --build-arg BASE_IMAGE="${OTHER_IMAGE}" .
+'''
+
+
+def test_ci_build_argument_setting_the_dockerfiles_own_reported_image_is_folded_into_it(tmp_path):
+    """DB#14: a release pipeline passes `--build-arg FINAL_BASE_IMAGE=nvidia/cuda:...` to the run's
+    docker/Dockerfile, whose `ARG FINAL_BASE_IMAGE=nvidia/cuda:...` is reported there (NPU707): one
+    root cause, folded into the Dockerfile's finding, which names the CI file and lines; the same
+    through a shell variable. Kept: `docker run nvidia/cuda:...` (no Dockerfile), and an argument
+    for a Dockerfile outside the run."""
+    files = {"docker/Dockerfile": DOCKERFILE, ".buildkite/release-pipeline.yaml": PIPELINE,
+             ".buildkite/nightly.sh": NIGHTLY, ".buildkite/smoke.yaml": SMOKE}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not _places(report, ".buildkite/release-pipeline.yaml", "NPU707")
+    assert _places(report, ".buildkite/smoke.yaml", "NPU707")[7]["severity"] == "error"
+    nightly = _places(report, ".buildkite/nightly.sh", "NPU707")
+    assert 3 not in nightly and nightly[7]["severity"] == "error"
+    host = _places(report, "docker/Dockerfile", "NPU707")[2]
+    assert host["severity"] == "error"
+    assert "`.buildkite/release-pipeline.yaml` lines 6, 7" in host["message"]
+    assert "`.buildkite/nightly.sh` line 3" in host["message"]
