@@ -212,6 +212,7 @@ AS_WRITTEN = (
     "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
     "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
     "a CUDA name the project's own NPU start-up remaps",  # platformlayer23.STARTUP (round 23, BL#40)
+    "a CUDA build probe every torch build answers",  # buildprobes29.BUILD_PROBE (round 29, DA#12)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

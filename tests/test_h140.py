@@ -207,3 +207,40 @@ def test_ci_build_argument_setting_the_dockerfiles_own_reported_image_is_folded_
     assert host["severity"] == "error"
     assert "`.buildkite/release-pipeline.yaml` lines 6, 7" in host["message"]
     assert "`.buildkite/nightly.sh` line 3" in host["message"]
+
+
+# ----------------------------------------------------------------------------- DA#12: a build probe
+BUILD_PROBES = '''import torch
+
+
+def cuda_is_initialized() -> bool:
+    if not torch.cuda._is_compiled():
+        return False
+    return torch.cuda.is_initialized()
+
+
+def in_bad_fork() -> bool:
+    return torch.cuda._is_in_bad_fork()
+
+
+def init_cuda():
+    torch.cuda._lazy_init()
+'''
+
+
+def test_cuda_build_probe_every_torch_build_answers_runs_as_written(tmp_path):
+    """DA#12: `torch.cuda._is_compiled()` (and `_is_in_bad_fork()`) exist in every torch build and
+    answer False without CUDA, as on an NPU host: the code takes its CUDA-less path there, a named
+    scope "runs as written". The nearest true case, `torch.cuda._lazy_init()` (the CUDA runtime),
+    keeps its error. The table's names are checked against the installed (CPU) torch."""
+    import torch
+
+    from npu_migrate.buildprobes29 import probes
+
+    for name in probes():
+        assert getattr(torch.cuda, name.rsplit(".", 1)[1])() is False
+    report = migrate_json(write_project(tmp_path, {"utils.py": BUILD_PROBES}))
+    found, scopes = _places(report, "utils.py", "NPU202"), _scopes(report, "utils.py", "NPU202")
+    assert 5 not in found and "a CUDA build probe every torch build answers" in scopes[5]
+    assert 11 not in found and 11 in scopes
+    assert found[15]["severity"] == "error"
