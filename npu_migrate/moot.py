@@ -220,6 +220,7 @@ AS_WRITTEN = (
 # nothing in FP8, and torch's FP8 dtypes exist on an NPU host. The audits read these info findings
 # as noise; the FP8 compute sites elsewhere stay findings.
 NO_WORK = (
+    "a Triton kernel a test defines and never launches",  # unlaunched29.NEVER_LAUNCHED (round 29, DA#24)
     "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
     # a `.cu` with nothing that runs on the GPU (builders.NO_KERNEL: compiler macros or host code only;
     # cudasources.HOST_ONLY: CPU implementations): nothing to port, two round-18 reviewers (AX#26, AY#26)

@@ -244,3 +244,54 @@ def test_cuda_build_probe_every_torch_build_answers_runs_as_written(tmp_path):
     assert 5 not in found and "a CUDA build probe every torch build answers" in scopes[5]
     assert 11 not in found and 11 in scopes
     assert found[15]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- DA#24: a kernel never launched
+DISPATCHER_TEST = '''import sys
+import types
+
+import pytest
+import torch
+
+from vllm.triton_utils import tl, triton
+from vllm.triton_utils.dispatcher import register_kernels
+
+
+def test_override_end_to_end():
+    if not triton.__class__.__module__.startswith("triton"):
+        pytest.skip("Triton is not installed")
+
+    @triton.jit
+    def _add_one_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 1)
+
+    module = types.ModuleType("vllm.tests.real_jit_kernel_home")
+    module._add_one_kernel = _add_one_kernel
+    sys.modules[module.__name__] = module
+    register_kernels({"vllm.tests.real_jit_kernel_home._add_one_kernel": lambda *a: "cpu"})
+    assert module._add_one_kernel.arg_names == ("x_ptr", "out_ptr", "BLOCK")
+
+
+def test_kernel_launched():
+    @triton.jit
+    def _add_two_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offsets, tl.load(x_ptr + offsets) + 2)
+
+    x = torch.zeros(4, device="cuda")
+    out = torch.empty_like(x)
+    _add_two_kernel[(1,)](x, out, BLOCK=4)
+'''
+
+
+def test_triton_kernel_a_test_defines_and_never_launches(tmp_path):
+    """DA#24: a `@triton.jit` kernel defined inside a test that only stores it into a module and
+    reads its `arg_names` is never launched: decorating runs nothing, a named scope (no port work).
+    The nearest true case, the same kernel shape launched by the test (`k[(1,)](...)`), keeps its
+    error."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_dispatcher.py": DISPATCHER_TEST}))
+    path = "tests/test_dispatcher.py"
+    found = _places(report, path, "NPU910")
+    assert 15 not in found and "never launches" in _scopes(report, path, "NPU910")[15]
+    assert found[28]["severity"] == "error"
