@@ -295,3 +295,53 @@ def test_triton_kernel_a_test_defines_and_never_launches(tmp_path):
     found = _places(report, path, "NPU910")
     assert 15 not in found and "never launches" in _scopes(report, path, "NPU910")[15]
     assert found[28]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- DA#6: a mock's return value
+MOCKED = '''from types import SimpleNamespace
+from unittest.mock import patch
+
+import torch
+
+from vllm.utils.mem_utils import MemorySnapshot
+
+
+def test_snapshot_integrated():
+    with patch("torch.accelerator") as mock_accelerator:
+        mock_accelerator.memory_reserved.return_value = 0
+        mock_accelerator.current_device = lambda: "cuda:0"
+        snapshot = MemorySnapshot(device=torch.device("cpu"))
+        assert snapshot.free_memory == 0
+
+
+@patch("vllm.utils.quant_utils.current_platform")
+def test_fp8_platform(mock_platform):
+    mock_platform.fp8_dtype.return_value = torch.float8_e4m3fn
+    assert mock_platform.fp8_dtype() is torch.float8_e4m3fn
+
+
+def test_snapshot_fake():
+    fake = SimpleNamespace()
+    fake.current_device = lambda: "cuda:0"
+    snapshot = MemorySnapshot(device=torch.device("cpu"), accelerator=fake)
+    assert snapshot.free_memory == 0
+
+
+def test_fp8_cast():
+    x = torch.ones(4)
+    y = x.to(torch.float8_e4m3fn)
+    assert y.shape == x.shape
+'''
+
+
+def test_value_a_tests_mock_returns_in_place_of_the_real_query(tmp_path):
+    """DA#6: `mock_accelerator.current_device = lambda: "cuda:0"` on a `patch("torch.accelerator")`
+    mock, and `mock_platform.fp8_dtype.return_value = torch.float8_e4m3fn` on a `@patch`ed platform:
+    values a mock hands the code under test, the same on every host: named scopes (no port work).
+    The nearest true case, the same lambda on a plain object that is no mock, keeps its warning."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_mem.py": MOCKED}))
+    path = "tests/test_mem.py"
+    leftover, scopes = _places(report, path, "NPU990"), _scopes(report, path, "NPU990")
+    assert 12 not in leftover and "a test's mock returns" in scopes[12]
+    assert 19 not in _places(report, path, "NPU913") and 19 in _scopes(report, path, "NPU913")
+    assert leftover[25]["severity"] == "warning"
