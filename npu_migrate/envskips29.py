@@ -90,9 +90,9 @@ def _scopes(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, str, 
     return out
 
 
-def _lower(finding, reason_of) -> Optional[list]:
+def lower_places(finding, reason_of) -> Optional[list]:
     """The finding lowered whole where every place has one reason (one finding stays one), else
-    split (findings.lower_pieces)."""
+    split (findings.lower_pieces). Public: mainroute29, mocked29 and unlaunched29 lower the same way."""
     import dataclasses
 
     from .findings import lower_pieces
@@ -145,7 +145,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
 
         findings, changed = [], False
         for finding in results[i].findings:
-            pieces = _lower(finding, reason_of) if wanted(finding) else None
+            pieces = lower_places(finding, reason_of) if wanted(finding) else None
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:

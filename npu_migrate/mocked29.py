@@ -22,7 +22,7 @@ info with the reason `MOCK_VALUE` (a moot.NO_WORK phrase: a named scope): the va
 `return_value=X` keyword of `Mock(...)`, `MagicMock(...)` or `patch(...)`, where M is a mock of the
 file: bound by `with patch(...) as M` (`patch.object`, `mock.patch`, `mocker.patch` too), by `M =
 Mock()`/`MagicMock()`/`mocker.patch(...)`, or a parameter of a function a `@patch(...)` decorates
-whose name starts with `mock`. A merged finding is split (findings.lower_pieces): its other places
+whose name starts with `mock`. A merged finding is split where its places differ (envskips29.lower_places): its other places
 keep their severity.
 
 Kept (the nearest true cases): the same value handed to real code (`torch.device("cuda:0")`, a
@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 
 from . import astcache
-from .findings import lower_pieces
+from .envskips29 import lower_places
 
 MOCK_VALUE = "a value a test's mock returns in place of the real query: the same on every host"
 
@@ -117,7 +117,7 @@ def review(findings: list, text: str, relpath: str) -> list:
         pieces = None
         if any(finding is hit for hit in hits):
             columns = {finding.line: finding.column, **{line: column for line, column, _s in finding.also}}
-            pieces = lower_pieces(finding, lambda line: MOCK_VALUE if (line, columns.get(line)) in values else None)
+            pieces = lower_places(finding, lambda line: MOCK_VALUE if (line, columns.get(line)) in values else None)
         changed = changed or pieces is not None
         out.extend([finding] if pieces is None else pieces)
     return sorted(out) if changed else findings

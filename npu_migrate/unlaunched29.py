@@ -21,7 +21,7 @@ patches a real `@triton.jit` function:
 Decorating a function with `@triton.jit` compiles nothing and needs no GPU (Triton-Ascend
 installs `triton` on an NPU host); only a launch (`kernel[grid](...)`) runs the kernel. The test
 never launches it: nothing here fails there, nothing is to port. Such an NPU910 place (a merged
-finding is split, findings.lower_pieces) on the decorator of a function defined inside a function
+finding is split where its places differ, envskips29.lower_places) on the decorator of a function defined inside a function
 of a test file, where the enclosing function only reads the kernel's attributes (`k.arg_names`, not called) or stores
 it into an attribute (`module.k = k`), and nothing in the file calls or indexes the kernel or such
 an attribute (`module.k[grid](...)`, `module.k(...)`), nor hands either to a call, becomes info
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ast
 from . import astcache
-from .findings import lower_pieces
+from .envskips29 import lower_places
 
 NEVER_LAUNCHED = "a Triton kernel a test defines and never launches: decorating it runs nothing"
 
@@ -98,7 +98,7 @@ def review(findings: list, text: str, relpath: str) -> list:
     out = []
     for finding in findings:
         # (a merged finding is split: its launched kernels stay one finding at their severity)
-        pieces = lower_pieces(finding, lambda line: NEVER_LAUNCHED if decorated.get(line) else None) \
+        pieces = lower_places(finding, lambda line: NEVER_LAUNCHED if decorated.get(line) else None) \
             if any(finding is hit for hit in hits) else None
         out.extend([finding] if pieces is None else pieces)
     return sorted(out) if len(out) != len(findings) or out != findings else findings

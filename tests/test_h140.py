@@ -391,3 +391,58 @@ def test_test_module_skipped_unless_an_env_switch_off_by_default_is_set(tmp_path
     assert all("only when the environment variable `VLLM_USE_SPLIT_GROUP` is set" in f["message"] for f in split)
     assert fast and {f["code"] for f in fast} == {f["code"] for f in split}
     assert all(f["severity"] != "info" for f in fast)
+
+
+# ----------------------------------------------------------------------------- DC#12: a test module run as a script
+SCRIPTED_TEST = '''import argparse
+
+import pytest
+import torch
+
+from vllm.platforms import current_platform
+
+
+def _check_replays(x):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = x * 2
+    graph.replay()
+    return y
+
+
+def run(n):
+    return _check_replays(torch.ones(n, device="cuda"))
+
+
+def _check_sync():
+    return torch.cuda.get_sync_debug_mode()
+
+
+@pytest.mark.skipif(not current_platform.is_device_capability_family(100), reason="needs SM100")
+def test_numerics():
+    run(4)
+
+
+def test_sync_mode():
+    assert _check_sync() == 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=4)
+    run(parser.parse_args().n)
+    _check_sync()
+'''
+
+
+def test_helpers_only_skipped_tests_and_the_script_block_reach(tmp_path):
+    """DC#12: `run` (and `_check_replays`, which it calls) are reached from a test skipped off
+    SM100 and from the module's `if __name__ == "__main__":` block: under pytest the test is
+    skipped on an NPU host, and the helpers run there only when a user runs the test module as a
+    script: info naming the block and the skip (P1). The nearest true case, `_check_sync`, which
+    a test that runs on an NPU host also calls, keeps its error."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_numerics.py": SCRIPTED_TEST}))
+    found = _places(report, "tests/test_numerics.py", "NPU202")
+    assert found[10]["severity"] == "info" and "run as a script" in found[10]["message"]
+    assert "is_device_capability_family(100)" in found[10]["message"]
+    assert found[22]["severity"] == "error"
