@@ -276,6 +276,9 @@ def _command(lines: list[str], line: int) -> tuple[int, int]:
     return first, last
 
 
+command_span = _command  # (dockerargs29.py: the command a CI image argument belongs to)
+
+
 def _fold_build_args(results: list, paths: dict) -> list:
     from .modpaths import result_bytes
 

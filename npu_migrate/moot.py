@@ -212,6 +212,7 @@ AS_WRITTEN = (
     "an inference capture that transfer_to_npu maps to NPUGraph",  # singles22.INFERENCE_CAPTURE (round 22, BJ#13)
     "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
     "a CUDA name the project's own NPU start-up remaps",  # platformlayer23.STARTUP (round 23, BL#40)
+    "a CUDA build probe every torch build answers",  # buildprobes29.BUILD_PROBE (round 29, DA#12)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a
@@ -219,6 +220,8 @@ AS_WRITTEN = (
 # nothing in FP8, and torch's FP8 dtypes exist on an NPU host. The audits read these info findings
 # as noise; the FP8 compute sites elsewhere stay findings.
 NO_WORK = (
+    "a Triton kernel a test defines and never launches",  # unlaunched29.NEVER_LAUNCHED (round 29, DA#24)
+    "a value a test's mock returns in place of the real query",  # mocked29.MOCK_VALUE (round 29, DA#6)
     "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
     # a `.cu` with nothing that runs on the GPU (builders.NO_KERNEL: compiler macros or host code only;
     # cudasources.HOST_ONLY: CPU implementations): nothing to port, two round-18 reviewers (AX#26, AY#26)

@@ -772,7 +772,9 @@ def _requested_skipping_fixtures(tree: ast.Module, names: frozenset, functions: 
 
 # decorators that register nothing: the function is still called only where its name is read
 # (`@torch.inference_mode()` on a benchmark's `main`, round 28 CB#19)
-_PLAIN_DECORATOR = re.compile(r"(^|\.)(cache|lru_cache|cached|wraps)$|^torch\.(inference_mode|no_grad)$")
+# (`@contextmanager`: a helper called as `with _checked_region(mode):`, round 29 DA#36)
+_PLAIN_DECORATOR = re.compile(r"(^|\.)(cache|lru_cache|cached|wraps|contextmanager|asynccontextmanager)$"
+                              r"|^torch\.(inference_mode|no_grad)$")
 
 
 def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambda first, last: True) -> list:

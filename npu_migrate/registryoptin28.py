@@ -120,6 +120,9 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
     return out
 
 
+env_switches = _env_switches  # (envskips29.py: a test module skipped unless such a switch is set)
+
+
 def _env_blocks(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, int]]:
     """(first, last line of the body, variable, line) of each `if envs.X:` (or `if envs.X and ...:`)."""
     out = []

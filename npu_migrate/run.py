@@ -36,6 +36,7 @@ from . import ncclbranch21, probes19, tritonmods20
 from . import capraise19
 from . import wording20
 from . import wording21
+from . import buildprobes29, mainroute29, mocked29, unlaunched29
 from . import labels20
 from . import fp8shapes21
 from . import dominators22
@@ -242,6 +243,10 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = optinprobes27.review(result.findings, text, relpath)  # (probed lazy imports, FP8 option converters: optinprobes27.py)
             result.findings = probegates27.review(result.findings, text, relpath)  # (FP8 built past a never-on-NPU probe)
             result.findings = optin28.review(result.findings, text)  # (code only a False-default config option reaches: optin28.py)
+            result.findings = buildprobes29.review(result.findings, text)  # (torch.cuda._is_compiled(): False off CUDA)
+            result.findings = unlaunched29.review(result.findings, text, relpath)  # (a test's kernel never launched)
+            result.findings = mocked29.review(result.findings, text, relpath)  # (a value a test's mock returns)
+            result.findings = mainroute29.review(result.findings, text, relpath)  # (helpers only skipped tests and `__main__` reach)
             result.findings = wording20.fold_op_bodies(result.findings, text)  # (FP8 in a CUDA-only custom op's body: wording20.py)
             return _with_facts(result, kind)
     secondary = None

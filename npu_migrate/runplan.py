@@ -435,6 +435,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     # (imports behind an accelerator's `is_triton_supported()` False on NPU, bitsandbytes functions the
     # NPU backend has, build arguments of a command already reported: gates16.py)
     results = review_gates16(results, paths)
+    from .dockerargs29 import review as review_docker_args
+    results = review_docker_args(results, paths)  # (a CI image argument its Dockerfile's own ARG reports: dockerargs29.py)
     from .flags16 import review as review_platform_flags
     results = review_platform_flags(results, paths)  # (blocks behind a flag bound to the project's false predicate: flags16.py)
     from .fp8consts19 import review as review_fp8_constants
@@ -539,6 +541,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optin_raise(results, paths)  # (modules only a config an NPU host never gets reaches: optinraise27.py)
     from .registryoptin28 import review as review_registry_opt_in
     results = review_registry_opt_in(results, paths)  # (modules only a registration selected by name loads, P1: registryoptin28.py)
+    from .envskips29 import review as review_env_skips
+    results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
 

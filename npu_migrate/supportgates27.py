@@ -443,6 +443,7 @@ def review(results: list, paths: dict) -> list:
     only they launch), or to info where tests or benchmarks also build such a class by name."""
     from .callees22 import never_imported
     from .callgates21 import lower_units
+    from .constreads29 import lower_constants
     from .dispatch import gates as dispatch_gates
     from .flagcalls19 import Run
     from .modpaths import RunTexts, open_python
@@ -465,6 +466,8 @@ def review(results: list, paths: dict) -> list:
                       lambda gates, i, unit: _reason(gates, i, unit, ""))
     out = _lower_kernels(out, text_of, open_finding, start)
     out = _lower_methods(out, text_of, open_finding, start)  # (a method of a class no instance of exists: CC#22)
+    out = lower_constants(out, text_of, open_finding, start,  # (module constants only such units read: constreads29.py)
+                          lambda gates, i, unit: _reason(gates, i, unit, ""))
     changed = [i for i in range(len(out)) if out[i] is not results[i]]
     for i, result in zip(changed, to_scopes([out[i] for i in changed])):
         out[i] = result

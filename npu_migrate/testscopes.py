@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from . import astcache, capability, capgates, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
-from . import singles22, singles23
+from . import ifexp29, singles22, singles23
 from .findings import Finding
 
 
@@ -52,6 +52,8 @@ _dotted = astcache.dotted  # (`a.b.c` of an attribute chain)
 
 def _value(node: ast.AST):
     """The value of `node` on an NPU host: True, False, _NONE or _UNKNOWN."""
+    if isinstance(node, ast.NamedExpr):  # (`(mode := X) is None`: X's value, None kept, ifexp29)
+        return ifexp29.value(node, _value, _truth, _UNKNOWN)
     known = reach.known_value(node)  # (a CUDA build's custom ops, Windows and macOS checks)
     if known is not None:
         return known
@@ -66,6 +68,8 @@ def _value(node: ast.AST):
         return known
     if isinstance(node, ast.Constant):
         return _NONE if node.value is None else bool(node.value)
+    if isinstance(node, ast.IfExp):  # (round 29 DA#36: `X if is_cuda_alike() else None`)
+        return ifexp29.value(node, _value, _truth, _UNKNOWN)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = _truth(node.operand)
         return _UNKNOWN if inner is _UNKNOWN else not inner

@@ -391,6 +391,6 @@ def test_import_in_init_every_construction_catches(tmp_path):
     assert PLAIN != LAMPORT
     report = migrate_json(write_project(tmp_path, {"collective.py": LAMPORT, "plain.py": PLAIN}))
     places = _places(report, "collective.py", "NPU911")
-    assert places[12]["severity"] == "warning", places[12]
+    assert places[12]["severity"] == "info", places[12]  # (a warning until round 29: policy P1, h140)
     assert "every construction of `FusedCollective` in the run sits inside" in places[12]["message"]
     assert _places(report, "plain.py", "NPU911")[12]["severity"] == "error"

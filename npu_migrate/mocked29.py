@@ -1,0 +1,123 @@
+"""Values a test's mock returns in place of torch's or the platform's answer (issue #16, round-29 audit
+DA#6). Per file, from run.migrate_file (after unlaunched29.py).
+
+vLLM's `tests/utils_/test_mem_utils.py`:
+
+    with patch("torch.accelerator") as mock_accelerator:
+        mock_accelerator.get_memory_info.return_value = (free, total)
+        mock_accelerator.current_device = lambda: "cuda:0"          # NPU990 "cuda:0"
+        snapshot = MemorySnapshot(device="cuda:0")                   # (rewritten: the shim's device)
+
+and `tests/kernels/quantization/test_fp8_min_max_helper.py`:
+
+    @patch("...quant_utils.current_platform")
+    def test_standard_fp8_platform(self, mock_platform):
+        mock_platform.fp8_dtype.return_value = torch.float8_e4m3fn   # NPU913
+
+The value is what a mock hands the code under test in place of the real query: the same on every
+host, an NPU host's included, and it is no device placement or FP8 compute of its own (a string, a
+dtype object). A report-only place (NPU990, NPU913, NPU102) that is exactly such a value becomes
+info with the reason `MOCK_VALUE` (a moot.NO_WORK phrase: a named scope): the value of
+`M.<attr>.return_value = X` (or `side_effect`), the body of `M.<attr> = lambda ...: X`, or a
+`return_value=X` keyword of `Mock(...)`, `MagicMock(...)` or `patch(...)`, where M is a mock of the
+file: bound by `with patch(...) as M` (`patch.object`, `mock.patch`, `mocker.patch` too), by `M =
+Mock()`/`MagicMock()`/`mocker.patch(...)`, or a parameter of a function a `@patch(...)` decorates
+whose name starts with `mock`. A merged finding is split where its places differ (envskips29.lower_places): its other places
+keep their severity.
+
+Kept (the nearest true cases): the same value handed to real code (`torch.device("cuda:0")`, a
+`device="cuda"` argument), assigned to an attribute of an object that is not a mock, or returned by
+a mock's method whose result the test then moves a tensor with.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import astcache
+from .envskips29 import lower_places
+
+MOCK_VALUE = "a value a test's mock returns in place of the real query: the same on every host"
+
+_CODES = frozenset({"NPU990", "NPU913", "NPU102"})
+_MOCKS = frozenset({"Mock", "MagicMock", "NonCallableMock", "AsyncMock", "create_autospec", "PropertyMock"})
+
+
+def _patch_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    name = astcache.dotted(node.func)
+    last = name.rsplit(".", 1)[-1]
+    return last in _MOCKS or name.endswith(("patch", "patch.object", "patch.dict")) or last == "patch"
+
+
+def _mock_names(tree: ast.Module) -> frozenset:
+    names: set[str] = set()
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.withitem) and _patch_call(node.context_expr) \
+                and isinstance(node.optional_vars, ast.Name):
+            names.add(node.optional_vars.id)
+        elif isinstance(node, ast.Assign) and _patch_call(node.value):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _patch_call(d) for d in node.decorator_list):
+            names.update(a.arg for a in node.args.args if a.arg.startswith("mock"))
+    return frozenset(names)
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
+    """(line, 1-based column) of every value a mock of the file returns."""
+    out: set[tuple[int, int]] = set()
+
+    def add(value: ast.AST) -> None:
+        if isinstance(value, ast.Lambda):
+            value = value.body
+        for node in ([value] if not isinstance(value, (ast.Tuple, ast.List)) else value.elts):
+            if isinstance(node, (ast.Constant, ast.Attribute)):
+                out.add((node.lineno, node.col_offset + 1))
+
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute):
+            target = node.targets[0]
+            if _root(target) not in mocks:
+                continue
+            if target.attr in ("return_value", "side_effect") or isinstance(node.value, ast.Lambda):
+                add(node.value)
+        elif isinstance(node, ast.Call) and _patch_call(node):
+            for keyword in node.keywords:
+                if keyword.arg == "return_value":
+                    add(keyword.value)
+    return out
+
+
+def review(findings: list, text: str, relpath: str) -> list:
+    """`findings`, with each place of the docstring's shape lowered to info."""
+    from .importgates import is_test
+
+    hits = [f for f in findings if f.code in _CODES and not f.fixable and f.severity != "info"]
+    if not hits or not is_test(relpath) or "ock" not in text:
+        return findings
+    tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
+    if tree is None:
+        return findings
+    mocks = _mock_names(tree)
+    if not mocks:
+        return findings
+    values = _mock_values(tree, mocks)
+    if not values:
+        return findings
+    out, changed = [], False
+    for finding in findings:
+        pieces = None
+        if any(finding is hit for hit in hits):
+            columns = {finding.line: finding.column, **{line: column for line, column, _s in finding.also}}
+            pieces = lower_places(finding, lambda line: MOCK_VALUE if (line, columns.get(line)) in values else None)
+        changed = changed or pieces is not None
+        out.extend([finding] if pieces is None else pieces)
+    return sorted(out) if changed else findings
