@@ -147,6 +147,7 @@ class OptConfigs:
         self._props: dict = {}
         self._parents: dict = {}
         self._self_class: Optional[str] = None
+        self._stored_in: dict = {}
 
     # -- the tables ---------------------------------------------------------------------------
     def fields(self) -> dict:
@@ -175,6 +176,7 @@ class OptConfigs:
                                 (cls.name, value, f"{result.relpath}:{stmt.lineno}"))
         self._set_values: dict = {}
         self._dropped: set = set()
+        self._stored_in: dict = {}  # (attribute name -> the trees that store it: `self.A` read from one only)
         if found:
             self._settings(library, found)
         self._fields = found
@@ -224,6 +226,8 @@ class OptConfigs:
             if _CONFIG_FILE.search(self.run.results[j].relpath):
                 config_classes = {id(c) for c in tree.body if isinstance(c, ast.ClassDef)}
             for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                    self._stored_in.setdefault(node.attr, set()).add(id(tree))
                 pairs = []
                 if isinstance(node, ast.Call):
                     callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
@@ -461,6 +465,8 @@ class OptConfigs:
         cls = self._enclosing(node, parents, ast.ClassDef)
         if cls is None or ("self", id(cls), node.attr) in seen:
             return _UNKNOWN
+        if self._stored_in.get(node.attr, {id(tree)}) != {id(tree)}:
+            return _UNKNOWN  # (another module stores an attribute of that name: `model.use_x = True`)
         seen = seen | {("self", id(cls), node.attr)}
         values: set = set()
         bound = False

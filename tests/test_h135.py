@@ -264,3 +264,15 @@ def test_registry_entry_the_library_selects_itself_keeps_the_error(tmp_path):
     report = migrate_json(write_project(tmp_path, files, dedent=True))
     found = findings_at(report, "proj/ops/dispatch.py", "NPU911")
     assert found and any(f["severity"] == "error" for f in found.values()), found
+
+
+def test_flag_another_module_stores_keeps_the_error(tmp_path):
+    # (nearest true case: another library module turns the flag on itself, whatever the option)
+    files = _mega_files()
+    files["proj/models/patch.py"] = '''
+        def force_mega(block):
+            block.use_mega_moe = True
+            return block
+    '''
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert findings_at(report, "proj/models/mega_moe.py", "NPU202")[8]["severity"] == "error"
