@@ -148,6 +148,8 @@ class OptConfigs:
         self._parents: dict = {}
         self._self_class: Optional[str] = None
         self._stored_in: dict = {}
+        self._read: dict = {}  # ((kind, id of its function or class, name) -> (values, what they read))
+        self._lines: dict = {}  # (id of a tree -> {line: its first statement})
 
     # -- the tables ---------------------------------------------------------------------------
     def fields(self) -> dict:
@@ -433,6 +435,19 @@ class OptConfigs:
         return current
 
     def _local(self, node: ast.Name, scope: dict, used: list, seen: frozenset):
+        function = self._enclosing(node, scope["parents"], _DEFS)
+        return self._memo(("local", id(function), node.id), lambda told: self._local_read(node, scope, told, seen), used)
+
+    def _memo(self, key: tuple, read, used: list):
+        """One reading per local or attribute (the walk asks for the same ones again and again)."""
+        if key not in self._read:
+            told: list = []
+            self._read[key] = (read(told), told)
+        values, told = self._read[key]
+        used.extend(told)
+        return values
+
+    def _local_read(self, node: ast.Name, scope: dict, used: list, seen: frozenset):
         parents = scope["parents"]
         function = self._enclosing(node, parents, _DEFS)
         if function is None or ("local", id(function), node.id) in seen:
@@ -461,6 +476,10 @@ class OptConfigs:
         return values if bound else _UNKNOWN
 
     def _self_attribute(self, node: ast.Attribute, scope: dict, used: list, seen: frozenset):
+        cls = self._enclosing(node, scope["parents"], ast.ClassDef)
+        return self._memo(("self", id(cls), node.attr), lambda told: self._self_read(node, scope, told, seen), used)
+
+    def _self_read(self, node: ast.Attribute, scope: dict, used: list, seen: frozenset):
         parents, tree = scope["parents"], scope["tree"]
         cls = self._enclosing(node, parents, ast.ClassDef)
         if cls is None or ("self", id(cls), node.attr) in seen:
@@ -505,7 +524,13 @@ class OptConfigs:
         if id(tree) not in self._parents:
             self._parents[id(tree)] = (tree, _parents(tree))
         parents = self._parents[id(tree)][1]
-        stmt = next((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == line), None)
+        if id(tree) not in self._lines:
+            lines: dict = {}
+            for n in ast.walk(tree):
+                if isinstance(n, ast.stmt):
+                    lines.setdefault(n.lineno, n)
+            self._lines[id(tree)] = lines
+        stmt = self._lines[id(tree)].get(line)
         return None if stmt is None else self.chosen(stmt, parents)
 
     def _registry(self, node: ast.AST, parents: dict) -> Optional[str]:
