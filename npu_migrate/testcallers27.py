@@ -83,6 +83,7 @@ def _library(relpath: str) -> bool:
 def _make_gates(run):
     from .callees22 import TYPE_TEST, type_test
     from .callgates21 import Gates
+    from .optconfig29 import OptConfigs, attribute_store
     from .optinprops28 import OptInProperties
 
     class TestGates(Gates):
@@ -98,6 +99,8 @@ def _make_gates(run):
         def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
             why = super().dead(j, tree, parents, node)
             # (`isinstance(model, UBatchWrapper)` runs none of the class's code: callees22's reading)
+            if why is None and attribute_store(node, parents):
+                return "an attribute stored on it: none of its code runs"  # (optconfig29.py)
             return TYPE_TEST if why is None and type_test(parents, node) else why
 
         def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
@@ -113,6 +116,9 @@ def _make_gates(run):
             if member is not None:
                 shown = member if member.endswith(")") and "is chosen (" in member else f"{member} is chosen"
                 return j, f"{shown} ({relpath}:{node.lineno})", "chosen"
+            choice = self.opt_configs.chosen(node, parents)  # (a config dataclass field at a non-default value: optconfig29.py)
+            if choice is not None:
+                return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
             return None
 
         def enum_choice(self, node: ast.AST, parents: dict, j: int) -> Optional[str]:
@@ -155,6 +161,7 @@ def _make_gates(run):
 
     gates = TestGates(run)
     gates.opt_ins = OptInProperties(run, test_side)
+    gates.opt_configs = OptConfigs(run, test_side)
     return gates
 
 
@@ -201,9 +208,12 @@ def review(results: list, paths: dict) -> list:
         tree = gates.run.trees.setdefault(i, tree)
         kernels = triton_decorated(tree)
 
-        def reason_of(line: int, tree=tree, i=i, kernels=kernels) -> Optional[str]:
+        def reason_of(line: int, tree=tree, i=i, kernels=kernels, relpath=result.relpath) -> Optional[str]:
             from .callgates21 import unit_of
 
+            direct = gates.opt_configs.chosen_at(tree, line)  # (a place inside a config option's block: optconfig29.py)
+            if direct is not None:
+                return f"{CHOSEN} {direct} ({relpath}:{line})"
             unit = kernels.get(line) or unit_of(tree, line)
             if unit is None:
                 return None
