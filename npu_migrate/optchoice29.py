@@ -1,5 +1,5 @@
 """Code a library runs only under a configuration field a user turns on: an opt-in (issue #16, policy
-P1, round-29 audit DA#27, DB#35). Read by testcallers27.py's walk, beside optinprops28.py.
+P1, round-29 audit DA#27, DB#35, DC#29). Read by testcallers27.py's walk, beside optinprops28.py.
 
 optinprops28.py reads a configuration *property* false by default. Most opt-ins are plain fields of a
 configuration class whose class-level default keeps the code off:
@@ -24,16 +24,22 @@ default is set, never an error, never dropped.
 
 `OptInFields(run, test_side)` finds, once per run, each annotated field `F: T = <constant>` (or
 `Field(default=<constant>)`, `field(default=<constant>)`) of a library class named `*Config` whose
-default is False, None, 0, 1 or a string, one default for the name in every such class of the run; a
-field the library sets to anything else (`x.F = True`, `self.F = computed()`, a keyword
-`F=<computed>`) is no opt-in. Reading the user's setting is none: passing it on (`F=self.F`, `F=F`), a
-falsy constant, `d.get("F", <falsy>)` (DeepSpeed's JSON parser). `chosen(node, parents)` answers for a
-reference: it lies in the body of an `if`/`elif` (or the true branch of `a if test else b`) whose test
-(alone, or one operand of an `and`) reads such a field, `<x>.F` or `self.A` of a class whose every
-`self.A = ...` is `<y>.F`, and is false at the default (`x.F`, `x.F is not None`, `x.F > 1` with
-default 1, `x.F == "name"` with another default); or after `if not <x>.F: return` at its function's top
-level; or in a private method (`_name`) whose every reference in its file is so gated (DeepSpeed's
-`_start_async_split_plan`). The answer: "`x.F` is chosen (`Class.F` defaults to `False`, path:line)".
+default is False, None or a string (not a number: `tensor_parallel_size: int = 1` tested `> 1` is how
+NPU hosts serve too), one default for the name in every such class of the run. A field the library
+sets to anything else (`x.F = True`, `self.F = computed()`, a keyword `F=<computed>`, a dict entry
+`"F": <computed>`) is no opt-in; reading the user's setting is none: passing it on (`F=self.F`,
+`F=F`), a falsy constant, `d.get("F", <falsy>)` (DeepSpeed's JSON parser).
+
+`chosen(node, parents)` answers for a reference. It lies in the body of an `if`/`elif` (or the true
+branch of `a if test else b`) whose test, alone or one operand of an `and`, reads such a field and is
+false at the default (`x.F`, `x.F is not None`, `x.F == "name"` with another default); or after an
+early exit of its function taken at the default (`if not x.F: return`, `if (s := x.F) is None:
+return`). The field is read as `<x>.F`, as `self.A` of a class whose every `self.A = ...` is `<y>.F`,
+or as a parameter `F` of the function defaulting as the field does and never rebound (vLLM's
+`Sampler(..., enable_trace_replay: bool = False)`, handed `{"enable_trace_replay":
+model_config.enable_trace_replay}`: DC#29). Or it lies in a private method (`_name`) whose every
+reference in its file is so gated (DeepSpeed's `_start_async_split_plan`). The answer: "`x.F` is
+chosen (`Class.F` defaults to `False`, path:line)".
 
 What stays (the nearest true cases): a field true by default, or whose default the test keeps (`if
 x.F is None:`, `if not x.F:` in the body); a field the library computes; a name two config classes
@@ -48,7 +54,6 @@ from typing import Optional
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _UNKNOWN = object()
-_OPT_DEFAULTS = (False, None, 0, 1)
 
 
 def _default(value: Optional[ast.AST]):
@@ -84,6 +89,10 @@ def _settings(tree: ast.Module, out: set) -> None:
             for keyword in node.keywords:
                 if keyword.arg is not None and not _user_value(keyword.value, keyword.arg):
                     out.add(keyword.arg)
+        elif isinstance(node, ast.Dict):  # (keyword arguments gathered in a dict: `{"F": computed}`)
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value):
+                    out.add(key.value)
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if isinstance(target, ast.Attribute) and (isinstance(node, ast.AugAssign)
@@ -107,6 +116,14 @@ def _value(node: ast.AST, default):
                 ast.Is: lambda: left is right, ast.IsNot: lambda: left is not right}[type(op)]()
     except (KeyError, TypeError):
         return _UNKNOWN
+
+
+def _subject(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand
+    if isinstance(node, ast.Compare):
+        node = node.left
+    return node.value if isinstance(node, ast.NamedExpr) else node
 
 
 class OptInFields:
@@ -142,8 +159,8 @@ class OptInFields:
                     if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                         continue
                     name, value = stmt.target.id, _default(stmt.value)
-                    ok = value is not _UNKNOWN and (isinstance(value, str) or any(
-                        value is d or (type(value) is int and type(d) is int and value == d) for d in _OPT_DEFAULTS))
+                    # (a number is no opt-in here: `tensor_parallel_size > 1` is how NPU hosts serve too)
+                    ok = value is False or value is None or isinstance(value, str)
                     if not ok or name in dropped or (name in found and found[name][2] != value):
                         dropped.add(name)
                         found.pop(name, None)
@@ -159,6 +176,10 @@ class OptInFields:
             node = node.operand
         if isinstance(node, ast.Compare):
             node = node.left
+        if isinstance(node, ast.NamedExpr):
+            node = node.value
+        if isinstance(node, ast.Name):
+            return self._parameter(node, parents)
         if not isinstance(node, ast.Attribute):
             return None
         if node.attr in self.table():
@@ -182,6 +203,29 @@ class OptInFields:
                     fields.add(value.attr)
         return next(iter(fields)) if len(fields) == 1 else None
 
+    def _parameter(self, node: ast.Name, parents: dict) -> Optional[str]:
+        """A parameter of the enclosing function named as a field and defaulting as it does (`def
+        __init__(..., enable_trace_replay: bool = False)`): the setting handed down by keyword."""
+        if node.id not in self.table():
+            return None
+        function = parents.get(id(node))
+        while function is not None and not isinstance(function, _DEFS):
+            function = parents.get(id(function))
+        if function is None:
+            return None
+        args = function.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        default = self.table()[node.id][2]
+        for arg, value in pairs:
+            if arg.arg == node.id:
+                ok = isinstance(value, ast.Constant) and type(value.value) is type(default) and value.value == default
+                rebound = any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                              for n in ast.walk(function))
+                return node.id if ok and not rebound else None
+        return None
+
     def _off(self, test: ast.AST, parents: dict, conjunction: bool = True) -> Optional[tuple]:
         """(operand, field) of an operand of `test` (an `and`'s when `conjunction`) false at the default."""
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and conjunction else [test]
@@ -191,6 +235,18 @@ class OptInFields:
                 value = _value(part, self.table()[name][2])
                 if value is not _UNKNOWN and not value:
                     return part, name
+        return None
+
+    def _taken(self, test: ast.AST, parents: dict) -> Optional[tuple]:
+        """(operand, field) of an operand of `test` (an `or`'s) true at the default: an early exit
+        taken unless the user sets the field (`if not x.F: return`, `if (s := x.F) is None: return`)."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        for part in parts:
+            name = self._field(part, parents)
+            if name is not None:
+                value = _value(part, self.table()[name][2])
+                if value is not _UNKNOWN and value:
+                    return _subject(part), name  # (what the user sets: the field, not the exit's test)
         return None
 
     def _gated(self, node: ast.AST, parents: dict) -> Optional[str]:
@@ -210,12 +266,9 @@ class OptInFields:
                         break
                     if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(
                             stmt.body[-1], (ast.Return, ast.Raise)):
-                        parts = stmt.test.values if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.Or) else [stmt.test]
-                        for part in parts:
-                            if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not):
-                                found = self._off(part.operand, parents, conjunction=False)
-                                if found is not None:
-                                    return self._say(*found)
+                        found = self._taken(stmt.test, parents)
+                        if found is not None:
+                            return self._say(*found)
                 return None
             child, current = current, parents.get(id(current))
         return None

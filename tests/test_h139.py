@@ -2,10 +2,11 @@
 user's explicit choice is info naming the choice and where its default is set). Each false case is
 paired with its nearest true case that stays reported.
 
-- optchoice29.py (DA#27, DB#35): a configuration field of a `*Config` class off by default
-  (`enable_prompt_embeds: bool = False`, `async_split_plan: bool = False`, `dcp_size: int = 1`) tested
-  in `if <x>.F:` / `if self.A and ...:` / `if self.A > 1:` before the code is built or called. Nearest
-  true: the field on by default, the library turning it on, the reference outside the `if`.
+- optchoice29.py (DA#27, DB#35, DC#29): a configuration field of a `*Config` class off by default
+  (`enable_prompt_embeds: bool = False`, `async_split_plan: bool = False`) tested in `if <x>.F:` / `if
+  self.A and ...:` / `X() if F else None` (a parameter handed the field) before the code is built or
+  called. Nearest true: the field on by default, the library turning it on, the test for the default
+  itself, the method called ungated.
 """
 
 from __future__ import annotations
@@ -159,3 +160,123 @@ def test_private_method_called_ungated_keeps_the_warning(tmp_path):
     report = migrate_json(write_project(tmp_path, _split_plan_files(gate="if True:"), dedent=True))
     found = findings_at(report, "ds/layer.py", "NPU108")
     assert found and all(f["severity"] == "warning" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- DC#29: a parameter handed the field
+def _trace_replay_files(value: str = "self.model_config.enable_trace_replay") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config.py": '''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class ModelConfig:
+                enable_trace_replay: bool = False
+        ''',
+        "proj/trace_replay.py": '''
+            from vllm.triton_utils import tl, triton
+
+
+            class TraceReplayState:
+                def __init__(self, states):
+                    self.states = states
+
+                def apply(self, x):
+                    _replay_kernel[(4,)](x)
+
+
+            @triton.jit
+            def _replay_kernel(x_ptr):
+                tl.store(x_ptr, tl.load(x_ptr) * 2)
+        ''',
+        "proj/sampler.py": '''
+            from proj.trace_replay import TraceReplayState
+
+
+            class Sampler:
+                def __init__(self, states, enable_trace_replay: bool = False):
+                    self.trace_replay_state = (
+                        TraceReplayState(states) if enable_trace_replay else None
+                    )
+        ''',
+        "proj/runner.py": f'''
+            from proj.sampler import Sampler
+
+
+            class Runner:
+                def __init__(self, model_config, states):
+                    self.model_config = model_config
+                    kwargs = {{
+                        "enable_trace_replay": {value},
+                    }}
+                    self.sampler = Sampler(states, **kwargs)
+        ''',
+    }
+
+
+def test_state_built_only_when_a_parameter_handed_an_opt_in_field_is_set_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _trace_replay_files(), dedent=True))
+    found = findings_at(report, "proj/trace_replay.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "`enable_trace_replay` is chosen (`ModelConfig.enable_trace_replay` defaults to `False`, " \
+           "proj/config.py:7) (proj/sampler.py:8)" in message, message
+
+
+def test_parameter_the_library_turns_on_keeps_the_error(tmp_path):
+    # (nearest true case: the runner hands the sampler True itself)
+    report = migrate_json(write_project(tmp_path, _trace_replay_files(value="True"), dedent=True))
+    found = findings_at(report, "proj/trace_replay.py", "NPU910")
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+
+# ----------------------------------------------------------------------------- an early exit taken at the default
+def _offload_files(exit_test: str = "(size := cache_config.offloading_size) is None") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config.py": '''
+            from dataclasses import dataclass
+            from typing import Optional
+
+
+            @dataclass
+            class CacheConfig:
+                offloading_size: Optional[float] = None
+        ''',
+        "proj/offload.py": '''
+            import torch
+
+
+            class _OffloadWorker:
+                def start(self):
+                    low, high = torch.cuda.Stream.priority_range()
+                    return low
+        ''',
+        "proj/builder.py": f'''
+            from proj.offload import _OffloadWorker
+
+
+            def maybe_build_offload(cache_config):
+                if {exit_test}:
+                    return None
+                return _OffloadWorker()
+        ''',
+    }
+
+
+def test_class_built_only_past_an_exit_taken_at_the_default_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _offload_files(), dedent=True))
+    found = findings_at(report, "proj/offload.py", "NPU202")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "`cache_config.offloading_size` is chosen (`CacheConfig.offloading_size` defaults to `None`, " \
+           "proj/config.py:8) (proj/builder.py:8)" in message, message
+
+
+def test_class_built_past_an_exit_the_default_does_not_take_keeps_the_error(tmp_path):
+    # (nearest true case: the exit is taken only when the user sets the field; the default builds it)
+    report = migrate_json(write_project(tmp_path, _offload_files("cache_config.offloading_size is not None"), dedent=True))
+    found = findings_at(report, "proj/offload.py", "NPU202")
+    assert found and all(f["severity"] == "error" for f in found.values()), found
