@@ -280,3 +280,80 @@ def test_class_built_past_an_exit_the_default_does_not_take_keeps_the_error(tmp_
     report = migrate_json(write_project(tmp_path, _offload_files("cache_config.offloading_size is not None"), dedent=True))
     found = findings_at(report, "proj/offload.py", "NPU202")
     assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- DC#30: .cu only CUDA extension classes build
+_KERNEL_CU = """\
+#include <cuda_runtime.h>
+
+__global__ void scale_kernel(float* x, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= s;
+}
+"""
+
+_EXT_BASE = """\
+import os
+
+import torch
+
+
+class _CppExtension:
+    def __init__(self, name):
+        self.name = name
+
+    def csrc_abs_path(self, path):
+        return os.path.join(os.path.dirname(__file__), "csrc", path)
+
+
+class {base}(_CppExtension):
+    def is_available(self) -> bool:
+        return torch.cuda.is_available() or bool(os.environ.get("FORCE_CUDA", 0))
+"""
+
+_EXT = """\
+from ..base import {base}
+
+
+class ScaleCudaExtension({base}):
+    def __init__(self):
+        super().__init__(name="scale_cuda")
+
+    def sources_files(self):
+        return [self.csrc_abs_path(fname) for fname in ["kernel/cuda/scale_kernel.cu"]]
+"""
+
+
+def _extension_project(tmp_path, base="_CudaExtension", setup=None):
+    files = {"exts/__init__.py": "", "exts/base.py": _EXT_BASE.format(base=base),
+             "exts/pybind/__init__.py": "", "exts/pybind/scale_cuda.py": _EXT.format(base=base),
+             "exts/csrc/kernel/cuda/scale_kernel.cu": _KERNEL_CU}
+    if setup:
+        files["setup.py"] = setup
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_cu_only_a_cuda_extension_class_builds_is_info(tmp_path):
+    report = _extension_project(tmp_path)
+    found = findings_at(report, "exts/csrc/kernel/cuda/scale_kernel.cu", "NPU912")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "built only by CUDA extension classes an NPU host never builds: `ScaleCudaExtension` " \
+           "(exts/pybind/scale_cuda.py:4), derived from `_CudaExtension`" in message, message
+
+
+def test_cu_an_extension_class_not_named_for_cuda_builds_keeps_the_error(tmp_path):
+    # (nearest true case: the same build through a class the NPU host may build)
+    report = _extension_project(tmp_path, base="_KernelExtension")
+    found = findings_at(report, "exts/csrc/kernel/cuda/scale_kernel.cu", "NPU912")
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_cu_a_setup_script_also_names_keeps_the_error(tmp_path):
+    # (nearest true case: the setup script lists the source itself, outside the extension classes)
+    setup = ("from setuptools import setup\n"
+             "from torch.utils.cpp_extension import CUDAExtension\n\n"
+             "setup(name='exts', ext_modules=[CUDAExtension('scale', ['exts/csrc/kernel/cuda/scale_kernel.cu'])])\n")
+    report = _extension_project(tmp_path, setup=setup)
+    found = findings_at(report, "exts/csrc/kernel/cuda/scale_kernel.cu", "NPU912")
+    assert found and all(f["severity"] == "error" for f in found.values()), found
