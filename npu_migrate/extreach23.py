@@ -235,8 +235,3 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         findings[k] = dataclasses.replace(finding, severity="info", message=message)
         out[i] = dataclasses.replace(out[i], findings=findings)
     return out
-
-
-# (public names for cuext29.py)
-extension_classes = _extension_classes
-open_error = _open_error

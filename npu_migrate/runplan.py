@@ -405,8 +405,6 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_jit_unreached(results, paths)  # (.cu/.cuh whose JIT loader's every library use is gated: jitreach23.py)
     from .extreach23 import review as review_unreached_extensions
     results = review_unreached_extensions(results, paths)  # (.cu of an extension only unused autograd Functions load)
-    from .cuext29 import review as review_cuda_extension_sources
-    results = review_cuda_extension_sources(results, paths)  # (.cu only CUDA-named extension classes build: cuext29.py)
     from .loaders20 import review as review_cuda_loaders
     results = review_cuda_loaders(results, paths)  # (methods of a class whose __init__ loads CUDA-only extensions)
     from .srcfolds17 import review as review_source_folds

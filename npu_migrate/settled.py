@@ -48,9 +48,6 @@ def _cuda_class() -> re.Pattern:
     return re.compile(_table().get("cuda_class", "(?!)"))
 
 
-cuda_class = _cuda_class  # (public: cuext29.py)
-
-
 @functools.lru_cache(maxsize=None)
 def _resolver_test() -> re.Pattern:
     return re.compile(_table().get("resolver_test", "(?!)"))
