@@ -24,7 +24,9 @@ default is set, never an error, never dropped.
 
 `OptInFields(run, test_side)` finds, once per run, each annotated field `F: T = <constant>` (or
 `Field(default=<constant>)`, `field(default=<constant>)`) of a library class named `*Config` whose
-default is False, None or a string (not a number: `tensor_parallel_size: int = 1` tested `> 1` is how
+default is False, None or a string (a model's own configuration aside: a class deriving from
+`PretrainedConfig`, or in a `models/` or `transformers_utils/` folder, is what a checkpoint sets; not
+a number: `tensor_parallel_size: int = 1` tested `> 1` is how
 NPU hosts serve too), one default for the name in every such class of the run. A field the library
 sets to anything else (`x.F = True`, `self.F = computed()`, a keyword `F=<computed>`, a dict entry
 `"F": <computed>`) is no opt-in; reading the user's setting is none: passing it on (`F=self.F`,
@@ -43,16 +45,22 @@ chosen (`Class.F` defaults to `False`, path:line)".
 
 What stays (the nearest true cases): a field true by default, or whose default the test keeps (`if
 x.F is None:`, `if not x.F:` in the body); a field the library computes; a name two config classes
-default differently; a class not named `*Config`; an `or` test; an `else:` branch; a method also
+default differently; a class not named `*Config`; a model's configuration (`class
+TextConfig` in `models/`, an HF `PretrainedConfig`); an `or` test; an `else:` branch; a method also
 called ungated.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
+from . import astcache
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
+_PRETRAINED = re.compile(r"(?i)pretrainedconfig$")
 _UNKNOWN = object()
 
 
@@ -152,8 +160,15 @@ class OptInFields:
             _settings(tree, assigned)
             if b"Config" not in data:
                 continue
+            model = bool(_MODEL_FILES.search(result.relpath))
             for cls in tree.body:
                 if not (isinstance(cls, ast.ClassDef) and cls.name.endswith("Config")):
+                    continue
+                if model or any(_PRETRAINED.search(astcache.dotted(b, strict=False) or "") for b in cls.bases):
+                    # (a model's own configuration: the checkpoint sets it, not the user; its names
+                    # read on another object could be either)
+                    dropped.update(stmt.target.id for stmt in cls.body
+                                   if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name))
                     continue
                 for stmt in cls.body:
                     if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
@@ -166,7 +181,7 @@ class OptInFields:
                         found.pop(name, None)
                         continue
                     found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
-        self._table = {name: entry for name, entry in found.items() if name not in assigned}
+        self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
         return self._table
 
     # ------------------------------------------------------------------ reading a test
