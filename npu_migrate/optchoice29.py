@@ -29,7 +29,8 @@ default is False, None or a string (a model's own configuration aside: a class d
 a number: `tensor_parallel_size: int = 1` tested `> 1` is how
 NPU hosts serve too), one default for the name in every such class of the run. A field the library
 sets to anything else (`x.F = True`, `self.F = computed()`, a keyword `F=<computed>`, a dict entry
-`"F": <computed>`) is no opt-in; reading the user's setting is none: passing it on (`F=self.F`,
+`"F": <computed>`, in library code: an example's or a tool's `LLM(enable_prompt_embeds=True)` is a
+user's choice) is no opt-in; reading the user's setting is none: passing it on (`F=self.F`,
 `F=F`), a falsy constant, `d.get("F", <falsy>)` (DeepSpeed's JSON parser).
 
 `chosen(node, parents)` answers for a reference. It lies in the body of an `if`/`elif` (or the true
@@ -148,9 +149,12 @@ class OptInFields:
         found: dict = {}
         dropped: set = set()
         assigned: set = set()
+        from .callgates21 import NOT_LIBRARY
+
         for j, result in enumerate(self.run.results):
-            if not result.relpath.endswith(".py") or self.test_side(result.relpath):
-                continue
+            if not result.relpath.endswith(".py") or self.test_side(result.relpath) or any(
+                    part in NOT_LIBRARY for part in result.relpath.split("/")[:-1]):
+                continue  # (an example's `LLM(enable_prompt_embeds=True)` is a user's choice too)
             data = self.run.text_of(j) or b""
             if b"=" not in data:
                 continue
