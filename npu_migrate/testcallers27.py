@@ -84,6 +84,7 @@ def _make_gates(run):
     from .callees22 import TYPE_TEST, type_test
     from .callgates21 import Gates
     from .optconfig29 import OptConfigs, attribute_store
+    from .optchoice29 import OptInFields
     from .optinprops28 import OptInProperties
 
     class TestGates(Gates):
@@ -110,6 +111,8 @@ def _make_gates(run):
             if option is not None:
                 return j, f"`{option}` is chosen ({relpath}:{node.lineno})", "chosen"
             choice = self.opt_ins.chosen(node, parents)  # (a configuration property false by default: optinprops28.py)
+            if choice is None:
+                choice = self.opt_in_fields.chosen(node, parents)  # (a configuration field off by default: optchoice29.py)
             if choice is not None:
                 return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
             member = self.enum_choice(node, parents, j)  # (an enum member a command-line option offers: enumchoices29.py)
@@ -162,6 +165,7 @@ def _make_gates(run):
     gates = TestGates(run)
     gates.opt_ins = OptInProperties(run, test_side)
     gates.opt_configs = OptConfigs(run, test_side)
+    gates.opt_in_fields = OptInFields(run, test_side)
     return gates
 
 

@@ -1,0 +1,325 @@
+"""Code a library runs only under a configuration field a user turns on: an opt-in (issue #16, policy
+P1, round-29 audit DA#27, DB#35, DC#29). Read by testcallers27.py's walk, beside optinprops28.py.
+
+optinprops28.py reads a configuration *property* false by default. Most opt-ins are plain fields of a
+configuration class whose class-level default keeps the code off:
+
+    # vllm/config/model.py
+    class ModelConfig:
+        enable_prompt_embeds: bool = False
+
+    # vllm/v1/worker/gpu/model_states/default.py
+    if self.model_config.enable_prompt_embeds:
+        self.prompt_embeds_state = PromptEmbedsState(...)   # its Triton kernel: DA#27
+
+    # deepspeed/module_inject/auto_ep_presets/base.py: `async_split_plan: bool = False` of AutoEPConfig
+    # deepspeed/module_inject/auto_ep_layer.py
+    self.async_split_plan = resolved_config.async_split_plan
+    if self.async_split_plan and self.ep_size > 1 and ...:
+        pending_plan = self._start_async_split_plan(...)   # its "cuda" check: DB#35
+
+An NPU host runs that code only after its user sets `--enable-prompt-embeds` or
+`expert_parallel.async_split_plan`: an explicit choice. Policy P1: info naming the choice and where its
+default is set, never an error, never dropped.
+
+`OptInFields(run, test_side)` finds, once per run, each annotated field `F: T = <constant>` (or
+`Field(default=<constant>)`, `field(default=<constant>)`) of a library class named `*Config` whose
+default is False, None or a string (a model's own configuration aside: a class deriving from
+`PretrainedConfig`, or in a `models/` or `transformers_utils/` folder, is what a checkpoint sets; not
+a number: `tensor_parallel_size: int = 1` tested `> 1` is how
+NPU hosts serve too), one default for the name in every such class of the run. A field the library
+sets to anything else (`x.F = True`, `self.F = computed()`, a keyword `F=<computed>`, a dict entry
+`"F": <computed>`, in library code: an example's or a tool's `LLM(enable_prompt_embeds=True)` is a
+user's choice) is no opt-in; reading the user's setting is none: passing it on (`F=self.F`,
+`F=F`), a falsy constant, `d.get("F", <falsy>)` (DeepSpeed's JSON parser).
+
+`chosen(node, parents)` answers for a reference. It lies in the body of an `if`/`elif` (or the true
+branch of `a if test else b`) whose test, alone or one operand of an `and`, reads such a field and is
+false at the default (`x.F`, `x.F is not None`, `x.F == "name"` with another default); or after an
+early exit of its function taken at the default (`if not x.F: return`, `if (s := x.F) is None:
+return`). The field is read as `<x>.F`, as `self.A` of a class whose every `self.A = ...` is `<y>.F`,
+or as a parameter `F` of the function defaulting as the field does and never rebound (vLLM's
+`Sampler(..., enable_trace_replay: bool = False)`, handed `{"enable_trace_replay":
+model_config.enable_trace_replay}`: DC#29). Or it lies in a private method (`_name`) whose every
+reference in its file is so gated (DeepSpeed's `_start_async_split_plan`). The answer: "`x.F` is
+chosen (`Class.F` defaults to `False`, path:line)".
+
+What stays (the nearest true cases): a field true by default, or whose default the test keeps (`if
+x.F is None:`, `if not x.F:` in the body); a field the library computes; a name two config classes
+default differently; a class not named `*Config`; a model's configuration (`class
+TextConfig` in `models/`, an HF `PretrainedConfig`); an `or` test; an `else:` branch; a method also
+called ungated.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional
+
+from . import astcache
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
+_PRETRAINED = re.compile(r"(?i)pretrainedconfig$")
+_UNKNOWN = object()
+
+
+def _default(value: Optional[ast.AST]):
+    if isinstance(value, ast.Constant):
+        return value.value
+    if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
+        name = value.func.id if isinstance(value.func, ast.Name) else value.func.attr
+        if name in ("Field", "field"):
+            for keyword in value.keywords:
+                if keyword.arg == "default" and isinstance(keyword.value, ast.Constant):
+                    return keyword.value.value
+    return _UNKNOWN
+
+
+def _user_value(value: ast.AST, name: Optional[str]) -> bool:
+    """A value that only passes the user's setting on, or keeps the default's answer."""
+    if isinstance(value, ast.Constant):
+        return not value.value
+    if isinstance(value, ast.Attribute) and value.attr == name:
+        return True
+    if isinstance(value, ast.Name) and value.id == name:
+        return True
+    # (`d.get("F", False)`: the user's JSON setting, off by default)
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get"
+            and len(value.args) == 2 and isinstance(value.args[1], ast.Constant) and not value.args[1].value
+            and isinstance(value.args[0], ast.Constant) and value.args[0].value == name)
+
+
+def _settings(tree: ast.Module, out: set) -> None:
+    """The names the library sets to a computed value: `x.F = v`, keyword `F=v` (not a user value)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg):
+                    out.add(keyword.arg)
+        elif isinstance(node, ast.Dict):  # (keyword arguments gathered in a dict: `{"F": computed}`)
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value):
+                    out.add(key.value)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(target, ast.Attribute) and (isinstance(node, ast.AugAssign)
+                                                          or not _user_value(node.value, target.attr)):
+                    out.add(target.attr)
+
+
+def _value(node: ast.AST, default):
+    """The value of a test's operand with the field at `default` (the operand reads the field)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _value(node.operand, default)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if not isinstance(node, ast.Compare):
+        return default
+    if len(node.ops) != 1 or not isinstance(node.comparators[0], ast.Constant):
+        return _UNKNOWN
+    left, right, op = default, node.comparators[0].value, node.ops[0]
+    try:
+        return {ast.Gt: lambda: left > right, ast.GtE: lambda: left >= right, ast.Lt: lambda: left < right,
+                ast.LtE: lambda: left <= right, ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right,
+                ast.Is: lambda: left is right, ast.IsNot: lambda: left is not right}[type(op)]()
+    except (KeyError, TypeError):
+        return _UNKNOWN
+
+
+def _subject(node: ast.AST) -> ast.AST:
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node = node.operand
+    if isinstance(node, ast.Compare):
+        node = node.left
+    return node.value if isinstance(node, ast.NamedExpr) else node
+
+
+class OptInFields:
+    """The run's configuration fields a user turns on (this module's doc)."""
+
+    def __init__(self, run, test_side) -> None:
+        self.run, self.test_side = run, test_side
+        self._table: Optional[dict] = None
+
+    def table(self) -> dict:
+        """{field name: (class name, "relpath:line", default)}."""
+        if self._table is not None:
+            return self._table
+        found: dict = {}
+        dropped: set = set()
+        assigned: set = set()
+        from .callgates21 import NOT_LIBRARY
+
+        for j, result in enumerate(self.run.results):
+            if not result.relpath.endswith(".py") or self.test_side(result.relpath) or any(
+                    part in NOT_LIBRARY for part in result.relpath.split("/")[:-1]):
+                continue  # (an example's `LLM(enable_prompt_embeds=True)` is a user's choice too)
+            data = self.run.text_of(j) or b""
+            if b"=" not in data:
+                continue
+            tree = self.run.tree(j)
+            if tree is None:
+                continue
+            _settings(tree, assigned)
+            if b"Config" not in data:
+                continue
+            model = bool(_MODEL_FILES.search(result.relpath))
+            for cls in tree.body:
+                if not (isinstance(cls, ast.ClassDef) and cls.name.endswith("Config")):
+                    continue
+                if model or any(_PRETRAINED.search(astcache.dotted(b, strict=False) or "") for b in cls.bases):
+                    # (a model's own configuration: the checkpoint sets it, not the user; its names
+                    # read on another object could be either)
+                    dropped.update(stmt.target.id for stmt in cls.body
+                                   if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name))
+                    continue
+                for stmt in cls.body:
+                    if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                        continue
+                    name, value = stmt.target.id, _default(stmt.value)
+                    # (a number is no opt-in here: `tensor_parallel_size > 1` is how NPU hosts serve too)
+                    ok = value is False or value is None or isinstance(value, str)
+                    if not ok or name in dropped or (name in found and found[name][2] != value):
+                        dropped.add(name)
+                        found.pop(name, None)
+                        continue
+                    found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
+        self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
+        return self._table
+
+    # ------------------------------------------------------------------ reading a test
+    def _field(self, node: ast.AST, parents: dict) -> Optional[str]:
+        """The field an operand's subject reads: `<x>.F`, or `self.A` bound only from `<y>.F`."""
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node = node.operand
+        if isinstance(node, ast.Compare):
+            node = node.left
+        if isinstance(node, ast.NamedExpr):
+            node = node.value
+        if isinstance(node, ast.Name):
+            return self._parameter(node, parents)
+        if not isinstance(node, ast.Attribute):
+            return None
+        if node.attr in self.table():
+            return node.attr
+        if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return None
+        cls = parents.get(id(node))
+        while cls is not None and not isinstance(cls, ast.ClassDef):
+            cls = parents.get(id(cls))
+        if cls is None:
+            return None
+        fields = set()
+        for stmt in ast.walk(cls):
+            for target in (stmt.targets if isinstance(stmt, ast.Assign) else
+                           [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []):
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self" and target.attr == node.attr:
+                    value = stmt.value
+                    if isinstance(stmt, ast.AugAssign) or not (isinstance(value, ast.Attribute) and value.attr in self.table()):
+                        return None
+                    fields.add(value.attr)
+        return next(iter(fields)) if len(fields) == 1 else None
+
+    def _parameter(self, node: ast.Name, parents: dict) -> Optional[str]:
+        """A parameter of the enclosing function named as a field and defaulting as it does (`def
+        __init__(..., enable_trace_replay: bool = False)`): the setting handed down by keyword."""
+        if node.id not in self.table():
+            return None
+        function = parents.get(id(node))
+        while function is not None and not isinstance(function, _DEFS):
+            function = parents.get(id(function))
+        if function is None:
+            return None
+        args = function.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        default = self.table()[node.id][2]
+        for arg, value in pairs:
+            if arg.arg == node.id:
+                ok = isinstance(value, ast.Constant) and type(value.value) is type(default) and value.value == default
+                rebound = any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+                              for n in ast.walk(function))
+                return node.id if ok and not rebound else None
+        return None
+
+    def _off(self, test: ast.AST, parents: dict, conjunction: bool = True) -> Optional[tuple]:
+        """(operand, field) of an operand of `test` (an `and`'s when `conjunction`) false at the default."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and conjunction else [test]
+        for part in parts:
+            name = self._field(part, parents)
+            if name is not None:
+                value = _value(part, self.table()[name][2])
+                if value is not _UNKNOWN and not value:
+                    return part, name
+        return None
+
+    def _taken(self, test: ast.AST, parents: dict) -> Optional[tuple]:
+        """(operand, field) of an operand of `test` (an `or`'s) true at the default: an early exit
+        taken unless the user sets the field (`if not x.F: return`, `if (s := x.F) is None: return`)."""
+        parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+        for part in parts:
+            name = self._field(part, parents)
+            if name is not None:
+                value = _value(part, self.table()[name][2])
+                if value is not _UNKNOWN and value:
+                    return _subject(part), name  # (what the user sets: the field, not the exit's test)
+        return None
+
+    def _gated(self, node: ast.AST, parents: dict) -> Optional[str]:
+        child, current = node, parents.get(id(node))
+        while current is not None and not isinstance(current, ast.Module):
+            if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
+                found = self._off(current.test, parents)
+                if found is not None:
+                    return self._say(*found)
+            if isinstance(current, ast.IfExp) and child is current.body:
+                found = self._off(current.test, parents)
+                if found is not None:
+                    return self._say(*found)
+            if isinstance(current, _DEFS):
+                for stmt in current.body:
+                    if stmt is child:
+                        break
+                    if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(
+                            stmt.body[-1], (ast.Return, ast.Raise)):
+                        found = self._taken(stmt.test, parents)
+                        if found is not None:
+                            return self._say(*found)
+                return None
+            child, current = current, parents.get(id(current))
+        return None
+
+    def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
+        """The opt-in choice the reference `node` lies behind (this module's doc), or None."""
+        if not self.table():
+            return None
+        said = self._gated(node, parents)
+        if said is not None:
+            return said
+        # (a private method whose every reference in its file is so gated)
+        method = parents.get(id(node))
+        while method is not None and not isinstance(method, _DEFS):
+            method = parents.get(id(method))
+        cls = parents.get(id(method)) if method is not None else None
+        if method is None or not isinstance(cls, ast.ClassDef) or not method.name.startswith("_") \
+                or method.name.startswith("__"):
+            return None
+        module = cls
+        while parents.get(id(module)) is not None:
+            module = parents[id(module)]
+        answers = []
+        for ref in ast.walk(module):
+            if isinstance(ref, (ast.Attribute, ast.Name)) and (getattr(ref, "attr", None) or getattr(ref, "id", None)) == method.name:
+                said = self._gated(ref, parents)
+                if said is None:
+                    return None
+                answers.append(f"{said}, through `{method.name}` (line {ref.lineno})")
+        return answers[0] if answers else None
+
+    def _say(self, operand: ast.AST, name: str) -> str:
+        cls, where, default = self.table()[name]
+        return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}.{name}` defaults to "
+                f"`{default!r}`, {where})")
