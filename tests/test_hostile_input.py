@@ -249,20 +249,26 @@ def test_a_worker_killed_while_idle_loses_nothing(tmp_path, monkeypatch):
 # ------------------------------------------------------------ the time budget
 
 
-def slow_file() -> str:
-    return "import torch\n" + "torch.cuda.synchronize()\n" * 4000  # about 2 s of Python
+def slow_file(lines: int = 4000) -> str:
+    return "import torch\n" + "torch.cuda.synchronize()\n" * lines  # 4,000: about 2 s of Python
+
+
+# The budget of the tests where small files must stay within it: 1 s, not 0.2 s. A two-line file
+# takes milliseconds, but on a machine loaded by other work (load 16 on 2 cores) a freshly forked
+# process took over 0.2 s for one (CI of session 39, and a helper's run in session 40).
+BUDGET = "1"
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["in-process", "workers"])
 def test_a_file_over_its_time_budget_is_a_finding(tmp_path, monkeypatch, jobs):
-    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0.2")
-    bad = slow_file()
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, BUDGET)
+    bad = slow_file(12000)  # (about 6 s of Python: well over the budget on a fast machine too)
     project(tmp_path, {"slow.py": bad}, 19)
     r = cli(tmp_path, "--no-cache", "-j", jobs, "--output-format", "json")
     assert r.exit_code == 1, r.output
     found = findings(r.stdout)
     assert [(f["path"], f["code"]) for f in found] == [("slow.py", "NPU001")]
-    assert "took longer than 0.2 s to migrate (NPU_MIGRATE_FILE_TIMEOUT)" in found[0]["message"]
+    assert "took longer than 1 s to migrate (NPU_MIGRATE_FILE_TIMEOUT)" in found[0]["message"]
     assert (tmp_path / "slow.py").read_text() == bad
     for number in range(19):
         assert (tmp_path / f"good{number}.py").read_text() == SYNC_DONE
@@ -299,7 +305,7 @@ def test_a_parse_that_ignores_the_alarm_is_killed(tmp_path, monkeypatch, jobs):
     """Python cannot interrupt libcst's native parser: the parent kills the process migrating
     the file at the hard limit (1.5 times the budget, plus 2 s). In-process, a file the scan finds
     heavy (here: every file) is migrated in a process of its own for that reason."""
-    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, "0.2")
+    monkeypatch.setenv(run.FILE_TIMEOUT_ENV, BUDGET)
     monkeypatch.setattr(engine.cst, "parse_module", never_answers)
     project(tmp_path, {"stuck.py": STUCK}, 19)
     if jobs == "1":
@@ -310,7 +316,7 @@ def test_a_parse_that_ignores_the_alarm_is_killed(tmp_path, monkeypatch, jobs):
     assert r.exit_code == 1, r.output
     found = findings(r.stdout)
     assert [(f["path"], f["code"]) for f in found] == [("stuck.py", "NPU001")]
-    assert "took longer than 0.2 s" in found[0]["message"]
+    assert "took longer than 1 s" in found[0]["message"]
     assert (tmp_path / "stuck.py").read_text() == STUCK
     for number in range(19):
         assert (tmp_path / f"good{number}.py").read_text() == SYNC_DONE
