@@ -229,6 +229,10 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     from .keptimports import spans as kept_gate_spans  # (imports behind a device check kept meaning CUDA)
 
     extra = {i: [*dispatch.get(i, ()), *kept] for i, kept in kept_gate_spans(results, python, texts).items()}
+    from .capflows29 import spans as capability_spans  # (lazy imports behind a capability test: capflows29.py)
+
+    for i, found in capability_spans(results, python, texts).items():
+        extra[i] = [*extra.get(i, dispatch.get(i, ())), *found]
     never_entered = {**dispatch, **extra}
     unreachable = _never_imported(results, python, targets, texts, facts_of, never_entered)
     from . import importgates  # (flags bound to the project's CUDA predicate, platform importers, tests)
