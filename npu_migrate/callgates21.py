@@ -403,6 +403,7 @@ class _Gates:
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
         from .attrflags27 import instance_attribute, shadowed
+        from .capflows29 import may_look_up
 
         run = self.run
         name = unit.name
@@ -415,8 +416,8 @@ class _Gates:
                 continue  # (its own by that name)
             parents, refs, strings = self._index(j, tree)
             side = self.test_file(result.relpath)
-            if name in strings and not side:
-                return None  # (named in a string: loaded some other way)
+            if name in strings and not side and may_look_up(run.text_of(j), run.results[i].relpath, j == i):
+                return None  # (named in a string: loaded some other way; capflows29.may_look_up)
             for node in refs.get(name, ()):
                 if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
                                          or instance_attribute(node)):

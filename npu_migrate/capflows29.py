@@ -1,5 +1,5 @@
 """Lazy imports behind a compute-capability test the line reader of wholeprogram.py misses (issue
-#16, round-29 audit DA#29, DB#36).
+#16, round-29 audit DA#29, DB#36, DA#13).
 
 wholeprogram._never_imported finds a module never loaded on an NPU host when every import site of
 it lies in a block false there. It reads those blocks from one-line `if` headers holding a word of
@@ -28,7 +28,9 @@ is never run there, and a module only such imports load is never loaded.
 `spans(results, python, texts)` gives, for each file of the run that names a capability test and
 holds an indented import, the blocks testscopes.untaken_branches finds an NPU host never runs
 (multi-line headers and local flags included, read at the import lines only) whose condition, or a
-local it reads, names a capability test; wholeprogram.review adds them to the spans it already
+local it reads, names a capability test; with `refused_again`'s blocks (DA#13: a later `if self.F:`
+whose earlier `if self.F:` block raises first unless the capability is supported);
+wholeprogram.review adds them to the spans it already
 reads from dispatch.py and keptimports.py. The findings become the usual named scope ("imported
 only where an NPU host does not go: ... under `...`", moot.py).
 
@@ -47,6 +49,7 @@ from typing import Optional
 # (a capability test names one of these: is_device_capability(_family), has_device_capability,
 # get_device_capability, supports_compute_capability)
 _CAPABILITY = re.compile(rb"device_capability|compute_capability")
+_REPEATED_TEST = re.compile(rb"raise")  # (a refusal first: refused_again)
 _INDENTED_IMPORT = re.compile(rb"^[ \t]+(?:from[ \t]+[\w.]+[ \t]+import|import)[ \t]", re.MULTILINE)
 
 
@@ -102,19 +105,44 @@ def spans(results, python: list[int], texts: dict) -> dict[int, list[tuple[int, 
         if not lines:
             continue
         text = data.decode("utf-8", "replace")
+        if _REPEATED_TEST.search(data):
+            for span in refused_again(_parse(text)):
+                if any(span[0] <= n <= span[1] for n in lines):
+                    out.setdefault(i, []).append(span)
         try:
             found = untaken_branches(text, results[i].relpath, interest=lines)
         except (RecursionError, SyntaxError, ValueError):
             continue
-        tree = None
+        tree, tests = None, {}
         for first, last, condition, type_checking in found:
             if type_checking or not any(first <= n <= last for n in lines):
                 continue
             if tree is None and not _CAPABILITY.search(condition.encode()):
                 tree = _parse(text)
-            if _names_capability(condition, tree, first):
+                tests = _tests_by_block(tree)
+            # (the condition as shown may be cut short: the `if`'s own test, where the block is one)
+            read = tests.get(first, condition)
+            if _names_capability(read, tree, first):
                 out.setdefault(i, []).append((first, last, f"`{' '.join(condition.split())[:70]}`"))
     return out
+
+
+def _tests_by_block(tree: Optional[ast.Module]) -> dict[int, str]:
+    """{first line of an `if`'s body: the source of its test} (also its `else`'s first line)."""
+    out: dict[int, str] = {}
+    if tree is None:
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and node.body:
+            test = ast.unparse(node.test)
+            out.setdefault(_first_line(node.body[0]), test)
+            if node.orelse:
+                out.setdefault(_first_line(node.orelse[0]), test)
+    return out
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    return min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
 
 
 def _parse(text: str) -> Optional[ast.Module]:
@@ -122,3 +150,153 @@ def _parse(text: str) -> Optional[ast.Module]:
         return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+# ------------------------------------------------------------------ a flag whose first block refuses the NPU
+
+def refused_again(tree: Optional[ast.Module]) -> list[tuple[int, int, str]]:
+    """(first line, last line, why) of the later `if F:` blocks of a function whose earlier `if F:`
+    block raises on an NPU host before it can end (DA#13, Step5's attention layer):
+
+        if self.use_dsa_backend:
+            capability = current_platform.get_device_capability()
+            if capability is None or not Backend.supports_compute_capability(capability):
+                raise NotImplementedError("Step5 DSA requires SM90, SM100 or SM103")
+            ...
+        ...
+        if self.use_dsa_backend:
+            from .csa_tail_ring import Step5CSATailRing      # never run on an NPU host
+
+The refusal is a statement of the first block's own body (not nested in a `try`, nor is the block
+in one), `if C: raise ...` with C true there (testscopes' answers, the block's locals bound once
+before it read as their values: `capability is None`); F is a plain name or `self.X` that the
+function does not store after the first block, nor the file anywhere else (`self.X`). A refusal
+the reader cannot decide, or one under a test an NPU host may fail, keeps the later block."""
+    if tree is None:
+        return []
+    from .testscopes import npu_truth
+
+    out = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if any(isinstance(n, ast.Try) for n in ast.walk(function)):
+            continue  # (a refusal might be caught: not read)
+        firsts = [n for n in ast.walk(function) if isinstance(n, ast.If) and _flag(n.test) is not None]
+        for first in firsts:
+            raising = _refusal(first.body, npu_truth)
+            if raising is None:
+                continue
+            key = _flag(first.test)
+            end = first.end_lineno or first.lineno
+            if _stored_after(tree, function, key, end):
+                continue
+            for later in firsts:
+                if later.lineno > end and _flag(later.test) == key and later.body:
+                    out.append((_first_line(later.body[0]), later.body[-1].end_lineno or later.body[-1].lineno,
+                                f"`{key}` (an NPU host leaves at the capability refusal at line {raising} when it holds)"))
+    return out
+
+
+def _flag(test: ast.AST) -> Optional[str]:
+    """`name` or `self.name` of a test that is only that, else None."""
+    if isinstance(test, ast.Name):
+        return test.id
+    if isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "self":
+        return f"self.{test.attr}"
+    return None
+
+
+class _Inline(ast.NodeTransformer):
+    def __init__(self, values: dict) -> None:
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        value = self.values.get(node.id)
+        return value if value is not None and isinstance(node.ctx, ast.Load) else node
+
+
+def _refusal(body: list, truth) -> Optional[int]:
+    """The line of the first `if C: raise ...` of `body` (its own statements) with C true on an NPU
+    host, locals bound once before it in `body` read as their values; None if there is none."""
+    import copy
+
+    values: dict = {}
+    stored: dict = {}
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                stored[n.id] = stored.get(n.id, 0) + 1
+    for stmt in body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+                and stored.get(stmt.targets[0].id) == 1):
+            values[stmt.targets[0].id] = stmt.value
+            continue
+        if (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1
+                and isinstance(stmt.body[0], ast.Raise)):
+            test = _Inline(values).visit(copy.deepcopy(stmt.test))
+            if truth(test) is True and _names_capability(ast.unparse(stmt.test) + " " + ast.unparse(test), None, 0):
+                return stmt.lineno
+    return None
+
+
+def _stored_after(tree: ast.Module, function: ast.AST, key: str, end: int) -> bool:
+    """The flag is stored after line `end` in the function, or (`self.X`) anywhere in the file
+    outside the function before `end`."""
+    attr = key[5:] if key.startswith("self.") else None
+    for n in ast.walk(tree):
+        inside = (function.lineno <= getattr(n, "lineno", 0) <= (function.end_lineno or function.lineno))
+        if attr is None:
+            if inside and isinstance(n, ast.Name) and n.id == key and not isinstance(n.ctx, ast.Load) and n.lineno > end:
+                return True
+        elif isinstance(n, ast.Attribute) and n.attr == attr and not isinstance(n.ctx, ast.Load):
+            if not inside or n.lineno > end:
+                return True
+    return False
+
+
+# ------------------------------------------------------------------ a name held as a string elsewhere
+
+def may_look_up(text: Optional[bytes], relpath: str, same: bool = False) -> bool:
+    """Whether a file whose code holds a string equal to the name of a function of module `relpath`
+    may look that function up by it (for callgates21.py, round 29 DA#21): a lookup by name needs
+    the module object (`getattr(mod, "name")`, `import_module("pkg.mod")`, `sys.modules[...]`), so
+    only the module itself, or a file whose text names the module (its file's stem; a package's
+    `__init__`: the package's folder), can. vLLM's `if code_name == "_compile"` in
+    compilation/wrapper.py (a frame's code name) and a test's `_FakeLayer("gate_up")` never reach
+    Flint's `moe_gemv._compile` or `moe_gemv.gate_up`."""
+    if same or text is None:
+        return True
+    parts = relpath.replace("\\", "/").split("/")
+    stem = parts[-1].rpartition(".")[0]
+    if stem == "__init__":
+        if len(parts) < 2:
+            return True
+        stem = parts[-2]
+    return stem.encode() in text
+
+
+def names_other_module(string: bytes, relpath: str) -> bool:
+    """Whether a quoted dotted name or path holding a module's last name (wholeprogram's "named in a
+    string" test) names another module of that name: at each place the name is a whole part, the
+    parts before it disagree with the module's own folders (compared from the end, as far as both
+    go). vLLM's `"vllm.models.kimi_k3.nvidia.ops.attn_res"` and `"aiter.ops.triton"` do not name
+    `vllm/models/minimax_m3/nvidia/ops/` (round 29 DB#36, a package only a capability-gated
+    lazy import loads); `"nvidia.ops"`, `"ops.index_decode_score"`, `"src/vllm/models/minimax_m3/
+    nvidia/ops"` may, as does a string where the name is no whole part (`"foo-ops"`)."""
+    module = relpath[:-3].split("/") if relpath.endswith(".py") else relpath.split("/")
+    if module and module[-1] == "__init__":
+        module = module[:-1]
+    if not module:
+        return False
+    word, owners = module[-1], module[:-1]
+    parts = re.split(r"[./]", string.strip(b"\"'").decode("utf-8", "replace"))
+    places = [k for k, part in enumerate(parts) if part == word]
+    if not places:
+        return False
+    for k in places:
+        before = [p for p in parts[:k] if p]
+        m = min(len(before), len(owners))
+        if before[len(before) - m:] == owners[len(owners) - m:]:
+            return False
+    return True

@@ -144,6 +144,32 @@ def test_package_imported_only_under_a_local_capability_flag_is_a_scope(tmp_path
     assert 1 in scopes and "imported only where an NPU host does not go" in scopes[1]
 
 
+REGISTRY = '''import importlib
+
+_LAZY = {"attn_res": "vllm.models.other.nvidia.ops.attn_res", "triton": "aiter.ops.triton"}
+
+
+def load(key):
+    return importlib.import_module(_LAZY[key])
+'''
+
+
+def test_package_named_only_by_strings_of_other_ops_packages_is_a_scope(tmp_path):
+    """DB#36: strings naming other `ops` packages (`"vllm.models.other.nvidia.ops.attn_res"`,
+    `"aiter.ops.triton"`), even in a file that imports by name, do not name `mm/nvidia/ops`."""
+    report = migrate_json(write_project(tmp_path, {**_indexer_project(INDEXER), "mm/registry.py": REGISTRY}))
+    assert not findings_at(report, "mm/nvidia/ops/index_decode_score.py", "NPU911")
+
+
+def test_package_named_by_its_own_dotted_path_stays_reported(tmp_path):
+    """The nearest true case: a string naming `mm.nvidia.ops` itself, imported by name, may load it
+    on an NPU host: the module-level `import cutlass` stays an error."""
+    registry = REGISTRY.replace("vllm.models.other.nvidia.ops.attn_res", "mm.nvidia.ops")
+    report = migrate_json(write_project(tmp_path, {**_indexer_project(INDEXER), "mm/registry.py": registry}))
+    found = findings_at(report, "mm/nvidia/ops/index_decode_score.py", "NPU911")
+    assert found and found[1]["severity"] == "error"
+
+
 def test_package_imported_under_a_local_flag_an_npu_host_may_set_stays_reported(tmp_path):
     """The nearest true case: the same local flag without the capability test (`is_sm100 =
     topk_blocks > 0`): an NPU host may take the branch, the module stays an error."""
@@ -151,3 +177,172 @@ def test_package_imported_under_a_local_flag_an_npu_host_may_set_stays_reported(
     report = migrate_json(write_project(tmp_path, _indexer_project(indexer)))
     found = findings_at(report, "mm/nvidia/ops/index_decode_score.py", "NPU911")
     assert found and found[1]["severity"] == "error"
+
+
+# DA#13: the flag's first block refuses an NPU host (capability None) before its second block imports
+ATTENTION = '''from vllm.platforms import current_platform
+
+
+class DSABackend:
+    @staticmethod
+    def supports_compute_capability(capability):
+        return capability.major in (9, 10)
+
+
+class Attention:
+    def __init__(self, sparse_config, head_dim):
+        self.use_dsa_backend = sparse_config is not None
+        self.ring = None
+        if self.use_dsa_backend:
+            capability = current_platform.get_device_capability()
+            if capability is None or not DSABackend.supports_compute_capability(capability):
+                raise NotImplementedError(f"DSA requires SM90 or SM100; got {capability}.")
+            if head_dim not in (128, 192):
+                raise ValueError("DSA supports head dimensions 128 or 192")
+        self.head_dim = head_dim
+        if self.use_dsa_backend:
+            from .tail_ring import TailRing
+
+            self.ring = TailRing(head_dim)
+'''
+
+TAIL_RING = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _ring_kernel(x_ptr, n):
+    tl.store(x_ptr + tl.arange(0, 16), tl.zeros((16,), tl.float32))
+
+
+class TailRing:
+    def __init__(self, n):
+        self.n = n
+
+    def run(self, x):
+        _ring_kernel[(1,)](x, self.n)
+'''
+
+
+def _ring_finding(tmp_path, attention: str):
+    report = migrate_json(write_project(tmp_path, {
+        "step/__init__.py": "", "step/attention.py": attention, "step/tail_ring.py": TAIL_RING}))
+    return (findings_at(report, "step/tail_ring.py", "NPU910"),
+            moot_lines(report["skipped"], "NPU910", "step/tail_ring.py"))
+
+
+def test_module_imported_after_a_capability_refusal_of_the_same_flag_is_a_scope(tmp_path):
+    """DA#13: `if self.use_dsa_backend:` raises first unless the capability (None on an NPU host)
+    is supported; the later `if self.use_dsa_backend:` that imports the Triton module never runs."""
+    found, scopes = _ring_finding(tmp_path, ATTENTION)
+    assert not found
+    assert any("imported only where an NPU host does not go" in why and "refusal" in why for why in scopes.values())
+
+
+def test_module_imported_after_a_refusal_an_npu_host_passes_stays_reported(tmp_path):
+    """The nearest true cases: the first block refuses only a head size (an NPU host may pass it),
+    or the flag is set again between the blocks."""
+    only_size = ATTENTION.replace(
+        """            capability = current_platform.get_device_capability()
+            if capability is None or not DSABackend.supports_compute_capability(capability):
+                raise NotImplementedError(f"DSA requires SM90 or SM100; got {capability}.")
+""", "")
+    reset = ATTENTION.replace("        self.head_dim = head_dim\n",
+                              "        self.head_dim = head_dim\n        self.use_dsa_backend = head_dim == 128\n")
+    for k, attention in enumerate((only_size, reset)):
+        assert attention != ATTENTION
+        found, scopes = _ring_finding(tmp_path / f"case{k}", attention)
+        assert found and next(iter(found.values()))["severity"] == "error", k
+
+
+# DA#21: a lazy CUDA-only import in a kernel builder only a capability-gated layer reaches, whose
+# name another module holds as a string that cannot look it up (a frame's code name)
+GEMV = '''def _build():
+    import cutlass
+    import cutlass.cute as cute
+
+    return cute, cutlass
+
+
+_CACHE = {}
+
+
+def _compile(key):
+    if key not in _CACHE:
+        _CACHE[key] = _build()
+    return _CACHE[key]
+
+
+def gate_up(x):
+    return _compile(x.shape)
+'''
+
+MOE = '''from . import gemv
+
+
+def fused_moe(x):
+    return gemv.gate_up(x)
+'''
+
+MODEL = '''from vllm.platforms import current_platform
+
+from .ops.moe import fused_moe
+
+
+def _fast_kernels():
+    if not current_platform.is_device_capability_family(100):
+        return False
+    return True
+
+
+class Block:
+    def __init__(self):
+        self.use_fast = _fast_kernels()
+
+    def forward(self, x):
+        if not self.use_fast:
+            return x
+        return fused_moe(x)
+'''
+
+FRAMES = '''import sys
+
+
+def compiling_frame():
+    frame = sys._getframe()
+    while frame.f_back:
+        frame = frame.f_back
+        if frame.f_code.co_name == "_compile":
+            return frame
+    return None
+'''
+
+LOOKUP = '''import importlib
+
+
+def warm(key):
+    module = importlib.import_module("pkg.ops.gemv")
+    return getattr(module, "_compile")(key)
+'''
+
+
+def _gemv_project(other: str) -> dict:
+    return {"pkg/__init__.py": "", "pkg/ops/__init__.py": "", "pkg/ops/gemv.py": GEMV, "pkg/ops/moe.py": MOE,
+            "pkg/model.py": MODEL, "pkg/frames.py": other}
+
+
+def test_builder_named_only_by_a_string_that_cannot_look_it_up_is_a_scope(tmp_path):
+    """DA#21: `_build` (lazy `import cutlass`) is reached through `_compile` and `gemv.gate_up` only
+    from a layer whose flag is False on an NPU host; `"_compile"` in another module that never names
+    `gemv` (a frame's code name) is no lookup of it."""
+    report = migrate_json(write_project(tmp_path, _gemv_project(FRAMES)))
+    assert not findings_at(report, "pkg/ops/gemv.py", "NPU911")
+    assert 2 in moot_lines(report["skipped"], "NPU911", "pkg/ops/gemv.py")
+
+
+def test_builder_looked_up_by_name_through_its_module_stays_reported(tmp_path):
+    """The nearest true case: a module that imports `pkg.ops.gemv` by name and looks `_compile` up
+    with getattr may run it on an NPU host: the lazy import stays an error."""
+    report = migrate_json(write_project(tmp_path, _gemv_project(LOOKUP)))
+    found = findings_at(report, "pkg/ops/gemv.py", "NPU911")
+    assert found and found[2]["severity"] == "error"
