@@ -28,9 +28,7 @@ is never run there, and a module only such imports load is never loaded.
 `spans(results, python, texts)` gives, for each file of the run that names a capability test and
 holds an indented import, the blocks testscopes.untaken_branches finds an NPU host never runs
 (multi-line headers and local flags included, read at the import lines only) whose condition, or a
-local it reads, names a capability test; with `refused_again`'s blocks (DA#13: a later `if self.F:`
-whose earlier `if self.F:` block raises first unless the capability is supported);
-wholeprogram.review adds them to the spans it already
+local it reads, names a capability test; wholeprogram.review adds them to the spans it already
 reads from dispatch.py and keptimports.py. The findings become the usual named scope ("imported
 only where an NPU host does not go: ... under `...`", moot.py).
 
@@ -49,7 +47,6 @@ from typing import Optional
 # (a capability test names one of these: is_device_capability(_family), has_device_capability,
 # get_device_capability, supports_compute_capability)
 _CAPABILITY = re.compile(rb"device_capability|compute_capability")
-_REPEATED_TEST = re.compile(rb"raise")  # (a refusal first: refused_again)
 _INDENTED_IMPORT = re.compile(rb"^[ \t]+(?:from[ \t]+[\w.]+[ \t]+import|import)[ \t]", re.MULTILINE)
 
 
@@ -105,10 +102,6 @@ def spans(results, python: list[int], texts: dict) -> dict[int, list[tuple[int, 
         if not lines:
             continue
         text = data.decode("utf-8", "replace")
-        if _REPEATED_TEST.search(data):
-            for span in refused_again(_parse(text)):
-                if any(span[0] <= n <= span[1] for n in lines):
-                    out.setdefault(i, []).append(span)
         try:
             found = untaken_branches(text, results[i].relpath, interest=lines)
         except (RecursionError, SyntaxError, ValueError):
@@ -155,7 +148,9 @@ def _parse(text: str) -> Optional[ast.Module]:
 # ------------------------------------------------------------------ a flag whose first block refuses the NPU
 
 def refused_again(tree: Optional[ast.Module]) -> list[tuple[int, int, str]]:
-    """(first line, last line, why) of the later `if F:` blocks of a function whose earlier `if F:`
+    """NOT WIRED (round 29 DA#13): as a span for wholeprogram.py it changed the reason of
+    tests/test_h121.py's BU#17 case (attrflags27.raise_implied's "raises first there"); kept for
+    the next round to wire after that pass. (first line, last line, why) of the later `if F:` blocks of a function whose earlier `if F:`
     block raises on an NPU host before it can end (DA#13, Step5's attention layer):
 
         if self.use_dsa_backend:
