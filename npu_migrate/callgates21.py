@@ -403,6 +403,7 @@ class _Gates:
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
         from .attrflags27 import instance_attribute, shadowed
+        from .capflows29 import may_look_up
         from .instances29 import dead_strings
 
         run = self.run
@@ -416,8 +417,11 @@ class _Gates:
                 continue  # (its own by that name)
             parents, refs, strings = self._index(j, tree)
             side = self.test_file(result.relpath)
-            if name in strings and not side and not dead_strings(self, j, tree, parents, name):
-                return None  # (named in a string: loaded some other way; not one inside dead code: instances29.py)
+            if name in strings and not side and may_look_up(run.text_of(j), run.results[i].relpath, j == i) \
+                    and not dead_strings(self, j, tree, parents, name):
+                # (named in a string: loaded some other way; only where the name may be looked up,
+                # capflows29.may_look_up, and not a string inside dead code, instances29.py)
+                return None
             for node in refs.get(name, ()):
                 if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
                                          or instance_attribute(node)):

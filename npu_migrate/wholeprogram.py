@@ -229,6 +229,10 @@ def review(results: list[FileResult], paths: Optional[dict[str, str]] = None) ->
     from .keptimports import spans as kept_gate_spans  # (imports behind a device check kept meaning CUDA)
 
     extra = {i: [*dispatch.get(i, ()), *kept] for i, kept in kept_gate_spans(results, python, texts).items()}
+    from .capflows29 import spans as capability_spans  # (lazy imports behind a capability test: capflows29.py)
+
+    for i, found in capability_spans(results, python, texts).items():
+        extra[i] = [*extra.get(i, dispatch.get(i, ())), *found]
     never_entered = {**dispatch, **extra}
     unreachable = _never_imported(results, python, targets, texts, facts_of, never_entered)
     from . import importgates  # (flags bound to the project's CUDA predicate, platform importers, tests)
@@ -324,7 +328,8 @@ def _never_imported(results, python, targets, texts, facts_of, extra=None) -> di
         if i not in strings:
             word = _last_name(results[i].relpath).encode()
             quoted = re.compile(rb"[\"'][\w./:-]*\b" + re.escape(word) + rb"\b[\w./:-]*[\"']")
-            strings[i] = any(word in data and _names_module(quoted, word, data) for j, data in texts.items() if j != i and data)
+            strings[i] = any(word in data and _names_module(quoted, word, data, results[i].relpath)
+                             for j, data in texts.items() if j != i and data)
         return strings[i]
 
     # Start from the import sites an NPU host never reaches: indented imports under an if/elif
@@ -369,13 +374,17 @@ def _never_imported(results, python, targets, texts, facts_of, extra=None) -> di
 _BY_NAME = (b"import_module(", b"__import__(", b"load_source(", b"spec_from_")  # (not find_spec: it loads nothing)
 
 
-def _names_module(quoted: re.Pattern, word: bytes, data: bytes) -> bool:
+def _names_module(quoted: re.Pattern, word: bytes, data: bytes, relpath: str = "") -> bool:
     """A string of `data` may name the module (a dynamic import by name): one that holds a path or
     a dotted name with the word (`"pkg.nsa.triton_kernel"`), or the bare word (`"triton_kernel"`)
     in a file that imports by name at all. A bare word elsewhere is a value (sglang's MoE runner
     backend `"triton_kernel"`), not a module's name."""
+    from .capflows29 import names_other_module  # (`"pkg.kimi.nvidia.ops.x"` is not minimax's `nvidia/ops`)
+
     bare = b'"' + word + b'"', b"'" + word + b"'"
     for match in quoted.finditer(data):
+        if relpath and names_other_module(match.group(0), relpath):
+            continue
         if match.group(0) not in bare or any(call in data for call in _BY_NAME):
             return True
     return False
