@@ -48,7 +48,7 @@ from app.platforms.props import free_memory
 
 
 def _count():
-    if not torch.cuda._is_compiled():
+    if torch.cuda.is_current_stream_capturing():
         return 0
     return 1
 
