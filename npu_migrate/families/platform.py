@@ -924,6 +924,24 @@ def version_uses(node: ast.AST, refs_re: re.Pattern) -> tuple[set[int], set[int]
 _LAUNCHER = "launches the Triton kernel "
 
 
+def _registered_ops(tree: ast.Module) -> dict[str, str]:
+    """Custom ops the module registers at module level with a function of its own as their
+    implementation: op name -> the function's name. vLLM's `direct_register_custom_op(op_name="x",
+    op_func=_x_impl, ...)` (or positionally); a call through `torch.ops.<ns>.x(...)` then runs
+    `_x_impl` (round 30 EA#2: a `.is_cuda` check in front of such a call guards the Triton kernel
+    the implementation launches)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and (_dotted(node.func) or "").split(".")[-1] == "direct_register_custom_op"):
+            continue
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        name = keywords.get("op_name", node.args[0] if node.args else None)
+        func = keywords.get("op_func", node.args[1] if len(node.args) > 1 else None)
+        if isinstance(name, ast.Constant) and isinstance(name.value, str) and isinstance(func, ast.Name):
+            found[name.value] = func.id
+    return found
+
+
 def launchers(tree: ast.Module, bound: dict[str, str]) -> dict[str, str]:
     """The module's own functions and classes that launch a Triton kernel of the file (`_launch`
     calling `_kernel[grid](...)`, an autograd Function whose `forward` does), directly or through
@@ -943,9 +961,13 @@ def launchers(tree: ast.Module, bound: dict[str, str]) -> dict[str, str]:
         elif isinstance(node, (ast.If, ast.Try)):
             stack.extend([*node.body, *node.orelse, *getattr(node, "finalbody", []),
                           *(s for h in getattr(node, "handlers", []) for s in h.body)])
+    ops = _registered_ops(tree)
     used = {}
     for node in definitions:
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        if ops:  # `torch.ops.ns.op(...)` of an op this file registers: a use of its implementation
+            names |= {ops[n.attr] for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr in ops
+                      and (_dotted(n) or "").startswith("torch.ops.")}
         target = node.targets[0].id if isinstance(node, ast.Assign) else node.name
         used[id(node)] = (target, names)
     for _round in range(3):  # (a launcher of a launcher of a launcher)
