@@ -1,0 +1,358 @@
+"""vLLM code that vllm-ascend rejects or replaces on an Ascend host: review-level notes (issue #16,
+audit rows round 30 EA#21, EA#24, EC#23, EC#24; round 29 DB#25). Whole run, from
+runplan.whole_run_passes, after the passes that name code an NPU host never runs.
+
+vLLM runs on Ascend through the vllm-ascend plugin (NPU916/NPU934 say so). The plugin's platform
+rejects some of vLLM's quantization methods at config time (`NPUPlatform.supported_quantization`,
+checked by `ModelConfig._verify_quantization` -> `current_platform.verify_quantization`: modelopt,
+quark), replaces others with its own config registered under the same name (compressed-tensors),
+and rebinds some module functions before use (Model Runner V2's `penalties.apply_penalties` and
+`bincount`). Code reached only through such a method or function never runs on an Ascend host.
+These are facts of the plugin's public sources, not of the run: rules/vllm_ascend.toml holds them,
+each with the vllm-ascend file and the version it was read from. They can drift with the plugin, so
+a finding they answer is not made a skipped scope: it becomes info (review level), its message
+naming the fact and its source. Nothing is dropped.
+
+Applied only when the project is vLLM itself: a file `vllm/platforms/interface.py` defining
+`verify_quantization` (its folder is the package root the table's paths start from).
+
+* **A rejected or replaced quantization method** (`[[quantization]]`). The method's modules (its
+  file, or its folder) form a package. A top-level function or class of the package is reached when
+  code outside the package names it (a name read, an attribute, a dotted string; a test, a
+  benchmark, the quantization registry's method table and an `isinstance`/`issubclass` class
+  argument aside: an instance only the method builds), when the package's module-level code names
+  it, or when a reached unit of the package names it; a module the plugin itself imports
+  (`plugin_uses`) is reached whole. An open finding whose every line lies in units not reached
+  becomes info. Kept: module-level code, a unit another module calls, subclasses or builds (the
+  compressed-tensors `triton_scaled_mm` that vLLM's scaled-mm kernel selection launches).
+
+* **A function the plugin rebinds** (`[[functions]]`). In the function's module, a call of the
+  rebound name through the module's globals, or an attribute read of it elsewhere
+  (`penalties.apply_penalties`), reaches the plugin's function; a `from module import name` read
+  elsewhere binds vLLM's own (it may run before the patch) and keeps it. The units only the rebound
+  functions reach (their Triton kernels) become info the same way.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import re
+from typing import Optional
+
+from . import catalogue
+
+PHRASE = "vllm-ascend, the plugin vLLM runs on Ascend through,"
+_TEST_PART = re.compile(r"(^|/)(tests?|testing|benchmarks?)/|(^|/)test_[^/]*$|_test\.py$|(^|/)conftest\.py$")
+_UNITS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@functools.lru_cache(maxsize=None)
+def facts() -> dict:
+    """rules/vllm_ascend.toml."""
+    return catalogue.read_table("vllm_ascend.toml")
+
+
+def vllm_root(results, text_of) -> Optional[str]:
+    """The relpath prefix of vLLM's package root ("" or "src/..."), when the run is vLLM itself."""
+    project = facts().get("project", {})
+    wanted, text = project.get("detect_file", ""), project.get("detect_text", "").encode()
+    for i, result in enumerate(results):
+        if wanted and (result.relpath == wanted or result.relpath.endswith("/" + wanted)):
+            data = text_of(i)
+            if data and text in data:
+                return result.relpath[:len(result.relpath) - len(wanted)]
+    return None
+
+
+def _span(unit) -> tuple:
+    first = min([unit.lineno, *(d.lineno for d in unit.decorator_list)])
+    return first, unit.end_lineno or unit.lineno
+
+
+def _class_arguments(tree) -> set:
+    """ids of the nodes an `isinstance`/`issubclass` call tests against, a `cast` names, and of annotations."""
+    out: set = set()
+    for node in ast.walk(tree):
+        parts = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "isinstance", "issubclass") and len(node.args) == 2:
+            parts.append(node.args[1])
+        elif isinstance(node, ast.Call) and _called(node) == "cast" and node.args:
+            parts.append(node.args[0])  # (`typing.cast(Config, value)`: a type, no use)
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            parts.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            parts.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            parts.append(node.annotation)
+        for part in parts:
+            out.update(id(n) for n in ast.walk(part))
+    return out
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _reads(nodes, names: frozenset, skip: set, cut: frozenset = frozenset(), attributes_cut: bool = False):
+    """The names of `names` that `nodes` read: a Name, an Attribute, a dotted string. `cut`: names a
+    global read of (a Name) resolves elsewhere; `attributes_cut`: an attribute read of them too."""
+    out = set()
+    for top in nodes:
+        for node in ast.walk(top):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                name = node.id
+                if name in cut and not attributes_cut:
+                    continue
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                name = node.attr
+                if name in cut and attributes_cut:
+                    continue
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 300:
+                name = node.value.rpartition(".")[2]
+            else:
+                continue
+            if name in names:
+                out.add(name)
+    return out
+
+
+def _owner(stmt) -> Optional[str]:
+    """`Name` of a module-level `Name.attr = value` / `Name[key] = value` (an extension of Name)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+            stmt.targets[0], (ast.Attribute, ast.Subscript)) and isinstance(stmt.targets[0].value, ast.Name):
+        return stmt.targets[0].value.id
+    return None
+
+
+class _Package:
+    """The units of some modules of the run and which of them code outside or a reached unit names."""
+
+    def __init__(self, results, text_of, members: list, cut: frozenset = frozenset()) -> None:
+        from . import astcache
+
+        self.results, self.text_of, self.cut = results, text_of, cut
+        self.members = members
+        self.trees = {}
+        self.units: dict = {}  # name -> [(index, unit)]
+        for i in members:
+            data = text_of(i)
+            tree = astcache.parse(data) if data else (ast.Module(body=[], type_ignores=[]) if data == b"" else None)
+            self.trees[i] = tree
+            for node in tree.body if tree is not None else ():
+                if isinstance(node, _UNITS):
+                    self.units.setdefault(node.name, []).append((i, node))
+        self.names = frozenset(self.units)
+        self.edges: dict = {}  # unit name -> module-level statements that only extend it
+        self.why: dict = {}  # reached unit name -> what names it first
+
+    def _why(self, names, origin) -> None:
+        for name in names:
+            self.why.setdefault(name, origin)
+
+    def reached(self, outside: list, whole: frozenset = frozenset()) -> Optional[set]:
+        """The names of units reached; None where a member does not parse."""
+        from . import astcache
+        from .modpaths import module_names
+
+        if any(t is None for t in self.trees.values()):
+            return None
+        reached: set = set()
+        if not self.names:
+            return reached
+        modules = {name for i in self.members for name in module_names(self.results[i].relpath)}
+        dotted = re.compile(rb"\b(?:" + b"|".join(re.escape(m.encode()) for m in sorted(modules)) + rb")\b")
+        # (a relative import names a member's module, or its package's, by its last part)
+        lasts = re.compile(rb"\b(?:" + b"|".join(sorted({re.escape(p.encode()) for i in self.members
+                                                                     for p in self.results[i].relpath[:-3].split("/")[-2:]})) + rb")\b")
+        for j in outside:
+            data = self.text_of(j)
+            if not data or not dotted.search(data) and not (b"from ." in data and lasts.search(data)):
+                continue
+            tree = astcache.parse(data)
+            if tree is None:  # (a file that does not parse: every unit name it spells is reached)
+                reached |= {n for n in self.names if re.search(rb"\b" + re.escape(n.encode()) + rb"\b", data)}
+                continue
+            got = self._imported_reads(j, tree, modules)
+            self._why(got, self.results[j].relpath)
+            reached |= got
+        for i, tree in self.trees.items():
+            skip = _class_arguments(tree)
+            if i in whole:
+                self._why(_reads([tree], self.names, skip), self.results[i].relpath + " (plugin)")
+                reached |= _reads([tree], self.names, skip)
+                continue
+            tops, edges = [], []
+            for stmt in tree.body:
+                if isinstance(stmt, (*_UNITS, ast.Import, ast.ImportFrom)) or isinstance(stmt, ast.Assign) and any(
+                        isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+                    continue
+                owner = _owner(stmt)
+                (edges if owner in self.names else tops).append((owner, stmt))
+            got = _reads([stmt for _o, stmt in tops], self.names, skip, self.cut)
+            self._why(got, self.results[i].relpath + " (module level)")
+            reached |= got
+            # (`Config.FusedMoEMethodCls = Method` at module level: Method is reached with Config)
+            for owner, stmt in edges:
+                self.edges.setdefault(owner, []).append(stmt)
+            # (a decorator runs at import: what it names is reached)
+            reached |= _reads([d for s in tree.body if isinstance(s, _UNITS) for d in s.decorator_list],
+                              self.names, skip, self.cut)
+        todo = list(reached)
+        while todo:
+            name = todo.pop()
+            nodes = [unit for _i, unit in self.units.get(name, ())] + self.edges.get(name, [])
+            for node in nodes:
+                for found in _reads([node], self.names, _class_arguments(node), self.cut) - reached:
+                    self._why({found}, name)
+                    reached.add(found)
+                    todo.append(found)
+        return reached
+
+    def _imported_reads(self, j: int, tree, modules: set) -> set:
+        """The unit names file j reads through its imports of the members: a name imported from a
+        member (under its alias), an attribute of a member module it imports, a dotted string naming
+        a member module; `isinstance`/`issubclass` class arguments and annotations aside."""
+        from .modpaths import resolve_relative
+
+        relpath = self.results[j].relpath
+        stems = {self.results[i].relpath[:-3] for i in self.members}
+        stems |= {s[:-len("/__init__")] for s in stems if s.endswith("/__init__")}
+        aliases: dict = {}  # local name -> unit name
+        module_aliases: set = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    source = resolve_relative(relpath, node.level, node.module or "")
+                    ours, base = source in stems, source
+                else:
+                    base = node.module or ""
+                    ours = base in modules
+                for alias in node.names:
+                    if ours and alias.name in self.names:
+                        aliases[alias.asname or alias.name] = alias.name
+                    # (`from pkg.quantization import modelopt`: the module under a name)
+                    sub = f"{base}.{alias.name}" if not node.level else f"{base}/{alias.name}"
+                    if sub in modules or sub in stems:
+                        module_aliases.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules:
+                        module_aliases.add(alias.asname or alias.name.partition(".")[0])
+        skip = _class_arguments(tree)
+        out: set = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in aliases:
+                out.add(aliases[node.id])  # (of a rebound function: `from m import f` binds vLLM's own)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr in self.names:
+                if node.attr in self.cut:
+                    continue  # (the module's attribute: the plugin's function)
+                if module_aliases:
+                    out.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 300:
+                head, _dot, name = node.value.rpartition(".")
+                if name in self.names and head in modules:
+                    out.add(name)
+        return out
+
+    def unreached_spans(self, reached: set) -> dict:
+        """{member index: [(first, last, name)]} of the units not reached."""
+        out: dict = {}
+        for name, places in self.units.items():
+            if name in reached:
+                continue
+            for i, unit in places:
+                out.setdefault(i, []).append((*_span(unit), name))
+        return out
+
+
+def _lowered(results, spans: dict, note) -> tuple:
+    """The results with each open finding whose every line lies in an unreached unit made info,
+    `note(name)` appended; and how many findings changed."""
+    from .moot import is_open
+
+    out, count = list(results), 0
+    for i, found in spans.items():
+        findings, changed = [], False
+        for finding in results[i].findings:
+            lines = (finding.line, *(line for line, _c, _s in finding.also))
+            names = [next((s[2] for s in found if s[0] <= n <= s[1]), None) for n in lines]
+            if is_open(finding) and all(names) and PHRASE not in finding.message:
+                finding = dataclasses.replace(finding, severity="info",
+                                              message=f"{finding.message} ({note(names[0])})")
+                changed, count = True, count + 1
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=findings)
+    return out, count
+
+
+def _in(relpath: str, prefix: str, paths) -> bool:
+    return any(relpath == prefix + p or (p.endswith("/") and relpath.startswith(prefix + p)) for p in paths)
+
+
+def _note(kind: str, entry: dict) -> str:
+    return (f"review: {PHRASE} {entry['fact']} ({entry['source']}); this code is reached only through "
+            f"{kind}, an external fact that can change with the plugin's version: check it against the "
+            f"vllm-ascend release you deploy")
+
+
+def review(results: list, paths: dict) -> list:
+    """Open findings of vLLM's code only a quantization method vllm-ascend rejects or replaces, or a
+    function it rebinds, reaches: info naming the fact and its source."""
+    from .modpaths import RunTexts
+
+    table = facts()
+    if not table.get("quantization") and not table.get("functions"):
+        return results
+    text_of = RunTexts(results, paths or {})
+    prefix = vllm_root(results, text_of)
+    if prefix is None:
+        return results
+    from .moot import is_open
+
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    library = [i for i in python if not _TEST_PART.search(results[i].relpath[len(prefix):])]
+    # (the methods' modules form one package: code only another rejected method's code names is
+    # not reached either, `DeepseekV4FP8Config` building `ModelOptNvFp4Config`)
+    entries = table.get("quantization", ())
+    of = {i: e for e in entries for i in library if _in(results[i].relpath, prefix, e["modules"])}
+    members = sorted(of)
+    if any(is_open(f) for i in members for f in results[i].findings):
+        registry = {i for e in entries for i in library if _in(results[i].relpath, prefix, e.get("registry", ()))}
+        whole = frozenset(i for i in members if _in(results[i].relpath, prefix, of[i].get("plugin_uses", ())))
+        package = _Package(results, text_of, members)
+        reached = package.reached([j for j in library if j not in of and j not in registry], whole)
+        if reached is not None:
+            spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
+            for entry in entries:
+                methods = ", ".join(f'"{m}"' for m in entry["methods"])
+
+                def note(name, methods=methods, entry=entry):
+                    return _note(f"the quantization method {methods} (`{name}` is named only by the code of "
+                                 f"methods the plugin rejects or replaces)", entry)
+
+                results, _count = _lowered(results, {i: s for i, s in spans.items() if of[i] is entry}, note)
+    for entry in table.get("functions", ()):
+        members = [i for i in library if results[i].relpath == prefix + entry["module"]]
+        if not any(is_open(f) for i in members for f in results[i].findings):
+            continue
+        cut = frozenset(entry["names"])
+        package = _Package(results, text_of, members, cut)
+        reached = package.reached([j for j in library if j not in members])
+        if reached is None:
+            continue
+        names = ", ".join(f"`{n}`" for n in entry["names"])
+
+        def note(name, names=names, entry=entry):
+            return _note(f"the functions the plugin rebinds, {names} (`{name}` is named only by them)", entry)
+
+        results, _count = _lowered(results, package.unreached_spans(reached), note)
+    return results
