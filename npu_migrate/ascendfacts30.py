@@ -1,5 +1,5 @@
 """vLLM code that vllm-ascend rejects or replaces on an Ascend host: review-level notes (issue #16,
-audit rows round 30 EA#21, EA#24, EC#23, EC#24; round 29 DB#25). Whole run, from
+audit rows round 30 EA#24, EC#24; round 29 DB#25, DA#2). Whole run, from
 runplan.whole_run_passes, after the passes that name code an NPU host never runs.
 
 vLLM runs on Ascend through the vllm-ascend plugin (NPU916/NPU934 say so). The plugin's platform
@@ -31,6 +31,18 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   (`penalties.apply_penalties`), reaches the plugin's function; a `from module import name` read
   elsewhere binds vLLM's own (it may run before the patch) and keeps it. The units only the rebound
   functions reach (their Triton kernels) become info the same way.
+
+* **A torch.cuda name the plugin remaps** (`[[remapped]]`). vllm-ascend runs Model Runner V2
+  (`vllm/v1/worker/gpu/`) under `torch_cuda_wrapper()`, which sets `torch.cuda.CUDAGraph`,
+  `torch.cuda.graph`, streams and events to their torch.npu counterparts and never undoes it. An
+  open NPU202 finding there whose every place is such a name becomes info (the capture builds an NPU
+  graph: an inference capture). The same names elsewhere in vLLM keep their severity.
+
+Not answered here (round 30 EA#21, EC#23, round 29 DB#11, EB#27, DB#37): code that another module
+builds itself (`flint/model.py` builds `ModelOptNvFp4Config`; `muse_spark` subclasses Quark's MoE
+method and lists `QuarkConfig`), shared helpers (`w8a8_utils.py`, `mxfp8_utils.py`) other methods
+call, and a layer the plugin replaces (`MultiHeadLatentAttentionWrapper`) whose inner module's
+`forward` is reached through `nn.Module.__call__`: they stay as reported.
 """
 
 from __future__ import annotations
@@ -299,18 +311,18 @@ def _in(relpath: str, prefix: str, paths) -> bool:
 
 
 def _note(kind: str, entry: dict) -> str:
-    return (f"review: {PHRASE} {entry['fact']} ({entry['source']}); this code is reached only through "
-            f"{kind}, an external fact that can change with the plugin's version: check it against the "
-            f"vllm-ascend release you deploy")
+    """The reason appended to a lowered finding: the plugin's fact, its source, what it means here."""
+    return (f"review: {PHRASE} {entry['fact']} ({entry['source']}); {kind}: an external fact that can "
+            f"change with the plugin's version: check it against the vllm-ascend release you deploy")
 
 
 def review(results: list, paths: dict) -> list:
     """Open findings of vLLM's code only a quantization method vllm-ascend rejects or replaces, or a
-    function it rebinds, reaches: info naming the fact and its source."""
+    function it rebinds, reaches, and graph names it remaps: info naming the fact and its source."""
     from .modpaths import RunTexts
 
     table = facts()
-    if not table.get("quantization") and not table.get("functions"):
+    if not any(table.get(kind) for kind in ("quantization", "functions", "remapped")):
         return results
     text_of = RunTexts(results, paths or {})
     prefix = vllm_root(results, text_of)
@@ -336,7 +348,7 @@ def review(results: list, paths: dict) -> list:
                 methods = ", ".join(f'"{m}"' for m in entry["methods"])
 
                 def note(name, methods=methods, entry=entry):
-                    return _note(f"the quantization method {methods} (`{name}` is named only by the code of "
+                    return _note(f"this code is reached only through the quantization method {methods} (`{name}` is named only by the code of "
                                  f"methods the plugin rejects or replaces)", entry)
 
                 results, _count = _lowered(results, {i: s for i, s in spans.items() if of[i] is entry}, note)
@@ -352,7 +364,28 @@ def review(results: list, paths: dict) -> list:
         names = ", ".join(f"`{n}`" for n in entry["names"])
 
         def note(name, names=names, entry=entry):
-            return _note(f"the functions the plugin rebinds, {names} (`{name}` is named only by them)", entry)
+            return _note(f"this code is reached only through the functions the plugin rebinds, {names} (`{name}` is named only by them)", entry)
 
         results, _count = _lowered(results, package.unreached_spans(reached), note)
+    for entry in table.get("remapped", ()):
+        results = _remapped(results, [i for i in library if _in(results[i].relpath, prefix, entry["modules"])], entry)
     return results
+
+
+def _remapped(results, indices, entry) -> list:
+    """Open findings of `indices` whose every place names a torch.cuda name the plugin remaps."""
+    from .moot import is_open
+
+    names, out = set(entry["names"]), list(results)
+    note = _note("every name of this finding is one the plugin remaps, so its NPU counterpart is what runs", entry)
+    for i in indices:
+        findings, changed = [], False
+        for finding in results[i].findings:
+            sources = (finding.source, *(source for _l, _c, source in finding.also))
+            if is_open(finding) and finding.code == "NPU202" and all(s in names for s in sources):
+                finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({note})")
+                changed = True
+            findings.append(finding)
+        if changed:
+            out[i] = dataclasses.replace(results[i], findings=findings)
+    return out

@@ -225,3 +225,29 @@ def test_penalty_kernel_a_from_import_binds_before_the_patch_stays_an_error(tmp_
     report = migrate_json(write_project(tmp_path, files))
     kernel = _finding(report, PENALTIES_PATH, "NPU910")
     assert kernel["severity"] == "error"
+
+
+GRAPHS = '''import torch
+
+
+class CudaGraphManager:
+    def capture(self, fn):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return graph
+'''
+
+
+def test_graph_capture_of_model_runner_v2_vllm_ascend_remaps_is_info(tmp_path):
+    """DA#2: vllm-ascend runs Model Runner V2 (vllm/v1/worker/gpu/) under `torch_cuda_wrapper()`,
+    which sets `torch.cuda.CUDAGraph = torch.npu.NPUGraph` and `torch.cuda.graph = torch.npu.graph`:
+    the capture builds an NPU graph there (inference): info naming the wrapper. The same capture in
+    another module of vLLM (not run under the wrapper) keeps its error."""
+    files = {"vllm/platforms/interface.py": INTERFACE, "vllm/v1/worker/gpu/cudagraph_utils.py": GRAPHS,
+             "vllm/compilation/cuda_graph.py": GRAPHS.replace("CudaGraphManager", "CompilationGraphs")}
+    report = migrate_json(write_project(tmp_path, files))
+    remapped = _finding(report, "vllm/v1/worker/gpu/cudagraph_utils.py", "NPU202")
+    assert remapped["severity"] == "info" and "torch_cuda_wrapper" in remapped["message"]
+    kept = _finding(report, "vllm/compilation/cuda_graph.py", "NPU202")
+    assert kept["severity"] == "error" and "vllm-ascend" not in kept["message"]
