@@ -21,6 +21,11 @@ defines under the same name, or a string naming something else, kept the helper'
   that object's. Any other binding (a parameter, an assignment, a star import, an import from the
   helper's module or from a module the run lacks) keeps the file's references; attribute uses
   (`mod.name`) are always read as the helper's.
+- `names_no_module` (for wholeprogram._names_module, round-30 EC#16): a string that cannot be the
+  module's name in a dynamic import: a custom-op toggle `"-rms_norm"` / `"+rms_norm"` (a sign, then
+  the bare word: no module or path starts so), or the bare word in a file whose every by-name
+  import call (`import_module(...)`, `__import__(...)`) takes a literal (`__import__("os")`): those
+  load the module they spell, never one a string of the file names.
 - `registration_keys`: a string equal to the name that is an argument of a decorator call over a
   `def`/`class` of another name (`@CustomOp.register("rms_norm_gated") class RMSNormGated`): the
   registry holds the decorated object under that key, it fetches no function by that name. The
@@ -31,8 +36,26 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# (a by-name import call and what follows it up to its first argument's start)
+_BY_NAME_CALL = re.compile(rb"\b(?:import_module|__import__|load_source|spec_from_file_location|spec_from_loader)\(\s*")
+_LITERAL = re.compile(rb"""[rbuf]{0,2}["'][\w./:-]*["']\s*[,)]""")
+
+
+def names_no_module(quoted: bytes, word: bytes, data: bytes) -> bool:
+    """Whether the string literal `quoted` (with its quotes) of a file's bytes `data`, holding
+    `word` (a module's last name), cannot name that module: a sign then the word (`"-rms_norm"`),
+    or the bare word where every by-name import call of the file takes a literal argument."""
+    inner = quoted[1:-1]
+    if inner[:1] in (b"+", b"-") and inner[1:] == word:
+        return True
+    if inner != word:
+        return False
+    calls = list(_BY_NAME_CALL.finditer(data))
+    return all(_LITERAL.match(data, call.end()) is not None
+               and word not in data[call.end():call.end() + 200].split(b")", 1)[0] for call in calls)
 
 
 def registration_keys(tree: ast.Module, name: str) -> set[int]:

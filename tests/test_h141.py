@@ -224,3 +224,134 @@ def test_kernel_whose_helper_name_a_call_looks_up_stays_an_error(tmp_path):
                                       'OPS = CustomOp.lookup("rms_norm_gated")'), dedent=True))
     kept = findings_at(report, "pkg/ops/gated.py", "NPU910")
     assert kept and any(f["severity"] == "error" for f in kept.values()), kept
+
+
+# ----------------------------------------------------------------------------- EC#16: strings naming no module
+def _kept_check_project(test_text: str) -> dict:
+    return {
+        "pkg/__init__.py": "",
+        "pkg/step/__init__.py": "",
+        "pkg/step/ops/__init__.py": "",
+        "pkg/step/ops/rms_norm.py": '''
+            import cutlass
+            import torch
+
+
+            def rms_norm(x, weight, eps):
+                return x
+        ''',
+        "pkg/step/layernorm.py": '''
+            import torch
+
+
+            def _torch_rms_norm(x, weight, eps):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+            def step_rms_norm(x, weight, eps):
+                if x.is_cuda:
+                    from .ops.rms_norm import rms_norm
+                    return rms_norm(x, weight, eps)
+                return _torch_rms_norm(x, weight, eps)
+        ''',
+        "tests/test_custom_ops.py": test_text,
+    }
+
+
+_TOGGLES = '''
+    import os
+
+    ENV = dict(__import__("os").environ)
+    OPS = ["-rms_norm", "+rms_norm", "rms_norm"]
+
+
+    def test_toggles():
+        assert OPS
+'''
+
+
+def test_module_whose_name_only_op_toggles_and_literal_imports_spell_is_not_imported(tmp_path):
+    report = migrate_json(write_project(tmp_path, _kept_check_project(_TOGGLES), dedent=True))
+    kept = findings_at(report, "pkg/step/ops/rms_norm.py", "NPU911")
+    assert not kept or all(f["severity"] == "info" for f in kept.values()), kept
+    scopes = [s for s in report["skipped"] if s.get("path") == "pkg/step/ops/rms_norm.py" and "start_line" in s]
+    assert any("imported only where an NPU host does not go" in s["reason"] and "x.is_cuda" in s["reason"]
+               for s in scopes), scopes
+
+
+def test_module_whose_bare_name_a_computed_import_may_load_stays_an_error(tmp_path):
+    # (nearest true case: the file imports by a computed name, so its bare "rms_norm" may be the module)
+    text = _TOGGLES.replace('dict(__import__("os").environ)', 'import_module("pkg.step.ops." + OPS[2])').replace(
+        "import os", "from importlib import import_module")
+    report = migrate_json(write_project(tmp_path, _kept_check_project(text), dedent=True))
+    kept = findings_at(report, "pkg/step/ops/rms_norm.py", "NPU911")
+    assert kept and any(f["severity"] == "error" for f in kept.values()), kept
+
+
+# ----------------------------------------------------------------------------- EC#31: a benchmark beside a gated import
+def _benchmarked_project(library_gate: str) -> dict:
+    return {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": '''
+            class _Platform:
+                def is_cuda(self):
+                    return False
+
+            current_platform = _Platform()
+        ''',
+        "pkg/dsv/__init__.py": "",
+        "pkg/dsv/nvidia/__init__.py": "",
+        "pkg/dsv/nvidia/ops/__init__.py": "",
+        "pkg/dsv/nvidia/ops/fused_q_dsl.py": '''
+            import cutlass
+            import torch
+
+
+            def fused_q_dsl(q):
+                return q
+        ''',
+        "pkg/dsv/kernels.py": f'''
+            import torch
+            from pkg.platforms import current_platform
+
+
+            def fused_q(q):
+                {library_gate}
+                    from pkg.dsv.nvidia.ops.fused_q_dsl import fused_q_dsl
+                    return fused_q_dsl(q)
+                return q
+        ''',
+        "benchmarks/kernels/benchmark_fused_q_dsl.py": '''
+            import torch
+
+
+            def run(q):
+                from pkg.dsv.nvidia.ops import fused_q_dsl as C
+                return C.fused_q_dsl(q)
+        ''',
+    }
+
+
+def test_module_imported_by_a_benchmark_beside_a_cuda_gated_library_import_is_info_naming_it(tmp_path):
+    report = migrate_json(write_project(tmp_path, _benchmarked_project("if current_platform.is_cuda():"), dedent=True))
+    kept = findings_at(report, "pkg/dsv/nvidia/ops/fused_q_dsl.py", "NPU911")
+    assert kept and all(f["severity"] == "info" for f in kept.values()), kept
+    message = next(iter(kept.values()))["message"]
+    assert "reached on an NPU host only from tests/benchmarks (benchmarks/kernels/benchmark_fused_q_dsl.py:6)" \
+        in message and "pkg/dsv/kernels.py:" in message, message
+
+
+def test_module_imported_by_a_benchmark_and_an_ungated_library_import_stays_an_error(tmp_path):
+    # (nearest true case: the library's own import runs on every host)
+    report = migrate_json(write_project(tmp_path, _benchmarked_project("if True:"), dedent=True))
+    kept = findings_at(report, "pkg/dsv/nvidia/ops/fused_q_dsl.py", "NPU911")
+    assert kept and any(f["severity"] == "error" for f in kept.values()), kept
+
+
+def test_the_benchmark_words_restated_in_importgates_match_testcallers27():
+    from npu_migrate import importgates, testcallers27
+
+    assert importgates.BENCH_ONLY == testcallers27.ONLY_TESTS
+    for path in ("benchmarks/kernels/b.py", "pkg/bench_x.py", "pkg/benchmarking.py", "pkg/ops/x.py"):
+        assert bool(importgates.BENCH_FILE.search(path)) == (
+            testcallers27.test_side(path) and not importgates.is_test(path)), path
