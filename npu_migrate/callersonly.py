@@ -359,6 +359,9 @@ class CallerFinder:
                 files[j] = _File(results[j].relpath, data, tree) if tree is not None else None
             return files[j]
 
+        from .namesakes30 import Namesakes, registration_keys
+
+        namesakes = Namesakes(results, lambda j: getattr(file(j), "tree", None))
         lookups: dict[str, str | None] = {}
 
         def looked_up(home: str | None) -> str | None:
@@ -408,14 +411,17 @@ class CallerFinder:
                 # (a file that binds the name to another object only, `import autotune as
                 # flashinfer_autotune`: its bare uses of the name are that object's; capcallers.py)
                 other = rebinds_other(source.tree, name, nodes)
-                writes = passed = None
+                # (a file binding the name only to another module's namesake: namesakes30.py)
+                other = other or namesakes.namesake_file(j, name, home)
+                writes = passed = keys = None
                 for node in nodes:
                     if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value == name:
                         if writes is None:  # (`monkeypatch.setattr(mod, "name", fake)` writes, looks nothing up)
                             from .capcallers import passed_strings
 
                             writes, passed = attribute_writes(source.tree, name), passed_strings(source.tree, name)
-                        if id(node) not in writes and (id(node) in passed or source.relpath == home
+                            keys = registration_keys(source.tree, name)  # (another object's registry key)
+                        if id(node) not in writes and id(node) not in keys and (id(node) in passed or source.relpath == home
                                                        or looked_up(home) is not None):
                             # (named in a string: a lookup by name, an export; harmless only where no
                             # file naming the helper's module, `home`, can look a name up in it)

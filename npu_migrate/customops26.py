@@ -42,20 +42,23 @@ from typing import Optional
 from .callees22 import Callees
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_P2 = " (a test or benchmark)"  # (the mark of a test's call met a few callers up, moved to `tests`)
+
+
+def _is_op(node: ast.Attribute) -> bool:
+    """`torch.ops.<ns>.<attr>`."""
+    from . import astcache
+
+    parts = (astcache.dotted(node.value) or "").split(".")
+    return len(parts) == 3 and parts[:2] == ["torch", "ops"]
 
 
 def _op_uses(tree: ast.Module, op: str) -> list[ast.Attribute]:
     """The `torch.ops.<ns>.<op>` attributes of the tree."""
     from . import astcache
 
-    out = []
-    for node in astcache.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == op:
-            head = astcache.dotted(node.value) or ""
-            parts = head.split(".")
-            if len(parts) == 3 and parts[:2] == ["torch", "ops"]:
-                out.append(node)
-    return out
+    return [node for node in astcache.walk(tree) if isinstance(node, ast.Attribute) and node.attr == op
+            and _is_op(node)]
 
 
 def gated_name(tree: ast.Module, node: ast.AST) -> Optional[str]:
@@ -144,8 +147,9 @@ class _OpCallees(Callees):
                 if isinstance(node, ast.Name) and node.id == unit.name and not (j == i and node in call.args) \
                         and not (j == i and any(node is k.value for k in call.keywords)):
                     return None
-                if isinstance(node, ast.Attribute) and node.attr == unit.name:
-                    return None
+                if isinstance(node, ast.Attribute) and node.attr == unit.name and not (
+                        op == unit.name and _is_op(node)):
+                    return None  # (`torch.ops.<ns>.<op>` of an op named as its function: the op's call)
                 if isinstance(node, ast.Constant) and node.value == op and not (
                         j == i and (node in call.args or any(node is k.value for k in call.keywords))):
                     return None
@@ -210,8 +214,22 @@ class _OpCallees(Callees):
                 if inner is None:
                     return None
                 found.extend(inner)
+        # (a test's or benchmark's call of a caller further up: named with the op's own, policy P2)
+        tests.extend(s[:-len(_P2)] for _j, s in found if s.endswith(_P2))
+        found = [(j, s) for j, s in found if not s.endswith(_P2)]
         self.tests[(i, unit.name)] = tests
         return found or None
+
+    def test_file(self, relpath: str) -> bool:
+        from .testcallers27 import test_side
+
+        return test_side(relpath)
+
+    def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
+        """A test's or benchmark's call of a function between the op and its function (policy P2:
+        `vit_wrapper` calls `torch.ops.vllm.wrapper`, a test calls `vit_wrapper`): named, not
+        "reached" (round-30 EB#3)."""
+        return (j, f"{relpath}:{node.lineno}{_P2}") if test_file else None
 
 
 def review(results: list, paths: dict) -> list:

@@ -17,7 +17,10 @@ between the condition and the import, which it cannot see:
   loads it for its device) is the same for what it imports.
 * **tests.** A test module is no runtime importer: the module's own tests import it unconditionally
   (`tests/kernels/test_prefix_prefill.py`), and are reported on their own. At least one importer
-  that is not a test must exist and be gated: a module only tests import stays as it is.
+  that is not a test must exist and be gated: a module only tests import stays as it is. A
+  benchmark importing it besides (vLLM's `benchmarks/kernels/benchmark_fused_q_cutedsl.py`) is named
+  under policy P2: the finding becomes info "reached on an NPU host only from tests/benchmarks",
+  not a named scope, and the module is no unreachable importer for what it imports (round-30 EC#31).
 
 * **names used only behind a gate.** vLLM's `fused_act_quant.py` imports `relu_squared_static_fp8_quant`
   from `relu2_fp8_quant.py` at module level, but reads the name only under `if
@@ -309,6 +312,7 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         return None
 
     found: dict[int, str] = dict(known)
+    benchmarked: dict[int, str] = {}  # (imported by a benchmark besides gated library sites: policy P2)
     strings: dict[int, bool] = {}
 
     def named_in_a_string(i: int) -> bool:
@@ -345,10 +349,13 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         where = sites.get(i)
         if not where or _PYTEST_MODULE.search(results[i].relpath):
             return None  # (no importer: an entry point or a public module; pytest collects a test module itself)
-        reasons, runtime = [], 0
+        reasons, runtime, benches = [], 0, []
         for importer, line in where:
             if is_test(results[importer].relpath) and not is_test(results[i].relpath):
                 continue  # (a test is no runtime importer)
+            if _bench_only(results[importer].relpath, results[i].relpath):
+                benches.append(f"{results[importer].relpath}:{line}")  # (policy P2: named, round-30 EC#31)
+                continue
             why = platform_of(importer)
             if why is None and importer in found:
                 why = "a module an NPU host never imports"
@@ -364,6 +371,9 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
         if not runtime or named_in_a_string(i):
             return None
         shown = "; ".join(reasons[:2]) + (f"; and {len(reasons) - 2} more" if len(reasons) > 2 else "")
+        if benches:
+            named = ", ".join(benches[:3]) + (f" and {len(benches) - 3} more" if len(benches) > 3 else "")
+            return f"{BENCH_ONLY} ({named}): its library imports lie where an NPU host does not go: {shown}"
         return f"{PHRASE}: {shown}"
 
     # candidates: what a gated site, a platform module or an unreachable module imports
@@ -387,13 +397,16 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
             why = verdict(i)
             if why is None:
                 continue
+            if not why.startswith(PHRASE):
+                benchmarked[i] = why  # (a benchmark imports it: info, and it stays an importer of its own)
+                continue
             found[i] = why
             grew = True
             candidates.update(j for j, _line in imports.get(i, ()))
         if not grew:
             break
     wanted = set(targets)
-    out = {i: why for i, why in found.items() if i in wanted and i not in known}
+    out = {i: why for i, why in (*found.items(), *benchmarked.items()) if i in wanted and i not in known}
     # modules imported at module level whose imported names the importer uses only behind a gate
     for i in wanted - set(found):
         if results[i].relpath.endswith("__init__.py") or _PYTEST_MODULE.search(results[i].relpath):
@@ -431,6 +444,18 @@ def unreachable(results, python: list[int], targets: list[int], texts, facts_of,
 
 
 USED = "defined for code an NPU host never runs"  # (moot.PHRASES)
+# (testcallers27.ONLY_TESTS and its _BENCH, the same words: that module imports this one, so they are
+# restated here; tests/test_h141.py holds them equal)
+BENCH_ONLY = "reached on an NPU host only from tests/benchmarks"
+BENCH_FILE = re.compile(r"(^|/)(benchmarks?/|bench[^/]*\.py$)")
+
+
+def _bench_only(importer: str, module: str) -> bool:
+    """A benchmark (not a test: those are no importer above) importing a library module: policy P2
+    names it, it does not make the module reached (round-30 EC#31: vLLM's
+    benchmark_fused_q_cutedsl.py beside the library's one import under `current_platform.is_cuda()`)."""
+    return not is_test(importer) and BENCH_FILE.search(importer) is not None \
+        and not is_test(module) and BENCH_FILE.search(module) is None
 
 
 def _defined_only(result, data: Optional[bytes]) -> bool:

@@ -381,9 +381,13 @@ def _names_module(quoted: re.Pattern, word: bytes, data: bytes, relpath: str = "
     backend `"triton_kernel"`), not a module's name."""
     from .capflows29 import names_other_module  # (`"pkg.kimi.nvidia.ops.x"` is not minimax's `nvidia/ops`)
 
+    from .namesakes30 import names_no_module  # (`"-rms_norm"`, a bare word only literals could load)
+
     bare = b'"' + word + b'"', b"'" + word + b"'"
     for match in quoted.finditer(data):
         if relpath and names_other_module(match.group(0), relpath):
+            continue
+        if names_no_module(match.group(0), word, data):
             continue
         if match.group(0) not in bare or any(call in data for call in _BY_NAME):
             return True
