@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 
-from npu_migrate import mocked29
+from npu_migrate import mocked29, scriptfolds30
 
 
 def _hits(report: dict, path: str, code: str) -> list[dict]:
@@ -43,3 +43,35 @@ def test_value_compared_with_a_mocks_recorded_call_is_moot_and_a_real_profiler_r
     moot = {s["start_line"]: s["reason"] for s in report["skipped"]
             if s.get("path") == "tests/test_profiler.py" and "(NPU935)" in s["reason"]}
     assert set(moot) == {10, 12} and all(mocked29.MOCK_VALUE in why for why in moot.values())
+
+
+# ------------------------------------------------------------- EB#38: a script's read of the caller's devices
+DETECTING_SCRIPT = '''#!/bin/bash
+SMI_BIN=$(which nvidia-smi || which rocm-smi || echo "")
+if [[ "$SMI_BIN" == *"rocm"* ]]; then
+  GPU_DEVICE_VAR="HIP_VISIBLE_DEVICES"
+else
+  GPU_DEVICE_VAR="CUDA_VISIBLE_DEVICES"
+fi
+echo "using ${GPU_DEVICE_VAR}"
+
+# Accept either CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES
+VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-${HIP_VISIBLE_DEVICES:-}}"
+echo "$VISIBLE_DEVICES"
+'''
+
+READING_SCRIPT = '''#!/bin/bash
+VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
+python serve.py --devices "$VISIBLE_DEVICES"
+'''
+
+
+def test_read_of_the_callers_devices_folds_into_the_scripts_own_report_and_a_lone_read_stays(tmp_path):
+    root = write_project(tmp_path, {"detect.sh": DETECTING_SCRIPT, "read.sh": READING_SCRIPT})
+    report = migrate_json(root)
+    detect = _hits(report, "detect.sh", "NPU701")
+    assert len(detect) == 1 and detect[0]["line"] == 6 and detect[0]["severity"] == "warning"
+    assert [a[0] for a in detect[0]["also"]] == [11] and "(also at line 11)" in detect[0]["message"]
+    read = _hits(report, "read.sh", "NPU701")  # the script's only report of the variable: kept
+    assert [(f["line"], f["severity"]) for f in read] == [(2, "warning")]
+    assert scriptfolds30.READ_FROM_CALLER in read[0]["message"]
