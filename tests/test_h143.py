@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 
-from npu_migrate import mocked29, scriptfolds30
+from npu_migrate import mocked29, scriptfolds30, siblingnames30
 
 
 def _hits(report: dict, path: str, code: str) -> list[dict]:
@@ -75,3 +75,58 @@ def test_read_of_the_callers_devices_folds_into_the_scripts_own_report_and_a_lon
     read = _hits(report, "read.sh", "NPU701")  # the script's only report of the variable: kept
     assert [(f["line"], f["severity"]) for f in read] == [(2, "warning")]
     assert scriptfolds30.READ_FROM_CALLER in read[0]["message"]
+
+
+# ------------------------------------------------------------- EC#19: a sibling module's `..._cuda` helper
+SIBLING_UTILS = '''import pytest
+import torch
+
+skip_if_not_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+def tolerance():
+    return 1e-3
+'''
+
+SIBLING_TEST = '''from utils import (
+    skip_if_not_cuda,
+    tolerance,
+)
+
+
+@skip_if_not_cuda
+def test_runs():
+    assert tolerance() > 0
+'''
+
+EXTENSION_TEST = '''from kernels import selective_scan_cuda
+
+
+def test_scan():
+    assert selective_scan_cuda.fwd is not None
+'''
+
+REEXPORTING_UTILS = '''from scan_ext import selective_scan_cuda
+'''
+
+REEXPORT_TEST = '''from helpers import selective_scan_cuda
+
+
+def test_scan():
+    assert selective_scan_cuda.fwd is not None
+'''
+
+
+def test_sibling_python_helper_is_no_extension_and_a_compiled_one_stays(tmp_path):
+    root = write_project(tmp_path, {
+        "tests/det/utils.py": SIBLING_UTILS, "tests/det/test_det.py": SIBLING_TEST,
+        "tests/ext/test_ext.py": EXTENSION_TEST,  # (no kernels.py beside it: a compiled module)
+        "tests/re/helpers.py": REEXPORTING_UTILS, "tests/re/test_re.py": REEXPORT_TEST,
+    })
+    report = migrate_json(root)
+    assert not _hits(report, "tests/det/test_det.py", "NPU911")
+    scopes = [s for s in report["skipped"] if s.get("path") == "tests/det/test_det.py"]
+    assert [(s["start_line"], siblingnames30.SIBLING_NAME in s["reason"]) for s in scopes] == [(1, True)]
+    for path in ("tests/ext/test_ext.py", "tests/re/test_re.py"):
+        kept = _hits(report, path, "NPU911")
+        assert [(f["line"], f["severity"]) for f in kept] == [(1, "error")], path
