@@ -130,3 +130,84 @@ def test_sibling_python_helper_is_no_extension_and_a_compiled_one_stays(tmp_path
     for path in ("tests/ext/test_ext.py", "tests/re/test_re.py"):
         kept = _hits(report, path, "NPU911")
         assert [(f["line"], f["severity"]) for f in kept] == [(1, "error")], path
+
+
+# ------------------------------------------------------------- EC#27: `f = f_triton if HAS_TRITON else f_torch`
+SELECTED_MODULE = '''import torch
+
+from pkg.triton_utils import HAS_TRITON, tl, triton
+
+
+@triton.jit
+def _meta_kernel(x_ptr, n: tl.constexpr):
+    pass
+
+
+def _launch(x):
+    _meta_kernel[(1,)](x, x.numel())
+
+
+def build_meta_triton(x):
+    _launch(x)
+    return x
+
+
+def _build_meta_torch(x):
+    return x.clone()
+
+
+build_meta = build_meta_triton if HAS_TRITON else _build_meta_torch
+'''
+
+TRITON_UTILS = '''try:
+    import triton
+    import triton.language as tl
+    HAS_TRITON = True
+except ImportError:
+    triton = tl = None
+    HAS_TRITON = False
+'''
+
+LIBRARY_USER = '''from pkg.meta import build_meta
+
+
+def step(x):
+    return build_meta(x)
+'''
+
+DIRECT_LIBRARY_USER = '''from pkg.meta import build_meta_triton
+
+
+def step(x):
+    return build_meta_triton(x)
+'''
+
+META_TEST = '''import torch
+
+from pkg import meta
+
+
+def test_triton_side_matches_torch():
+    x = torch.ones(4, device="cuda")
+    assert torch.equal(meta.build_meta_triton(x), meta._build_meta_torch(x))
+'''
+
+
+def test_kernel_only_a_triton_availability_selection_reaches_is_info_and_a_direct_library_call_keeps_it(tmp_path):
+    base = {"pkg/__init__.py": "", "pkg/triton_utils.py": TRITON_UTILS, "pkg/meta.py": SELECTED_MODULE,
+            "pkg/user.py": LIBRARY_USER, "tests/test_meta.py": META_TEST}
+    report = migrate_json(write_project(tmp_path / "selected", base))
+    selected = [f for f in _hits(report, "pkg/meta.py", "NPU910") if f["line"] == 6]
+    assert [f["severity"] for f in selected] == ["info"]
+    message = selected[0]["message"]
+    assert "opt-in: the kernel runs only through `build_meta_triton`" in message
+    assert "`_build_meta_torch`" in message and "(line 24)" in message
+    assert "tests/benchmarks call `build_meta_triton` directly" in message and "`tests/test_meta.py`" in message
+    # the nearest true cases: the Triton side also called by library code, the kernel launched
+    # outside the Triton side too
+    direct = migrate_json(write_project(tmp_path / "direct", {**base, "pkg/user2.py": DIRECT_LIBRARY_USER}))
+    warm = SELECTED_MODULE + "\n\ndef warm_up(x):\n    _meta_kernel[(1,)](x, 1)\n"
+    launched = migrate_json(write_project(tmp_path / "launched", {**base, "pkg/meta.py": warm}))
+    for report in (direct, launched):
+        kept = [f for f in _hits(report, "pkg/meta.py", "NPU910") if f["line"] == 6]
+        assert [f["severity"] for f in kept] == ["error"], kept
