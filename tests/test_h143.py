@@ -211,3 +211,38 @@ def test_kernel_only_a_triton_availability_selection_reaches_is_info_and_a_direc
     for report in (direct, launched):
         kept = [f for f in _hits(report, "pkg/meta.py", "NPU910") if f["line"] == 6]
         assert [f["severity"] for f in kept] == ["error"], kept
+
+
+# ------------------------------------------------------------- EA#33: a fake platform a test patches in
+FAKE_PLATFORM_TEST = '''import types
+
+import torch
+
+import pkg.fp8_utils as fp8_utils
+
+
+def test_layout_with_a_fake_platform(monkeypatch):
+    monkeypatch.setattr(
+        fp8_utils,
+        "current_platform",
+        types.SimpleNamespace(is_rocm=lambda: False, fp8_dtype=lambda: torch.float8_e4m3fn),
+    )
+    assert fp8_utils.layout() is not None
+
+
+def test_cast_on_the_device():
+    config = types.SimpleNamespace(fp8_dtype=lambda: torch.float8_e4m3fn)
+    x = torch.ones(4, device="cuda").to(config.fp8_dtype())
+    assert x.numel() == 4
+'''
+
+
+def test_value_of_a_fake_object_patched_in_is_moot_and_the_same_namespace_feeding_a_cast_stays(tmp_path):
+    root = write_project(tmp_path, {"tests/test_fake.py": FAKE_PLATFORM_TEST})
+    report = migrate_json(root)
+    places = [(f["line"], f["severity"]) for f in _hits(report, "tests/test_fake.py", "NPU913")]
+    places += [(a[0], f["severity"]) for f in _hits(report, "tests/test_fake.py", "NPU913") for a in f.get("also") or []]
+    assert (18, "error") in places and not any(line == 12 for line, _s in places)
+    moot = {s["start_line"]: s["reason"] for s in report["skipped"]
+            if s.get("path") == "tests/test_fake.py" and "(NPU913)" in s["reason"]}
+    assert list(moot) == [12] and mocked29.MOCK_VALUE in moot[12]
