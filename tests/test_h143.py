@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 
-from npu_migrate import mocked29, scriptfolds30, siblingnames30
+from npu_migrate import mocked29, raisefirst23, scriptfolds30, siblingnames30
 
 
 def _hits(report: dict, path: str, code: str) -> list[dict]:
@@ -246,3 +246,41 @@ def test_value_of_a_fake_object_patched_in_is_moot_and_the_same_namespace_feedin
     moot = {s["start_line"]: s["reason"] for s in report["skipped"]
             if s.get("path") == "tests/test_fake.py" and "(NPU913)" in s["reason"]}
     assert list(moot) == [12] and mocked29.MOCK_VALUE in moot[12]
+
+
+# ------------------------------------------------------------- EC#39: a test's probe of a CUDA extension's op
+PROBE_MODULE = '''import torch
+
+
+def permute_supported():
+    return torch.ops._moe_C.permute_supported()
+
+
+def core_supported():
+    return torch.ops._C.core_supported()
+'''
+
+PROBING_TEST = '''import pytest
+import torch
+
+from pkg.ops import {probe}
+
+
+def test_permute_under_graph():
+    if not {probe}():
+        pytest.skip("not supported on this platform")
+    graph = torch.cuda.CUDAGraph()
+    assert graph is not None
+'''
+
+
+def test_lines_after_a_probe_of_a_cuda_extension_op_are_unreached_and_a_probe_of_torch_ops_c_keeps_them(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/ops.py": PROBE_MODULE,
+                                    "tests/test_probe.py": PROBING_TEST.format(probe="permute_supported"),
+                                    "tests/test_core.py": PROBING_TEST.format(probe="core_supported")})
+    report = migrate_json(root)
+    [unreached] = _hits(report, "tests/test_probe.py", "NPU202")
+    assert unreached["line"] == 10 and unreached["severity"] == "info"
+    assert raisefirst23.UNREACHED in unreached["message"] and "`torch.ops._moe_C`" in unreached["message"]
+    # `torch.ops._C` may be registered by an NPU plugin: no verdict, the capture stays reported
+    assert [(f["line"], f["severity"]) for f in _hits(report, "tests/test_core.py", "NPU202")] == [(10, "error")]
