@@ -284,3 +284,94 @@ def test_lines_after_a_probe_of_a_cuda_extension_op_are_unreached_and_a_probe_of
     assert raisefirst23.UNREACHED in unreached["message"] and "`torch.ops._moe_C`" in unreached["message"]
     # `torch.ops._C` may be registered by an NPU plugin: no verdict, the capture stays reported
     assert [(f["line"], f["severity"]) for f in _hits(report, "tests/test_core.py", "NPU202")] == [(10, "error")]
+
+
+# ------------------------------------------------------------- EB#23: experts only tests call on an instance
+MOE_PLATFORMS = '''class Platform:
+    _enum = "cuda"
+
+    def is_cuda(self):
+        return self._enum == "cuda"
+
+
+current_platform = Platform()
+'''
+
+MOE_EXPERTS = '''import torch
+
+from proj.platforms import current_platform
+
+
+def has_fastpkg():
+    return False
+
+
+class ExpertsBase:
+    @classmethod
+    def is_supported_config(cls, config):
+        if not cls._supports_current_device():
+            return False, "device"
+        return True, None
+
+
+class FastExpertsBase(ExpertsBase):
+    @staticmethod
+    def _supports_current_device() -> bool:
+        platform = current_platform
+        return has_fastpkg() and platform.is_cuda()
+
+    def get_metas(self, m):
+        return torch.ones(m, device="cuda").to(torch.float8_e4m3fn)
+
+
+class FastIndexedExperts(FastExpertsBase):
+    pass
+'''
+
+MOE_ORACLE = '''def backend_to_kernel_cls(backend):
+    if backend == "fast":
+        from proj.experts import FastIndexedExperts
+
+        return [FastIndexedExperts]
+    raise ValueError(backend)
+
+
+def select(backend, config):
+    for cls in backend_to_kernel_cls(backend):
+        ok, why = cls.is_supported_config(config)
+        if not ok:
+            raise ValueError(why)
+        return cls
+'''
+
+MOE_TEST = '''import proj.experts as fast
+from proj.experts import FastIndexedExperts
+
+
+def test_metas():
+    experts = FastIndexedExperts()
+    assert experts.get_metas(4).numel() == 4
+
+
+def test_base_helper():
+    assert fast.FastExpertsBase.get_metas(None, 4).numel() == 4
+'''
+
+MOE_LIBRARY_USER = '''from proj.experts import FastIndexedExperts
+
+
+def warm_up():
+    return FastIndexedExperts().get_metas(1)
+'''
+
+
+def test_experts_a_test_calls_on_an_instance_are_p2_info_and_a_library_call_keeps_them(tmp_path):
+    files = {"proj/__init__.py": "", "proj/platforms.py": MOE_PLATFORMS, "proj/experts.py": MOE_EXPERTS,
+             "proj/oracle.py": MOE_ORACLE, "tests/test_experts.py": MOE_TEST}
+    report = migrate_json(write_project(tmp_path / "tests_only", files))
+    [fp8] = [f for f in _hits(report, "proj/experts.py", "NPU913")]
+    assert fp8["severity"] == "info" and "reached on an NPU host only from tests/benchmarks" in fp8["message"]
+    assert "`FastExpertsBase._supports_current_device()` answers no on an NPU host" in fp8["message"]
+    # the nearest true case: a library function builds the experts by name, past the selector
+    kept = migrate_json(write_project(tmp_path / "library", {**files, "proj/warm.py": MOE_LIBRARY_USER}))
+    assert [f["severity"] for f in _hits(kept, "proj/experts.py", "NPU913")] == ["error"]
