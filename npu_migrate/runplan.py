@@ -547,6 +547,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_registry_opt_in(results, paths)  # (modules only a registration selected by name loads, P1: registryoptin28.py)
     from .envskips29 import review as review_env_skips
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
+    from .finfo30 import review as review_finfo_leftovers
+    results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
 

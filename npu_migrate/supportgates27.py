@@ -65,8 +65,10 @@ Tests and benchmarks (policy P2, round 30 EB#23: vLLM's Humming experts, whose
 `_supports_current_device()` is `has_humming() and platform.is_cuda() and ...`): a test's own
 reference does not keep a unit reached, as a test's construction by name already did not: a call
 on an instance the test builds (`experts.get_buffer_metas(...)`, callgates21's `live_reference`
-hook) and a `module.Cls.helper(...)` read through the module. The finding then becomes policy P2's
-info naming the rejecting check, not a named scope; a library reference still keeps it.
+hook) and a `module.Cls.helper(...)` read through the module; and (EB#20, vLLM's CUTLASS FP8
+experts) a test tool's own `Cls = None` sentinel where its backend is missing. The finding then
+becomes policy P2's info naming the rejecting check (a named scope where no test reaches it); a
+library reference still keeps it.
 """
 
 from __future__ import annotations
@@ -438,6 +440,8 @@ class _Support(Callees):
                 if isinstance(node, ast.Attribute):
                     continue  # (`module.Cls` / `obj.Cls`: read as below only for a plain name)
                 if not isinstance(node.ctx, ast.Load):
+                    if _test_side(result.relpath):
+                        continue  # (a test's own name: `Cls = None` where its backend is missing, round 30 EB#20)
                     return False
                 if j == i and cls.lineno <= node.lineno <= (cls.end_lineno or cls.lineno):
                     continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 
-from npu_migrate import mocked29, raisefirst23, scriptfolds30, siblingnames30
+from npu_migrate import finfo30, mocked29, raisefirst23, scriptfolds30, siblingnames30
 
 
 def _hits(report: dict, path: str, code: str) -> list[dict]:
@@ -375,3 +375,99 @@ def test_experts_a_test_calls_on_an_instance_are_p2_info_and_a_library_call_keep
     # the nearest true case: a library function builds the experts by name, past the selector
     kept = migrate_json(write_project(tmp_path / "library", {**files, "proj/warm.py": MOE_LIBRARY_USER}))
     assert [f["severity"] for f in _hits(kept, "proj/experts.py", "NPU913")] == ["error"]
+
+
+# ------------------------------------------------------------- EB#20: a base check in another module, a test's None sentinel
+GROUP_UTILS = '''from proj.platforms import current_platform
+
+
+def group_gemm_supported() -> bool:
+    if not current_platform.is_cuda():
+        return False
+    return current_platform.get_device_capability() >= 90
+'''
+
+GROUP_EXPERTS = '''import torch
+
+from proj import ops
+from proj.utils import group_gemm_supported
+
+
+def run_group_gemm_fp8(x, scale):
+    return ops.scaled_fp8_quant(x, scale)
+
+
+class ExpertsBase:
+    @classmethod
+    def is_supported_config(cls, config):
+        if not cls._supports_current_device():
+            return False, "device"
+        return True, None
+
+
+class GroupExpertsFp8Base(ExpertsBase):
+    @staticmethod
+    def _supports_current_device() -> bool:
+        return group_gemm_supported()
+
+    def apply(self, x):
+        return run_group_gemm_fp8(x, None)
+
+
+class GroupExpertsFp8(GroupExpertsFp8Base):
+    pass
+
+
+class BatchedGroupExpertsFp8(GroupExpertsFp8Base):
+    pass
+
+
+FLOAT8_E4M3_MAX = torch.finfo(torch.float8_e4m3fn).max
+'''
+
+GROUP_ORACLE = MOE_ORACLE.replace('"fast"', '"group"').replace(
+    "import FastIndexedExperts", "import BatchedGroupExpertsFp8, GroupExpertsFp8").replace(
+    "[FastIndexedExperts]", "[GroupExpertsFp8, BatchedGroupExpertsFp8]")
+
+GROUP_OPS = '''import torch
+
+
+def scaled_fp8_quant(x, scale):
+    return torch.ops._C.scaled_fp8_quant(x, scale)
+'''
+
+GROUP_TEST_TOOLS = '''from proj.utils import group_gemm_supported
+
+EXPERTS = []
+
+if group_gemm_supported():
+    from proj.experts import GroupExpertsFp8
+
+    EXPERTS.append(GroupExpertsFp8)
+else:
+    GroupExpertsFp8 = None
+'''
+
+GROUP_LIBRARY_USER = '''from proj.experts import GroupExpertsFp8
+
+
+def warm_up(x):
+    return GroupExpertsFp8().apply(x)
+'''
+
+
+def test_experts_a_test_tool_sets_to_none_are_rejected_and_the_left_finfo_is_metadata(tmp_path):
+    files = {"proj/__init__.py": "", "proj/platforms.py": MOE_PLATFORMS, "proj/utils.py": GROUP_UTILS,
+             "proj/experts.py": GROUP_EXPERTS, "proj/oracle.py": GROUP_ORACLE, "proj/ops.py": GROUP_OPS,
+             "tests/tools/mk_objects.py": GROUP_TEST_TOOLS}
+    report = migrate_json(write_project(tmp_path / "rejected", files))
+    assert not [f for f in _hits(report, "proj/experts.py", "NPU913") if f["severity"] != "info"]
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"]
+              if s.get("path") == "proj/experts.py" and "(NPU913)" in s["reason"]}
+    assert "`GroupExpertsFp8Base._supports_current_device()` answers no on an NPU host" in scopes[8]
+    assert finfo30.FINFO in scopes[36]
+    # the nearest true case: library code builds the experts by name: the cast stays an error, and
+    # the `torch.finfo` read stays one of its places
+    kept = migrate_json(write_project(tmp_path / "library", {**files, "proj/warm.py": GROUP_LIBRARY_USER}))
+    [error] = _hits(kept, "proj/experts.py", "NPU913")
+    assert error["severity"] == "error" and error["line"] == 8 and [a[0] for a in error["also"]] == [36]
