@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 
-from npu_migrate import finfo30, mocked29, raisefirst23, scriptfolds30, siblingnames30
+from npu_migrate import finfo30, mocked29, optpkgexit29, raisefirst23, scriptfolds30, siblingnames30
 
 
 def _hits(report: dict, path: str, code: str) -> list[dict]:
@@ -471,3 +471,45 @@ def test_experts_a_test_tool_sets_to_none_are_rejected_and_the_left_finfo_is_met
     kept = migrate_json(write_project(tmp_path / "library", {**files, "proj/warm.py": GROUP_LIBRARY_USER}))
     [error] = _hits(kept, "proj/experts.py", "NPU913")
     assert error["severity"] == "error" and error["line"] == 8 and [a[0] for a in error["also"]] == [36]
+
+
+# ------------------------------------------------------------- EC#26: a dtype table under `if has_pkg():`
+IMPORT_UTILS = '''import importlib.util
+
+
+def _has_module(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def has_fastpkg() -> bool:
+    return _has_module("fastpkg")
+
+
+def use_fp8_tables() -> bool:
+    return True
+'''
+
+SCHEMA = '''import torch
+
+from proj.import_utils import {probe}
+
+
+if {probe}():
+    from fastpkg import dtypes as fast_dtypes
+
+    TO_TORCH: dict[fast_dtypes.DataType, torch.dtype] = {{
+        fast_dtypes.float8e5m2: torch.float8_e5m2,
+        fast_dtypes.int8: torch.int8,
+    }}
+'''
+
+
+def test_dtype_table_under_an_optional_package_probe_is_opt_in_and_under_another_test_stays(tmp_path):
+    base = {"proj/__init__.py": "", "proj/import_utils.py": IMPORT_UTILS}
+    report = migrate_json(write_project(tmp_path / "probed", {**base, "proj/schema.py": SCHEMA.format(probe="has_fastpkg")}))
+    [table] = _hits(report, "proj/schema.py", "NPU913")
+    assert table["line"] == 10 and table["severity"] == "info"
+    assert optpkgexit29.BLOCK_OPT_IN.split("`{package}`")[0] in table["message"] and "`fastpkg`" in table["message"]
+    # the nearest true case: the same table under a test that probes no package
+    kept = migrate_json(write_project(tmp_path / "setting", {**base, "proj/schema.py": SCHEMA.format(probe="use_fp8_tables")}))
+    assert [(f["line"], f["severity"]) for f in _hits(kept, "proj/schema.py", "NPU913")] == [(10, "error")]
