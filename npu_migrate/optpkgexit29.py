@@ -36,7 +36,9 @@ Round 30 (audit EC#26, vLLM's `quantization/utils/humming/schema.py`): a module-
 file enters only where the probe finds the package, `if has_humming():` (`return
 _has_module("humming")`), holding the tables of the package's dtypes (`torch.float8_e5m2`,
 NPU913), is the same choice: its places become info with `BLOCK_OPT_IN` (the body only, not an
-`else:`; the probe resolved as above, a plain call with no arguments, alone as the condition).
+`else:`; the probe resolved as above, a plain call with no arguments, alone as the condition; the
+body imports the package or a module named after it, `from vllm.utils.humming import dtypes`).
+Kept: a block under a probe of another package (`if _numpy_available(): import cutlass`).
 
 Kept as they were (the nearest true cases): a script that exits where a package the project never
 probes is missing (a required dependency: the script runs wherever the project is installed), a
@@ -113,6 +115,18 @@ def _guard(tree: ast.Module, own: frozenset, probes: Probes, relpath: str, text:
     return None
 
 
+def _serves(body: list, package: str) -> bool:
+    """The block imports the probed package or a module named after it (`from vllm.utils.humming
+    import dtypes`): it serves that package, not another one (`if _numpy_available(): import
+    cutlass` stays: cutlass is not what the probe finds)."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(package in name.split(".") for name in names):
+            return True
+    return False
+
+
 def _probed_blocks(tree: ast.Module, own: frozenset, probes: Probes, relpath: str) -> list[tuple[int, int, str]]:
     """(first, last line, reason) of each module-level `if probe():` body of the round-30 shape."""
     out = []
@@ -122,7 +136,7 @@ def _probed_blocks(tree: ast.Module, own: frozenset, probes: Probes, relpath: st
                 and not test.keywords):
             continue
         found = probes.resolve(tree, relpath, test.func.id)
-        if found is None or found[0] in own:
+        if found is None or found[0] in own or not _serves(stmt.body, found[0]):
             continue
         why = BLOCK_OPT_IN.format(package=found[0], probe=test.func.id, line=stmt.lineno, where=found[1])
         out.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno, why))
