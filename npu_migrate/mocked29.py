@@ -25,6 +25,31 @@ Mock()`/`MagicMock()`/`mocker.patch(...)`, or a parameter of a function a `@patc
 whose name starts with `mock`. A merged finding is split where its places differ (envskips29.lower_places): its other places
 keep their severity.
 
+Round-30 audit EA#25 (vLLM's `tests/v1/worker/test_gpu_profiler.py`): the value a test expects a
+mock to have been called with is no more a request of the real API than a value the mock returns:
+
+    with patch("vllm.profiler.wrapper.torch.profiler.profile", side_effect=profilers) as profile:
+        ...
+    assert profile.call_args.kwargs["activities"] == [
+        torch.profiler.ProfilerActivity.CUDA                       # NPU935
+    ]
+
+`profile` stands in for the profiler: nothing records, the enum exists in every torch build, and
+the assertion holds the same on an NPU host. The other side of a comparison in an `assert` whose
+one side reads a mock's recorded call (`M.call_args...`, `M.call_args_list...`, `M.mock_calls...`),
+and an argument of `M.assert_called_with(...)` (`assert_called_once_with`, `assert_any_call`), are
+such values too; NPU935 (the profiler's CUDA activity) is lowered with the codes above.
+
+Round-30 audit EA#33 (vLLM's `tests/model_executor/kernels/test_b12x_linear.py`): a fake object a
+test patches in place of the platform answers the same way:
+
+    monkeypatch.setattr(fp8_utils, "current_platform", types.SimpleNamespace(
+        is_rocm=lambda: False, fp8_dtype=lambda: torch.float8_e4m3fn))      # NPU913
+
+A keyword value of a `SimpleNamespace(...)` (the body of a lambda one) handed as the replacement
+to `monkeypatch.setattr(...)` (`setattr` of any receiver), `patch(...)` or `patch.object(...)` is
+such a value too.
+
 Kept (the nearest true cases): the same value handed to real code (`torch.device("cuda:0")`, a
 `device="cuda"` argument), assigned to an attribute of an object that is not a mock, or returned by
 a mock's method whose result the test then moves a tensor with.
@@ -39,7 +64,10 @@ from .envskips29 import lower_places
 
 MOCK_VALUE = "a value a test's mock returns in place of the real query: the same on every host"
 
-_CODES = frozenset({"NPU990", "NPU913", "NPU102"})
+_CODES = frozenset({"NPU990", "NPU913", "NPU102", "NPU935"})
+_RECORDED = frozenset({"call_args", "call_args_list", "mock_calls", "await_args", "await_args_list"})
+_CALLED_WITH = frozenset({"assert_called_with", "assert_called_once_with", "assert_any_call",
+                          "assert_awaited_with", "assert_awaited_once_with"})
 _MOCKS = frozenset({"Mock", "MagicMock", "NonCallableMock", "AsyncMock", "create_autospec", "PropertyMock"})
 
 
@@ -71,6 +99,15 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _reads_recorded_call(node: ast.AST, mocks: frozenset) -> bool:
+    """`M.call_args.kwargs["activities"]`, `M.call_args_list[0]`: what mock M was called with."""
+    seen = False
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        seen = seen or (isinstance(node, ast.Attribute) and node.attr in _RECORDED)
+        node = node.value
+    return seen and isinstance(node, ast.Name) and node.id in mocks
+
+
 def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
     """(line, 1-based column) of every value a mock of the file returns."""
     out: set[tuple[int, int]] = set()
@@ -93,6 +130,21 @@ def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
             for keyword in node.keywords:
                 if keyword.arg == "return_value":
                     add(keyword.value)
+        if isinstance(node, ast.Call) and (_patch_call(node) or (astcache.dotted(node.func) or "").endswith("setattr")):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Call) and (astcache.dotted(arg.func) or "").endswith("SimpleNamespace"):
+                    for keyword in arg.keywords:  # (round 30, EA#33: a fake object patched in)
+                        add(keyword.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _CALLED_WITH and _root(node.func.value) in mocks:
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                add(arg)  # (round 30, EA#25: the arguments a test expects the mock got)
+        elif isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) \
+                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], (ast.Eq, ast.In)):
+            sides = [node.test.left, node.test.comparators[0]]
+            for mine, other in (sides, sides[::-1]):
+                if _reads_recorded_call(mine, mocks):
+                    add(other)  # (round 30, EA#25: the value compared with a mock's recorded call)
     return out
 
 
@@ -101,14 +153,12 @@ def review(findings: list, text: str, relpath: str) -> list:
     from .importgates import is_test
 
     hits = [f for f in findings if f.code in _CODES and not f.fixable and f.severity != "info"]
-    if not hits or not is_test(relpath) or "ock" not in text:
+    if not hits or not is_test(relpath) or ("ock" not in text and "SimpleNamespace" not in text):
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
         return findings
     mocks = _mock_names(tree)
-    if not mocks:
-        return findings
     values = _mock_values(tree, mocks)
     if not values:
         return findings

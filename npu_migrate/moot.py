@@ -222,6 +222,7 @@ AS_WRITTEN = (
 NO_WORK = (
     "a Triton kernel a test defines and never launches",  # unlaunched29.NEVER_LAUNCHED (round 29, DA#24)
     "a value a test's mock returns in place of the real query",  # mocked29.MOCK_VALUE (round 29, DA#6)
+    "a Python name of the importer's sibling module",  # siblingnames30.SIBLING_NAME (round 30, EC#19)
     "not FP8 compute: ",  # fp8data.NOT_COMPUTE: the FP8 dtype is data or metadata (before the generic phrase)
     # a `.cu` with nothing that runs on the GPU (builders.NO_KERNEL: compiler macros or host code only;
     # cudasources.HOST_ONLY: CPU implementations): nothing to port, two round-18 reviewers (AX#26, AY#26)

@@ -32,6 +32,14 @@ The decision, per Python file with open findings:
   an NPU host has (torch, Triton, scopes.toml installed_on_npu);
 * only the places on lines after the `try` are lowered.
 
+Round 30 (audit EC#26, vLLM's `quantization/utils/humming/schema.py`): a module-level block the
+file enters only where the probe finds the package, `if has_humming():` (`return
+_has_module("humming")`), holding the tables of the package's dtypes (`torch.float8_e5m2`,
+NPU913), is the same choice: its places become info with `BLOCK_OPT_IN` (the body only, not an
+`else:`; the probe resolved as above, a plain call with no arguments, alone as the condition; the
+body imports the package or a module named after it, `from vllm.utils.humming import dtypes`).
+Kept: a block under a probe of another package (`if _numpy_available(): import cutlass`).
+
 Kept as they were (the nearest true cases): a script that exits where a package the project never
 probes is missing (a required dependency: the script runs wherever the project is installed), a
 handler that falls back instead of exiting, a `try` inside a function, and the places before the
@@ -51,6 +59,8 @@ from .optpkgtests28 import Probes, is_open
 
 OPT_IN = ("reached on an NPU host only when the optional package `{package}` is installed: the script exits "
           "where it is missing (`{handler}`, line {line}; `{probe}()`, {where}, looks the package up)")
+BLOCK_OPT_IN = ("reached on an NPU host only when the optional package `{package}` is installed: the block "
+                "runs only under `if {probe}():` (line {line}; `{probe}()`, {where}, looks the package up)")
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 
@@ -105,6 +115,34 @@ def _guard(tree: ast.Module, own: frozenset, probes: Probes, relpath: str, text:
     return None
 
 
+def _serves(body: list, package: str) -> bool:
+    """The block imports the probed package or a module named after it (`from vllm.utils.humming
+    import dtypes`): it serves that package, not another one (`if _numpy_available(): import
+    cutlass` stays: cutlass is not what the probe finds)."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(package in name.split(".") for name in names):
+            return True
+    return False
+
+
+def _probed_blocks(tree: ast.Module, own: frozenset, probes: Probes, relpath: str) -> list[tuple[int, int, str]]:
+    """(first, last line, reason) of each module-level `if probe():` body of the round-30 shape."""
+    out = []
+    for stmt in tree.body:
+        test = stmt.test if isinstance(stmt, ast.If) else None
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and not test.args
+                and not test.keywords):
+            continue
+        found = probes.resolve(tree, relpath, test.func.id)
+        if found is None or found[0] in own or not _serves(stmt.body, found[0]):
+            continue
+        why = BLOCK_OPT_IN.format(package=found[0], probe=test.func.id, line=stmt.lineno, where=found[1])
+        out.append((stmt.body[0].lineno, stmt.body[-1].end_lineno or stmt.body[-1].lineno, why))
+    return out
+
+
 def review(results: list, paths: dict) -> list:
     """The results, with the open findings of a script that exits where an optional package is
     missing lowered to info after its guard (this module's docstring)."""
@@ -114,10 +152,14 @@ def review(results: list, paths: dict) -> list:
     text_of = RunTexts(results, paths)
     probes = None
     out = list(results)
+    # (the run's top-level packages: a folder `humming/` deep in the tree is no package `humming`)
+    top = frozenset(p.removesuffix(".py") for r in results
+                    for p in [r.relpath.split("/")[1 if r.relpath.startswith("src/") else 0]])
     for i in candidates:
         data = text_of(i)
-        if not data or not re.search(rb"\b(ImportError|ModuleNotFoundError)\b", data) \
-                or not re.search(rb"\b(exit|quit|SystemExit)\b", data):
+        exits = bool(data) and bool(re.search(rb"\b(ImportError|ModuleNotFoundError)\b", data)) \
+            and bool(re.search(rb"\b(exit|quit|SystemExit)\b", data))
+        if not data or not (exits or re.search(rb"^if \w+\(\):", data, re.M)):
             continue
         tree = astcache.parse(data)
         if tree is None:
@@ -125,15 +167,18 @@ def review(results: list, paths: dict) -> list:
         probes = probes or Probes(results, text_of)
         own = frozenset(name.split(".")[0] for name in probes.modules.by_name)
         try:
-            found = _guard(tree, own, probes, results[i].relpath, data.decode("utf-8", "replace"))
+            found = _guard(tree, own, probes, results[i].relpath, data.decode("utf-8", "replace")) if exits else None
+            blocks = _probed_blocks(tree, top, probes, results[i].relpath)
         except RecursionError:
             continue
-        if found is None:
+        if found is None and not blocks:
             continue
-        first, why = found
+        first, why = found if found is not None else (None, None)
 
-        def reason_of(line: int, first=first, why=why) -> str | None:
-            return why if line >= first else None
+        def reason_of(line: int, first=first, why=why, blocks=blocks) -> str | None:
+            if first is not None and line >= first:
+                return why
+            return next((r for a, b, r in blocks if a <= line <= b), None)
 
         changed, findings = False, []
         for finding in results[i].findings:
@@ -141,7 +186,8 @@ def review(results: list, paths: dict) -> list:
             if pieces is None:
                 findings.append(finding)
                 continue
-            lowered = [p for p in pieces if p.severity == "info" and why in p.message]
+            reasons = [r for r in (why, *(b[2] for b in blocks)) if r]
+            lowered = [p for p in pieces if p.severity == "info" and any(r in p.message for r in reasons)]
             findings.extend(merge_per_file(lowered) + [p for p in pieces if p not in lowered])
             changed = True
         if changed:

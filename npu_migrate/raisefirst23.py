@@ -11,6 +11,17 @@ skip rather than a port of those lines (not a named scope: the test does run the
 A merged finding is lowered only when every place of it is so reached. A callee with any other
 statement, an `if` an NPU host may enter, a call inside a branch of the test, and the lines before
 the call keep the findings.
+
+Round 30 (audit EC#39, vLLM's `tests/kernels/moe/test_moe_permute_unpermute.py`): every test asks
+first `if not moe_permute_unpermute_supported(): pytest.skip(...)`, and that probe is `return
+torch.ops._moe_C.moe_permute_unpermute_supported()`: an op of a compiled extension's namespace
+(`_moe_C`, spelled `_<name>_C` like PyTorch's `_C`) that the project builds from its CUDA sources,
+not built on an NPU host, so the call raises there (`missing_op`, `MISSING_OP`), before its
+`torch.cuda.CUDAGraph` capture. So a callee that, read the same way, ends in `return` of such an
+op's call also always raises; and the call may be the condition of a top-level `if` of the test
+(`if not probe(): pytest.skip(...)`): the lines after the condition are not reached. Kept: a probe
+of another namespace (`_C` itself, which an NPU plugin may register, `_C_ascend`, `aten`), a probe
+that returns anything else, and a condition that only contains the call inside a larger expression.
 """
 
 from __future__ import annotations
@@ -28,8 +39,26 @@ _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 
 
 # ----------------------------------------------------------------------------- tests that fail first
+MISSING_OP = "an op of the compiled extension namespace `torch.ops.{ns}`, not built there"
+_EXTENSION_NAMESPACE = re.compile(r"^_\w+_C$")
+
+
+def missing_op(stmt: ast.AST) -> Optional[str]:
+    """The namespace of `return torch.ops._moe_C.op(...)`: a compiled extension's op (module doc)."""
+    value = stmt.value if isinstance(stmt, ast.Return) else None
+    if not isinstance(value, ast.Call):
+        return None
+    name = astcache.dotted(value.func) or ""
+    parts = name.split(".")
+    if len(parts) == 4 and parts[:2] == ["torch", "ops"] and _EXTENSION_NAMESPACE.match(parts[2]) \
+            and not re.search(r"(?i)npu|ascend", parts[2]):
+        return parts[2]
+    return None
+
+
 def always_raises(function: ast.AST) -> Optional[int]:
-    """The line of the `raise` a module-level function always reaches on an NPU host (module doc)."""
+    """The line of the `raise` a module-level function always reaches on an NPU host (module doc),
+    or of its `return` of a compiled extension's op (`missing_op`)."""
     from .testscopes import false_on_npu
 
     body = function.body
@@ -38,6 +67,8 @@ def always_raises(function: ast.AST) -> Optional[int]:
     for stmt in body:
         if isinstance(stmt, ast.If) and not stmt.orelse and false_on_npu(ast.unparse(stmt.test)):
             continue
+        if stmt is body[-1] and missing_op(stmt) is not None:
+            return stmt.lineno
         return stmt.lineno if isinstance(stmt, ast.Raise) and stmt is body[-1] and stmt.exc is not None else None
     return None
 
@@ -57,11 +88,16 @@ def _raising_calls(test: ast.AST, imported: dict, resolve) -> list:
     out = []
     for stmt in test.body:
         value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
+        end = stmt.end_lineno or stmt.lineno
+        if isinstance(stmt, ast.If):  # `if not probe(): pytest.skip(...)`: the condition raises (round 30)
+            value = stmt.test.operand if isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) \
+                else stmt.test
+            end = stmt.test.end_lineno or stmt.lineno
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in imported):
             continue
         where = resolve(imported[value.func.id])
         if where is not None:
-            out.append((stmt.end_lineno or stmt.lineno, value.func.id, where))
+            out.append((end, value.func.id, where))
     return out
 
 
@@ -108,6 +144,9 @@ def review(results: list, paths: dict) -> list:
                 line = always_raises(function) if function is not None else None
                 if line is not None:
                     raising[key] = f"{results[index].relpath}:{line}"
+                    namespace = missing_op(function.body[-1])
+                    if namespace is not None:
+                        raising[key] += ", " + MISSING_OP.format(ns=namespace)
             return raising[key]
 
         spans = []  # (first line after the call, last line of the test, why)

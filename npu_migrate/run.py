@@ -37,6 +37,7 @@ from . import capraise19
 from . import wording20
 from . import wording21
 from . import buildprobes29, mainroute29, mocked29, unlaunched29
+from . import scriptfolds30
 from . import labels20
 from . import fp8shapes21
 from . import dominators22
@@ -258,6 +259,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
         lines = source.decode("utf-8", "replace").splitlines()
         result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)
+        result.findings = scriptfolds30.fold_repeated_reads(result.findings)  # (a caller's visible devices read again)
         result.findings = testlabels27.review_ci_scripts(result.findings, source, relpath, kind)  # (CUDA build scripts of CI folders)
     return _with_facts(result, kind)
 

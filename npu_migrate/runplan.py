@@ -483,6 +483,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
+    from .ifexpfallbacks30 import review as review_ifexp_fallbacks
+    results = review_ifexp_fallbacks(results, paths)  # (Triton kernels only `f_triton if HAS_TRITON else f_torch` picks, P1: ifexpfallbacks30.py)
+    from .siblingnames30 import review as review_sibling_names
+    results = review_sibling_names(results, paths)  # (a sibling module's `..._cuda` helper read as an extension: siblingnames30.py)
     results = to_scopes(review_platforms(results, paths))
     from .resolvers24 import review_config_devices, review_graph_gates
     results = review_graph_gates(review_config_devices(results, paths), paths)  # (the project's device resolver, its accelerator's graphs: resolvers24.py)
@@ -545,6 +549,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
     from .ascendfacts30 import review as review_ascend_facts
     results = review_ascend_facts(results, paths)  # (vLLM code vllm-ascend rejects or rebinds: info, ascendfacts30.py)
+    from .finfo30 import review as review_finfo_leftovers
+    results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
     from .unreached25 import review as review_proven_unreached
     return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
 

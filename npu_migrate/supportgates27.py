@@ -60,6 +60,15 @@ gates). What stays reported: a class whose check is true or undecidable on an NP
 on `compute_capability` only, `is_cuda_alike() or is_npu()`), a class built by name anywhere,
 a class whose check no selector calls, and code also reachable past the class (callgates21's
 rules: one ungated caller keeps it).
+
+Tests and benchmarks (policy P2, round 30 EB#23: vLLM's Humming experts, whose
+`_supports_current_device()` is `has_humming() and platform.is_cuda() and ...`): a test's own
+reference does not keep a unit reached, as a test's construction by name already did not: a call
+on an instance the test builds (`experts.get_buffer_metas(...)`, callgates21's `live_reference`
+hook) and a `module.Cls.helper(...)` read through the module; and (EB#20, vLLM's CUTLASS FP8
+experts) a test tool's own `Cls = None` sentinel where its backend is missing. The finding then
+becomes policy P2's info naming the rejecting check (a named scope where no test reaches it); a
+library reference still keeps it.
 """
 
 from __future__ import annotations
@@ -75,6 +84,15 @@ _REJECTS = "answers no on an NPU host"
 _NO_INSTANCE = "no instance exists there"
 # (policy P2: a class the library never picks there, built by name only in tests or benchmarks)
 TESTS_ONLY = "built by name only in tests/benchmarks"
+
+
+def _test_side(relpath: str) -> bool:
+    """A test, a benchmark or a file the package does not ship: its references do not make a class
+    reached (policy P2)."""
+    from .importgates import is_test
+    from .shipped26 import unshipped
+
+    return is_test(relpath) or unshipped(relpath) or relpath.rpartition("/")[2].startswith("bench")
 
 
 def _called_inside(cls: ast.ClassDef, check: ast.AST) -> bool:
@@ -113,6 +131,15 @@ class _Support(Callees):
         self.asked: dict = {}  # (check name -> a selector calls it in the run)
         self.defined: Optional[dict] = None  # (class name -> [(module, ClassDef)] module-level)
         self.by_tests: dict = {}  # (class name -> ["path:line"] of tests/benchmarks building it by name)
+
+    # ------------------------------------------------------------------ tests and benchmarks (P2)
+    def test_file(self, relpath: str) -> bool:
+        return _test_side(relpath)
+
+    def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
+        """A test's or benchmark's own call of a unit (`experts.get_buffer_metas(...)` on an instance
+        a test builds): no library use (policy P2, round 30 EB#23); `_reason` then says info."""
+        return (j, f"{relpath}:{node.lineno} ({TESTS_ONLY})") if test_file else None
 
     # ------------------------------------------------------------------ the verdict
     def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
@@ -396,8 +423,6 @@ class _Support(Callees):
         """Every reference of the run to the class (module i) is a selector's question, a type
         test, code callees22 finds never run, or inside the class; at least one outside module i."""
         from .composedchecks29 import inside_rejected
-        from .importgates import is_test
-        from .shipped26 import unshipped
 
         name = cls.name
         outside = False
@@ -415,6 +440,8 @@ class _Support(Callees):
                 if isinstance(node, ast.Attribute):
                     continue  # (`module.Cls` / `obj.Cls`: read as below only for a plain name)
                 if not isinstance(node.ctx, ast.Load):
+                    if _test_side(result.relpath):
+                        continue  # (a test's own name: `Cls = None` where its backend is missing, round 30 EB#20)
                     return False
                 if j == i and cls.lineno <= node.lineno <= (cls.end_lineno or cls.lineno):
                     continue
@@ -422,15 +449,17 @@ class _Support(Callees):
                         or inside_rejected(self, j, tree, parents, node, cls):  # (built only by a rejected class: composedchecks29.py)
                     outside = outside or j != i
                     continue
-                relpath = result.relpath
-                if is_test(relpath) or unshipped(relpath) or relpath.rpartition("/")[2].startswith("bench"):
-                    tests.append(f"{relpath}:{node.lineno}")  # (policy P2: tests do not make it reached)
+                if _test_side(result.relpath):
+                    tests.append(f"{result.relpath}:{node.lineno}")  # (policy P2: tests do not make it reached)
                     continue
                 return False
             for node in refs.get(name, ()):
                 if isinstance(node, ast.Attribute):
                     holder = parents.get(id(node))
                     if not (isinstance(holder, ast.Attribute) and holder.attr in self.checks):
+                        if _test_side(result.relpath):  # (`module.Cls.helper(...)` in a test: P2, round 30 EB#23)
+                            tests.append(f"{result.relpath}:{node.lineno}")
+                            continue
                         return False
         if outside and tests:
             self.by_tests[name] = tests
