@@ -153,3 +153,21 @@ def member_values(gates, j: int, tree: ast.Module, parents: dict, function: ast.
             out[key] = (value, f"`self.{n.value.attr}` is a `{member.name}`, whose `self.{n.attr}` is "
                                f"{value!r} there, set once at {place}")
     return out
+
+
+def inline_refusal(gates, j: int, tree: ast.Module, parents: dict, stmt: ast.stmt) -> Optional[str]:
+    """The words for a statement of a class's `__init__` that is itself `if T: raise ...` with T
+    true on an NPU host, read with the once-bound locals before it (callgates21.truth:
+    `capability = current_platform.get_device_capability()` is None there), for
+    supportgates27.raising_init (EA#14: Step5's DSA attention impl refuses any capability but
+    SM90/100/103 in its own `__init__`, so `_forward_prefill`, the only launcher of
+    `stage_prefill_pages`, never runs there); None otherwise."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise)
+            and stmt.body[-1].exc is not None):
+        return None
+    if any(isinstance(n, (ast.Return, ast.Try)) for s in stmt.body for n in ast.walk(s)):
+        return None
+    if gates.truth(j, tree, parents, stmt.test, stmt, []) is not True:
+        return None
+    test = " ".join(ast.unparse(stmt.test).split())[:80]
+    return f"raises on an NPU host (line {stmt.lineno}: `if {test}: raise`, true there)"

@@ -243,3 +243,83 @@ def test_ea18_pair_a_member_that_may_be_the_method_s_class_keeps_the_import(tmp_
     flint = _FLINT.replace("self.mlp = Mlp()", "self.mlp = Attention(quant_config)")
     report = _flint_project(tmp_path, "_fast_kernels(quant_config)", flint)
     assert _FUSED_IMPORT in _open(report, "pkg/model/ops/fused.py")
+
+
+# ---------------------------------------------------------------- EA#14: an `__init__` refusing the capability itself
+_STAGE = '''\
+import torch
+
+from pkg.triton_utils import tl, triton
+
+
+@triton.jit
+def _stage_kernel(x_ptr, n: tl.constexpr):
+    i = tl.program_id(0)
+    tl.store(x_ptr + i, tl.load(x_ptr + i) + 1)
+
+
+def stage_pages(x):
+    _stage_kernel[(x.numel(),)](x, x.numel())
+    return x
+'''
+
+_IMPL = '''\
+import torch
+
+from pkg.platforms import current_platform
+
+from .ops.stage import stage_pages
+
+
+class SparseImpl:
+    def __init__(self, head_size):
+        self.head_size = head_size
+        capability = current_platform.get_device_capability()
+        if REFUSAL:
+            raise NotImplementedError("DSA requires SM90, SM100 or SM103")
+        self.scale = head_size ** -0.5
+
+    def forward(self, x):
+        return self._forward_prefill(x) * self.scale
+
+    def _forward_prefill(self, x):
+        return stage_pages(x)
+'''
+
+_BUILDER = '''\
+from pkg.model.impl import SparseImpl
+
+
+def build(head_size):
+    return SparseImpl(head_size)
+'''
+
+_STAGE_KERNEL = _line(_STAGE, "@triton.jit")
+
+
+def _impl_project(tmp_path, refusal: str):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/triton_utils.py": _TRITON_UTILS,
+        "pkg/model/__init__.py": "",
+        "pkg/model/ops/__init__.py": "",
+        "pkg/model/ops/stage.py": _STAGE,
+        "pkg/model/impl.py": _IMPL.replace("REFUSAL", refusal),
+        "pkg/model/builder.py": _BUILDER,
+    }))
+
+
+def test_ea14_kernel_launched_only_by_a_class_whose_init_refuses_the_capability_is_a_named_scope(tmp_path):
+    """EA#14: the impl's own `__init__` raises when the capability is None (an NPU host's), so no
+    instance exists there and `_forward_prefill`, the kernel's only launcher, never runs."""
+    report = _impl_project(tmp_path, "capability is None or capability[0] not in (9, 10)")
+    assert _STAGE_KERNEL not in _open(report, "pkg/model/ops/stage.py")
+    reason = _scopes(report, "pkg/model/ops/stage.py")[_STAGE_KERNEL]
+    assert "whose `__init__` raises on an NPU host" in reason
+
+
+def test_ea14_pair_a_refusal_about_the_head_size_keeps_the_kernel(tmp_path):
+    """The same `__init__` refusing only a head size: instances exist on an NPU host."""
+    report = _impl_project(tmp_path, "head_size not in (128, 192)")
+    assert _STAGE_KERNEL in _open(report, "pkg/model/ops/stage.py")
