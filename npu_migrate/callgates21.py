@@ -61,7 +61,7 @@ from typing import Optional
 
 from . import astcache
 
-_DEPTH = 3
+_DEPTH = 4
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 

@@ -57,9 +57,11 @@ or to something other than a construction of a class of the module, and `self.A.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_CAPABILITY_WORDS = re.compile(r"device_capability|compute_capability")
 
 
 def _owner(gates, parents: dict, where: ast.AST) -> tuple[Optional[ast.AST], Optional[ast.ClassDef]]:
@@ -171,3 +173,51 @@ def inline_refusal(gates, j: int, tree: ast.Module, parents: dict, stmt: ast.stm
         return None
     test = " ".join(ast.unparse(stmt.test).split())[:80]
     return f"raises on an NPU host (line {stmt.lineno}: `if {test}: raise`, true there)"
+
+
+def exit_spans(tree: ast.Module, text: str, lines: set) -> list:
+    """(first line, last line, condition) of the rest of a function after a top-level statement
+    `if T: return ...` (or `raise`) of its body with T true on an NPU host (testscopes' truth,
+    a capability test in it), holding one of `lines` (lazy imports), for capflows29.spans (EA#13:
+    `maybe_create_gemm_rs` returns None `if not current_platform.is_cuda() or not
+    current_platform.is_device_capability(103) or ...` after binding a local first, then imports
+    a module loading cutlass at module level). testscopes' early-return reading takes the
+    function's first statement only. Kept: a test calling through a name the function binds before
+    it (`platform = ...; if not platform.is_cuda(): return`: a local the reading does not see), a
+    test unknown or false there, an `if` with an `else`."""
+    from .flagtruth import always_exits
+    from .testscopes import npu_truth
+
+    out = []
+    for function in ast.walk(tree):
+        if not isinstance(function, _DEFS):
+            continue
+        last = function.end_lineno or function.lineno
+        if not any(function.lineno < n <= last for n in lines):
+            continue
+        stored: set = set()
+        for index, stmt in enumerate(function.body[:-1]):
+            if isinstance(stmt, ast.If) and not stmt.orelse and always_exits(stmt.body) \
+                    and isinstance(stmt.body[-1], (ast.Return, ast.Raise)) \
+                    and not (_called_roots(stmt.test) & stored) \
+                    and _CAPABILITY_WORDS.search(ast.unparse(stmt.test)) and npu_truth(stmt.test) is True:
+                rest = function.body[index + 1]
+                if any(rest.lineno <= n <= last for n in lines):
+                    out.append((rest.lineno, last, f"not ({' '.join(ast.unparse(stmt.test).split())})"))
+                break
+            stored.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+    return out
+
+
+def _called_roots(test: ast.AST) -> set:
+    """The names the calls of `test` go through (`current_platform` of `current_platform.is_cuda()`,
+    `is_sm100` of `is_sm100()`)."""
+    out = set()
+    for n in ast.walk(test):
+        if isinstance(n, ast.Call):
+            root = n.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name):
+                out.add(root.id)
+    return out

@@ -323,3 +323,70 @@ def test_ea14_pair_a_refusal_about_the_head_size_keeps_the_kernel(tmp_path):
     """The same `__init__` refusing only a head size: instances exist on an NPU host."""
     report = _impl_project(tmp_path, "head_size not in (128, 192)")
     assert _STAGE_KERNEL in _open(report, "pkg/model/ops/stage.py")
+
+
+# ---------------------------------------------------------------- EA#13: a lazy import after a capability exit further down
+_GEMM_RS_AR = '''\
+import cutlass
+import cutlass.cute as cute
+
+
+class GemmRsAr:
+    def __init__(self, n):
+        self.kernel = cute.compile(n)
+'''
+
+_GEMM_RS = '''\
+from typing import TYPE_CHECKING
+
+from pkg.platforms import current_platform
+
+if TYPE_CHECKING:
+    from pkg.common.gemm_rs_ar import GemmRsAr
+
+
+def maybe_create_gemm_rs(config) -> "GemmRsAr | None":
+    pc = config.parallel
+    GUARD
+        return None
+    from pkg.common.gemm_rs_ar import GemmRsAr
+
+    return GemmRsAr(pc.size)
+'''
+
+_GEMM_IMPORT = _line(_GEMM_RS_AR, "import cutlass")
+
+
+def _gemm_project(tmp_path, guard: str):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/common/__init__.py": "",
+        "pkg/common/gemm_rs_ar.py": _GEMM_RS_AR,
+        "pkg/model/__init__.py": "",
+        "pkg/model/gemm_rs.py": _GEMM_RS.replace("GUARD", guard),
+    }))
+
+
+def test_ea13_module_imported_only_after_a_capability_exit_further_down_is_a_named_scope(tmp_path):
+    """EA#13: the only run-time import of the module follows `if not is_cuda() or not
+    is_device_capability(103) or ...: return None`, the function's second statement."""
+    report = _gemm_project(tmp_path, "if (\n        not current_platform.is_cuda()\n"
+                                     "        or not current_platform.is_device_capability(103)\n"
+                                     "        or pc.size not in (4, 8)\n    ):")
+    assert _GEMM_IMPORT not in _open(report, "pkg/common/gemm_rs_ar.py")
+    assert "imported only where an NPU host does not go" in _scopes(report, "pkg/common/gemm_rs_ar.py")[_GEMM_IMPORT]
+
+
+def test_ea13_pair_an_exit_an_npu_host_may_pass_keeps_the_import(tmp_path):
+    """`and` with a config answer: an NPU host may go past the exit, so the import stays."""
+    report = _gemm_project(tmp_path, "if not current_platform.is_device_capability(103) and pc.size == 1:")
+    assert _GEMM_IMPORT in _open(report, "pkg/common/gemm_rs_ar.py")
+
+
+def test_ea13_pair_a_test_through_a_local_bound_before_keeps_the_import(tmp_path):
+    """The platform object is a local bound first (`current_platform = pc.platform`): not the
+    project's platform the reading answers for, so the import stays."""
+    report = _gemm_project(tmp_path, "current_platform = pc.platform\n"
+                                     "    if not current_platform.is_cuda() or not current_platform.is_device_capability(103):")
+    assert _GEMM_IMPORT in _open(report, "pkg/common/gemm_rs_ar.py")
