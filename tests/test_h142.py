@@ -390,3 +390,93 @@ def test_ea13_pair_a_test_through_a_local_bound_before_keeps_the_import(tmp_path
     report = _gemm_project(tmp_path, "current_platform = pc.platform\n"
                                      "    if not current_platform.is_cuda() or not current_platform.is_device_capability(103):")
     assert _GEMM_IMPORT in _open(report, "pkg/common/gemm_rs_ar.py")
+
+
+# ---------------------------------------------------------------- EB#16: four callers below the flag
+_GEMV = '''\
+import torch
+
+
+def _dequant_kernel():
+    import cutlass
+
+    return cutlass.compile()
+
+
+def dequantize_rows(weight):
+    return _dequant_kernel()(weight)
+'''
+
+_LINEAR = '''\
+from pkg.model.ops import gemv
+
+
+def _dequant_gemm(layer, x):
+    return x @ gemv.dequantize_rows(layer.weight)
+
+
+class FastLinearKernel:
+    def apply_weights(self, layer, x):
+        return _dequant_gemm(layer, x)
+
+
+def install_fast_kernels(model):
+    for layer in model.layers:
+        layer.kernel = FastLinearKernel()
+'''
+
+_DENSE = '''\
+import torch
+
+from pkg.platforms import current_platform
+
+from .ops import linear
+
+
+def _fast_kernels(quant_config):
+    if not current_platform.is_device_capability_family(100):
+        return False
+    return quant_config is None
+
+
+class Model(torch.nn.Module):
+    def __init__(self, quant_config, layers):
+        super().__init__()
+        self.layers = layers
+        self.fast_dense = FLAG
+        if self.fast_dense:
+            linear.install_fast_kernels(self)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.kernel.apply_weights(layer, x)
+        return x
+'''
+
+_GEMV_IMPORT = _line(_GEMV, "import cutlass")
+
+
+def _dense_project(tmp_path, flag: str):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/platforms.py": _PLATFORMS,
+        "pkg/model/__init__.py": "",
+        "pkg/model/ops/__init__.py": "",
+        "pkg/model/ops/gemv.py": _GEMV,
+        "pkg/model/ops/linear.py": _LINEAR,
+        "pkg/model/model.py": _DENSE.replace("FLAG", flag),
+    }))
+
+
+def test_eb16_import_four_callers_below_a_capability_flag_is_a_named_scope(tmp_path):
+    """EB#16: `_dequant_kernel` <- `dequantize_rows` <- `_dequant_gemm` <- `FastLinearKernel` <-
+    `install_fast_kernels`, called only `if self.fast_dense:` (False off capability family 100)."""
+    report = _dense_project(tmp_path, "_fast_kernels(quant_config)")
+    assert _GEMV_IMPORT not in _open(report, "pkg/model/ops/gemv.py")
+    assert "`self.fast_dense` is False there" in _scopes(report, "pkg/model/ops/gemv.py")[_GEMV_IMPORT]
+
+
+def test_eb16_pair_an_option_flag_keeps_the_import(tmp_path):
+    """The same chain under a plain option: the import stays."""
+    report = _dense_project(tmp_path, "quant_config is None")
+    assert _GEMV_IMPORT in _open(report, "pkg/model/ops/gemv.py")
