@@ -1,5 +1,7 @@
 """Capability gates read one step further than callgates21.py read them (issue #16, round-30 audit
-EA#11, EA#14, EA#35, EA#18; for callgates21.py, which asks this module).
+EA#11, EA#35 and EA#18 here; EA#14 for supportgates27.raising_init, `inline_refusal`; EA#13 for
+capflows29.spans, `exit_spans`; callgates21, methods29, supportgates27 and capflows29 ask this
+module, which imports none of them).
 
 Two shapes of vLLM's model-private kernels stayed errors although every way to them passes a
 gate an NPU host answers False (vllm-ascend's platform answers `get_device_capability()` with
