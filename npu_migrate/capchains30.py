@@ -97,7 +97,7 @@ def member_classes(gates, j: int, tree: ast.Module, owner: ast.ClassDef, member:
     bare = [n for n in ast.walk(owner) if isinstance(n, ast.AnnAssign) and n.value is None
             and isinstance(n.target, ast.Attribute) and n.target.attr == member]
     if not assigns or len(stores) != len(assigns) + len(bare) \
-            or gates._assigned_elsewhere(member, j, owner) != len(assigns):
+            or _member_stores(gates, member, j, owner) != len(assigns):
         return None
     classes = {s.name: s for s in tree.body if isinstance(s, ast.ClassDef)}
     out = []
@@ -110,6 +110,25 @@ def member_classes(gates, j: int, tree: ast.Module, owner: ast.ClassDef, member:
             return None  # (the name rebound at module level)
         out.append(classes[value.func.id])
     return out
+
+
+def _member_stores(gates, member: str, home: int, owner: ast.ClassDef) -> int:
+    """How many `.member = ...` stores (and patches naming it) the run holds that may land on an
+    instance of `owner`: every one in its own module, and in another file only where that file
+    names the class or a class deriving from it (a test's `layer.self_attn = attn` on another
+    model's layer, in a file that never names the class, sets another object's member)."""
+    pattern = re.compile(rb"\.\s*" + re.escape(member.encode()) + rb"\s*(?:=(?!=)|\+=|-=|\|=|&=)")
+    named = re.compile(rb"(?:patch|setattr)\b[^\n]*[\"']" + re.escape(member.encode()) + rb"[\"']")
+    family = [re.compile(rb"\b" + re.escape(n.encode()) + rb"\b") for n in gates._family(owner.name)]
+    count = 0
+    for i, result in enumerate(gates.run.results):
+        if not result.relpath.endswith(".py"):
+            continue
+        data = gates.run.text_of(i) or b""
+        if member.encode() not in data or (i != home and not any(f.search(data) for f in family)):
+            continue
+        count += len(pattern.findall(data)) + (2 if named.search(data) else 0)
+    return count
 
 
 def other_members(gates, j: int, tree: ast.Module, parents: dict, ref: ast.AST, home: str) -> bool:

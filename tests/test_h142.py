@@ -212,6 +212,8 @@ _FUSED_IMPORT = _line(_FUSED, "import cutlass")
 
 def _flint_project(tmp_path, flag: str, flint: str = _FLINT):
     return migrate_json(write_project(tmp_path, {
+        # (another model's test replacing its own layer's member: no store on this class's instances)
+        "tests/test_other_layer.py": "def test_layer(layer, attn):\n    layer.self_attn = attn\n",
         "pkg/__init__.py": "",
         "pkg/platforms.py": _PLATFORMS,
         "pkg/model/__init__.py": "",
