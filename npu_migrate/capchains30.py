@@ -218,6 +218,11 @@ def exit_spans(tree: ast.Module, text: str, lines: set) -> list:
             continue
         stored: set = set()
         for index, stmt in enumerate(function.body[:-1]):
+            if not stored and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                # (the first statement: testscopes' early-return reading, as it always read it)
+                stored.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+                stored.add("")
+                continue
             if isinstance(stmt, ast.If) and not stmt.orelse and always_exits(stmt.body) \
                     and isinstance(stmt.body[-1], (ast.Return, ast.Raise)) \
                     and not (_called_roots(stmt.test) & stored) \
