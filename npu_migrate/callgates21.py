@@ -61,7 +61,7 @@ from typing import Optional
 
 from . import astcache
 
-_DEPTH = 3
+_DEPTH = 4
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -272,6 +272,12 @@ class _Gates:
                                 f"set {'at' if ' and at ' in place else 'once at'} {place}")
                             if note not in self.notes:
                                 self.notes.append(note)
+            from .capchains30 import member_values  # (`self.A.X`, A a member the class builds once: capchains30.py)
+            for key, (value, note) in member_values(self, j, tree, parents, function, [test, *bound.values()],
+                                                    used).items():
+                env[key] = value
+                if note not in self.notes:
+                    self.notes.append(note)
             for name, expr in bound.items():
                 if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(test)):
                     env[name] = self.run.value(j, expr, dict(env), local, 0, used)
@@ -282,6 +288,7 @@ class _Gates:
 
     def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
         """The reason an NPU host never runs `node` (a gate around it), or None."""
+        from .capchains30 import refused_branch as _refused_branch  # (a flag the constructor refuses: capchains30.py)
         from .flagtruth import UNKNOWN as _U
         from .flagtruth import always_exits as _always_exits
 
@@ -305,7 +312,8 @@ class _Gates:
                     and not _chosen(current.test, parents, current, self._local_names):
                 used = []
                 truth = self.truth(j, tree, parents, current.test, current, used)
-                if truth is not _U and truth == (child is current.orelse) and self._flag_gated(j, current.test):
+                if truth is not _U and truth == (child is current.orelse) and (
+                        self._flag_gated(j, current.test) or _refused_branch(self, j, parents, current.test, current)):
                     test = " ".join(ast.unparse(current.test).split())[:80]
                     told = f": {'; '.join(self.notes[:3])}" if self.notes else ""
                     return f"`{'not (' + test + ')' if truth else test}` is False there{told}"

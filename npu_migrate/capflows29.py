@@ -91,6 +91,7 @@ def _names_capability(condition: str, tree: Optional[ast.Module], first: int) ->
 def spans(results, python: list[int], texts: dict) -> dict[int, list[tuple[int, int, str]]]:
     """{file index: [(first line, last line, why)]}: the blocks, holding a lazy import, that a
     capability test keeps an NPU host out of (see the module docstring)."""
+    from .capchains30 import exit_spans
     from .testscopes import untaken_branches
 
     out: dict[int, list[tuple[int, int, str]]] = {}
@@ -104,6 +105,8 @@ def spans(results, python: list[int], texts: dict) -> dict[int, list[tuple[int, 
         text = data.decode("utf-8", "replace")
         try:
             found = untaken_branches(text, results[i].relpath, interest=lines)
+            parsed = _parse(text)  # (the rest of a function after a capability exit further down: capchains30.py)
+            found = found + [(a, b, c, False) for a, b, c in (exit_spans(parsed, text, lines) if parsed else ())]
         except (RecursionError, SyntaxError, ValueError):
             continue
         tree, tests = None, {}

@@ -354,6 +354,9 @@ class _Run(RunModules):
                         return value
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in env:
             return env[f"{node.value.id}.{node.attr}"]  # (`self.X` a class assigns once: callgates21.py)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                and (astcache.dotted(node) or "") in env:
+            return env[astcache.dotted(node)]  # (`self.A.X` through a member the class builds: capchains30.py)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in env \
                 and node.value.id not in local:
             owner = self.lookup(i, node.value.id)

@@ -90,10 +90,12 @@ def method_sites(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST, 
     if key in seen:
         return []
     seen = seen | {key}
-    return _calls(gates, j, method, depth, seen, helpers)
+    return _calls(gates, j, method, depth, seen, helpers, cls.name)
 
 
-def _calls(gates, home: int, method, depth: int, seen: frozenset, helpers: tuple) -> Optional[list]:
+def _calls(gates, home: int, method, depth: int, seen: frozenset, helpers: tuple, cls: str = "") -> Optional[list]:
+    from .capchains30 import other_members  # (`self.A.M`, A built from other classes only: capchains30.py)
+
     unit_of, inside = helpers
     name = method.name
     found: list = []
@@ -117,6 +119,8 @@ def _calls(gates, home: int, method, depth: int, seen: frozenset, helpers: tuple
                 return None  # (`obj.M = ...`: a replacement the run installs)
             if k == home and inside(ref, method, parents):
                 continue  # (its own recursion)
+            if cls and other_members(gates, k, tree, parents, ref, cls):
+                continue  # (another class's method of that name)
             why = gates.dead(k, tree, parents, ref)
             if why is not None:
                 found.append((k, f"{relpath}:{ref.lineno} ({why})"))

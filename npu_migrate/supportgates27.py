@@ -198,13 +198,14 @@ class _Support(Callees):
             return None
         from . import astcache
         from .capability import docless_body
+        from .capchains30 import inline_refusal  # (`if <true there>: raise` in `__init__` itself: capchains30.py)
 
         functions = {s.name: s for s in tree.body if isinstance(s, _DEFS)}
         parents = astcache.parents(tree)
         for stmt in init.body:
             if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
                 return None
-            oracle = self._raising_oracle(j, stmt)
+            oracle = self._raising_oracle(j, stmt) or inline_refusal(self, j, tree, parents, stmt)
             if oracle is not None:
                 self.verdicts[key] = why = f"whose `__init__` {oracle}: {_NO_INSTANCE}"
                 return why
