@@ -141,6 +141,9 @@ class OptInFields:
     def __init__(self, run, test_side) -> None:
         self.run, self.test_side = run, test_side
         self._table: Optional[dict] = None
+        self._assigned: set = set()
+        self._flags: dict = {}  # (constructor flags read as `self.A`: `Cls(F=False)`, wave 30)
+        self._lines: dict = {}
 
     def table(self) -> dict:
         """{field name: (class name, "relpath:line", default)}."""
@@ -186,7 +189,11 @@ class OptInFields:
                         continue
                     found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
         self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
+        self._assigned = assigned
         return self._table
+
+    def _entry(self, name: str) -> tuple:
+        return self._flags[name] if name in self._flags else self.table()[name]
 
     # ------------------------------------------------------------------ reading a test
     def _field(self, node: ast.AST, parents: dict) -> Optional[str]:
@@ -210,17 +217,75 @@ class OptInFields:
             cls = parents.get(id(cls))
         if cls is None:
             return None
-        fields = set()
+        fields, stores = set(), []
         for stmt in ast.walk(cls):
             for target in (stmt.targets if isinstance(stmt, ast.Assign) else
                            [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []):
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self" and target.attr == node.attr:
+                    stores.append(stmt)
                     value = stmt.value
                     if isinstance(stmt, ast.AugAssign) or not (isinstance(value, ast.Attribute) and value.attr in self.table()):
-                        return None
-                    fields.add(value.attr)
-        return next(iter(fields)) if len(fields) == 1 else None
+                        fields.add(None)
+                    else:
+                        fields.add(value.attr)
+        if len(fields) == 1 and None not in fields:
+            return next(iter(fields))
+        return self._constructor_flag(cls, node.attr, stores, parents)
+
+    def _constructor_flag(self, cls: ast.ClassDef, attr: str, stores: list, parents: dict) -> Optional[str]:
+        """Wave 30 (round 30 EA#27): `self.A` whose only store is `self.A = F` in the class's
+        `__init__`, F a parameter of it defaulting to False or None, never rebound, and no library
+        call handing a keyword `F=` a computed value (Lightning's `PyTorchProfiler(emit_nvtx=False)`)."""
+        if len(stores) != 1 or not isinstance(stores[0], ast.Assign) or not isinstance(stores[0].value, ast.Name):
+            return None
+        init = parents.get(id(stores[0]))
+        if not (isinstance(init, _DEFS) and init.name == "__init__" and parents.get(id(init)) is cls):
+            return None  # (bound in the constructor's own body, not under a test of its own)
+        flag = stores[0].value.id
+        self.table()  # (fills the names the library sets)
+        if flag in self._assigned:
+            return None
+        args = init.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        for arg, value in pairs:
+            if arg.arg != flag:
+                continue
+            if not (isinstance(value, ast.Constant) and (value.value is False or value.value is None)):
+                return None
+            if any(isinstance(n, ast.Name) and n.id == flag and isinstance(n.ctx, ast.Store) for n in ast.walk(init)):
+                return None
+            key = f"{cls.name}({flag}=)"
+            self._flags[key] = (f"{cls.name}({flag}=...)", f"line {value.lineno}", value.value)
+            return key
+        return None
+
+    def _local(self, node: ast.AST, parents: dict) -> Optional[ast.AST]:
+        """Wave 30 (round 30 EB#28): the value of a local name bound once, before, in its function
+        (`enable_profiler = local_rank == 0 and cfg.capture_torch_profiler`), not a parameter."""
+        if not isinstance(node, ast.Name):
+            return None
+        function = parents.get(id(node))
+        while function is not None and not isinstance(function, _DEFS):
+            function = parents.get(id(function))
+        if function is None:
+            return None
+        args = function.args
+        if any(a.arg == node.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+               if a is not None):
+            return None
+        stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == node.id
+                  and isinstance(n.ctx, (ast.Store, ast.Del))]
+        if len(stores) != 1:
+            return None
+        assign = parents.get(id(stores[0]))
+        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and assign.targets[0] is stores[0]
+                and assign.lineno < node.lineno):
+            return None
+        inner = parents.get(id(assign))  # (bound in the function's own body or a plain block of it)
+        return assign.value if inner is function else None
 
     def _parameter(self, node: ast.Name, parents: dict) -> Optional[str]:
         """A parameter of the enclosing function named as a field and defaulting as it does (`def
@@ -245,13 +310,19 @@ class OptInFields:
                 return node.id if ok and not rebound else None
         return None
 
-    def _off(self, test: ast.AST, parents: dict, conjunction: bool = True) -> Optional[tuple]:
+    def _off(self, test: ast.AST, parents: dict, conjunction: bool = True, depth: int = 0) -> Optional[tuple]:
         """(operand, field) of an operand of `test` (an `and`'s when `conjunction`) false at the default."""
         parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and conjunction else [test]
         for part in parts:
+            bound = self._local(part, parents) if depth < 3 else None
+            if bound is not None:  # (a local name bound once to such a test: wave 30)
+                found = self._off(bound, parents, depth=depth + 1)
+                if found is not None:
+                    return found
+                continue
             name = self._field(part, parents)
             if name is not None:
-                value = _value(part, self.table()[name][2])
+                value = _value(part, self._entry(name)[2])
                 if value is not _UNKNOWN and not value:
                     return part, name
         return None
@@ -263,7 +334,7 @@ class OptInFields:
         for part in parts:
             name = self._field(part, parents)
             if name is not None:
-                value = _value(part, self.table()[name][2])
+                value = _value(part, self._entry(name)[2])
                 if value is not _UNKNOWN and value:
                     return _subject(part), name  # (what the user sets: the field, not the exit's test)
         return None
@@ -294,8 +365,6 @@ class OptInFields:
 
     def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
         """The opt-in choice the reference `node` lies behind (this module's doc), or None."""
-        if not self.table():
-            return None
         said = self._gated(node, parents)
         if said is not None:
             return said
@@ -319,7 +388,26 @@ class OptInFields:
                 answers.append(f"{said}, through `{method.name}` (line {ref.lineno})")
         return answers[0] if answers else None
 
+    def chosen_at(self, tree: ast.Module, line: int) -> Optional[str]:
+        """The opt-in choice a place at `line` of `tree` lies behind (its outermost node starting
+        there), or None: the finding's own place, not a reference to its unit (wave 30)."""
+        if id(tree) not in self._lines:
+            parents = {}
+            starts: dict = {}
+            for parent in ast.walk(tree):
+                for child in ast.iter_child_nodes(parent):
+                    parents[id(child)] = parent
+                if isinstance(parent, (ast.stmt, ast.expr)):
+                    starts.setdefault(parent.lineno, parent)
+            self._lines[id(tree)] = (tree, parents, starts)
+        _tree, parents, starts = self._lines[id(tree)]
+        node = starts.get(line)
+        return None if node is None else self.chosen(node, parents)
+
     def _say(self, operand: ast.AST, name: str) -> str:
-        cls, where, default = self.table()[name]
+        cls, where, default = self._entry(name)
+        if name in self._flags:
+            return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}` defaults to "
+                    f"`{default!r}`, {where})")
         return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}.{name}` defaults to "
                 f"`{default!r}`, {where})")

@@ -216,6 +216,8 @@ def review(results: list, paths: dict) -> list:
             from .callgates21 import unit_of
 
             direct = gates.opt_configs.chosen_at(tree, line)  # (a place inside a config option's block: optconfig29.py)
+            if direct is None:
+                direct = gates.opt_in_fields.chosen_at(tree, line)  # (a place behind a field or constructor flag off by default: optchoice29.py)
             if direct is not None:
                 return f"{CHOSEN} {direct} ({relpath}:{line})"
             unit = kernels.get(line) or unit_of(tree, line)

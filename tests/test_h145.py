@@ -1,0 +1,144 @@
+"""Helper h145: opt-in choices named by value, round 30 (issue #16, policy P1: code an NPU host reaches
+only by a user's explicit choice is info naming the choice and where its default is set, never dropped).
+Each false case is paired with its nearest true case that stays reported.
+
+- optchoice29.py, wave 30, read on the finding's own place (testcallers27.py's `reason_of`):
+  * EA#27: a constructor flag off by default (`PyTorchProfiler(emit_nvtx=False)`, stored once as
+    `self._emit_nvtx = emit_nvtx`) tested in `if self._emit_nvtx:` around the CUDA profiler. Nearest
+    true: the library hands the flag a computed value; the `else:` branch; a flag on by default.
+  * EB#28: a local name bound once to `rank == 0 and cfg.capture_torch_profiler` (a `*Config` field off
+    by default) and tested in `if enable_profiler:`. Nearest true: the local bound with `or`; the
+    field on by default.
+"""
+
+from __future__ import annotations
+
+from tests.precision_helpers import findings_at, migrate_json, write_project
+
+CHOSEN = "reached on an NPU host only when"
+
+
+# ----------------------------------------------------------------------------- EA#27: a constructor flag
+def _profiler_files(default: str = "False", caller: str = "Profiler()", branch: str = "if") -> dict:
+    body = ("if self._emit_nvtx:\n                        self._parent = torch.cuda.profiler.profile()\n"
+            "                    else:\n                        self._parent = None"
+            if branch == "if" else
+            "if self._emit_nvtx:\n                        self._parent = None\n"
+            "                    else:\n                        self._parent = torch.cuda.profiler.profile()")
+    return {
+        "proj/__init__.py": "",
+        "proj/profiler.py": f'''
+            import torch
+
+
+            class Profiler:
+                def __init__(self, dirpath=None, emit_nvtx: bool = {default}):
+                    self.dirpath = dirpath
+                    self._emit_nvtx = emit_nvtx
+                    self._parent = None
+
+                def start(self):
+                    {body}
+                    return self._parent
+        ''',
+        "proj/trainer.py": f'''
+            import torch
+
+            from proj.profiler import Profiler
+
+
+            def make_profiler():
+                return {caller}
+        ''',
+    }
+
+
+def _nvtx(report: dict) -> dict:
+    return findings_at(report, "proj/profiler.py", "NPU202")
+
+
+def test_cuda_profiler_behind_a_constructor_flag_off_by_default_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _profiler_files(), dedent=True))
+    found = _nvtx(report)
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "`self._emit_nvtx` is chosen (`Profiler(emit_nvtx=...)` defaults to `False`, line 6)" in message, message
+
+
+def test_constructor_flag_the_library_computes_keeps_the_error(tmp_path):
+    # (nearest true case: the library itself turns the flag on from a computed value)
+    files = _profiler_files(caller="Profiler(emit_nvtx=torch.cuda.is_available())")
+    found = _nvtx(migrate_json(write_project(tmp_path, files, dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_constructor_flag_on_by_default_keeps_the_error(tmp_path):
+    # (nearest true case: every NPU host takes the branch)
+    found = _nvtx(migrate_json(write_project(tmp_path, _profiler_files(default="True"), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_default_branch_of_a_constructor_flag_keeps_the_error(tmp_path):
+    # (nearest true case: the `else:` branch is what runs by default)
+    found = _nvtx(migrate_json(write_project(tmp_path, _profiler_files(branch="else"), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- EB#28: a local bound to the field
+def _capture_files(default: str = "False", op: str = "and") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config.py": f'''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class ProfilerConfig:
+                capture_torch_profiler: bool = {default}
+                torch_profiler_dir: str = ""
+        ''',
+        "proj/runner.py": f'''
+            import torch
+
+
+            class ModelRunner:
+                def __init__(self, profiler_config):
+                    self.profiler_config = profiler_config
+
+                def capture_model(self, local_rank):
+                    profiler = None
+                    enable_profiler = (local_rank == 0) {op} self.profiler_config.capture_torch_profiler
+                    if enable_profiler:
+                        profiler = torch.profiler.profile(
+                            activities=[
+                                torch.profiler.ProfilerActivity.CPU,
+                                torch.profiler.ProfilerActivity.CUDA,
+                            ],
+                        )
+                    return profiler
+        ''',
+    }
+
+
+def _activity(report: dict) -> dict:
+    return findings_at(report, "proj/runner.py", "NPU935")
+
+
+def test_profiler_activity_behind_a_local_bound_to_an_opt_in_field_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _capture_files(), dedent=True))
+    found = _activity(report)
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "`self.profiler_config.capture_torch_profiler` is chosen (`ProfilerConfig.capture_torch_profiler` " \
+           "defaults to `False`, proj/config.py:7)" in message, message
+
+
+def test_local_bound_with_or_keeps_the_warning(tmp_path):
+    # (nearest true case: rank 0 profiles whatever the field says)
+    found = _activity(migrate_json(write_project(tmp_path, _capture_files(op="or"), dedent=True)))
+    assert found and all(f["severity"] == "warning" for f in found.values()), found
+
+
+def test_local_bound_to_a_field_on_by_default_keeps_the_warning(tmp_path):
+    found = _activity(migrate_json(write_project(tmp_path, _capture_files(default="True"), dedent=True)))
+    assert found and all(f["severity"] == "warning" for f in found.values()), found
