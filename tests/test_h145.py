@@ -21,6 +21,7 @@ CHOSEN = "reached on an NPU host only when"
 # ----------------------------------------------------------------------------- EA#27: a constructor flag
 def _profiler_files(default: str = "False", caller: str = "Profiler()", branch: str = "if") -> dict:
     body = ("if self._emit_nvtx:\n                        self._parent = torch.cuda.profiler.profile()\n"
+            "                        self._nvtx = torch.autograd.profiler.emit_nvtx()\n"
             "                    else:\n                        self._parent = None"
             if branch == "if" else
             "if self._emit_nvtx:\n                        self._parent = None\n"
@@ -63,6 +64,7 @@ def test_cuda_profiler_behind_a_constructor_flag_off_by_default_is_info(tmp_path
     assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
     message = next(iter(found.values()))["message"]
     assert "`self._emit_nvtx` is chosen (`Profiler(emit_nvtx=...)` defaults to `False`, line 6)" in message, message
+    assert len(found) == 1 and "also at line 14" in message, found  # (one finding, as before: never two)
 
 
 def test_constructor_flag_the_library_computes_keeps_the_error(tmp_path):
