@@ -85,6 +85,11 @@ def _user_value(value: ast.AST, name: Optional[str]) -> bool:
         return True
     if isinstance(value, ast.Name) and value.id == name:
         return True
+    # (`getattr(x, "F", None)`: the user's setting read defensively, wave 30)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+            and len(value.args) in (2, 3) and isinstance(value.args[1], ast.Constant) and value.args[1].value == name \
+            and (len(value.args) == 2 or isinstance(value.args[2], ast.Constant) and not value.args[2].value):
+        return True
     # (`d.get("F", False)`: the user's JSON setting, off by default)
     return (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "get"
             and len(value.args) == 2 and isinstance(value.args[1], ast.Constant) and not value.args[1].value
@@ -144,6 +149,7 @@ class OptInFields:
         self._assigned: set = set()
         self._flags: dict = {}  # (constructor flags read as `self.A`: `Cls(F=False)`, wave 30)
         self._lines: dict = {}
+        self._others: dict = {}  # (a name's other defaults in other `*Config` classes)
 
     def table(self) -> dict:
         """{field name: (class name, "relpath:line", default)}."""
@@ -183,14 +189,27 @@ class OptInFields:
                     name, value = stmt.target.id, _default(stmt.value)
                     # (a number is no opt-in here: `tensor_parallel_size > 1` is how NPU hosts serve too)
                     ok = value is False or value is None or isinstance(value, str)
-                    if not ok or name in dropped or (name in found and found[name][2] != value):
+                    if not ok or name in dropped:
                         dropped.add(name)
                         found.pop(name, None)
+                        continue
+                    if name in found and found[name][2] != value:
+                        # (wave 30, EB#11: two classes default a name differently, `moe_backend` "auto"
+                        # and None: a test false at every default still keeps the code off)
+                        if value not in self._others.setdefault(name, []):
+                            self._others[name].append(value)
                         continue
                     found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
         self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
         self._assigned = assigned
         return self._table
+
+    def _at_every_default(self, part: ast.AST, name: str):
+        """The operand's value at the field's default, the same under every class's default, else unknown."""
+        values = {_value(part, d) for d in [self._entry(name)[2], *self._others.get(name, ())]}
+        if len(values) == 1:
+            return values.pop()
+        return _UNKNOWN if _UNKNOWN in values or len({bool(v) for v in values}) != 1 else bool(values.pop())
 
     def _entry(self, name: str) -> tuple:
         return self._flags[name] if name in self._flags else self.table()[name]
@@ -262,6 +281,32 @@ class OptInFields:
             return key
         return None
 
+    def _self_bound(self, part: ast.AST, parents: dict, depth: int) -> Optional[tuple]:
+        """Wave 30 (EB#11, EC#3): `self.A` (plain, not negated) every store of which in its class is
+        a value itself off at the default (`self.use_mega_moe = mega_backend`, the local bound to
+        `cfg.moe_backend == "deep_gemm_mega_moe"`): (operand, field) of the first store's reading."""
+        if not (isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "self"):
+            return None
+        cls = parents.get(id(part))
+        while cls is not None and not isinstance(cls, ast.ClassDef):
+            cls = parents.get(id(cls))
+        if cls is None:
+            return None
+        found = None
+        for stmt in ast.walk(cls):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self" and target.attr == part.attr:
+                    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or stmt.value is None:
+                        return None
+                    off = self._off(stmt.value, parents, depth=depth + 1)
+                    if off is None:
+                        return None
+                    found = found or off
+        return found
+
     def _local(self, node: ast.AST, parents: dict) -> Optional[ast.AST]:
         """Wave 30 (round 30 EB#28): the value of a local name bound once, before, in its function
         (`enable_profiler = local_rank == 0 and cfg.capture_torch_profiler`), not a parameter."""
@@ -322,9 +367,13 @@ class OptInFields:
                 continue
             name = self._field(part, parents)
             if name is not None:
-                value = _value(part, self._entry(name)[2])
+                value = self._at_every_default(part, name)
                 if value is not _UNKNOWN and not value:
                     return part, name
+            elif depth < 3:
+                found = self._self_bound(part, parents, depth)
+                if found is not None:
+                    return found
         return None
 
     def _taken(self, test: ast.AST, parents: dict) -> Optional[tuple]:
@@ -334,7 +383,7 @@ class OptInFields:
         for part in parts:
             name = self._field(part, parents)
             if name is not None:
-                value = _value(part, self._entry(name)[2])
+                value = self._at_every_default(part, name)
                 if value is not _UNKNOWN and value:
                     return _subject(part), name  # (what the user sets: the field, not the exit's test)
         return None

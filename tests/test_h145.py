@@ -144,3 +144,100 @@ def test_local_bound_with_or_keeps_the_warning(tmp_path):
 def test_local_bound_to_a_field_on_by_default_keeps_the_warning(tmp_path):
     found = _activity(migrate_json(write_project(tmp_path, _capture_files(default="True"), dedent=True)))
     assert found and all(f["severity"] == "warning" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- EB#11, EC#3: a named backend
+def _mega_files(test: str = 'vllm_config.kernel_config.moe_backend == "deep_gemm_mega_moe"',
+                reader: str = 'moe_backend=getattr(vllm_config.kernel_config, "moe_backend", None)') -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config.py": '''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class KernelConfig:
+                moe_backend: str = "auto"
+
+
+            @dataclass
+            class SpeculativeConfig:
+                moe_backend: str | None = None
+        ''',
+        "proj/worker.py": f'''
+            def override_envs(parallel_config, moe_backend=None):
+                return moe_backend
+
+
+            def init_worker(vllm_config):
+                return override_envs(vllm_config.parallel_config, {reader})
+        ''',
+        "proj/prepare.py": '''
+            from vllm.triton_utils import tl, triton
+
+
+            @triton.jit
+            def _prepare_kernel(x_ptr):
+                tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+
+            def prepare_inputs(x):
+                _prepare_kernel[(1,)](x)
+        ''',
+        "proj/mega.py": '''
+            import torch
+
+            from proj.prepare import prepare_inputs
+
+
+            class MegaExperts(torch.nn.Module):
+                def forward(self, x):
+                    prepare_inputs(x)
+                    return x
+        ''',
+        "proj/model.py": f'''
+            import torch
+
+            from proj.mega import MegaExperts
+
+
+            class MoE(torch.nn.Module):
+                def __init__(self, vllm_config):
+                    super().__init__()
+                    mega_backend = {test}
+                    self.use_mega_moe = mega_backend
+                    if self.use_mega_moe:
+                        self.experts = MegaExperts()
+                    else:
+                        self.experts = torch.nn.Identity()
+
+                def forward(self, x):
+                    return self.experts(x)
+        ''',
+    }
+
+
+def _mega(report: dict) -> dict:
+    return findings_at(report, "proj/prepare.py", "NPU910")
+
+
+def test_kernel_built_only_for_a_backend_the_user_names_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _mega_files(), dedent=True))
+    found = _mega(report)
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "moe_backend == 'deep_gemm_mega_moe'` is chosen" in message and "proj/model.py:13" in message, message
+
+
+def test_backend_test_true_at_the_default_keeps_the_error(tmp_path):
+    # (nearest true case: `!= "triton"` holds at the default "auto": every NPU host builds the experts)
+    found = _mega(migrate_json(write_project(
+        tmp_path, _mega_files(test='vllm_config.kernel_config.moe_backend != "triton"'), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_backend_the_library_computes_keeps_the_error(tmp_path):
+    # (nearest true case: the library hands the name a computed value)
+    found = _mega(migrate_json(write_project(
+        tmp_path, _mega_files(reader='moe_backend=vllm_config.pick_backend()'), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
