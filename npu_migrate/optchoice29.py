@@ -77,6 +77,17 @@ def _default(value: Optional[ast.AST]):
     return _UNKNOWN
 
 
+_ARGS = re.compile(r"^[A-Z]\w*(Args|Arguments)$")
+
+
+def _arguments(cls: ast.ClassDef) -> bool:
+    """A dataclass of a server's or engine's command-line arguments (`ServerArgs`, `EngineArgs`): its
+    fields are options a user sets, as a `*Config`'s are (wave 30, round 30 EB#40)."""
+    return bool(_ARGS.match(cls.name)) and any(
+        (astcache.dotted(d.func if isinstance(d, ast.Call) else d, strict=False) or "").rsplit(".", 1)[-1] == "dataclass"
+        for d in cls.decorator_list)
+
+
 def _user_value(value: ast.AST, name: Optional[str]) -> bool:
     """A value that only passes the user's setting on, or keeps the default's answer."""
     if isinstance(value, ast.Constant):
@@ -171,11 +182,12 @@ class OptInFields:
             if tree is None:
                 continue
             _settings(tree, assigned)
-            if b"Config" not in data:
+            if b"Config" not in data and b"Args" not in data:
                 continue
             model = bool(_MODEL_FILES.search(result.relpath))
             for cls in tree.body:
-                if not (isinstance(cls, ast.ClassDef) and cls.name.endswith("Config")):
+                args = isinstance(cls, ast.ClassDef) and _arguments(cls)
+                if not (isinstance(cls, ast.ClassDef) and (cls.name.endswith("Config") or args)):
                     continue
                 if model or any(_PRETRAINED.search(astcache.dotted(b, strict=False) or "") for b in cls.bases):
                     # (a model's own configuration: the checkpoint sets it, not the user; its names
@@ -189,6 +201,8 @@ class OptInFields:
                     name, value = stmt.target.id, _default(stmt.value)
                     # (a number is no opt-in here: `tensor_parallel_size > 1` is how NPU hosts serve too)
                     ok = value is False or value is None or isinstance(value, str)
+                    if args and not ok:
+                        continue  # (a server's argument mirroring a config's default, `= ModelConfig.F`: that one decides)
                     if not ok or name in dropped:
                         dropped.add(name)
                         found.pop(name, None)

@@ -241,3 +241,73 @@ def test_backend_the_library_computes_keeps_the_error(tmp_path):
     found = _mega(migrate_json(write_project(
         tmp_path, _mega_files(reader='moe_backend=vllm_config.pick_backend()'), dedent=True)))
     assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- EB#40: a server argument off by default
+def _pdmux_files(default: str = "False", setter: str = "") -> dict:
+    return {
+        "srv/__init__.py": "",
+        "srv/server_args.py": f'''
+            import dataclasses
+
+
+            @dataclasses.dataclass
+            class ServerArgs:
+                enable_pdmux: bool = {default}
+                pdmux_config_path: str | None = None
+
+                def __post_init__(self):
+                    {setter or "pass"}
+        ''',
+        "srv/pdmux_context.py": '''
+            def initialize_stream_groups(gpu_id, config):
+                from sgl_kernel import spatial
+
+                return spatial.create_greenctx_stream_by_value(gpu_id, config)
+        ''',
+        "srv/mixin.py": '''
+            from srv.pdmux_context import initialize_stream_groups
+
+
+            class MultiplexMixin:
+                def init_pdmux(self):
+                    self.stream_groups = initialize_stream_groups(self.gpu_id, self.server_args.pdmux_config_path)
+        ''',
+        "srv/scheduler.py": '''
+            from srv.mixin import MultiplexMixin
+
+
+            class Scheduler(MultiplexMixin):
+                def __init__(self, server_args, gpu_id):
+                    self.server_args = server_args
+                    self.gpu_id = gpu_id
+                    self.enable_pdmux = server_args.enable_pdmux
+                    if self.enable_pdmux:
+                        self.init_pdmux()
+        ''',
+    }
+
+
+def _spatial(report: dict) -> dict:
+    return findings_at(report, "srv/pdmux_context.py", "NPU911")
+
+
+def test_package_imported_only_under_a_server_argument_off_by_default_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _pdmux_files(), dedent=True))
+    found = _spatial(report)
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "`self.enable_pdmux` is chosen (`ServerArgs.enable_pdmux` defaults to `False`, srv/server_args.py:7)" \
+           in message, message
+
+
+def test_server_argument_the_library_turns_on_keeps_the_error(tmp_path):
+    # (nearest true case: the server turns the option on itself)
+    files = _pdmux_files(setter="self.enable_pdmux = self.pdmux_config_path is not None")
+    found = _spatial(migrate_json(write_project(tmp_path, files, dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_server_argument_on_by_default_keeps_the_error(tmp_path):
+    found = _spatial(migrate_json(write_project(tmp_path, _pdmux_files(default="True"), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
