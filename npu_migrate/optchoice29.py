@@ -161,6 +161,8 @@ class OptInFields:
         self._flags: dict = {}  # (constructor flags read as `self.A`: `Cls(F=False)`, wave 30)
         self._lines: dict = {}
         self._others: dict = {}  # (a name's other defaults in other `*Config` classes)
+        self._via: dict = {}  # (id of a `self.A` operand: the test it was bound from)
+        self._foreign: set = set()  # (attribute names library code stores on something other than `self`)
 
     def table(self) -> dict:
         """{field name: (class name, "relpath:line", default)}."""
@@ -182,6 +184,9 @@ class OptInFields:
             if tree is None:
                 continue
             _settings(tree, assigned)
+            self._foreign.update(t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                                 if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self"))
             if b"Config" not in data and b"Args" not in data:
                 continue
             model = bool(_MODEL_FILES.search(result.relpath))
@@ -301,6 +306,9 @@ class OptInFields:
         `cfg.moe_backend == "deep_gemm_mega_moe"`): (operand, field) of the first store's reading."""
         if not (isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "self"):
             return None
+        self.table()
+        if part.attr in self._foreign:
+            return None  # (another object's code stores it: `block.use_mega_moe = True`)
         cls = parents.get(id(part))
         while cls is not None and not isinstance(cls, ast.ClassDef):
             cls = parents.get(id(cls))
@@ -319,7 +327,10 @@ class OptInFields:
                     if off is None:
                         return None
                     found = found or off
-        return found
+        if found is None:
+            return None
+        self._via[id(part)] = found[0]  # (what the attribute was bound from: named in the answer)
+        return part, found[1]
 
     def _local(self, node: ast.AST, parents: dict) -> Optional[ast.AST]:
         """Wave 30 (round 30 EB#28): the value of a local name bound once, before, in its function
@@ -469,6 +480,11 @@ class OptInFields:
 
     def _say(self, operand: ast.AST, name: str) -> str:
         cls, where, default = self._entry(name)
+        via = self._via.get(id(operand))
+        if via is not None:
+            # (worded as optconfig29.py words the same reading)
+            return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{' '.join(ast.unparse(via).split())[:80]}`; "
+                    f"`{cls}.{name}` defaults to {default!r} ({where}))")
         if name in self._flags:
             return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}` defaults to "
                     f"`{default!r}`, {where})")

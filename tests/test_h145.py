@@ -226,7 +226,7 @@ def test_kernel_built_only_for_a_backend_the_user_names_is_info(tmp_path):
     found = _mega(report)
     assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
     message = next(iter(found.values()))["message"]
-    assert "moe_backend == 'deep_gemm_mega_moe'` is chosen" in message and "proj/model.py:13" in message, message
+    assert "`self.use_mega_moe` is chosen (`vllm_config.kernel_config.moe_backend == 'deep_gemm_mega_moe'`; " in message and "defaults to 'auto' (proj/config.py:7)" in message and "proj/model.py:13" in message, message
 
 
 def test_backend_test_true_at_the_default_keeps_the_error(tmp_path):
@@ -310,4 +310,16 @@ def test_server_argument_the_library_turns_on_keeps_the_error(tmp_path):
 
 def test_server_argument_on_by_default_keeps_the_error(tmp_path):
     found = _spatial(migrate_json(write_project(tmp_path, _pdmux_files(default="True"), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_backend_flag_another_object_stores_keeps_the_error(tmp_path):
+    # (nearest true case: library code turns the attribute on from outside, whatever the backend)
+    files = _mega_files()
+    files["proj/patch.py"] = '''
+        def force_mega(block):
+            block.use_mega_moe = True
+            return block
+    '''
+    found = _mega(migrate_json(write_project(tmp_path, files, dedent=True)))
     assert found and all(f["severity"] == "error" for f in found.values()), found
