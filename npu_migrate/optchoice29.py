@@ -44,6 +44,23 @@ model_config.enable_trace_replay}`: DC#29). Or it lies in a private method (`_na
 reference in its file is so gated (DeepSpeed's `_start_async_split_plan`). The answer: "`x.F` is
 chosen (`Class.F` defaults to `False`, path:line)".
 
+Wave 30 (h145, round 30 EA#27, EB#28, EB#11, EB#40) widens the reading, each with its nearest true
+case in tests/test_h145.py:
+* `chosen_at(tree, line)`: the finding's own place (testcallers27's `reason_of`), not only a
+  reference to its unit: vLLM's `ProfilerActivity.CUDA` inside `if enable_profiler:`.
+* a local name bound once, before, in the function's own body to such a test (`enable_profiler =
+  local_rank == 0 and cfg.capture_torch_profiler`); `self.A` every store of which in its class is
+  such a test (`self.use_mega_moe = mega_backend`), A stored on no other object in the library.
+* a name two classes default differently (`KernelConfig.moe_backend = "auto"`,
+  `SpeculativeConfig.moe_backend = None`): read under every default, off only when off at all.
+* a constructor flag: `self.A = F`, the class's only store of A, in `__init__` whose parameter F
+  defaults to False or None and is never rebound, no library keyword `F=<computed>` (Lightning's
+  `PyTorchProfiler(emit_nvtx=False)`): "`self._emit_nvtx` is chosen (`PyTorchProfiler(emit_nvtx=...)`
+  defaults to `False`, line N)".
+* a `@dataclass` named `*Args`/`*Arguments` (`ServerArgs`, `EngineArgs`) holds options as a `*Config`
+  does (a field whose default mirrors a config's, `= ModelConfig.F`, is left to that config); and
+  `getattr(x, "F", None)` passes the user's setting on.
+
 What stays (the nearest true cases): a field true by default, or whose default the test keeps (`if
 x.F is None:`, `if not x.F:` in the body); a field the library computes; a name two config classes
 default differently; a class not named `*Config`; a model's configuration (`class
