@@ -94,6 +94,37 @@ def _default(value: Optional[ast.AST]):
     return _UNKNOWN
 
 
+def _typed_table(typed: dict, records: list, defs: dict, bases: dict) -> dict:
+    """{(class, field): entry} of the option fields no library code sets on an object of that class
+    (wave 30): a keyword to another known class, or to functions that all name the parameter, sets
+    none; `self.F = ...` sets its own class's (and its bases'); `r.F = ...` the class `r` is named
+    after, where the run has one (any class otherwise)."""
+    if not typed:
+        return {}
+    hit: set = set()
+    by_field: dict = {}
+    for cls, field in typed:
+        by_field.setdefault(field, set()).add(cls)
+    for kind, field, where in records:
+        classes = by_field.get(field)
+        if not classes:
+            continue
+        if kind == "kw":
+            if where in bases:
+                hit.update((c, field) for c in classes if c == where or c in bases.get(where, ()))
+            elif where in defs and all(field in params and not kwargs for params, kwargs in defs[where]):
+                continue  # (a function's own parameter by that name)
+            else:
+                hit.update((c, field) for c in classes)
+        elif kind == "self":
+            hit.update((c, field) for c in classes if where is None or c == where or c in bases.get(where, ()))
+        elif kind == "name" and _class_of(where) in bases:
+            hit.update((c, field) for c in classes if c == _class_of(where))
+        else:
+            hit.update((c, field) for c in classes)
+    return {key: entry for key, entry in typed.items() if key not in hit}
+
+
 _ARGS = re.compile(r"^[A-Z]\w*(Args|Arguments)$")
 
 
@@ -142,6 +173,51 @@ def _settings(tree: ast.Module, out: set) -> None:
                     out.add(target.attr)
 
 
+def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict) -> None:
+    """Wave 30 (EB#11): the settings of `_settings` with their receiver, for a field read on a
+    receiver named after its class (`kernel_config.moe_backend`): ("kw", F, callee), ("self", F,
+    class), ("name", F, receiver's last name), ("any", F, None); and the run's functions ({name:
+    [(parameter names, takes **kwargs)]}) and classes ({name: base names})."""
+    owner: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases[node.name] = {(astcache.dotted(b, strict=False) or "").rsplit(".", 1)[-1] for b in node.bases}
+            for inner in ast.walk(node):
+                owner[id(inner)] = node.name  # (the innermost class last: ast.walk goes outside in)
+        elif isinstance(node, _DEFS):
+            args = node.args
+            defs.setdefault(node.name, []).append(
+                ({a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}, args.kwarg is not None))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
+                node.func.id if isinstance(node.func, ast.Name) else None
+            for keyword in node.keywords:
+                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg):
+                    records.append(("kw", keyword.arg, callee))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value):
+                    records.append(("any", key.value, None))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if not isinstance(target, ast.Attribute) or (not isinstance(node, ast.AugAssign)
+                                                             and _user_value(node.value, target.attr)):
+                    continue
+                receiver = target.value
+                if isinstance(receiver, ast.Name) and receiver.id == "self":
+                    records.append(("self", target.attr, owner.get(id(node))))
+                elif isinstance(receiver, (ast.Name, ast.Attribute)):
+                    records.append(("name", target.attr, receiver.id if isinstance(receiver, ast.Name) else receiver.attr))
+                else:
+                    records.append(("any", target.attr, None))
+
+
+def _class_of(receiver: str) -> str:
+    """`kernel_config` -> `KernelConfig`: the class a receiver is named after."""
+    return "".join(part[:1].upper() + part[1:] for part in receiver.split("_") if part)
+
+
 def _value(node: ast.AST, default):
     """The value of a test's operand with the field at `default` (the operand reads the field)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -180,6 +256,7 @@ class OptInFields:
         self._others: dict = {}  # (a name's other defaults in other `*Config` classes)
         self._via: dict = {}  # (id of a `self.A` operand: the test it was bound from)
         self._foreign: set = set()  # (attribute names library code stores on something other than `self`)
+        self._typed: dict = {}  # ((class, field): entry) read on a receiver named after its class
 
     def table(self) -> dict:
         """{field name: (class name, "relpath:line", default)}."""
@@ -188,6 +265,10 @@ class OptInFields:
         found: dict = {}
         dropped: set = set()
         assigned: set = set()
+        records: list = []
+        defs: dict = {}
+        bases: dict = {}
+        typed: dict = {}
         from .callgates21 import NOT_LIBRARY
 
         for j, result in enumerate(self.run.results):
@@ -204,6 +285,7 @@ class OptInFields:
             self._foreign.update(t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                                  if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self"))
+            _typed_settings(tree, records, defs, bases)
             if b"Config" not in data and b"Args" not in data:
                 continue
             model = bool(_MODEL_FILES.search(result.relpath))
@@ -225,6 +307,8 @@ class OptInFields:
                     ok = value is False or value is None or isinstance(value, str)
                     if args and not ok:
                         continue  # (a server's argument mirroring a config's default, `= ModelConfig.F`: that one decides)
+                    if ok:
+                        typed[(cls.name, name)] = (cls.name, f"{result.relpath}:{stmt.lineno}", value)
                     if not ok or name in dropped:
                         dropped.add(name)
                         found.pop(name, None)
@@ -238,6 +322,7 @@ class OptInFields:
                     found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
         self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
         self._assigned = assigned
+        self._typed = _typed_table(typed, records, defs, bases)
         return self._table
 
     def _at_every_default(self, part: ast.AST, name: str):
@@ -263,6 +348,13 @@ class OptInFields:
             return self._parameter(node, parents)
         if not isinstance(node, ast.Attribute):
             return None
+        self.table()
+        receiver = node.value.attr if isinstance(node.value, ast.Attribute) else \
+            node.value.id if isinstance(node.value, ast.Name) and node.value.id != "self" else None
+        if receiver is not None and (_class_of(receiver), node.attr) in self._typed:
+            key = f"{_class_of(receiver)}.{node.attr}"  # (`kernel_config.moe_backend`: KernelConfig's field)
+            self._flags[key] = self._typed[(_class_of(receiver), node.attr)]
+            return key
         if node.attr in self.table():
             return node.attr
         if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
@@ -501,7 +593,10 @@ class OptInFields:
         if via is not None:
             # (worded as optconfig29.py words the same reading)
             return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{' '.join(ast.unparse(via).split())[:80]}`; "
-                    f"`{cls}.{name}` defaults to {default!r} ({where}))")
+                    f"`{name if '.' in name else f'{cls}.{name}'}` defaults to {default!r} ({where}))")
+        if name in self._flags and "." in name:  # (a field read on a receiver named after its class)
+            return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{name}` defaults to "
+                    f"`{default!r}`, {where})")
         if name in self._flags:
             return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}` defaults to "
                     f"`{default!r}`, {where})")

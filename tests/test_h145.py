@@ -148,16 +148,20 @@ def test_local_bound_to_a_field_on_by_default_keeps_the_warning(tmp_path):
 
 # ----------------------------------------------------------------------------- EB#11, EC#3: a named backend
 def _mega_files(test: str = 'vllm_config.kernel_config.moe_backend == "deep_gemm_mega_moe"',
-                reader: str = 'moe_backend=getattr(vllm_config.kernel_config, "moe_backend", None)') -> dict:
+                reader: str = 'moe_backend=getattr(vllm_config.kernel_config, "moe_backend", None)',
+                post_init: str = "pass", setter: str = "return None") -> dict:
     return {
         "proj/__init__.py": "",
-        "proj/config.py": '''
+        "proj/config.py": f'''
             from dataclasses import dataclass
 
 
             @dataclass
             class KernelConfig:
                 moe_backend: str = "auto"
+
+                def __post_init__(self):
+                    {post_init}
 
 
             @dataclass
@@ -171,6 +175,23 @@ def _mega_files(test: str = 'vllm_config.kernel_config.moe_backend == "deep_gemm
 
             def init_worker(vllm_config):
                 return override_envs(vllm_config.parallel_config, {reader})
+
+
+            def configure(vllm_config):
+                {setter}
+        ''',
+        "proj/runner.py": '''
+            from dataclasses import dataclass
+
+
+            def resolve_shared_expert(prefix, moe_backend=None):
+                return moe_backend == "aiter_mega_moe"
+
+
+            class MoERunnerConfig:
+                def __init__(self, kernel_config, all2all):
+                    self.moe_backend = "flashinfer_trtllm" if all2all else kernel_config.moe_backend
+                    self.fused = resolve_shared_expert("x", moe_backend="aiter_mega_moe")
         ''',
         "proj/prepare.py": '''
             from vllm.triton_utils import tl, triton
@@ -237,9 +258,18 @@ def test_backend_test_true_at_the_default_keeps_the_error(tmp_path):
 
 
 def test_backend_the_library_computes_keeps_the_error(tmp_path):
-    # (nearest true case: the library hands the name a computed value)
-    found = _mega(migrate_json(write_project(
-        tmp_path, _mega_files(reader='moe_backend=vllm_config.pick_backend()'), dedent=True)))
+    # (nearest true case: the library stores a computed backend on the kernel config: another class's own
+    # `self.moe_backend = ...` and a function's `moe_backend=` parameter (proj/runner.py) set none)
+    found = _mega(migrate_json(write_project(tmp_path, _mega_files(
+        setter="vllm_config.kernel_config.moe_backend = vllm_config.pick_backend()"), dedent=True)))
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+def test_backend_the_config_computes_itself_keeps_the_error(tmp_path):
+    # (nearest true case: the config class resolves its own field after construction)
+    found = _mega(migrate_json(write_project(tmp_path, _mega_files(
+        post_init='self.moe_backend = "deep_gemm_mega_moe" if self.moe_backend == "auto" else self.moe_backend'),
+        dedent=True)))
     assert found and all(f["severity"] == "error" for f in found.values()), found
 
 
