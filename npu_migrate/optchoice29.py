@@ -136,14 +136,43 @@ def _arguments(cls: ast.ClassDef) -> bool:
         for d in cls.decorator_list)
 
 
-def _user_value(value: ast.AST, name: Optional[str]) -> bool:
-    """A value that only passes the user's setting on, or keeps the default's answer."""
+def _unpassed(tree: ast.Module) -> set:
+    """ids of the names handed on as `F=F` / `x.F = F` that are no parameter of their innermost
+    function (a local or a global the code computes: `use_flash_attn = can_use_flash_attn2(dtype)`
+    then `Config(use_flash_attn=use_flash_attn)`; wave 30)."""
+    candidates, parents = [], {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id == node.arg:
+            candidates.append(node.value)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Name) and any(
+                isinstance(t, ast.Attribute) and t.attr == node.value.id
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            candidates.append(node.value)
+    out = set()
+    for name in candidates:
+        up = parents.get(id(name))
+        while up is not None and not isinstance(up, (*_DEFS, ast.Lambda)):
+            up = parents.get(id(up))
+        args = up.args if up is not None else None
+        if args is None or name.id not in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                                              args.vararg, args.kwarg) if a is not None} \
+                or any(isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store)
+                       for n in ast.walk(up)):  # (a parameter bound again: computed too)
+            out.add(id(name))
+    return out
+
+
+def _user_value(value: ast.AST, name: Optional[str], unpassed: frozenset = frozenset()) -> bool:
+    """A value that only passes the user's setting on, or keeps the default's answer (`F=F` only
+    where F is a parameter of the function: a local is computed)."""
     if isinstance(value, ast.Constant):
         return not value.value
     if isinstance(value, ast.Attribute) and value.attr == name:
         return True
     if isinstance(value, ast.Name) and value.id == name:
-        return True
+        return id(value) not in unpassed
     # (`getattr(x, "F", None)`: the user's setting read defensively, wave 30)
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
             and len(value.args) in (2, 3) and isinstance(value.args[1], ast.Constant) and value.args[1].value == name \
@@ -155,25 +184,25 @@ def _user_value(value: ast.AST, name: Optional[str]) -> bool:
             and isinstance(value.args[0], ast.Constant) and value.args[0].value == name)
 
 
-def _settings(tree: ast.Module, out: set) -> None:
+def _settings(tree: ast.Module, out: set, unpassed: frozenset = frozenset()) -> None:
     """The names the library sets to a computed value: `x.F = v`, keyword `F=v` (not a user value)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
-                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg):
+                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg, unpassed):
                     out.add(keyword.arg)
         elif isinstance(node, ast.Dict):  # (keyword arguments gathered in a dict: `{"F": computed}`)
             for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value, unpassed):
                     out.add(key.value)
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if isinstance(target, ast.Attribute) and (isinstance(node, ast.AugAssign)
-                                                          or not _user_value(node.value, target.attr)):
+                                                          or not _user_value(node.value, target.attr, unpassed)):
                     out.add(target.attr)
 
 
-def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict) -> None:
+def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict, unpassed: frozenset = frozenset()) -> None:
     """Wave 30 (EB#11): the settings of `_settings` with their receiver, for a field read on a
     receiver named after its class (`kernel_config.moe_backend`): ("kw", F, callee), ("self", F,
     class), ("name", F, receiver's last name), ("any", F, None); and the run's functions ({name:
@@ -193,16 +222,16 @@ def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict) ->
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
                 node.func.id if isinstance(node.func, ast.Name) else None
             for keyword in node.keywords:
-                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg):
+                if keyword.arg is not None and not _user_value(keyword.value, keyword.arg, unpassed):
                     records.append(("kw", keyword.arg, callee))
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _user_value(value, key.value, unpassed):
                     records.append(("any", key.value, None))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 if not isinstance(target, ast.Attribute) or (not isinstance(node, ast.AugAssign)
-                                                             and _user_value(node.value, target.attr)):
+                                                             and _user_value(node.value, target.attr, unpassed)):
                     continue
                 receiver = target.value
                 if isinstance(receiver, ast.Name) and receiver.id == "self":
@@ -281,11 +310,12 @@ class OptInFields:
             tree = self.run.tree(j)
             if tree is None:
                 continue
-            _settings(tree, assigned)
+            unpassed = _unpassed(tree)
+            _settings(tree, assigned, unpassed)
             self._foreign.update(t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                                  if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self"))
-            _typed_settings(tree, records, defs, bases)
+            _typed_settings(tree, records, defs, bases, unpassed)
             if b"Config" not in data and b"Args" not in data:
                 continue
             model = bool(_MODEL_FILES.search(result.relpath))

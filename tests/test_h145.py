@@ -353,3 +353,64 @@ def test_backend_flag_another_object_stores_keeps_the_error(tmp_path):
     '''
     found = _mega(migrate_json(write_project(tmp_path, files, dedent=True)))
     assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+# ----------------------------------------------------------------------------- a flag the library computes, handed on as F=F
+def _flash_files(value: str = "can_use_flash_attn2(dtype)") -> dict:
+    return {
+        "inf/__init__.py": "",
+        "inf/config.py": f'''
+            from dataclasses import dataclass
+
+            import torch
+
+
+            def can_use_flash_attn2(dtype):
+                return dtype in (torch.float16, torch.bfloat16)
+
+
+            @dataclass
+            class ShardInferenceConfig:
+                use_flash_attn: bool = False
+
+
+            def to_shard_config(dtype):
+                use_flash_attn = {value}
+                return ShardInferenceConfig(use_flash_attn=use_flash_attn)
+        ''',
+        "inf/backend.py": '''
+            class CudaAttentionBackend:
+                def __init__(self, use_flash_attn: bool = False):
+                    self.use_flash_attn = use_flash_attn
+
+                def forward(self, q, k, v):
+                    if self.use_flash_attn:
+                        from flash_attn import flash_attn_varlen_func
+
+                        return flash_attn_varlen_func(q, k, v, alibi_slopes=self.slopes)
+                    return q
+
+
+            def get_backend(shard_config):
+                return CudaAttentionBackend(shard_config.use_flash_attn)
+        ''',
+    }
+
+
+def test_flag_the_user_hands_on_is_info(tmp_path):
+    # (the false case beside it: the setting handed on is the user's own parameter)
+    files = _flash_files()
+    files["inf/config.py"] = files["inf/config.py"].replace(
+        "def to_shard_config(dtype):\n                use_flash_attn = can_use_flash_attn2(dtype)",
+        "def to_shard_config(dtype, use_flash_attn=False):")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    found = findings_at(report, "inf/backend.py", "NPU503")
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+
+
+def test_flag_the_library_computes_and_hands_on_keeps_the_error(tmp_path):
+    # (nearest true case of the constructor flag and of `F=F`: the local handed on is computed by the
+    # library (`can_use_flash_attn2(dtype)`), not the user's setting: ColossalAI's use_flash_attn)
+    report = migrate_json(write_project(tmp_path, _flash_files(), dedent=True))
+    found = {**findings_at(report, "inf/backend.py", "NPU503"), **findings_at(report, "inf/backend.py", "NPU502")}
+    assert found and all(f["severity"] == "error" for f in found.values()), found
