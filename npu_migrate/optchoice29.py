@@ -60,6 +60,15 @@ case in tests/test_h145.py:
 * a `@dataclass` named `*Args`/`*Arguments` (`ServerArgs`, `EngineArgs`) holds options as a `*Config`
   does (a field whose default mirrors a config's, `= ModelConfig.F`, is left to that config); and
   `getattr(x, "F", None)` passes the user's setting on.
+* a field read on a receiver named after its class (`vllm_config.kernel_config.moe_backend`:
+  `KernelConfig`, `_class_of`) is that class's own (`_typed_table`): set only by library code that
+  stores it on such an object (`kernel_config.F = v`, `self.F = v` in that class or a subclass, a
+  keyword to that class or to a callee the run does not define); another class's `self.F = ...`
+  (`MuseSparkMoEConfig.__post_init__`) and a keyword to functions whose own parameter is F
+  (`resolve_layer_fused_shared_expert(..., moe_backend="aiter_mega_moe")`) set none of it.
+* `F=F` (and `x.F = F`) passes the user's setting on only where F is a parameter of the function
+  never bound again (`_unpassed`): ColossalAI's `use_flash_attn = can_use_flash_attn2(dtype)` handed
+  on as `use_flash_attn=use_flash_attn` is computed, so the field is the library's.
 
 What stays (the nearest true cases): a field true by default, or whose default the test keeps (`if
 x.F is None:`, `if not x.F:` in the body); a field the library computes; a name two config classes
