@@ -218,6 +218,9 @@ def review(results: list, paths: dict) -> list:
             direct = gates.opt_configs.chosen_at(tree, line)  # (a place inside a config option's block: optconfig29.py)
             if direct is not None:
                 return f"{CHOSEN} {direct} ({relpath}:{line})"
+            direct = gates.opt_in_fields.chosen_at(tree, line)  # (a place behind a field or constructor flag off by default: optchoice29.py)
+            if direct is not None:
+                return f"{CHOSEN} {direct}"  # (no line: the places a merged finding stands for stay one finding)
             unit = kernels.get(line) or unit_of(tree, line)
             if unit is None:
                 return None
@@ -243,6 +246,10 @@ def review(results: list, paths: dict) -> list:
                 mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
                 # (a finding some of whose places stay reached is left whole: never one finding made two)
                 pieces = merge_per_file(mine) if len(mine) == len(pieces) else None
+                if pieces is not None and len(pieces) > 1 and len({reason_of(p.line) for p in pieces}) == 1:
+                    # (every place lowered for one reason: the finding stays one, in its first place's words)
+                    first = min(pieces)
+                    pieces = merge_per_file([dataclasses.replace(p, message=first.message) for p in pieces])
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:
