@@ -59,3 +59,46 @@ def field_class(tree: ast.Module, line: int) -> Optional[ast.ClassDef]:
                 return stmt
         return None
     return None
+
+
+def _module_of(run, j: int, stmt: ast.ImportFrom) -> Optional[int]:
+    """The run's module a `from M import ...` of module j names (by dotted or relative name)."""
+    from .modpaths import resolve_relative
+
+    if stmt.level:
+        stem = resolve_relative(run.results[j].relpath, stmt.level, stmt.module or "")
+        name = stem.replace("/", ".")
+    else:
+        name = stmt.module or ""
+    return run.by_name.get(name)
+
+
+def another_unit(run, j: int, tree: ast.Module, name: str, i: int) -> bool:
+    """Module j binds `name` by `from M import name`, M another module of the run defining its own
+    top-level `name` (vLLM's two `RejectionSampler` classes, EB#36), and imports nothing of module
+    i: its references by that name are the other unit's. False where unsure (a star import, an
+    import of module i or of its package's leaf, a binding not at the top)."""
+    other = None
+    here = set(_names_of(run.results[i].relpath))
+    for stmt in ast.walk(tree):  # (a lazy import of module i inside a function counts too)
+        if isinstance(stmt, ast.ImportFrom):
+            k = _module_of(run, j, stmt)
+            for alias in stmt.names:
+                if alias.name == "*" or k == i or (stmt.module and f"{stmt.module}.{alias.name}" in here):
+                    return False  # (module i itself, or its package's leaf: `from pkg import mod`)
+                if (alias.asname or alias.name) == name:
+                    other = k if alias.name == name and stmt in tree.body and other in (None, k) else -1
+        elif isinstance(stmt, ast.Import) and any(alias.name in here for alias in stmt.names):
+            return False
+    own = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    if other is None or other < 0 or other == i or name in own:
+        return False
+    theirs = run.tree(other)
+    return theirs is not None and any(
+        isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and s.name == name for s in theirs.body)
+
+
+def _names_of(relpath: str) -> list:
+    from .modpaths import module_names
+
+    return module_names(relpath)

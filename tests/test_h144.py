@@ -250,3 +250,61 @@ def test_field_class_reads_only_a_type_annotation():
     assert field_class(tree, 3) is tree.body[1]
     assert field_class(tree, 6) is tree.body[1]
     assert field_class(tree, 4) is None and field_class(tree, 5) is None and field_class(tree, 7) is None
+
+
+# ----------------------------------------------------------------------------- EB#36: two classes by one name
+def _two_samplers_files(legacy_import: str = "from proj.sample.rejection import RejectionSampler") -> dict:
+    files = _spec_files()
+    files["proj/sample/__init__.py"] = ""
+    files["proj/sample/rejection.py"] = '''
+        class RejectionSampler:
+            def __init__(self, n):
+                self.n = n
+    '''
+    files["proj/legacy_runner.py"] = f'''
+        {legacy_import}
+
+
+        class LegacyRunner:
+            def __init__(self):
+                self.rejection_sampler = RejectionSampler(4)   # (built on every host)
+    '''
+    return files
+
+
+def test_same_named_class_of_another_module_built_ungated_leaves_the_opt_in_info(tmp_path):
+    # (the legacy runner builds another module's `RejectionSampler`: not the one launching the kernel)
+    report = migrate_json(write_project(tmp_path, _two_samplers_files(), dedent=True))
+    found = _kernel(report)
+    assert found and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values()), found
+    assert "legacy_runner" not in next(iter(found.values()))["message"]
+
+
+def test_same_named_class_imported_from_the_kernel_module_keeps_the_error(tmp_path):
+    # (nearest true case: the legacy runner builds the kernel module's own class, ungated)
+    files = _two_samplers_files(legacy_import="from proj.rejection import RejectionSampler")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert _kernel(report) and all(f["severity"] == "error" for f in _kernel(report).values()), _kernel(report)
+
+
+def test_another_unit_needs_the_other_module_to_define_the_name():
+    # (nearest true cases: a re-export of module i's class, a star import, an import of module i)
+    from npu_migrate.flagcalls19 import Run
+    from npu_migrate.model import FileResult
+    from npu_migrate.optobjects30 import another_unit
+
+    texts = {"p/a.py": b"class C:\n    pass\n", "p/b.py": b"class C:\n    pass\n",
+             "p/reexport.py": b"from p.a import C\n",
+             "p/u1.py": b"from p.b import C\nC()\n", "p/u2.py": b"from p.reexport import C\nC()\n",
+             "p/u3.py": b"from p.b import *\nC()\n", "p/u4.py": b"from p.b import C\ndef f():\n    from p.a import C\n    C()\n",
+             "p/u5.py": b"from p.b import C\nfrom p import a\na.C()\n"}
+    results = [FileResult(p) for p in texts]
+    run = Run(results, lambda i: texts[results[i].relpath])
+    index = {r.relpath: i for i, r in enumerate(results)}
+    a = index["p/a.py"]
+
+    def ask(path: str) -> bool:
+        return another_unit(run, index[path], run.tree(index[path]), "C", a)
+
+    assert ask("p/u1.py")
+    assert not ask("p/u2.py") and not ask("p/u3.py") and not ask("p/u4.py") and not ask("p/u5.py")
