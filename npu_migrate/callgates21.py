@@ -413,6 +413,7 @@ class _Gates:
         from .attrflags27 import instance_attribute, shadowed
         from .capflows29 import may_look_up
         from .instances29 import dead_strings
+        from .optobjects30 import another_unit
 
         run = self.run
         name = unit.name
@@ -423,6 +424,8 @@ class _Gates:
             result = run.results[j]
             if j != i and any(isinstance(s, (*_DEFS, ast.ClassDef)) and s.name == name for s in tree.body):
                 continue  # (its own by that name)
+            if j != i and another_unit(run, j, tree, name, i):
+                continue  # (it imports another module's unit by that name: optobjects30.py)
             parents, refs, strings = self._index(j, tree)
             side = self.test_file(result.relpath)
             if name in strings and not side and may_look_up(run.text_of(j), run.results[i].relpath, j == i) \

@@ -410,6 +410,13 @@ class OptConfigs:
                     return _UNKNOWN
                 hits = {_same(a, b) for a in lefts for b in rights}
                 return hits if isinstance(op, ast.Eq) else {not h for h in hits}
+            if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
+                # (`x.speculative_config is not None`: an object built only from a user's choice, round 30)
+                lefts = self._values(node.left, scope, used, seen, fields_of_self)
+                if lefts is _UNKNOWN:
+                    return _UNKNOWN
+                hits = {a is None for a in lefts}
+                return hits if isinstance(op, ast.Is) else {not h for h in hits}
         return _UNKNOWN
 
     @staticmethod
@@ -582,27 +589,26 @@ class OptConfigs:
         registry = self._registry(node, parents)
         if registry is not None:
             return registry
-        scope: Optional[dict] = None
-        child, current = node, parents.get(id(node))
-        while current is not None and not isinstance(current, ast.Module):
-            if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
-                scope = scope if scope is not None else self._scope_of(node, parents)
-                used = self._false_by_default(current.test, scope)
-                if used is not None:
-                    return self._say(current.test, used, "")
-            if isinstance(current, _DEFS):
-                for stmt in current.body:
-                    if stmt is child:
-                        break
-                    if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(
-                            stmt.body[-1], (ast.Return, ast.Raise)):
-                        scope = scope if scope is not None else self._scope_of(node, parents)
-                        used = self._true_by_default(stmt.test, scope)
-                        if used is not None:
-                            return self._say(stmt.test, used, "not ")
-                return None
-            child, current = current, parents.get(id(current))
-        return None
+        from .gatewalk30 import gate_of
+
+        scopes: list = []  # (the node's module, read once a test asks for it)
+
+        def scope() -> dict:
+            if not scopes:
+                scopes.append(self._scope_of(node, parents))
+            return scopes[0]
+
+        def off(test: ast.AST) -> Optional[str]:
+            used = self._false_by_default(test, scope())
+            return None if used is None else self._say(test, used, "")
+
+        def taken(test: ast.AST) -> Optional[str]:
+            used = self._true_by_default(test, scope())
+            return None if used is None else self._say(test, used, "not ")
+
+        # (the enclosing `if`s, `a if test else None` (round 30: a manager built only under a choice),
+        # the function's earlier exits: gatewalk30.py)
+        return gate_of(node, parents, off, taken, if_exp=True)
 
     @staticmethod
     def _say(test: ast.AST, used: list, negated: str) -> str:

@@ -226,24 +226,17 @@ class OptInProperties:
 
     def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
         """The opt-in choice the reference `node` lies behind (this module's doc), or None."""
-        child, current = node, parents.get(id(node))
-        while current is not None and not isinstance(current, ast.Module):
-            if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
-                name = self._tested(current.test)
-                if name is not None:
-                    return self._say(current.test, name)
-            if isinstance(current, _DEFS):
-                for stmt in current.body:
-                    if stmt is child:
-                        break
-                    if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(
-                            stmt.body[-1], (ast.Return, ast.Raise)):
-                        name = self._negated(stmt.test)
-                        if name is not None:
-                            return self._say(stmt.test, name)
-                return None
-            child, current = current, parents.get(id(current))
-        return None
+        from .gatewalk30 import gate_of
+
+        def off(test: ast.AST) -> Optional[str]:
+            name = self._tested(test)
+            return None if name is None else self._say(test, name)
+
+        def taken(test: ast.AST) -> Optional[str]:
+            name = self._negated(test)
+            return None if name is None else self._say(test, name)
+
+        return gate_of(node, parents, off, taken)  # (the enclosing `if`s, the earlier exits: gatewalk30.py)
 
     def _say(self, test: ast.AST, name: str) -> str:
         cls, where, expression, _fields_used = self.table()[name]

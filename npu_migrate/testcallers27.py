@@ -222,6 +222,10 @@ def review(results: list, paths: dict) -> list:
             if direct is not None:
                 return f"{CHOSEN} {direct}"  # (no line: the places a merged finding stands for stay one finding)
             unit = kernels.get(line) or unit_of(tree, line)
+            if unit is None:  # (a class's field annotation follows its class: optobjects30.py)
+                from .optobjects30 import field_class
+
+                unit = field_class(tree, line)
             if unit is None:
                 return None
             reached = gates.reach(i, unit)
