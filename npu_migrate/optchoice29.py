@@ -150,7 +150,7 @@ def _unpassed(tree: ast.Module) -> set:
     function (a local or a global the code computes: `use_flash_attn = can_use_flash_attn2(dtype)`
     then `Config(use_flash_attn=use_flash_attn)`; wave 30)."""
     candidates, parents = [], {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
         if isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id == node.arg:
@@ -195,7 +195,7 @@ def _user_value(value: ast.AST, name: Optional[str], unpassed: frozenset = froze
 
 def _settings(tree: ast.Module, out: set, unpassed: frozenset = frozenset()) -> None:
     """The names the library sets to a computed value: `x.F = v`, keyword `F=v` (not a user value)."""
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg is not None and not _user_value(keyword.value, keyword.arg, unpassed):
@@ -217,7 +217,7 @@ def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict, un
     class), ("name", F, receiver's last name), ("any", F, None); and the run's functions ({name:
     [(parameter names, takes **kwargs)]}) and classes ({name: base names})."""
     owner: dict = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.ClassDef):
             bases[node.name] = {(astcache.dotted(b, strict=False) or "").rsplit(".", 1)[-1] for b in node.bases}
             for inner in ast.walk(node):
@@ -226,7 +226,7 @@ def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict, un
             args = node.args
             defs.setdefault(node.name, []).append(
                 ({a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}, args.kwarg is not None))
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
                 node.func.id if isinstance(node.func, ast.Name) else None
@@ -321,7 +321,7 @@ class OptInFields:
                 continue
             unpassed = _unpassed(tree)
             _settings(tree, assigned, unpassed)
-            self._foreign.update(t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+            self._foreign.update(t.attr for n in astcache.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                                  if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self"))
             _typed_settings(tree, records, defs, bases, unpassed)
@@ -616,7 +616,7 @@ class OptInFields:
         if id(tree) not in self._lines:
             parents = {}
             starts: dict = {}
-            for parent in ast.walk(tree):
+            for parent in astcache.walk(tree):
                 for child in ast.iter_child_nodes(parent):
                     parents[id(child)] = parent
                 if isinstance(parent, (ast.stmt, ast.expr)):

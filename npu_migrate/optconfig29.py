@@ -59,6 +59,8 @@ import ast
 import re
 from typing import Optional
 
+from . import astcache
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
 _CONST_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -132,7 +134,7 @@ _STR_METHODS = frozenset({"upper", "lower", "strip", "casefold"})
 
 def _parents(tree: ast.AST) -> dict:
     out = {}
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         for child in ast.iter_child_nodes(node):
             out[id(child)] = node
     return out
@@ -227,7 +229,7 @@ class OptConfigs:
             config_classes = set()
             if _CONFIG_FILE.search(self.run.results[j].relpath):
                 config_classes = {id(c) for c in tree.body if isinstance(c, ast.ClassDef)}
-            for node in ast.walk(tree):
+            for node in astcache.walk(tree):
                 if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                     self._stored_in.setdefault(node.attr, set()).add(id(tree))
                 pairs = []
@@ -251,7 +253,7 @@ class OptConfigs:
                             pairs.append((stmt.target.id, None, stmt.value))
                 for name, owner, value in pairs:
                     self._set(name, owner, value, consts)
-            for node in ast.walk(tree):  # (setattr(x, "F", v): a setting the reading cannot follow)
+            for node in astcache.walk(tree):  # (setattr(x, "F", v): a setting the reading cannot follow)
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
                         and len(node.args) == 3 and isinstance(node.args[1], ast.Constant) and node.args[1].value in found:
                     self._dropped.add((node.args[1].value, None))
@@ -328,7 +330,7 @@ class OptConfigs:
                             (cls.name, f"{self.run.results[j].relpath}:{method.lineno}", returned))
         for j in library:
             tree = self.run.tree(j)
-            for node in ast.walk(tree) if tree is not None else ():
+            for node in astcache.walk(tree) if tree is not None else ():
                 if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and node.attr in definitions:
                     stored.add(node.attr)
         changed = True
@@ -496,7 +498,7 @@ class OptConfigs:
         seen = seen | {("self", id(cls), node.attr)}
         values: set = set()
         bound = False
-        for sub in ast.walk(tree):
+        for sub in astcache.walk(tree):
             if isinstance(sub, ast.Attribute) and sub.attr == node.attr and not isinstance(sub.ctx, ast.Load):
                 owner = parents.get(id(sub))
                 mine = isinstance(sub.value, ast.Name) and sub.value.id == "self" \
@@ -533,7 +535,7 @@ class OptConfigs:
         parents = self._parents[id(tree)][1]
         if id(tree) not in self._lines:
             lines: dict = {}
-            for n in ast.walk(tree):
+            for n in astcache.walk(tree):
                 if isinstance(n, ast.stmt):
                     lines.setdefault(n.lineno, n)
             self._lines[id(tree)] = lines

@@ -46,6 +46,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from . import astcache
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _UNKNOWN = object()
 
@@ -127,13 +129,13 @@ def _assignments(tree: ast.Module, out: set) -> None:
     class's default. A falsy constant (`parallel_config.enable_dbo = False`) keeps the default's
     answer and is left out."""
     owner: dict = {}
-    for cls in ast.walk(tree):
+    for cls in astcache.nodes(tree, ast.ClassDef):
         if isinstance(cls, ast.ClassDef):
             for method in cls.body:
                 if isinstance(method, _DEFS):
                     for node in ast.walk(method):
                         owner[id(node)] = cls.name
-    for node in ast.walk(tree):
+    for node in astcache.walk(tree):
         if isinstance(node, ast.Call):
             # (a keyword the library computes, `Config(enable_x=needs_x(model))`, is a setting too;
             # passing the user's own value on, `enable_x=self.enable_x` or `enable_x=enable_x`, is not)

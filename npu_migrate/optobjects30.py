@@ -44,6 +44,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from . import astcache
+
 
 def field_class(tree: ast.Module, line: int) -> Optional[ast.ClassDef]:
     """The module-level class whose body holds, at `line`, a field annotation that evaluates only a
@@ -80,7 +82,7 @@ def another_unit(run, j: int, tree: ast.Module, name: str, i: int) -> bool:
     import of module i or of its package's leaf, a binding not at the top)."""
     other = None
     here = set(_names_of(run.results[i].relpath))
-    for stmt in ast.walk(tree):  # (a lazy import of module i inside a function counts too)
+    for stmt in astcache.nodes(tree, (ast.ImportFrom, ast.Import)):  # (a lazy import of module i inside a function counts too)
         if isinstance(stmt, ast.ImportFrom):
             k = _module_of(run, j, stmt)
             for alias in stmt.names:
