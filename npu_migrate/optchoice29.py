@@ -562,28 +562,17 @@ class OptInFields:
         return None
 
     def _gated(self, node: ast.AST, parents: dict) -> Optional[str]:
-        child, current = node, parents.get(id(node))
-        while current is not None and not isinstance(current, ast.Module):
-            if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
-                found = self._off(current.test, parents)
-                if found is not None:
-                    return self._say(*found)
-            if isinstance(current, ast.IfExp) and child is current.body:
-                found = self._off(current.test, parents)
-                if found is not None:
-                    return self._say(*found)
-            if isinstance(current, _DEFS):
-                for stmt in current.body:
-                    if stmt is child:
-                        break
-                    if isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and isinstance(
-                            stmt.body[-1], (ast.Return, ast.Raise)):
-                        found = self._taken(stmt.test, parents)
-                        if found is not None:
-                            return self._say(*found)
-                return None
-            child, current = current, parents.get(id(current))
-        return None
+        from .gatewalk30 import gate_of  # (the enclosing-if / early-exit walk the opt-in readers share)
+
+        def off(test: ast.AST) -> Optional[str]:
+            found = self._off(test, parents)
+            return None if found is None else self._say(*found)
+
+        def taken(test: ast.AST) -> Optional[str]:
+            found = self._taken(test, parents)
+            return None if found is None else self._say(*found)
+
+        return gate_of(node, parents, off, taken, if_exp=True)
 
     def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
         """The opt-in choice the reference `node` lies behind (this module's doc), or None."""
