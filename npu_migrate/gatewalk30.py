@@ -1,6 +1,6 @@
 """The gates in front of a reference within its function: the walk optinprops28.py, optconfig29.py
 and optchoice29.py each wrote for themselves (issue #16, policy P1; round 30, h144), one public
-helper now.
+helper now (optchoice29 uses it with `if_exp`).
 
     def build(self):
         if not (cfg.use_x and self.ok):        # an early exit before the reference:
