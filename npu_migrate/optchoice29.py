@@ -84,23 +84,14 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optinprops28 import UNKNOWN, field_default
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
 _PRETRAINED = re.compile(r"(?i)pretrainedconfig$")
-_UNKNOWN = object()
-
-
-def _default(value: Optional[ast.AST]):
-    if isinstance(value, ast.Constant):
-        return value.value
-    if isinstance(value, ast.Call) and isinstance(value.func, (ast.Name, ast.Attribute)):
-        name = value.func.id if isinstance(value.func, ast.Name) else value.func.attr
-        if name in ("Field", "field"):
-            for keyword in value.keywords:
-                if keyword.arg == "default" and isinstance(keyword.value, ast.Constant):
-                    return keyword.value.value
-    return _UNKNOWN
+# (a field's constant default, `Field(default=...)` included, read as optinprops28.py reads it)
+_UNKNOWN = UNKNOWN
+_default = field_default
 
 
 def _typed_table(typed: dict, records: list, defs: dict, bases: dict) -> dict:

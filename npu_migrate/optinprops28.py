@@ -67,6 +67,9 @@ def _default(value: Optional[ast.AST]):
     return _UNKNOWN
 
 
+UNKNOWN, field_default = _UNKNOWN, _default  # (public: optchoice29.py reads fields the same way)
+
+
 def _fields(cls: ast.ClassDef) -> dict:
     out = {}
     for stmt in cls.body:
