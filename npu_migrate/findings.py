@@ -78,6 +78,8 @@ def _merged(findings: list[Finding]) -> tuple[tuple[int, int, str], ...]:
 
 
 _ALSO = re.compile(r" \(also at [^()]*\)$")
+# (infojoin31.py's joined info note: its lines listed with their reasons, which hold brackets)
+_ALSO_JOINED = re.compile(r" \(also at lines? \d[\d, ]*(?: and \d+ more)?(?: for the same reason; at |: ).*\)$", re.S)
 
 
 _NAMED = re.compile(r"`([^`]+)`")
@@ -138,7 +140,7 @@ def split_merged(finding: Finding) -> list[Finding]:
     alloc_conf.py kept naming `torch.cuda.memory._snapshot` at a `_set_allocator_settings` call)."""
     if not finding.also:
         return [finding]
-    message = _WITH_IMPORTS.sub("", _ALSO.sub("", finding.message))
+    message = _WITH_IMPORTS.sub("", _ALSO.sub("", _ALSO_JOINED.sub("", finding.message)))
     first = replace(finding, message=message, also=())
     return [first, *(replace(first, line=line, column=column, source=source,
                              message=import_named(renamed(message, finding.source or "", source or ""),

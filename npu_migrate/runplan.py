@@ -552,7 +552,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .finfo30 import review as review_finfo_leftovers
     results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
     from .unreached25 import review as review_proven_unreached
-    return review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
+    results = review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
+    from .infojoin31 import review as join_info_notes
+    return join_info_notes(results)  # (one info note per file per ecosystem, however its places were lowered: infojoin31.py)
 
 
 # ------------------------------------------------------------------ what both commands print

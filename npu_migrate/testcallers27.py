@@ -246,12 +246,14 @@ def review(results: list, paths: dict) -> list:
         findings, changed = [], False
         for finding in result.findings:
             pieces = lower(finding, reason_of) if open_finding(finding) else None
-            if pieces is not None:  # (the places lowered here stay one finding, as they were)
+            if pieces is not None:
                 mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
                 # (a finding some of whose places stay reached is left whole: never one finding made two)
-                pieces = merge_per_file(mine) if len(mine) == len(pieces) else None
+                pieces = mine if len(mine) == len(pieces) else None
                 if pieces is not None and len(pieces) > 1 and len({reason_of(p.line) for p in pieces}) == 1:
-                    # (every place lowered for one reason: the finding stays one, in its first place's words)
+                    # (every place lowered for one reason: the finding stays one, in its first place's words;
+                    # places lowered for different reasons are joined, each with its reason, at the end of
+                    # the run's passes: infojoin31.py)
                     first = min(pieces)
                     pieces = merge_per_file([dataclasses.replace(p, message=first.message) for p in pieces])
             changed = changed or pieces is not None
