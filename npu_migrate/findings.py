@@ -78,6 +78,7 @@ def _merged(findings: list[Finding]) -> tuple[tuple[int, int, str], ...]:
 
 
 _ALSO = re.compile(r" \(also at [^()]*\)$")
+ALSO_LISTED = _ALSO  # (public: the lines a merged finding's message lists, for infojoin31.py)
 # (infojoin31.py's joined info note: its lines listed with their reasons, which hold brackets)
 _ALSO_JOINED = re.compile(r" \(also at lines? \d[\d, ]*(?: and \d+ more)?(?: for the same reason; at |: ).*\)$", re.S)
 
@@ -167,11 +168,21 @@ def import_named(message: str, source: str, column: int) -> str:
     return message.replace(_AT_MODULE_LEVEL, "", 1) if column > 1 else message
 
 
+def stands_for_copies(finding: Finding) -> bool:
+    """A Python file's finding that also stands for byte-identical copies of the file
+    (textfiles._group_identical_sources): the copies are other modules, with importers and callers
+    of their own, so a reason read on this file's callers (reached only from tests, only under an
+    opt-in) does not hold for them, and the lowering passes leave the finding as it is."""
+    return finding.path.endswith(".py") and "(byte-identical cop" in finding.message
+
+
 def lower_pieces(finding: Finding, reason_of: Callable[[int], Optional[str]],
                  tidy: Optional[Callable[[Finding], Finding]] = None) -> Optional[list[Finding]]:
     """Split a merged finding into the places it stands for and lower each place `reason_of(line)`
     gives a reason for to info, with the reason in its message; the other places are merged again.
     None when no place is lowered (the finding stays as it is). `tidy` rewrites each place first."""
+    if stands_for_copies(finding):
+        return None
     pieces = [tidy(p) for p in split_merged(finding)] if tidy else split_merged(finding)
     lowered, kept = [], []
     for piece in pieces:

@@ -28,7 +28,8 @@ import re
 from collections import defaultdict
 
 from . import catalogue
-from .findings import _ALSO, Finding
+from .findings import ALSO_LISTED as _ALSO
+from .findings import Finding
 from .model import FileResult
 from .moot import is_moot
 

@@ -236,9 +236,13 @@ def test_a_cuda_only_import_in_such_a_helper_is_information_naming_what_to_port(
     report = _project(tmp_path)
     line = _line(_WARMUP, "from sgl_kernel import copy_to_gpu")
     found = findings_at(report, "pkg/warmup.py", "NPU911")
-    assert line in found and found[line]["severity"] == "info", found
+    # (the file's other NPU911 note, the gated `import deep_gemm`, is info too: since session 42 the
+    # two are one finding (infojoin31: one per file per ecosystem), listing this line with its reason)
+    note = next((f for f in found.values() if line == f["line"] or line in [p[0] for p in f.get("also", [])]), None)
+    assert note is not None and note["severity"] == "info", found
     assert "only code that cannot complete on an NPU host reaches it: `_copy_kernel` is used only by `compile_all`" \
-        in found[line]["message"]
+        in note["message"]
+    assert f"line {line}: information: only code" in note["message"] or line == note["line"], note["message"]
     assert line not in moot_lines(report["skipped"], "NPU911", "pkg/warmup.py")
 
 
