@@ -172,3 +172,55 @@ def swizzle(xs):
     report = migrate_json(write_project(tmp_path, files))
     kernel = _at(report, f"{QUANT}/qutlass_utils.py", "NPU910", "@triton.jit", files)
     assert kernel["severity"] == "error" and "vllm-ascend" not in kernel["message"]
+
+
+# ------------------------------------------------------------------ FB#32: an implementation's name
+BENCH = '''import argparse
+
+import torch
+
+
+def run_benchmark(num_tokens: int, implementation: str) -> float:
+    if implementation not in ("cuda", "triton"):
+        raise ValueError(f"Unsupported implementation: {implementation}")
+    x = torch.randn(num_tokens, device="cuda")
+    if implementation == "cuda":
+        return float(x.sum())
+    return float(x.mean())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-tokens", type=int, default=128)
+    parser.add_argument(
+        "--implementation",
+        type=str,
+        choices=["cuda", "triton"],
+        default="cuda",
+    )
+    args = parser.parse_args()
+    print(f"implementation {args.implementation}")
+    print(run_benchmark(num_tokens=args.num_tokens, implementation=args.implementation))
+'''
+
+
+def test_argparse_implementation_label_default_is_a_named_scope(tmp_path):
+    """FB#32: `--implementation` chooses between "cuda" and "triton" (an implementation's name, not
+    a device); its value is shown and handed on under its own name to a function of the file that
+    only compares it with strings: the default "cuda" is a label (a named scope), not a finding."""
+    report = migrate_json(write_project(tmp_path, {"bench.py": BENCH}))
+    line = next(n for n, text in enumerate(BENCH.splitlines(), 1) if 'default="cuda"' in text)
+    assert not [f for f in report["findings"] if f["path"] == "bench.py" and f["line"] == line]
+    assert any(s["path"] == "bench.py" and s["start_line"] == line and "option's label" in s["reason"]
+               for s in report["skipped"])
+
+
+def test_argparse_label_whose_parameter_reaches_a_device_stays_reported(tmp_path):
+    """Nearest true case: the same option handed on to a function that places a tensor on it
+    (`device=implementation`): the string reaches a device on an NPU host, so the default keeps its
+    finding."""
+    source = BENCH.replace('x = torch.randn(num_tokens, device="cuda")', "x = torch.randn(num_tokens, device=implementation)")
+    report = migrate_json(write_project(tmp_path, {"bench.py": source}))
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if 'default="cuda"' in text)
+    assert not any(s["path"] == "bench.py" and s["start_line"] == line for s in report["skipped"])
+    assert [f for f in report["findings"] if f["path"] == "bench.py" and f["line"] == line]
