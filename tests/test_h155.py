@@ -224,3 +224,53 @@ def test_argparse_label_whose_parameter_reaches_a_device_stays_reported(tmp_path
     line = next(n for n, text in enumerate(source.splitlines(), 1) if 'default="cuda"' in text)
     assert not any(s["path"] == "bench.py" and s["start_line"] == line for s in report["skipped"])
     assert [f for f in report["findings"] if f["path"] == "bench.py" and f["line"] == line]
+
+
+# ------------------------------------------------------------------ FA#17: a CUDA-only package's build script
+BUILD = '''#!/usr/bin/env bash
+set -ex
+
+if [[ -z "${CUDA_VERSION}" ]]; then
+    echo "CUDA_VERSION must be specified" >&2
+    exit 1
+fi
+
+echo "Building the kernels for CUDA ${CUDA_VERSION}"
+git clone --depth 1 https://github.com/example/kernels.git flashinfer
+pushd flashinfer
+    export TORCH_CUDA_ARCH_LIST="8.0 9.0a"
+    python3 -m flashinfer.aot
+    uv build --no-build-isolation --wheel --out-dir ../dist .
+popd
+'''
+
+
+def _npu703(report: dict, path: str) -> list:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU703" and not f["fixable"]]
+
+
+def test_build_script_of_a_cuda_only_package_that_stops_without_cuda_is_a_named_scope(tmp_path):
+    """FA#17: a maintainers' script that builds FlashInfer (no NPU build) and stops at its top level
+    where CUDA_VERSION is unset: its CUDA variables ask an NPU user for nothing (named scopes)."""
+    report = migrate_json(write_project(tmp_path, {"tools/build-kernels.sh": BUILD}))
+    assert not _npu703(report, "tools/build-kernels.sh")
+    reasons = [s["reason"] for s in report["skipped"] if s["path"] == "tools/build-kernels.sh"]
+    assert reasons and all("builds a CUDA-only package" in r and "`flashinfer`" in r for r in reasons)
+
+
+def test_same_probe_in_a_script_building_the_project_itself_stays_reported(tmp_path):
+    """Nearest true case: the same stop on CUDA_VERSION in a script that builds the project's own
+    wheel (an NPU user ports that build): the CUDA variables stay reported."""
+    source = BUILD.replace("git clone --depth 1 https://github.com/example/kernels.git flashinfer\n", "") \
+        .replace("pushd flashinfer", "pushd csrc").replace("python3 -m flashinfer.aot", "python3 setup.py build_ext")
+    report = migrate_json(write_project(tmp_path, {"tools/build-kernels.sh": source}))
+    assert _npu703(report, "tools/build-kernels.sh")
+
+
+def test_cuda_only_package_build_without_the_stop_stays_reported(tmp_path):
+    """Nearest true case: a FlashInfer build with no stop where CUDA is absent runs on an NPU host
+    and fails inside: its CUDA variables stay reported."""
+    source = BUILD.replace('if [[ -z "${CUDA_VERSION}" ]]; then\n    echo "CUDA_VERSION must be specified" >&2\n'
+                           '    exit 1\nfi\n', "")
+    report = migrate_json(write_project(tmp_path, {"tools/build-kernels.sh": source}))
+    assert _npu703(report, "tools/build-kernels.sh")
