@@ -274,3 +274,65 @@ def test_cuda_only_package_build_without_the_stop_stays_reported(tmp_path):
                            '    exit 1\nfi\n', "")
     report = migrate_json(write_project(tmp_path, {"tools/build-kernels.sh": source}))
     assert _npu703(report, "tools/build-kernels.sh")
+
+
+# ------------------------------------------------------------------ FC#17: a mocked build-target label
+ENVS = '''import os
+
+environment_variables = {
+    "MYPKG_TARGET_DEVICE": lambda: os.getenv("MYPKG_TARGET_DEVICE", "cpu").lower(),
+}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+'''
+PLATFORMS = '''from mypkg import envs
+
+
+def resolve_platform():
+    if envs.MYPKG_TARGET_DEVICE == "cpu":
+        return "mypkg.platforms.cpu.CpuPlatform"
+    if envs.MYPKG_TARGET_DEVICE in ("empty", "cuda"):
+        return None
+    return "mypkg.platforms.interface.UnspecifiedPlatform"
+'''
+TARGET_TEST = '''from unittest.mock import patch
+
+from mypkg.platforms import resolve_platform
+
+
+def test_resolves_cpu_when_plugins_fail():
+    with patch("mypkg.platforms.envs.MYPKG_TARGET_DEVICE", "cuda"), patch(
+            "mypkg.platforms.load_plugins", return_value={}):
+        assert resolve_platform() is None
+'''
+
+
+def _target_project(platforms: str = PLATFORMS) -> dict:
+    return {"mypkg/__init__.py": "", "mypkg/envs.py": ENVS, "mypkg/platforms/__init__.py": platforms,
+            "tests/test_target.py": TARGET_TEST}
+
+
+def test_patched_target_label_only_compared_is_a_named_scope(tmp_path):
+    """FC#17: the test patches the build-target setting with "cuda" while the project reads that
+    setting only in comparisons with strings: a label the code resolves (a named scope)."""
+    report = migrate_json(write_project(tmp_path, _target_project()))
+    assert not [f for f in report["findings"] if f["path"] == "tests/test_target.py" and f["code"] == "NPU990"]
+    assert any(s["path"] == "tests/test_target.py" and "patches `MYPKG_TARGET_DEVICE`" in s["reason"]
+               for s in report["skipped"])
+
+
+def test_patched_setting_the_project_uses_as_a_device_stays_reported(tmp_path):
+    """Nearest true case: the same patch where the project places a tensor on the setting's value
+    (`torch.device(envs.MYPKG_TARGET_DEVICE)`): the patched string reaches a device, kept."""
+    platforms = PLATFORMS + '''
+
+def scratch():
+    import torch
+
+    return torch.zeros(1, device=torch.device(envs.MYPKG_TARGET_DEVICE))
+'''
+    report = migrate_json(write_project(tmp_path, _target_project(platforms)))
+    kept = [f for f in report["findings"] if f["path"] == "tests/test_target.py" and f["code"] == "NPU990"]
+    assert kept and all(f["severity"] != "info" for f in kept)
