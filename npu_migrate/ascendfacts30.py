@@ -142,6 +142,44 @@ def _owner(stmt) -> Optional[str]:
     return None
 
 
+_REGISTRATIONS = frozenset({"register_fake", "register_kernel", "register_autograd", "register_torch_dispatch",
+                            "register_vmap", "register_impl", "register_abstract"})
+
+
+def _registered_ops(decorators) -> set:
+    """ids of the `op` Names of `@op.register_fake`-like decorators (they name the op, call nothing)."""
+    return {id(d.value) for top in decorators for d in ast.walk(top)
+            if isinstance(d, ast.Attribute) and d.attr in _REGISTRATIONS and isinstance(d.value, ast.Name)}
+
+
+def _registrations(tree, names: frozenset) -> list:
+    """(op name, unit name, ids of the Names it hands on) of each module-level
+    `direct_register_custom_op(op_name="op", op_func=unit, fake_impl=...)`: it registers the unit as
+    the custom op `torch.ops.<namespace>.op` and calls nothing of it."""
+    out = []
+    for stmt in tree.body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not isinstance(call, ast.Call) or not _called(call).endswith("register_custom_op"):
+            continue
+        words = {k.arg: k.value for k in call.keywords if k.arg}
+        func, op = words.get("op_func"), words.get("op_name")
+        if isinstance(func, ast.Name) and func.id in names:
+            spelling = op.value if isinstance(op, ast.Constant) and isinstance(op.value, str) else func.id
+            ids = {id(v) for k, v in words.items() if k in ("op_func", "fake_impl", "op_name")}
+            out.append((spelling, func.id, ids))
+    return out
+
+
+def _is_custom_op(unit) -> bool:
+    """A unit decorated with `custom_op(...)`/`triton_op(...)` (callable through torch.ops)."""
+    for d in getattr(unit, "decorator_list", ()):
+        call = d.func if isinstance(d, ast.Call) else d
+        name = call.id if isinstance(call, ast.Name) else call.attr if isinstance(call, ast.Attribute) else ""
+        if name in ("custom_op", "triton_op"):
+            return True
+    return False
+
+
 class _Package:
     """The units of some modules of the run and which of them code outside or a reached unit names."""
 
@@ -182,8 +220,21 @@ class _Package:
         # (a relative import names a member's module, or its package's, by its last part)
         lasts = re.compile(rb"\b(?:" + b"|".join(sorted({re.escape(p.encode()) for i in self.members
                                                                      for p in self.results[i].relpath[:-3].split("/")[-2:]})) + rb")\b")
+        # (a custom op is called through `torch.ops.<namespace>.<name>` too: any outside file that
+        # spells its name reaches it)
+        ops = {n: n for n, places in self.units.items() if any(_is_custom_op(u) for _i, u in places)}
+        registering: set = set()  # (ids of the Names a module-level registration call hands on)
+        for tree in self.trees.values():
+            for spelling, name, ids in _registrations(tree, self.names):
+                ops[spelling] = ops[name] = name
+                registering |= ids
+        spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(ops)) + rb")\b") if ops else None
         for j in outside:
             data = self.text_of(j)
+            if spelled is not None and data:
+                found = {ops[m.decode()] for m in spelled.findall(data)}
+                self._why(found, self.results[j].relpath + " (custom op)")
+                reached |= found
             if not data or not dotted.search(data) and not (b"from ." in data and lasts.search(data)):
                 continue
             tree = astcache.parse(data)
@@ -206,15 +257,16 @@ class _Package:
                     continue
                 owner = _owner(stmt)
                 (edges if owner in self.names else tops).append((owner, stmt))
-            got = _reads([stmt for _o, stmt in tops], self.names, skip, self.cut)
+            got = _reads([stmt for _o, stmt in tops], self.names, skip | registering, self.cut)
             self._why(got, self.results[i].relpath + " (module level)")
             reached |= got
             # (`Config.FusedMoEMethodCls = Method` at module level: Method is reached with Config)
             for owner, stmt in edges:
                 self.edges.setdefault(owner, []).append(stmt)
-            # (a decorator runs at import: what it names is reached)
-            reached |= _reads([d for s in tree.body if isinstance(s, _UNITS) for d in s.decorator_list],
-                              self.names, skip, self.cut)
+            # (a decorator runs at import: what it names is reached; `@op.register_fake` registers
+            # another implementation of the custom op `op` and calls nothing of it)
+            decorators = [d for s in tree.body if isinstance(s, _UNITS) for d in s.decorator_list]
+            reached |= _reads(decorators, self.names, skip | _registered_ops(decorators), self.cut)
         todo = list(reached)
         while todo:
             name = todo.pop()
@@ -273,6 +325,21 @@ class _Package:
                 if name in self.names and head in modules:
                     out.add(name)
         return out
+
+    def named_from(self, indices: list) -> set:
+        """The unit names the code of members `indices` names, and what those units name in turn."""
+        named: set = set()
+        for i in indices:
+            tree = self.trees.get(i)
+            if tree is not None:
+                named |= _reads([tree], self.names, _class_arguments(tree), self.cut)
+        todo = list(named)
+        while todo:
+            for _i, unit in self.units.get(todo.pop(), ()):
+                for found in _reads([unit], self.names, _class_arguments(unit), self.cut) - named:
+                    named.add(found)
+                    todo.append(found)
+        return named
 
     def unreached_spans(self, reached: set) -> dict:
         """{member index: [(first, last, name)]} of the units not reached."""
@@ -336,6 +403,9 @@ def review(results: list, paths: dict) -> list:
     # not reached either, `DeepseekV4FP8Config` building `ModelOptNvFp4Config`)
     entries = table.get("quantization", ())
     of = {i: e for e in entries for i in library if _in(results[i].relpath, prefix, e["modules"])}
+    helpers = {i: e for e in entries for i in library if _in(results[i].relpath, prefix, e.get("helpers", ()))
+               and i not in of}
+    of.update(helpers)
     members = sorted(of)
     if any(is_open(f) for i in members for f in results[i].findings):
         registry = {i for e in entries for i in library if _in(results[i].relpath, prefix, e.get("registry", ()))}
@@ -344,6 +414,9 @@ def review(results: list, paths: dict) -> list:
         reached = package.reached([j for j in library if j not in of and j not in registry], whole)
         if reached is not None:
             spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
+            # (a shared helper module: only its units the methods' own code names are theirs)
+            theirs = package.named_from([i for i in members if i not in helpers])
+            spans = {i: [s for s in found if i not in helpers or s[2] in theirs] for i, found in spans.items()}
             for entry in entries:
                 methods = ", ".join(f'"{m}"' for m in entry["methods"])
 

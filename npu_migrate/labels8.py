@@ -108,16 +108,24 @@ def option_labels(tree: ast.AST) -> dict:
     options = _label_options(tree)
     if not options:
         return {}
+    defaults = _option_defaults(tree, options)
     parents = astcache.parents(tree)
     compared: dict[str, list[ast.Constant]] = {}
     other_use: set[str] = set()
+    functions = {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))} \
+        if isinstance(tree, ast.Module) else {}
     for node in astcache.walk(tree):
         if not (isinstance(node, ast.Attribute) and node.attr in options and isinstance(node.ctx, ast.Load)):
             continue
         parent = parents.get(id(node))
         if not isinstance(parent, ast.Compare):
-            if _device_use(node, parents):
+            handed = _handed_to_label(node, parents, functions)
+            if handed is not None:
+                compared.setdefault(node.attr, []).extend(handed)
+            elif _device_use(node, parents):
                 other_use.add(node.attr)
+            else:
+                compared.setdefault(node.attr, [])
             continue
         operands = [parent.left, *parent.comparators]
         if not all(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in operands if o is not node) \
@@ -131,6 +139,8 @@ def option_labels(tree: ast.AST) -> dict:
         if dest in other_use:
             continue
         line, values = options[dest]
+        # (the option's own `default="cuda"`: the same label, h155 FB#32)
+        literals = [*literals, *defaults.get(dest, ())]
         for literal in literals:
             found[(literal.lineno, literal.col_offset + 1)] = (
                 f"{OPTION_LABEL}the option `{dest}` (line {line}) chooses among {values}, and the file "
@@ -140,6 +150,53 @@ def option_labels(tree: ast.AST) -> dict:
 
 _DISPLAY = frozenset({"print", "debug", "info", "warning", "warn", "error", "log", "echo", "str", "format",
                       "write", "dumps", "dump", "append"})
+
+
+def _option_defaults(tree: ast.AST, options: dict) -> dict:
+    """{dest: ["cuda" default constants]} of the labelling options' `add_argument` calls."""
+    out: dict = {}
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument" \
+                and (node.lineno, _option_dest(node)) in {(line, dest) for dest, (line, _v) in options.items()}:
+            out[_option_dest(node)] = [kw.value for kw in node.keywords if kw.arg == "default"
+                                       and isinstance(kw.value, ast.Constant) and kw.value.value == "cuda"]
+    return out
+
+
+def _handed_to_label(node: ast.Attribute, parents: dict, functions: dict) -> Optional[list]:
+    """The "cuda" constants the parameter compares with, where the option's value is handed on as
+    the keyword of its own name (`run(implementation=args.implementation)`) to a module-level
+    function of the file whose parameter of that name is only compared with strings or shown
+    (an f-string, `print`); None otherwise."""
+    keyword = parents.get(id(node))
+    call = parents.get(id(keyword)) if isinstance(keyword, ast.keyword) else None
+    if not (isinstance(call, ast.Call) and keyword.arg == node.attr and isinstance(call.func, ast.Name)):
+        return None
+    function = functions.get(call.func.id)
+    if function is None or node.attr not in {a.arg for a in (*function.args.args, *function.args.kwonlyargs)}:
+        return None
+    literals: list = []
+    for read in ast.walk(function):
+        if not (isinstance(read, ast.Name) and read.id == node.attr):
+            continue
+        if not isinstance(read.ctx, ast.Load):
+            return None  # (the parameter bound again)
+        parent = parents.get(id(read))
+        if isinstance(parent, ast.Compare):
+            operands = [o for o in (parent.left, *parent.comparators) if o is not read]
+            if not all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in parent.ops) or not all(
+                    _strings(o) for o in operands):
+                return None
+            literals.extend(c for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and c.value == "cuda")
+        elif _device_use(read, parents):
+            return None
+    return literals
+
+
+def _strings(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(_strings(e) for e in node.elts)
 
 
 def _device_use(node: ast.AST, parents: dict) -> bool:

@@ -43,6 +43,8 @@ PHRASES = (
     "in a helper ",
     # labels8.EXIT_PROBE: a shell script that exits 0 where its CUDA variable is unset (round 16, AR#10)
     "in a script that exits cleanly where the CUDA variable is unset",
+    # cudabuilds31.BUILD_SCRIPT: a CUDA-only package's build script that stops where CUDA is absent (round 31, FA#17)
+    "in a script that builds a CUDA-only package and stops where the CUDA variable is unset",
     # srcfolds17.NVCC_PHRASE: a CUDA build variable of a Dockerfile whose steps run nvcc (round 17, AT#10)
     "in a Dockerfile that runs `nvcc`",
     "in a branch an NPU host does not take",

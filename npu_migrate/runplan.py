@@ -483,6 +483,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
+    from .targetlabels31 import review as review_target_labels
+    results = review_target_labels(results, paths)  # (a test's patched-in "cuda" of a setting only compared with labels: targetlabels31.py)
     from .ifexpfallbacks30 import review as review_ifexp_fallbacks
     results = review_ifexp_fallbacks(results, paths)  # (Triton kernels only `f_triton if HAS_TRITON else f_torch` picks, P1: ifexpfallbacks30.py)
     from .siblingnames30 import review as review_sibling_names

@@ -1259,6 +1259,9 @@ def scan_text_file(source: bytes, relpath: str, options: Options) -> FileResult:
             from .labels8 import review_exit_probe
 
             result.findings = review_exit_probe(result.findings, scan.lexed.code)
+            from .cudabuilds31 import review as review_cuda_builds  # (a CUDA-only package's build script: cudabuilds31.py)
+
+            result.findings = review_cuda_builds(result.findings, scan.lexed.code)
             from .cudaonly21 import review_shell_labels  # (a "cuda" mode label only compared: cudaonly21.py)
 
             result.findings = review_shell_labels(result.findings, scan.lexed.code)
