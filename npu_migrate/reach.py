@@ -35,7 +35,7 @@ import functools
 import re
 from collections import OrderedDict
 
-from . import astcache, capgates, catalogue, npugates
+from . import astcache, capgates, catalogue, npugates, probeflags31
 
 _dotted = astcache.dotted
 
@@ -835,6 +835,7 @@ def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     _start(tree, None)
     functions = _false_functions(tree, frozenset())
     names = _false_names(_bindings(tree), frozenset(), functions, every=True)
+    names |= probeflags31.false_flags(tree)  # (`HAS_X = False` only where `import x` failed: probeflags31.py)
     functions = _false_functions(tree, names) | functions
     if not functions and not names:
         return tree
