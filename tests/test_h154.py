@@ -118,3 +118,43 @@ def test_probe_flags_need_a_package_with_no_npu_build_and_a_false_fallback():
     # set again by a function's `global`
     assert not flags("try:\n    import flashinfer\n    HAS = True\nexcept ImportError:\n    HAS = False\n"
                      "def enable():\n    global HAS\n    HAS = True\n")
+
+
+# ------------------------------------------------------------- FA#12: an attribute a test sets to a mock
+MOCKED_LIBRARY = '''from unittest.mock import Mock
+
+from pkg.comm import Communicator, NCCLLibrary
+
+
+def test_suspend_reaches_the_library_once():
+    comm = object.__new__(Communicator)
+    comm.nccl = Mock()
+    comm.suspend()
+    comm.suspend()
+    assert comm.nccl.ncclCommSuspend.call_count == 1
+
+
+def test_real_library_initialises():
+    comm = object.__new__(Communicator)
+    comm.nccl = NCCLLibrary("libnccl.so.2")
+    comm.nccl.ncclCommInitRank(2, None, 0)
+
+
+def test_mock_replaced_by_the_real_library():
+    comm = object.__new__(Communicator)
+    comm.nccl = Mock()
+    comm.nccl = NCCLLibrary("libnccl.so.2")
+    comm.nccl.ncclCommInitRank(2, None, 0)
+'''
+
+
+def test_attribute_a_test_sets_to_a_mock_is_moot_and_the_real_library_stays(tmp_path):
+    from npu_migrate import mocked29
+
+    root = write_project(tmp_path, {"tests/test_comm.py": MOCKED_LIBRARY})
+    report = migrate_json(root)
+    kept = [f for f in _hits(report, "tests/test_comm.py", "NPU990") if f["severity"] != "info"]
+    places = sorted({f["line"] for f in kept} | {a[0] for f in kept for a in f.get("also", ())})
+    assert places == [16, 17, 22, 23, 24]  # the real library (and the mock replaced by it): kept
+    moot = _moot(report, "tests/test_comm.py")
+    assert 8 in moot and mocked29.MOCK_ATTRIBUTE in moot[8]
