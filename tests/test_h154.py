@@ -158,3 +158,31 @@ def test_attribute_a_test_sets_to_a_mock_is_moot_and_the_real_library_stays(tmp_
     assert places == [16, 17, 22, 23, 24]  # the real library (and the mock replaced by it): kept
     moot = _moot(report, "tests/test_comm.py")
     assert 8 in moot and mocked29.MOCK_ATTRIBUTE in moot[8]
+
+
+# ------------------------------------------------------------- FB#13: CPU tensors cast to FP8 in a comprehension
+CPU_SHARDS = '''import torch
+from safetensors.torch import save_file
+
+
+def test_shards_round_trip(tmp_path):
+    weights = {
+        f"embedding.shard_{i}.weight": torch.arange(i * 8, (i + 1) * 8)
+        .reshape(4, 2)
+        .to(torch.float8_e4m3fn)
+        for i in range(2)
+    }
+    save_file(weights, str(tmp_path / "model.safetensors"))
+'''
+
+# nearest true case: the same shards made on the GPU
+GPU_SHARDS = CPU_SHARDS.replace("torch.arange(i * 8, (i + 1) * 8)", 'torch.arange(i * 8, (i + 1) * 8, device="cuda")')
+
+
+def test_cpu_tensors_cast_to_fp8_in_a_range_comprehension_are_data_and_device_tensors_stay(tmp_path):
+    root = write_project(tmp_path, {"tests/test_cpu_shards.py": CPU_SHARDS, "tests/test_gpu_shards.py": GPU_SHARDS})
+    report = migrate_json(root)
+    assert not _hits(report, "tests/test_cpu_shards.py", "NPU913")
+    moot = _moot(report, "tests/test_cpu_shards.py")
+    assert any("FP8 data on the CPU" in why for why in moot.values()), moot
+    assert [(f["line"], f["severity"]) for f in _hits(report, "tests/test_gpu_shards.py", "NPU913")] == [(9, "error")]
