@@ -825,6 +825,12 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambd
     return [(*span[name], why, False) for name, why in found.items()]
 
 
+def reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
+    """`_reached_only_from` on a file of its own (public: supportexits31.py)."""
+    _start(tree, None)
+    return _reached_only_from(tree, blocks, relpath)
+
+
 def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     """The tree (a copy, when anything changes) with the file's facts written in, for the skip
     conditions testscopes reads at module level and in decorators (`pytestmark = pytest.mark.

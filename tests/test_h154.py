@@ -186,3 +186,121 @@ def test_cpu_tensors_cast_to_fp8_in_a_range_comprehension_are_data_and_device_te
     moot = _moot(report, "tests/test_cpu_shards.py")
     assert any("FP8 data on the CPU" in why for why in moot.values()), moot
     assert [(f["line"], f["severity"]) for f in _hits(report, "tests/test_gpu_shards.py", "NPU913")] == [(9, "error")]
+
+
+# ------------------------------------------------------------- FC#21, FA#22: exits on another module's support check
+SUPPORT_PLATFORM = '''class Platform:
+    def is_cuda(self) -> bool:
+        return False
+
+
+current_platform = Platform()
+'''
+
+SUPPORT_KERNELS = '''from pkg.platforms import current_platform
+
+
+class BaseKernel:
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        del compute_capability
+        if not current_platform.is_cuda():
+            return False, "only CUDA"
+        return True, None
+
+
+class Fp4Kernel(BaseKernel):
+    def apply(self, x):
+        return x
+
+
+def choose(candidates):
+    for kernel in candidates:
+        ok, why = kernel.is_supported()
+        if ok:
+            return kernel
+    return None
+
+
+def is_mega_supported():
+    available, reason = _probe()
+    if not available:
+        return False, reason
+    if not current_platform.is_cuda():
+        return False, "needs CUDA"
+    return True, None
+
+
+def _probe():
+    return True, None
+'''
+
+SUPPORT_TEST = '''import pytest
+import torch
+
+from pkg.kernels import Fp4Kernel
+
+
+def test_fp4_graph_replay():
+    supported, reason = Fp4Kernel.is_supported()
+    if not supported:
+        pytest.skip(reason)
+    scales = torch.ones(4, device="cuda").to(torch.float8_e4m3fn)
+    assert scales is not None
+
+
+def test_fp4_warns_only():
+    supported, reason = Fp4Kernel.is_supported()
+    if not supported:
+        print(reason)
+    scales = torch.ones(4, device="cuda").to(torch.float8_e4m3fn)
+    assert scales is not None
+'''
+
+SUPPORT_BENCH = '''import torch
+
+from pkg.kernels import is_mega_supported
+
+
+def time_graph(fn):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
+def bench(n):
+    return time_graph(lambda: n)
+
+
+def main():
+    ok, reason = is_mega_supported()
+    if not ok:
+        raise SystemExit(reason)
+    bench(4)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+# nearest true case: the tuple kept whole, `if not ok:` never exits (a tuple is true)
+SUPPORT_BENCH_WHOLE = SUPPORT_BENCH.replace("    ok, reason = is_mega_supported()", "    ok = reason = is_mega_supported()")
+
+
+def test_exit_on_another_modules_support_check_keeps_the_rest_off_the_npu_and_a_warning_or_a_whole_tuple_stays(tmp_path):
+    from npu_migrate.flags16 import BRANCH
+
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/platforms.py": SUPPORT_PLATFORM,
+                                    "pkg/kernels.py": SUPPORT_KERNELS, "tests/test_fp4.py": SUPPORT_TEST,
+                                    "benchmarks/bench_mega.py": SUPPORT_BENCH,
+                                    "benchmarks/bench_whole.py": SUPPORT_BENCH_WHOLE})
+    report = migrate_json(root)
+    assert [(f["line"], f["severity"]) for f in _hits(report, "tests/test_fp4.py", "NPU913")] == [(19, "error")]
+    moot = _moot(report, "tests/test_fp4.py")
+    assert 11 in moot and BRANCH in moot[11] and "`BaseKernel.is_supported()` answers no on an NPU host" in moot[11]
+    assert not _hits(report, "benchmarks/bench_mega.py", "NPU202")
+    moot = _moot(report, "benchmarks/bench_mega.py")
+    assert 7 in moot and "`time_graph` is reached only from code an NPU host does not run" in moot[7] \
+        and "`is_mega_supported()` (pkg/kernels.py:26) answers no on an NPU host" in moot[7]
+    assert [(f["line"], f["severity"]) for f in _hits(report, "benchmarks/bench_whole.py", "NPU202")] == [(7, "error")]
