@@ -204,7 +204,7 @@ class _Refusals:
         return None
 
 
-def _gated(tree: ast.Module, i: int, refusals: _Refusals, test_side: bool) -> list:
+def _gated(tree: ast.Module, i: int, ask, test_side: bool) -> list:
     """(first line, last line, reason, False) of the code after each exit on a refusing check."""
     out = []
     for body in _blocks(tree):
@@ -216,7 +216,7 @@ def _gated(tree: ast.Module, i: int, refusals: _Refusals, test_side: bool) -> li
             exit_index = _exit_after(body, index, flag, test_side)
             if exit_index is None or exit_index + 1 >= len(body):
                 continue
-            told = refusals.of_call(i, call, unpacked)
+            told = ask(i, call, unpacked)
             if told is None:
                 continue
             last = max(getattr(s, "end_lineno", None) or s.lineno for s in body)
@@ -248,22 +248,24 @@ def review(results: list, paths: dict) -> list:
     changed = []
     for i in candidates:
         data = text_of(i)
-        if not data or b"if not " not in data or b"supported" not in data.lower() and b"_ok" not in data \
-                and b"ok," not in data and b"ok =" not in data:
+        if not data or b"if not " not in data:
             continue
         tree = astcache.parse(data)
         if tree is None:
             continue
-        if not state:
-            run = Run(results, text_of)
-            python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
-            state.append(_Refusals(run, Support(run, dispatch_gates(results, python, text_of), never_imported(results))))
-        refusals = state[0]
-        run = refusals.run
-        tree = run.trees.setdefault(i, tree)
+
+        def ask(j: int, call: ast.Call, unpacked: bool, tree=tree) -> Optional[str]:
+            if not state:  # (the run's reading is built once, when a file first holds the shape)
+                run = Run(results, text_of)
+                python = [k for k, r in enumerate(results) if r.relpath.endswith(".py")]
+                state.append(_Refusals(run, Support(run, dispatch_gates(results, python, text_of),
+                                                    never_imported(results))))
+            state[0].run.trees.setdefault(j, tree)
+            return state[0].of_call(j, call, unpacked)
+
         relpath = results[i].relpath
         try:
-            blocks = _gated(tree, i, refusals, is_test_side(relpath))
+            blocks = _gated(tree, i, ask, is_test_side(relpath))
         except RecursionError:
             continue
         if not blocks:
