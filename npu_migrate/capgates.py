@@ -230,7 +230,8 @@ class _Fold(ast.NodeTransformer):
 
 
 _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+            ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
 
 def _verb(stmt: ast.stmt) -> str:
@@ -275,6 +276,7 @@ class Exits:
         self.tree, self.lines, self.truth, self.segment = tree, lines, truth, segment
         self._helpers: dict | None = None
         self._seen: dict = {}
+        self._bound: dict | None = None  # (id of an `if` -> the capability names bound before it)
 
     def reason(self, stmt: ast.stmt) -> str | None:
         """Why nothing after `stmt` in its block runs on an NPU host, or None: `if <capability
@@ -285,6 +287,10 @@ class Exits:
                     and capability_test(stmt.test) and self.truth(stmt.test) is True:
                 return (f"after a capability raise: `{self.segment(self.lines, stmt.test)}` is true on an NPU "
                         f"host, so it raises there")
+            if stmt.body and isinstance(stmt.body[-1], ast.Raise) and _leaves(stmt.body[-1]):
+                why = self._bound_raise(stmt)
+                if why is not None:
+                    return why
             if stmt.body and isinstance(stmt.body[-1], ast.Raise) and _leaves(stmt.body[-1]) \
                     and other_vendor_test(stmt.test) and self.truth(stmt.test) is True:
                 return (f"after a raise unless another vendor's platform: `{self.segment(self.lines, stmt.test)}` "
@@ -306,6 +312,58 @@ class Exits:
         if why is None:
             return None
         return f"after a capability skip: `{self.segment(self.lines, stmt.value)}` never returns on an NPU host ({why})"
+
+
+    def _bound_raise(self, stmt: ast.If) -> str | None:
+        """Round-31 audit FB#24: `capability = torch.cuda.get_device_capability(device)` earlier in
+        the same function (or module), bound only there, then `if ... or capability not in ((10, 0),
+        (10, 3)): raise RuntimeError(...)`: the name is the shim's (0, 0) on an NPU host, as in a
+        helper (`_helper_exit`); the test is read with it and folded (`in`/`not in` too)."""
+        if self._bound is None:
+            self._bound = _scope_capabilities(self.tree)
+        values = self._bound.get(id(stmt))
+        used = [n for n in (values or ()) if any(isinstance(x, ast.Name) and x.id == n for x in ast.walk(stmt.test))]
+        if not used:
+            return None
+        if self.truth(_Fold().visit(_Bind(values).visit(copy.deepcopy(stmt.test)))) is not True:
+            return None
+        names = ", ".join(f"`{n}`" for n in used)
+        return (f"after a capability raise: `{self.segment(self.lines, stmt.test)}` is true on an NPU host "
+                f"({names} bound to `get_device_capability()`, the shim's (0, 0) there), so it raises there")
+
+
+def _scope_capabilities(tree: ast.Module) -> dict:
+    """{id of an `if` statement: {name: literal}} for the names its function (or the module) binds
+    once, before it, to a zero-capability call (`_capability_names`)."""
+    out: dict = {}
+    for scope in ast.walk(tree):
+        if not isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        own = list(_own_walk(scope))
+        binds = [n for n in own if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.value, ast.Call)
+                 and _dotted(n.value.func) in _zero_capability_calls()]
+        if not binds:
+            continue
+        stored = [n.id for n in own if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+        for node in own:
+            if isinstance(node, ast.If):
+                values: dict = {}
+                for bind in binds:
+                    if bind.lineno < node.lineno:
+                        values.update(_capability_names(bind.targets[0], stored))
+                if values:
+                    out[id(node)] = values
+    return out
+
+
+def _own_walk(scope: ast.AST):
+    """The nodes of a function or module, nested functions, lambdas and classes left out."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 Substitute = _Bind  # (public for lambdas19.py)

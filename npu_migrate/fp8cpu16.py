@@ -80,9 +80,11 @@ def fresh_cpu_reason(relpath: str, text: str, node: ast.AST, parent: Parent, pre
             and call.args == [node] and not call.keywords):
         return None
     receiver = call.func.value
-    function, current = None, call
+    function, current, counters = None, call, set()
     while current is not None:
         holder = parent(current)
+        if isinstance(holder, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and function is None:
+            counters |= _counters(holder)
         if isinstance(holder, (ast.With, ast.AsyncWith)) and any(
                 "device" in (astcache.dotted(n) or "") for item in holder.items for n in ast.walk(item.context_expr)
                 if isinstance(n, (ast.Name, ast.Attribute))):
@@ -99,16 +101,30 @@ def fresh_cpu_reason(relpath: str, text: str, node: ast.AST, parent: Parent, pre
         if len(values) != 1 or len(stores) != 1 or receiver.id in args:
             return None
         receiver = values[0]
-    if not _fresh_cpu(receiver):
+    if not _fresh_cpu(receiver, frozenset(counters)):
         return None
     return f"{prefix}FP8 data on the CPU: a tensor built by torch factories with no device, cast to FP8"
 
 
-def _fresh_cpu(expr: ast.AST) -> bool:
-    """An expression of constants, torch factories with no device and methods on them only."""
+def _counters(comprehension: ast.AST) -> set[str]:
+    """The names a comprehension binds to integers: `for i in range(<constants>)` (round-31 audit
+    FB#13: `{f"...shard_{i}.weight": torch.arange(i * 8, (i + 1) * 8).to(fp8) for i in range(2)}`)."""
+    out: set[str] = set()
+    for generator in comprehension.generators:
+        source = generator.iter
+        if isinstance(generator.target, ast.Name) and isinstance(source, ast.Call) \
+                and isinstance(source.func, ast.Name) and source.func.id == "range" and not source.keywords \
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in source.args):
+            out.add(generator.target.id)
+    return out
+
+
+def _fresh_cpu(expr: ast.AST, counters: frozenset = frozenset()) -> bool:
+    """An expression of constants, torch factories with no device and methods on them only (and
+    the integer counters of an enclosing comprehension)."""
     factories = 0
     for node in ast.walk(expr):
-        if isinstance(node, ast.Name) and node.id != "torch":
+        if isinstance(node, ast.Name) and node.id != "torch" and node.id not in counters:
             return False
         if isinstance(node, ast.keyword) and (node.arg is None or "device" in node.arg):
             return False

@@ -50,6 +50,19 @@ A keyword value of a `SimpleNamespace(...)` (the body of a lambda one) handed as
 to `monkeypatch.setattr(...)` (`setattr` of any receiver), `patch(...)` or `patch.object(...)` is
 such a value too.
 
+Round-31 audit FA#12 (vLLM's `tests/distributed/test_pynccl.py`): an attribute a test sets to a
+mock stands in for the CUDA library it names:
+
+    comm = object.__new__(PyNcclCommunicator)
+    comm.nccl = Mock()                                              # NPU990 `comm.nccl`
+    comm.suspend()
+    assert comm.nccl.ncclCommSuspend.call_count == 1                # NPU990 `comm.nccl`
+
+No NCCL loads; the test checks the communicator's own Python logic, the same on an NPU host. A
+report-only place that is `X.attr` (or the start of `X.attr.<...>`) inside a function that assigns
+`X.attr = Mock()` (any of the mock classes above, or `patch`), where the function binds `X.attr`
+nowhere else, becomes info with MOCK_ATTRIBUTE (a moot.NO_WORK phrase).
+
 Kept (the nearest true cases): the same value handed to real code (`torch.device("cuda:0")`, a
 `device="cuda"` argument), assigned to an attribute of an object that is not a mock, or returned by
 a mock's method whose result the test then moves a tensor with.
@@ -63,6 +76,8 @@ from . import astcache
 from .envskips29 import lower_places
 
 MOCK_VALUE = "a value a test's mock returns in place of the real query: the same on every host"
+MOCK_ATTRIBUTE = ("a value a test's mock returns in place of the real query: the attribute is a mock the "
+                  "test sets in place of the real object, the same on every host")
 
 _CODES = frozenset({"NPU990", "NPU913", "NPU102", "NPU935"})
 _RECORDED = frozenset({"call_args", "call_args_list", "mock_calls", "await_args", "await_args_list"})
@@ -148,6 +163,30 @@ def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
     return out
 
 
+def _mock_attributes(tree: ast.Module) -> dict[tuple[int, int], bool]:
+    """{(line, 1-based column): True} of `X.attr` wherever the function holding it sets `X.attr =
+    Mock()` and binds `X.attr` nowhere else (round 31, FA#12)."""
+    out: dict[tuple[int, int], bool] = {}
+    for function in astcache.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        stores: dict[str, list] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and not isinstance(node.ctx, ast.Load):
+                stores.setdefault(f"{node.value.id}.{node.attr}", []).append(node)
+        mocked = {name for name, nodes in stores.items() if len(nodes) == 1 and any(
+            isinstance(a, ast.Assign) and len(a.targets) == 1 and a.targets[0] is nodes[0] and _patch_call(a.value)
+            for a in ast.walk(function))}
+        if not mocked:
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and f"{node.value.id}.{node.attr}" in mocked:
+                out[(node.lineno, node.col_offset + 1)] = True
+    return out
+
+
 def review(findings: list, text: str, relpath: str) -> list:
     """`findings`, with each place of the docstring's shape lowered to info."""
     from .importgates import is_test
@@ -160,14 +199,16 @@ def review(findings: list, text: str, relpath: str) -> list:
         return findings
     mocks = _mock_names(tree)
     values = _mock_values(tree, mocks)
-    if not values:
+    attributes = _mock_attributes(tree)
+    if not values and not attributes:
         return findings
     out, changed = [], False
     for finding in findings:
         pieces = None
         if any(finding is hit for hit in hits):
             columns = {finding.line: finding.column, **{line: column for line, column, _s in finding.also}}
-            pieces = lower_places(finding, lambda line: MOCK_VALUE if (line, columns.get(line)) in values else None)
+            pieces = lower_places(finding, lambda line: MOCK_VALUE if (line, columns.get(line)) in values else
+                                  MOCK_ATTRIBUTE if (line, columns.get(line)) in attributes else None)
         changed = changed or pieces is not None
         out.extend([finding] if pieces is None else pieces)
     return sorted(out) if changed else findings

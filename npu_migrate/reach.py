@@ -35,7 +35,7 @@ import functools
 import re
 from collections import OrderedDict
 
-from . import astcache, capgates, catalogue, npugates
+from . import astcache, capgates, catalogue, npugates, probeflags31
 
 _dotted = astcache.dotted
 
@@ -825,6 +825,12 @@ def _reached_only_from(tree: ast.Module, blocks: list, relpath: str, holds=lambd
     return [(*span[name], why, False) for name, why in found.items()]
 
 
+def reached_only_from(tree: ast.Module, blocks: list, relpath: str) -> list:
+    """`_reached_only_from` on a file of its own (public: supportexits31.py)."""
+    _start(tree, None)
+    return _reached_only_from(tree, blocks, relpath)
+
+
 def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     """The tree (a copy, when anything changes) with the file's facts written in, for the skip
     conditions testscopes reads at module level and in decorators (`pytestmark = pytest.mark.
@@ -835,6 +841,7 @@ def with_file_facts(tree: ast.Module, truth) -> ast.Module:
     _start(tree, None)
     functions = _false_functions(tree, frozenset())
     names = _false_names(_bindings(tree), frozenset(), functions, every=True)
+    names |= probeflags31.false_flags(tree)  # (`HAS_X = False` only where `import x` failed: probeflags31.py)
     functions = _false_functions(tree, names) | functions
     if not functions and not names:
         return tree
