@@ -28,8 +28,18 @@ Kept (the nearest true cases, tests/test_h153.py): `moe_cute.warmup(...)` in a l
 imports it; `ops.warmup(...)` through a package `__init__` re-exporting it; a module handed on as
 a value and its function called on the parameter.
 
+A bare `name` in another module is the unit only through `from M import name` (or a star import),
+M.name not itself a module of the run: a dataclass field, a parameter of an enclosing function or
+`import x as name` (vLLM's benchmarks and tests, by the dozen for `warmup`) are other objects.
+
+`unreferring` answers the same from a file's bytes alone, so the walk neither parses nor indexes a
+file holding only other objects' `name` (no leaf of `_words`, no import naming it, no string
+naming it); a file that does not parse is then left out too (it runs nowhere). testcallers27's
+walk, which counts locals by the unit's name as references (`skip_locals` False), reads as before.
+
 Cost: one regular-expression test per file naming the unit (the files callgates21 already reads),
-and per (module, name) one scan of the files naming the module's leaf, memoised on the walk.
+and per (module, name) one scan of the files naming the module's leaf, memoised on the walk; the
+walk it saves (parsing and indexing the files it leaves out) pays for it.
 """
 
 from __future__ import annotations
