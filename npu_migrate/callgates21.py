@@ -387,13 +387,15 @@ class _Gates:
             self.indexes[j] = (parents, refs, strings)
         return self.indexes[j]
 
-    def naming(self, name: str, but: int = -1):
+    def naming(self, name: str, but: int = -1, passes=None):
         """(j, tree) of each Python file of the run whose bytes name `name` (module `but` aside), the
         tree the run holds (None: it does not parse, the caller decides); the files every reading
-        of a name's references walks (this walk, and its subclasses' own questions)."""
+        of a name's references walks (this walk, and its subclasses' own questions). `passes(j)`:
+        true for a file to leave out unparsed (attrrefs31.unreferring)."""
         word = name.encode()
         for j, result in enumerate(self.run.results):
-            if j != but and result.relpath.endswith(".py") and word in (self.run.text_of(j) or b""):
+            if j != but and result.relpath.endswith(".py") and word in (self.run.text_of(j) or b"") \
+                    and not (passes is not None and passes(j)):
                 yield j, self.run.tree(j)
 
     def sites(self, i: int, unit: ast.AST, depth: int = 0, seen: frozenset = frozenset()) -> Optional[list]:
@@ -411,6 +413,7 @@ class _Gates:
 
     def _sites(self, i: int, unit: ast.AST, depth: int, seen: frozenset) -> Optional[list]:
         from .attrflags27 import instance_attribute, shadowed
+        from .attrrefs31 import foreign, unreferring
         from .capflows29 import may_look_up
         from .instances29 import dead_strings
         from .optobjects30 import another_unit
@@ -418,7 +421,8 @@ class _Gates:
         run = self.run
         name = unit.name
         found: list = []
-        for j, tree in self.naming(name):
+        passes = (lambda j: unreferring(self, i, j, name)) if self.skip_locals else None
+        for j, tree in self.naming(name, passes=passes):  # (files holding only other objects' `name`: attrrefs31.py)
             if tree is None:
                 return None
             result = run.results[j]
@@ -437,6 +441,8 @@ class _Gates:
                 if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
                                          or instance_attribute(node)):
                     continue  # (a local of its function by that name, or `self.X`: attrflags27.py)
+                if self.skip_locals and foreign(self, i, j, node):
+                    continue  # (`args.warmup` in a file naming neither the unit's module nor a re-exporter: attrrefs31.py)
                 if not isinstance(node.ctx, ast.Load):
                     if side:
                         continue  # (a test's own name, a monkeypatch target)
