@@ -28,7 +28,7 @@ import re
 from collections import defaultdict
 
 from . import catalogue
-from .findings import _ALSO, Finding
+from .findings import ALSO, Finding
 from .model import FileResult
 from .moot import is_moot
 
@@ -61,7 +61,7 @@ def _trailing_group(text: str) -> tuple[str, str] | None:
 def _reason(finding: Finding) -> str:
     """Why a lowered finding is info: the group its lowering added to the end of its message; the
     whole message where it has none."""
-    text = _ALSO.sub("", finding.message)
+    text = ALSO.sub("", finding.message)
     split = _trailing_group(text)
     return split[1] if split else text
 
@@ -100,7 +100,7 @@ def join(group: list[Finding]) -> Finding:
                      *(p for f in others for p in f.also)} - {(first.line, first.column, first.source)})
     if not parts:
         return dataclasses.replace(first, also=tuple(places))
-    message = f"{_ALSO.sub('', first.message)} (also at {'; at '.join(parts)})"
+    message = f"{ALSO.sub('', first.message)} (also at {'; at '.join(parts)})"
     return dataclasses.replace(first, message=message, also=tuple(places))
 
 
@@ -115,7 +115,7 @@ def _group(finding: Finding) -> str | None:
         return ""
     if rule.per_file != "message":
         return None
-    text = _ALSO.sub("", finding.message)
+    text = ALSO.sub("", finding.message)
     match = re.search(rule.merge_group, text) if rule.merge_group else None
     if match:
         return next((name for name, value in match.groupdict().items() if value), rule.merge_group)
