@@ -42,6 +42,10 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from . import astcache
+
+_TRITON = ("jit", "autotune", "heuristics")  # (kernelgates26's decorators; it imports callgates21: no import circle)
+
 
 def subclass_of(tree: ast.Module, parents: dict, node: ast.AST) -> Optional[ast.ClassDef]:
     """The module-level class whose bases hold `node` (`class Sub(pkg.Base):`), else None."""
@@ -52,3 +56,63 @@ def subclass_of(tree: ast.Module, parents: dict, node: ast.AST) -> Optional[ast.
             and any(child is base for base in current.bases):
         return current
     return None
+
+
+def triton_kernel(stmt: ast.AST) -> bool:
+    """A function carrying a Triton decorator (`@triton.jit`, `@triton.autotune(...)`)."""
+    if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    for decorator in stmt.decorator_list:
+        words = (astcache.dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or "").split(".")
+        if len(words) >= 2 and "triton" in words[:-1] and words[-1] in _TRITON:
+            return True
+    return False
+
+
+def same_program(unit: ast.AST, outer: ast.AST, node: ast.AST, parents: dict) -> bool:
+    """`unit` a Triton kernel (or device function) of the module whose function `outer` holds the
+    reference `node`: a call inside another kernel, or a launch `unit[grid](...)` by a module-level
+    function. The module's kernels and their launcher are one device program, so the walk follows
+    the reference without spending one of its steps."""
+    if not triton_kernel(unit) or not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if triton_kernel(outer):
+        return True
+    subscript = parents.get(id(node))
+    return isinstance(subscript, ast.Subscript) and subscript.value is node \
+        and isinstance(parents.get(id(subscript)), ast.Call) and parents[id(subscript)].func is subscript
+
+
+def aliased(run, i: int, j: int, tree: ast.Module, parents: dict, refs: dict, name: str) -> Optional[list]:
+    """The references of module i's `name` that module j makes through `from M import name as other`
+    (M module i): the `other` names in the import's function (or module); None where unsure (a
+    store of `other` there besides the import). Round 31 FC#8: `_soa_imports()` imports the decode
+    wrapper `as soa_decode` and returns it."""
+    from .optobjects30 import module_of
+
+    if f"{name} as ".encode() not in (run.text_of(j) or b""):
+        return []
+    out: list = []
+    for stmt in astcache.nodes(tree, (ast.ImportFrom,)):
+        for alias in stmt.names:
+            if alias.name != name or not alias.asname or alias.asname == name or module_of(run, j, stmt) != i:
+                continue
+            scope = parents.get(id(stmt))
+            while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope = parents.get(id(scope))
+            for node in refs.get(alias.asname, ()):
+                if not isinstance(node, ast.Name) or scope is not None and not _within(node, scope, parents):
+                    continue
+                if not isinstance(node.ctx, ast.Load):
+                    return None
+                out.append(node)
+    return out
+
+
+def _within(node: ast.AST, scope: ast.AST, parents: dict) -> bool:
+    current = parents.get(id(node))
+    while current is not None:
+        if current is scope:
+            return True
+        current = parents.get(id(current))
+    return False

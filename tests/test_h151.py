@@ -168,3 +168,109 @@ def test_subclass_of_reads_only_a_module_level_class_bases():
     assert subclass_of(tree, parents, names[(2, "pkg")]) is tree.body[1]
     assert subclass_of(tree, parents, names[(2, "Meta")]) is None  # (a keyword: not a base)
     assert subclass_of(tree, parents, names[(3, "Base")]) is None  # (a class-level value)
+
+
+# ----------------------------------------------------------------------------- FC#8: an aliased import, a deep chain
+def _deep_files(pick: str = 'if cache_config.cache_dtype == "ultraquant_4bit":', ops_caller: str = "") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config/__init__.py": "",
+        "proj/config/cache.py": '''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class CacheConfig:
+                cache_dtype: str = "auto"
+        ''',
+        "proj/ops/__init__.py": "",
+        "proj/ops/soa.py": '''
+            from vllm.triton_utils import tl, triton
+
+
+            @triton.jit
+            def _load_tile(x_ptr):
+                return tl.load(x_ptr)
+
+
+            @triton.jit
+            def _inner(x_ptr):
+                return _load_tile(x_ptr) + 1
+
+
+            @triton.jit
+            def _attn_kernel(x_ptr):
+                tl.store(x_ptr, _inner(x_ptr))
+
+
+            def soa_attention(x):
+                _attn_kernel[(1,)](x)
+                return x
+
+
+            def soa_decode(x):
+                return soa_attention(x)
+        ''',
+        "proj/backends/__init__.py": "",
+        "proj/backends/turbo.py": f'''
+            def _ops():
+                from proj.ops.soa import soa_decode as decode
+
+                return decode
+
+
+            class TurboImpl:
+                def forward(self, x):
+                    return _ops()(x)
+
+
+            class TurboBackend:
+                @staticmethod
+                def get_impl_cls():
+                    return TurboImpl
+            {ops_caller}
+        ''',
+        "proj/backends/ultra.py": '''
+            from proj.backends.turbo import TurboBackend
+
+
+            class UltraBackend(TurboBackend):
+                name = "ultra"
+        ''',
+        "proj/platform.py": f'''
+            from proj.backends.ultra import UltraBackend
+
+
+            class Platform:
+                def pick(self, cache_config):
+                    {pick}
+                        return UltraBackend
+                    return None
+        ''',
+    }
+
+
+def _soa(report: dict) -> dict:
+    return findings_at(report, "proj/ops/soa.py", "NPU910")
+
+
+def test_kernels_reached_through_an_alias_and_an_opt_in_subclass_are_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _deep_files(), dedent=True))
+    found = _soa(report)
+    assert _all_info(found), found
+    assert "ultraquant_4bit" in next(iter(found.values()))["message"]
+
+
+def test_kernels_reached_through_an_alias_the_library_calls_ungated_keep_the_error(tmp_path):
+    # (nearest true case: the aliased wrapper is also called by library code every NPU host runs;
+    # before round 31 the walk saw no reference through `as decode` at all)
+    caller = "\n\ndef warmup(x):\n    return _ops()(x)\n"
+    report = migrate_json(write_project(tmp_path, _deep_files(ops_caller=caller.replace("\n", "\n            ")),
+                                        dedent=True))
+    assert _all_error(_soa(report)), _soa(report)
+
+
+def test_kernels_reached_through_a_subclass_picked_ungated_keep_the_error(tmp_path):
+    # (nearest true case: the subclass is picked on every NPU host)
+    report = migrate_json(write_project(tmp_path, _deep_files(pick="if cache_config is not None:"), dedent=True))
+    assert _all_error(_soa(report)), _soa(report)
