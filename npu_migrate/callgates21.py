@@ -470,7 +470,7 @@ class _Gates:
                     inner = method_sites(self, j, tree, parents, node, outer, depth, seen, (_unit, _inside))
                 if inner is None:  # (a Triton helper called inside another kernel of its module costs no step: kvchoice31.py)
                     from .kvchoice31 import same_program
-                    inner = self.sites(j, outer, depth + (0 if j == i and same_program(unit, outer, node, parents) else step), seen)
+                    inner = self.sites(j, outer, depth + (0 if j == i and self.free_program and same_program(unit, outer, node, parents) else step), seen)
                 if inner is None:
                     return None
                 found.extend(inner)
@@ -483,6 +483,7 @@ class _Gates:
 
     # ------------------------------------------------------------------ hooks (testcallers27.py)
     skip_locals = True  # (False: testcallers27.py reads a local or `self.X` by the unit's name as a reference)
+    free_program = False  # (True: testcallers27.py follows a kernel's own module's kernels and launcher without a step, kvchoice31.py)
 
     def test_file(self, relpath: str) -> bool:
         """A file whose live references `live_reference` may spare (tests and benchmarks, policy P2):
