@@ -437,7 +437,11 @@ class _Gates:
                 # (named in a string: loaded some other way; only where the name may be looked up,
                 # capflows29.may_look_up, and not a string inside dead code, instances29.py)
                 return None
-            for node in refs.get(name, ()):
+            from .kvchoice31 import aliased
+            more = aliased(run, i, j, tree, parents, refs, name)  # (`from M import name as other`: kvchoice31.py)
+            if more is None:
+                return None
+            for node in [*refs.get(name, ()), *more]:
                 if self.skip_locals and (isinstance(node, ast.Name) and shadowed(node, parents, self.shadows)
                                          or instance_attribute(node)):
                     continue  # (a local of its function by that name, or `self.X`: attrflags27.py)
@@ -460,15 +464,19 @@ class _Gates:
                 if spared is not None:
                     found.append(spared)
                     continue
-                outer = _unit(tree, node.lineno)
+                outer, step = _unit(tree, node.lineno), 1
+                if outer is None:  # (`class Sub(Base):`: the base runs where the subclass is built, one class: kvchoice31.py)
+                    from .kvchoice31 import subclass_of
+                    outer, step = subclass_of(tree, parents, node), 0
                 if outer is None or outer is unit:
                     return None
                 inner = None
                 if isinstance(outer, ast.ClassDef):  # (through the method's own calls first: methods29.py)
                     from .methods29 import method_sites
                     inner = method_sites(self, j, tree, parents, node, outer, depth, seen, (_unit, _inside))
-                if inner is None:
-                    inner = self.sites(j, outer, depth + 1, seen)
+                if inner is None:  # (a Triton helper called inside another kernel of its module costs no step: kvchoice31.py)
+                    from .kvchoice31 import same_program
+                    inner = self.sites(j, outer, depth + (0 if j == i and self.free_program and same_program(unit, outer, node, parents) else step), seen)
                 if inner is None:
                     return None
                 found.extend(inner)
@@ -481,6 +489,7 @@ class _Gates:
 
     # ------------------------------------------------------------------ hooks (testcallers27.py)
     skip_locals = True  # (False: testcallers27.py reads a local or `self.X` by the unit's name as a reference)
+    free_program = False  # (True: testcallers27.py follows a kernel's own module's kernels and launcher without a step, kvchoice31.py)
 
     def test_file(self, relpath: str) -> bool:
         """A file whose live references `live_reference` may spare (tests and benchmarks, policy P2):

@@ -419,7 +419,27 @@ class OptConfigs:
                     return _UNKNOWN
                 hits = {a is None for a in lefts}
                 return hits if isinstance(op, ast.Is) else {not h for h in hits}
+        if isinstance(node, ast.Call):
+            return self._prefix_test(node, scope, used, seen, fields_of_self)
         return _UNKNOWN
+
+    def _prefix_test(self, node: ast.Call, scope: dict, used: list, seen: frozenset, fields_of_self: bool):
+        """`<x>.F.startswith("turboquant_")` (or `.endswith`, a tuple of strings): a KV-cache dtype
+        chosen by name, read over F's string values (round 31 FC#8, FB#12: kvchoice31.py)."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("startswith", "endswith")
+                and len(node.args) == 1 and not node.keywords):
+            return _UNKNOWN
+        arg = node.args[0]
+        parts = arg.elts if isinstance(arg, ast.Tuple) else [arg]
+        if not parts or not all(isinstance(p, ast.Constant) and isinstance(p.value, str) for p in parts):
+            return _UNKNOWN
+        lefts = self._values(func.value, scope, used, seen, fields_of_self)
+        if lefts is _UNKNOWN or not lefts or not all(isinstance(v, str) for v in lefts):
+            return _UNKNOWN
+        used.append(f"`{' '.join(ast.unparse(node).split())[:90]}`")
+        affixes = tuple(p.value for p in parts)
+        return {getattr(v, func.attr)(affixes) for v in lefts}
 
     @staticmethod
     def _comparable(lefts, rights) -> bool:

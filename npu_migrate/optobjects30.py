@@ -75,6 +75,9 @@ def _module_of(run, j: int, stmt: ast.ImportFrom) -> Optional[int]:
     return run.by_name.get(name)
 
 
+module_of = _module_of  # (public: kvchoice31.py reads an aliased import's module)
+
+
 def another_unit(run, j: int, tree: ast.Module, name: str, i: int) -> bool:
     """Module j binds `name` by `from M import name`, M another module of the run defining its own
     top-level `name` (vLLM's two `RejectionSampler` classes, EB#36), and imports nothing of module

@@ -93,6 +93,7 @@ def _make_gates(run):
 
         keep_public = False  # (this module's own rule for public units: review)
         skip_locals = False
+        free_program = True  # (a kernel's helpers and launcher are one device program: kvchoice31.py)
 
         def test_file(self, relpath: str) -> bool:
             return test_side(relpath)
