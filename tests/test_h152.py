@@ -176,3 +176,156 @@ def test_library_module_is_not_read_as_a_benchmark(tmp_path):
         .replace("from runner import", "from pkg.runner import")}))
     cudart = _findings(report, "pkg/common.py", "NPU202")
     assert cudart and all("`--ncu-profile` is chosen" not in f["message"] for f in cudart.values()), cudart
+
+
+# (FB#3: ColossalAI's ring attention, reached only under a sequence-parallel mode the library never stores)
+SHARD_CONFIG = '''from dataclasses import dataclass
+
+
+@dataclass
+class ShardConfig:
+    enable_sequence_parallelism: bool = False
+    sequence_parallelism_mode: str = None
+
+    def __post_init__(self):
+        if self.enable_sequence_parallelism:
+            self.sequence_parallelism_mode = (
+                "split_gather" if self.sequence_parallelism_mode is None else self.sequence_parallelism_mode
+            )
+        else:
+            self.sequence_parallelism_mode = None
+'''
+PLUGIN = '''from pkg.shard_config import ShardConfig
+
+
+class Plugin:
+    def __init__(self, sequence_parallelism_mode: str = None):
+        self.sequence_parallelism_mode = (
+            sequence_parallelism_mode if sequence_parallelism_mode is not None else "all_to_all"
+        )
+        self.shard_config = ShardConfig(
+            enable_sequence_parallelism=True, sequence_parallelism_mode=self.sequence_parallelism_mode
+        )
+'''
+ATTN = '''import torch
+
+_pad_input = None
+
+
+def _load_varlen_helpers():
+    global _pad_input
+    if _pad_input is None:
+        try:
+            from flash_attn.bert_padding import pad_input
+
+            _pad_input = pad_input
+        except ImportError as e:
+            raise RuntimeError("Flash Attention is not installed") from e
+
+
+class RingAttention(torch.autograd.Function):
+    @staticmethod
+    def attention(q, k, v):
+        _load_varlen_helpers()
+        return RingAttention.apply(q, k, v)
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        import flash_attn
+
+        if flash_attn.__version__ > "2.6.3":
+            q = q * 2
+        return _pad_input(q, k, v)
+'''
+MODELING = '''import torch
+
+from pkg.attn import RingAttention
+
+
+def forward(shard_config, q, k, v):
+    sp_mode = shard_config.sequence_parallelism_mode
+    if sp_mode == "ring_attn":
+        return RingAttention.attention(q, k, v)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+'''
+
+
+def _ring_project(tmp_path, plugin: str = PLUGIN, modeling: str = MODELING):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/shard_config.py": SHARD_CONFIG, "pkg/plugin.py": plugin,
+        "pkg/attn.py": ATTN, "pkg/modeling.py": modeling}))
+
+
+def test_ring_attention_under_a_mode_only_the_user_names_is_info(tmp_path):
+    flash = _findings(_ring_project(tmp_path), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "info" for f in flash.values()), flash
+    message = next(iter(flash.values()))["message"]
+    assert "only when `sp_mode == 'ring_attn'` is chosen (`ShardConfig.sequence_parallelism_mode` defaults to `None`" \
+        in message and "'all_to_all', 'split_gather'" in message, message
+
+
+def test_ring_attention_under_a_mode_the_library_picks_stays_an_error(tmp_path):
+    plugin = PLUGIN.replace('else "all_to_all"', 'else "ring_attn"')
+    flash = _findings(_ring_project(tmp_path, plugin=plugin), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "error" for f in flash.values()), flash
+
+
+def test_ring_attention_under_a_computed_mode_stays_an_error(tmp_path):
+    plugin = PLUGIN.replace('else "all_to_all"', 'else pick_mode()')
+    flash = _findings(_ring_project(tmp_path, plugin=plugin), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "error" for f in flash.values()), flash
+
+
+def test_ring_attention_under_a_not_equal_test_stays_an_error(tmp_path):
+    modeling = MODELING.replace('if sp_mode == "ring_attn":', 'if sp_mode != "all_to_all":')
+    flash = _findings(_ring_project(tmp_path, modeling=modeling), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "error" for f in flash.values()), flash
+
+
+FACTORY = '''import torch
+
+from pkg.attn import RingAttention
+
+
+def get_forward(shard_config, sp_mode=None):
+    def forward(q, k, v):
+        if sp_mode == "ring_attn":
+            return RingAttention.attention(q, k, v)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    return forward
+'''
+POLICY = '''from pkg.modeling import get_forward
+
+
+class Policy:
+    def __init__(self, shard_config):
+        self.shard_config = shard_config
+
+    def module_policy(self):
+        sp_mode = self.shard_config.sequence_parallelism_mode or None
+        return {"forward": get_forward(self.shard_config, sp_mode)}
+'''
+RING_POLICY = POLICY + '''
+
+def ring_forward(shard_config):
+    return get_forward(shard_config, "ring_attn")
+'''
+
+
+def _factory_project(tmp_path, policy: str = POLICY):
+    return migrate_json(write_project(tmp_path, {
+        "pkg/__init__.py": "", "pkg/shard_config.py": SHARD_CONFIG, "pkg/plugin.py": PLUGIN,
+        "pkg/attn.py": ATTN, "pkg/modeling.py": FACTORY, "pkg/policy.py": policy}))
+
+
+def test_ring_attention_under_a_parameter_every_call_passes_the_mode_is_info(tmp_path):
+    # (ColossalAI's `get_llama_flash_attention_forward(self.shard_config, sp_mode, ...)`)
+    flash = _findings(_factory_project(tmp_path), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "info" for f in flash.values()), flash
+    assert "`sp_mode == 'ring_attn'` is chosen" in next(iter(flash.values()))["message"]
+
+
+def test_ring_attention_under_a_parameter_one_call_sets_stays_an_error(tmp_path):
+    flash = _findings(_factory_project(tmp_path, policy=RING_POLICY), "pkg/attn.py", "NPU502")
+    assert flash and all(f["severity"] == "error" for f in flash.values()), flash
