@@ -80,6 +80,7 @@ def _merged(findings: list[Finding]) -> tuple[tuple[int, int, str], ...]:
 _ALSO = re.compile(r" \(also at [^()]*\)$")
 # (infojoin31.py's joined info note: its lines listed with their reasons, which hold brackets)
 _ALSO_JOINED = re.compile(r" \(also at lines? \d[\d, ]*(?: and \d+ more)?(?: for the same reason; at |: ).*\)$", re.S)
+ALSO = _ALSO  # (public: infojoin31.py strips the same "(also at ...)" group)
 
 
 _NAMED = re.compile(r"`([^`]+)`")

@@ -28,7 +28,7 @@ import re
 from collections import defaultdict
 
 from . import catalogue
-from .findings import _ALSO, Finding
+from .findings import ALSO as _ALSO, Finding
 from .model import FileResult
 from .moot import is_moot
 
