@@ -86,6 +86,7 @@ def _make_gates(run):
     from .optconfig29 import OptConfigs, attribute_store
     from .optchoice29 import OptInFields
     from .optinprops28 import OptInProperties
+    from .optvalues31 import ChosenValues
 
     class TestGates(Gates):
         """callgates21's walk over a unit's references, sparing the live test/benchmark references
@@ -121,6 +122,9 @@ def _make_gates(run):
                 shown = member if member.endswith(")") and "is chosen (" in member else f"{member} is chosen"
                 return j, f"{shown} ({relpath}:{node.lineno})", "chosen"
             choice = self.opt_configs.chosen(node, parents)  # (a config dataclass field at a non-default value: optconfig29.py)
+            if choice is not None:
+                return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
+            choice = self.opt_values.chosen(node, parents)  # (a mode the library never stores, only a user names: optvalues31.py)
             if choice is not None:
                 return j, f"{choice} ({relpath}:{node.lineno})", "chosen"
             return None
@@ -167,6 +171,7 @@ def _make_gates(run):
     gates.opt_ins = OptInProperties(run, test_side)
     gates.opt_configs = OptConfigs(run, test_side)
     gates.opt_in_fields = OptInFields(run, test_side)
+    gates.opt_values = ChosenValues(run, test_side)
     return gates
 
 
@@ -189,6 +194,14 @@ def _cuda_option(node: ast.AST, parents: dict) -> Optional[str]:
 
 def _shown(items: list, limit: int = 3) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _joined_later(code: str) -> bool:
+    """A code infojoin31.py joins at the end of the run (merged per file or per message)."""
+    from . import catalogue
+
+    rule = catalogue.rules().get(code)
+    return rule is not None and rule.per_file in ("code", "message")
 
 
 def review(results: list, paths: dict) -> list:
@@ -222,6 +235,9 @@ def review(results: list, paths: dict) -> list:
             direct = gates.opt_in_fields.chosen_at(tree, line)  # (a place behind a field or constructor flag off by default: optchoice29.py)
             if direct is not None:
                 return f"{CHOSEN} {direct}"  # (no line: the places a merged finding stands for stay one finding)
+            direct = gates.opt_values.chosen_at(tree, line)  # (a place under a mode only a user names: optvalues31.py)
+            if direct is not None:
+                return f"{CHOSEN} {direct}"
             unit = kernels.get(line) or unit_of(tree, line)
             if unit is None:  # (a class's field annotation follows its class: optobjects30.py)
                 from .optobjects30 import field_class
@@ -257,6 +273,12 @@ def review(results: list, paths: dict) -> list:
                     # the run's passes: infojoin31.py)
                     first = min(pieces)
                     pieces = merge_per_file([dataclasses.replace(p, message=first.message) for p in pieces])
+                if pieces is not None and len(pieces) > 1 and not _joined_later(finding.code):
+                    # (a finding merged by its own family, not per file: every place lowered, it stays one
+                    # finding listing each place's reason, as infojoin31.py joins the per-file codes; h152)
+                    from .infojoin31 import join
+
+                    pieces = [join(sorted(pieces))]
             changed = changed or pieces is not None
             findings.extend([finding] if pieces is None else pieces)
         if changed:
