@@ -37,19 +37,18 @@ import functools
 import re
 
 from . import catalogue
+from .labels8 import CUDA_UNSET_TEST as _TEST
+from .labels8 import FUNCTION_START as _FUNCTION
+from .labels8 import SAY_LINES as _SAY
 
 # (moot.PHRASES) the script builds a package with no NPU build and stops first where CUDA is absent
 BUILD_SCRIPT = "in a script that builds a CUDA-only package and stops where the CUDA variable is unset"
 
-_CUDA_VAR = r"(?:NV_)?CUDA_(?:VERSION|HOME|PATH|ROOT|MAJOR|MINOR|MAJOR_VERSION)|NVIDIA_REQUIRE_CUDA"
-_TEST = (r"(?:\[\[?|test)[ \t]+-z[ \t]+\"?\$\{?(?P<var>" + _CUDA_VAR + r")(?::?-[^}\"\s]*)?\}?\"?[ \t]*\]?\]?")
-_SAY = r"(?:[ \t]*(?:echo|printf)\b[^\n;]*(?:;|\n))*"
 _STOPS = (
     re.compile(r"^if[ \t]+" + _TEST + r"[ \t]*(?:;[ \t]*|\n[ \t]*)then[ \t]*(?:\n|;)?" + _SAY
                + r"[ \t]*exit(?:[ \t]+\d+)?[ \t]*(?:;|\n)[ \t\n]*fi\b", re.M),
     re.compile(r"^" + _TEST + r"[ \t]*&&[ \t]*(?:\{[^}\n]*?)?exit(?:[ \t]+\d+)?(?![\w-])", re.M),
 )
-_FUNCTION = re.compile(r"^[ \t]*(?:function[ \t]+\w+|\w+[ \t]*\(\))", re.M)
 
 
 @functools.lru_cache(maxsize=None)

@@ -343,6 +343,8 @@ _EXIT_PROBES = (
     re.compile(r"^" + _TEST + r"[ \t]*&&[ \t]*exit(?:[ \t]+0)?(?![\w-])", re.M),
 )
 _FUNCTION = re.compile(r"^[ \t]*(?:function[ \t]+\w+|\w+[ \t]*\(\))", re.M)
+# (public: cudabuilds31.py reads the same test of an unset CUDA variable, and stops of any code)
+CUDA_UNSET_TEST, SAY_LINES, FUNCTION_START = _TEST, _QUIET, _FUNCTION
 
 
 def review_exit_probe(findings: list, code: str) -> list:

@@ -472,29 +472,7 @@ class OptInFields:
         return part, found[1]
 
     def _local(self, node: ast.AST, parents: dict) -> Optional[ast.AST]:
-        """Wave 30 (round 30 EB#28): the value of a local name bound once, before, in its function
-        (`enable_profiler = local_rank == 0 and cfg.capture_torch_profiler`), not a parameter."""
-        if not isinstance(node, ast.Name):
-            return None
-        function = parents.get(id(node))
-        while function is not None and not isinstance(function, _DEFS):
-            function = parents.get(id(function))
-        if function is None:
-            return None
-        args = function.args
-        if any(a.arg == node.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
-               if a is not None):
-            return None
-        stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == node.id
-                  and isinstance(n.ctx, (ast.Store, ast.Del))]
-        if len(stores) != 1:
-            return None
-        assign = parents.get(id(stores[0]))
-        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and assign.targets[0] is stores[0]
-                and assign.lineno < node.lineno):
-            return None
-        inner = parents.get(id(assign))  # (bound in the function's own body or a plain block of it)
-        return assign.value if inner is function else None
+        return local_value(node, parents)
 
     def _parameter(self, node: ast.Name, parents: dict) -> Optional[str]:
         """A parameter of the enclosing function named as a field and defaulting as it does (`def
@@ -621,3 +599,29 @@ class OptInFields:
                     f"`{default!r}`, {where})")
         return (f"`{' '.join(ast.unparse(operand).split())[:80]}` is chosen (`{cls}.{name}` defaults to "
                 f"`{default!r}`, {where})")
+
+
+def local_value(node: ast.AST, parents: dict) -> Optional[ast.AST]:
+    """Wave 30 (round 30 EB#28): the value of a local name bound once, before, in its function
+    (`enable_profiler = local_rank == 0 and cfg.capture_torch_profiler`), not a parameter."""
+    if not isinstance(node, ast.Name):
+        return None
+    function = parents.get(id(node))
+    while function is not None and not isinstance(function, _DEFS):
+        function = parents.get(id(function))
+    if function is None:
+        return None
+    args = function.args
+    if any(a.arg == node.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+           if a is not None):
+        return None
+    stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == node.id
+              and isinstance(n.ctx, (ast.Store, ast.Del))]
+    if len(stores) != 1:
+        return None
+    assign = parents.get(id(stores[0]))
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and assign.targets[0] is stores[0]
+            and assign.lineno < node.lineno):
+        return None
+    inner = parents.get(id(assign))  # (bound in the function's own body or a plain block of it)
+    return assign.value if inner is function else None

@@ -52,6 +52,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optchoice29 import local_value as _local
 from .optinprops28 import UNKNOWN, field_default
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -298,23 +299,3 @@ class ChosenValues:
         return None if node is None else self.chosen(node, astcache.parents(tree))
 
 
-def _local(node: ast.Name, parents: dict) -> Optional[ast.AST]:
-    """The value of a local name bound once, before, in its function's own body (not a parameter)."""
-    function = parents.get(id(node))
-    while function is not None and not isinstance(function, _DEFS):
-        function = parents.get(id(function))
-    if function is None:
-        return None
-    args = function.args
-    if any(a.arg == node.id for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
-           if a is not None):
-        return None
-    stores = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == node.id
-              and isinstance(n.ctx, (ast.Store, ast.Del))]
-    if len(stores) != 1:
-        return None
-    assign = parents.get(id(stores[0]))
-    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and assign.targets[0] is stores[0]
-            and assign.lineno < node.lineno):
-        return None
-    return assign.value if parents.get(id(assign)) is function else None
