@@ -171,8 +171,9 @@ def import_named(message: str, source: str, column: int) -> str:
 def stands_for_copies(finding: Finding) -> bool:
     """A Python file's finding that also stands for byte-identical copies of the file
     (textfiles._group_identical_sources): the copies are other modules, with importers and callers
-    of their own, so a reason read on this file's callers (reached only from tests, only under an
-    opt-in) does not hold for them, and the lowering passes leave the finding as it is."""
+    of their own, so a reason read on this file's callers in other files (testcallers27: reached
+    only from tests) does not hold for them; a reason read on the file's own text (a CUDA op
+    builder class, a branch of the file) holds for every copy."""
     return finding.path.endswith(".py") and "(byte-identical cop" in finding.message
 
 
@@ -181,8 +182,6 @@ def lower_pieces(finding: Finding, reason_of: Callable[[int], Optional[str]],
     """Split a merged finding into the places it stands for and lower each place `reason_of(line)`
     gives a reason for to info, with the reason in its message; the other places are merged again.
     None when no place is lowered (the finding stays as it is). `tidy` rewrites each place first."""
-    if stands_for_copies(finding):
-        return None
     pieces = [tidy(p) for p in split_merged(finding)] if tidy else split_merged(finding)
     lowered, kept = [], []
     for piece in pieces:

@@ -506,10 +506,8 @@ def _import_at(tree: ast.Module, line: int) -> ast.stmt | None:
 def _lower(finding, reason_of) -> list | None:
     """findings.lower_pieces, the places kept merged again on the finding's own anchor where it is
     among them (a scaled matmul the FP8 finding was anchored on stays its anchor)."""
-    from .findings import merge_per_file, split_merged, stands_for_copies
+    from .findings import merge_per_file, split_merged
 
-    if stands_for_copies(finding):
-        return None
     lowered, kept = [], []
     for piece in split_merged(finding):
         why = reason_of(piece.line)

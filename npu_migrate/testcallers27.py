@@ -207,7 +207,7 @@ def _joined_later(code: str) -> bool:
 def review(results: list, paths: dict) -> list:
     """The results, with each open place of a library unit reached on an NPU host only from tests
     and benchmarks lowered to info naming them (this module's docstring)."""
-    from .findings import merge_per_file
+    from .findings import merge_per_file, stands_for_copies
     from .flagcalls19 import Run, lower
     from .kernelgates26 import triton_decorated
     from .modpaths import RunTexts, parsed
@@ -262,7 +262,8 @@ def review(results: list, paths: dict) -> list:
 
         findings, changed = [], False
         for finding in result.findings:
-            pieces = lower(finding, reason_of) if open_finding(finding) else None
+            # (not a finding standing for byte-identical copies: their callers are their own)
+            pieces = lower(finding, reason_of) if open_finding(finding) and not stands_for_copies(finding) else None
             if pieces is not None:
                 mine = [p for p in pieces if p.severity == "info" and (ONLY_TESTS in p.message or CHOSEN in p.message)]
                 # (a finding some of whose places stay reached is left whole: never one finding made two)
