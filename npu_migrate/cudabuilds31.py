@@ -32,14 +32,13 @@ reported).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 
 from . import catalogue
 from .labels8 import CUDA_UNSET_TEST as _TEST
-from .labels8 import FUNCTION_START as _FUNCTION
 from .labels8 import SAY_LINES as _SAY
+from .labels8 import lower_from, top_level_stop
 
 # (moot.PHRASES) the script builds a package with no NPU build and stops first where CUDA is absent
 BUILD_SCRIPT = "in a script that builds a CUDA-only package and stops where the CUDA variable is unset"
@@ -82,26 +81,14 @@ def review(findings: list, code: str) -> list:
     with comments blanked."""
     if not findings or "exit" not in code or "-z" not in code:
         return findings
-    matches = [m for m in (p.search(code) for p in _STOPS) if m is not None]
-    match = min(matches, key=lambda m: m.start()) if matches else None
-    if match is None or _FUNCTION.search(code, 0, match.start()):
+    stop = top_level_stop(code, _STOPS)
+    if stop is None:
         return findings
+    match, start, end = stop
     package = _built(code[match.end():])
     if package is None:
         return findings
-    from .moot import is_moot
-
-    start = code.count("\n", 0, match.start()) + 1
-    end = code.count("\n", 0, match.end()) + 1
-    out = []
-    for finding in findings:
-        lines = [finding.line, *(p[0] for p in finding.also)]
-        if not finding.fixable and finding.cell is None and all(line >= start for line in lines) \
-                and not is_moot(finding):
-            finding = dataclasses.replace(
-                finding, severity="info",
-                message=f"{finding.message} ({BUILD_SCRIPT}: it builds `{package}`, which has no NPU build, "
-                        f"and lines {start}-{end} stop it where `{match.group('var')}` is unset, as on an "
-                        "NPU host; where the project imports the package, that import is reported)")
-        out.append(finding)
-    return out
+    return lower_from(findings, start,
+                      f"{BUILD_SCRIPT}: it builds `{package}`, which has no NPU build, and lines {start}-{end} "
+                      f"stop it where `{match.group('var')}` is unset, as on an NPU host; where the project "
+                      "imports the package, that import is reported", also=lambda finding: finding.cell is None)

@@ -343,8 +343,8 @@ _EXIT_PROBES = (
     re.compile(r"^" + _TEST + r"[ \t]*&&[ \t]*exit(?:[ \t]+0)?(?![\w-])", re.M),
 )
 _FUNCTION = re.compile(r"^[ \t]*(?:function[ \t]+\w+|\w+[ \t]*\(\))", re.M)
-# (public: cudabuilds31.py reads the same test of an unset CUDA variable, and stops of any code)
-CUDA_UNSET_TEST, SAY_LINES, FUNCTION_START = _TEST, _QUIET, _FUNCTION
+# (public: cudabuilds31.py reads the same test of an unset CUDA variable and shares top_level_stop and lower_from)
+CUDA_UNSET_TEST, SAY_LINES = _TEST, _QUIET
 
 
 def review_exit_probe(findings: list, code: str) -> list:
@@ -352,20 +352,33 @@ def review_exit_probe(findings: list, code: str) -> list:
     and after it: information (EXIT_PROBE). `code`: the text with comments blanked."""
     if not findings or "exit" not in code or "-z" not in code:
         return findings
-    matches = [m for m in (p.search(code) for p in _EXIT_PROBES) if m is not None]
+    stop = top_level_stop(code, _EXIT_PROBES)
+    if stop is None:
+        return findings
+    match, start, end = stop
+    return lower_from(findings, start, f"{EXIT_PROBE}: lines {start}-{end} exit 0 where "
+                                       f"`{match.group('var')}` is unset, as on an NPU host")
+
+
+def top_level_stop(code: str, patterns) -> tuple | None:
+    """The earliest match of `patterns` in a shell text with its first and last line, when no shell
+    function starts before it (a stop inside a function stops only that function); else None."""
+    matches = [m for m in (p.search(code) for p in patterns) if m is not None]
     match = min(matches, key=lambda m: m.start()) if matches else None
     if match is None or _FUNCTION.search(code, 0, match.start()):
-        return findings
-    start = code.count("\n", 0, match.start()) + 1
-    end = code.count("\n", 0, match.end()) + 1
+        return None
+    return match, code.count("\n", 0, match.start()) + 1, code.count("\n", 0, match.end()) + 1
+
+
+def lower_from(findings: list, start: int, why: str, also=lambda finding: True) -> list:
+    """`findings` whose every place is at or after line `start` (not rewritable, not already moot,
+    and `also(finding)`): information with `why` added to the message in parentheses."""
     out = []
     for finding in findings:
         lines = [finding.line, *(p[0] for p in finding.also)]
-        if not finding.fixable and all(line >= start for line in lines) and _not_moot(finding):
-            finding = dataclasses.replace(
-                finding, severity="info",
-                message=f"{finding.message} ({EXIT_PROBE}: lines {start}-{end} exit 0 where "
-                        f"`{match.group('var')}` is unset, as on an NPU host)")
+        if not finding.fixable and all(line >= start for line in lines) and also(finding) \
+                and _not_moot(finding):
+            finding = dataclasses.replace(finding, severity="info", message=f"{finding.message} ({why})")
         out.append(finding)
     return out
 
