@@ -71,6 +71,7 @@ a mock's method whose result the test then moves a tensor with.
 from __future__ import annotations
 
 import ast
+import re
 
 from . import astcache
 from .envskips29 import lower_places
@@ -108,6 +109,10 @@ def _mock_names(tree: ast.Module) -> frozenset:
     return frozenset(names)
 
 
+# (public: families/context.py leaves a string a test stores on a mock as written, round 32 GB#36)
+mock_names = _mock_names
+
+
 def _root(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
@@ -139,8 +144,9 @@ def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
             target = node.targets[0]
             if _root(target) not in mocks:
                 continue
-            if target.attr in ("return_value", "side_effect") or isinstance(node.value, ast.Lambda):
-                add(node.value)
+            if target.attr in ("return_value", "side_effect") or isinstance(node.value, ast.Lambda) \
+                    or (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                add(node.value)  # (`M.device_type = "cuda"`: what the mock answers when read, round 32 GB#36)
         elif isinstance(node, ast.Call) and _patch_call(node):
             for keyword in node.keywords:
                 if keyword.arg == "return_value":
@@ -160,7 +166,29 @@ def _mock_values(tree: ast.Module, mocks: frozenset) -> set[tuple[int, int]]:
             for mine, other in (sides, sides[::-1]):
                 if _reads_recorded_call(mine, mocks):
                     add(other)  # (round 30, EA#25: the value compared with a mock's recorded call)
+    for function in astcache.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and _mocks_cuda_device(function, mocks):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                        and isinstance(node.test.ops[0], (ast.Eq, ast.NotEq, ast.In)):
+                    for side in (node.test.left, node.test.comparators[0]):
+                        if isinstance(side, ast.Constant) and isinstance(side.value, str) \
+                                and _CUDA_STRING.match(side.value):
+                            out.add((side.lineno, side.col_offset + 1))
     return out
+
+
+_CUDA_STRING = re.compile(r"cuda(?::\d+)?$")
+
+
+def _mocks_cuda_device(function: ast.AST, mocks: frozenset) -> bool:
+    """The function stores a CUDA device string on a mock (`mock_platform.device_type = "cuda"`): it
+    stands in for a CUDA platform, and the CUDA strings its assertions expect are what the code
+    under test derives from that mock, on every host (round 32 GB#36)."""
+    return any(isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute)
+               and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id in mocks
+               and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+               and _CUDA_STRING.match(node.value.value) for node in ast.walk(function))
 
 
 def _mock_attributes(tree: ast.Module) -> dict[tuple[int, int], bool]:
