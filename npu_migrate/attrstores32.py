@@ -1,0 +1,159 @@
+"""An attribute every store of the run sets to a value false on an NPU host, read through
+`getattr(obj, "name", <false>)` (issue #16, round-31 audit FA#27; flagcalls19.py's interpreter asks
+this module, which imports none of the passes; its readers callgates21.py and the passes built on
+it get the answer too).
+
+    # minimax_m3/nvidia/sparse_attention_msa.py
+    class MSAImpl:
+        def __init__(self, ...):
+            self.use_cutlass_decode = supports_cutlass_sparse_decode(...)   # `... and
+                                        # current_platform.is_cuda() and is_device_capability_family(100)`
+
+    # minimax_m3/nvidia/model.py (another module)
+    def _allocate_query_fp8(self, qkv):
+        if not getattr(self.impl, "use_cutlass_decode", False):
+            return None
+        return torch.empty(..., dtype=torch.float8_e4m3fn)                  # NPU913: never reached there
+
+    # tests/.../test_msa_cutlass_sparse_decode.py (module-level skip unless capability family 100)
+    impl.use_cutlass_decode = True                                          # a store an NPU host never runs
+
+`getattr(obj, "name", D)` (D a false constant) is False on an NPU host when the run holds at least
+one store `<value>.name = <expr>` whose value is worked out there (not a constant) and every store
+of `.name` the run holds is a single-target assignment whose value flagcalls19 reads as false there,
+or lies in a test scope testscopes finds skipped there. Anything else that may set the attribute
+keeps the read unknown: a keyword `name=` anywhere (a constructor, `SimpleNamespace(name=True)`,
+`dataclasses.replace`), a class-level `name = ...` (a class attribute, a dataclass field), an
+augmented or tuple store, the string "name" other than as `getattr`/`hasattr`'s second argument
+(`setattr`, `patch.object`, a dict key), a file naming it that does not parse, or more than
+`_FILES` files naming it (a common word: not read).
+
+Kept (the nearest true cases, tests/test_h162.py): a store of True in a library function (or a
+test not skipped there); a store of a value unknown there (a user option); a keyword argument of
+that name somewhere in the run; a plain `obj.name` read (an object the run does not build may carry
+it: only `getattr` with a false default says the attribute is the project's own, maybe unset).
+
+Cost: per attribute name asked (memoised on the run), one byte search of the run's files and a walk
+of the few trees naming it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import astcache
+from .flagtruth import UNKNOWN as _U
+from .flagtruth import local_names as _locals
+
+_FILES = 40  # (files naming an attribute beyond which it is read as a common word: unknown)
+KEY = " attribute stores"  # (the name flagcalls19's `used` records: a space, so _describe reads run.origin)
+
+
+def getattr_value(run, i: int, node: ast.AST, local: frozenset, used: list):
+    """The value of `getattr(obj, "name", <false constant>)` in module i on an NPU host (False), or
+    UNKNOWN (this module's docstring); `used` gets the module of a store it read and its note."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and "getattr" not in local and len(node.args) == 3 and not node.keywords):
+        return _U
+    name, default = node.args[1], node.args[2]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value.isidentifier()
+            and isinstance(default, ast.Constant) and not default.value):
+        return _U
+    found = _stores_false(run, name.value)
+    if found is None:
+        return _U
+    k, note, reads = found
+    run.origin[(k, name.value + KEY)] = note
+    used.append((k, name.value + KEY))
+    used.extend(reads)
+    return False
+
+
+def _stores_false(run, name: str) -> Optional[tuple]:
+    """(the module of a live store, the note naming the stores, the flags they read) where every
+    store of `.name` in the run is false on an NPU host or never run there; None otherwise."""
+    memo = vars(run).setdefault("_attrstores32", {})
+    if name not in memo:
+        memo[name] = None
+        memo[name] = _decide(run, name)
+    return memo[name]
+
+
+def _decide(run, name: str) -> Optional[tuple]:
+    from .importgates import is_test
+    from .testscopes import cuda_only_test_scopes
+
+    word = name.encode()
+    naming = [j for j, r in enumerate(run.results)
+              if r.relpath.endswith(".py") and word in (run.text_of(j) or b"")]
+    if len(naming) > _FILES:
+        return None
+    live: list = []  # ((module, store, function), ...) of the stores an NPU host may run
+    skipped: list = []  # ("path:line", ...) of the stores in skipped tests
+    for j in naming:
+        tree = run.tree(j)
+        if tree is None:
+            return None
+        parents = astcache.parents(tree)
+        scopes = None
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == name:
+                return None  # (a constructor or a namespace may set it)
+            if isinstance(node, ast.Constant) and node.value == name and not _getattr_name(node, parents):
+                return None  # (setattr, patch.object, a dict key: set some other way)
+            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
+                    and isinstance(_holder(node, parents), ast.ClassDef):
+                return None  # (a class attribute or dataclass field)
+            if not (isinstance(node, ast.Attribute) and node.attr == name and not isinstance(node.ctx, ast.Load)):
+                continue
+            store = parents.get(id(node))
+            if not (isinstance(store, ast.Assign) and store.targets == [node]):
+                return None  # (an augmented, tuple or chained store, a `del`: not read)
+            if is_test(run.results[j].relpath):
+                if scopes is None:
+                    text = (run.text_of(j) or b"").decode("utf-8", "replace")
+                    try:
+                        scopes = cuda_only_test_scopes(text) if "skip" in text.lower() else []
+                    except RecursionError:
+                        scopes = []
+                if any(first <= store.lineno <= last for first, last, _why in scopes):
+                    skipped.append(f"{run.results[j].relpath}:{store.lineno}")
+                    continue
+            live.append((j, store, _holder(node, parents)))
+    reads: list = []
+    computed = None
+    for j, store, function in live:
+        local = _locals(function) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
+            else frozenset()
+        used: list = []
+        if run.truth(j, store.value, {}, local, 0, used) is not False:
+            return None
+        if not isinstance(store.value, ast.Constant):
+            reads.extend(used)
+            computed = computed or (j, store)
+    if computed is None:
+        return None  # (only constants: nothing on the platform decides it)
+    j, store = computed
+    shown = " ".join(ast.unparse(store).split())
+    shown = shown if len(shown) <= 70 else shown[:67] + "..."
+    note = (f"`.{name}` is False there, as every store of the run: {run.results[j].relpath}:{store.lineno} "
+            f"`{shown}`" + (f" and {len(live) - 1} more" if len(live) > 1 else "")
+            + (f"; {len(skipped)} in tests an NPU host skips ({', '.join(skipped[:2])})" if skipped else ""))
+    return j, note, reads
+
+
+def _getattr_name(node: ast.AST, parents: dict) -> bool:
+    """The string is the attribute name of a `getattr`/`hasattr` call (a read)."""
+    call = parents.get(id(node))
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Name) \
+        and call.func.id in ("getattr", "hasattr") and len(call.args) >= 2 and call.args[1] is node
+
+
+def _holder(node: ast.AST, parents: dict) -> Optional[ast.AST]:
+    """The function or class whose body holds `node` (None: module level)."""
+    current = parents.get(id(node))
+    while current is not None and not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                           ast.Lambda, ast.ClassDef)):
+        current = parents.get(id(current))
+    return current
