@@ -40,6 +40,7 @@ of the few trees naming it.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 from . import astcache
@@ -84,51 +85,44 @@ def _decide(run, name: str) -> Optional[tuple]:
     from .importgates import is_test
     from .testscopes import cuda_only_test_scopes
 
-    word = name.encode()
-    naming = [j for j, r in enumerate(run.results)
-              if r.relpath.endswith(".py") and word in (run.text_of(j) or b"")]
-    if len(naming) > _FILES:
-        return None
+    stored = _stored(run).get(name)
+    if not stored or len(stored) > _FILES:
+        return None  # (no `<value>.name = ...` in the run, or a common word)
     live: list = []  # ((module, store, function), ...) of the stores an NPU host may run
     skipped: list = []  # ("path:line", ...) of the stores in skipped tests
-    for j in naming:
-        tree = run.tree(j)
-        if tree is None:
+    # (the modules holding a store first, their values read; only then every module naming it)
+    word = name.encode()
+    order = sorted(stored, key=lambda k: is_test(run.results[k].relpath))  # (a library's stores first)
+    for j in _then(order, lambda: [k for k, r in enumerate(run.results) if k not in stored
+                                   and r.relpath.endswith(".py") and word in (run.text_of(k) or b"")]):
+        if j is None:
+            return None  # (more than _FILES modules name it: a common word)
+        facts = _facts(run, j)
+        if facts is None:
             return None
-        parents = astcache.parents(tree)
         scopes = None
-        for node in astcache.walk(tree):
-            if isinstance(node, ast.keyword) and node.arg == name:
-                return None  # (a constructor or a namespace may set it)
-            if isinstance(node, ast.Constant) and node.value == name and not _getattr_name(node, parents):
-                return None  # (setattr, patch.object, a dict key: set some other way)
-            if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load) \
-                    and isinstance(_holder(node, parents), ast.ClassDef):
-                return None  # (a class attribute or dataclass field)
-            if not (isinstance(node, ast.Attribute) and node.attr == name and not isinstance(node.ctx, ast.Load)):
+        for kind, store, holder in facts.get(name, ()):
+            if kind != "store":
+                return None  # (a keyword, a class attribute, the name as a string, another store)
+            if _false_there(run, j, store, holder):
+                live.append((j, store, holder))
                 continue
-            store = parents.get(id(node))
-            if not (isinstance(store, ast.Assign) and store.targets == [node]):
-                return None  # (an augmented, tuple or chained store, a `del`: not read)
-            if is_test(run.results[j].relpath):
-                if scopes is None:
-                    text = (run.text_of(j) or b"").decode("utf-8", "replace")
-                    try:
-                        scopes = cuda_only_test_scopes(text) if "skip" in text.lower() else []
-                    except RecursionError:
-                        scopes = []
-                if any(first <= store.lineno <= last for first, last, _why in scopes):
-                    skipped.append(f"{run.results[j].relpath}:{store.lineno}")
-                    continue
-            live.append((j, store, _holder(node, parents)))
+            if not is_test(run.results[j].relpath):
+                return None
+            if scopes is None:  # (a test's store of another value: only in a test an NPU host skips)
+                text = (run.text_of(j) or b"").decode("utf-8", "replace")
+                try:
+                    scopes = cuda_only_test_scopes(text) if "skip" in text.lower() else []
+                except RecursionError:
+                    scopes = []
+            if not any(first_line <= store.lineno <= last for first_line, last, _why in scopes):
+                return None
+            skipped.append(f"{run.results[j].relpath}:{store.lineno}")
     reads: list = []
     computed = None
     for j, store, function in live:
-        local = _locals(function) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
-            else frozenset()
         used: list = []
-        if run.truth(j, store.value, {}, local, 0, used) is not False:
-            return None
+        _false_there(run, j, store, function, used)
         if not isinstance(store.value, ast.Constant):
             reads.extend(used)
             computed = computed or (j, store)
@@ -141,6 +135,73 @@ def _decide(run, name: str) -> Optional[tuple]:
             f"`{shown}`" + (f" and {len(live) - 1} more" if len(live) > 1 else "")
             + (f"; {len(skipped)} in tests an NPU host skips ({', '.join(skipped[:2])})" if skipped else ""))
     return j, note, reads
+
+
+def _then(first: list, rest):
+    """The modules of `first`, then those `rest()` gives (None instead where they are more than
+    `_FILES`): the rest is asked only once every store of `first` is read false."""
+    yield from first
+    more = rest()
+    if len(first) + len(more) > _FILES:
+        yield None
+        return
+    yield from more
+
+
+def _false_there(run, j: int, store: ast.Assign, function, used: Optional[list] = None) -> bool:
+    """The value `store` (module j) assigns is false on an NPU host; `used` gets what it read."""
+    local = _locals(function) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
+        else frozenset()
+    return run.truth(j, store.value, {}, local, 0, [] if used is None else used) is False
+
+
+_STORE = re.compile(rb"\.[ \t]*(\w+)[ \t]*=(?!=)")
+
+
+def _stored(run) -> dict:
+    """{name: {modules whose bytes hold `.name =`}} of the run, one scan of its files."""
+    found = vars(run).get("_attrstores32_index")
+    if found is None:
+        found = vars(run)["_attrstores32_index"] = {}
+        for j, r in enumerate(run.results):
+            if r.relpath.endswith(".py"):
+                for match in _STORE.finditer(run.text_of(j) or b""):
+                    found.setdefault(match.group(1).decode(), set()).add(j)
+    return found
+
+
+def _facts(run, j: int) -> Optional[dict]:
+    """{name: [(kind, node, holder)]} of module j, one walk per module (None: it does not parse):
+    ("store", the `Assign`, the function or class holding it) for a single-target `<value>.name =
+    ...`; ("other", node, None) for anything else that may set an attribute `name` (another store
+    of `.name`, a keyword `name=`, a class-level `name = ...`, the string "name" other than as a
+    getattr/hasattr name)."""
+    memo = vars(run).setdefault("_attrstores32_facts", {})
+    if j in memo:
+        return memo[j]
+    tree = run.tree(j)
+    if tree is None:
+        memo[j] = None
+        return None
+    parents = astcache.parents(tree)
+    facts: dict = {}
+    for node in astcache.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg:
+            facts.setdefault(node.arg, []).append(("other", node, None))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            if not _getattr_name(node, parents):
+                facts.setdefault(node.value, []).append(("other", node, None))
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            if isinstance(_holder(node, parents), ast.ClassDef):
+                facts.setdefault(node.id, []).append(("other", node, None))
+        elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            store = parents.get(id(node))
+            if isinstance(store, ast.Assign) and store.targets == [node]:
+                facts.setdefault(node.attr, []).append(("store", store, _holder(node, parents)))
+            else:
+                facts.setdefault(node.attr, []).append(("other", node, None))
+    memo[j] = facts
+    return facts
 
 
 def _getattr_name(node: ast.AST, parents: dict) -> bool:
