@@ -184,3 +184,44 @@ def test_fa27_pair_a_plain_attribute_read_is_not_decided(tmp_path):
     model = _MODEL.replace('getattr(self.impl, "use_cutlass_decode", False)', "self.impl.use_cutlass_decode")
     report = _fa27(tmp_path, {_MODEL_PATH: model})
     assert _FP8 in _open(report, _MODEL_PATH)
+
+
+# A kernel module whose only launcher calls it under the same `getattr` (callgates21's walk).
+_KERNEL = '''\
+def cutlass_decode(q):
+    import cutlass.cute as cute
+
+    return cute.run(q)
+'''
+
+_LAUNCHER = '''\
+from .kernel import cutlass_decode
+
+
+class Decoder:
+    def __init__(self, impl):
+        self.impl = impl
+
+    def decode(self, q):
+        if getattr(self.impl, "use_cutlass_decode", False):
+            return cutlass_decode(q)
+        return q
+'''
+
+_CUTE = _line(_KERNEL, "import cutlass")
+
+
+def test_fa27_a_kernel_launched_only_under_the_getattr_is_not_run_there(tmp_path):
+    """callgates21's walk reads the same answer: the kernel's only call lies under the `getattr`."""
+    report = _fa27(tmp_path, {"pkg/model/kernel.py": _KERNEL, "pkg/model/launcher.py": _LAUNCHER})
+    assert _CUTE not in _open(report, "pkg/model/kernel.py")
+    reason = _scopes(report, "pkg/model/kernel.py")[_CUTE]
+    assert "pkg/model/launcher.py" in reason
+    assert "`.use_cutlass_decode` is False there" in reason and "pkg/model/impl.py:6" in reason
+
+
+def test_fa27_pair_the_kernel_stays_when_a_live_caller_turns_the_flag_on(tmp_path):
+    """The nearest true case: a library function an NPU host runs stores True on the object."""
+    report = _fa27(tmp_path, {"pkg/model/kernel.py": _KERNEL, "pkg/model/launcher.py": _LAUNCHER,
+                              "pkg/model/enable.py": "def enable(impl):\n    impl.use_cutlass_decode = True\n"})
+    assert _CUTE in _open(report, "pkg/model/kernel.py")
