@@ -23,7 +23,8 @@ one store `<value>.name = <expr>` whose value is worked out there (not a constan
 of `.name` the run holds is a single-target assignment whose value flagcalls19 reads as false there,
 or lies in a test scope testscopes finds skipped there. Anything else that may set the attribute
 keeps the read unknown: a keyword `name=` anywhere (a constructor, `SimpleNamespace(name=True)`,
-`dataclasses.replace`), a class-level `name = ...` (a class attribute, a dataclass field), an
+`dataclasses.replace`), a class-level `name = ...` (a class attribute, a dataclass field), a
+`def name` (a property or method of that name), an
 augmented or tuple store, the string "name" other than as `getattr`/`hasattr`'s second argument
 (`setattr`, `patch.object`, a dict key), a file naming it that does not parse, or more than
 `_FILES` files naming it (a common word: not read).
@@ -174,8 +175,8 @@ def _facts(run, j: int) -> Optional[dict]:
     """{name: [(kind, node, holder)]} of module j, one walk per module (None: it does not parse):
     ("store", the `Assign`, the function or class holding it) for a single-target `<value>.name =
     ...`; ("other", node, None) for anything else that may set an attribute `name` (another store
-    of `.name`, a keyword `name=`, a class-level `name = ...`, the string "name" other than as a
-    getattr/hasattr name)."""
+    of `.name`, a keyword `name=`, a class-level `name = ...`, a `def name` (a property), the
+    string "name" other than as a getattr/hasattr name)."""
     memo = vars(run).setdefault("_attrstores32_facts", {})
     if j in memo:
         return memo[j]
@@ -191,6 +192,8 @@ def _facts(run, j: int) -> Optional[dict]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
             if not _getattr_name(node, parents):
                 facts.setdefault(node.value, []).append(("other", node, None))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.setdefault(node.name, []).append(("other", node, None))  # (a property, a method)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             if isinstance(_holder(node, parents), ast.ClassDef):
                 facts.setdefault(node.id, []).append(("other", node, None))

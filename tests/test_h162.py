@@ -225,3 +225,14 @@ def test_fa27_pair_the_kernel_stays_when_a_live_caller_turns_the_flag_on(tmp_pat
     report = _fa27(tmp_path, {"pkg/model/kernel.py": _KERNEL, "pkg/model/launcher.py": _LAUNCHER,
                               "pkg/model/enable.py": "def enable(impl):\n    impl.use_cutlass_decode = True\n"})
     assert _CUTE in _open(report, "pkg/model/kernel.py")
+
+
+def test_fa27_pair_a_property_of_that_name_keeps_the_finding(tmp_path):
+    """The nearest true case: another class of the run answers `use_cutlass_decode` by a property
+    (True): an impl of that class makes the getattr True."""
+    report = _fa27(tmp_path, {"pkg/model/other_impl.py": (
+        "class CutlassImpl:\n"
+        "    @property\n"
+        "    def use_cutlass_decode(self):\n"
+        "        return True\n")})
+    assert _FP8 in _open(report, _MODEL_PATH)
