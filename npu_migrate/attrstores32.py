@@ -24,18 +24,22 @@ of `.name` the run holds is a single-target assignment whose value flagcalls19 r
 or lies in a test scope testscopes finds skipped there. Anything else that may set the attribute
 keeps the read unknown: a keyword `name=` anywhere (a constructor, `SimpleNamespace(name=True)`,
 `dataclasses.replace`), a class-level `name = ...` (a class attribute, a dataclass field), a
-`def name` (a property or method of that name), an
-augmented or tuple store, the string "name" other than as `getattr`/`hasattr`'s second argument
-(`setattr`, `patch.object`, a dict key), a file naming it that does not parse, or more than
-`_FILES` files naming it (a common word: not read).
+`def name` (a property or method of that name), an augmented or tuple store, the string "name"
+other than as `getattr`/`hasattr`'s second argument (`setattr`, `patch.object`, a dict key), a
+file naming it that does not parse, or more than `_FILES` files naming it (a common word).
 
 Kept (the nearest true cases, tests/test_h162.py): a store of True in a library function (or a
-test not skipped there); a store of a value unknown there (a user option); a keyword argument of
-that name somewhere in the run; a plain `obj.name` read (an object the run does not build may carry
-it: only `getattr` with a false default says the attribute is the project's own, maybe unset).
+test not skipped there); a store of a value unknown there (a user option); a keyword argument or
+`setattr` of that name somewhere in the run; a property of that name; a plain `obj.name` read (an
+object the run does not build may carry it: only `getattr` with a false default says the attribute
+is the project's own, maybe unset).
 
-Cost: per attribute name asked (memoised on the run), one byte search of the run's files and a walk
-of the few trees naming it.
+Cost: one scan of the run's bytes for `.name =` stores (`_stored`, once per run, when a getattr of
+this shape is first read: about 2 s over vLLM's 5,600 files on this loaded machine); then per
+attribute name asked (memoised), the files holding a store are read first (a name with none, or
+with a store of a value not false there outside a skipped test, ends there), and only for the rest
+one byte search of the run's files and one walk of each tree naming it (`_facts`, once per file).
+On a copy of vLLM's model_executor/layers: 215 s before, 205 s after (noise; no finding changed).
 """
 
 from __future__ import annotations
