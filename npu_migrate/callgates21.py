@@ -284,7 +284,11 @@ class _Gates:
                     if env[name] is not _U:
                         shown = " ".join(ast.unparse(expr).split())
                         self.notes.insert(0, f"`{name} = {shown[:60]}{'...' if len(shown) > 60 else ''}`")
-        return self.run.truth(j, test, env, local, 0, used)
+        before = len(used)
+        answer = self.run.truth(j, test, env, local, 0, used)
+        from .attrstores32 import notes as _stores_notes  # (where `getattr(obj, "x", False)`'s stores are: attrstores32.py)
+        self.notes.extend(n for n in _stores_notes(self.run, used[before:]) if n not in self.notes)
+        return answer
 
     def dead(self, j: int, tree: ast.Module, parents: dict, node: ast.AST) -> Optional[str]:
         """The reason an NPU host never runs `node` (a gate around it), or None."""

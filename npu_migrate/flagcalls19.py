@@ -381,6 +381,11 @@ class _Run(RunModules):
                     if target[2] != i:
                         used.append((target[2], f"{target[1].name}()"))
                     return value
+            if isinstance(node.func, ast.Name) and node.func.id == "getattr":
+                from .attrstores32 import getattr_value  # (an attribute every store of the run sets false there: attrstores32.py)
+                value = getattr_value(self, i, node, local, used)
+                if _uniq(value):
+                    return value
         known = testscopes.npu_value(node)  # (True, False, None there: `torch.version.hip`; or unknown)
         if known is True or known is False:
             return known
