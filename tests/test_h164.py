@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .precision_helpers import findings_at, migrate_json, write_project
+from .precision_helpers import findings_at, migrate_json, scopes_at, write_project
 
 # CB#30 (vLLM's tools/benchmark_helion_kernels.py): a tool that exits where the probed optional
 # package `helion` is missing. optpkgexit29.py lowers it, but in the whole vLLM run a test folder
@@ -83,3 +83,42 @@ def test_script_exiting_without_a_package_the_project_ships_keeps_its_error(tmp_
     for root in (shipped, beside):
         kept = findings_at(migrate_json(root), "tools/bench_opt.py", "NPU202")
         assert kept and next(iter(kept.values()))["severity"] == "error", (root, kept)
+
+
+# CA#17 (vLLM's fused_moe/oracle/mxfp4.py:1796): FP8 after a lazy import of AMD's ROCm-only AITER in the
+# same block: an NPU host cannot pass the import, whatever selects the branch
+CONVERT = """\
+import torch
+
+
+def convert(weight, scale):
+    if scale.dim() == 2:
+        if weight is not None:
+            weight = weight.float()
+        from aiter.utility.fp4_utils import e8m0_shuffle
+
+        e8m0 = torch.float8_e8m0fnu
+        return e8m0_shuffle(scale.to(e8m0)), weight
+    return weight, scale
+"""
+
+# the nearest true cases: the FP8 cast before the import, and after a `try` whose handler catches its failure
+CONVERT_BEFORE = CONVERT.replace(
+    "        from aiter.utility.fp4_utils import e8m0_shuffle\n\n        e8m0 = torch.float8_e8m0fnu\n",
+    "        e8m0 = torch.float8_e8m0fnu\n        from aiter.utility.fp4_utils import e8m0_shuffle\n\n")
+CONVERT_CAUGHT = CONVERT.replace(
+    "        from aiter.utility.fp4_utils import e8m0_shuffle\n",
+    "        try:\n            from aiter.utility.fp4_utils import e8m0_shuffle\n"
+    "        except ImportError:\n            e8m0_shuffle = None\n")
+
+
+def test_fp8_after_a_rocm_only_import_in_the_same_block_is_a_named_scope(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/convert.py": CONVERT,
+                                    "pkg/convert_before.py": CONVERT_BEFORE, "pkg/convert_caught.py": CONVERT_CAUGHT})
+    report = migrate_json(root)
+    assert not findings_at(report, "pkg/convert.py", "NPU913"), report["findings"]
+    scope = scopes_at(report, "pkg/convert.py", "NPU913")
+    assert scope and "it first imports `aiter.utility.fp4_utils` (line 8)" in next(iter(scope.values())), scope
+    for kept in ("pkg/convert_before.py", "pkg/convert_caught.py"):
+        found = findings_at(report, kept, "NPU913")
+        assert found and next(iter(found.values()))["severity"] == "error", (kept, report["findings"])
