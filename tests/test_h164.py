@@ -122,3 +122,59 @@ def test_fp8_after_a_rocm_only_import_in_the_same_block_is_a_named_scope(tmp_pat
     for kept in ("pkg/convert_before.py", "pkg/convert_caught.py"):
         found = findings_at(report, kept, "NPU913")
         assert found and next(iter(found.values()))["severity"] == "error", (kept, report["findings"])
+
+
+# CA#25 (vLLM's triton_utils/force_first_config.py:30): a module imported only under `if envs.X:`, X read
+# as `os.environ.get("X", "0").strip().lower() in ("1", "true")` (two string methods chained)
+ENVS = """\
+import os
+
+environment_variables = {
+    "PKG_FORCE_FIRST_CONFIG": lambda: (
+        os.environ.get("PKG_FORCE_FIRST_CONFIG", "0").strip().lower()
+        in ("1", "true")
+    ),
+}
+"""
+
+UTILS_INIT = """\
+from pkg import envs
+
+if envs.PKG_FORCE_FIRST_CONFIG:
+    from pkg.utils.force_first import install
+
+    install()
+"""
+
+FORCE_FIRST = """\
+try:
+    import triton
+
+    HAS_TRITON = True
+except ImportError:
+    HAS_TRITON = False
+
+
+def install():
+    if not HAS_TRITON:
+        return None
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    return (OutOfResources, PTXASError)
+"""
+
+
+def _force_first(tmp_path, default):
+    return write_project(tmp_path / default, {"pkg/__init__.py": "", "pkg/envs.py": ENVS.replace('"0"', f'"{default}"'),
+                                               "pkg/utils/__init__.py": UTILS_INIT,
+                                               "pkg/utils/force_first.py": FORCE_FIRST})
+
+
+def test_module_imported_only_under_a_stripped_lowered_env_switch_is_opt_in_info(tmp_path):
+    opt = findings_at(migrate_json(_force_first(tmp_path, "0")), "pkg/utils/force_first.py", "NPU910")
+    assert opt and all(f["severity"] == "info" for f in opt.values()), opt
+    message = next(iter(opt.values()))["message"]
+    assert "only when the environment variable `PKG_FORCE_FIRST_CONFIG` is set" in message, message
+    # the nearest true case: the same switch on by default (the patch is installed wherever Triton is)
+    kept = findings_at(migrate_json(_force_first(tmp_path, "1")), "pkg/utils/force_first.py", "NPU910")
+    assert kept and next(iter(kept.values()))["severity"] == "error", kept
