@@ -17,7 +17,8 @@ a user names it), an NPU host cannot pass the `from aiter... import` statement: 
 ROCm-only kernel library (`ROCM_ONLY`), not installed there, and the import raises ImportError.
 So the places after it in the same block, and in the blocks nested in the rest of that block, are
 never run there: their open findings become info with backend16's phrase "in a branch an NPU host
-cannot run" (a moot.py phrase: a named skipped scope), naming the import and its line.
+cannot run" (fp8cpu's "in a function an NPU host cannot run" where the block is the function's own
+body; moot.py phrases: a named skipped scope), naming the import and its line.
 
 Kept as they were (the nearest true cases): the places before the import, the places after the
 block that holds it (a `try` whose handler catches the ImportError goes on after the `try`), an
@@ -36,7 +37,8 @@ from .findings import Finding, lower_pieces, merge_per_file
 # top-level packages that exist only for AMD GPUs (ROCm/HIP builds): never importable on an NPU host
 ROCM_ONLY = frozenset({"aiter"})
 CANNOT_RUN = "in a branch an NPU host cannot run"  # (moot.PHRASES; backend16.CANNOT_RUN)
-AFTER_IMPORT = (CANNOT_RUN + ": it first imports `{module}` (line {line}), from AMD's ROCm-only `{package}` "
+CANNOT_RUN_FUNCTION = "in a function an NPU host cannot run"  # (moot.PHRASES; fp8cpu.CANNOT_RUN: the function's own body)
+AFTER_IMPORT = ("{phrase}: it first imports `{module}` (line {line}), from AMD's ROCm-only `{package}` "
                 "package, which an NPU host does not have, so the import raises there")
 _OPEN = ("error", "warning")
 
@@ -76,16 +78,19 @@ def _spans(tree: ast.Module) -> list[tuple[int, int, str]]:
                 if found is None:
                     continue
                 rest = stmts[k + 1:]
-                why = AFTER_IMPORT.format(module=found[0], package=found[1], line=stmt.lineno)
+                phrase = CANNOT_RUN_FUNCTION if stmts is function.body else CANNOT_RUN
+                why = AFTER_IMPORT.format(phrase=phrase, module=found[0], package=found[1], line=stmt.lineno)
                 out.append((rest[0].lineno, rest[-1].end_lineno or rest[-1].lineno, why))
                 break
     return out
 
 
-def review(findings: list[Finding], text: str) -> list[Finding]:
+def review(findings: list[Finding], text: str, relpath: str = "") -> list[Finding]:
     """The file's open findings after a ROCm-only lazy import in the same block, as info (see the
-    module's doc)."""
+    module's doc). A file of that package itself (`aiter/...`) imports it where it runs: left alone."""
     if not any(f.severity in _OPEN and not f.fixable for f in findings) or "aiter" not in text:
+        return findings
+    if any(part in ROCM_ONLY for part in relpath.split("/")[:2]):
         return findings
     tree = astcache.parse(text.encode("utf-8", "surrogatepass"))
     if tree is None:
@@ -106,7 +111,7 @@ def review(findings: list[Finding], text: str) -> list[Finding]:
         if pieces is None:
             out.append(finding)
             continue
-        lowered = [p for p in pieces if p.severity == "info" and CANNOT_RUN in p.message]
+        lowered = [p for p in pieces if p.severity == "info" and (CANNOT_RUN in p.message or CANNOT_RUN_FUNCTION in p.message)]
         out.extend(merge_per_file(lowered) + [p for p in pieces if p not in lowered])
         changed = True
     return sorted(out) if changed else findings

@@ -112,14 +112,33 @@ CONVERT_CAUGHT = CONVERT.replace(
     "        except ImportError:\n            e8m0_shuffle = None\n")
 
 
+# (a function whose own body imports it first: vLLM's AITER W4A8 experts)
+EXPERTS = """\
+import torch
+
+
+def fused_experts(x, w, scale):
+    from aiter.ops.triton.moe_op_gemm_a8w4 import moe_gemm_a8w4
+
+    y = x.to(torch.float8_e4m3fn)
+    return moe_gemm_a8w4(y, w, scale)
+"""
+
+
 def test_fp8_after_a_rocm_only_import_in_the_same_block_is_a_named_scope(tmp_path):
-    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/convert.py": CONVERT,
-                                    "pkg/convert_before.py": CONVERT_BEFORE, "pkg/convert_caught.py": CONVERT_CAUGHT})
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/convert.py": CONVERT, "pkg/experts.py": EXPERTS,
+                                    "pkg/convert_before.py": CONVERT_BEFORE, "pkg/convert_caught.py": CONVERT_CAUGHT,
+                                    "aiter/__init__.py": "", "aiter/experts.py": "# the package itself\n" + EXPERTS})
     report = migrate_json(root)
     assert not findings_at(report, "pkg/convert.py", "NPU913"), report["findings"]
     scope = scopes_at(report, "pkg/convert.py", "NPU913")
-    assert scope and "it first imports `aiter.utility.fp4_utils` (line 8)" in next(iter(scope.values())), scope
-    for kept in ("pkg/convert_before.py", "pkg/convert_caught.py"):
+    assert scope and "in a branch an NPU host cannot run: it first imports `aiter.utility.fp4_utils` (line 8)" \
+        in next(iter(scope.values())), scope
+    assert not findings_at(report, "pkg/experts.py", "NPU913"), report["findings"]
+    scope = scopes_at(report, "pkg/experts.py", "NPU913")
+    assert scope and "in a function an NPU host cannot run: it first imports" in next(iter(scope.values())), scope
+    # (the package's own files import it where it is installed)
+    for kept in ("pkg/convert_before.py", "pkg/convert_caught.py", "aiter/experts.py"):
         found = findings_at(report, kept, "NPU913")
         assert found and next(iter(found.values()))["severity"] == "error", (kept, report["findings"])
 
