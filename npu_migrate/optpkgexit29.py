@@ -90,7 +90,7 @@ def _packages(body: list) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _guard(tree: ast.Module, own: frozenset, probes: Probes, relpath: str, text: str):
+def _guard(tree: ast.Module, own, probes: Probes, relpath: str, text: str):
     """(the first line after the guard, the reason) of the file's exit-unless-installed `try`, or None."""
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Try) and stmt.handlers
@@ -143,6 +143,25 @@ def _probed_blocks(tree: ast.Module, own: frozenset, probes: Probes, relpath: st
     return out
 
 
+def _own_packages(relpath: str, top: frozenset, stems: frozenset) -> "OwnPackages":
+    """The packages a script's `try` imports from the run itself (round-43 check of CB#30, h164):
+    the run's top-level packages and the modules and folders beside the script (`from common import
+    x` in `tools/`), not every folder name deep in the tree (vLLM's `tests/kernels/helion/`, a
+    folder with no `__init__.py`, made `helion` look like a module of the run and kept the script's
+    guard on the optional package `helion` unread)."""
+    return OwnPackages(top, stems, relpath.rsplit("/", 1)[0] + "/" if "/" in relpath else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnPackages:
+    top: frozenset
+    stems: frozenset
+    folder: str
+
+    def __contains__(self, package: object) -> bool:
+        return package in self.top or f"{self.folder}{package}" in self.stems
+
+
 def review(results: list, paths: dict) -> list:
     """The results, with the open findings of a script that exits where an optional package is
     missing lowered to info after its guard (this module's docstring)."""
@@ -155,6 +174,9 @@ def review(results: list, paths: dict) -> list:
     # (the run's top-level packages: a folder `humming/` deep in the tree is no package `humming`)
     top = frozenset(p.removesuffix(".py") for r in results
                     for p in [r.relpath.split("/")[1 if r.relpath.startswith("src/") else 0]])
+    # (the run's module paths, for the folders a script's own imports name: `_own_packages`)
+    stems = frozenset(p for r in results if r.relpath.endswith(".py")
+                      for p in (r.relpath[:-3], r.relpath.rsplit("/", 1)[0] if "/" in r.relpath else ""))
     for i in candidates:
         data = text_of(i)
         exits = bool(data) and bool(re.search(rb"\b(ImportError|ModuleNotFoundError)\b", data)) \
@@ -165,7 +187,7 @@ def review(results: list, paths: dict) -> list:
         if tree is None:
             continue
         probes = probes or Probes(results, text_of)
-        own = frozenset(name.split(".")[0] for name in probes.modules.by_name)
+        own = _own_packages(results[i].relpath, top, stems)
         try:
             found = _guard(tree, own, probes, results[i].relpath, data.decode("utf-8", "replace")) if exits else None
             blocks = _probed_blocks(tree, top, probes, results[i].relpath)

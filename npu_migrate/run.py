@@ -38,6 +38,7 @@ from . import wording20
 from . import wording21
 from . import buildprobes29, mainroute29, mocked29, unlaunched29
 from . import scriptfolds30
+from . import rocmimports32
 from . import labels20
 from . import fp8shapes21
 from . import dominators22
@@ -248,6 +249,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = unlaunched29.review(result.findings, text, relpath)  # (a test's kernel never launched)
             result.findings = mocked29.review(result.findings, text, relpath)  # (a value a test's mock returns)
             result.findings = mainroute29.review(result.findings, text, relpath)  # (helpers only skipped tests and `__main__` reach)
+            result.findings = rocmimports32.review(result.findings, text, relpath)  # (code after a lazy import of ROCm-only `aiter`)
             result.findings = wording20.fold_op_bodies(result.findings, text)  # (FP8 in a CUDA-only custom op's body: wording20.py)
             return _with_facts(result, kind)
     secondary = None

@@ -437,8 +437,9 @@ def _env_opt_in(value: ast.AST) -> Optional[str]:
         if not items or not all(isinstance(e, ast.Constant) and str(e.value) in _TRUTHY for e in items):
             return None
         compared, value = True, value.left
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("lower", "strip") \
-                and not value.args:
+        # (`.strip().lower()` chained too: vLLM's VLLM_TRITON_FORCE_FIRST_CONFIG, round-28 audit CA#25, h164)
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in ("lower", "strip") and not value.args:
             value = value.func.value
     if not (isinstance(value, ast.Call) and (astcache.dotted(value.func) or "") in _ENV_READS and value.args
             and isinstance(value.args[0], ast.Constant) and isinstance(value.args[0].value, str)):
