@@ -1,0 +1,195 @@
+"""Audit round 31 rows left by wave 31 (helper h163, issue #16): vllm-ascend facts (ascendfacts30.py)
+and same-file gates in tests and benchmarks. Each false shape is paired with the nearest true case
+(same shape, reached on an NPU host) that stays reported at its severity."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+INTERFACE = '''class Platform:
+    supported_quantization: list[str] = []
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        if cls.supported_quantization and quant not in cls.supported_quantization:
+            raise ValueError(f"{quant} quantization is currently not supported")
+'''
+
+
+def _findings(report: dict, path: str, code: str) -> list:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]]
+
+
+def _at(report: dict, path: str, code: str, line_text: str, files: dict, before: int = 0) -> dict:
+    """The finding of `code` standing for the line holding `line_text`, or `before` lines above it
+    (its own line or an also-line)."""
+    line = next(n for n, text in enumerate(files[path].splitlines(), 1) if line_text in text) - before
+    found = [f for f in _findings(report, path, code)
+             if f["line"] == line or any(a[0] == line for a in f.get("also", ()))]
+    assert len(found) == 1, (path, code, line, [(f["line"], f["message"]) for f in report["findings"] if f["path"] == path])
+    return found[0]
+
+
+# ---------------------------------------------------------------- FA#11: gumbel.apply_temperature
+
+GUMBEL_PATH = "vllm/v1/worker/gpu/sample/gumbel.py"
+GUMBEL = '''import torch
+
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _temperature_kernel(logits_ptr, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(logits_ptr + offs, tl.load(logits_ptr + offs) * 0.5)
+
+
+def apply_temperature(logits, temperature):
+    _temperature_kernel[(1,)](logits, logits.numel())
+
+
+@triton.jit
+def _gumbel_sample_kernel(logits_ptr, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(logits_ptr + offs, tl.load(logits_ptr + offs) + 1.0)
+
+
+def gumbel_sample(logits):
+    _gumbel_sample_kernel[(1,)](logits, logits.numel())
+'''
+# (vLLM's states.py from-imports apply_temperature: the plugin rebinds `states.apply_temperature`)
+STATES = '''from vllm.v1.worker.gpu.sample.gumbel import apply_temperature
+
+
+def apply(logits, temperature):
+    apply_temperature(logits, temperature)
+'''
+# (the watermarker from-imports gumbel_sample: the plugin does not patch it)
+WATERMARKER = '''from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+
+
+def watermark(logits):
+    return gumbel_sample(logits)
+'''
+# (an importer the plugin does not patch: it binds vLLM's apply_temperature)
+OTHER_TEMPERATURE = '''from vllm.v1.worker.gpu.sample.gumbel import apply_temperature
+
+
+def scale(logits, temperature):
+    apply_temperature(logits, temperature)
+'''
+
+
+def _gumbel_project(extra: dict | None = None) -> dict:
+    files = {"vllm/platforms/interface.py": INTERFACE, GUMBEL_PATH: GUMBEL,
+             "vllm/v1/worker/gpu/sample/states.py": STATES, "vllm/v1/watermarking/watermarker.py": WATERMARKER}
+    files.update(extra or {})
+    return files
+
+
+def test_temperature_kernel_the_plugin_rebinds_is_split_off_as_info(tmp_path):
+    """FA#11: vllm-ascend rebinds `gumbel.apply_temperature` and `states.apply_temperature`, so
+    `_temperature_kernel` (launched only by vLLM's `apply_temperature`) never runs on an Ascend host:
+    the place is split off the file's merged NPU910 finding as info naming the patch. The
+    `gumbel_sample` kernel, which the watermarker reaches through an import the plugin does not
+    patch, stays an error in its own finding."""
+    files = _gumbel_project()
+    report = migrate_json(write_project(tmp_path, files))
+    temperature = _at(report, GUMBEL_PATH, "NPU910", "def _temperature_kernel", files, before=1)
+    assert temperature["severity"] == "info" and "patch_triton.py" in temperature["message"]
+    assert "apply_temperature" in temperature["message"] and not temperature.get("also")
+    sample = _at(report, GUMBEL_PATH, "NPU910", "def _gumbel_sample_kernel", files, before=1)
+    assert sample["severity"] == "error" and "vllm-ascend" not in sample["message"]
+
+
+def test_temperature_kernel_an_unpatched_importer_reaches_stays_an_error(tmp_path):
+    """Nearest true case: another module from-imports `apply_temperature` (the plugin rebinds only
+    gumbel's and states' globals), so vLLM's function and its kernel may run: nothing split off."""
+    files = _gumbel_project({"vllm/v1/worker/gpu/sample/other.py": OTHER_TEMPERATURE})
+    report = migrate_json(write_project(tmp_path, files))
+    kernels = _findings(report, GUMBEL_PATH, "NPU910")
+    assert [f["severity"] for f in kernels] == ["error"]
+    assert "vllm-ascend" not in kernels[0]["message"]
+
+
+# ---------------------------------------------------------------- FC#24: FLA's chunk_gated_delta_rule
+
+FLA = "vllm/third_party/flash_linear_attention/ops"
+FLA_INIT = '''from .chunk import chunk_gated_delta_rule
+
+__all__ = ["chunk_gated_delta_rule"]
+'''
+FLA_CHUNK = '''import torch
+
+from .chunk_scaled_dot_kkt import chunk_scaled_dot_kkt_fwd
+
+
+def chunk_gated_delta_rule_fwd(q, k):
+    return chunk_scaled_dot_kkt_fwd(k)
+
+
+class ChunkGatedDeltaRuleFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k):
+        return chunk_gated_delta_rule_fwd(q, k)
+
+
+def chunk_gated_delta_rule(q, k):
+    return ChunkGatedDeltaRuleFunction.apply(q, k)
+'''
+FLA_KKT = '''import torch
+
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def chunk_scaled_dot_kkt_fwd_kernel(k_ptr, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(k_ptr + offs, tl.load(k_ptr + offs) * 2.0)
+
+
+def chunk_scaled_dot_kkt_fwd(k):
+    chunk_scaled_dot_kkt_fwd_kernel[(1,)](k, k.numel())
+    return k
+'''
+# (the model imports the function from the package, whose attribute the plugin rebinds)
+GDN_FROM_PACKAGE = '''from vllm.third_party.flash_linear_attention.ops import (
+    chunk_gated_delta_rule as fla_chunk_gated_delta_rule,
+)
+
+
+def forward_native(q, k):
+    return fla_chunk_gated_delta_rule(q, k)
+'''
+# (the model imports it from the defining module, which the plugin does not patch)
+GDN_FROM_MODULE = '''from vllm.third_party.flash_linear_attention.ops.chunk import chunk_gated_delta_rule
+
+
+def forward_native(q, k):
+    return chunk_gated_delta_rule(q, k)
+'''
+
+
+def _fla_project(model: str) -> dict:
+    return {"vllm/platforms/interface.py": INTERFACE, f"{FLA}/__init__.py": FLA_INIT, f"{FLA}/chunk.py": FLA_CHUNK,
+            f"{FLA}/chunk_scaled_dot_kkt.py": FLA_KKT,
+            "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py": model}
+
+
+def test_fla_kernel_only_the_rebound_package_function_reaches_is_info(tmp_path):
+    """FC#24: chunk_scaled_dot_kkt.py's kernel is called only inside chunk.py's
+    `chunk_gated_delta_rule` path, and the models import that function from the FLA package, whose
+    attribute vllm-ascend's worker patch rebinds before the model loads: info naming the patch."""
+    report = migrate_json(write_project(tmp_path, _fla_project(GDN_FROM_PACKAGE)))
+    kernel = _findings(report, f"{FLA}/chunk_scaled_dot_kkt.py", "NPU910")
+    assert [f["severity"] for f in kernel] == ["info"]
+    assert "fla_ops.chunk_gated_delta_rule" in kernel[0]["message"]
+
+
+def test_fla_kernel_reached_through_the_defining_module_stays_an_error(tmp_path):
+    """Nearest true case: `from ...ops.chunk import chunk_gated_delta_rule` binds vLLM's function
+    (the plugin rebinds the package's attribute, not chunk.py's), so the kernel may run: kept."""
+    report = migrate_json(write_project(tmp_path, _fla_project(GDN_FROM_MODULE)))
+    kernel = _findings(report, f"{FLA}/chunk_scaled_dot_kkt.py", "NPU910")
+    assert [f["severity"] for f in kernel] == ["error"]
+    assert "vllm-ascend" not in kernel[0]["message"]
