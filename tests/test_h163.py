@@ -193,3 +193,79 @@ def test_fla_kernel_reached_through_the_defining_module_stays_an_error(tmp_path)
     kernel = _findings(report, f"{FLA}/chunk_scaled_dot_kkt.py", "NPU910")
     assert [f["severity"] for f in kernel] == ["error"]
     assert "vllm-ascend" not in kernel[0]["message"]
+
+
+# ---------------------------------------------------------------- FB#15: module-level guarded imports
+
+GUARDED_MODEL = '''import inspect
+
+import torch
+
+try:
+    from flashinfer.norm import fused_norm, supports_fused_norm
+except (ImportError, AttributeError):
+    fused_norm = None
+
+    def supports_fused_norm(*_args: object) -> bool:
+        return False
+
+
+try:
+    from flashinfer.norm.kernels.router import run as norm_router
+
+    HAS_ROUTER = "router_input" in inspect.signature(norm_router).parameters
+except ImportError:
+    HAS_ROUTER = False
+
+
+HAS_POST_WEIGHT = "post_weight" in inspect.signature(supports_fused_norm).parameters
+
+
+def norm(x, w, router=None):
+    if fused_norm is not None and supports_fused_norm(x, w):
+        if router is not None and HAS_ROUTER:
+            return norm_router(x, w, router)
+        return fused_norm(x, w)
+    return x * w
+
+
+def gate(x, w):
+    assert fused_norm is not None
+    return fused_norm(x, w)
+
+
+def gather(x):
+    from flashinfer.comm import all_gather_norm
+
+    return all_gather_norm(x)
+'''
+# (the nearest true case: the fallback is None and a function calls it with no test first)
+UNCHECKED_MODEL = GUARDED_MODEL + '''
+
+def always(x, w):
+    return fused_norm(x, w)
+'''
+
+
+def test_guarded_imports_whose_names_are_fallbacks_or_tested_are_named_scopes(tmp_path):
+    """FB#15: `try: from flashinfer.norm import f, supports_f except ImportError: f = None; def
+    supports_f(...): return False` read at module level through the fallback function
+    (`inspect.signature(supports_f)`), `f` read only in `f is not None and ...` and after `assert f is
+    not None`; and a probe whose body sets a flag from `inspect.signature(run)`, its name called only
+    behind that flag: on an NPU host the fallbacks run as written, so no import is an open finding."""
+    files = {"pkg/model.py": GUARDED_MODEL}
+    report = migrate_json(write_project(tmp_path, files))
+    lazy = _findings(report, "pkg/model.py", "NPU911")
+    assert [(f["line"], f.get("also", [])) for f in lazy] == [(39, [])], lazy
+    scopes = [s for s in report["skipped"] if s["path"] == "pkg/model.py" and "NPU911" in s["reason"]]
+    lines = {n for s in scopes for n in range(s["start_line"], s["end_line"] + 1)}
+    assert {6, 15} <= lines, scopes
+
+
+def test_guarded_import_whose_none_fallback_is_called_untested_stays_an_error(tmp_path):
+    """Nearest true case: a function calls the `None` fallback with no test first (it fails on an
+    NPU host): the import keeps its error, the file's lazy import merged into it."""
+    files = {"pkg/model.py": UNCHECKED_MODEL}
+    report = migrate_json(write_project(tmp_path, files))
+    found = _findings(report, "pkg/model.py", "NPU911")
+    assert [(f["line"], f["severity"]) for f in found] == [(6, "error")], found
