@@ -269,3 +269,83 @@ def test_guarded_import_whose_none_fallback_is_called_untested_stays_an_error(tm
     report = migrate_json(write_project(tmp_path, files))
     found = _findings(report, "pkg/model.py", "NPU911")
     assert [(f["line"], f["severity"]) for f in found] == [(6, "error")], found
+
+
+# ---------------------------------------------------------------- FC#4: a private helper after the load
+
+COMMUNICATOR = '''import torch
+
+from .nccl_wrapper import NCCLLibrary
+
+
+class Communicator:
+    def __init__(self, world_size, library_path=None):
+        self.world_size = world_size
+        try:
+            self.nccl = NCCLLibrary(library_path)
+        except Exception:
+            self.available = False
+            self.disabled = True
+            return
+        self.available = True
+        self.disabled = False
+        self._init_comm()
+
+    @classmethod
+    def from_bytes(cls, unique_id, world_size, library_path=None):
+        self = cls.__new__(cls)
+        self.world_size = world_size
+        try:
+            self.nccl = NCCLLibrary(library_path)
+        except Exception as e:
+            raise RuntimeError("failed to load the NCCL library") from e
+        self.disabled = False
+        self._init_comm()
+        return self
+
+    def _init_comm(self):
+        self.comm = self.nccl.ncclCommInitRank(self.world_size, 0)
+
+    def all_reduce(self, tensor):
+        if self.disabled:
+            return
+        self.nccl.ncclAllReduce(tensor, self.comm)
+'''
+# (the nearest true case: a public method calls the helper without asking whether the library loaded)
+UNGUARDED_CALLER = COMMUNICATOR + '''
+    def reinit(self):
+        self._init_comm()
+'''
+NCCL_WRAPPER = '''import ctypes
+
+
+class NCCLLibrary:
+    def __init__(self, path=None):
+        self.lib = ctypes.CDLL(path or "libnccl.so.2")
+'''
+
+
+def _comm_report(tmp_path, text: str) -> list:
+    files = {"pkg/comm.py": text, "pkg/nccl_wrapper.py": NCCL_WRAPPER, "pkg/__init__.py": ""}
+    report = migrate_json(write_project(tmp_path, files))
+    return [f for f in _findings(report, "pkg/comm.py", "NPU990") if f["severity"] != "info"]
+
+
+def test_private_helper_called_only_after_the_library_loaded_is_a_named_scope(tmp_path):
+    """FC#4: `_init_comm` (its `self.nccl.ncclCommInitRank`) is called only after `self.nccl =
+    NCCLLibrary(path)` succeeded: in `__init__` after the `try` whose `except` disables the feature
+    and returns, and in a classmethod after a `try` whose `except` raises. It never runs on an NPU
+    host: no open finding there."""
+    open_findings = _comm_report(tmp_path, COMMUNICATOR)
+    assert not [f for f in open_findings if "ncclCommInitRank" in json_text(f)], open_findings
+
+
+def test_private_helper_a_method_calls_without_the_load_stays_reported(tmp_path):
+    """Nearest true case: `reinit` calls `_init_comm` with no test that the library loaded (on an
+    NPU host `self.nccl` is missing there): the helper's NCCL call stays reported."""
+    open_findings = _comm_report(tmp_path, UNGUARDED_CALLER)
+    assert [f for f in open_findings if "ncclCommInitRank" in json_text(f)], open_findings
+
+
+def json_text(finding: dict) -> str:
+    return finding["source"] + " " + " ".join(a[2] for a in finding.get("also", ()))
