@@ -32,6 +32,14 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   elsewhere binds vLLM's own (it may run before the patch) and keeps it. The units only the rebound
   functions reach (their Triton kernels) become info the same way.
 
+  Wave 32 (h163; round 31 FA#11, FC#24): an entry may name importers whose from-imported global
+  the plugin rebinds too (`rebound_in`: `states.apply_temperature`); the module whose attribute the
+  plugin rebinds when it is a package re-exporting the function (`rebound_at`: FLA's
+  `fla_ops.chunk_gated_delta_rule`, rebound before the model loads, so a `from package import f`
+  binds the plugin's while a `from package.module import f` keeps vLLM's); modules only the
+  function's module calls into (`package`); and `split`: a merged finding only some of whose places
+  lie in units the rebound functions alone reach is split, those places info, the others kept.
+
 * **A torch.cuda name the plugin remaps** (`[[remapped]]`). vllm-ascend runs Model Runner V2
   (`vllm/v1/worker/gpu/`) under `torch_cuda_wrapper()`, which sets `torch.cuda.CUDAGraph`,
   `torch.cuda.graph`, streams and events to their torch.npu counterparts and never undoes it. An
@@ -183,10 +191,18 @@ def _is_custom_op(unit) -> bool:
 class _Package:
     """The units of some modules of the run and which of them code outside or a reached unit names."""
 
-    def __init__(self, results, text_of, members: list, cut: frozenset = frozenset()) -> None:
+    def __init__(self, results, text_of, members: list, cut: frozenset = frozenset(),
+                 rebound_in: Optional[dict] = None, rebound_from: frozenset = frozenset(),
+                 own_globals: bool = True) -> None:
         from . import astcache
 
         self.results, self.text_of, self.cut = results, text_of, cut
+        # (ascendfacts32: {importer index: names the plugin rebinds in that importer's globals};
+        # the modules (dotted names and relpath stems) whose attribute the plugin rebinds, so a
+        # `from module import name` of a cut name there binds the plugin's; whether the plugin
+        # rebinds the members' own globals, as `penalties.apply_penalties = ...` does)
+        self.rebound_in, self.rebound_from = rebound_in or {}, rebound_from
+        self.inner_cut = cut if own_globals else frozenset()
         self.members = members
         self.trees = {}
         self.units: dict = {}  # name -> [(index, unit)]
@@ -257,7 +273,7 @@ class _Package:
                     continue
                 owner = _owner(stmt)
                 (edges if owner in self.names else tops).append((owner, stmt))
-            got = _reads([stmt for _o, stmt in tops], self.names, skip | registering, self.cut)
+            got = _reads([stmt for _o, stmt in tops], self.names, skip | registering, self.inner_cut)
             self._why(got, self.results[i].relpath + " (module level)")
             reached |= got
             # (`Config.FusedMoEMethodCls = Method` at module level: Method is reached with Config)
@@ -266,13 +282,13 @@ class _Package:
             # (a decorator runs at import: what it names is reached; `@op.register_fake` registers
             # another implementation of the custom op `op` and calls nothing of it)
             decorators = [d for s in tree.body if isinstance(s, _UNITS) for d in s.decorator_list]
-            reached |= _reads(decorators, self.names, skip | _registered_ops(decorators), self.cut)
+            reached |= _reads(decorators, self.names, skip | _registered_ops(decorators), self.inner_cut)
         todo = list(reached)
         while todo:
             name = todo.pop()
             nodes = [unit for _i, unit in self.units.get(name, ())] + self.edges.get(name, [])
             for node in nodes:
-                for found in _reads([node], self.names, _class_arguments(node), self.cut) - reached:
+                for found in _reads([node], self.names, _class_arguments(node), self.inner_cut) - reached:
                     self._why({found}, name)
                     reached.add(found)
                     todo.append(found)
@@ -297,8 +313,10 @@ class _Package:
                 else:
                     base = node.module or ""
                     ours = base in modules
+                rebound = self.rebound_in.get(j, frozenset()) | (
+                    self.cut if base in self.rebound_from else frozenset())
                 for alias in node.names:
-                    if ours and alias.name in self.names:
+                    if ours and alias.name in self.names and alias.name not in rebound:
                         aliases[alias.asname or alias.name] = alias.name
                     # (`from pkg.quantization import modelopt`: the module under a name)
                     sub = f"{base}.{alias.name}" if not node.level else f"{base}/{alias.name}"
@@ -332,11 +350,11 @@ class _Package:
         for i in indices:
             tree = self.trees.get(i)
             if tree is not None:
-                named |= _reads([tree], self.names, _class_arguments(tree), self.cut)
+                named |= _reads([tree], self.names, _class_arguments(tree), self.inner_cut)
         todo = list(named)
         while todo:
             for _i, unit in self.units.get(todo.pop(), ()):
-                for found in _reads([unit], self.names, _class_arguments(unit), self.cut) - named:
+                for found in _reads([unit], self.names, _class_arguments(unit), self.inner_cut) - named:
                     named.add(found)
                     todo.append(found)
         return named
@@ -352,9 +370,13 @@ class _Package:
         return out
 
 
-def _lowered(results, spans: dict, note) -> tuple:
+def _lowered(results, spans: dict, note, split: bool = False) -> tuple:
     """The results with each open finding whose every line lies in an unreached unit made info,
-    `note(name)` appended; and how many findings changed."""
+    `note(name)` appended; and how many findings changed. `split`: a merged finding some of whose
+    places lie in unreached units is split, those places made info, the others merged again and
+    kept (round 31 FA#11: gumbel.py's one NPU910 finding stands for the temperature kernel the
+    plugin's rebinding closes and for kernels other modules reach)."""
+    from .findings import lower_pieces, merge_per_file
     from .moot import is_open
 
     out, count = list(results), 0
@@ -363,14 +385,36 @@ def _lowered(results, spans: dict, note) -> tuple:
         for finding in results[i].findings:
             lines = (finding.line, *(line for line, _c, _s in finding.also))
             names = [next((s[2] for s in found if s[0] <= n <= s[1]), None) for n in lines]
+            if split and any(names) and not all(names) and is_open(finding) and PHRASE not in finding.message:
+                def reason_of(line, found=found):
+                    name = next((s[2] for s in found if s[0] <= line <= s[1]), None)
+                    return None if name is None else note(name)
+
+                pieces = lower_pieces(finding, reason_of)
+                if pieces is not None:
+                    lowered = [p for p in pieces if p.severity == "info" and PHRASE in p.message]
+                    findings.extend(merge_per_file(lowered) + [p for p in pieces if p not in lowered])
+                    changed, count = True, count + 1
+                    continue
             if is_open(finding) and all(names) and PHRASE not in finding.message:
                 finding = dataclasses.replace(finding, severity="info",
                                               message=f"{finding.message} ({note(names[0])})")
                 changed, count = True, count + 1
             findings.append(finding)
         if changed:
-            out[i] = dataclasses.replace(results[i], findings=findings)
+            out[i] = dataclasses.replace(results[i], findings=sorted(findings) if split else findings)
     return out, count
+
+
+def _module_spellings(prefix: str, relpath: Optional[str]) -> frozenset:
+    """The ways an import names the module at `relpath` (under the package root `prefix`): its dotted
+    names and its relpath stem (the folder of a package's `__init__.py` too)."""
+    from .modpaths import module_names
+
+    if not relpath:
+        return frozenset()
+    stem = (prefix + relpath)[:-3]
+    return frozenset({*module_names(relpath), stem, stem[:-len("/__init__")] if stem.endswith("/__init__") else stem})
 
 
 def _in(relpath: str, prefix: str, paths) -> bool:
@@ -426,11 +470,18 @@ def review(results: list, paths: dict) -> list:
 
                 results, _count = _lowered(results, {i: s for i, s in spans.items() if of[i] is entry}, note)
     for entry in table.get("functions", ()):
-        members = [i for i in library if results[i].relpath == prefix + entry["module"]]
+        # (`package`: modules only the function's module calls into; `rebound_at`: the module whose
+        # attribute the plugin rebinds when it is not the function's own (a package re-exporting
+        # it); `rebound_in`: importers whose from-imported global the plugin rebinds too)
+        wanted = [entry["module"], *entry.get("package", ()), *([entry["rebound_at"]] if entry.get("rebound_at") else ())]
+        members = [i for i in library if any(results[i].relpath == prefix + m for m in wanted)]
         if not any(is_open(f) for i in members for f in results[i].findings):
             continue
         cut = frozenset(entry["names"])
-        package = _Package(results, text_of, members, cut)
+        rebound_in = {j: frozenset(r["names"]) for r in entry.get("rebound_in", ()) for j in library
+                      if results[j].relpath == prefix + r["module"]}
+        package = _Package(results, text_of, members, cut, rebound_in, _module_spellings(prefix, entry.get("rebound_at")),
+                           own_globals=not entry.get("rebound_at"))
         reached = package.reached([j for j in library if j not in members])
         if reached is None:
             continue
@@ -439,7 +490,7 @@ def review(results: list, paths: dict) -> list:
         def note(name, names=names, entry=entry):
             return _note(f"this code is reached only through the functions the plugin rebinds, {names} (`{name}` is named only by them)", entry)
 
-        results, _count = _lowered(results, package.unreached_spans(reached), note)
+        results, _count = _lowered(results, package.unreached_spans(reached), note, split=bool(entry.get("split")))
     for entry in table.get("remapped", ()):
         results = _remapped(results, [i for i in library if _in(results[i].relpath, prefix, entry["modules"])], entry)
     return results

@@ -185,6 +185,43 @@ def _bound_once(tree: ast.Module):
                     yield cls, methods, method, stmt, attr, flags, returns
 
 
+def _loaded_only_helpers(tree: ast.Module, methods: list, loaded: set) -> set[int]:
+    """The lines of each private method of a class (`_init_comm`, not a dunder) whose every
+    reference in the file is a `self._init_comm(...)` call on a line of `loaded` (lines that run only
+    where the library loaded), or on such a method's own lines: it runs only there too (round 31
+    FC#4: pynccl's `ncclCommInitRank` in `_init_comm`, which `__init__` and `from_unique_id_bytes`
+    call only after `self.nccl = NCCLLibrary(path)` succeeded). A private name is the file's own;
+    one named anywhere else in the file (stored, passed on, in a string) keeps its lines."""
+    private = {m.name: m for m in methods if m.name.startswith("_") and not m.name.endswith("__")}
+    added: set[int] = set()
+    if not private:
+        return added
+    refs: dict[str, list] = {}
+    for node in astcache.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else (
+            node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None)
+        if name in private:
+            refs.setdefault(name, []).append(node)
+    parents = astcache.parents(tree)
+
+    def called_where_loaded(ref: ast.AST, name: str) -> bool:
+        call = parents.get(id(ref))
+        return (isinstance(ref, ast.Attribute) and _self_attr(ref) == name and isinstance(call, ast.Call)
+                and call.func is ref and (ref.lineno in loaded or ref.lineno in added))
+
+    changed = True
+    while changed:
+        changed = False
+        for name, method in private.items():
+            if method.lineno in added or not refs.get(name):
+                continue
+            if all(called_where_loaded(r, name) for r in refs[name]):
+                first = min([method.lineno, *(d.lineno for d in method.decorator_list)])
+                added.update(range(first, (method.end_lineno or method.lineno) + 1))
+                changed = True
+    return added
+
+
 def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
     """Line -> the attribute, for each line that uses a disabled library only where it loaded (the
     `try` body binding it included)."""
@@ -200,6 +237,8 @@ def _library_lines(tree: ast.Module, lines: list) -> dict[int, str]:
         for other in methods:
             for line in _guarded_lines(other, attr, flags):
                 out.setdefault(line, attr)
+        for line in _loaded_only_helpers(tree, methods, {n for n, a in out.items() if a == attr}):
+            out.setdefault(line, attr)
     return out
 
 
@@ -460,3 +499,4 @@ enables = _enables
 exits = _exits
 library_lines = _library_lines
 bound_once = _bound_once  # (disabledcallers27.py)
+loaded_only_helpers = _loaded_only_helpers  # (labels20.py)

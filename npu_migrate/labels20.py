@@ -428,6 +428,7 @@ def _library_lines(tree: ast.Module) -> tuple[dict[int, str], dict[int, str]]:
                 if tried in other.body:
                     lines.update(range((tried.end_lineno or tried.lineno) + 1, (other.end_lineno or other.lineno) + 1))
                 loud[binding.lineno] = attr
+            lines |= disabled.loaded_only_helpers(tree, methods, lines)  # (round 31 FC#4: `self._init_comm()`)
             for line in lines:
                 uses.setdefault(line, attr)
     return uses, loud

@@ -52,6 +52,8 @@ _QUIET_CALLS = frozenset({
     "hasattr", "getattr", "isinstance", "issubclass", "callable", "len", "str", "int", "float",
     "bool", "tuple", "parse", "Version", "LooseVersion", "parse_version", "version", "find_spec",
     "print", "warn", "warning", "info", "debug", "register", "add", "append", "super",
+    # (`HAS_ROUTER = "router_input" in inspect.signature(run).parameters`: introspection, round 31 FB#15)
+    "signature",
 })
 
 # and calls named as questions: `super().check_deps()`, `is_torch_version(...)`, `has_fp8()`

@@ -70,6 +70,7 @@ _MARKS = ("the import fails nothing on an NPU host; its names are read only in",
 _CODES = frozenset({"NPU911"})
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_DEFINED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _candidates(findings: list[Finding]) -> bool:
@@ -200,6 +201,23 @@ def _skip_marker(node: ast.AST, names: set[str]) -> bool:
     return last in _SKIP_MARKERS and _reads(node.args[0], names)
 
 
+def _tests_only(read: ast.Name, parents: dict) -> bool:
+    """A read that is itself the test of the probe's name, not a use of it: `x is None`, `x is not
+    None`, `not x`, or the bare test of an `if`/`while`/`assert`/conditional expression, or a value
+    of an `and`/`or` there (`assert o_norm_sigmoid_gate is not None`, `... and f is not None and ...`:
+    round 31 FB#15). It runs the same on an NPU host, where the fallback bound the name."""
+    parent = parents.get(id(read))
+    if isinstance(parent, ast.Compare) and parent.left is read and len(parent.ops) == 1 and isinstance(
+            parent.ops[0], (ast.Is, ast.IsNot)) and isinstance(parent.comparators[0], ast.Constant) \
+            and parent.comparators[0].value is None:
+        read, parent = parent, parents.get(id(parent))
+    elif isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+        read, parent = parent, parents.get(id(parent))
+    while isinstance(parent, ast.BoolOp):
+        read, parent = parent, parents.get(id(parent))
+    return isinstance(parent, (ast.If, ast.While, ast.IfExp, ast.Assert)) and parent.test is read
+
+
 def _holders(node: ast.AST, parents: dict) -> list[ast.AST]:
     out = []
     node = parents.get(id(node))
@@ -245,6 +263,11 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
                                     for n in ast.walk(function)):
         return None
     checks = names | _stored(trial.body) | {n for h in trial.handlers for n in _stored(h.body)}
+    # (a name every handler defines as a function or class of its own, `def supports_x(*_args):
+    # return False`: read anywhere, it is that fallback on an NPU host, which runs as written;
+    # round 31 FB#15. A handler's `x = None` is no such fallback: its reads must be checked)
+    fallbacks = names & set.intersection(*({n.name for n in ast.walk(h) if isinstance(n, _DEFINED)}
+                                           for h in trial.handlers))
     first, last = trial.lineno, trial.end_lineno or trial.lineno
     package = _squash(_package(stmt))
     flags = _flag_attributes(tree, checks) if function is None else {}
@@ -255,6 +278,8 @@ def _reason(stmt: ast.AST, trial: ast.Try, tree: ast.Module, parents: dict, repo
     owners: list[str] = []
     for node in ast.walk(function if function is not None else tree):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names):
+            continue
+        if node.id in fallbacks or _tests_only(node, parents):
             continue
         if first <= node.lineno <= last or node.lineno in reported:
             continue
