@@ -221,8 +221,9 @@ class _Package:
         for name in names:
             self.why.setdefault(name, origin)
 
-    def reached(self, outside: list, whole: frozenset = frozenset()) -> Optional[set]:
-        """The names of units reached; None where a member does not parse."""
+    def reached(self, outside: list, whole: frozenset = frozenset(), seeds: frozenset = frozenset()) -> Optional[set]:
+        """The names of units reached; None where a member does not parse. `seeds`: unit names
+        reached from elsewhere (ascendmodels32: a registry route the facts leave open)."""
         from . import astcache
         from .modpaths import module_names
 
@@ -283,6 +284,8 @@ class _Package:
             # another implementation of the custom op `op` and calls nothing of it)
             decorators = [d for s in tree.body if isinstance(s, _UNITS) for d in s.decorator_list]
             reached |= _reads(decorators, self.names, skip | _registered_ops(decorators), self.inner_cut)
+        self._why(seeds & self.names, "(seed)")
+        reached |= seeds & self.names
         todo = list(reached)
         while todo:
             name = todo.pop()
@@ -513,3 +516,11 @@ def _remapped(results, indices, entry) -> list:
         if changed:
             out[i] = dataclasses.replace(results[i], findings=findings)
     return out
+
+
+# (public names for ascendmodels32.py, which applies the `[[models]]` facts with the same package walk)
+Package = _Package
+lowered = _lowered
+note_for = _note
+in_paths = _in
+TEST_PART = _TEST_PART

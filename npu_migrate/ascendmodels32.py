@@ -1,0 +1,149 @@
+"""vLLM models vllm-ascend replaces with its own implementation: review-level notes (issue #16,
+audit round 32 GB#29, GB#37, GB#38, GC#15, GC#19, GC#20, GC#25, GC#36, GC#37, GC#39). Whole run,
+from runplan.whole_run_passes, right after ascendfacts30.py (the same kind of fact, the same
+package walk).
+
+vllm-ascend's `register_model()` (vllm_ascend/models/__init__.py, a vLLM general plugin) calls
+`ModelRegistry.register_model(<architecture>, "vllm_ascend.models.<m>:<Class>")` for some
+architectures, so on an Ascend host vLLM builds the plugin's class for them, never its own. The
+`[[models]]` entries of rules/vllm_ascend.toml hold these facts, each with the architectures, the
+vLLM modules that implement them (`modules`), the registry file whose architecture table is the
+route the fact closes (`registry`), what the plugin's own replacement imports or subclasses from
+those modules (`plugin_uses`: `path` for a whole module, `path:Name` for one class or function and
+what it names), and the vllm-ascend file and version it was read from.
+
+The models' modules form one package (_Package of ascendfacts30: a top-level function or class is
+reached when code outside the package names it, when the package's module-level code or a reached
+unit names it). Beyond that walk, a unit is reached when:
+
+* the registry maps an architecture the plugin does NOT replace to it (`"MiniMaxM3MTP":
+  ("vllm.models.minimax_m3", "MiniMaxM3MTP")`, `"KimiLinearForCausalLM"`: routes the fact leaves
+  open keep all they build);
+* the plugin's replacement imports or subclasses it (`plugin_uses`).
+
+A module shared with a model the plugin does not replace is outside the package (`modules` lists
+only the replaced models' own folders), so it keeps its findings whoever else names it. An open
+finding whose every line lies in units not reached becomes info, its message naming the fact and
+its source (an external fact that can change with the plugin's version: never a scope, never
+dropped). Applied only when the project is vLLM itself (ascendfacts30.vllm_root).
+
+Not answered here: an architecture registered only by a fork of vllm-ascend (DeepSeek V4.1 in
+`vllm-ascend-v41-private`, round 32 GC#20, GC#36), kernels vllm-ascend rebinds inside a shared
+module (the FLA `chunk_gated_delta_rule` of GC#37), and a vLLM class the plugin subclasses whose
+methods it overrides (Kimi K3's `KimiK3DeltaAttention`, GC#15, GC#39): the subclass keeps the
+whole class reached.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import ascendfacts30
+
+
+def _registry_targets(tree) -> list:
+    """(architecture, module, class) of each `"Arch": ("module", "Class")` pair of the file's dicts."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict):
+            continue
+        for key, value in zip(node.keys, node.values):
+            if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple)
+                    and len(value.elts) == 2 and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                     for e in value.elts)):
+                out.append((key.value, value.elts[0].value, value.elts[1].value))
+    return out
+
+
+def _open_routes(results, text_of, registry: list, replaced: set, modules: set, names: frozenset) -> Optional[set]:
+    """The unit names the registry files map an architecture the facts do not replace to; None where
+    one does not parse."""
+    from . import astcache
+
+    out: set = set()
+    for i in registry:
+        data = text_of(i)
+        tree = astcache.parse(data) if data else None
+        if tree is None:
+            return None
+        for arch, module, cls in _registry_targets(tree):
+            if arch in replaced or cls not in names:
+                continue
+            # (a bare module name is one of the registry's own folder, `("qwen3_dspark", ...)`: any
+            # member of that last name is taken for it)
+            if module in modules or any(n.endswith("." + module) for n in modules):
+                out.add(cls)
+    return out
+
+
+def _plugin_seeds(results, prefix: str, members: list, of: dict) -> tuple:
+    """(indices of the members the plugin imports whole, unit names it imports or subclasses)."""
+    whole, seeds = set(), set()
+    for i in members:
+        for use in of[i].get("plugin_uses", ()):
+            path, _colon, name = use.partition(":")
+            if results[i].relpath == prefix + path:
+                (seeds.add(name) if name else whole.add(i))
+    return frozenset(whole), frozenset(seeds)
+
+
+def _review_entry(results, text_of, prefix, library, registry, replaced, members, entry) -> list:
+    """`review` for the members of one `[[models]]` entry."""
+    from .modpaths import module_names
+
+    package = ascendfacts30.Package(results, text_of, members)
+    modules = {name for i in members for name in module_names(results[i].relpath)}
+    routes = _open_routes(results, text_of, registry, replaced, modules, package.names)
+    if routes is None:
+        return results
+    of = {i: entry for i in members}
+    whole, seeds = _plugin_seeds(results, prefix, members, of)
+    # (the registry stays an outside file: an import or a dotted string there still reaches)
+    inside = set(members)
+    reached = package.reached([j for j in library if j not in inside], whole, routes | seeds)
+    if reached is None:
+        return results
+    spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
+    archs = ", ".join(f'"{a}"' for a in entry["architectures"])
+
+    def note(name):
+        return ascendfacts30.note_for(
+            f"this code is reached only from vLLM's own model classes for {archs}, which the plugin replaces "
+            f"(`{name}` is named only by the code of those models, and not by what the plugin's own models "
+            f"import from vLLM)", entry)
+
+    results, _count = ascendfacts30.lowered(results, spans, note)
+    return results
+
+
+def review(results: list, paths: dict) -> list:
+    """Open findings of vLLM's code only the model classes vllm-ascend replaces reach: info naming
+    the fact and its source."""
+    from .modpaths import RunTexts
+    from .moot import is_open
+
+    entries = ascendfacts30.facts().get("models", ())
+    if not entries:
+        return results
+    text_of = RunTexts(results, paths or {})
+    prefix = ascendfacts30.vllm_root(results, text_of)
+    if prefix is None:
+        return results
+    python = [i for i, r in enumerate(results) if r.relpath.endswith(".py")]
+    library = [i for i in python if not ascendfacts30.TEST_PART.search(results[i].relpath[len(prefix):])]
+    of = {i: e for e in entries for i in library if ascendfacts30.in_paths(results[i].relpath, prefix, e["modules"])}
+    members = sorted(of)
+    if not any(is_open(f) for i in members for f in results[i].findings):
+        return results
+    registry = [i for i in library if ascendfacts30.in_paths(results[i].relpath, prefix,
+                                                             {p for e in entries for p in e.get("registry", ())})]
+    replaced = {a for e in entries for a in e["architectures"]}
+    # (one package per entry: a unit name another model's folder also defines is not taken for it;
+    # the other models' folders are outside code like any other)
+    for entry in entries:
+        mine = [i for i in members if of[i] is entry]
+        if not any(is_open(f) for i in mine for f in results[i].findings):
+            continue
+        results = _review_entry(results, text_of, prefix, library, registry, replaced, mine, entry)
+    return results
