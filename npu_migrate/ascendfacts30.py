@@ -352,6 +352,14 @@ class _Package:
         return out
 
 
+def _plain_info(finding) -> bool:
+    """A report-only info finding not moot: its advice ("make the FP8 bytes on the CPU") is moot
+    where the plugin's fact closes the code, so the fact is named on it too (round 32 GA#9)."""
+    from .moot import is_moot
+
+    return not finding.fixable and finding.cell is None and finding.severity == "info" and not is_moot(finding)
+
+
 def _lowered(results, spans: dict, note) -> tuple:
     """The results with each open finding whose every line lies in an unreached unit made info,
     `note(name)` appended; and how many findings changed."""
@@ -363,7 +371,7 @@ def _lowered(results, spans: dict, note) -> tuple:
         for finding in results[i].findings:
             lines = (finding.line, *(line for line, _c, _s in finding.also))
             names = [next((s[2] for s in found if s[0] <= n <= s[1]), None) for n in lines]
-            if is_open(finding) and all(names) and PHRASE not in finding.message:
+            if (is_open(finding) or _plain_info(finding)) and all(names) and PHRASE not in finding.message:
                 finding = dataclasses.replace(finding, severity="info",
                                               message=f"{finding.message} ({note(names[0])})")
                 changed, count = True, count + 1
@@ -371,6 +379,11 @@ def _lowered(results, spans: dict, note) -> tuple:
         if changed:
             out[i] = dataclasses.replace(results[i], findings=findings)
     return out, count
+
+
+def _rocm_skipped(result) -> bool:
+    """A file the run left alone as ROCm/HIP source (run.rocm_reason): never imported on an NPU host."""
+    return bool(result.skipped) and result.skipped.startswith("ROCm/HIP source")
 
 
 def _in(relpath: str, prefix: str, paths) -> bool:
@@ -407,11 +420,14 @@ def review(results: list, paths: dict) -> list:
                and i not in of}
     of.update(helpers)
     members = sorted(of)
-    if any(is_open(f) for i in members for f in results[i].findings):
+    if any(is_open(f) or _plain_info(f) for i in members for f in results[i].findings):
         registry = {i for e in entries for i in library if _in(results[i].relpath, prefix, e.get("registry", ()))}
         whole = frozenset(i for i in members if _in(results[i].relpath, prefix, of[i].get("plugin_uses", ())))
         package = _Package(results, text_of, members)
-        reached = package.reached([j for j in library if j not in of and j not in registry], whole)
+        # (a ROCm module the run leaves alone is never imported on an NPU host: what it subclasses
+        # or builds is not reached through it, round 32 GA#9)
+        outside = [j for j in library if j not in of and j not in registry and not _rocm_skipped(results[j])]
+        reached = package.reached(outside, whole)
         if reached is not None:
             spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
             # (a shared helper module: only its units the methods' own code names are theirs)
