@@ -106,3 +106,148 @@ def test_mxfp4_method_subclassed_by_code_an_npu_host_runs_keeps_its_message(tmp_
     report = migrate_json(write_project(tmp_path, files))
     fp8 = _at(report, f"{QUANT}/mxfp4.py", "NPU913", "float8_e8m0fnu", files)
     assert "vllm-ascend" not in fp8["message"]
+
+
+# ------------------------------------------------------------------ GB#22: a custom op's launcher
+SM_PLATFORMS = '''class Platform:
+    _enum = "cuda"
+
+    def is_cuda_alike(self):
+        return self._enum in ("cuda", "rocm")
+
+    def is_xpu(self):
+        return self._enum == "xpu"
+
+
+current_platform = Platform()
+'''
+SM_TRITON_UTILS = '''try:
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+    tl = None
+'''
+# (the compressed-tensors Triton scaled-mm kernel and its launcher)
+SM_KERNEL = '''from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def scaled_mm_kernel(a_ptr, n):
+    pid = tl.program_id(0)
+    tl.store(a_ptr + pid, tl.load(a_ptr + pid) * 2)
+
+
+def triton_scaled_mm(a):
+    scaled_mm_kernel[(a.numel(),)](a, a.numel())
+    return a
+'''
+# (the launcher registered as a custom op; the kernel class calls it through torch.ops)
+SM_TRITON_CLASS = '''import torch
+
+from proj.ops.triton_scaled_mm import triton_scaled_mm
+from proj.platforms import current_platform
+from proj.utils import direct_register_custom_op
+
+
+def _int8_scaled_mm_func(a):
+    return triton_scaled_mm(a)
+
+
+def _int8_scaled_mm_fake(a):
+    return torch.empty_like(a)
+
+
+direct_register_custom_op("int8_scaled_mm_func", _int8_scaled_mm_func, fake_impl=_int8_scaled_mm_fake)
+
+
+class TritonInt8ScaledMMLinearKernel:
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if current_platform.is_cuda_alike() or current_platform.is_xpu():
+            return True, None
+        return False, "requires ROCm, CUDA or XPU."
+
+    def apply_weights(self, x):
+        return torch.ops.proj.int8_scaled_mm_func(x)
+'''
+SM_UTILS = '''def direct_register_custom_op(op_name, op_func, fake_impl=None):
+    return op_name
+'''
+SM_SELECTOR = '''from proj.kernels.triton import TritonInt8ScaledMMLinearKernel
+
+_POSSIBLE_INT8_KERNELS = {"cuda": [TritonInt8ScaledMMLinearKernel]}
+
+
+def choose_int8_kernel(platform):
+    for kernel in _POSSIBLE_INT8_KERNELS.get(platform, []):
+        ok, why = kernel.is_supported()
+        if ok:
+            return kernel
+    raise ValueError("no kernel")
+'''
+SM_TEST = '''import torch
+
+from proj.ops.triton_scaled_mm import triton_scaled_mm
+
+
+def test_triton_scaled_mm():
+    a = torch.ones(4, device="cuda")
+    assert triton_scaled_mm(a).sum() == 8
+'''
+
+
+def _scaled_mm_project(extra: dict) -> dict:
+    files = {
+        "proj/__init__.py": "",
+        "proj/platforms.py": SM_PLATFORMS,
+        "proj/triton_utils.py": SM_TRITON_UTILS,
+        "proj/utils.py": SM_UTILS,
+        "proj/ops/__init__.py": "",
+        "proj/ops/triton_scaled_mm.py": SM_KERNEL,
+        "proj/kernels/__init__.py": SM_SELECTOR,
+        "proj/kernels/triton.py": SM_TRITON_CLASS,
+        "tests/test_triton_scaled_mm.py": SM_TEST,
+    }
+    files.update(extra)
+    return files
+
+
+def test_custom_op_launcher_read_only_by_a_rejected_kernel_class_is_info_naming_the_test(tmp_path):
+    """GB#22: the Triton kernel's launcher is reached from the library only through a custom op
+    (`direct_register_custom_op("int8_scaled_mm_func", _int8_scaled_mm_func)`, module-level code that
+    calls nothing) that only `TritonInt8ScaledMMLinearKernel` reads as `torch.ops.proj.<op>`, a class
+    whose `is_supported()` answers no on an NPU host and that the selector only asks. A test calls
+    the launcher itself: policy P2's info, naming the test side and the rejected class."""
+    files = _scaled_mm_project({})
+    report = migrate_json(write_project(tmp_path, files))
+    kernel = _at(report, "proj/ops/triton_scaled_mm.py", "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "info", kernel["message"]
+    assert "only from tests/benchmarks" in kernel["message"]
+    assert "custom op `int8_scaled_mm_func`" in kernel["message"] and "TritonInt8ScaledMMLinearKernel" in kernel["message"]
+
+
+def test_custom_op_read_by_code_an_npu_host_runs_stays_an_error(tmp_path):
+    """Nearest true case: a model an NPU host runs also calls `torch.ops.proj.int8_scaled_mm_func`:
+    the op, and so the launcher and its kernel, run there: kept as an error."""
+    model = '''import torch
+
+
+def forward(x):
+    return torch.ops.proj.int8_scaled_mm_func(x)
+'''
+    files = _scaled_mm_project({"proj/model.py": model})
+    report = migrate_json(write_project(tmp_path, files))
+    kernel = _at(report, "proj/ops/triton_scaled_mm.py", "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "error", kernel["message"]
+
+
+def test_custom_op_named_in_a_string_stays_an_error(tmp_path):
+    """Nearest true case: the op's name in a library string (a compilation pass's op list) may be
+    looked up by name: no verdict, kept as an error."""
+    passes = '''SPLITTING_OPS = ["proj::int8_scaled_mm_func"]
+'''
+    files = _scaled_mm_project({"proj/compilation.py": passes})
+    report = migrate_json(write_project(tmp_path, files))
+    kernel = _at(report, "proj/ops/triton_scaled_mm.py", "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "error", kernel["message"]
