@@ -21,8 +21,10 @@ vLLM registers the launcher of the compressed-tensors Triton scaled-mm kernel as
             ...
             return torch.ops.vllm.int8_scaled_mm_func(x_q, w_q, x_s, w_s, x.dtype, bias)
 
-The registration is module-level code, which runs on every host, so the walk took the function
-as reached there and kept the kernel an error, though the registration calls nothing: the op runs
+customops26.py lowers the registered function's own findings this way; a kernel two calls
+further (the function's callee) was read through callgates21's walk, where the registration is
+module-level code, which runs on every host: the walk took the function as reached there and kept
+the kernel an error, though the registration calls nothing: the op runs
 only where some code calls `torch.ops.<namespace>.int8_scaled_mm_func`. Here a reference that is
 the function argument (`op_func`: the second positional argument, or the keyword) of a
 module-level statement `direct_register_custom_op(...)` (any callee whose name ends in
@@ -77,9 +79,11 @@ def _registering(parents: dict, constant: ast.Constant) -> bool:
 
 
 def _through_torch_ops(node: ast.Attribute) -> bool:
-    """`<...>.ops.<ns>.<op>`: the op read through torch's op registry."""
-    value = node.value
-    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Attribute) and value.value.attr == "ops"
+    """`torch.ops.<ns>.<op>`: the op read through torch's op registry (customops26's reading)."""
+    from . import astcache
+
+    parts = (astcache.dotted(node.value) or "").split(".")
+    return len(parts) == 3 and parts[:2] == ["torch", "ops"]
 
 
 def op_sites(gates, j: int, tree: ast.Module, parents: dict, node: ast.AST, depth: int, seen: frozenset,

@@ -118,6 +118,9 @@ SM_PLATFORMS = '''class Platform:
     def is_xpu(self):
         return self._enum == "xpu"
 
+    def is_rocm(self):
+        return self._enum == "rocm"
+
 
 current_platform = Platform()
 '''
@@ -251,3 +254,177 @@ def test_custom_op_named_in_a_string_stays_an_error(tmp_path):
     report = migrate_json(write_project(tmp_path, files))
     kernel = _at(report, "proj/ops/triton_scaled_mm.py", "NPU910", "@triton.jit", files)
     assert kernel["severity"] == "error", kernel["message"]
+
+
+# ------------------------------------------------------------------ GB#15: a device function
+REGIONS = '''from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _emit_all_regions(current, out_ptr, BLOCK: tl.constexpr):
+    col = tl.arange(0, BLOCK)
+    tl.store(out_ptr + col, col - current)
+
+
+@triton.jit
+def _all_regions(cur_ptr, out_ptr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    current = tl.load(cur_ptr + row)
+    _emit_all_regions(current, out_ptr + row * BLOCK, BLOCK)
+
+
+def select_all_regions(current, out):
+    _all_regions[(current.numel(),)](current, out, 16)
+    return out
+
+
+def region_count(capacity):
+    return capacity + 1
+'''
+# (a model an NPU host runs uses the module for something else: the module is imported there)
+REGIONS_MODEL = '''from proj.ops.regions import region_count
+
+
+def width(capacity):
+    return region_count(capacity)
+'''
+# (the launch a few calls below the kernel class, as vLLM's step5 selectors are)
+REGIONS_KERNEL = '''from proj.ops.regions import select_all_regions
+from proj.platforms import current_platform
+
+
+def _stage_two(current, out):
+    return select_all_regions(current, out)
+
+
+def _stage_one(current, out):
+    return _stage_two(current, out)
+
+
+class TritonRegionsKernel:
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if current_platform.is_cuda_alike() or current_platform.is_xpu():
+            return True, None
+        return False, "requires ROCm, CUDA or XPU."
+
+    def apply(self, current, out):
+        return _stage_one(current, out)
+'''
+REGIONS_SELECTOR = '''from proj.kernels.regions_kernel import TritonRegionsKernel
+
+_POSSIBLE_KERNELS = {"cuda": [TritonRegionsKernel]}
+
+
+def choose_kernel(platform):
+    for kernel in _POSSIBLE_KERNELS.get(platform, []):
+        ok, why = kernel.is_supported()
+        if ok:
+            return kernel
+    raise ValueError("no kernel")
+'''
+
+
+# (another module's kernel also calls the device function; it is launched only a few calls below a
+# ROCm-only branch, which the first passes read from the kernel, one step nearer than from the
+# device function: its place is a named scope before supportgates27 runs)
+PREP = '''from proj.ops.regions import _emit_all_regions
+from proj.platforms import current_platform
+from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _prep_kernel(cur_ptr, out_ptr, BLOCK: tl.constexpr):
+    _emit_all_regions(tl.load(cur_ptr), out_ptr, BLOCK)
+
+
+def launch_prep(current, out):
+    _prep_kernel[(1,)](current, out, 16)
+    return out
+
+
+def prep_a(current, out):
+    return launch_prep(current, out)
+
+
+def prep_b(current, out):
+    return prep_a(current, out)
+
+
+def prep_c(current, out):
+    return prep_b(current, out)
+
+
+def prepare(current, out):
+    if current_platform.is_rocm():
+        return prep_c(current, out)
+    return out
+'''
+PREP_MODEL = '''from proj.ops.prep import prepare
+
+
+def forward(current, out):
+    return prepare(current, out)
+'''
+
+
+def _regions_project(extra: dict) -> dict:
+    files = {
+        "proj/__init__.py": "",
+        "proj/platforms.py": SM_PLATFORMS,
+        "proj/triton_utils.py": SM_TRITON_UTILS,
+        "proj/ops/__init__.py": "",
+        "proj/ops/regions.py": REGIONS,
+        "proj/kernels/__init__.py": REGIONS_SELECTOR,
+        "proj/kernels/regions_kernel.py": REGIONS_KERNEL,
+        "proj/models/regions_model.py": REGIONS_MODEL,
+        "proj/ops/prep.py": PREP,
+        "proj/models/prep_model.py": PREP_MODEL,
+    }
+    files.update(extra)
+    return files
+
+
+def _scope_reason(report: dict, path: str, line: int) -> str | None:
+    return next((s["reason"] for s in report["skipped"] if s["path"] == path and s.get("start_line") == line), None)
+
+
+def test_device_function_inside_a_kernel_only_a_rejected_class_launches_is_a_named_scope(tmp_path):
+    """GB#15: `_emit_all_regions` (a Triton device function) is called only inside `_all_regions`,
+    a kernel launched only by a kernel class whose support check answers no on an NPU host
+    (supportgates27 makes it a named scope, after the device-function pass first ran): the device
+    function becomes the same kind of named scope, naming the kernel that calls it."""
+    files = _regions_project({})
+    report = migrate_json(write_project(tmp_path, files))
+    line = next(n for n, text in enumerate(REGIONS.splitlines(), 1) if text.startswith("@triton.jit"))
+    assert not [f for f in report["findings"] if f["path"] == "proj/ops/regions.py" and f["code"] == "NPU910"]
+    reason = _scope_reason(report, "proj/ops/regions.py", line)
+    assert reason is not None and reason.startswith("not run on an NPU host (NPU910)") and "`_all_regions`" in reason
+
+
+def test_device_function_also_inside_a_live_kernel_stays_an_error(tmp_path):
+    """Nearest true case: another module's kernel, launched by a function a model an NPU host runs
+    calls, also calls the device function: it runs there, kept as an error."""
+    live = '''from proj.ops.regions import _emit_all_regions
+from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _live_regions(cur_ptr, out_ptr, BLOCK: tl.constexpr):
+    _emit_all_regions(tl.load(cur_ptr), out_ptr, BLOCK)
+
+
+def live_regions(current, out):
+    _live_regions[(1,)](current, out, 16)
+    return out
+'''
+    model = '''from proj.ops.live import live_regions
+
+
+def forward(current, out):
+    return live_regions(current, out)
+'''
+    files = _regions_project({"proj/ops/live.py": live, "proj/model.py": model})
+    report = migrate_json(write_project(tmp_path, files))
+    device = _at(report, "proj/ops/regions.py", "NPU910", "@triton.jit", files)
+    assert device["severity"] == "error", device["message"]
