@@ -402,7 +402,7 @@ def review(results: list, paths: dict) -> list:
     from .modpaths import RunTexts
 
     table = facts()
-    if not any(table.get(kind) for kind in ("quantization", "functions", "remapped")):
+    if not any(table.get(kind) for kind in ("quantization", "functions", "remapped", "backends")):
         return results
     text_of = RunTexts(results, paths or {})
     prefix = vllm_root(results, text_of)
@@ -458,6 +458,35 @@ def review(results: list, paths: dict) -> list:
         results, _count = _lowered(results, package.unreached_spans(reached), note)
     for entry in table.get("remapped", ()):
         results = _remapped(results, [i for i in library if _in(results[i].relpath, prefix, entry["modules"])], entry)
+    for entry in table.get("backends", ()):
+        results = _backends(results, text_of, prefix, library, entry)
+    return results
+
+
+def _backends(results: list, text_of, prefix: str, library: list, entry: dict) -> list:
+    """`[[backends]]` (round 32 GA#30, GA#31): a backend module vLLM names only by a dotted string in
+    a selector's registry (`registry`), a registry whose entries the plugin's platform never selects.
+    Its units that no other library module names (the registry, ROCm modules the run leaves alone
+    aside), nor its module-level code, nor a unit so reached, are reached only through that registry:
+    their open findings become info naming the fact."""
+    from .moot import is_open
+
+    members = [i for i in library if _in(results[i].relpath, prefix, entry["modules"])]
+    if not any(is_open(f) or _plain_info(f) for i in members for f in results[i].findings):
+        return results
+    registry = {i for i in library if _in(results[i].relpath, prefix, entry["registry"])}
+    package = _Package(results, text_of, members)
+    outside = [j for j in library if j not in members and j not in registry and not _rocm_skipped(results[j])]
+    reached = package.reached(outside)
+    if reached is None:
+        return results
+    where = ", ".join(f"`{r}`" for r in entry["registry"])
+
+    def note(name, entry=entry, where=where):
+        return _note(f"this backend is reached only through the registry {where}, whose entries name it by a dotted "
+                     f"string (`{name}` is named only by the backend's own code)", entry)
+
+    results, _count = _lowered(results, package.unreached_spans(reached), note)
     return results
 
 

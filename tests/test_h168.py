@@ -428,3 +428,87 @@ def forward(current, out):
     report = migrate_json(write_project(tmp_path, files))
     device = _at(report, "proj/ops/regions.py", "NPU910", "@triton.jit", files)
     assert device["severity"] == "error", device["message"]
+
+
+# ------------------------------------------------------------------ GA#31, GA#30: registry-only backends
+BACKENDS = "vllm/v1/attention/backends"
+ATTN_REGISTRY = '''import enum
+
+
+class AttentionBackendEnum(enum.Enum):
+    FLASH_ATTN = "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
+    FLASHINFER_MLA_SPARSE_SM90 = (
+        "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90."
+        "FlashInferMLASparseSM90Backend"
+    )
+'''
+SM90 = '''class _SM90State:
+    def __init__(self, workspace):
+        from flashinfer.mla import BatchMLAPagedAttentionWrapper
+
+        self.wrapper = BatchMLAPagedAttentionWrapper(workspace)
+
+
+class FlashInferMLASparseSM90Impl:
+    def __init__(self, workspace):
+        self.state = _SM90State(workspace)
+
+
+class FlashInferMLASparseSM90Backend:
+    @staticmethod
+    def get_impl_cls():
+        return FlashInferMLASparseSM90Impl
+
+    @classmethod
+    def supports_compute_capability(cls, capability):
+        return capability is not None and capability.major == 9
+'''
+
+
+def _backend_project(extra: dict) -> dict:
+    files = {
+        "vllm/platforms/interface.py": INTERFACE,
+        f"{BACKENDS}/registry.py": ATTN_REGISTRY,
+        f"{BACKENDS}/mla/flashinfer_mla_sparse_sm90.py": SM90,
+    }
+    files.update(extra)
+    return files
+
+
+def test_backend_named_only_by_the_attention_registry_is_info_naming_the_plugin_fact(tmp_path):
+    """GA#31: `FlashInferMLASparseSM90Backend` is named only by a dotted string of vLLM's attention
+    backend registry; vllm-ascend's NPUPlatform.get_attn_backend_cls returns only its own backends,
+    so the backend's lazy `flashinfer.mla` import (in `_SM90State`, which only the backend's impl
+    builds) is info naming the fact."""
+    files = _backend_project({})
+    report = migrate_json(write_project(tmp_path, files))
+    found = _at(report, f"{BACKENDS}/mla/flashinfer_mla_sparse_sm90.py", "NPU911", "from flashinfer.mla", files)
+    assert found["severity"] == "info", found["message"]
+    assert "vllm-ascend" in found["message"] and "get_attn_backend_cls" in found["message"]
+
+
+def test_backend_another_library_module_imports_stays_an_error(tmp_path):
+    """Nearest true case: a library module builds the backend's impl itself (a model that picks it
+    by name, not through the registry): reached there, kept as an error with no plugin fact."""
+    model = '''from vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90 import FlashInferMLASparseSM90Impl
+
+
+def build(workspace):
+    return FlashInferMLASparseSM90Impl(workspace)
+'''
+    files = _backend_project({"vllm/models/sparse_model.py": model})
+    report = migrate_json(write_project(tmp_path, files))
+    found = _at(report, f"{BACKENDS}/mla/flashinfer_mla_sparse_sm90.py", "NPU911", "from flashinfer.mla", files)
+    assert found["severity"] == "error" and "vllm-ascend" not in found["message"]
+
+
+def test_backend_outside_the_table_stays_an_error(tmp_path):
+    """Nearest true case: another backend of the same registry that the table does not list (its
+    module not read from the plugin's sources) keeps its finding."""
+    other = SM90.replace("FlashInferMLASparseSM90", "FlashInferMLASparseSM100").replace("_SM90State", "_SM100State")
+    registry = ATTN_REGISTRY + '''    FLASHINFER_MLA_SPARSE_SM100 = "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm100.FlashInferMLASparseSM100Backend"
+'''
+    files = _backend_project({f"{BACKENDS}/registry.py": registry, f"{BACKENDS}/mla/flashinfer_mla_sparse_sm100.py": other})
+    report = migrate_json(write_project(tmp_path, files))
+    found = _at(report, f"{BACKENDS}/mla/flashinfer_mla_sparse_sm100.py", "NPU911", "from flashinfer.mla", files)
+    assert found["severity"] == "error" and "vllm-ascend" not in found["message"]
