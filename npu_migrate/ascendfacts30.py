@@ -38,6 +38,16 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   open NPU202 finding there whose every place is such a name becomes info (the capture builds an NPU
   graph: an inference capture). The same names elsewhere in vLLM keep their severity.
 
+* **A backend only a registry the plugin never selects names** (`[[backends]]`, round 32 GA#30,
+  GA#31). vLLM names its attention and MLA prefill backends in registries by dotted strings;
+  vllm-ascend's `get_attn_backend_cls` returns only its own backends, and its capability is None
+  (the MLA prefill selector then never picks TRT-LLM ragged). The backend module's units no other
+  library module names (the registry aside) become info the same way.
+
+Round 32 (h168): a module the run leaves alone as ROCm source (`amd/` model code subclassing
+`Mxfp4MoEMethod`) is never imported on an NPU host and reaches nothing; an info finding (not moot)
+in such a unit gets the note too (GA#9: its "make the FP8 bytes on the CPU" advice is moot there).
+
 Not answered here (round 30 EA#21, EC#23, round 29 DB#11, EB#27, DB#37): code that another module
 builds itself (`flint/model.py` builds `ModelOptNvFp4Config`; `muse_spark` subclasses Quark's MoE
 method and lists `QuarkConfig`), shared helpers (`w8a8_utils.py`, `mxfp8_utils.py`) other methods
