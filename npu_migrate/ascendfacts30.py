@@ -46,6 +46,16 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   open NPU202 finding there whose every place is such a name becomes info (the capture builds an NPU
   graph: an inference capture). The same names elsewhere in vLLM keep their severity.
 
+* **A backend only a registry the plugin never selects names** (`[[backends]]`, round 32 GA#30,
+  GA#31). vLLM names its attention and MLA prefill backends in registries by dotted strings;
+  vllm-ascend's `get_attn_backend_cls` returns only its own backends, and its capability is None
+  (the MLA prefill selector then never picks TRT-LLM ragged). The backend module's units no other
+  library module names (the registry aside) become info the same way.
+
+Round 32 (h168): a module the run leaves alone as ROCm source (`amd/` model code subclassing
+`Mxfp4MoEMethod`) is never imported on an NPU host and reaches nothing; an info finding (not moot)
+in such a unit gets the note too (GA#9: its "make the FP8 bytes on the CPU" advice is moot there).
+
 Not answered here (round 30 EA#21, EC#23, round 29 DB#11, EB#27, DB#37): code that another module
 builds itself (`flint/model.py` builds `ModelOptNvFp4Config`; `muse_spark` subclasses Quark's MoE
 method and lists `QuarkConfig`), shared helpers (`w8a8_utils.py`, `mxfp8_utils.py`) other methods
@@ -373,6 +383,14 @@ class _Package:
         return out
 
 
+def _plain_info(finding) -> bool:
+    """A report-only info finding not moot: its advice ("make the FP8 bytes on the CPU") is moot
+    where the plugin's fact closes the code, so the fact is named on it too (round 32 GA#9)."""
+    from .moot import is_moot
+
+    return not finding.fixable and finding.cell is None and finding.severity == "info" and not is_moot(finding)
+
+
 def _lowered(results, spans: dict, note, split: bool = False) -> tuple:
     """The results with each open finding whose every line lies in an unreached unit made info,
     `note(name)` appended; and how many findings changed. `split`: a merged finding some of whose
@@ -399,7 +417,7 @@ def _lowered(results, spans: dict, note, split: bool = False) -> tuple:
                     findings.extend(merge_per_file(lowered) + [p for p in pieces if p not in lowered])
                     changed, count = True, count + 1
                     continue
-            if is_open(finding) and all(names) and PHRASE not in finding.message:
+            if (is_open(finding) or _plain_info(finding)) and all(names) and PHRASE not in finding.message:
                 finding = dataclasses.replace(finding, severity="info",
                                               message=f"{finding.message} ({note(names[0])})")
                 changed, count = True, count + 1
@@ -420,6 +438,11 @@ def _module_spellings(prefix: str, relpath: Optional[str]) -> frozenset:
     return frozenset({*module_names(relpath), stem, stem[:-len("/__init__")] if stem.endswith("/__init__") else stem})
 
 
+def _rocm_skipped(result) -> bool:
+    """A file the run left alone as ROCm/HIP source (run.rocm_reason): never imported on an NPU host."""
+    return bool(result.skipped) and result.skipped.startswith("ROCm/HIP source")
+
+
 def _in(relpath: str, prefix: str, paths) -> bool:
     return any(relpath == prefix + p or (p.endswith("/") and relpath.startswith(prefix + p)) for p in paths)
 
@@ -436,7 +459,7 @@ def review(results: list, paths: dict) -> list:
     from .modpaths import RunTexts
 
     table = facts()
-    if not any(table.get(kind) for kind in ("quantization", "functions", "remapped")):
+    if not any(table.get(kind) for kind in ("quantization", "functions", "remapped", "backends")):
         return results
     text_of = RunTexts(results, paths or {})
     prefix = vllm_root(results, text_of)
@@ -454,11 +477,14 @@ def review(results: list, paths: dict) -> list:
                and i not in of}
     of.update(helpers)
     members = sorted(of)
-    if any(is_open(f) for i in members for f in results[i].findings):
+    if any(is_open(f) or _plain_info(f) for i in members for f in results[i].findings):
         registry = {i for e in entries for i in library if _in(results[i].relpath, prefix, e.get("registry", ()))}
         whole = frozenset(i for i in members if _in(results[i].relpath, prefix, of[i].get("plugin_uses", ())))
         package = _Package(results, text_of, members)
-        reached = package.reached([j for j in library if j not in of and j not in registry], whole)
+        # (a ROCm module the run leaves alone is never imported on an NPU host: what it subclasses
+        # or builds is not reached through it, round 32 GA#9)
+        outside = [j for j in library if j not in of and j not in registry and not _rocm_skipped(results[j])]
+        reached = package.reached(outside, whole)
         if reached is not None:
             spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
             # (a shared helper module: only its units the methods' own code names are theirs)
@@ -496,6 +522,35 @@ def review(results: list, paths: dict) -> list:
         results, _count = _lowered(results, package.unreached_spans(reached), note, split=bool(entry.get("split")))
     for entry in table.get("remapped", ()):
         results = _remapped(results, [i for i in library if _in(results[i].relpath, prefix, entry["modules"])], entry)
+    for entry in table.get("backends", ()):
+        results = _backends(results, text_of, prefix, library, entry)
+    return results
+
+
+def _backends(results: list, text_of, prefix: str, library: list, entry: dict) -> list:
+    """`[[backends]]` (round 32 GA#30, GA#31): a backend module vLLM names only by a dotted string in
+    a selector's registry (`registry`), a registry whose entries the plugin's platform never selects.
+    Its units that no other library module names (the registry, ROCm modules the run leaves alone
+    aside), nor its module-level code, nor a unit so reached, are reached only through that registry:
+    their open findings become info naming the fact."""
+    from .moot import is_open
+
+    members = [i for i in library if _in(results[i].relpath, prefix, entry["modules"])]
+    if not any(is_open(f) or _plain_info(f) for i in members for f in results[i].findings):
+        return results
+    registry = {i for i in library if _in(results[i].relpath, prefix, entry["registry"])}
+    package = _Package(results, text_of, members)
+    outside = [j for j in library if j not in members and j not in registry and not _rocm_skipped(results[j])]
+    reached = package.reached(outside)
+    if reached is None:
+        return results
+    where = ", ".join(f"`{r}`" for r in entry["registry"])
+
+    def note(name, entry=entry, where=where):
+        return _note(f"this backend is reached only through the registry {where}, whose entries name it by a dotted "
+                     f"string (`{name}` is named only by the backend's own code)", entry)
+
+    results, _count = _lowered(results, package.unreached_spans(reached), note)
     return results
 
 

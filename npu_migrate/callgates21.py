@@ -469,6 +469,14 @@ class _Gates:
                     found.append(spared)
                     continue
                 outer, step = _unit(tree, node.lineno), 1
+                if outer is None:  # (`direct_register_custom_op("op", f)`: reached through `torch.ops.<ns>.op`: customops32.py)
+                    from .customops32 import op_sites
+                    registration, inner = op_sites(self, j, tree, parents, node, depth, seen, (_unit, _inside))
+                    if registration:
+                        if inner is None:
+                            return None
+                        found.extend(inner)
+                        continue
                 if outer is None:  # (`class Sub(Base):`: the base runs where the subclass is built, one class: kvchoice31.py)
                     from .kvchoice31 import subclass_of
                     outer, step = subclass_of(tree, parents, node), 0

@@ -8,6 +8,9 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+_NOT_RUN_910 = "not run on an NPU host (NPU910): "
+
+
 def review_device_functions(results: list, paths: dict) -> list:
     """The results, with each open NPU910 place on the Triton decorator of a device function
     (called, never launched) lowered to a named scope when every reference of the run to it is a
@@ -45,6 +48,9 @@ def review_device_functions(results: list, paths: dict) -> list:
         first_line = {id(u): min(ln for ln, v in kernels.items() if v is u) for u in units.values()}
         lowered = {ln for f in result.findings if f.code == "NPU910" and is_moot(f)
                    for ln in (f.line, *(a for a, _c, _s in f.also))}
+        # (a kernel a later pass already moved into a named scope, supportgates27's `_all_regions`:
+        # round 32 GB#15; a scope's ends are its finding's places, the lines between need not be)
+        lowered |= {ln for a, b, why in result.skipped_scopes if why.startswith(_NOT_RUN_910) for ln in (a, b)}
         dead = {uid for uid in units if any(kernels.get(ln) is units[uid] for ln in lowered)}
         open_units = {id(kernels[ln]) for f in result.findings if open_kernel(f)
                       for ln in (f.line, *(a for a, _c, _s in f.also)) if ln in kernels}
@@ -144,8 +150,25 @@ def _in_lowered_kernel(gates, j: int, tree: ast.Module, parents: dict, node: ast
     if owner is None:
         return None
     lines = {ln for ln, u in kernels.items() if u is owner}
-    places = [(f, ln) for f in gates.run.results[j].findings if f.code == "NPU910"
+    result = gates.run.results[j]
+    places = [(f, ln) for f in result.findings if f.code == "NPU910"
               for ln in (f.line, *(a for a, _c, _s in f.also)) if ln in lines]
-    return owner.name if places and all(is_moot(f) for f, _ln in places) else None
+    if not places:  # (its place already moved into a named scope by a later pass: round 32 GB#15)
+        scoped = any(ln in lines for a, b, why in result.skipped_scopes if why.startswith(_NOT_RUN_910) for ln in (a, b))
+        return owner.name if scoped else None
+    return owner.name if all(is_moot(f) for f, _ln in places) else None
 
 
+
+
+def review_late(results: list, paths: dict) -> list:
+    """review_device_functions again after supportgates27/supportexits31 (runplan.py), whose kernels
+    are named scopes by then (round 32 GB#15: step5's `_emit_all_regions`, called only inside
+    `_all_regions`, which supportgates27 scoped); what it lowers becomes a named scope at once."""
+    from .moot import to_scopes
+
+    out = review_device_functions(results, paths)
+    changed = [i for i in range(len(out)) if out[i] is not results[i]]
+    for i, result in zip(changed, to_scopes([out[i] for i in changed])):
+        out[i] = result
+    return out
