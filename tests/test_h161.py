@@ -210,3 +210,109 @@ def test_setup_method_named_by_another_library_module_keeps_the_warning(tmp_path
     files["proj/build.py"] = "def variant(utils):\n    return utils.detect_cuda_variant()\n"
     report = migrate_json(write_project(tmp_path, files, dedent=True))
     assert _none_info(_version(report)), _version(report)
+
+
+# ----------------------------------------------------------------------------- FC#26: a private dict's entry
+def _head_files(gate: str = "if speculative_config.draft_head_quantization is not None:", extra: str = "") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config/__init__.py": "",
+        "proj/config/speculative.py": '''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class SpeculativeConfig:
+                draft_head_quantization: str | None = None
+        ''',
+        "proj/heads.py": f'''
+            import torch
+
+
+            def _quantize_fp8(weight):
+                scale = weight.abs().amax() / torch.finfo(torch.float8_e4m3fn).max
+                return (weight / scale).to(torch.float8_e4m3fn), scale
+
+
+            class _Fp8Method:
+                def process(self, layer):
+                    return _quantize_fp8(layer.weight)
+
+
+            class _PlainMethod:
+                def process(self, layer):
+                    return layer.weight
+
+
+            _METHODS = {{"plain": _PlainMethod, "fp8": _Fp8Method}}
+
+
+            def _quantize_copy(head, quantization):
+                return _METHODS[quantization]().process(head)
+
+
+            _SOURCES = {{}}
+
+
+            def quantized_head_copy(head, quantization):
+                copy = _quantize_copy(head, quantization)
+                _SOURCES[id(copy)] = (head, quantization)
+                return copy
+
+
+            def refresh_heads(model):
+                for module in model.modules():
+                    if id(module) not in _SOURCES:
+                        continue
+                    _quantize_copy(*_SOURCES[id(module)])
+            {extra}
+        ''',
+        "proj/eagle.py": f'''
+            from proj.heads import quantized_head_copy
+
+
+            def load_drafter(head, speculative_config):
+                {gate}
+                    head = quantized_head_copy(head, speculative_config.draft_head_quantization)
+                return head
+        ''',
+        "proj/runner.py": '''
+            from proj.heads import refresh_heads
+
+
+            class Runner:
+                def reload(self, model):
+                    refresh_heads(model)
+        ''',
+    }
+
+
+def _fp8(report: dict) -> dict:
+    return findings_at(report, "proj/heads.py", "NPU913")
+
+
+def test_method_reached_through_a_private_registry_and_dict_under_an_opt_in_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _head_files(), dedent=True))
+    found = _fp8(report)
+    assert _all_info(found), found
+    message = next(iter(found.values()))["message"]
+    assert "draft_head_quantization is not None" in message and "defaults to `None`" in message, message
+
+
+def test_method_reached_through_an_ungated_call_keeps_the_error(tmp_path):
+    # (nearest true case: the copy is built on every NPU host)
+    report = migrate_json(write_project(tmp_path, _head_files(gate="if True:"), dedent=True))
+    assert _none_info(_fp8(report)), _fp8(report)
+
+
+def test_registry_iterated_keeps_the_error(tmp_path):
+    # (nearest true case: every method of the registry is built on import, the FP8 one too)
+    report = migrate_json(write_project(tmp_path, _head_files(extra="_BUILT = [m() for m in _METHODS.values()]"),
+                                        dedent=True))
+    assert _none_info(_fp8(report)), _fp8(report)
+
+
+def test_dict_filled_at_module_level_keeps_the_error(tmp_path):
+    # (nearest true case: an entry is there on import, so the refresh runs `_quantize_copy` unasked)
+    report = migrate_json(write_project(tmp_path, _head_files(extra='_SOURCES[0] = (None, "fp8")'), dedent=True))
+    assert _none_info(_fp8(report)), _fp8(report)
