@@ -66,6 +66,7 @@ _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
 _CONST_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ENUM_CLASS = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _UNKNOWN = None  # (an expression whose values are not known)
+_SIZE_FIELD = re.compile(r"_(size|gb|mb|bytes)$")  # (an amount whose 0 default turns a feature off: `x.F > 0`)
 
 
 class _Enum(tuple):
@@ -412,9 +413,11 @@ class OptConfigs:
                     return _UNKNOWN
                 hits = {_same(a, b) for a in lefts for b in rights}
                 return hits if isinstance(op, ast.Eq) else {not h for h in hits}
-            if isinstance(op, ast.Gt) and _zero(right):
+            if isinstance(op, ast.Gt) and _zero(right) and isinstance(node.left, ast.Attribute) \
+                    and _SIZE_FIELD.search(node.left.attr):
                 # (`prefetch.offload_group_size > 0`: a size whose default 0 turns its feature off, round
-                # 31 FC#23; `tensor_parallel_size > 1`, a default 1: unknown, how NPU hosts serve)
+                # 31 FC#23; `tensor_parallel_size > 1`, a default 1: unknown, how NPU hosts serve; a rank,
+                # a port, a seed: no size, the launcher sets them)
                 lefts = self._values(node.left, scope, used, seen, fields_of_self)
                 if lefts is _UNKNOWN or not lefts or not all(_number(v) for v in lefts):
                     return _UNKNOWN

@@ -6,7 +6,8 @@ reported.
 - optconfig29.py (FC#23, "numeric flow"): `create_offloader` sets a local `backend = "prefetch"` only
   under `if prefetch.offload_group_size > 0:` (a size whose default 0 turns the feature off) and
   builds `PrefetchOffloader` only under `if backend == "prefetch":`. Nearest true: a size defaulting to
-  1 (on by default), and a `> 1` test (how NPU hosts serve: `tensor_parallel_size > 1`), both kept.
+  1 (on by default), a `> 1` test (how NPU hosts serve: `tensor_parallel_size > 1`) and a rank
+  `> 0` (no size: the launcher sets it), all kept.
 - envchains32.py (FA#23, a setup script's chain): a method called only from another method, called
   only under a module-level `if` on an `envs.py` switch off by default. Nearest true: a switch on by
   default, and the method also called outside the `if`, both kept.
@@ -316,3 +317,14 @@ def test_dict_filled_at_module_level_keeps_the_error(tmp_path):
     # (nearest true case: an entry is there on import, so the refresh runs `_quantize_copy` unasked)
     report = migrate_json(write_project(tmp_path, _head_files(extra='_SOURCES[0] = (None, "fp8")'), dedent=True))
     assert _none_info(_fp8(report)), _fp8(report)
+
+
+def test_class_built_under_a_rank_above_zero_keeps_the_error(tmp_path):
+    # (nearest true case: a rank defaulting to 0 is no size a user turns on: the launcher sets it)
+    files = _offload_files(size_test="prefetch.offload_group_size > 0")
+    files["proj/config/offload.py"] = files["proj/config/offload.py"].replace(
+        "offload_group_size: int = 0", "offload_group_size: int = 0\n                node_rank: int = 0")
+    files["proj/offloader/base.py"] = files["proj/offloader/base.py"].replace(
+        "prefetch.offload_group_size > 0", "prefetch.node_rank > 0")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert _none_info(_capturing(report)), _capturing(report)
