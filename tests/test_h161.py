@@ -10,7 +10,12 @@ reported.
   `> 0` (no size: the launcher sets it), all kept.
 - envchains32.py (FA#23, a setup script's chain): a method called only from another method, called
   only under a module-level `if` on an `envs.py` switch off by default. Nearest true: a switch on by
-  default, and the method also called outside the `if`, both kept.
+  default, the method also called outside the `if`, and a name another library module mentions, kept.
+- dictreach32.py (FC#26, "private dict lookup"): an FP8 method class named only as a value of a
+  private registry looked up in `_quantize_copy`, which runs from `quantized_head_copy` (under
+  `draft_head_quantization is not None`) and from a refresh fed by `*_SOURCES[...]`, a private dict
+  only `quantized_head_copy` fills. Nearest true: the copy built ungated, the registry iterated at
+  module level, the dict filled at module level, all kept.
 """
 
 from __future__ import annotations
