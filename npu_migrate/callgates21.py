@@ -468,6 +468,15 @@ class _Gates:
                 if spared is not None:
                     found.append(spared)
                     continue
+                from .dictreach32 import dict_units
+                through = dict_units(self, j, tree, parents, node, _unit)  # (a private registry's value, a call fed by a private dict's entry: dictreach32.py)
+                if through is not None:
+                    for outer in dict.fromkeys(through):
+                        inner = None if outer is unit else self.sites(j, outer, depth + 1, seen)
+                        if inner is None:
+                            return None
+                        found.extend(inner)
+                    continue
                 outer, step = _unit(tree, node.lineno), 1
                 if outer is None:  # (`direct_register_custom_op("op", f)`: reached through `torch.ops.<ns>.op`: customops32.py)
                     from .customops32 import op_sites

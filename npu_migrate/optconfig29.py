@@ -66,6 +66,7 @@ _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
 _CONST_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _ENUM_CLASS = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _UNKNOWN = None  # (an expression whose values are not known)
+_SIZE_FIELD = re.compile(r"_(size|gb|mb|bytes)$")  # (an amount whose 0 default turns a feature off: `x.F > 0`)
 
 
 class _Enum(tuple):
@@ -412,6 +413,15 @@ class OptConfigs:
                     return _UNKNOWN
                 hits = {_same(a, b) for a in lefts for b in rights}
                 return hits if isinstance(op, ast.Eq) else {not h for h in hits}
+            if isinstance(op, ast.Gt) and _zero(right) and isinstance(node.left, ast.Attribute) \
+                    and _SIZE_FIELD.search(node.left.attr):
+                # (`prefetch.offload_group_size > 0`: a size whose default 0 turns its feature off, round
+                # 31 FC#23; `tensor_parallel_size > 1`, a default 1: unknown, how NPU hosts serve; a rank,
+                # a port, a seed: no size, the launcher sets them)
+                lefts = self._values(node.left, scope, used, seen, fields_of_self)
+                if lefts is _UNKNOWN or not lefts or not all(_number(v) for v in lefts):
+                    return _UNKNOWN
+                return {v > 0 for v in lefts}
             if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value is None:
                 # (`x.speculative_config is not None`: an object built only from a user's choice, round 30)
                 lefts = self._values(node.left, scope, used, seen, fields_of_self)
@@ -495,6 +505,8 @@ class OptConfigs:
                     return _UNKNOWN  # (a tuple target, a loop, a with, an augmented store: not read here)
                 if self._enclosing(sub, parents, _DEFS) is not function:
                     return _UNKNOWN
+                if self._bound_off(owner, function, scope, seen):
+                    continue  # (`if x.size > 0: backend = "prefetch"`: a binding only a choice makes, FC#23)
                 found = self._values(owner.value, scope, used, seen)
                 if found is _UNKNOWN:
                     return _UNKNOWN
@@ -503,6 +515,21 @@ class OptConfigs:
             elif isinstance(sub, (ast.Global, ast.Nonlocal)) and node.id in sub.names:
                 return _UNKNOWN
         return values if bound else _UNKNOWN
+
+    def _bound_off(self, stmt: ast.AST, function: ast.AST, scope: dict, seen: frozenset) -> bool:
+        """A local's binding in the body of an `if`/`elif` of its function whose test is false at the
+        defaults (round 31 FC#23: `backend = "prefetch"` under `if prefetch.offload_group_size > 0:`):
+        not a value the local has unless the user chooses; its `else:` branch is read as bound."""
+        parents = scope["parents"]
+        child, current = stmt, parents.get(id(stmt))
+        while current is not None and current is not function:
+            if isinstance(current, ast.If) and any(child is s for s in current.body):
+                used: list = []
+                values = self._values(current.test, scope, used, seen)
+                if values is not _UNKNOWN and values and not any(values) and used:
+                    return True
+            child, current = current, parents.get(id(current))
+        return False
 
     def _self_attribute(self, node: ast.Attribute, scope: dict, used: list, seen: frozenset):
         cls = self._enclosing(node, scope["parents"], ast.ClassDef)
@@ -639,6 +666,14 @@ class OptConfigs:
         if negated:
             return f"`{shown}` is false (its function returns first otherwise; {told}), an opt-in choice"
         return f"`{shown}` is chosen ({told})"
+
+
+def _zero(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and _number(node.value) and node.value == 0
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _snake(name: str) -> str:

@@ -553,6 +553,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_registry_opt_in(results, paths)  # (modules only a registration selected by name loads, P1: registryoptin28.py)
     from .envskips29 import review as review_env_skips
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
+    from .envchains32 import review as review_env_chains
+    results = review_env_chains(results, paths)  # (functions only a default-off switch's module-level `if` calls, P1: envchains32.py)
     from .benchflags31 import review as review_bench_flags
     results = review_bench_flags(results, paths)  # (benchmark code only a default-off flag or a chosen option runs, P1: benchflags31.py)
     from .ascendfacts30 import review as review_ascend_facts
