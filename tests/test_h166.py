@@ -3,6 +3,8 @@ Each false case is paired with the nearest true case that stays reported."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.precision_helpers import findings_at, migrate_json, moot_lines, write_project
 
 # ----------------------------------------------------------------------------- GC#8: `pytestmark` in a `try`
@@ -136,3 +138,163 @@ def test_module_skip_with_a_condition_an_npu_host_passes_stays_reported(tmp_path
         "current_platform.is_rocm()\n    and True")
     report = _run(tmp_path, {"proj/probes.py": PROBES, "tests/test_moe.py": text})
     assert findings_at(report, "tests/test_moe.py", "NPU911")[15]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- GC#35: NCCL note on a host helper
+IMPORT_UTILS = '''\
+import importlib.util
+
+
+def is_vllm_available():
+    return importlib.util.find_spec("vllm") is not None
+'''
+
+WEIGHT_TRANSFER = '''\
+import threading
+
+from proj.import_utils import is_vllm_available
+
+if is_vllm_available():
+    from vllm.utils.network_utils import get_ip, get_open_port
+
+if is_vllm_available():
+    from vllm.distributed.weight_transfer.nccl_common import trainer_init
+    from vllm.distributed.weight_transfer.packed_tensor import packed_nccl_broadcast_producer
+
+
+def serve():
+    threading.Thread(target=trainer_init, args=(get_ip(), get_open_port())).start()
+    packed_nccl_broadcast_producer()
+'''
+
+
+def test_host_helpers_split_off_an_nccl_import_do_not_carry_its_nccl_note():
+    from npu_migrate.findings import NCCL_TRANSFER, Finding, split_merged
+
+    head = Finding("w.py", 9, 5, "NPU916", f"vLLM runs on Ascend through the vllm-ascend plugin: import from "
+                   f"`vllm.distributed.weight_transfer.nccl_common` ({NCCL_TRANSFER}) (also at lines 6, 10)", False,
+                   source="from vllm.distributed.weight_transfer.nccl_common import trainer_init", severity="warning",
+                   also=((6, 5, "from vllm.utils.network_utils import get_ip, get_open_port"),
+                         (10, 5, "from vllm.distributed.weight_transfer.packed_tensor import "
+                                 "packed_nccl_broadcast_producer")))
+    pieces = {p.line: p.message for p in split_merged(head)}
+    assert "NCCL" not in pieces[6] and "`vllm.utils.network_utils`" in pieces[6]
+    # nearest true cases: the head and a split-off import that names NCCL keep the note
+    assert NCCL_TRANSFER in pieces[9] and NCCL_TRANSFER in pieces[10]
+
+
+@pytest.mark.parametrize("nccl_gate", ["if is_vllm_available():", "if _HAS_STATEFUL:"])
+def test_host_helper_import_beside_nccl_imports_is_not_called_nccl(tmp_path, nccl_gate):
+    # (trl's shape: the NCCL imports under a version flag, `_HAS_STATEFUL = is_vllm_available("0.28")`)
+    text = WEIGHT_TRANSFER.replace("\nif is_vllm_available():\n    from vllm.distributed",
+                                   f"\n{nccl_gate}\n    from vllm.distributed")
+    text = text.replace("import threading\n", "import threading\n\n_HAS_STATEFUL = len(__name__) > 3\n")
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/import_utils.py": IMPORT_UTILS, "proj/weight_transfer.py": text}))
+    found = [f for f in report["findings"] if f["path"] == "proj/weight_transfer.py" and f["code"] == "NPU916"]
+    places = {f["line"]: f for f in found} | {p[0]: None for f in found for p in f.get("also", ())}
+    assert {8, 11, 12} <= set(places)
+    for f in found:  # wherever line 8 stands, its own message names no NCCL
+        if f["line"] == 8:
+            assert "NCCL" not in f["message"]
+    # nearest true case: the NCCL imports keep their note
+    assert any("PyNcclCommunicator" in f["message"] for f in found if f["line"] in (11, 12))
+
+
+# ----------------------------------------------------------------------------- GC#34: Triton's backend registry
+TRITON_PROBE = '''\
+from importlib.util import find_spec
+
+HAS_TRITON = find_spec("triton") is not None
+if HAS_TRITON:
+    try:
+        from triton.backends import backends
+
+        active_drivers = [x.driver for name, x in backends.items() if name != "cpu" and x.driver.is_active()]
+        if "cpu" in backends and not active_drivers:
+            active_drivers.append({read}.driver)
+        if len(active_drivers) != 1:
+            HAS_TRITON = False
+    except ImportError:
+        HAS_TRITON = False
+'''
+
+
+def test_triton_backend_registry_probe_runs_as_written(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/importing.py": TRITON_PROBE.format(read='backends["cpu"]')}))
+    assert not findings_at(report, "proj/importing.py", "NPU910")
+    assert any(s["path"] == "proj/importing.py" and "`triton.backends.backends`" in s["reason"]
+               for s in report["skipped"])
+
+
+def test_triton_backend_registry_read_for_nvidia_stays_reported(tmp_path):
+    # nearest true case: the same probe asking for CUDA's own driver by name
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/importing.py": TRITON_PROBE.format(read='backends["nvidia"]')}))
+    assert findings_at(report, "proj/importing.py", "NPU910")[6]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- GC#18: a Helm chart's values
+CHART = "apiVersion: v2\nname: server\nversion: 0.1.0\n"
+
+VALUES = '''\
+image: server:latest
+resources:
+  requests:
+    cpu: 4
+    nvidia.com/gpu: 1
+  limits:
+    cpu: 4
+    nvidia.com/gpu: 1
+'''
+
+TEMPLATE = '''\
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: server
+          image: {{ .Values.image }}
+      {{- if gt (int (index .Values.resources.requests "nvidia.com/gpu")) 0 }}
+      runtimeClassName: nvidia
+      {{- end }}
+'''
+
+TEMPLATE_OWN = '''\
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: server
+          image: {{ .Values.image }}
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+'''
+
+
+def _chart(tmp_path, template):
+    return migrate_json(write_project(tmp_path, {
+        "chart/Chart.yaml": CHART, "chart/values.yaml": VALUES, "chart/templates/deployment.yaml": template}))
+
+
+def _npu709(report, path):
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU709" and not f["fixable"]]
+
+
+def test_helm_values_key_its_template_reads_and_reports_is_folded_there(tmp_path):
+    report = _chart(tmp_path, TEMPLATE)
+    assert not _npu709(report, "chart/values.yaml")
+    [host] = _npu709(report, "chart/templates/deployment.yaml")
+    assert "`chart/values.yaml` lines 5, 8" in host["message"] and host["severity"] == "error"
+
+
+def test_helm_values_key_no_template_reads_stays_reported(tmp_path):
+    # nearest true case: the template writes the resource itself; the values key is its own report
+    report = _chart(tmp_path, TEMPLATE_OWN)
+    assert _npu709(report, "chart/values.yaml")[0]["severity"] == "error"
