@@ -298,3 +298,56 @@ def test_helm_values_key_no_template_reads_stays_reported(tmp_path):
     # nearest true case: the template writes the resource itself; the values key is its own report
     report = _chart(tmp_path, TEMPLATE_OWN)
     assert _npu709(report, "chart/values.yaml")[0]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- GC#6: an import in a guarded closure
+FUSIONS = '''\
+import logging
+
+from proj.platforms import current_platform
+
+logger = logging.getLogger(__name__)
+
+
+def _create_everywhere(name, create):
+    if not current_platform.is_cuda_alike():
+        return None
+    {call}
+    return workspace
+
+
+def maybe_create_workspace(size):
+    def create():
+        from flashinfer.comm.mnnvl import Workspace
+
+        return Workspace(size)
+
+    return _create_everywhere("all-gather", create)
+'''
+
+GUARDED_CALL = '''try:
+        workspace = create()
+    except (ImportError, RuntimeError) as exc:
+        logger.warning("fused %s failed: %s", name, exc)
+        workspace = None'''
+
+
+def _fusions(tmp_path, call):
+    return _run(tmp_path, {"proj/fusions.py": FUSIONS.format(call=call)})
+
+
+def test_import_in_a_closure_only_a_try_catching_import_error_calls_runs_as_written(tmp_path):
+    report = _fusions(tmp_path, GUARDED_CALL)
+    assert not findings_at(report, "proj/fusions.py", "NPU911")
+    assert any(s["path"] == "proj/fusions.py" and s["reason"].startswith("runs as written on an NPU host (NPU911)")
+               and "`_create_everywhere`" in s["reason"] for s in report["skipped"])
+
+
+def test_import_in_a_closure_called_outside_a_try_stays_reported(tmp_path):
+    # nearest true case: the receiver calls the closure unguarded (or catching RuntimeError only)
+    for call in ("workspace = create()", GUARDED_CALL.replace("(ImportError, RuntimeError)", "RuntimeError")):
+        report = _fusions(tmp_path / str(len(call)), call)
+        line = FUSIONS.format(call=call).splitlines().index("        from flashinfer.comm.mnnvl import Workspace") + 1
+        assert findings_at(report, "proj/fusions.py", "NPU911")[line]["severity"] == "error"
+        assert not any(s["path"] == "proj/fusions.py" and "(NPU911): guarded import" in s["reason"]
+                       for s in report["skipped"])
