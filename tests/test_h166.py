@@ -351,3 +351,72 @@ def test_import_in_a_closure_called_outside_a_try_stays_reported(tmp_path):
         assert findings_at(report, "proj/fusions.py", "NPU911")[line]["severity"] == "error"
         assert not any(s["path"] == "proj/fusions.py" and "(NPU911): guarded import" in s["reason"]
                        for s in report["skipped"])
+
+
+# ----------------------------------------------------------------------------- GB#3: a guarded import only dead classes read
+MARLIN = '''\
+import torch
+
+try:
+    from vllm import _custom_ops as ops
+except ImportError:
+    ops = None
+
+
+class MarlinConfig:
+    def __init__(self, group_size):
+        self.group_size = group_size
+
+    def get_quant_method(self, layer):
+        return MarlinLinearMethod(self)
+
+
+class MarlinLinearMethod:
+    def __init__(self, quant_config: MarlinConfig):
+        self.quant_config = quant_config
+
+    def apply(self, layer, x):
+        return ops.marlin_gemm(x, layer.weight, layer.scales)
+'''
+
+LINEAR = '''\
+WEIGHT_LOADER_V2_SUPPORTED = ["AWQMarlinLinearMethod", "MarlinLinearMethod"]
+
+
+class LinearBase:
+    def weight_loader(self):
+        return self.quant_method.__class__.__name__ in WEIGHT_LOADER_V2_SUPPORTED
+'''
+
+REGISTRY = '''\
+from proj.quant.marlin import MarlinConfig
+
+METHODS = {"marlin": MarlinConfig}
+'''
+
+
+def test_guarded_import_read_only_by_a_method_its_unregistered_config_builds_runs_as_written(tmp_path):
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/quant/__init__.py": "", "proj/quant/marlin.py": MARLIN,
+        "proj/linear.py": LINEAR}))
+    assert not findings_at(report, "proj/quant/marlin.py", "NPU911")
+    assert any(s["path"] == "proj/quant/marlin.py" and "`MarlinConfig`, `MarlinLinearMethod`" in s["reason"]
+               for s in report["skipped"])
+
+
+def test_guarded_import_read_by_a_registered_config_stays_reported(tmp_path):
+    # nearest true case: a registry of the run names the config class: an NPU host may build it
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/quant/__init__.py": "", "proj/quant/marlin.py": MARLIN,
+        "proj/linear.py": LINEAR, "proj/quant/registry.py": REGISTRY}))
+    assert findings_at(report, "proj/quant/marlin.py", "NPU911")[4]["severity"] == "error"
+
+
+def test_guarded_import_read_by_a_class_looked_up_by_name_stays_reported(tmp_path):
+    # nearest true case: another file looks the class up by its name (not a label compared with
+    # `__class__.__name__`): it may build it
+    lookup = 'import importlib\n\nmethod = getattr(importlib.import_module("proj.quant.marlin"), "MarlinLinearMethod")\n'
+    report = migrate_json(write_project(tmp_path, {
+        "proj/__init__.py": "", "proj/quant/__init__.py": "", "proj/quant/marlin.py": MARLIN,
+        "proj/loader.py": lookup}))
+    assert findings_at(report, "proj/quant/marlin.py", "NPU911")[4]["severity"] == "error"
