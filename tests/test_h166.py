@@ -420,3 +420,40 @@ def test_guarded_import_read_by_a_class_looked_up_by_name_stays_reported(tmp_pat
         "proj/__init__.py": "", "proj/quant/__init__.py": "", "proj/quant/marlin.py": MARLIN,
         "proj/loader.py": lookup}))
     assert findings_at(report, "proj/quant/marlin.py", "NPU911")[4]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- GB#18: FP8 dtype stored on a CPU state
+PLAN_TEST = '''\
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+
+class FakeWrapper:
+    def plan(self, *args, **kwargs):
+        self.plan_args = (args, kwargs)
+
+
+@pytest.mark.parametrize("kv_dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_plan_uses_state_params(kv_dtype):
+    wrapper = FakeWrapper()
+    state = SimpleNamespace()
+    state.device = torch.device("{device}")
+    state.kv_dtype = kv_dtype
+    state.lens = torch.zeros(4, dtype=torch.int32)
+    wrapper.plan(state.lens, kv_data_type=state.kv_dtype)
+    assert wrapper.plan_args[1]["kv_data_type"] == kv_dtype
+'''
+
+
+def test_fp8_dtype_stored_on_a_state_set_to_the_cpu_is_data(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"tests/test_plan.py": PLAN_TEST.replace("{device}", "cpu")}))
+    assert not findings_at(report, "tests/test_plan.py", "NPU913")
+    assert any(s["path"] == "tests/test_plan.py" and "FP8 data on the CPU" in s["reason"] for s in report["skipped"])
+
+
+def test_fp8_dtype_stored_on_a_state_set_to_cuda_stays_reported(tmp_path):
+    # nearest true case: the state's device is CUDA's (the migration makes it the NPU's)
+    report = migrate_json(write_project(tmp_path, {"tests/test_plan.py": PLAN_TEST.replace("{device}", "cuda")}))
+    assert findings_at(report, "tests/test_plan.py", "NPU913")[12]["severity"] == "error"
