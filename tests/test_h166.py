@@ -457,3 +457,54 @@ def test_fp8_dtype_stored_on_a_state_set_to_cuda_stays_reported(tmp_path):
     # nearest true case: the state's device is CUDA's (the migration makes it the NPU's)
     report = migrate_json(write_project(tmp_path, {"tests/test_plan.py": PLAN_TEST.replace("{device}", "cuda")}))
     assert findings_at(report, "tests/test_plan.py", "NPU913")[12]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- GA#28: an opt-in read in a closure
+GRAPH_BENCH = '''\
+import argparse
+
+import torch
+
+
+def graph_replay(fn):
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def get_benchmark(size, use_cuda_graph):
+    def benchmark(n):
+        def run():
+            return torch.ones(size) * n
+
+        if use_cuda_graph:
+            run = graph_replay(run)
+        return run()
+
+    return benchmark
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=8)
+    parser.add_argument("--use-cuda-graph", action="store_true")
+    args = parser.parse_args()
+    get_benchmark(args.size, {flag})(4)
+'''
+
+
+def _npu202(report):
+    return findings_at(report, "bench.py", "NPU202")
+
+
+def test_cuda_graph_behind_a_store_true_option_read_in_a_closure_is_an_opt_in(tmp_path):
+    report = migrate_json(write_project(tmp_path, {"bench.py": GRAPH_BENCH.replace("{flag}", "args.use_cuda_graph")}))
+    finding = _npu202(report)[7]
+    assert finding["severity"] == "info" and "`--use-cuda-graph` is chosen" in finding["message"]
+
+
+def test_cuda_graph_behind_a_closure_flag_always_passed_true_stays_reported(tmp_path):
+    # nearest true case: the script passes True itself: every run captures the graph
+    report = migrate_json(write_project(tmp_path, {"bench.py": GRAPH_BENCH.replace("{flag}", "True")}))
+    assert _npu202(report)[7]["severity"] == "error"
