@@ -144,9 +144,24 @@ def split_merged(finding: Finding) -> list[Finding]:
     message = _WITH_IMPORTS.sub("", _ALSO.sub("", _ALSO_JOINED.sub("", finding.message)))
     first = replace(finding, message=message, also=())
     return [first, *(replace(first, line=line, column=column, source=source,
-                             message=import_named(renamed(message, finding.source or "", source or ""),
-                                                   source or "", column))
+                             message=_nccl_note_own(import_named(renamed(message, finding.source or "", source or ""),
+                                                                 source or "", column), source or ""))
                      for line, column, source in finding.also)]
+
+
+# wording20.py's note on a file's first import of vLLM's NCCL machinery (NPU916), which stands for
+# the file's other vLLM imports: a place split off it that names no NCCL (`from vllm.utils.
+# network_utils import get_ip, get_open_port`: host and port helpers) does not carry it (round 32 GC#35)
+NCCL_TRANSFER = ("an import of vLLM's NCCL communication, a weight transfer or a group: its communicator is "
+                 "NCCL's (vLLM's PyNcclCommunicator loads libnccl), which an NPU host does not have: the code "
+                 "that calls it needs an HCCL path there, vllm-ascend's where it has one")
+_NCCL_WORD = re.compile(r"(?i)nccl")
+
+
+def _nccl_note_own(message: str, source: str) -> str:
+    if _NCCL_WORD.search(source):
+        return message
+    return message.replace(f" ({NCCL_TRANSFER})", "", 1)
 
 
 _WITH_IMPORTS = re.compile(r" \(with imports of [^()]* in this file\)")
@@ -230,6 +245,10 @@ def merge_per_file(findings: Iterable[Finding], secondary: Optional[Callable[[Fi
             primary = next((f for f in group if not secondary(f)), group[0])
             if primary is not group[0]:
                 groups[key] = [primary, *(f for f in group if f is not primary)]
+    for key, group in groups.items():  # (an NCCL import heads its group with wording20's note: _nccl_note_own)
+        noted = next((f for f in group if f" ({NCCL_TRANSFER})" in f.message), None)
+        if noted is not None and noted is not group[0] and f" ({NCCL_TRANSFER})" not in group[0].message:
+            groups[key] = [noted, *(f for f in group if f is not noted)]
     out = []
     for finding, key in zip(ordered, keys):
         if key is None:

@@ -415,6 +415,10 @@ def _device_free_body(function: ast.AST) -> bool:
         node = stack.pop()
         if id(node) in skip:
             continue
+        if isinstance(node, ast.Assign) and _is_cpu(node.value):
+            # (`state.device = torch.device("cpu")`: a name set to the CPU, round 32 GB#18; a read
+            # of it later is still a device name)
+            skip.update(id(t) for t in node.targets if isinstance(t, (ast.Name, ast.Attribute)))
         if isinstance(node, ast.Call):
             name = astcache.dotted(node.func) or ""
             if _PATCH.search(name):

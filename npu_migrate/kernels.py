@@ -56,6 +56,13 @@ _HOST = frozenset({
     "triton.runtime.errors.OutOfResources",
 })
 _MODULES = frozenset({"triton", "triton.language", "triton.testing"})
+# Triton's registry of installed backends, read to find the active driver (vLLM's
+# triton_utils/importing.py: `[x.driver for name, x in backends.items() if x.driver.is_active()]`,
+# round-32 audit GC#34): Triton-Ascend registers its NPU driver there. Read through these methods
+# or by a backend name other than a GPU vendor's; `backends["nvidia"]` asks for CUDA's driver.
+_REGISTRY = "triton.backends.backends"
+_REGISTRY_READS = frozenset({f"{_REGISTRY}.items", f"{_REGISTRY}.values", f"{_REGISTRY}.keys", f"{_REGISTRY}.get"})
+_GPU_BACKENDS = frozenset({"nvidia", "amd", "cuda", "hip"})
 _TL_CONSTANT = re.compile(r"triton\.language\.(u?int(8|16|32|64)|float(16|32|64)|bfloat16|int1|float8\w*)")
 _CUDAGRAPH = "triton.testing.do_bench_cudagraph"
 _HARNESS = "(only `triton.testing`, a benchmark harness)"
@@ -177,7 +184,7 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
         elif isinstance(node, ast.ImportFrom) and not node.level and _is_triton(node.module or ""):
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                if full not in _HOST and full not in _MODULES and full != _CUDAGRAPH:
+                if full not in _HOST and full not in _MODULES and full != _CUDAGRAPH and full != _REGISTRY:
                     return None
                 bound[alias.asname or alias.name] = full
         elif isinstance(node, ast.ImportFrom) and node.module and "triton" in node.module.split(".")[-1]:
@@ -187,6 +194,11 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
                     bound[alias.asname or alias.name] = "triton" if alias.name == "triton" else "triton.language"
     if not bound:
         return None
+    registry = {name for name, qual in bound.items() if qual == _REGISTRY}
+    if registry and any(isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in registry
+                        and not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
+                                 and node.slice.value.lower() not in _GPU_BACKENDS) for node in astcache.walk(tree)):
+        return None  # (`backends["nvidia"].driver`: CUDA's own driver, or a name not seen)
     helpers: list[str] = []
     cudagraph: list[ast.AST] = []
 
@@ -207,6 +219,8 @@ def triton_host_use(tree: ast.AST) -> Optional[tuple[list[str], list[ast.AST]]]:
                     cudagraph.append(node)
                 elif qual in _HOST or _TL_CONSTANT.fullmatch(qual):
                     helpers.append(qual)
+                elif qual == _REGISTRY or qual in _REGISTRY_READS:
+                    helpers.append(_REGISTRY)  # (the backend registry, read: _REGISTRY)
                 else:
                     return False  # a module used whole, or a name that is not a host helper
                 return True  # (the chain's inner nodes are the same name)

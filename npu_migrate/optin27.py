@@ -164,7 +164,7 @@ class _Module:
             if isinstance(test, ast.Attribute):
                 found = self._option(test, values, f"the test of line {test.lineno}")
             elif function is not None:
-                found = self._flag(function, test.id, depth, values)
+                found = self._flag(self._binder(function, test.id), test.id, depth, values)
             else:
                 found = None
             if found is not None:
@@ -172,6 +172,22 @@ class _Module:
         if function is not None and self.script and not self._is_method(function):
             return self._callers_opt_in(function, depth)
         return None
+
+    def _binder(self, function, name: str):
+        """The function whose parameter `name` is: `function` itself, or for a name it reads from an
+        enclosing function (a closure: `def get_benchmark(..., use_cuda_graph): def benchmark(...):
+        if use_cuda_graph: ...`, round 32 GA#28) that one, when no function between binds it."""
+        current = function
+        while current is not None:
+            args = current.args
+            if name in {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                        if a is not None}:
+                return current
+            if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(current)) \
+                    or any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(current)):
+                return function  # (bound here: not the enclosing function's parameter)
+            current = self._function_of(current)
+        return function
 
     def _callers_opt_in(self, function, depth: int) -> Optional[dict]:
         """Every call of `function` in the file lies in opt-in code (h130: `graph = capture(run)` only

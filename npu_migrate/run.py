@@ -37,7 +37,7 @@ from . import capraise19
 from . import wording20
 from . import wording21
 from . import buildprobes29, mainroute29, mocked29, unlaunched29
-from . import scriptfolds30
+from . import closures32, scriptfolds30
 from . import rocmimports32
 from . import labels20
 from . import fp8shapes21
@@ -251,6 +251,7 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = mainroute29.review(result.findings, text, relpath)  # (helpers only skipped tests and `__main__` reach)
             result.findings = rocmimports32.review(result.findings, text, relpath)  # (code after a lazy import of ROCm-only `aiter`)
             result.findings = wording20.fold_op_bodies(result.findings, text)  # (FP8 in a CUDA-only custom op's body: wording20.py)
+            result.findings = closures32.review(result.findings, text)  # (an import in a closure only a `try` calls: closures32.py)
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):

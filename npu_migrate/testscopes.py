@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from . import astcache, capability, capgates, catalogue, cudaonly21, lambdas19, npugates, predicates, reach, settled, setupskips
-from . import ifexp29, singles22, singles23
+from . import ifexp29, modskips32, singles22, singles23
 from .findings import Finding
 
 
@@ -357,7 +357,7 @@ def _test_scopes(text: str, kept: frozenset, classes: bool) -> list[tuple[int, i
 
     marks: dict[str, ast.AST] = {}
     end = len(text.splitlines()) or 1
-    for stmt in tree.body:
+    for stmt in modskips32.module_statements(tree):  # (a `try` that guards only `import pytest`: modskips32.py)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             name = stmt.targets[0].id
             if name == "pytestmark":
@@ -367,6 +367,9 @@ def _test_scopes(text: str, kept: frozenset, classes: bool) -> list[tuple[int, i
             else:
                 marks[name] = stmt.value
         condition = _skipping_if(stmt)
+        if condition is None:  # (`if pytest and <condition>:`, pytest a module: modskips32.py)
+            modules_true = modskips32.with_modules_true(stmt, tree)
+            condition = stmt.test if modules_true is not None and _skipping_if(modules_true) is not None else None
         if condition is not None:
             scopes.append((stmt.lineno, end, show(condition)))
             return scopes

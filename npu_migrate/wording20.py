@@ -49,7 +49,7 @@ from dataclasses import replace
 from typing import Optional
 
 from . import astcache, catalogue
-from .findings import Finding
+from .findings import NCCL_TRANSFER, Finding
 from .folding import absorb
 
 STRING = "CUDA-only reference left unchanged: string"
@@ -69,9 +69,7 @@ NPU_COUNTERPART = ("; torch_npu has `{npu}`: widen the check to the NPU and call
                    "silently goes without it")
 _DEVICE_WORD = re.compile(r"(?i)device")
 _NCCL = re.compile(r"(?i)nccl")
-NCCL_TRANSFER = ("an import of vLLM's NCCL communication, a weight transfer or a group: its communicator is "
-                 "NCCL's (vLLM's PyNcclCommunicator loads libnccl), which an NPU host does not have: the code "
-                 "that calls it needs an HCCL path there, vllm-ascend's where it has one")
+# (NCCL_TRANSFER lives in findings.py: findings.split_merged keeps it off a split-off place that names no NCCL)
 
 
 def _custom_op_call(node: ast.AST, parent: dict) -> Optional[tuple[ast.Call, ast.AST]]:

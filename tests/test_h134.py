@@ -128,7 +128,11 @@ def test_script_raising_unless_another_vendors_platform(tmp_path):
     assert 12 not in _places(report, "benchmarks/bench_paged.py", "NPU202")
     reason = _scopes(report, "benchmarks/bench_paged.py", "NPU202")[12]
     assert "after a raise unless another vendor's platform: `not current_platform.is_rocm()`" in reason
-    assert _places(report, "benchmarks/bench_other.py", "NPU202")[12]["severity"] == "error"
+    # (policy P1, h166: the `cudart()` sits under `if profile:`, `main`'s parameter read in its
+    # closure and set only by the store_true `--profile`: an opt-in, info; still reported, no scope)
+    other = _places(report, "benchmarks/bench_other.py", "NPU202")[12]
+    assert other["severity"] == "info" and "`--profile` is chosen" in other["message"]
+    assert "another vendor" not in other["message"]
 
 
 # ----------------------------------------------------------------------------- CB#8, CC#11: optional packages
