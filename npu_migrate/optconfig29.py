@@ -60,6 +60,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optreads32 import foreign_only, getattr_field
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
@@ -150,6 +151,7 @@ class OptConfigs:
         self._parents: dict = {}
         self._self_class: Optional[str] = None
         self._stored_in: dict = {}
+        self._stored_at: dict = {}
         self._read: dict = {}  # ((kind, id of its function or class, name) -> (values, what they read))
         self._lines: dict = {}  # (id of a tree -> {line: its first statement})
 
@@ -181,6 +183,7 @@ class OptConfigs:
         self._set_values: dict = {}
         self._dropped: set = set()
         self._stored_in: dict = {}  # (attribute name -> the trees that store it: `self.A` read from one only)
+        self._stored_at: dict = {}  # (attribute name -> the run's indexes of those modules)
         if found:
             self._settings(library, found)
         self._fields = found
@@ -232,6 +235,7 @@ class OptConfigs:
             for node in astcache.walk(tree):
                 if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                     self._stored_in.setdefault(node.attr, set()).add(id(tree))
+                    self._stored_at.setdefault(node.attr, set()).add(j)  # (which modules: optreads32.py)
                 pairs = []
                 if isinstance(node, ast.Call):
                     callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
@@ -420,6 +424,13 @@ class OptConfigs:
                 hits = {a is None for a in lefts}
                 return hits if isinstance(op, ast.Is) else {not h for h in hits}
         if isinstance(node, ast.Call):
+            read = getattr_field(node, fields)  # (`getattr(x, "F", default)`: round 32 GB#31, optreads32.py)
+            if read is not None:
+                values = self._values(read[0], scope, used, seen, fields_of_self)
+                known, fallback = _constant(read[1], {}) if read[1] is not None else (True, None)
+                if values is _UNKNOWN or not known:
+                    return _UNKNOWN
+                return values | ({fallback} if read[1] is not None else set())
             return self._prefix_test(node, scope, used, seen, fields_of_self)
         return _UNKNOWN
 
@@ -513,7 +524,7 @@ class OptConfigs:
         cls = self._enclosing(node, parents, ast.ClassDef)
         if cls is None or ("self", id(cls), node.attr) in seen:
             return _UNKNOWN
-        if self._stored_in.get(node.attr, {id(tree)}) != {id(tree)}:
+        if self._stored_in.get(node.attr, {id(tree)}) != {id(tree)} and not self._foreign_only(node.attr, tree, cls):
             return _UNKNOWN  # (another module stores an attribute of that name: `model.use_x = True`)
         seen = seen | {("self", id(cls), node.attr)}
         values: set = set()
@@ -532,6 +543,11 @@ class OptConfigs:
                 values |= found
                 bound = True
         return values if bound else _UNKNOWN
+
+    def _foreign_only(self, attr: str, tree: ast.Module, cls: ast.ClassDef) -> bool:
+        """The other modules' stores of `.attr` are other classes' own `self.attr` (optreads32.py)."""
+        own = next((j for j in self._stored_at.get(attr, ()) if self.run.tree(j) is tree), None)
+        return own is not None and foreign_only(self.run, self._stored_at[attr], own, attr, cls)
 
     def _false_by_default(self, test: ast.AST, scope: dict) -> Optional[list]:
         used: list = []

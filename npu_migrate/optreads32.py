@@ -1,0 +1,86 @@
+"""Opt-in choices made in another module that the config readers missed (issue #16, policy P1;
+round-32 audit GB#31). Read by optconfig29.py.
+
+GB#31: vLLM's Step5 MoE layer builds its DeepGEMM experts only for one `--moe-backend`, read through
+`getattr` with a fallback equal to the field's default:
+
+    # vllm/config/kernel.py
+    class KernelConfig:
+        moe_backend: MoEBackend = "auto"
+
+    # vllm/models/step5/nvidia/model.py
+    class Step5MoE(nn.Module):
+        def __init__(self, vllm_config, ...):
+            kernel_config = getattr(vllm_config, "kernel_config", None)
+            self.use_mega_moe = getattr(kernel_config, "moe_backend", "auto") == "deep_gemm_mega_moe"
+            if self.use_mega_moe:
+                from vllm.models.step5.nvidia.mega_moe import Step5MegaMoE
+                self.experts = Step5MegaMoE(...)
+
+Two readings were missing, and the experts' `torch.cuda` findings stayed errors:
+
+* `getattr(x, "F", d)` (`getattr_field`): the field read `x.F` (its defaults and the values the
+  library sets) with the constant fallback `d` among its values; a fallback that is no constant
+  makes it unknown;
+* `self.A` of a class when other modules store an attribute of the same name
+  (`foreign_only`): optconfig29 read none then. Stores `self.A = ...` in a class of another module
+  whose file names neither this class nor its bases are that class's own attribute (five other
+  models' `self.use_mega_moe`), as callgates21.py reads them; any other store there (`model.A =
+  v`, `setattr`) keeps it unknown.
+
+What stays (the nearest true cases): a `getattr` fallback that is another value than the default
+(`getattr(cfg, "moe_backend", "deep_gemm_mega_moe")`: true by default), a computed fallback, a
+`getattr` with a non-constant name; an attribute another module stores on an object
+(`layer.use_mega_moe = True`) or in a class of a file naming this class.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from . import astcache
+
+
+def getattr_field(node: ast.AST, fields: dict) -> Optional[tuple]:
+    """(a field read `x.F` standing for `getattr(x, "F"[, d])`, the fallback node or None) when F is a
+    config field; None otherwise. The read carries the call's position (its messages' line)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and 2 <= len(node.args) <= 3 and not node.keywords):
+        return None
+    name = node.args[1]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str) and name.value in fields):
+        return None
+    receiver = node.args[0]
+    if isinstance(receiver, ast.Name) and receiver.id == "self":
+        return None  # (a class's own attribute read by name: not told apart here)
+    read = ast.copy_location(ast.Attribute(value=receiver, attr=name.value, ctx=ast.Load()), node)
+    return read, (node.args[2] if len(node.args) == 3 else None)
+
+
+def foreign_only(run, stored_at: set, own: int, attr: str, cls: ast.ClassDef) -> bool:
+    """Every store of `.attr` in the modules `stored_at` other than module `own` is `self.attr = ...`
+    in a class of a file that does not name `cls` or one of its bases: that class's own attribute."""
+    words = {cls.name.encode()} | {(astcache.dotted(b) or "").rsplit(".", 1)[-1].encode() for b in cls.bases}
+    words.discard(b"")
+    for j in stored_at:
+        if j == own:
+            continue
+        text = run.text_of(j) or b""
+        if any(w in text for w in words if w not in (b"Module", b"object")):
+            return False
+        tree = run.tree(j)
+        if tree is None:
+            return False
+        parents = astcache.parents(tree)
+        for node in astcache.nodes(tree, ast.Attribute):
+            if node.attr != attr or isinstance(node.ctx, ast.Load):
+                continue
+            if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                return False
+            current = parents.get(id(node))
+            while current is not None and not isinstance(current, ast.ClassDef):
+                current = parents.get(id(current))
+            if current is None:
+                return False
+    return True

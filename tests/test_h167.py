@@ -1,0 +1,122 @@
+"""Helper h167: round 32's opt-in rows (issue #16, policy P1: code an NPU host reaches only by a
+user's explicit choice made in another module is info naming the choice and where its default is
+set; never an error, never dropped). Each false case is paired with its nearest true case that
+stays reported.
+
+- GB#31 (optreads32.py, read by optconfig29.py): `self.use_mega_moe = getattr(kernel_config,
+  "moe_backend", "auto") == "deep_gemm_mega_moe"`, the experts built only under it; five other
+  models store their own `self.use_mega_moe`. Nearest true: a fallback other than the default, an
+  object's attribute stored from another module.
+"""
+
+from __future__ import annotations
+
+from tests.precision_helpers import findings_at, migrate_json, write_project
+
+CHOSEN = "reached on an NPU host only when"
+
+
+def _all_info(found: dict) -> bool:
+    return bool(found) and all(f["severity"] == "info" and CHOSEN in f["message"] for f in found.values())
+
+
+def _all_error(found: dict) -> bool:
+    return bool(found) and all(f["severity"] == "error" for f in found.values())
+
+
+# ----------------------------------------------------------------------------- GB#31: getattr of a config field
+def _moe_files(fallback: str = '"auto"', other_store: str = "self.use_mega_moe = False") -> dict:
+    return {
+        "proj/__init__.py": "",
+        "proj/config/__init__.py": "",
+        "proj/config/kernel.py": '''
+            from dataclasses import dataclass
+
+
+            @dataclass
+            class KernelConfig:
+                moe_backend: str = "auto"
+        ''',
+        "proj/models/__init__.py": "",
+        "proj/models/mega_moe.py": '''
+            import torch
+
+
+            class MegaMoE(torch.nn.Module):
+                def get_buffer(self):
+                    if torch.cuda.is_current_stream_capturing():
+                        return None
+                    return self.buffer
+        ''',
+        "proj/models/step.py": f'''
+            import torch
+
+
+            class StepMoE(torch.nn.Module):
+                def __init__(self, vllm_config):
+                    super().__init__()
+                    kernel_config = getattr(vllm_config, "kernel_config", None)
+                    self.use_mega_moe = (
+                        getattr(kernel_config, "moe_backend", {fallback}) == "deep_gemm_mega_moe"
+                    )
+                    if self.use_mega_moe:
+                        from proj.models.mega_moe import MegaMoE
+
+                        self.experts = MegaMoE()
+                    else:
+                        self.experts = torch.nn.Linear(4, 4)
+        ''',
+        "proj/models/other.py": f'''
+            import torch
+
+
+            class OtherMoE(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    {other_store}
+        ''',
+    }
+
+
+def _mega(report: dict) -> dict:
+    return findings_at(report, "proj/models/mega_moe.py", "NPU202")
+
+
+def test_experts_built_only_for_a_getattr_read_backend_are_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _moe_files(), dedent=True))
+    found = _mega(report)
+    assert _all_info(found), found
+    message = next(iter(found.values()))["message"]
+    assert "deep_gemm_mega_moe" in message and "`KernelConfig.moe_backend` defaults to 'auto'" in message, message
+
+
+def test_getattr_fallback_choosing_the_backend_keeps_the_error(tmp_path):
+    # (nearest true case: the fallback is the backend itself, taken where the config has no such field)
+    report = migrate_json(write_project(tmp_path, _moe_files(fallback='"deep_gemm_mega_moe"'), dedent=True))
+    assert _all_error(_mega(report)), _mega(report)
+
+
+def test_getattr_computed_fallback_keeps_the_error(tmp_path):
+    report = migrate_json(write_project(tmp_path, _moe_files(fallback="pick_backend()"), dedent=True))
+    assert _all_error(_mega(report)), _mega(report)
+
+
+def test_flag_an_object_gets_from_another_module_keeps_the_error(tmp_path):
+    # (nearest true case: another module sets the flag on some object, maybe this layer)
+    files = _moe_files(other_store="layer = torch.nn.Linear(2, 2)\n                    layer.use_mega_moe = True")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert _all_error(_mega(report)), _mega(report)
+
+
+def test_getattr_field_reads_only_a_named_field_of_another_object():
+    import ast
+
+    from npu_migrate.optreads32 import getattr_field
+
+    fields = {"moe_backend": []}
+    call = ast.parse('getattr(cfg, "moe_backend", "auto")').body[0].value
+    read, fallback = getattr_field(call, fields)
+    assert ast.unparse(read) == "cfg.moe_backend" and fallback.value == "auto"
+    assert getattr_field(ast.parse('getattr(self, "moe_backend", "auto")').body[0].value, fields) is None
+    assert getattr_field(ast.parse('getattr(cfg, name, "auto")').body[0].value, fields) is None
+    assert getattr_field(ast.parse('getattr(cfg, "other", "auto")').body[0].value, fields) is None
