@@ -84,3 +84,18 @@ def foreign_only(run, stored_at: set, own: int, attr: str, cls: ast.ClassDef) ->
             if current is None:
                 return False
     return True
+
+
+def annotation_string(node: ast.AST, parents: dict) -> bool:
+    """A string constant that is (part of) an annotation, `connector: "HF3FSKVConnector"`: a forward
+    reference to a class, no value a setting takes (registryoptin28.py, round 32 GB#17)."""
+    child, current = node, parents.get(id(node))
+    while isinstance(current, (ast.Subscript, ast.Tuple, ast.BinOp, ast.Attribute, ast.List)):
+        child, current = current, parents.get(id(current))
+    if isinstance(current, ast.arg):
+        return child is current.annotation
+    if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return child is current.returns
+    if isinstance(current, ast.AnnAssign):
+        return child is current.annotation
+    return False

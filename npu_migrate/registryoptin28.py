@@ -59,6 +59,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optreads32 import annotation_string
 
 CHOSEN = ("reached on an NPU host only when `{name}` is chosen by name ({how}): an opt-in, to port if it is "
           "used there")
@@ -159,8 +160,8 @@ def _tested_only(tree: ast.Module, name: str, registration: Optional[ast.Call]) 
         if parents is None:
             parents = astcache.parents(tree)
         up = parents.get(id(node))
-        if isinstance(up, ast.Compare):
-            continue
+        if isinstance(up, ast.Compare) or annotation_string(node, parents):
+            continue  # (an annotation `x: "Name"` is a forward reference, no value: optreads32.py)
         if isinstance(up, ast.Call) and node in up.args and isinstance(parents.get(id(up)), _TESTS):
             continue
         return False

@@ -120,3 +120,80 @@ def test_getattr_field_reads_only_a_named_field_of_another_object():
     assert getattr_field(ast.parse('getattr(self, "moe_backend", "auto")').body[0].value, fields) is None
     assert getattr_field(ast.parse('getattr(cfg, name, "auto")').body[0].value, fields) is None
     assert getattr_field(ast.parse('getattr(cfg, "other", "auto")').body[0].value, fields) is None
+
+
+# ----------------------------------------------------------------------------- GB#17: a connector chosen by name
+_FACTORY = """\
+import importlib
+
+
+class ConnectorFactory:
+    _registry = {}
+
+    @classmethod
+    def register_connector(cls, name, module_path, class_name):
+        cls._registry[name] = lambda: getattr(importlib.import_module(module_path), class_name)
+
+
+ConnectorFactory.register_connector("FsConnector", "pkg.connectors.fs", "FsConnector")
+"""
+
+_FS = """\
+from pkg.connectors.fs_helper import gather
+
+
+class FsScheduler:
+    def __init__(self, connector: {annotation}):
+        self.connector = connector
+
+
+class FsConnector:
+    def save(self, x):
+        return gather(x)
+"""
+
+_FS_HELPER = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gather_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr))
+
+
+def gather(x):
+    _gather_kernel[(1,)](x)
+    return x
+"""
+
+
+def _fs_project(tmp_path, annotation: str = '"FsConnector"') -> dict:
+    files = {"pkg/__init__.py": "", "pkg/connectors/__init__.py": "", "pkg/factory.py": _FACTORY,
+             "pkg/connectors/fs.py": _FS.format(annotation=annotation), "pkg/connectors/fs_helper.py": _FS_HELPER}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_connector_named_in_a_string_annotation_stays_chosen_by_name(tmp_path):
+    found = findings_at(_fs_project(tmp_path), "pkg/connectors/fs_helper.py", "NPU910")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "reached on an NPU host only when `FsConnector` is chosen by name" in message, message
+
+
+def test_connector_name_as_a_value_keeps_the_error(tmp_path):
+    # (nearest true case: the name is a default value the library itself passes: chosen without the user)
+    found = findings_at(_fs_project(tmp_path, annotation='str = "FsConnector"'), "pkg/connectors/fs_helper.py", "NPU910")
+    assert _all_error(found), found
+
+
+def test_annotation_string_reads_annotations_only():
+    import ast
+
+    from npu_migrate import astcache
+    from npu_migrate.optreads32 import annotation_string
+
+    tree = ast.parse('def f(a: "A", b: list["B"] = "C") -> "D":\n    x: "E" = "F"\n    g("G")\n')
+    parents = astcache.parents(tree)
+    strings = {n.value: n for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    assert {s for s, n in strings.items() if annotation_string(n, parents)} == {"A", "B", "D", "E"}
