@@ -150,12 +150,14 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
 
 def _tested_only(tree: ast.Module, name: str, registration: Optional[ast.Call]) -> bool:
     """Every string `name` of the file is a comparison's operand or an argument of a call inside a
-    test (or the registration's own argument)."""
+    test (or the registration's own argument, or that of another registration of the name to the
+    same module: a second registry's, round 32 GC#2)."""
     parents = None
+    calls = [] if registration is None else [registration] + same_registrations(tree, name, registration)
     for node in astcache.walk(tree):
         if not (isinstance(node, ast.Constant) and node.value == name):
             continue
-        if registration is not None and any(node is a for a in registration.args):
+        if any(node is a for call in calls for a in call.args):
             continue
         if parents is None:
             parents = astcache.parents(tree)
@@ -166,6 +168,13 @@ def _tested_only(tree: ast.Module, name: str, registration: Optional[ast.Call]) 
             continue
         return False
     return True
+
+
+def same_registrations(tree: ast.Module, name: str, registration: ast.Call) -> list:
+    """The file's other registrations of `name` to the module `registration` names."""
+    found = [(p, c) for n, p, _line, c in _registrations(tree) if n == name]
+    path = next((p for p, c in found if c is registration), None)
+    return [c for p, c in found if p == path and c is not registration]
 
 
 def review(results: list, paths: Optional[dict] = None) -> list:
@@ -183,6 +192,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     modules = RunModules(results, text_of)
     registered: dict[int, tuple[str, int, str, ast.Call, str]] = {}  # module -> (name, registry, line, call, path)
     names_seen: dict[str, int] = {}
+    paths_seen: dict[str, set] = {}
     for i in library:
         data = text_of(i)
         if not data or b"register" not in data:
@@ -191,7 +201,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         if tree is None:
             continue
         for name, path, line, call in _registrations(tree):
-            names_seen[name] = names_seen.get(name, 0) + 1
+            names_seen[name] = names_seen.get(name, 0) + (path not in paths_seen.setdefault(name, set()))
+            paths_seen[name].add(path)  # (one name registered in two registries to one module: one choice, GC#2)
             j = modules.by_name.get(path)
             if j is not None and not results[j].relpath.endswith("__init__.py") and j not in aside:
                 registered[j] = (name, i, line, call, path)
@@ -210,7 +221,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         word = name.encode()
         for i in library:
             data = text_of(i)
-            if not data or word not in data:
+            if not data or word not in data or i == j:  # (the module's own name for itself loads nothing: GC#2)
                 continue
             tree = modules.tree(i)
             if tree is None or not _tested_only(tree, name, call if i == home else None):

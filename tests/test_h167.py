@@ -168,9 +168,10 @@ def gather(x):
 """
 
 
-def _fs_project(tmp_path, annotation: str = '"FsConnector"') -> dict:
+def _fs_project(tmp_path, config: str = 'connector: "FsConnector | None" = None') -> dict:
     files = {"pkg/__init__.py": "", "pkg/connectors/__init__.py": "", "pkg/factory.py": _FACTORY,
-             "pkg/connectors/fs.py": _FS.format(annotation=annotation), "pkg/connectors/fs_helper.py": _FS_HELPER}
+             "pkg/connectors/fs.py": _FS.format(annotation='"FsConnector"'), "pkg/connectors/fs_helper.py": _FS_HELPER,
+             "pkg/config.py": f"from dataclasses import dataclass\n\n\n@dataclass\nclass Config:\n    {config}\n"}
     return migrate_json(write_project(tmp_path, files))
 
 
@@ -182,8 +183,9 @@ def test_connector_named_in_a_string_annotation_stays_chosen_by_name(tmp_path):
 
 
 def test_connector_name_as_a_value_keeps_the_error(tmp_path):
-    # (nearest true case: the name is a default value the library itself passes: chosen without the user)
-    found = findings_at(_fs_project(tmp_path, annotation='str = "FsConnector"'), "pkg/connectors/fs_helper.py", "NPU910")
+    # (nearest true case: the name is a setting's default in another module: chosen without the user)
+    found = findings_at(_fs_project(tmp_path, config='connector: str = "FsConnector"'), "pkg/connectors/fs_helper.py",
+                        "NPU910")
     assert _all_error(found), found
 
 
@@ -197,3 +199,92 @@ def test_annotation_string_reads_annotations_only():
     parents = astcache.parents(tree)
     strings = {n.value: n for n in ast.walk(tree) if isinstance(n, ast.Constant)}
     assert {s for s, n in strings.items() if annotation_string(n, parents)} == {"A", "B", "D", "E"}
+
+
+# ----------------------------------------------------------------------------- GC#2: one name, two registries
+_ENGINES = """\
+import importlib
+
+
+class _Factory:
+    _registry: dict = {}
+
+    @classmethod
+    def register_engine(cls, name, module_path, class_name):
+        cls._registry[name] = lambda: getattr(importlib.import_module(module_path), class_name)
+
+
+class EngineFactory(_Factory):
+    _registry: dict = {}
+
+
+class TrainerFactory(_Factory):
+    _registry: dict = {}
+
+
+EngineFactory.register_engine("nccl", "pkg.transfer.nccl_engine", "NcclEngine")
+EngineFactory.register_engine("ipc", "pkg.transfer.ipc_engine", "IpcEngine")
+TrainerFactory.register_engine("nccl", "pkg.transfer.nccl_engine", "NcclTrainer")
+TrainerFactory.register_engine("ipc", "pkg.transfer.ipc_engine", "IpcTrainer")
+"""
+
+_TRANSFER_CONFIG = """\
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class TransferConfig:
+    backend: Literal["nccl", "ipc"] | str = {default}
+"""
+
+_ENGINE = """\
+from typing import ClassVar
+
+import torch
+
+
+class {cls}Engine:
+    backend: ClassVar[str] = "{name}"
+
+    def receive(self):
+        return torch.cuda.get_device_properties(0).uuid
+
+
+class {cls}Trainer:
+    def send(self):
+        return torch.cuda.get_device_properties(0).uuid
+"""
+
+
+def _transfer_project(tmp_path, default: str = '"nccl"') -> dict:
+    files = {"pkg/__init__.py": "", "pkg/config/__init__.py": "",
+             "pkg/config/transfer.py": _TRANSFER_CONFIG.format(default=default),
+             "pkg/transfer/__init__.py": "", "pkg/transfer/factory.py": _ENGINES,
+             "pkg/transfer/ipc_engine.py": _ENGINE.format(cls="Ipc", name="ipc"),
+             "pkg/transfer/nccl_engine.py": _ENGINE.format(cls="Nccl", name="nccl")}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _uuid(report: dict, module: str) -> list:
+    return [f for f in report["findings"] if f["path"] == f"pkg/transfer/{module}.py" and not f["fixable"]
+            and "uuid" in f["message"]]
+
+
+def test_engine_two_registries_name_alike_is_chosen_by_name(tmp_path):
+    found = _uuid(_transfer_project(tmp_path), "ipc_engine")
+    assert found and all(f["severity"] == "info" for f in found), found
+    assert "reached on an NPU host only when `ipc` is chosen by name" in found[0]["message"], found
+
+
+def test_engine_of_the_default_backend_keeps_the_error(tmp_path):
+    # (nearest true case: "nccl", the configuration's default, registered in the same two registries)
+    report = _transfer_project(tmp_path)
+    found = _uuid(report, "nccl_engine")
+    assert found and any(f["severity"] == "error" for f in found), found
+
+
+def test_engine_chosen_by_default_keeps_the_error(tmp_path):
+    report = _transfer_project(tmp_path, default='"ipc"')
+    found = _uuid(report, "ipc_engine")
+    assert found and any(f["severity"] == "error" for f in found), found
