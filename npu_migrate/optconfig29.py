@@ -60,6 +60,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optenvs32 import EnvSwitches, single_class_store
 from .optreads32 import foreign_only, getattr_field
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -154,6 +155,7 @@ class OptConfigs:
         self._stored_at: dict = {}
         self._read: dict = {}  # ((kind, id of its function or class, name) -> (values, what they read))
         self._lines: dict = {}  # (id of a tree -> {line: its first statement})
+        self._envs = EnvSwitches(run, test_side)
 
     # -- the tables ---------------------------------------------------------------------------
     def fields(self) -> dict:
@@ -184,7 +186,7 @@ class OptConfigs:
         self._dropped: set = set()
         self._stored_in: dict = {}  # (attribute name -> the trees that store it: `self.A` read from one only)
         self._stored_at: dict = {}  # (attribute name -> the run's indexes of those modules)
-        if found:
+        if found or self._envs.switches():  # (the stores of `self.A` an environment switch sets too: optenvs32.py)
             self._settings(library, found)
         self._fields = found
         self._read_properties(library)
@@ -372,6 +374,12 @@ class OptConfigs:
         if known:
             return {constant}
         if isinstance(node, ast.Attribute):
+            # (`envs.X`, an environment switch off by default, stored in a local or `self.A` (a test
+            # of `envs.X` itself is registryoptin28's): optenvs32.py)
+            switch = self._envs.read(node) if seen else None
+            if switch is not None:
+                used.append(switch)
+                return {False}
             if node.attr in fields:
                 return self._field_values(node, used, scope)
             if node.attr in self._props:
@@ -380,6 +388,10 @@ class OptConfigs:
                 return {False}
             if not fields_of_self and isinstance(node.value, ast.Name) and node.value.id == "self" and scope:
                 return self._self_attribute(node, scope, used, seen)
+            if not fields_of_self and scope:  # (`self.sampler.compute_nans`: one class's own attribute, optenvs32.py)
+                store = single_class_store(self.run, self._stored_at.get(node.attr, set()), node.attr)
+                if store is not None:
+                    return self._self_attribute(store, self._scope_of(store, self._tree_parents(store)), used, seen)
             return _UNKNOWN
         if isinstance(node, ast.Name) and scope and not fields_of_self:
             return self._local(node, scope, used, seen)
@@ -544,6 +556,16 @@ class OptConfigs:
                 bound = True
         return values if bound else _UNKNOWN
 
+    def _tree_parents(self, node: ast.AST) -> dict:
+        """The parents of the run module holding `node` (a store found by optenvs32.single_class_store)."""
+        for j in self._stored_at.get(node.attr, ()):
+            tree = self.run.tree(j)
+            if tree is not None:
+                if id(tree) not in self._parents:
+                    self._parents[id(tree)] = (tree, _parents(tree))
+                return self._parents[id(tree)][1]
+        return {}
+
     def _foreign_only(self, attr: str, tree: ast.Module, cls: ast.ClassDef) -> bool:
         """The other modules' stores of `.attr` are other classes' own `self.attr` (optreads32.py)."""
         own = next((j for j in self._stored_at.get(attr, ()) if self.run.tree(j) is tree), None)
@@ -622,7 +644,7 @@ class OptConfigs:
 
     def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
         """The opt-in choice of a config field the reference `node` lies behind, or None."""
-        if not self.fields() and not self._props:
+        if not self.fields() and not self._props and not self._envs.switches():
             return None
         registry = self._registry(node, parents)
         if registry is not None:

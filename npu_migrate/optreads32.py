@@ -99,3 +99,16 @@ def annotation_string(node: ast.AST, parents: dict) -> bool:
     if isinstance(current, ast.AnnAssign):
         return child is current.annotation
     return False
+
+
+def either_switch(body: ast.AST, reader) -> Optional[list]:
+    """The variables of `bool(int(os.getenv("X", "0")) or int(os.getenv("Y", "0")))`, every operand of
+    the `or` a switch off by default by `reader` (tritonguards23.env_opt_in); else None (round 32
+    GB#30: `VLLM_COMPUTE_NANS_IN_LOGITS`, also on under `VLLM_RAISE_ON_LOGIT_NANS`)."""
+    while isinstance(body, ast.Call) and (astcache.dotted(body.func) or "") == "bool" \
+            and len(body.args) == 1 and not body.keywords:
+        body = body.args[0]
+    if not (isinstance(body, ast.BoolOp) and isinstance(body.op, ast.Or)):
+        return None
+    names = [reader(value) for value in body.values]
+    return names if all(names) else None

@@ -59,7 +59,7 @@ import re
 from typing import Optional
 
 from . import astcache
-from .optreads32 import annotation_string
+from .optreads32 import annotation_string, either_switch
 
 CHOSEN = ("reached on an NPU host only when `{name}` is chosen by name ({how}): an opt-in, to port if it is "
           "used there")
@@ -98,6 +98,7 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
     from .tritonguards23 import env_opt_in
 
     out: dict[str, str] = {}
+    read_too: dict[str, list] = {}  # (a switch also on under other variables: `X or Y`, round 32 GB#30)
     for i in library:
         relpath = results[i].relpath
         if relpath.rsplit("/", 1)[-1] != "envs.py" or b"lambda" not in (text_of(i) or b""):
@@ -106,16 +107,21 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
         for node in astcache.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
-                    if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda)
-                            and env_opt_in(value.body) == key.value):
-                        out[key.value] = f"`{key.value}` is off unless set ({relpath}:{value.lineno})"
+                    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda)):
+                        continue
+                    either = either_switch(value.body, env_opt_in) if env_opt_in(value.body) != key.value else None
+                    if env_opt_in(value.body) == key.value or (either and key.value in either):
+                        others = [n for n in either or () if n != key.value]
+                        read_too[key.value] = others
+                        also = f" it or `{'`, `'.join(others)}` is" if others else ""
+                        out[key.value] = f"`{key.value}` is off unless{also} set ({relpath}:{value.lineno})"
     # (a variable the library sets itself is no user's choice: kept, unless only another vendor's
     # platform file sets it, as vLLM's platforms/rocm.py sets VLLM_USE_TRITON_AWQ)
     for variable in list(out):
-        write = re.compile(rb"(environ\[\s*|setdefault\(\s*|putenv\(\s*)[\"']" + re.escape(variable.encode()) + rb"[\"']\s*(\]\s*=[^=]|,)")
-        for i in library:
-            data = text_of(i)
-            if data and variable.encode() in data and write.search(data) and not _OTHER_VENDOR.search(results[i].relpath):
+        for name in [variable, *read_too.get(variable, ())]:
+            write = re.compile(rb"(environ\[\s*|setdefault\(\s*|putenv\(\s*)[\"']" + re.escape(name.encode()) + rb"[\"']\s*(\]\s*=[^=]|,)")
+            if any((data := text_of(i)) and name.encode() in data and write.search(data)
+                   and not _OTHER_VENDOR.search(results[i].relpath) for i in library):
                 del out[variable]
                 break
     return out

@@ -288,3 +288,96 @@ def test_engine_chosen_by_default_keeps_the_error(tmp_path):
     report = _transfer_project(tmp_path, default='"ipc"')
     found = _uuid(report, "ipc_engine")
     assert found and any(f["severity"] == "error" for f in found), found
+
+
+# ----------------------------------------------------------------------------- GB#30: an environment switch
+_ENVS = """\
+import os
+
+environment_variables = {{
+    "PKG_COMPUTE_NANS": lambda: bool(
+        int(os.getenv("PKG_COMPUTE_NANS", "0")) or int(os.getenv("PKG_RAISE_ON_NANS", {raise_default}))
+    ),
+}}
+
+
+def __getattr__(name):
+    return environment_variables[name]()
+"""
+
+_NANS = """\
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _num_nans_kernel(x_ptr, out_ptr):
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr)))
+
+
+def get_num_nans(logits):
+    out = logits.new_empty(1)
+    _num_nans_kernel[(1,)](logits, out)
+    return out
+"""
+
+_SAMPLER = """\
+from pkg import envs
+from pkg.metrics import get_num_nans
+
+
+class Sampler:
+    def __init__(self):
+        self.compute_nans = envs.PKG_COMPUTE_NANS  # False by default.
+
+    def __call__(self, logits):
+        num_nans = get_num_nans(logits) if self.compute_nans else None
+        return logits, num_nans
+"""
+
+_REJECTION = """\
+from pkg.metrics import get_num_nans
+from pkg.sampler import Sampler
+
+
+class RejectionSampler:
+    def __init__(self):
+        self.sampler = Sampler()
+
+    def __call__(self, logits):
+        return get_num_nans(logits) if self.sampler.compute_nans else None
+"""
+
+
+def _nans_project(tmp_path, raise_default: str = '"0"', extra: dict | None = None) -> dict:
+    files = {"pkg/__init__.py": "", "pkg/envs.py": _ENVS.format(raise_default=raise_default),
+             "pkg/metrics.py": _NANS, "pkg/sampler.py": _SAMPLER, "pkg/rejection.py": _REJECTION}
+    files.update(extra or {})
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernel_only_an_environment_switch_reaches_is_info(tmp_path):
+    found = findings_at(_nans_project(tmp_path), "pkg/metrics.py", "NPU910")
+    assert _all_info(found), found
+    message = " ".join(f["message"] for f in found.values())
+    assert "`PKG_COMPUTE_NANS` is off unless it or `PKG_RAISE_ON_NANS` is set (pkg/envs.py:4)" in message, message
+
+
+def test_switch_on_by_default_keeps_the_error(tmp_path):
+    # (nearest true case: the second variable turns the switch on by default)
+    found = findings_at(_nans_project(tmp_path, raise_default='"1"'), "pkg/metrics.py", "NPU910")
+    assert _all_error(found), found
+
+
+def test_switch_the_library_sets_keeps_the_error(tmp_path):
+    # (nearest true case: the library turns it on itself)
+    extra = {"pkg/startup.py": 'import os\n\nos.environ["PKG_RAISE_ON_NANS"] = "1"\n'}
+    found = findings_at(_nans_project(tmp_path, extra=extra), "pkg/metrics.py", "NPU910")
+    assert _all_error(found), found
+
+
+def test_flag_another_library_module_sets_on_the_object_keeps_the_error(tmp_path):
+    # (nearest true case: `sampler.compute_nans = True` in library code: the attribute is not the class's alone)
+    extra = {"pkg/debug.py": "from pkg.sampler import Sampler\n\n\ndef debug_sampler():\n"
+                             "    sampler = Sampler()\n    sampler.compute_nans = True\n    return sampler\n"}
+    found = findings_at(_nans_project(tmp_path, extra=extra), "pkg/metrics.py", "NPU910")
+    assert _all_error(found), found
