@@ -112,3 +112,26 @@ def either_switch(body: ast.AST, reader) -> Optional[list]:
         return None
     names = [reader(value) for value in body.values]
     return names if all(names) else None
+
+
+def _falsy(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and (node.value is False or node.value is None)
+
+
+def read_field(value: ast.AST, table: dict) -> Optional[str]:
+    """The field F a stored value reads: `<x>.F`, `getattr(x, "F", <False/None>)`, or either of those
+    as one branch of a conditional whose other branch is False or None (DeepSpeed's
+    `getattr(cfg, 'use_graph_capture', False) if cfg else False`, round 32 GB#39: optchoice29.py)."""
+    if isinstance(value, ast.IfExp):
+        if _falsy(value.orelse):
+            return read_field(value.body, table)
+        if _falsy(value.body):
+            return read_field(value.orelse, table)
+        return None
+    if isinstance(value, ast.Attribute):
+        return value.attr if value.attr in table else None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "getattr" \
+            and len(value.args) == 3 and not value.keywords and _falsy(value.args[2]) \
+            and isinstance(value.args[1], ast.Constant) and value.args[1].value in table:
+        return value.args[1].value
+    return None

@@ -381,3 +381,83 @@ def test_flag_another_library_module_sets_on_the_object_keeps_the_error(tmp_path
                              "    sampler = Sampler()\n    sampler.compute_nans = True\n    return sampler\n"}
     found = findings_at(_nans_project(tmp_path, extra=extra), "pkg/metrics.py", "NPU910")
     assert _all_error(found), found
+
+
+# ----------------------------------------------------------------------------- GB#39: getattr(cfg, "F", False) if cfg else False
+_ROLLOUT_BASE = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class RolloutConfig:
+    use_graph_capture: bool = False
+"""
+
+_ROLLOUT = """\
+import torch
+
+
+class Rollout:
+    def __init__(self, engine, cfg=None):
+        self.engine = engine
+        self.use_graph_capture = {store}
+
+    def generate(self, batch):
+        if self.use_graph_capture:
+            return self._generate_graph(batch)
+        return self.engine(batch)
+
+    def _generate_graph(self, batch):
+        if batch.device.type != "cuda":
+            raise RuntimeError("graph capture needs CUDA")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = self.engine(batch)
+        graph.replay()
+        return out
+"""
+
+
+def _rollout_project(tmp_path, store: str = "getattr(cfg, 'use_graph_capture', False) if cfg else False") -> dict:
+    files = {"pkg/__init__.py": "", "pkg/rollout/__init__.py": "", "pkg/rollout/base.py": _ROLLOUT_BASE,
+             "pkg/rollout/engine.py": _ROLLOUT.format(store=store)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _rollout_reports(report: dict) -> list:
+    return [f for f in report["findings"] if f["path"] == "pkg/rollout/engine.py" and not f["fixable"]]
+
+
+def test_graph_path_behind_a_getattr_read_flag_is_info(tmp_path):
+    found = _rollout_reports(_rollout_project(tmp_path))
+    assert found and all(f["severity"] == "info" for f in found), found
+    assert all("`self.use_graph_capture` is chosen (`RolloutConfig.use_graph_capture` defaults to `False`"
+               in f["message"] for f in found), found
+
+
+def test_graph_path_behind_a_flag_on_by_fallback_keeps_its_reports(tmp_path):
+    # (nearest true case: the fallback turns it on where the configuration has no such field)
+    found = _rollout_reports(_rollout_project(tmp_path, store="getattr(cfg, 'use_graph_capture', True) if cfg else True"))
+    assert found and any(f["severity"] != "info" for f in found), found
+
+
+def test_graph_path_behind_a_computed_flag_keeps_its_reports(tmp_path):
+    found = _rollout_reports(_rollout_project(tmp_path, store="getattr(cfg, 'use_graph_capture', False) if cfg else engine.fast"))
+    assert found and any(f["severity"] != "info" for f in found), found
+
+
+def test_read_field_reads_a_field_or_its_guarded_getattr():
+    import ast
+
+    from npu_migrate.optreads32 import read_field
+
+    table = {"use_graph_capture": ()}
+
+    def read(text):
+        return read_field(ast.parse(text).body[0].value, table)
+
+    assert read("cfg.use_graph_capture") == "use_graph_capture"
+    assert read("getattr(cfg, 'use_graph_capture', False) if cfg else False") == "use_graph_capture"
+    assert read("False if cfg is None else cfg.use_graph_capture") == "use_graph_capture"
+    assert read("getattr(cfg, 'use_graph_capture', True)") is None
+    assert read("cfg.use_graph_capture if cfg else other") is None
