@@ -153,6 +153,7 @@ class OptConfigs:
         self._self_class: Optional[str] = None
         self._stored_in: dict = {}
         self._stored_at: dict = {}
+        self._gated_sets: dict = {}  # ((name, owner) -> the opt-in gate of its computed settings)
         self._read: dict = {}  # ((kind, id of its function or class, name) -> (values, what they read))
         self._lines: dict = {}  # (id of a tree -> {line: its first statement})
         self._envs = EnvSwitches(run, test_side)
@@ -186,10 +187,14 @@ class OptConfigs:
         self._dropped: set = set()
         self._stored_in: dict = {}  # (attribute name -> the trees that store it: `self.A` read from one only)
         self._stored_at: dict = {}  # (attribute name -> the run's indexes of those modules)
+        self._pending: list = []  # ((name, owner, value, tree) of each computed setting)
+        self._setting_tree = None
         if found or self._envs.switches():  # (the stores of `self.A` an environment switch sets too: optenvs32.py)
             self._settings(library, found)
         self._fields = found
         self._read_properties(library)
+        if self._pending:  # (computed settings only an opt-in reaches: optreads32.py)
+            self._resolve_pending()
         return self._fields
 
     def _owner(self, receiver: ast.AST, name: str, node: ast.AST = None) -> Optional[str]:
@@ -257,6 +262,7 @@ class OptConfigs:
                         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                                 and stmt.target.id in found and stmt.value is not None:
                             pairs.append((stmt.target.id, None, stmt.value))
+                self._setting_tree = tree
                 for name, owner, value in pairs:
                     self._set(name, owner, value, consts)
             for node in astcache.walk(tree):  # (setattr(x, "F", v): a setting the reading cannot follow)
@@ -277,6 +283,7 @@ class OptConfigs:
             pass  # (`ParallelConfig.all2all_backend`: the default itself)
         elif not _passed_on(value, name):
             self._dropped.add((name, owner))
+            self._pending.append((name, owner, value, self._setting_tree))  # (unless an opt-in gate holds it)
 
     def _field_values(self, node: ast.Attribute, used: list, scope: dict):
         """The values a field read `<x>.F` may have (its defaults, what the library sets), or _UNKNOWN."""
@@ -313,6 +320,9 @@ class OptConfigs:
                       if isinstance(v, str) or (isinstance(v, _Enum) and v[0] == enum)}
         for cls, default, where in entries[:2]:
             used.append(f"`{cls}.{name}` defaults to {_show(default)} ({where})")
+        for key in keys:
+            if (name, key) in self._gated_sets:
+                used.append(self._gated_sets[(name, key)])
         return values
 
     def _read_properties(self, library: list) -> None:
@@ -555,6 +565,43 @@ class OptConfigs:
                 values |= found
                 bound = True
         return values if bound else _UNKNOWN
+
+    def _resolve_pending(self) -> None:
+        """A computed setting `cfg.F = <expr>` lying behind a gate false by default (the body of `if
+        <off>:`, after `if not <off>: return`) is made only after the user's choice: F keeps its
+        default and the constants the library sets (round 32 GC#4). Read with every computed setting
+        unknown (never more known than before); the readings made meanwhile are forgotten."""
+        from .gatewalk30 import gate_of
+
+        hard = set(self._dropped) - {(n, o) for n, o, _v, _t in self._pending}
+        ungated, gated = set(), {}
+        for name, owner, value, tree in self._pending:
+            if (name, owner) in ungated:
+                continue
+            parents = self._parents.setdefault(id(tree), (tree, _parents(tree)))[1]
+            scope = {"tree": tree, "parents": parents}
+
+            def off(test, scope=scope):
+                used = self._false_by_default(test, scope)
+                return None if used is None else self._say(test, used, "")
+
+            def taken(test, scope=scope):
+                used = self._true_by_default(test, scope)
+                return None if used is None else self._say(test, used, "not ")
+
+            why = gate_of(value, parents, off, taken)
+            if why is None or f".{name}`" in why or f"`{name}`" in why:
+                ungated.add((name, owner))  # (a gate reading the field itself proves nothing)
+            else:
+                gated.setdefault((name, owner), f"set to a computed value only where {why}: line {value.lineno} "
+                                                f"of {self._relpath(tree)}")
+        self._dropped = hard | ungated
+        self._gated_sets = {key: why for key, why in gated.items() if key not in ungated}
+        self._read.clear()
+
+    def _relpath(self, tree: ast.Module) -> str:
+        return next((self.run.results[j].relpath for j in range(len(self.run.results))
+                     if self.run.trees.get(j) is tree), "?") if hasattr(self.run, "trees") else "?"
 
     def _tree_parents(self, node: ast.AST) -> dict:
         """The parents of the run module holding `node` (a store found by optenvs32.single_class_store)."""

@@ -461,3 +461,78 @@ def test_read_field_reads_a_field_or_its_guarded_getattr():
     assert read("False if cfg is None else cfg.use_graph_capture") == "use_graph_capture"
     assert read("getattr(cfg, 'use_graph_capture', True)") is None
     assert read("cfg.use_graph_capture if cfg else other") is None
+
+
+# ----------------------------------------------------------------------------- GC#4: a field computed only after an opt-in
+_CACHE_CONFIG = """\
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CacheConfig:
+    use_replayssm: bool = False
+    use_kda_recoverssm: bool = field(default=False, init=False)
+"""
+
+_VLLM_CONFIG = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    cache_config: object = None
+    num_speculative_tokens: int = 0
+    is_kda_model: bool = False
+
+    def validate(self):
+        {gate}
+            self.cache_config.use_kda_recoverssm = False
+            return self
+        self.cache_config.use_kda_recoverssm = self.num_speculative_tokens > 0 and self.is_kda_model
+        return self
+"""
+
+_RECOVER = """\
+from vllm.triton_utils import tl, triton
+
+
+class RecoverState:
+    def postprocess(self, x):
+        _recover_kernel[(1,)](x)
+
+
+@triton.jit
+def _recover_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + 1)
+"""
+
+_HYBRID = """\
+from pkg.model_states.recover import RecoverState
+
+
+class HybridState:
+    def __init__(self, engine_config):
+        self.cache_config = engine_config.cache_config
+        self.recover = RecoverState() if self.cache_config.use_kda_recoverssm else None
+"""
+
+
+def _recover_project(tmp_path, gate: str = "if not self.cache_config.use_replayssm:") -> dict:
+    files = {"pkg/__init__.py": "", "pkg/config/__init__.py": "", "pkg/config/cache.py": _CACHE_CONFIG,
+             "pkg/config/engine.py": _VLLM_CONFIG.format(gate=gate), "pkg/model_states/__init__.py": "",
+             "pkg/model_states/recover.py": _RECOVER, "pkg/model_states/hybrid.py": _HYBRID}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernel_behind_a_field_computed_only_after_an_opt_in_is_info(tmp_path):
+    found = findings_at(_recover_project(tmp_path), "pkg/model_states/recover.py", "NPU910")
+    assert _all_info(found), found
+    message = " ".join(f["message"] for f in found.values())
+    assert "use_kda_recoverssm" in message and "use_replayssm" in message, message
+
+
+def test_field_computed_on_every_path_keeps_the_error(tmp_path):
+    # (nearest true case: the computed setting is not behind an opt-in: the early exit tests another value)
+    found = findings_at(_recover_project(tmp_path, gate="if self.num_speculative_tokens < 0:"), "pkg/model_states/recover.py",
+                        "NPU910")
+    assert _all_error(found), found
