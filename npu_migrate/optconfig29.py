@@ -61,7 +61,7 @@ from typing import Optional
 
 from . import astcache
 from .optenvs32 import EnvSwitches, single_class_store
-from .optreads32 import foreign_only, getattr_field
+from .optreads32 import constructor_assert, foreign_only, getattr_field
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
@@ -715,7 +715,8 @@ class OptConfigs:
 
         # (the enclosing `if`s, `a if test else None` (round 30: a manager built only under a choice),
         # the function's earlier exits: gatewalk30.py)
-        return gate_of(node, parents, off, taken, if_exp=True)
+        # (a method of a class whose `__init__` asserts such a test: optreads32.py)
+        return gate_of(node, parents, off, taken, if_exp=True) or constructor_assert(node, parents, off)
 
     @staticmethod
     def _say(test: ast.AST, used: list, negated: str) -> str:

@@ -135,3 +135,23 @@ def read_field(value: ast.AST, table: dict) -> Optional[str]:
             and isinstance(value.args[1], ast.Constant) and value.args[1].value in table:
         return value.args[1].value
     return None
+
+
+def constructor_assert(node: ast.AST, parents: dict, off) -> Optional[str]:
+    """What `off` says of an `assert <test>` in the top-level body of the `__init__` of the class whose
+    other method holds `node`: an object built only where the test holds, so its methods run only
+    then (vLLM's DFlash2 draft layer asserts `vllm_config.speculative_config is not None`, round 32
+    GB#12: optconfig29.py). None otherwise."""
+    method = parents.get(id(node))
+    while method is not None and not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        method = parents.get(id(method))
+    cls = parents.get(id(method)) if method is not None else None
+    if not isinstance(cls, ast.ClassDef) or method.name == "__init__":
+        return None
+    init = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    for stmt in init.body if init is not None else ():
+        if isinstance(stmt, ast.Assert):
+            said = off(stmt.test)
+            if said is not None:
+                return f"{said}; `{cls.name}.__init__` asserts it (line {stmt.lineno})"
+    return None

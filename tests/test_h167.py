@@ -536,3 +536,72 @@ def test_field_computed_on_every_path_keeps_the_error(tmp_path):
     found = findings_at(_recover_project(tmp_path, gate="if self.num_speculative_tokens < 0:"), "pkg/model_states/recover.py",
                         "NPU910")
     assert _all_error(found), found
+
+
+# ----------------------------------------------------------------------------- GB#12: a constructor's assert
+_SPEC_CONFIG = """\
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    speculative_config: object = None
+"""
+
+_CONV_OPS = """\
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _conv_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) * 2)
+
+
+def conv_residual_norm(x):
+    _conv_kernel[(1,)](x)
+    return x
+"""
+
+_DRAFT_LAYER = """\
+import torch
+
+
+class DraftLayer(torch.nn.Module):
+    def __init__(self, engine_config):
+        super().__init__()
+        {check}
+        self.block_size = 4
+
+    def forward(self, x):
+        from pkg.models.conv_ops import conv_residual_norm
+
+        return conv_residual_norm(x)
+"""
+
+
+def _draft_project(tmp_path, check: str = "assert engine_config.speculative_config is not None") -> dict:
+    files = {"pkg/__init__.py": "", "pkg/config/__init__.py": "", "pkg/config/engine.py": _SPEC_CONFIG,
+             "pkg/models/__init__.py": "", "pkg/models/conv_ops.py": _CONV_OPS,
+             "pkg/models/draft.py": _DRAFT_LAYER.format(check=check)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernel_of_a_layer_asserting_an_opt_in_config_is_info(tmp_path):
+    found = findings_at(_draft_project(tmp_path), "pkg/models/conv_ops.py", "NPU910")
+    assert _all_info(found), found
+    message = " ".join(f["message"] for f in found.values())
+    assert "`DraftLayer.__init__` asserts it" in message and "`EngineConfig.speculative_config` defaults to None" in message
+
+
+def test_layer_asserting_what_holds_by_default_keeps_the_error(tmp_path):
+    # (nearest true case: the assert holds by default: the layer is built on every NPU host)
+    found = findings_at(_draft_project(tmp_path, check="assert engine_config.speculative_config is None"),
+                        "pkg/models/conv_ops.py", "NPU910")
+    assert _all_error(found), found
+
+
+def test_layer_asserting_under_a_branch_keeps_the_error(tmp_path):
+    # (nearest true case: the assert is not in the constructor's own body, only on one branch)
+    check = "if engine_config is not None and engine_config.block_size:\n            assert engine_config.speculative_config is not None"
+    found = findings_at(_draft_project(tmp_path, check=check), "pkg/models/conv_ops.py", "NPU910")
+    assert _all_error(found), found
