@@ -1,5 +1,6 @@
 """Opt-in choices made in another module that the config readers missed (issue #16, policy P1;
-round-32 audit GB#31). Read by optconfig29.py.
+round-32 audit GB#31, GB#17, GC#2, GB#39, GC#4, GB#12). Read by optconfig29.py, optchoice29.py and
+registryoptin28.py.
 
 GB#31: vLLM's Step5 MoE layer builds its DeepGEMM experts only for one `--moe-backend`, read through
 `getattr` with a fallback equal to the field's default:
@@ -28,10 +29,34 @@ Two readings were missing, and the experts' `torch.cuda` findings stayed errors:
   models' `self.use_mega_moe`), as callgates21.py reads them; any other store there (`model.A =
   v`, `setattr`) keeps it unknown.
 
+GB#17, GC#2 (registryoptin28.py): vLLM registers `"HF3FSKVConnector"` and the weight-transfer
+backend `"ipc"` (default "nccl") by name and loads their modules lazily; the registration counted for
+nothing when the name appeared as a string annotation (`connector: "HF3FSKVConnector"`,
+`annotation_string`: a forward reference, no value), in a second registry registering the same name
+to the same module (`WeightTransferEngineFactory` and `WeightTransferTrainerFactory`: one choice), or
+in the registered module itself (`backend: ClassVar[str] = "ipc"`: it loads nothing).
+
+GB#39 (optchoice29.py): DeepSpeed stores `self.use_graph_capture = getattr(cfg, 'use_graph_capture',
+False) if cfg else False`: `read_field` reads that as the field (a conditional with a False or None
+branch, a `getattr` with a False or None fallback), and optchoice29's `_user_value` takes the
+conditional for the user's setting passed on.
+
+GC#4 (optconfig29.py, `_resolve_pending`): `CacheConfig.use_kda_recoverssm` (default False) is set to
+a computed value only after `if not self.cache_config.use_replayssm: ...; return self`; a computed
+setting behind a gate false by default (read with every computed setting unknown, the gate not
+reading the field itself) leaves the field at its default and the constants the library sets.
+
+GB#12 (optconfig29.py, `constructor_assert`): the DFlash2 beam draft layer's `__init__` asserts
+`vllm_config.speculative_config is not None` (default None); its other methods run only where that
+holds.
+
 What stays (the nearest true cases): a `getattr` fallback that is another value than the default
 (`getattr(cfg, "moe_backend", "deep_gemm_mega_moe")`: true by default), a computed fallback, a
 `getattr` with a non-constant name; an attribute another module stores on an object
-(`layer.use_mega_moe = True`) or in a class of a file naming this class.
+(`layer.use_mega_moe = True`) or in a class of a file naming this class; a registered name that is a
+setting's default in another module, two registrations of a name to two modules; a conditional whose
+other branch is computed or true; a computed setting on the default's path; an assert that holds by
+default, or one under a branch of the constructor.
 """
 
 from __future__ import annotations
