@@ -85,6 +85,7 @@ from typing import Optional
 
 from . import astcache
 from .optinprops28 import UNKNOWN, field_default
+from .optreads32 import read_field
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
@@ -167,6 +168,8 @@ def _unpassed(tree: ast.Module) -> set:
 def _user_value(value: ast.AST, name: Optional[str], unpassed: frozenset = frozenset()) -> bool:
     """A value that only passes the user's setting on, or keeps the default's answer (`F=F` only
     where F is a parameter of the function: a local is computed)."""
+    if isinstance(value, ast.IfExp):  # (`getattr(cfg, "F", False) if cfg else False`, round 32 GB#39: optreads32.py)
+        return _user_value(value.body, name, unpassed) and _user_value(value.orelse, name, unpassed)
     if isinstance(value, ast.Constant):
         return not value.value
     if isinstance(value, ast.Attribute) and value.attr == name:
@@ -401,11 +404,9 @@ class OptInFields:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self" and target.attr == node.attr:
                     stores.append(stmt)
-                    value = stmt.value
-                    if isinstance(stmt, ast.AugAssign) or not (isinstance(value, ast.Attribute) and value.attr in self.table()):
-                        fields.add(None)
-                    else:
-                        fields.add(value.attr)
+                    # (`<y>.F`, or `getattr(cfg, "F", False) if cfg else False`: optreads32.py)
+                    read = None if isinstance(stmt, ast.AugAssign) else read_field(stmt.value, self.table())
+                    fields.add(read)
         if len(fields) == 1 and None not in fields:
             return next(iter(fields))
         return self._constructor_flag(cls, node.attr, stores, parents)

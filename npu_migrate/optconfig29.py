@@ -60,6 +60,8 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optenvs32 import EnvSwitches, single_class_store
+from .optreads32 import constructor_assert, foreign_only, getattr_field
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CONFIG_FILE = re.compile(r"(^|/)config/[^/]+\.py$")
@@ -151,8 +153,11 @@ class OptConfigs:
         self._parents: dict = {}
         self._self_class: Optional[str] = None
         self._stored_in: dict = {}
+        self._stored_at: dict = {}
+        self._gated_sets: dict = {}  # ((name, owner) -> the opt-in gate of its computed settings)
         self._read: dict = {}  # ((kind, id of its function or class, name) -> (values, what they read))
         self._lines: dict = {}  # (id of a tree -> {line: its first statement})
+        self._envs = EnvSwitches(run, test_side)
 
     # -- the tables ---------------------------------------------------------------------------
     def fields(self) -> dict:
@@ -182,10 +187,15 @@ class OptConfigs:
         self._set_values: dict = {}
         self._dropped: set = set()
         self._stored_in: dict = {}  # (attribute name -> the trees that store it: `self.A` read from one only)
-        if found:
+        self._stored_at: dict = {}  # (attribute name -> the run's indexes of those modules)
+        self._pending: list = []  # ((name, owner, value, tree) of each computed setting)
+        self._setting_tree = None
+        if found or self._envs.switches():  # (the stores of `self.A` an environment switch sets too: optenvs32.py)
             self._settings(library, found)
         self._fields = found
         self._read_properties(library)
+        if self._pending:  # (computed settings only an opt-in reaches: optreads32.py)
+            self._resolve_pending()
         return self._fields
 
     def _owner(self, receiver: ast.AST, name: str, node: ast.AST = None) -> Optional[str]:
@@ -233,6 +243,7 @@ class OptConfigs:
             for node in astcache.walk(tree):
                 if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
                     self._stored_in.setdefault(node.attr, set()).add(id(tree))
+                    self._stored_at.setdefault(node.attr, set()).add(j)  # (which modules: optreads32.py)
                 pairs = []
                 if isinstance(node, ast.Call):
                     callee = node.func.attr if isinstance(node.func, ast.Attribute) else \
@@ -252,6 +263,7 @@ class OptConfigs:
                         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) \
                                 and stmt.target.id in found and stmt.value is not None:
                             pairs.append((stmt.target.id, None, stmt.value))
+                self._setting_tree = tree
                 for name, owner, value in pairs:
                     self._set(name, owner, value, consts)
             for node in astcache.walk(tree):  # (setattr(x, "F", v): a setting the reading cannot follow)
@@ -272,6 +284,7 @@ class OptConfigs:
             pass  # (`ParallelConfig.all2all_backend`: the default itself)
         elif not _passed_on(value, name):
             self._dropped.add((name, owner))
+            self._pending.append((name, owner, value, self._setting_tree))  # (unless an opt-in gate holds it)
 
     def _field_values(self, node: ast.Attribute, used: list, scope: dict):
         """The values a field read `<x>.F` may have (its defaults, what the library sets), or _UNKNOWN."""
@@ -308,6 +321,9 @@ class OptConfigs:
                       if isinstance(v, str) or (isinstance(v, _Enum) and v[0] == enum)}
         for cls, default, where in entries[:2]:
             used.append(f"`{cls}.{name}` defaults to {_show(default)} ({where})")
+        for key in keys:
+            if (name, key) in self._gated_sets:
+                used.append(self._gated_sets[(name, key)])
         return values
 
     def _read_properties(self, library: list) -> None:
@@ -369,6 +385,12 @@ class OptConfigs:
         if known:
             return {constant}
         if isinstance(node, ast.Attribute):
+            # (`envs.X`, an environment switch off by default, stored in a local or `self.A` (a test
+            # of `envs.X` itself is registryoptin28's): optenvs32.py)
+            switch = self._envs.read(node) if seen else None
+            if switch is not None:
+                used.append(switch)
+                return {False}
             if node.attr in fields:
                 return self._field_values(node, used, scope)
             if node.attr in self._props:
@@ -377,6 +399,10 @@ class OptConfigs:
                 return {False}
             if not fields_of_self and isinstance(node.value, ast.Name) and node.value.id == "self" and scope:
                 return self._self_attribute(node, scope, used, seen)
+            if not fields_of_self and scope:  # (`self.sampler.compute_nans`: one class's own attribute, optenvs32.py)
+                store = single_class_store(self.run, self._stored_at.get(node.attr, set()), node.attr)
+                if store is not None:
+                    return self._self_attribute(store, self._scope_of(store, self._tree_parents(store)), used, seen)
             return _UNKNOWN
         if isinstance(node, ast.Name) and scope and not fields_of_self:
             return self._local(node, scope, used, seen)
@@ -430,6 +456,13 @@ class OptConfigs:
                 hits = {a is None for a in lefts}
                 return hits if isinstance(op, ast.Is) else {not h for h in hits}
         if isinstance(node, ast.Call):
+            read = getattr_field(node, fields)  # (`getattr(x, "F", default)`: round 32 GB#31, optreads32.py)
+            if read is not None:
+                values = self._values(read[0], scope, used, seen, fields_of_self)
+                known, fallback = _constant(read[1], {}) if read[1] is not None else (True, None)
+                if values is _UNKNOWN or not known:
+                    return _UNKNOWN
+                return values | ({fallback} if read[1] is not None else set())
             return self._prefix_test(node, scope, used, seen, fields_of_self)
         return _UNKNOWN
 
@@ -540,7 +573,7 @@ class OptConfigs:
         cls = self._enclosing(node, parents, ast.ClassDef)
         if cls is None or ("self", id(cls), node.attr) in seen:
             return _UNKNOWN
-        if self._stored_in.get(node.attr, {id(tree)}) != {id(tree)}:
+        if self._stored_in.get(node.attr, {id(tree)}) != {id(tree)} and not self._foreign_only(node.attr, tree, cls):
             return _UNKNOWN  # (another module stores an attribute of that name: `model.use_x = True`)
         seen = seen | {("self", id(cls), node.attr)}
         values: set = set()
@@ -559,6 +592,58 @@ class OptConfigs:
                 values |= found
                 bound = True
         return values if bound else _UNKNOWN
+
+    def _resolve_pending(self) -> None:
+        """A computed setting `cfg.F = <expr>` lying behind a gate false by default (the body of `if
+        <off>:`, after `if not <off>: return`) is made only after the user's choice: F keeps its
+        default and the constants the library sets (round 32 GC#4). Read with every computed setting
+        unknown (never more known than before); the readings made meanwhile are forgotten."""
+        from .gatewalk30 import gate_of
+
+        hard = set(self._dropped) - {(n, o) for n, o, _v, _t in self._pending}
+        ungated, gated = set(), {}
+        for name, owner, value, tree in self._pending:
+            if (name, owner) in ungated:
+                continue
+            parents = self._parents.setdefault(id(tree), (tree, _parents(tree)))[1]
+            scope = {"tree": tree, "parents": parents}
+
+            def off(test, scope=scope):
+                used = self._false_by_default(test, scope)
+                return None if used is None else self._say(test, used, "")
+
+            def taken(test, scope=scope):
+                used = self._true_by_default(test, scope)
+                return None if used is None else self._say(test, used, "not ")
+
+            why = gate_of(value, parents, off, taken)
+            if why is None or f".{name}`" in why or f"`{name}`" in why:
+                ungated.add((name, owner))  # (a gate reading the field itself proves nothing)
+            else:
+                gated.setdefault((name, owner), f"set to a computed value only where {why}: line {value.lineno} "
+                                                f"of {self._relpath(tree)}")
+        self._dropped = hard | ungated
+        self._gated_sets = {key: why for key, why in gated.items() if key not in ungated}
+        self._read.clear()
+
+    def _relpath(self, tree: ast.Module) -> str:
+        return next((self.run.results[j].relpath for j in range(len(self.run.results))
+                     if self.run.trees.get(j) is tree), "?") if hasattr(self.run, "trees") else "?"
+
+    def _tree_parents(self, node: ast.AST) -> dict:
+        """The parents of the run module holding `node` (a store found by optenvs32.single_class_store)."""
+        for j in self._stored_at.get(node.attr, ()):
+            tree = self.run.tree(j)
+            if tree is not None:
+                if id(tree) not in self._parents:
+                    self._parents[id(tree)] = (tree, _parents(tree))
+                return self._parents[id(tree)][1]
+        return {}
+
+    def _foreign_only(self, attr: str, tree: ast.Module, cls: ast.ClassDef) -> bool:
+        """The other modules' stores of `.attr` are other classes' own `self.attr` (optreads32.py)."""
+        own = next((j for j in self._stored_at.get(attr, ()) if self.run.tree(j) is tree), None)
+        return own is not None and foreign_only(self.run, self._stored_at[attr], own, attr, cls)
 
     def _false_by_default(self, test: ast.AST, scope: dict) -> Optional[list]:
         used: list = []
@@ -633,7 +718,7 @@ class OptConfigs:
 
     def chosen(self, node: ast.AST, parents: dict) -> Optional[str]:
         """The opt-in choice of a config field the reference `node` lies behind, or None."""
-        if not self.fields() and not self._props:
+        if not self.fields() and not self._props and not self._envs.switches():
             return None
         registry = self._registry(node, parents)
         if registry is not None:
@@ -657,7 +742,8 @@ class OptConfigs:
 
         # (the enclosing `if`s, `a if test else None` (round 30: a manager built only under a choice),
         # the function's earlier exits: gatewalk30.py)
-        return gate_of(node, parents, off, taken, if_exp=True)
+        # (a method of a class whose `__init__` asserts such a test: optreads32.py)
+        return gate_of(node, parents, off, taken, if_exp=True) or constructor_assert(node, parents, off)
 
     @staticmethod
     def _say(test: ast.AST, used: list, negated: str) -> str:

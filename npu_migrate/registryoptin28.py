@@ -59,6 +59,7 @@ import re
 from typing import Optional
 
 from . import astcache
+from .optreads32 import annotation_string, either_switch
 
 CHOSEN = ("reached on an NPU host only when `{name}` is chosen by name ({how}): an opt-in, to port if it is "
           "used there")
@@ -97,6 +98,7 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
     from .tritonguards23 import env_opt_in
 
     out: dict[str, str] = {}
+    read_too: dict[str, list] = {}  # (a switch also on under other variables: `X or Y`, round 32 GB#30)
     for i in library:
         relpath = results[i].relpath
         if relpath.rsplit("/", 1)[-1] != "envs.py" or b"lambda" not in (text_of(i) or b""):
@@ -105,16 +107,21 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
         for node in astcache.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
-                    if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda)
-                            and env_opt_in(value.body) == key.value):
-                        out[key.value] = f"`{key.value}` is off unless set ({relpath}:{value.lineno})"
+                    if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Lambda)):
+                        continue
+                    either = either_switch(value.body, env_opt_in) if env_opt_in(value.body) != key.value else None
+                    if env_opt_in(value.body) == key.value or (either and key.value in either):
+                        others = [n for n in either or () if n != key.value]
+                        read_too[key.value] = others
+                        also = f" it or `{'`, `'.join(others)}` is" if others else ""
+                        out[key.value] = f"`{key.value}` is off unless{also} set ({relpath}:{value.lineno})"
     # (a variable the library sets itself is no user's choice: kept, unless only another vendor's
     # platform file sets it, as vLLM's platforms/rocm.py sets VLLM_USE_TRITON_AWQ)
     for variable in list(out):
-        write = re.compile(rb"(environ\[\s*|setdefault\(\s*|putenv\(\s*)[\"']" + re.escape(variable.encode()) + rb"[\"']\s*(\]\s*=[^=]|,)")
-        for i in library:
-            data = text_of(i)
-            if data and variable.encode() in data and write.search(data) and not _OTHER_VENDOR.search(results[i].relpath):
+        for name in [variable, *read_too.get(variable, ())]:
+            write = re.compile(rb"(environ\[\s*|setdefault\(\s*|putenv\(\s*)[\"']" + re.escape(name.encode()) + rb"[\"']\s*(\]\s*=[^=]|,)")
+            if any((data := text_of(i)) and name.encode() in data and write.search(data)
+                   and not _OTHER_VENDOR.search(results[i].relpath) for i in library):
                 del out[variable]
                 break
     return out
@@ -149,22 +156,31 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
 
 def _tested_only(tree: ast.Module, name: str, registration: Optional[ast.Call]) -> bool:
     """Every string `name` of the file is a comparison's operand or an argument of a call inside a
-    test (or the registration's own argument)."""
+    test (or the registration's own argument, or that of another registration of the name to the
+    same module: a second registry's, round 32 GC#2)."""
     parents = None
+    calls = [] if registration is None else [registration] + same_registrations(tree, name, registration)
     for node in astcache.walk(tree):
         if not (isinstance(node, ast.Constant) and node.value == name):
             continue
-        if registration is not None and any(node is a for a in registration.args):
+        if any(node is a for call in calls for a in call.args):
             continue
         if parents is None:
             parents = astcache.parents(tree)
         up = parents.get(id(node))
-        if isinstance(up, ast.Compare):
-            continue
+        if isinstance(up, ast.Compare) or annotation_string(node, parents):
+            continue  # (an annotation `x: "Name"` is a forward reference, no value: optreads32.py)
         if isinstance(up, ast.Call) and node in up.args and isinstance(parents.get(id(up)), _TESTS):
             continue
         return False
     return True
+
+
+def same_registrations(tree: ast.Module, name: str, registration: ast.Call) -> list:
+    """The file's other registrations of `name` to the module `registration` names."""
+    found = [(p, c) for n, p, _line, c in _registrations(tree) if n == name]
+    path = next((p for p, c in found if c is registration), None)
+    return [c for p, c in found if p == path and c is not registration]
 
 
 def review(results: list, paths: Optional[dict] = None) -> list:
@@ -182,6 +198,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     modules = RunModules(results, text_of)
     registered: dict[int, tuple[str, int, str, ast.Call, str]] = {}  # module -> (name, registry, line, call, path)
     names_seen: dict[str, int] = {}
+    paths_seen: dict[str, set] = {}
     for i in library:
         data = text_of(i)
         if not data or b"register" not in data:
@@ -190,7 +207,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         if tree is None:
             continue
         for name, path, line, call in _registrations(tree):
-            names_seen[name] = names_seen.get(name, 0) + 1
+            names_seen[name] = names_seen.get(name, 0) + (path not in paths_seen.setdefault(name, set()))
+            paths_seen[name].add(path)  # (one name registered in two registries to one module: one choice, GC#2)
             j = modules.by_name.get(path)
             if j is not None and not results[j].relpath.endswith("__init__.py") and j not in aside:
                 registered[j] = (name, i, line, call, path)
@@ -209,7 +227,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         word = name.encode()
         for i in library:
             data = text_of(i)
-            if not data or word not in data:
+            if not data or word not in data or i == j:  # (the module's own name for itself loads nothing: GC#2)
                 continue
             tree = modules.tree(i)
             if tree is None or not _tested_only(tree, name, call if i == home else None):
