@@ -116,19 +116,26 @@ def review(results: list, paths: dict) -> list:
             host = _host(results, index, lines_of, lines, finding, i)
             if host is not None:
                 folded.append((finding, host))
-        for finding, (j, k) in folded:
-            host = out[j].findings[k]
-            lines_shown = sorted(set(_places(finding)))
-            shown = ("line " if len(lines_shown) == 1 else "lines ") + ", ".join(map(str, lines_shown))
-            note = (f"(set to a CUDA image by a CI build argument too, reported once here: "
-                    f"`{results[i].relpath}` {shown}, `{finding.source}`)")
-            findings = list(out[j].findings)
-            findings[k] = dataclasses.replace(host, message=f"{host.message} {note}")
-            out[j] = dataclasses.replace(out[j], findings=findings)
-        if folded:
-            gone = {id(f) for f, _h in folded}
-            out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if id(f) not in gone])
+        fold_into_hosts(out, i, folded, lambda finding, shown: (
+            f"(set to a CUDA image by a CI build argument too, reported once here: "
+            f"`{results[i].relpath}` {shown}, `{finding.source}`)"))
     return out
+
+
+def fold_into_hosts(out: list, i: int, folded: list, note) -> None:
+    """Fold each (finding of file i, (j, k)) of `folded` into finding k of file j of `out` (in place):
+    the host's message gets `note(finding, "line 3" / "lines 3, 7")`, the folded finding leaves
+    file i (public: helmvalues32.py folds a chart's values into its template the same way)."""
+    for finding, (j, k) in folded:
+        host = out[j].findings[k]
+        lines_shown = sorted(set(_places(finding)))
+        shown = ("line " if len(lines_shown) == 1 else "lines ") + ", ".join(map(str, lines_shown))
+        findings = list(out[j].findings)
+        findings[k] = dataclasses.replace(host, message=f"{host.message} {note(finding, shown)}")
+        out[j] = dataclasses.replace(out[j], findings=findings)
+    if folded:
+        gone = {id(f) for f, _h in folded}
+        out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if id(f) not in gone])
 
 
 def _host(results, index, lines_of, lines, finding, i) -> Optional[tuple[int, int]]:

@@ -33,10 +33,11 @@ runtime class name `runtimeClassName: nvidia` set in the values).
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 from typing import Optional
+
+from .dockerargs29 import fold_into_hosts
 
 _RANK = {"error": 2, "warning": 1, "info": 0}
 _CODE = "NPU709"
@@ -97,18 +98,9 @@ def review(results: list, paths: dict) -> list:
                 host = _host(out, templates, lines_of, finding)
                 if host is not None:
                     folded.append((finding, host))
-        for finding, (j, k) in folded:
-            host = out[j].findings[k]
-            shown = sorted(set(_places(finding)))
-            where = ("line " if len(shown) == 1 else "lines ") + ", ".join(map(str, shown))
-            note = (f"(the chart's values set it too, reported once here: `{results[i].relpath}` {where}, "
-                    f"`{finding.source}`)")
-            findings = list(out[j].findings)
-            findings[k] = dataclasses.replace(host, message=f"{host.message} {note}")
-            out[j] = dataclasses.replace(out[j], findings=findings)
-        if folded:
-            gone = {id(f) for f, _h in folded}
-            out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if id(f) not in gone])
+        fold_into_hosts(out, i, folded, lambda finding, where: (
+            f"(the chart's values set it too, reported once here: `{results[i].relpath}` {where}, "
+            f"`{finding.source}`)"))
     return out
 
 
