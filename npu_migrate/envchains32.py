@@ -225,7 +225,7 @@ class _File:
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the open places of functions only a default-off switch's `if` reaches lowered
     to info (P1; this module's docstring)."""
-    from .envskips29 import lower_places
+    from .envskips29 import lower_result
     from .importgates import is_test
     from .modpaths import RunModules, RunTexts
     from .moot import is_open
@@ -275,13 +275,5 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             how = "; ".join(table[e][1] for e in variables[:2])
             return SET.format(names=shown, how=how, unit=unit.name, path=path)
 
-        findings, changed = [], False
-        for finding in results[i].findings:
-            pieces = lower_places(finding, reason_of) if wanted(finding) else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            import dataclasses
-
-            out[i] = dataclasses.replace(results[i], findings=sorted(findings))
+        out[i] = lower_result(results[i], reason_of, wanted)
     return out

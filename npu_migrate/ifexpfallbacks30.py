@@ -147,9 +147,7 @@ def _verdicts(tree: ast.Module) -> dict[str, tuple]:
 
 def review(results: list, paths: dict) -> list:
     """The results, with each kernel place of the docstring's shape lowered to info."""
-    import dataclasses
-
-    from .envskips29 import lower_places
+    from .envskips29 import lower_result
     from .modpaths import RunModules, RunTexts
     from .moot import is_open
     from .testcallers27 import test_side
@@ -200,11 +198,5 @@ def review(results: list, paths: dict) -> list:
         def reason_of(at: int, spans=spans) -> Optional[str]:
             return next((r for a, b, r in spans if a <= at <= b), None)
 
-        findings, changed = [], False
-        for finding in results[i].findings:
-            pieces = lower_places(finding, reason_of) if wanted(finding) else None
-            changed = changed or pieces is not None
-            findings.extend([finding] if pieces is None else pieces)
-        if changed:
-            out[i] = dataclasses.replace(results[i], findings=sorted(findings))
+        out[i] = lower_result(results[i], reason_of, wanted)
     return out
