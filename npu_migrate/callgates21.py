@@ -59,7 +59,7 @@ import ast
 import re
 from typing import Optional
 
-from . import astcache
+from . import astcache, classmembers
 
 _DEPTH = 4
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -117,6 +117,7 @@ class _Gates:
         self.locals_of: dict = {}  # (id(function) -> (it, flagtruth.local_names of it): one walk each)
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
         self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
+        self.built: dict = {}  # ((module, id(class), member) -> capchains30.member_classes: asked again per read)
         self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
 
     def _local_names(self, function) -> frozenset:
@@ -161,11 +162,8 @@ class _Gates:
         if key in self.attrs:
             return self.attrs[key]
         self.attrs[key] = _U
-        stores = [n for n in ast.walk(owner) if isinstance(n, ast.Assign) and len(n.targets) == 1
-                  and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
-                  and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
-        others = [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == attr
-                  and not isinstance(n.ctx, ast.Load)]
+        found = classmembers.members(owner, attr)  # (one walk of the class body: classmembers.py)
+        stores, others = list(found.self_assigns), list(found.stores)
         if not stores and not others and is_property(owner, attr) and self._assigned_elsewhere(attr, j, owner) == 0:
             value, place = property_value(self.run, j, owner, attr, used)
             self.attrs[key] = value

@@ -62,6 +62,8 @@ import ast
 import re
 from typing import Optional
 
+from . import classmembers
+
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CAPABILITY_WORDS = re.compile(r"device_capability|compute_capability")
 
@@ -89,13 +91,15 @@ def member_classes(gates, j: int, tree: ast.Module, owner: ast.ClassDef, member:
     of `.member` in the class a plain `self.<member> = C(...)` (a bare annotation aside), C a class
     of the module no top-level statement rebinds, and no other `.member = ...` in the run
     (callgates21's count); None otherwise."""
-    stores = [n for n in ast.walk(owner) if isinstance(n, ast.Attribute) and n.attr == member
-              and not isinstance(n.ctx, ast.Load)]
-    assigns = [n for n in ast.walk(owner) if isinstance(n, ast.Assign) and len(n.targets) == 1
-               and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == member
-               and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
-    bare = [n for n in ast.walk(owner) if isinstance(n, ast.AnnAssign) and n.value is None
-            and isinstance(n.target, ast.Attribute) and n.target.attr == member]
+    key = (j, id(owner), member)
+    if key not in gates.built:
+        gates.built[key] = _member_classes(gates, j, tree, owner, member)
+    return gates.built[key]
+
+
+def _member_classes(gates, j: int, tree: ast.Module, owner: ast.ClassDef, member: str) -> Optional[list]:
+    found = classmembers.members(owner, member)  # (one walk of the class body: classmembers.py)
+    stores, assigns, bare = found.stores, found.self_assigns, found.bare
     if not assigns or len(stores) != len(assigns) + len(bare) \
             or _member_stores(gates, member, j, owner) != len(assigns):
         return None
