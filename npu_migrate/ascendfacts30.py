@@ -52,6 +52,14 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   (the MLA prefill selector then never picks TRT-LLM ragged). The backend module's units no other
   library module names (the registry aside) become info the same way.
 
+Wave 33 (h173, round 32 GB#5 and a re-read of the plugin's sources): a `[[quantization]]` entry's
+`plugin_uses` may name a class (`path:Name`), and `plugin_overrides` the methods the plugin's own
+subclass of it overrides without calling them. The newer plugin subclasses vLLM's Fp8Config,
+DeepseekV4FP8Config and ModelOptMxFp8Config ("modelopt_mxfp8" is supported now): such a class is
+reached with all its other methods name, its bases walked the same way; its overridden methods
+(`get_quant_method`, which built vLLM's own methods) are units not reached unless another route
+names the class. fp8_utils.py is a `helpers` module (GB#5: `create_fp8_weight_parameter`).
+
 Round 32 (h168): a module the run leaves alone as ROCm source (`amd/` model code subclassing
 `Mxfp4MoEMethod`) is never imported on an NPU host and reaches nothing; an info finding (not moot)
 in such a unit gets the note too (GA#9: its "make the FP8 bytes on the CPU" advice is moot there).
