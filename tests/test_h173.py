@@ -134,6 +134,40 @@ def test_fp8_weight_helper_only_replaced_configs_call_names_the_plugin_fact(tmp_
     assert "vllm-ascend" in helper["message"]
 
 
+INC_SCHEME = '''from vllm.model_executor.layers.quantization.fp8 import Fp8Config, Fp8LinearMethod
+
+
+class INCFp8LinearScheme:
+    def __init__(self):
+        self.linear_method = Fp8LinearMethod(Fp8Config())
+'''
+# (vLLM's HY V4 MTP: a model the plugin does not replace builds vLLM's Fp8Config itself)
+MTP = '''def mtp_quant_config(hf_quant_config):
+    from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+    return Fp8Config(activation_scheme=hf_quant_config.get("activation_scheme", "dynamic"))
+'''
+
+
+def test_fp8_weight_helper_reached_through_the_rejected_inc_method_names_the_plugin_fact(tmp_path):
+    """INC's FP8 scheme builds Fp8LinearMethod too; "inc" is rejected at config time (not in
+    NPUPlatform.supported_quantization): the helper stays info naming the fact."""
+    files = _project({f"{QUANT}/inc/schemes/inc_fp8_linear.py": INC_SCHEME})
+    report = migrate_json(write_project(tmp_path, files))
+    helper = _at(report, f"{QUANT}/utils/fp8_utils.py", "NPU913", "float8_e4m3fn", files)
+    assert helper["severity"] == "info" and "vllm-ascend" in helper["message"]
+
+
+def test_fp8_weight_helper_a_model_building_fp8config_keeps_its_error(tmp_path):
+    """Nearest true case, GB#5's real shape: a model the plugin does not replace builds vLLM's
+    Fp8Config itself (vLLM's vllm/models/hy_v4/nvidia/mtp.py), whose own get_quant_method then
+    builds Fp8LinearMethod on an Ascend host: the helper keeps its error."""
+    files = _project({"vllm/models/hy_v4/nvidia/mtp.py": MTP})
+    report = migrate_json(write_project(tmp_path, files))
+    helper = _at(report, f"{QUANT}/utils/fp8_utils.py", "NPU913", "float8_e4m3fn", files)
+    assert helper["severity"] == "error" and "vllm-ascend" not in helper["message"]
+
+
 def test_fp8_weight_helper_another_module_calls_stays_an_error(tmp_path):
     """Nearest true case: a model module an NPU host imports calls the same helper itself: the
     helper is reached there and keeps its error, with no plugin fact."""
