@@ -58,7 +58,8 @@ subclass of it overrides without calling them. The newer plugin subclasses vLLM'
 DeepseekV4FP8Config and ModelOptMxFp8Config ("modelopt_mxfp8" is supported now): such a class is
 reached with all its other methods name, its bases walked the same way; its overridden methods
 (`get_quant_method`, which built vLLM's own methods) are units not reached unless another route
-names the class. fp8_utils.py is a `helpers` module (GB#5: `create_fp8_weight_parameter`).
+names the class. "inc" is rejected too. fp8_utils.py is a `helpers` module (GB#5:
+`create_fp8_weight_parameter` stays reached in vLLM, whose HY V4 MTP builds Fp8Config itself).
 
 Round 32 (h168): a module the run leaves alone as ROCm source (`amd/` model code subclassing
 `Mxfp4MoEMethod`) is never imported on an NPU host and reaches nothing; an info finding (not moot)
