@@ -213,3 +213,38 @@ def test_modelopt_mxfp8_config_is_reached_through_the_plugin_subclass(tmp_path):
     report = migrate_json(write_project(tmp_path, files))
     kept = _at(report, f"{QUANT}/modelopt.py", "NPU913", "return torch.empty(n, dtype=torch.float8_e4m3fn)", files)
     assert kept["severity"] == "error" and "vllm-ascend" not in kept["message"]
+
+
+# ------------------------------------------------------------------ an overridden method, two routes
+FP8_CAPABILITY = FP8.replace(
+    "        scale = torch.empty(1, dtype=torch.float8_e4m3fn)\n        return cls(config.get(\"activation_scheme\", \"dynamic\")), scale\n",
+    "        return cls(config.get(\"activation_scheme\", \"dynamic\"))\n\n"
+    "    @classmethod\n    def get_min_capability(cls):\n        torch.empty(1, dtype=torch.float8_e4m3fn)\n        return 89\n")
+# (vLLM's DeepSeek V4 FP8 config: a subclass of Fp8Config with its own get_quant_method; the
+# plugin's AscendDeepseekV4FP8Config overrides only get_quant_method)
+DSV4_CONFIG = '''from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+
+class DeepseekV4FP8Config(Fp8Config):
+    def get_quant_method(self, layer, prefix):
+        return None
+'''
+
+
+def test_method_only_the_plugin_subclass_overrides_names_the_plugin_fact(tmp_path):
+    """Fp8Config.get_min_capability is overridden by the plugin's AscendFp8Config (it raises): the
+    FP8 allocation there is info naming the fact and the overridden method."""
+    files = _project({f"{QUANT}/fp8.py": FP8_CAPABILITY})
+    report = migrate_json(write_project(tmp_path, files))
+    found = _at(report, f"{QUANT}/fp8.py", "NPU913", "torch.empty(1, dtype=torch.float8_e4m3fn)", files)
+    assert found["severity"] == "info" and "Fp8Config.get_min_capability" in found["message"]
+
+
+def test_method_another_plugin_subclass_inherits_through_a_base_stays_an_error(tmp_path):
+    """Nearest true case: the plugin's AscendDeepseekV4FP8Config does not override
+    get_min_capability, and its vLLM base DeepseekV4FP8Config inherits Fp8Config's: reached there
+    through the base, so it keeps its error."""
+    files = _project({f"{QUANT}/fp8.py": FP8_CAPABILITY, "vllm/models/deepseek_v4/quant_config.py": DSV4_CONFIG})
+    report = migrate_json(write_project(tmp_path, files))
+    found = _at(report, f"{QUANT}/fp8.py", "NPU913", "torch.empty(1, dtype=torch.float8_e4m3fn)", files)
+    assert found["severity"] == "error" and "vllm-ascend" not in found["message"]
