@@ -52,6 +52,15 @@ Applied only when the project is vLLM itself: a file `vllm/platforms/interface.p
   (the MLA prefill selector then never picks TRT-LLM ragged). The backend module's units no other
   library module names (the registry aside) become info the same way.
 
+Wave 33 (h173, round 32 GB#5 and a re-read of the plugin's sources): a `[[quantization]]` entry's
+`plugin_uses` may name a class (`path:Name`), and `plugin_overrides` the methods the plugin's own
+subclass of it overrides without calling them. The newer plugin subclasses vLLM's Fp8Config,
+DeepseekV4FP8Config and ModelOptMxFp8Config ("modelopt_mxfp8" is supported now): such a class is
+reached with all its other methods name, its bases walked the same way; its overridden methods
+(`get_quant_method`, which built vLLM's own methods) are units not reached unless another route
+names the class. "inc" is rejected too. fp8_utils.py is a `helpers` module (GB#5:
+`create_fp8_weight_parameter` stays reached in vLLM, whose HY V4 MTP builds Fp8Config itself).
+
 Round 32 (h168): a module the run leaves alone as ROCm source (`amd/` model code subclassing
 `Mxfp4MoEMethod`) is never imported on an NPU host and reaches nothing; an info finding (not moot)
 in such a unit gets the note too (GA#9: its "make the FP8 bytes on the CPU" advice is moot there).
@@ -226,14 +235,19 @@ class _Package:
         self.names = frozenset(self.units)
         self.edges: dict = {}  # unit name -> module-level statements that only extend it
         self.why: dict = {}  # reached unit name -> what names it first
+        # (wave 33: class name -> the methods a plugin subclass overrides, for a class reached only
+        # through that subclass: those methods are not reached, the rest of the class is)
+        self.partial: dict = {}
 
     def _why(self, names, origin) -> None:
         for name in names:
             self.why.setdefault(name, origin)
 
-    def reached(self, outside: list, whole: frozenset = frozenset(), seeds: frozenset = frozenset()) -> Optional[set]:
+    def reached(self, outside: list, whole: frozenset = frozenset(), seeds: frozenset = frozenset(),
+                subclassed: Optional[dict] = None) -> Optional[set]:
         """The names of units reached; None where a member does not parse. `seeds`: unit names
-        reached from elsewhere (ascendmodels32: a registry route the facts leave open)."""
+        reached from elsewhere (ascendmodels32: a registry route the facts leave open).
+        `subclassed`: {class name: methods the plugin's subclass overrides} (wave 33, h173)."""
         from . import astcache
         from .modpaths import module_names
 
@@ -296,6 +310,7 @@ class _Package:
             reached |= _reads(decorators, self.names, skip | _registered_ops(decorators), self.inner_cut)
         self._why(seeds & self.names, "(seed)")
         reached |= seeds & self.names
+        reached |= self._subclassed_reads(subclassed or {})
         todo = list(reached)
         while todo:
             name = todo.pop()
@@ -372,13 +387,47 @@ class _Package:
                     todo.append(found)
         return named
 
+    def _subclassed_reads(self, subclassed: dict) -> set:
+        """What the classes the plugin subclasses name, their overridden methods aside; their bases
+        in the package are walked the same way (an overridden method is not reached through the
+        subclass at any level of its bases). Sets `partial`."""
+        out: set = set()
+        todo = [(name, frozenset(skip)) for name, skip in subclassed.items() if name in self.names]
+        while todo:
+            name, skip = todo.pop()
+            known = self.partial.get(name)
+            if known is not None and known <= skip:
+                continue
+            skip = skip if known is None else known & skip
+            self.partial[name] = skip
+            for _i, unit in self.units.get(name, ()):
+                if not isinstance(unit, ast.ClassDef):
+                    out.add(name)
+                    continue
+                bases = {b.id for b in unit.bases if isinstance(b, ast.Name)} & self.names
+                todo.extend((b, skip) for b in bases)
+                body = [s for s in unit.body if not (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                                     and s.name in skip)]
+                nodes = [*(b for b in unit.bases if not (isinstance(b, ast.Name) and b.id in bases)),
+                         *unit.keywords, *unit.decorator_list, *body, *self.edges.get(name, [])]
+                got = _reads(nodes, self.names, _class_arguments(unit), self.inner_cut) - {name} - bases
+                self._why(got, f"{name} (subclassed by the plugin)")
+                out |= got
+        return out
+
     def unreached_spans(self, reached: set) -> dict:
-        """{member index: [(first, last, name)]} of the units not reached."""
+        """{member index: [(first, last, name)]} of the units not reached; of a class reached only
+        through a plugin subclass (`partial`), its overridden methods (`Class.method`)."""
         out: dict = {}
         for name, places in self.units.items():
             if name in reached:
                 continue
             for i, unit in places:
+                if name in self.partial and isinstance(unit, ast.ClassDef):
+                    out.setdefault(i, []).extend(
+                        (*_span(s), f"{name}.{s.name}") for s in unit.body
+                        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in self.partial[name])
+                    continue
                 out.setdefault(i, []).append((*_span(unit), name))
         return out
 
@@ -484,7 +533,8 @@ def review(results: list, paths: dict) -> list:
         # (a ROCm module the run leaves alone is never imported on an NPU host: what it subclasses
         # or builds is not reached through it, round 32 GA#9)
         outside = [j for j in library if j not in of and j not in registry and not _rocm_skipped(results[j])]
-        reached = package.reached(outside, whole)
+        seeds, subclassed = plugin_seeds(results, prefix, members, of)
+        reached = package.reached(outside, whole, seeds, subclassed)
         if reached is not None:
             spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
             # (a shared helper module: only its units the methods' own code names are theirs)
@@ -494,6 +544,9 @@ def review(results: list, paths: dict) -> list:
                 methods = ", ".join(f'"{m}"' for m in entry["methods"])
 
                 def note(name, methods=methods, entry=entry):
+                    if "." in name:  # (a method the plugin's own subclass overrides, wave 33)
+                        return _note(f"this code is reached only through the quantization method {methods}, and `{name}` is overridden "
+                                     f"by the plugin's own subclass of that class, which never calls it", entry)
                     return _note(f"this code is reached only through the quantization method {methods} (`{name}` is named only by the code of "
                                  f"methods the plugin rejects or replaces)", entry)
 
@@ -525,6 +578,24 @@ def review(results: list, paths: dict) -> list:
     for entry in table.get("backends", ()):
         results = _backends(results, text_of, prefix, library, entry)
     return results
+
+
+def plugin_seeds(results, prefix: str, members: list, of: dict) -> tuple:
+    """(unit names, {class name: overridden methods}) of the `plugin_uses` entries `path:Name`
+    (wave 33, h173): a class the plugin imports or subclasses is reached with all it names, except
+    the methods its subclass overrides (`plugin_overrides`, `AscendFp8Config.get_quant_method`);
+    the rest of its module keeps the fact's walk."""
+    seeds, subclassed = set(), {}
+    for i in members:
+        overrides = of[i].get("plugin_overrides", {})
+        for use in of[i].get("plugin_uses", ()):
+            path, _colon, name = use.partition(":")
+            if name and results[i].relpath == prefix + path:
+                if overrides.get(name):
+                    subclassed[name] = frozenset(overrides[name])
+                else:
+                    seeds.add(name)
+    return frozenset(seeds), subclassed
 
 
 def _backends(results: list, text_of, prefix: str, library: list, entry: dict) -> list:
