@@ -181,3 +181,73 @@ def test_the_migrated_pinned_test_keeps_the_device_it_hands_the_pinned_platform(
     lines = (root / "tests/test_config.py").read_text().splitlines()
     assert sum('config.validate(device="cuda", role=None)' in line for line in lines) == 1
     assert sum("device=npu_compat.device_type()" in line for line in lines) >= 3
+
+
+# Round-33 audit GA#7 (optchoice29._chained_settings): LLaMA-Factory's `fp8` option, a field of a
+# dataclass named `*Arguments` in a file naming no `Args` (the cheap byte test missed it), which the
+# library turns on only under another FP8 option off by default.
+ARGUMENTS = '''from dataclasses import dataclass, field
+
+
+@dataclass
+class Fp8Arguments:
+    fp8: bool = field(default=False, metadata={"help": "Enable FP8 training (Hopper GPUs)."})
+    fp8_all_gather: bool = field(default=False, metadata={"help": "FP8 all-gather."})
+'''
+
+PARSER = '''import torch
+
+
+def check(training_args, model_args):
+    if training_args.fp8_all_gather and not training_args.fp8:
+        model_args.fp8 = True
+'''
+
+PARSER_UNGATED = PARSER.replace("training_args.fp8_all_gather and not training_args.fp8", "torch.cuda.is_available()")
+
+FP8 = '''import types
+
+
+def create_fp8_kwargs(training_args):
+    if not training_args.fp8:
+        return []
+    from torchao.float8 import Float8LinearConfig
+
+    return [Float8LinearConfig.from_recipe_name("rowwise")]
+
+
+def patch_te():
+    import transformer_engine.pytorch as te
+
+    te.fp8 = types.ModuleType("fp8")
+    return te
+'''
+
+TRAINER = '''from .fp8_utils import patch_te
+
+
+def setup(training_args):
+    if training_args.fp8:
+        patch_te()
+'''
+
+
+def _fp8_finding(tmp_path, parser: str):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/hparams/__init__.py": "",
+                                    "pkg/hparams/training_args.py": ARGUMENTS, "pkg/hparams/parser.py": parser,
+                                    "pkg/train/__init__.py": "", "pkg/train/fp8_utils.py": FP8,
+                                    "pkg/train/trainer.py": TRAINER})
+    report = migrate_json(root)
+    return next(f for f in report["findings"] if f["path"] == "pkg/train/fp8_utils.py" and f["line"] == 7)
+
+
+def test_an_fp8_option_the_library_turns_on_only_under_another_opt_in_is_an_opt_in(tmp_path):
+    finding = _fp8_finding(tmp_path, PARSER)
+    assert finding["code"] == "NPU913" and finding["severity"] == "info"
+    assert "`training_args.fp8` is chosen" in finding["message"] and "Fp8Arguments.fp8" in finding["message"]
+
+
+def test_an_fp8_option_the_library_turns_on_by_itself_stays_an_error(tmp_path):
+    # nearest true case: the same store under a test of no opt-in field (the library decides)
+    finding = _fp8_finding(tmp_path, PARSER_UNGATED)
+    assert finding["code"] == "NPU913" and finding["severity"] == "error"
