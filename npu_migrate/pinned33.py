@@ -61,8 +61,9 @@ _CUDA = re.compile(r"cuda(?::\d+)?")
 
 
 def may_pin(text: str) -> bool:
-    """The cheap test first: a pin needs these words."""
-    return "cuda" in text and ("patch" in text or "setattr" in text) and ("device" in text or "DEVICE" in text)
+    """The cheap test first: a pin, or a parameter table with an expected column, needs these words."""
+    return "cuda" in text and ((("patch" in text or "setattr" in text) and ("device" in text or "DEVICE" in text))
+                               or ("parametrize" in text and "expected" in text))
 
 
 def _string(node: Optional[ast.AST]) -> Optional[str]:
