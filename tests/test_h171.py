@@ -251,3 +251,26 @@ def test_an_fp8_option_the_library_turns_on_by_itself_stays_an_error(tmp_path):
     # nearest true case: the same store under a test of no opt-in field (the library decides)
     finding = _fp8_finding(tmp_path, PARSER_UNGATED)
     assert finding["code"] == "NPU913" and finding["severity"] == "error"
+
+
+NORMALIZE = '''import pytest
+import torch
+
+
+@pytest.mark.parametrize(("device", "expected"), [("cpu", "cpu"), (torch.device("cuda", 1), "cuda")])
+def test_normalizes(device, expected):
+    assert torch.device(device).type == expected
+
+
+def test_places():
+    return torch.zeros(2, device=torch.device("cuda", 1))
+'''
+
+
+def test_a_paired_row_is_read_in_a_file_that_patches_nothing(tmp_path):
+    root = write_project(tmp_path, {"tests/test_norm.py": NORMALIZE})
+    report = migrate_json(root)
+    rewrites = {f["line"] for f in report["findings"] if f["fixable"]}
+    scopes = {s["start_line"]: s["reason"] for s in report["skipped"]}
+    assert 5 not in rewrites and pinned33.PAIRED in scopes[5]
+    assert 11 in rewrites  # (nearest true case: the same device placing a tensor)
