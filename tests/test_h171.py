@@ -274,3 +274,47 @@ def test_a_paired_row_is_read_in_a_file_that_patches_nothing(tmp_path):
     scopes = {s["start_line"]: s["reason"] for s in report["skipped"]}
     assert 5 not in rewrites and pinned33.PAIRED in scopes[5]
     assert 11 in rewrites  # (nearest true case: the same device placing a tensor)
+
+
+# Round-33 audit GA#14, in part (benchhelpers33.py): a benchmark script's function nothing calls.
+BENCH = '''import torch
+
+
+def to_fp8(tensor):
+    finfo = torch.finfo(torch.float8_e4m3fn)
+    return tensor.clamp(min=finfo.min, max=finfo.max).to(torch.float8_e4m3fn)
+
+
+def to_fp8_used(tensor):
+    return tensor.to(torch.float8_e4m3fn)
+
+
+def bench_run(n):
+    w = torch.empty((n, n), dtype=torch.float8_e4m3fn)
+    return to_fp8_used(w)
+
+
+if __name__ == "__main__":
+    bench_run(8)
+'''
+
+
+def test_a_benchmark_function_nothing_calls_is_a_named_scope_its_callers_places_stay(tmp_path):
+    root = write_project(tmp_path, {"benchmarks/kernels/bench_fp8.py": BENCH, "pkg/__init__.py": "",
+                                    "pkg/bench_utils.py": "# a library module\n" + BENCH})
+    report = migrate_json(root)
+    path = "benchmarks/kernels/bench_fp8.py"
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and not f["fixable"]:
+            for line in [f["line"], *(a[0] for a in f.get("also", []))]:
+                places[line] = f["severity"]
+    scopes = {line: s["reason"] for s in report["skipped"] if s["path"] == path
+              for line in range(s["start_line"], s["end_line"] + 1)}
+    # false case: `to_fp8`, named nowhere, is a named scope
+    assert 6 not in places and "nothing references" in scopes[6] and "`to_fp8`" in scopes[6]
+    # nearest true cases: the function the script calls, and the script's own body, stay errors
+    assert places[10] == "error" and places[14] == "error" and 10 not in scopes and 14 not in scopes
+    # and the same function in a library module (an API) stays an error
+    library = [f for f in report["findings"] if f["path"] == "pkg/bench_utils.py" and not f["fixable"]]
+    assert library and library[0]["line"] == 7 and library[0]["severity"] == "error"
