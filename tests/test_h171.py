@@ -300,7 +300,9 @@ if __name__ == "__main__":
 
 
 def test_a_benchmark_function_nothing_calls_is_a_named_scope_its_callers_places_stay(tmp_path):
+    harness = "# found by name\n" + BENCH[:BENCH.index("if __name__")]
     root = write_project(tmp_path, {"benchmarks/kernels/bench_fp8.py": BENCH, "pkg/__init__.py": "",
+                                    "benchmarks/kernels/bench_harness.py": harness,
                                     "pkg/bench_utils.py": "# a library module\n" + BENCH})
     report = migrate_json(root)
     path = "benchmarks/kernels/bench_fp8.py"
@@ -318,3 +320,6 @@ def test_a_benchmark_function_nothing_calls_is_a_named_scope_its_callers_places_
     # and the same function in a library module (an API) stays an error
     library = [f for f in report["findings"] if f["path"] == "pkg/bench_utils.py" and not f["fixable"]]
     assert library and library[0]["line"] == 7 and library[0]["severity"] == "error"
+    # and in a benchmark module without a `__main__` block (a harness may call it by name)
+    harness = [f for f in report["findings"] if f["path"] == "benchmarks/kernels/bench_harness.py" and not f["fixable"]]
+    assert harness and harness[0]["line"] == 7 and harness[0]["severity"] == "error"
