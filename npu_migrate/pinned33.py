@@ -36,6 +36,10 @@ sets a real attribute). Its scope:
 - a simple statement of the file that calls a function of the file holding a pin
   (`assert _resolve(ec_role="ec_producer", device="cuda") == {"device": "cuda"}`): the statement.
 
+Bounded for a hostile file: the inputs and results of the first 200 pins are followed (50
+statements each way), one pin per block holds the rest of it, and a file gets at most 300 scopes
+(each rewrite asks every scope); past that, the old rewrites.
+
 Kept (the nearest true cases): the same `device="cuda"` call in a function that pins nothing, or
 after the pin's `with` when it reads nothing the scope bound; a `patch("x.y.name", "cuda")` of an
 attribute not named as a device (conservative: only the names above, which a platform object
@@ -104,12 +108,30 @@ def is_pin(node: ast.AST) -> bool:
     return attribute is not None and _DEVICE_ATTRIBUTE.fullmatch(attribute) is not None and _cuda_value(value)
 
 
+_READS: dict = {}  # (id of a statement -> the names it reads; within one pinned_regions call)
+_BINDS: dict = {}
+
+
 def _reads(nodes) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    out: set[str] = set()
+    for node in nodes:
+        found = _READS.get(id(node))
+        if found is None:
+            found = _READS[id(node)] = frozenset(
+                n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        out |= found
+    return out
 
 
 def _binds(statement: ast.stmt) -> set[str]:
     """Names the statement binds, or whose attributes or items it sets."""
+    found = _BINDS.get(id(statement))
+    if found is None:
+        found = _BINDS[id(statement)] = frozenset(_bound(statement))
+    return found
+
+
+def _bound(statement: ast.stmt) -> set[str]:
     out: set[str] = set()
     targets: list = []
     if isinstance(statement, ast.Assign):
@@ -165,17 +187,22 @@ def _parametrized(function: ast.AST, names: set[str]) -> list:
     return out
 
 
+_REACH = 50  # (statements read before and after a pin: a hostile file's thousands of pins stay linear)
+_REGIONS = 300  # (scopes a file gets: each rewrite asks every scope; past them, the old rewrites)
+_FLOWS = 200  # (pins whose inputs and results are followed; past them, the pin's own statement only)
+
+
 def _flow(block: list, first: int, last: int) -> list:
     """The statements of block[first:last + 1] and those the module docstring adds around them."""
     kept = block[first:last + 1]
     reads, binds = _reads(kept), {n for s in kept for n in _binds(s)}
     before = []
-    for statement in reversed(block[:first]):
+    for statement in reversed(block[max(0, first - _REACH):first]):
         if _binds(statement) & reads:
             before.append(statement)
             reads |= _reads([statement])
     after = []
-    for statement in block[last + 1:]:
+    for statement in block[last + 1:last + 1 + _REACH]:
         if _reads([statement]) & binds:
             after.append(statement)
             binds |= _binds(statement)
@@ -203,18 +230,31 @@ def pinned_regions(tree: Optional[ast.Module]) -> list[tuple[ast.AST, ast.AST, s
     """(first node, last node, PINNED) of each region of the file the module docstring names."""
     if tree is None:
         return []
+    try:
+        return _regions(tree)
+    finally:
+        _READS.clear()
+        _BINDS.clear()
+
+
+def _regions(tree: ast.Module) -> list[tuple[ast.AST, ast.AST, str]]:
     regions: list[tuple[ast.AST, ast.AST]] = []
     pinning: set[str] = set()  # the file's functions that hold a pin
     fixtures: dict[str, tuple[ast.AST, bool]] = {}  # pinning fixture -> (its owner, autouse)
     owners: dict[int, ast.AST] = {}
+    flows = 0
     for block, owner in _blocks(tree):
+        held = False
         for index, statement in enumerate(block):
             owners[id(statement)] = owner
             pinned_here = None
             if isinstance(statement, (ast.With, ast.AsyncWith)) and any(is_pin(i.context_expr) for i in statement.items):
-                pinned_here = _flow(block, index, index)
-            elif isinstance(statement, ast.Expr) and is_pin(statement.value):
-                pinned_here = _flow(block, index, len(block) - 1)
+                flows += 1
+                pinned_here = _flow(block, index, index) if flows <= _FLOWS else [statement]
+            elif isinstance(statement, ast.Expr) and is_pin(statement.value) and not held:
+                held = True  # (the rest of the block is pinned: a later pin in it adds nothing)
+                flows += 1
+                pinned_here = _flow(block, index, len(block) - 1) if flows <= _FLOWS else block[index:]
             elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                     and any(is_pin(d) for d in statement.decorator_list):
                 regions.append((_definition_start(statement), statement))
@@ -232,7 +272,7 @@ def pinned_regions(tree: Optional[ast.Module]) -> list[tuple[ast.AST, ast.AST, s
                     fixtures[owner.name] = (owners.get(id(owner), tree), autouse)
     regions_paired = _paired_rows(tree)
     if not regions:
-        return [(first, last, PAIRED) for first, last in regions_paired]
+        return [(first, last, PAIRED) for first, last in regions_paired][:_REGIONS]
     for node in astcache.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
@@ -256,8 +296,9 @@ def pinned_regions(tree: Optional[ast.Module]) -> list[tuple[ast.AST, ast.AST, s
         if key not in seen:
             seen.add(key)
             out.append((first, last, PINNED))
-    return out + [(first, last, PAIRED) for first, last in regions_paired
-                  if (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset) not in seen]
+    out += [(first, last, PAIRED) for first, last in regions_paired
+            if (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset) not in seen]
+    return out[:_REGIONS]
 
 
 def _argnames(decorator: ast.Call) -> list[str]:
