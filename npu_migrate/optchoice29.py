@@ -205,6 +205,69 @@ def _settings(tree: ast.Module, out: set, unpassed: frozenset = frozenset()) -> 
                     out.add(target.attr)
 
 
+def _chained_settings(library: list, found: dict, assigned: set, dropped: set) -> set:
+    """Round 33 GA#7 (LLaMA-Factory's `hparams/parser.py`): the fields of `found` the library sets
+    to a computed value only inside the body of an `if` whose test (alone or an operand of an `and`)
+    reads another opt-in field, off at its default (`x.G` defaulting to False or None, `x.G is not
+    None`; G itself never set by the library):
+
+        if training_args.fp8_enable_fsdp_float8_all_gather and not training_args.fp8:
+            model_args.fp8 = True                    # (the user's other FP8 option turns it on)
+
+    F stays off until a user turns one of the two on: still an opt-in. A store on a module the file
+    imports (`te.fp8 = types.ModuleType("fp8")`, `import transformer_engine.pytorch as te`) sets no
+    option. A store anywhere else (under a test of anything but such a field, an `else:`, a
+    function's own body) keeps F the library's."""
+    candidates = {name for name in assigned if name in found and name not in dropped}
+    gates = {name: entry[2] for name, entry in found.items()
+             if name not in assigned and name not in dropped and (entry[2] is False or entry[2] is None)}
+    if not candidates or not gates:
+        return set()
+    chained, other = set(), set()
+    for tree, unpassed in library:
+        stores = []
+        for node in astcache.nodes(tree, (ast.Call, ast.Dict, ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            if isinstance(node, ast.Call):
+                stores.extend((k.arg, node) for k in node.keywords if k.arg in candidates
+                              and not _user_value(k.value, k.arg, unpassed))
+            elif isinstance(node, ast.Dict):
+                stores.extend((key.value, node) for key, value in zip(node.keys, node.values)
+                              if isinstance(key, ast.Constant) and key.value in candidates
+                              and not _user_value(value, key.value, unpassed))
+            elif node.value is not None:
+                stores.extend((t.attr, node) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                              if isinstance(t, ast.Attribute) and t.attr in candidates
+                              and (isinstance(node, ast.AugAssign) or not _user_value(node.value, t.attr, unpassed)))
+        if not stores:
+            continue
+        parents = astcache.parents(tree)
+        modules = {(alias.asname or alias.name).split(".")[0] for node in astcache.nodes(tree, (ast.Import, ast.ImportFrom))
+                   for alias in node.names}
+        for name, node in stores:
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and all(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in modules
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(t, ast.Attribute) and t.attr == name):
+                continue  # (`te.fp8 = types.ModuleType("fp8")`: an attribute of an imported module, no option)
+            (chained if _under_other_opt_in(node, parents, gates, name) else other).add(name)
+    return chained - other
+
+
+def _under_other_opt_in(node: ast.AST, parents: dict, gates: dict, name: str) -> bool:
+    child, current = node, parents.get(id(node))
+    while current is not None and not isinstance(current, (*_DEFS, ast.ClassDef, ast.Module)):
+        if isinstance(current, ast.If) and any(child is stmt for stmt in current.body):
+            test = current.test
+            for part in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]:
+                if isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], ast.IsNot) \
+                        and isinstance(part.comparators[0], ast.Constant) and part.comparators[0].value is None:
+                    part = part.left if gates.get(getattr(part.left, "attr", None), False) is None else None
+                if isinstance(part, ast.Attribute) and part.attr != name and part.attr in gates:
+                    return True
+        child, current = current, parents.get(id(current))
+    return False
+
+
 def _typed_settings(tree: ast.Module, records: list, defs: dict, bases: dict, unpassed: frozenset = frozenset()) -> None:
     """Wave 30 (EB#11): the settings of `_settings` with their receiver, for a field read on a
     receiver named after its class (`kernel_config.moe_backend`): ("kw", F, callee), ("self", F,
@@ -301,6 +364,7 @@ class OptInFields:
         defs: dict = {}
         bases: dict = {}
         typed: dict = {}
+        library: list = []  # ((tree, unpassed) of each library module read: _chained_settings)
         from .callgates21 import NOT_LIBRARY
 
         for j, result in enumerate(self.run.results):
@@ -319,7 +383,8 @@ class OptInFields:
                                  for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                                  if isinstance(t, ast.Attribute) and not (isinstance(t.value, ast.Name) and t.value.id == "self"))
             _typed_settings(tree, records, defs, bases, unpassed)
-            if b"Config" not in data and b"Args" not in data:
+            library.append((tree, unpassed))
+            if b"Config" not in data and b"Arg" not in data:  # (`*Args` and `*Arguments`: round 33 GA#7)
                 continue
             model = bool(_MODEL_FILES.search(result.relpath))
             for cls in tree.body:
@@ -353,6 +418,7 @@ class OptInFields:
                             self._others[name].append(value)
                         continue
                     found.setdefault(name, (cls.name, f"{result.relpath}:{stmt.lineno}", value))
+        assigned -= _chained_settings(library, found, assigned, dropped)  # (set only under another opt-in: round 33 GA#7)
         self._table = {name: entry for name, entry in found.items() if name not in assigned and name not in dropped}
         self._assigned = assigned
         self._typed = _typed_table(typed, records, defs, bases)

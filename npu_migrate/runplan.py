@@ -363,6 +363,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_passed_backends(results, paths)  # (a backend parameter every caller picks for the device)
     from .npugates import review_unused_helpers
     results = review_unused_helpers(results, paths)  # (a lazy CUDA-only import in a helper nothing calls)
+    from .benchhelpers33 import review as review_bench_helpers
+    results = review_bench_helpers(results, paths)  # (a benchmark script's function nothing calls: benchhelpers33.py)
     from .labels8 import review_unreferenced_switches
     results = review_unreferenced_switches(results, paths)  # (an SDPA switch in a helper nothing references)
     from .labels8 import review_never_cuda_devices

@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from .. import catalogue, devflows24, rewrite_gates
+from .. import catalogue, devflows24, pinned33, rewrite_gates
 from ..findings import Finding
 from ..sourcemap import TRIVIA
 from . import platform
@@ -341,6 +341,10 @@ class Context:
                 self._scopes = platform.platform_scopes(text, self._ast(), self.sibling_classes)
             else:
                 self._scopes = []
+            if pinned33.may_pin(text):  # a test pins the platform's device type to CUDA (round 33 GA#35)
+                regions = pinned33.pinned_regions(self._ast())
+                if regions:
+                    self._scopes = [*self._scopes, *platform.node_scopes(text, regions)]
         return self._scopes
 
     def platform_scope(self, node: cst.CSTNode) -> Optional[platform.Scope]:

@@ -98,6 +98,13 @@ class _Lines:
         return Scope(start, end, reason)
 
 
+def node_scopes(text: str, regions) -> list[Scope]:
+    """The scopes of (first node, last node, reason) regions another module found in the file's
+    tree (pinned33.py: a test that pins the platform's device type to CUDA)."""
+    lines = _Lines(text)
+    return [lines.scope(first, reason, last) for first, last, reason in regions]
+
+
 def may_hold_scopes(text: str) -> bool:
     """The cheap test first: a file without these words holds no platform-aware scope (plain
     substring tests before the case-blind pattern, which costs far more on the many files that
