@@ -43,7 +43,10 @@ from . import ascendfacts30
 
 
 def _registry_targets(tree) -> list:
-    """(architecture, module, class) of each `"Arch": ("module", "Class")` pair of the file's dicts."""
+    """(architecture, module, class, table) of each `"Arch": ("module", "Class")` pair of the file's
+    dicts; `table`: the module-level name the dict is assigned to ("" for another dict)."""
+    tables = {id(stmt.value): stmt.targets[0].id for stmt in tree.body
+              if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Dict):
@@ -52,28 +55,28 @@ def _registry_targets(tree) -> list:
             if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple)
                     and len(value.elts) == 2 and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
                                                      for e in value.elts)):
-                out.append((key.value, value.elts[0].value, value.elts[1].value))
+                out.append((key.value, value.elts[0].value, value.elts[1].value, tables.get(id(node), "")))
     return out
 
 
-def _open_routes(results, text_of, registry: list, replaced: set, modules: set, names: frozenset) -> Optional[set]:
-    """The unit names the registry files map an architecture the facts do not replace to; None where
-    one does not parse."""
+def _open_routes(results, text_of, registry: list, replaced: set, modules: set, names: frozenset) -> Optional[dict]:
+    """{unit name: (architecture, table)} of what the registry files map an architecture the facts do
+    not replace to; None where one does not parse."""
     from . import astcache
 
-    out: set = set()
+    out: dict = {}
     for i in registry:
         data = text_of(i)
         tree = astcache.parse(data) if data else None
         if tree is None:
             return None
-        for arch, module, cls in _registry_targets(tree):
+        for arch, module, cls, table in _registry_targets(tree):
             if arch in replaced or cls not in names:
                 continue
             # (a bare module name is one of the registry's own folder, `("qwen3_dspark", ...)`: any
             # member of that last name is taken for it)
             if module in modules or any(n.endswith("." + module) for n in modules):
-                out.add(cls)
+                out.setdefault(cls, []).append((arch, table))
     return out
 
 
@@ -92,7 +95,7 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     """`review` for the members of one `[[models]]` entry."""
     from .modpaths import module_names
 
-    package = ascendfacts30.Package(results, text_of, members)
+    package = ascendfacts30.Package(results, text_of, members, instances=True)
     modules = {name for i in members for name in module_names(results[i].relpath)}
     routes = _open_routes(results, text_of, registry, replaced, modules, package.names)
     if routes is None:
@@ -101,10 +104,10 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     whole, seeds = _plugin_seeds(results, prefix, members, of)
     # (the registry stays an outside file: an import or a dotted string there still reaches)
     inside = set(members)
-    reached = package.reached([j for j in library if j not in inside], whole, routes | seeds)
+    outside = [j for j in library if j not in inside]
+    reached = package.reached(outside, whole, frozenset(routes) | seeds)
     if reached is None:
         return results
-    spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
     archs = ", ".join(f'"{a}"' for a in entry["architectures"])
 
     def note(name):
@@ -113,7 +116,36 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
             f"(`{name}` is named only by the code of those models, and not by what the plugin's own models "
             f"import from vLLM)", entry)
 
+    spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
     results, _count = ascendfacts30.lowered(results, spans, note)
+    # (wave 33, round 32 GB#29: a route open only through a draft architecture of the registry's
+    # speculative-decoding table is built only when the user configures speculative decoding: what
+    # only such routes reach is opt-in (policy P1), info naming the drafts and the fact)
+    tables = frozenset(ascendfacts30.facts().get("draft_routes", {}).get("tables", ()))
+    drafts = {name: sorted(a for a, t in places if t in tables) for name, places in routes.items()}
+    main = frozenset(n for n, places in routes.items() if any(t not in tables for _a, t in places))
+    if not tables or main == frozenset(routes):
+        return results
+    plain = ascendfacts30.Package(results, text_of, members, instances=True)
+    kept = plain.reached(outside, whole, main | seeds)
+    if kept is None:
+        return results
+
+    def via(name, reached=reached, kept=kept):
+        chain, origin = [name], package.why.get(name)
+        while origin in package.names and origin not in chain and len(chain) < 40:
+            chain.append(origin)
+            origin = package.why.get(origin)
+        draft = next((n for n in reversed(chain) if drafts.get(n)), None)
+        named = ", ".join(f'"{a}"' for a in drafts.get(draft, ())) or "a draft architecture"
+        return ascendfacts30.note_for(
+            f"this code is reached on an Ascend host only through vLLM's {named} (`{draft}`), a draft "
+            f"model of the registry's speculative-decoding table, built only when the user configures "
+            f"speculative decoding (an explicit choice, off by default: opt-in); the plugin replaces "
+            f"vLLM's own model classes for {archs}, which reach `{name}` otherwise", entry)
+
+    spans = {i: s for i, s in plain.unreached_spans(kept).items() if i not in whole}
+    results, _count = ascendfacts30.lowered(results, spans, via)
     return results
 
 
