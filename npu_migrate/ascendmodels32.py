@@ -27,11 +27,24 @@ finding whose every line lies in units not reached becomes info, its message nam
 its source (an external fact that can change with the plugin's version: never a scope, never
 dropped). Applied only when the project is vLLM itself (ascendfacts30.vllm_root).
 
-Not answered here: an architecture registered only by a fork of vllm-ascend (DeepSeek V4.1 in
-`vllm-ascend-v41-private`, round 32 GC#20, GC#36), kernels vllm-ascend rebinds inside a shared
-module (the FLA `chunk_gated_delta_rule` of GC#37), and a vLLM class the plugin subclasses whose
-methods it overrides (Kimi K3's `KimiK3DeltaAttention`, GC#15, GC#39): the subclass keeps the
-whole class reached.
+Wave 33 (h174, round 32 GB#29, GB#38, GC#20):
+
+* a module-level `_KERNEL = KernelClass()` (ascendfacts30.module_instances: a class of the module
+  with no `__init__`/`__new__` of its own, constant arguments, the name bound once) is a unit of its
+  own, reached when code reads the name: building it at import launches nothing (DeepSeek V4's
+  `_SAVE_PARTIAL_STATES_KERNEL`, read only by vLLM's own Compressor, GB#38);
+* a route the facts leave open only through an architecture of the registry's `[draft_routes]`
+  tables (`_SPECULATIVE_DECODING_MODELS`: "MiniMaxM3MTP", "DSparkV41DraftModel") is built only when
+  the user configures speculative decoding: what only such routes reach is opt-in (policy P1), info
+  naming the draft and the fact (GB#29); what the main routes reach keeps its severity;
+* DeepSeek V4.1 (commit 0dcdd80d), with the Engram and image-preprocessing modules the plugin
+  imports reached whole (GC#20).
+
+Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
+called by layers/mhc.py; the FLA `solve_tril` of GC#37, also reached by the KDA ops and vendored
+copies), and a vLLM class the plugin subclasses and calls up to (Kimi K3's `KimiK3DeltaAttention`:
+AscendKimiK3DeltaAttention returns its own backend but calls `super().forward`, GC#15, GC#39,
+GA#2): the subclass keeps the whole class reached. Qwen4Exp is registered at commit 000736f0 only.
 """
 
 from __future__ import annotations
@@ -131,18 +144,14 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     if kept is None:
         return results
 
-    def via(name, reached=reached, kept=kept):
-        chain, origin = [name], package.why.get(name)
-        while origin in package.names and origin not in chain and len(chain) < 40:
-            chain.append(origin)
-            origin = package.why.get(origin)
-        draft = next((n for n in reversed(chain) if drafts.get(n)), None)
-        named = ", ".join(f'"{a}"' for a in drafts.get(draft, ())) or "a draft architecture"
+    named = ", ".join(f'"{a}"' for a in sorted({a for n, archs in drafts.items() if n not in main for a in archs}))
+
+    def via(name):
         return ascendfacts30.note_for(
-            f"this code is reached on an Ascend host only through vLLM's {named} (`{draft}`), a draft "
-            f"model of the registry's speculative-decoding table, built only when the user configures "
-            f"speculative decoding (an explicit choice, off by default: opt-in); the plugin replaces "
-            f"vLLM's own model classes for {archs}, which reach `{name}` otherwise", entry)
+            f"this code is reached on an Ascend host only through vLLM's {named}, a draft model of the "
+            f"registry's speculative-decoding table, built only when the user configures speculative "
+            f"decoding (an explicit choice, off by default: opt-in); no other route reaches `{name}` there: "
+            f"the plugin replaces vLLM's own model classes for {archs}", entry)
 
     spans = {i: s for i, s in plain.unreached_spans(kept).items() if i not in whole}
     results, _count = ascendfacts30.lowered(results, spans, via)
