@@ -200,10 +200,12 @@ def _is_custom_op(unit) -> bool:
 
 def module_instances(tree) -> list:
     """(statement, target) of each module-level `NAME = Class()` of the module (ascendmodels32, round
-    32 GB#38: `_SAVE_PARTIAL_STATES_KERNEL = SavePartialStatesKernel()`): a class of the same module
-    that defines no `__init__`/`__new__` (nor does a base of that module), built with constant
-    arguments only, its target bound once, so the statement runs nothing of the module's own code
-    but the class body; what the instance's methods launch runs only when code reads the name."""
+    32 GB#38: `_SAVE_PARTIAL_STATES_KERNEL = SavePartialStatesKernel()`): an undecorated class of the
+    same module that defines no `__init__`/`__new__`/`__post_init__` (nor does a base of that
+    module), built with constant arguments only, its target bound once, so the statement runs
+    nothing of the module's own code but the class body; what the instance's methods launch runs
+    only when code reads the name. (A base from another module runs its own `__init__`: vLLM's
+    VllmJitKernel only traces `dispatch` and fills a cache.)"""
     if tree is None:
         return []
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
@@ -216,8 +218,9 @@ def module_instances(tree) -> list:
         cls = classes.get(name)
         if cls is None or name in seen:
             return cls is None and name not in seen  # (a base outside the module: its own code)
-        if any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in ("__init__", "__new__")
-               for n in cls.body):
+        # (a decorated class, a dataclass's `__post_init__`: code of the module that building runs)
+        if cls.decorator_list or any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in (
+                "__init__", "__new__", "__post_init__") for n in cls.body):
             return False
         bases = [b.id if isinstance(b, ast.Name) else b.value.id if isinstance(b, ast.Subscript) and isinstance(
             b.value, ast.Name) else None for b in cls.bases]

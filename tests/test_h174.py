@@ -273,3 +273,16 @@ def test_deepseek_v41_engram_module_the_plugin_imports_stays_an_error(tmp_path):
     report, files = _run(tmp_path)
     engram = _at(report, ENGRAM, "NPU910", "@triton.jit", files)
     assert engram["severity"] == "error" and "vllm-ascend" not in engram["message"]
+
+
+def test_instance_of_a_dataclass_running_post_init_at_import_stays_an_error(tmp_path):
+    """Nearest true case: a dataclass whose `__post_init__` launches the kernel; the generated
+    `__init__` runs it when the module builds the instance at import: kept as an error."""
+    states = SAVE_STATES.replace("from vllm.triton_utils import tl, triton\n",
+                                 "from dataclasses import dataclass\n\nfrom vllm.triton_utils import tl, triton\n")
+    states = states.replace("class SavePartialStatesKernel(KernelBase):", "@dataclass\nclass SavePartialStatesKernel(KernelBase):")
+    states = states.replace("    def __call__(self, x):", "    def __post_init__(self):\n"
+                            "        self.kernel[(1,)](None, 1)\n\n    def __call__(self, x):")
+    report, files = _run(tmp_path, {STATES: states})
+    kernel = _at(report, STATES, "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "error" and "vllm-ascend" not in kernel["message"]
