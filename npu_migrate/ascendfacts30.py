@@ -106,7 +106,7 @@ def vllm_root(results, text_of) -> Optional[str]:
 
 
 def _span(unit) -> tuple:
-    first = min([unit.lineno, *(d.lineno for d in unit.decorator_list)])
+    first = min([unit.lineno, *(d.lineno for d in getattr(unit, "decorator_list", ()))])
     return first, unit.end_lineno or unit.lineno
 
 
@@ -207,12 +207,53 @@ def _is_custom_op(unit) -> bool:
     return False
 
 
+def module_instances(tree) -> list:
+    """(statement, target) of each module-level `NAME = Class()` of the module (ascendmodels32, round
+    32 GB#38: `_SAVE_PARTIAL_STATES_KERNEL = SavePartialStatesKernel()`): an undecorated class of the
+    same module that defines no `__init__`/`__new__`/`__post_init__` (nor does a base of that
+    module), built with constant arguments only, its target bound once, so the statement runs
+    nothing of the module's own code but the class body; what the instance's methods launch runs
+    only when code reads the name. (A base from another module runs its own `__init__`: vLLM's
+    VllmJitKernel only traces `dispatch` and fills a cache.)"""
+    if tree is None:
+        return []
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    bound: dict = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound[node.id] = bound.get(node.id, 0) + 1
+
+    def builds(name, seen=()) -> bool:
+        cls = classes.get(name)
+        if cls is None or name in seen:
+            return cls is None and name not in seen  # (a base outside the module: its own code)
+        # (a decorated class, a dataclass's `__post_init__`: code of the module that building runs)
+        if cls.decorator_list or any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in (
+                "__init__", "__new__", "__post_init__") for n in cls.body):
+            return False
+        bases = [b.id if isinstance(b, ast.Name) else b.value.id if isinstance(b, ast.Subscript) and isinstance(
+            b.value, ast.Name) else None for b in cls.bases]
+        return all(b is None or b not in classes or builds(b, (*seen, name)) for b in bases)
+
+    out = []
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        call, target = stmt.value, stmt.targets[0].id
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in classes
+                and bound.get(target) == 1 and target not in classes
+                and all(isinstance(a, ast.Constant) for a in (*call.args, *(k.value for k in call.keywords)))
+                and builds(call.func.id)):
+            out.append((stmt, target))
+    return out
+
+
 class _Package:
     """The units of some modules of the run and which of them code outside or a reached unit names."""
 
     def __init__(self, results, text_of, members: list, cut: frozenset = frozenset(),
                  rebound_in: Optional[dict] = None, rebound_from: frozenset = frozenset(),
-                 own_globals: bool = True) -> None:
+                 own_globals: bool = True, instances: bool = False) -> None:
         from . import astcache
 
         self.results, self.text_of, self.cut = results, text_of, cut
@@ -232,6 +273,14 @@ class _Package:
             for node in tree.body if tree is not None else ():
                 if isinstance(node, _UNITS):
                     self.units.setdefault(node.name, []).append((i, node))
+        # (ascendmodels32 since wave 33, `instances`: a module-level `_KERNEL = KernelClass()` is a
+        # unit of its own, named by its target: building it at import launches nothing, reading it does)
+        self.instances: set = set()
+        for i in members if instances else ():
+            for stmt, target in module_instances(self.trees[i]):
+                if target not in self.units:
+                    self.units[target] = [(i, stmt)]
+                    self.instances.add(id(stmt))
         self.names = frozenset(self.units)
         self.edges: dict = {}  # unit name -> module-level statements that only extend it
         self.why: dict = {}  # reached unit name -> what names it first
@@ -294,7 +343,7 @@ class _Package:
             tops, edges = [], []
             for stmt in tree.body:
                 if isinstance(stmt, (*_UNITS, ast.Import, ast.ImportFrom)) or isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets):
+                        isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) or id(stmt) in self.instances:
                     continue
                 owner = _owner(stmt)
                 (edges if owner in self.names else tops).append((owner, stmt))

@@ -27,11 +27,24 @@ finding whose every line lies in units not reached becomes info, its message nam
 its source (an external fact that can change with the plugin's version: never a scope, never
 dropped). Applied only when the project is vLLM itself (ascendfacts30.vllm_root).
 
-Not answered here: an architecture registered only by a fork of vllm-ascend (DeepSeek V4.1 in
-`vllm-ascend-v41-private`, round 32 GC#20, GC#36), kernels vllm-ascend rebinds inside a shared
-module (the FLA `chunk_gated_delta_rule` of GC#37), and a vLLM class the plugin subclasses whose
-methods it overrides (Kimi K3's `KimiK3DeltaAttention`, GC#15, GC#39): the subclass keeps the
-whole class reached.
+Wave 33 (h174, round 32 GB#29, GB#38, GC#20):
+
+* a module-level `_KERNEL = KernelClass()` (ascendfacts30.module_instances: a class of the module
+  with no `__init__`/`__new__` of its own, constant arguments, the name bound once) is a unit of its
+  own, reached when code reads the name: building it at import launches nothing (DeepSeek V4's
+  `_SAVE_PARTIAL_STATES_KERNEL`, read only by vLLM's own Compressor, GB#38);
+* a route the facts leave open only through an architecture of the registry's `[draft_routes]`
+  tables (`_SPECULATIVE_DECODING_MODELS`: "MiniMaxM3MTP", "DSparkV41DraftModel") is built only when
+  the user configures speculative decoding: what only such routes reach is opt-in (policy P1), info
+  naming the draft and the fact (GB#29); what the main routes reach keeps its severity;
+* DeepSeek V4.1 (commit 0dcdd80d), with the Engram and image-preprocessing modules the plugin
+  imports reached whole (GC#20).
+
+Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
+called by layers/mhc.py; the FLA `solve_tril` of GC#37, also reached by the KDA ops and vendored
+copies), and a vLLM class the plugin subclasses and calls up to (Kimi K3's `KimiK3DeltaAttention`:
+AscendKimiK3DeltaAttention returns its own backend but calls `super().forward`, GC#15, GC#39,
+GA#2): the subclass keeps the whole class reached. Qwen4Exp is registered at commit 000736f0 only.
 """
 
 from __future__ import annotations
@@ -43,7 +56,10 @@ from . import ascendfacts30
 
 
 def _registry_targets(tree) -> list:
-    """(architecture, module, class) of each `"Arch": ("module", "Class")` pair of the file's dicts."""
+    """(architecture, module, class, table) of each `"Arch": ("module", "Class")` pair of the file's
+    dicts; `table`: the module-level name the dict is assigned to ("" for another dict)."""
+    tables = {id(stmt.value): stmt.targets[0].id for stmt in tree.body
+              if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)}
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Dict):
@@ -52,28 +68,28 @@ def _registry_targets(tree) -> list:
             if (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Tuple)
                     and len(value.elts) == 2 and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
                                                      for e in value.elts)):
-                out.append((key.value, value.elts[0].value, value.elts[1].value))
+                out.append((key.value, value.elts[0].value, value.elts[1].value, tables.get(id(node), "")))
     return out
 
 
-def _open_routes(results, text_of, registry: list, replaced: set, modules: set, names: frozenset) -> Optional[set]:
-    """The unit names the registry files map an architecture the facts do not replace to; None where
-    one does not parse."""
+def _open_routes(results, text_of, registry: list, replaced: set, modules: set, names: frozenset) -> Optional[dict]:
+    """{unit name: (architecture, table)} of what the registry files map an architecture the facts do
+    not replace to; None where one does not parse."""
     from . import astcache
 
-    out: set = set()
+    out: dict = {}
     for i in registry:
         data = text_of(i)
         tree = astcache.parse(data) if data else None
         if tree is None:
             return None
-        for arch, module, cls in _registry_targets(tree):
+        for arch, module, cls, table in _registry_targets(tree):
             if arch in replaced or cls not in names:
                 continue
             # (a bare module name is one of the registry's own folder, `("qwen3_dspark", ...)`: any
             # member of that last name is taken for it)
             if module in modules or any(n.endswith("." + module) for n in modules):
-                out.add(cls)
+                out.setdefault(cls, []).append((arch, table))
     return out
 
 
@@ -92,7 +108,7 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     """`review` for the members of one `[[models]]` entry."""
     from .modpaths import module_names
 
-    package = ascendfacts30.Package(results, text_of, members)
+    package = ascendfacts30.Package(results, text_of, members, instances=True)
     modules = {name for i in members for name in module_names(results[i].relpath)}
     routes = _open_routes(results, text_of, registry, replaced, modules, package.names)
     if routes is None:
@@ -101,10 +117,10 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     whole, seeds = _plugin_seeds(results, prefix, members, of)
     # (the registry stays an outside file: an import or a dotted string there still reaches)
     inside = set(members)
-    reached = package.reached([j for j in library if j not in inside], whole, routes | seeds)
+    outside = [j for j in library if j not in inside]
+    reached = package.reached(outside, whole, frozenset(routes) | seeds)
     if reached is None:
         return results
-    spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
     archs = ", ".join(f'"{a}"' for a in entry["architectures"])
 
     def note(name):
@@ -113,7 +129,32 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
             f"(`{name}` is named only by the code of those models, and not by what the plugin's own models "
             f"import from vLLM)", entry)
 
+    spans = {i: s for i, s in package.unreached_spans(reached).items() if i not in whole}
     results, _count = ascendfacts30.lowered(results, spans, note)
+    # (wave 33, round 32 GB#29: a route open only through a draft architecture of the registry's
+    # speculative-decoding table is built only when the user configures speculative decoding: what
+    # only such routes reach is opt-in (policy P1), info naming the drafts and the fact)
+    tables = frozenset(ascendfacts30.facts().get("draft_routes", {}).get("tables", ()))
+    drafts = {name: sorted(a for a, t in places if t in tables) for name, places in routes.items()}
+    main = frozenset(n for n, places in routes.items() if any(t not in tables for _a, t in places))
+    if not tables or main == frozenset(routes):
+        return results
+    plain = ascendfacts30.Package(results, text_of, members, instances=True)
+    kept = plain.reached(outside, whole, main | seeds)
+    if kept is None:
+        return results
+
+    named = ", ".join(f'"{a}"' for a in sorted({a for n, archs in drafts.items() if n not in main for a in archs}))
+
+    def via(name):
+        return ascendfacts30.note_for(
+            f"this code is reached on an Ascend host only through vLLM's {named}, a draft model of the "
+            f"registry's speculative-decoding table, built only when the user configures speculative "
+            f"decoding (an explicit choice, off by default: opt-in); no other route reaches `{name}` there: "
+            f"the plugin replaces vLLM's own model classes for {archs}", entry)
+
+    spans = {i: s for i, s in plain.unreached_spans(kept).items() if i not in whole}
+    results, _count = ascendfacts30.lowered(results, spans, via)
     return results
 
 
