@@ -118,6 +118,7 @@ class _Gates:
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
         self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
         self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
+        self.first_failures: dict = {}  # (module -> its first never-on-NPU top-level import: importfirst33.py)
 
     def _local_names(self, function) -> frozenset:
         """flagtruth.local_names(function), worked out once per function (a walk of the whole
@@ -301,6 +302,10 @@ class _Gates:
             from .testscopes import HELPER_NOTE
             why = scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
             return f"in a test an NPU host skips: `{' '.join(why.split())[:80]}`"
+        from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first: importfirst33.py)
+        failed = after_failing_import(self, j, tree, node)
+        if failed is not None:
+            return failed
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \

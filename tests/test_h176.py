@@ -103,3 +103,78 @@ def test_probe_check_after_a_return_path_stays_an_error(tmp_path):
     if not has_cutedsl():''')
     finding = _kernel_import(_indexer_project(tmp_path, indexer))
     assert finding["severity"] == "error"
+
+
+# ------------------------------------------------------------------ FA#33: importers failing first
+HELPER = '''def fake_stream():
+    import cutlass.cute as cute
+
+    return cute.runtime.make_fake_stream()
+
+
+class CuteKernel:
+    def compile(self, key):
+        return fake_stream()
+'''
+IMPORTER = '''import cutlass
+import torch
+
+from proj.warmup.cute_helper import CuteKernel
+
+
+class IndexerKernel(CuteKernel):
+    def __call__(self, x):
+        return self.compile(x.shape)
+'''
+# (the nearest true case: an importer that loads without cutlass, its own import guarded)
+GUARDED_IMPORTER = '''try:
+    import cutlass
+except ImportError:
+    cutlass = None
+
+from proj.warmup.cute_helper import CuteKernel
+
+
+class IndexerKernel(CuteKernel):
+    def __call__(self, x):
+        return self.compile(x.shape)
+'''
+
+
+def _helper_project(tmp_path, second: str):
+    files = {
+        "proj/__init__.py": "",
+        "proj/warmup/__init__.py": "",
+        "proj/warmup/cute_helper.py": HELPER,
+        "proj/ops/__init__.py": "",
+        "proj/ops/indexer_cutedsl.py": IMPORTER,
+        "proj/ops/compress_cutedsl.py": second,
+    }
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _helper_import(report: dict):
+    return [f for f in report["findings"] if f["path"] == "proj/warmup/cute_helper.py" and f["code"] == "NPU911"]
+
+
+def test_lazy_helper_import_reached_only_from_modules_failing_first_is_a_scope(tmp_path):
+    """FA#33: the helper's lazy `import cutlass.cute` runs only through `CuteKernel`, whose every
+    subclass lives in a module that imports cutlass unguarded at module level first: where cutlass
+    is missing those modules stop at that import. A named scope naming the import and its line."""
+    report = _helper_project(tmp_path, IMPORTER.replace("IndexerKernel", "CompressKernel"))
+    assert _helper_import(report) == []
+    scopes = [s for s in report["skipped"] if s["path"] == "proj/warmup/cute_helper.py"]
+    assert scopes and "not run on an NPU host" in scopes[0]["reason"]
+    assert "after `import cutlass` (line 1)" in scopes[0]["reason"]
+    # (the importers keep theirs: one error, the folder's other module folded into it)
+    kept = [f for f in report["findings"] if f["code"] == "NPU911" and f["path"].startswith("proj/ops/")]
+    assert len(kept) == 1 and kept[0]["severity"] == "error"
+    assert "indexer_cutedsl.py" in kept[0]["path"] + kept[0]["message"]
+    assert "compress_cutedsl.py" in kept[0]["path"] + kept[0]["message"]
+
+
+def test_lazy_helper_import_reached_from_a_module_loading_without_the_package_stays_reported(tmp_path):
+    """Nearest true case: one importer guards its own `import cutlass`, so it loads on an NPU host
+    and its kernel reaches the helper's import, which fails there."""
+    found = _helper_import(_helper_project(tmp_path, GUARDED_IMPORTER))
+    assert len(found) == 1 and found[0]["severity"] == "error"
