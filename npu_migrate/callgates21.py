@@ -118,6 +118,7 @@ class _Gates:
         self.stores_of: dict = {}  # (id(function) -> (it, {name: how many stores}): one walk each)
         self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
         self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
+        self.unit_module: Optional[int] = None  # (set by _sites around its dead() question: importfirst33.py)
         self.first_failures: dict = {}  # (module -> its first never-on-NPU top-level import: importfirst33.py)
 
     def _local_names(self, function) -> frozenset:
@@ -303,7 +304,7 @@ class _Gates:
             why = scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
             return f"in a test an NPU host skips: `{' '.join(why.split())[:80]}`"
         from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first: importfirst33.py)
-        failed = after_failing_import(self, j, tree, node)
+        failed = after_failing_import(self, self.unit_module, j, tree, node)
         if failed is not None:
             return failed
         child, current = node, parents.get(id(node))
@@ -462,7 +463,9 @@ class _Gates:
                     return None
                 if j == i and _inside(node, unit, parents):
                     continue  # (its own recursion, `self.method()` inside the class)
+                self.unit_module = i  # (the referenced unit's module, for importfirst33.py)
                 why = self.dead(j, tree, parents, node)
+                self.unit_module = None
                 if why is None and isinstance(unit, ast.ClassDef):  # (`self.A = C()` read only where dead: instances29.py)
                     from .instances29 import unread_instance
                     why = unread_instance(self, j, tree, parents, node, unit)

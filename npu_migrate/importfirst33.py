@@ -24,6 +24,9 @@ importers are gated), so the work is still reported where it is; the helper's la
 runs only once the importer's has succeeded, becomes a named scope when every other reference is
 dead too (callgates21's rule). A module-level reference before the import, an import inside a
 `try` or an `if`, a package an NPU host may install (triton, xformers, bitsandbytes): no gate.
+Nor for a unit of a module that itself fails first (its own findings are the per-file folds' and
+firstfail22's: tests/test_h73.py), nor where the referring module imports the unit's module before
+its failing import (the unit's module then loads, and import-time code may run: tests/test_h125.py).
 One scan of a module's top level, memoized on the walk.
 """
 
@@ -62,14 +65,53 @@ def first_failure(tree: ast.Module) -> Optional[tuple[int, int, str, str]]:
     return None
 
 
-def after_failing_import(gates, j: int, tree: ast.Module, node: ast.AST) -> Optional[str]:
-    """The reason `node` of module j never runs on an NPU host (after the module's own import of a
-    never-installed package), or None. Memoized per module on `gates`."""
+def _loads_before(run, i: int, j: int, tree: ast.Module, line: int) -> bool:
+    """Module j's code before its failing import (at `line`) may import module i (by any dotted
+    name of it, a package holding it, or a module it holds): i loads there whatever j does next."""
+    from .modpaths import module_names, resolve_relative
+
+    names = module_names(run.results[i].relpath)
+    importer = run.results[j].relpath
+
+    def near(full: str) -> bool:
+        return any(full == n or n.startswith(full + ".") or full.startswith(n + ".") for n in names)
+
+    for statement in tree.body:
+        if statement.lineno >= line:
+            break
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Import) and any(near(a.name) for a in node.names):
+                return True
+            if isinstance(node, ast.ImportFrom):
+                base = resolve_relative(importer, node.level, node.module or "").replace("/", ".") \
+                    if node.level else (node.module or "")
+                if near(base) or any(near(f"{base}.{a.name}") for a in node.names):
+                    return True
+    return False
+
+
+def after_failing_import(gates, i: Optional[int], j: int, tree: ast.Module, node: ast.AST) -> Optional[str]:
+    """The reason `node` of module j, a reference to a unit of module i, never runs on an NPU host
+    (after module j's own import of a never-installed package), or None. Not for a unit of a module
+    that fails first itself (its findings are the per-file folds' and firstfail22's), nor where j
+    imports module i before its failing import (i's own import-time code runs there: a loader may
+    compile at import, tests/test_h125.py). Memoized per module on `gates`."""
+    if i is None or i == j:
+        return None
     memo = gates.first_failures
-    if j not in memo:
-        memo[j] = first_failure(tree)
+    for k in (i, j):
+        if k not in memo:
+            tree_k = tree if k == j else gates.run.tree(k)
+            memo[k] = first_failure(tree_k) if tree_k is not None else None
+    if memo[i] is not None:
+        return None
     found = memo[j]
     if found is None or getattr(node, "lineno", 0) <= found[0]:
         return None
-    _end, line, package, shown = found
+    end, line, package, shown = found
+    key = ("before", i, j)
+    if key not in memo:
+        memo[key] = _loads_before(gates.run, i, j, tree, line)
+    if memo[key]:
+        return None
     return f"after `{shown}` (line {line}), which fails where `{package}` is missing, as on an NPU host"
