@@ -303,10 +303,6 @@ class _Gates:
             from .testscopes import HELPER_NOTE
             why = scope[2].split(": ", 1)[1] if scope[2].startswith(HELPER_NOTE) else scope[2]
             return f"in a test an NPU host skips: `{' '.join(why.split())[:80]}`"
-        from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first: importfirst33.py)
-        failed = after_failing_import(self, self.unit_module, j, tree, node)
-        if failed is not None:
-            return failed
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
@@ -340,7 +336,8 @@ class _Gates:
                     elif isinstance(stmt, ast.Assert) and self.truth(j, tree, parents, stmt.test, stmt, used) is False:
                         return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
             child, current = current, parents.get(id(current))
-        return None
+        from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first, the gates above aside: importfirst33.py)
+        return after_failing_import(self, self.unit_module, j, tree, node)
 
     def _flag_gated(self, j: int, test: ast.AST) -> bool:
         """A conditional expression's test that calls a function of the run whose body returns `FLAG
