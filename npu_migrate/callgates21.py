@@ -119,6 +119,8 @@ class _Gates:
         self.guards: dict = {}  # ((module, class, attr) -> attrflags27.raise_implied's guard)
         self.built: dict = {}  # ((module, id(class), member) -> capchains30.member_classes: asked again per read)
         self.shadows: dict = {}  # (id(function) -> (it, its own locals): attrflags27.shadowed)
+        self.unit_module: Optional[int] = None  # (set by _sites around its dead() question: importfirst33.py)
+        self.first_failures: dict = {}  # (module -> its first never-on-NPU top-level import: importfirst33.py)
 
     def _local_names(self, function) -> frozenset:
         """flagtruth.local_names(function), worked out once per function (a walk of the whole
@@ -332,7 +334,8 @@ class _Gates:
                     elif isinstance(stmt, ast.Assert) and self.truth(j, tree, parents, stmt.test, stmt, used) is False:
                         return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
             child, current = current, parents.get(id(current))
-        return None
+        from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first, the gates above aside: importfirst33.py)
+        return after_failing_import(self, self.unit_module, j, tree, node)
 
     def _flag_gated(self, j: int, test: ast.AST) -> bool:
         """A conditional expression's test that calls a function of the run whose body returns `FLAG
@@ -455,7 +458,9 @@ class _Gates:
                     return None
                 if j == i and _inside(node, unit, parents):
                     continue  # (its own recursion, `self.method()` inside the class)
+                self.unit_module = i  # (the referenced unit's module, for importfirst33.py)
                 why = self.dead(j, tree, parents, node)
+                self.unit_module = None
                 if why is None and isinstance(unit, ast.ClassDef):  # (`self.A = C()` read only where dead: instances29.py)
                     from .instances29 import unread_instance
                     why = unread_instance(self, j, tree, parents, node, unit)

@@ -216,6 +216,10 @@ def _guard(resolver: _Resolver, j: int, line: int, packages: set[str]) -> Option
                 detail = f"`{shown}`" + (f" (`{how}`)" if how != shown else "")
                 return "probe", f"under {detail}, a probe of `{package}`"
         child, current = current, parent.get(id(current))
+    from .raisecalls33 import raised_before  # (after a call of a helper raising first where the probe fails: raisecalls33.py)
+    raised = raised_before(resolver, j, tree, parent, statement, packages)
+    if raised is not None:
+        return "probe", raised
     holders = _holders(statement, parent)
     # in a platform-dispatched op's CUDA method
     reason = cuda_dispatch_reason(tree, holders)
