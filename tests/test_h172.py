@@ -144,3 +144,102 @@ def test_kernel_module_also_imported_without_the_gate_keeps_the_error(tmp_path):
     '''
     report = migrate_json(write_project(tmp_path, _triton_files(extra=extra), dedent=True))
     assert _none_info(_rope(report)), _rope(report)
+
+
+# ----------------------------------------------------------------------------- GB#10: an AMP type only a config names
+def _amp_files(initialize: str = "") -> dict:
+    return {
+        "clai/__init__.py": "",
+        "clai/amp/amp_type.py": '''
+            from enum import Enum
+
+
+            class AMP_TYPE(Enum):
+                APEX = "apex"
+                TORCH = "torch"
+                NAIVE = "naive"
+        ''',
+        "clai/amp/apex_amp/__init__.py": '''
+            def convert_to_apex_amp(model, optimizer, amp_config):
+                import apex.amp as apex_amp
+
+                model, optimizer = apex_amp.initialize(model, optimizer, **amp_config)
+                return model, optimizer
+
+
+            __all__ = ["convert_to_apex_amp"]
+        ''',
+        "clai/amp/__init__.py": '''
+            from .amp_type import AMP_TYPE
+            from .apex_amp import convert_to_apex_amp
+
+            __all__ = ["convert_to_amp", "convert_to_apex_amp", "AMP_TYPE"]
+
+
+            def convert_to_amp(model, optimizer, mode: AMP_TYPE, amp_config=None):
+                assert isinstance(mode, AMP_TYPE), f"expected AMP_TYPE, got {type(mode)}"
+                if amp_config is None:
+                    amp_config = {}
+                if mode == AMP_TYPE.TORCH:
+                    model = model.half()
+                elif mode == AMP_TYPE.APEX:
+                    model, optimizer = convert_to_apex_amp(model, optimizer, amp_config)
+                elif mode == AMP_TYPE.NAIVE:
+                    model = model.float()
+                return model, optimizer
+        ''',
+        "clai/initialize.py": initialize or '''
+            from clai.amp import AMP_TYPE, convert_to_amp
+
+
+            def initialize(model, optimizer, config):
+                fp16_cfg = config.get("fp16", None)
+                if fp16_cfg is not None and fp16_cfg.get("mode") is not None:
+                    cfg = dict(fp16_cfg)
+                    amp_mode = cfg.pop("mode")
+                    if amp_mode == AMP_TYPE.NAIVE:
+                        cfg["clip_grad_norm"] = 1.0
+                    model, optimizer = convert_to_amp(model, optimizer, mode=amp_mode, amp_config=cfg)
+                return model, optimizer
+        ''',
+    }
+
+
+def _apex(report: dict) -> dict:
+    return findings_at(report, "clai/amp/apex_amp/__init__.py", "NPU902")
+
+
+def test_apex_reached_only_under_an_enum_member_the_library_only_compares_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _amp_files(), dedent=True))
+    found = _apex(report)
+    assert _all_info(found), found
+    message = next(iter(found.values()))["message"]
+    assert "`mode == AMP_TYPE.APEX`" in message and "(the choice `AMP_TYPE.APEX`)" in message, message
+
+
+def test_apex_member_the_library_sets_as_a_default_keeps_the_error(tmp_path):
+    # (nearest true case: the library itself picks Apex when the configuration names no mode)
+    initialize = '''
+        from clai.amp import AMP_TYPE, convert_to_amp
+
+
+        def initialize(model, optimizer, config):
+            amp_mode = config.get("fp16_mode") or AMP_TYPE.APEX
+            return convert_to_amp(model, optimizer, mode=amp_mode, amp_config={})
+    '''
+    report = migrate_json(write_project(tmp_path, _amp_files(initialize), dedent=True))
+    assert _none_info(_apex(report)), _apex(report)
+
+
+def test_apex_member_built_from_a_string_keeps_the_error(tmp_path):
+    # (nearest true case: the library builds the member from a value it may compute itself)
+    initialize = '''
+        from clai.amp import AMP_TYPE, convert_to_amp
+
+
+        def initialize(model, optimizer, config, default="apex"):
+            amp_mode = AMP_TYPE(config.get("fp16_mode", default))
+            return convert_to_amp(model, optimizer, mode=amp_mode, amp_config={})
+    '''
+    report = migrate_json(write_project(tmp_path, _amp_files(initialize), dedent=True))
+    assert _none_info(_apex(report)), _apex(report)
