@@ -342,7 +342,6 @@ def _selected_call(call: ast.Call, parent: dict, selects) -> Optional[str]:
 
 # (public: enumconfigs33.py reads the run's enums as this module does)
 NOT_A_CHOICE = _NOT_A_CHOICE
-is_enum = _is_enum
 resolves = _resolves
 enum_values = _enum_values
 member_names = _names

@@ -23,19 +23,22 @@ The library never produces `AMP_TYPE.APEX`: every reference to it is an operand 
 member reaches `mode` only from the user's configuration file (`fp16 = dict(mode=AMP_TYPE.APEX)`), so
 the Apex path is the user's explicit backend choice (P1), as enumchoices29 reads a member a
 command-line option offers. `compared_only(trees)` gives such members: "Cls.MEMBER" of a module-level
-`...Enum` class of the library whose every library reference (tests, benchmarks and examples aside:
-testcallers27's library) is `Cls.MEMBER` compared (`==`, `!=`, `is`, `in` a literal tuple), an
-annotation, an `isinstance` test or an import; the member not a device, backend or default word
+class whose one base is `Enum`, no member of which the library produces: every library reference
+(tests, benchmarks and examples aside: testcallers27's library) is `Cls.MEMBER` compared (`==`,
+`!=`, `is`, `in` a literal tuple), an annotation, an `isinstance` test or an import (the enum is
+a vocabulary of the user's input); the member not a device, backend or default word
 (enumchoices29's `_NOT_A_CHOICE`: `AUTO`, `NONE`, `CUDA`, ...), in an enum no instance method of
 which resolves to another member. testcallers27 then reads a reference in the body of `if x ==
 Cls.MEMBER:` (or `elif`) as chosen: info "reached on an NPU host only when `mode == AMP_TYPE.APEX`
 (the choice `AMP_TYPE.APEX`) is chosen ...". Never dropped.
 
-Kept (the nearest true cases): a member the library itself uses as a value (a default `mode:
-AMP_TYPE = AMP_TYPE.APEX`, a stored or returned member: a state the code reaches on its own, as
-SGLang's `ForwardMode.DECODE`), an enum the library builds from a value (`AMP_TYPE(name)`,
-`AMP_TYPE[name]`), iterates or subclasses (any member may come out), a reference under `!=` or in an
-`else:`.
+Kept (the nearest true cases): an enum one member of which the library itself uses as a value (a
+default `mode: AMP_TYPE = AMP_TYPE.APEX`, a stored or returned member: a state the code reaches on
+its own, as SGLang's `ForwardMode.DECODE`; a vocabulary another package extends, as vLLM's
+`PlatformEnum.OOT`, which a platform plugin sets while vLLM sets the others), an enum the library builds from a value (`AMP_TYPE(name)`,
+`AMP_TYPE[name]`), iterates or subclasses (any member may come out), an `IntEnum`, a `StrEnum` or a
+`(str, Enum)` (its members equal numbers or strings the library may compute), a reference under `!=`
+or in an `else:`.
 """
 
 from __future__ import annotations
@@ -48,10 +51,10 @@ from . import astcache
 _COMPARE_OPS = (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)
 
 
-def _enums(trees: Iterable[ast.Module]) -> dict:
+def _enums(trees: Iterable[ast.Module], every: dict) -> dict:
     """{class name: [member names]} of the module-level enums no instance method of which resolves
-    to another member, their names defined once."""
-    from .enumchoices29 import NOT_A_CHOICE, enum_values, is_enum, member_names, resolves
+    to another member, their names defined once (`every`: each one's members, default words too)."""
+    from .enumchoices29 import NOT_A_CHOICE, enum_values, member_names, resolves
 
     out: dict = {}
     seen: dict = {}
@@ -59,11 +62,18 @@ def _enums(trees: Iterable[ast.Module]) -> dict:
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 seen[node.name] = seen.get(node.name, 0) + 1
-                if is_enum(node) and not resolves(node):
+                if _plain_enum(node) and not resolves(node):
                     values = enum_values(node)
+                    every[node.name] = set(member_names(node))
                     out[node.name] = [n for n in member_names(node) if n.lower() not in NOT_A_CHOICE
                                       and str(values.get(n, n)).lower() not in NOT_A_CHOICE]
     return {name: members for name, members in out.items() if seen.get(name) == 1 and members}
+
+
+def _plain_enum(node: ast.ClassDef) -> bool:
+    """A class whose one base is `Enum` itself: no `IntEnum`/`StrEnum`/`(str, Enum)`, whose members
+    compare equal to plain numbers or strings the library may compute."""
+    return len(node.bases) == 1 and not node.keywords and astcache.dotted(node.bases[0]) in ("Enum", "enum.Enum")
 
 
 def _compared(node: ast.AST, parents: dict) -> bool:
@@ -108,39 +118,37 @@ def _in_annotation(node: ast.AST, parents: dict) -> bool:
 def compared_only(trees_naming: Callable[[bytes], Iterable[ast.Module]]) -> frozenset:
     """"Cls.MEMBER" of each library enum member the library only compares (this module's doc).
     `trees_naming(word)`: the library's trees whose text holds `word`."""
-    enums = _enums(trees_naming(b"Enum"))
-    out: set = set()
-    for name, members in enums.items():
-        used: set = set()  # (members the library uses as a value)
-        whole = True
-        for tree in trees_naming(name.encode()):
-            parents = astcache.parents(tree)
-            for node in astcache.walk(tree):
-                if isinstance(node, ast.ClassDef) and any((astcache.dotted(b) or "").rsplit(".", 1)[-1] == name
-                                                          for b in node.bases):
-                    whole = False  # (a subclass: its members and methods are another story)
-                ref = (isinstance(node, ast.Name) and node.id == name) or (
-                    isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load))
-                if not ref or not isinstance(node.ctx, ast.Load):
-                    continue
-                up = parents.get(id(node))
-                if isinstance(up, ast.Attribute) and up.value is node:
-                    if up.attr in members or up.attr not in ("value", "name"):
-                        if up.attr in members:
-                            if not _compared(up, parents):
-                                used.add(up.attr)
-                        elif not up.attr.startswith("__") and up.attr.isupper():
-                            used.add(up.attr)  # (a member a device word names: none of ours)
-                        else:
-                            whole = False  # (`Cls.__members__`, `Cls._missing_`, a method: built otherwise)
-                    continue
-                if isinstance(up, ast.ClassDef):
-                    continue
-                if _harmless(node, parents) or _in_annotation(node, parents):
-                    continue
-                whole = False  # (`Cls(name)`, `Cls[name]`, `for m in Cls`, handed on: any member may come out)
-            if not whole:
-                break
-        if whole:
-            out.update(f"{name}.{m}" for m in members if m not in used)
-    return frozenset(out)
+    every: dict = {}
+    enums = _enums(trees_naming(b"Enum"), every)
+    if not enums:
+        return frozenset()
+    used: dict = {name: set() for name in enums}  # (members the library uses as a value)
+    whole = set(enums)
+    for tree in trees_naming(b""):
+        parents = None
+        for node in astcache.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    word = (astcache.dotted(base) or "").rsplit(".", 1)[-1]
+                    whole.discard(word)  # (a subclass: its members and methods are another story)
+                continue
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name not in whole or not isinstance(node.ctx, ast.Load):
+                continue
+            if parents is None:
+                parents = astcache.parents(tree)
+            up = parents.get(id(node))
+            if isinstance(up, ast.Attribute) and up.value is node:
+                if up.attr in every[name]:
+                    if not _compared(up, parents):
+                        used[name].add(up.attr)
+                else:
+                    whole.discard(name)  # (`Cls.__members__`, `Cls._missing_`, a method: built otherwise)
+                continue
+            if _harmless(node, parents) or _in_annotation(node, parents):
+                continue
+            whole.discard(name)  # (`Cls(name)`, `Cls[name]`, `for m in Cls`, handed on: any member may come out)
+    # (an enum one member of which the library produces is a state it goes through, or a vocabulary
+    # another package may extend, as vLLM's `PlatformEnum.OOT` that a platform plugin sets: the
+    # members of an enum the library never produces at all are a user's input)
+    return frozenset(f"{name}.{m}" for name in whole if not used[name] for m in enums[name])

@@ -109,6 +109,7 @@ class Predicates:
         self.results, self.library, self.text_of = results, library, text_of
         self.modules = modules
         self.known: dict = {}  # (i, name) -> (variables, "how") or None
+        self.names: set = set()  # (candidates' names: the only calls looked up)
         self._written: dict = {}
         self.run = _EnvRun(results, text_of, self.written)
 
@@ -123,6 +124,7 @@ class Predicates:
                 if isinstance(stmt, _FUNCTIONS) and any(isinstance(n, ast.If) and _env_test(n.test)
                                                         for n in ast.walk(stmt)):
                     out.add(stmt.name.encode())
+        self.names = out
         return out
 
     def written(self, name: str) -> bool:
@@ -157,6 +159,10 @@ class Predicates:
         for node in ast.walk(test):
             if not isinstance(node, ast.Call):
                 continue
+            word = node.func.id if isinstance(node.func, ast.Name) else node.func.attr \
+                if isinstance(node.func, ast.Attribute) else None
+            if word is None or word.encode() not in self.names:
+                continue
             target = None
             if isinstance(node.func, ast.Name) and node.func.id not in local:
                 target = self.run.lookup(i, node.func.id)
@@ -190,9 +196,16 @@ def blocks(i: int, tree: ast.Module, preds: Predicates) -> list:
     if b"(" not in data:
         return []
     out: list = []
+    locals_of: dict = {}
 
     def gate(test: ast.AST, function) -> Optional[tuple]:
-        local = local_names(function)
+        if not any(isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id.encode() in preds.names)
+                   or (isinstance(n.func, ast.Attribute) and n.func.attr.encode() in preds.names))
+                   for n in ast.walk(test)):
+            return None
+        if id(function) not in locals_of:
+            locals_of[id(function)] = local_names(function)
+        local = locals_of[id(function)]
         found = preds.called(i, test, local)
         if not found:
             return None

@@ -7,6 +7,11 @@ stays reported.
   unless `XFORMERS_ENABLE_TRITON=1` is set (its other returns fail a capability check there).
   Nearest true: a predicate whose other return is an unknown probe (`return HAS_TRITON`), a switch
   on by default, a variable the library sets itself, and a second, ungated import site: kept.
+- enumconfigs33.py (GB#10, an enum member only a user's configuration names): ColossalAI's legacy
+  `convert_to_apex_amp` (a lazy `import apex.amp`) called only under `elif mode == AMP_TYPE.APEX:`,
+  a member the library only compares (the mode comes from the user's `fp16` configuration). Nearest
+  true: the library defaulting to the member, building it from a string, or a `(str, Enum)` whose
+  member equals a string the library sets: kept.
 """
 
 from __future__ import annotations
@@ -239,6 +244,36 @@ def test_apex_member_built_from_a_string_keeps_the_error(tmp_path):
 
         def initialize(model, optimizer, config, default="apex"):
             amp_mode = AMP_TYPE(config.get("fp16_mode", default))
+            return convert_to_amp(model, optimizer, mode=amp_mode, amp_config={})
+    '''
+    report = migrate_json(write_project(tmp_path, _amp_files(initialize), dedent=True))
+    assert _none_info(_apex(report)), _apex(report)
+
+
+def test_apex_member_of_a_str_enum_keeps_the_error(tmp_path):
+    # (nearest true case: a `(str, Enum)` member equals the plain string "apex", which the library
+    # may set itself)
+    files = _amp_files('''
+        from clai.amp import convert_to_amp
+
+
+        def initialize(model, optimizer, config):
+            return convert_to_amp(model, optimizer, mode=config.get("fp16_mode", "apex"), amp_config={})
+    ''')
+    files["clai/amp/amp_type.py"] = files["clai/amp/amp_type.py"].replace("class AMP_TYPE(Enum):", "class AMP_TYPE(str, Enum):")
+    report = migrate_json(write_project(tmp_path, files, dedent=True))
+    assert _none_info(_apex(report)), _apex(report)
+
+
+def test_apex_member_of_an_enum_whose_other_member_the_library_sets_keeps_the_error(tmp_path):
+    # (nearest true case: the library produces `AMP_TYPE.TORCH` itself, so the enum is a state it
+    # goes through (or a vocabulary a plugin extends, as vLLM's `PlatformEnum.OOT`), not only input)
+    initialize = '''
+        from clai.amp import AMP_TYPE, convert_to_amp
+
+
+        def initialize(model, optimizer, config):
+            amp_mode = config.get("fp16_mode") or AMP_TYPE.TORCH
             return convert_to_amp(model, optimizer, mode=amp_mode, amp_config={})
     '''
     report = migrate_json(write_project(tmp_path, _amp_files(initialize), dedent=True))
