@@ -338,3 +338,10 @@ def _selected_call(call: ast.Call, parent: dict, selects) -> Optional[str]:
             if found:
                 return f"in `{function.name}` {found}"
     return None
+
+
+# (public: enumconfigs33.py reads the run's enums as this module does)
+NOT_A_CHOICE = _NOT_A_CHOICE
+resolves = _resolves
+enum_values = _enum_values
+member_names = _names

@@ -130,8 +130,9 @@ def _env_switches(results: list, library: list, text_of, modules) -> dict[str, s
 env_switches = _env_switches  # (envskips29.py: a test module skipped unless such a switch is set)
 
 
-def _env_blocks(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, int]]:
-    """(first, last line of the body, variable, line) of each `if envs.X:` (or `if envs.X and ...:`)."""
+def _env_blocks(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, int, str]]:
+    """(first, last line of the body, variable, line, how the site is shown) of each `if envs.X:` (or
+    `if envs.X and ...:`)."""
     out = []
     for node in astcache.walk(tree):
         if not isinstance(node, ast.If) or not node.body:
@@ -140,9 +141,29 @@ def _env_blocks(tree: ast.Module, switches: dict) -> list[tuple[int, int, str, i
         for test in tests:
             if (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and test.value.id == "envs"
                     and test.attr in switches):
-                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, test.attr, node.lineno))
+                out.append((node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno, test.attr, node.lineno,
+                            f"under `if envs.{test.attr}:`"))
                 break
     return out
+
+
+def _predicate_gates(results: list, library: list, text_of, modules, gated: dict) -> dict:
+    """Adds to `gated` the regions past a library predicate false on an NPU host unless an
+    environment variable is set (envpreds33.py); {variable: how} of those predicates."""
+    from .envpreds33 import Predicates, blocks, switches
+
+    preds = Predicates(results, library, text_of, modules)
+    names = preds.candidates()
+    if not names:
+        return {}
+    for i in library:
+        data = text_of(i)
+        if not data or not any(name in data for name in names) or (tree := modules.tree(i)) is None:
+            continue
+        found = blocks(i, tree, preds)
+        if found:
+            gated[i] = [*gated.get(i, ()), *found]
+    return switches(preds)
 
 
 def _type_checking_lines(tree: ast.Module) -> set[int]:
@@ -220,6 +241,8 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             data = text_of(i)
             if data and b"envs." in data and (tree := modules.tree(i)) is not None:
                 gated[i] = _env_blocks(tree, switches)
+    # (h172, round 32 GA#37: past a library predicate false there unless a variable is set: envpreds33.py)
+    switches = {**switches, **_predicate_gates(results, library, text_of, modules, gated)}
     if not registered and not any(gated.values()):
         return results
     # the entry's name is no setting's value anywhere in the library
@@ -308,11 +331,11 @@ def review(results: list, paths: Optional[dict] = None) -> list:
             how = (f"registered at {results[home].relpath}:{reg_line} as `{path}`, loaded lazily when a "
                    f"configuration names it, and imported by no other library module")
         else:
-            sites = sorted({(results[i].relpath, site, block[2], switches[block[2]])
+            sites = sorted({(results[i].relpath, site, block[2], block[4], switches[block[2]])
                             for i, site in importers.get(root, ()) if i not in aside and i not in grown
                             and (block := switched(i, site)) is not None})
             name = " or ".join(dict.fromkeys(f"{s[2]}" for s in sites))
-            shown = "; ".join(f"{p}:{n} under `if envs.{v}:`" for p, n, v, _w in sites[:3])
+            shown = "; ".join(f"{p}:{n} {g}" for p, n, _v, g, _w in sites[:3])
             how = (f"imported only there: {shown}; {', '.join(dict.fromkeys(w for *_r, w in sites))}; "
                    f"imported by no other library module")
         if loader is not None:

@@ -140,7 +140,10 @@ def _make_gates(run):
                     return (t for t in (run.tree(i) for i in library if word in (run.text_of(i) or b"")) if t is not None)
 
                 offered = option_choices(trees(b"choices"), explicit=True)
-                self._enums = (predicates(trees(b"Enum"), offered), members(trees(b"Enum"), offered))
+                from .enumconfigs33 import compared_only
+
+                # (and the members only a user's configuration names, the library only comparing them: enumconfigs33.py)
+                self._enums = (predicates(trees(b"Enum"), offered), members(trees(b"Enum"), offered) | compared_only(trees))
             known, offered_members = self._enums
             if not known and not offered_members:
                 return None
