@@ -123,6 +123,10 @@ PHRASES = (
     # `if X is not None:`, X bound only where a package no NPU host has loads (round 24, BP#37)
     "a custom op registered only where a CUDA-only package loads",
     "proven unreached on an NPU host: ",  # unreached25.UNREACHED: a closing test proven false there (round 25)
+    # firstfail33.py (round 32, GC#24, GC#40, GC#26): after a warm-up call that always fails there, and in a
+    # module whose import of its own package's missing module fails on every host
+    "after a call that fails first on an NPU host",
+    "in a module that cannot be imported on any host",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
