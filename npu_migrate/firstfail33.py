@@ -18,7 +18,8 @@ scope (moot.PHRASES) that names the earlier failure, never a dropped finding:
     (fp8cpu.cannot_run: `cutlass_fused_experts_fp8` calls `prepare_moe_input`, bound only
     `if _is_cuda:`), where that import itself is reported (a finding or a named scope at its line).
   The report-only findings after that statement, in the rest of its block, are never reached on an
-  NPU host. The span goes on past an enclosing `for` (a loop does not catch), past a `try` whose
+  NPU host. A module-level `import triton` whose every read lies there is imported by Triton-Ascend
+  and read only by that code: "runs as written" (TRITON_IMPORT, moot.AS_WRITTEN). The span goes on past an enclosing `for` (a loop does not catch), past a `try` whose
   every handler ends in `return` or `raise` (its `finally`, handlers and `else` left out), and
   stops at a `with` (a context manager may suppress the failure) and at the function's end. Kept:
   a callable that may succeed (portable code, a kernel module whose NPU910 is not an open error,
@@ -27,8 +28,10 @@ scope (moot.PHRASES) that names the earlier failure, never a dropped finding:
 * **In a module that imports a module of its own package that does not exist** (`MISSING_MODULE`,
   GC#26). A module-level, unguarded import (`from colossalai.inference.async_manager import
   start_dynamic_batching`) of a dotted name whose first part is a package of the run (its
-  `__init__.py` in the run, above the importer) and one of whose parts exists neither in the run
-  nor on disk (no `.py`, folder, stub or compiled file of that name in the parent folder) fails on
+  `__init__.py` in the run, in an import root: the run's root or a `src/`/`python/` folder that
+  holds the project's packaging file, `setup.py`, `pyproject.toml`, `setup.cfg` or `PKG-INFO`, so
+  that the tree is the whole package, not a partial copy) and one of whose parts exists neither in
+  the run nor on disk (no `.py`, folder, stub or compiled file of that name in the parent folder) fails on
   every host: the report-only findings after that import are never reached. Kept: a name the
   project's build files or `.gitignore` mention (a compiled extension such as `vllm._C`, a
   generated `_version.py`), a parent whose `__init__.py` edits `sys.modules`, a guarded import,
@@ -46,6 +49,7 @@ from . import astcache
 
 AFTER_FAILING_CALL = "after a call that fails first on an NPU host"
 MISSING_MODULE = "in a module that cannot be imported on any host"
+TRITON_IMPORT = "a Triton import read only after a call that fails first on an NPU host"
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
                 ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.While, ast.For, ast.AsyncFor,
@@ -53,6 +57,7 @@ _CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, as
 _EXITS = (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)
 _BUILD_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "CMakeLists.txt", ".gitignore", "MANIFEST.in")
 _MAX_DEPTH = 3
+_PACKAGING = ("setup.py", "pyproject.toml", "setup.cfg", "PKG-INFO")
 _MAIN = re.compile(rb"^if\s+__name__\s*==\s*[\"']__main__[\"']", re.MULTILINE)
 _SCRIPT_PATH = re.compile(r"(^|/)(tests?|benchmarks?|bench)/|(^|/)(test_|bench(mark)?_)[^/]*\.py$")
 
@@ -328,6 +333,31 @@ def _warmup_spans(i: int, tree: ast.Module, lines: set, failing: _Failing, data:
     return out
 
 
+def _triton_imports_read_after(tree: ast.Module, spans: list) -> list:
+    """(line, line, why) of the module-level Triton imports (`import triton`, `import triton.testing`)
+    whose every read in the file lies in those spans: Triton-Ascend imports them on an NPU host, and
+    what reads them is never reached there (module doc, GC#24)."""
+    if not spans:
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names = {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "triton"}
+            if len(names) != len(node.names):
+                continue
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "triton":
+            names = {a.asname or a.name for a in node.names}
+        else:
+            continue
+        reads = [n.lineno for n in astcache.walk(tree) if isinstance(n, ast.Name) and n.id in names]
+        where = [next((s for s in spans if s[0] <= line <= s[1]), None) for line in reads]
+        if reads and all(where):
+            out.append((node.lineno, node.end_lineno or node.lineno,
+                        f"{TRITON_IMPORT}: its reads (line{'s' if len(reads) > 1 else ''} "
+                        f"{', '.join(map(str, sorted(set(reads))))}) come {where[0][2]}"))
+    return out
+
+
 # ----------------------------------------------------------------------------- missing own modules
 def _missing_module(i: int, tree: ast.Module, results: list, paths: dict, relpaths: set) -> Optional[tuple]:
     """(line, module, missing part) of the first module-level import of a module of the run's own
@@ -363,12 +393,18 @@ def _missing_part(dotted: str, importer: str, root: str, relpaths: set, relative
         base = ""
     else:
         folders = importer.split("/")[:-1]
-        base = next(("/".join(folders[:k]) + "/" if k else "" for k in range(len(folders), -1, -1)
-                     if ("/".join(folders[:k]) + "/" if k else "") + parts[0] + "/__init__.py" in relpaths), None)
+        # (an absolute import starts at an import root: the run's root or a `src/`/`python/` folder, not
+        # itself a package, holding the first part's package; `inference/triton/` beside the importer is not
+        # `triton`, and a namespace folder (no `__init__.py`) is no root)
+        base = next((prefix for prefix in ("/".join(folders[:k]) + "/" if k else "" for k in range(len(folders), -1, -1))
+                     if prefix in ("", "src/", "python/") or prefix.endswith(("/src/", "/python/"))
+                     if prefix + "__init__.py" not in relpaths and prefix + parts[0] + "/__init__.py" in relpaths), None)
         if base is None:
             return None
     if base + parts[0] + "/__init__.py" not in relpaths:
         return None
+    if not any(os.path.isfile(os.path.join(root, base, name)) for name in _PACKAGING):
+        return None  # (a bare folder may be a partial copy of its package: only a packaged project is whole)
     current = base + parts[0]
     for part in parts[1:]:
         if f"{current}/{part}.py" in relpaths or f"{current}/{part}/__init__.py" in relpaths:
@@ -451,6 +487,7 @@ def review(results: list, paths: dict) -> list:
                 pass
         if not blocks:
             continue
+        blocks += _triton_imports_read_after(tree, [b for b in blocks if b[2].startswith(AFTER_FAILING_CALL)])
 
         def reason_of(line: int, blocks=blocks) -> Optional[str]:
             return next((why for a, b, why in blocks if a <= line <= b), None)

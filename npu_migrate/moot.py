@@ -219,6 +219,7 @@ AS_WRITTEN = (
     "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
     "a CUDA name the project's own NPU start-up remaps",  # platformlayer23.STARTUP (round 23, BL#40)
     "a CUDA build probe every torch build answers",  # buildprobes29.BUILD_PROBE (round 29, DA#12)
+    "a Triton import read only after a call that fails first on an NPU host",  # firstfail33.TRITON_IMPORT (GC#24)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

@@ -179,6 +179,27 @@ def test_timing_after_a_warmup_of_a_cuda_gated_function_is_a_named_scope(tmp_pat
     assert "after a call that fails first on an NPU host" in why and "prepare_moe_input" in why, why
 
 
+def test_triton_imports_read_only_after_the_failing_warmup_run_as_written(tmp_path):
+    """GC#24 (`import triton` at lines 4-5): Triton-Ascend imports them, and their only read is the
+    timing the failing warm-up never reaches: named "runs as written", not an error."""
+    report = _script_report(tmp_path)
+    places = _triton_places(report)
+    assert 2 not in places and 3 not in places, places
+    reasons = [s["reason"] for s in report["skipped"] if s.get("path") == SCRIPT_PATH and s.get("start_line") in (2, 3)]
+    assert len(reasons) == 2 and all("a Triton import read only after a call that fails first" in r for r in reasons)
+
+
+def test_triton_import_also_read_before_the_warmup_stays(tmp_path):
+    """Nearest true case: another function of the script times with `do_bench_cudagraph` without a
+    failing warm-up: the import is read where an NPU host goes and stays with that finding."""
+    script = SCRIPT.replace('if __name__ == "__main__":', "def time_plain(fn):\n"
+                            "    return triton.testing.do_bench_cudagraph(fn, rep=100)\n\n\n"
+                            'if __name__ == "__main__":')
+    report = _script_report(tmp_path, script)
+    places = _triton_places(report)
+    assert places.get(2) == "error" and places.get(3) == "error", places
+
+
 def test_timing_after_a_warmup_that_may_pass_stays(tmp_path):
     """Nearest true case: the function calls the gated name only under an `if`, so the warm-up may
     pass on an NPU host: `do_bench_cudagraph` is reached and stays an error."""
@@ -212,7 +233,7 @@ RAY_PATH = "colo/legacy/ray_dist_init.py"
 
 
 def _colo_report(tmp_path, extra: dict | None = None, ray_init: str = RAY_INIT) -> dict:
-    files = {"colo/__init__.py": "", "colo/inference/__init__.py": "", "colo/inference/engine.py": "X = 1\n",
+    files = {"pyproject.toml": '[project]\nname = "colo"\n', "colo/__init__.py": "", "colo/inference/__init__.py": "", "colo/inference/engine.py": "X = 1\n",
              "colo/legacy/__init__.py": "", RAY_PATH: ray_init, **(extra or {})}
     return migrate_json(write_project(tmp_path, files))
 
@@ -241,6 +262,16 @@ def test_module_importing_an_existing_module_keeps_its_finding(tmp_path):
     line = _nccl_line(ray_init)
     assert [f for f in report["findings"] if f["path"] == RAY_PATH and not f["fixable"] and f["line"] == line
             and f["severity"] != "info"], [f for f in report["findings"] if f["path"] == RAY_PATH]
+
+
+def test_module_of_an_unpackaged_folder_keeps_its_finding(tmp_path):
+    """Nearest true case: the same tree without a packaging file may be a partial copy of its
+    package (the missing module may exist where the package is installed): kept."""
+    tree = {"colo/__init__.py": "", "colo/inference/__init__.py": "", "colo/legacy/__init__.py": "", RAY_PATH: RAY_INIT}
+    report = migrate_json(write_project(tmp_path, tree))
+    line = _nccl_line(RAY_INIT)
+    assert [f for f in report["findings"] if f["path"] == RAY_PATH and not f["fixable"] and f["line"] == line
+            and f["severity"] != "info"]
 
 
 def test_module_the_build_makes_keeps_its_finding(tmp_path):
