@@ -1,8 +1,8 @@
-"""Code an NPU host never reaches because a call or an import before it fails first (issue #16,
-round 32 audits GC#24, GC#40, GC#26).
+"""Code an NPU host never reaches because a call, an import or a skip before it fails or stops
+first (issue #16, round 32 audits GC#24, GC#40, GC#26, GC#38).
 
-Whole run (runplan.whole_run_passes, after ascendmodels32.py). Two shapes, each a named "not run"
-scope (moot.PHRASES) that names the earlier failure, never a dropped finding:
+Whole run (runplan.whole_run_passes, after ascendmodels32.py). Three shapes, each a named "not
+run" scope (moot.PHRASES) that names the earlier failure, never a dropped finding:
 
 * **After a warm-up call that fails first** (`AFTER_FAILING_CALL`, GC#24, GC#40). A function's
   statement, reached whenever the function runs (its own body, the body of a `try` or `with` in
@@ -36,6 +36,14 @@ scope (moot.PHRASES) that names the earlier failure, never a dropped finding:
   project's build files or `.gitignore` mention (a compiled extension such as `vllm._C`, a
   generated `_version.py`), a parent whose `__init__.py` edits `sys.modules`, a guarded import,
   an import of a package outside the run, a run that does not hold the package's `__init__.py`.
+* **A test-support helper only skipped test modules use** (`_SkippedCallers`, GC#38). A
+  module-level function of a module under `tests/` that is not itself a test module
+  (`tests/kernels/quant_utils.py`), which its own module never names, and whose name every other
+  file of the run that holds it is a test module using it only inside a scope testscopes skips on
+  an NPU host (a module-level `if capability is None or capability < (9, 0): pytest.skip(...,
+  allow_module_level=True)`, a skipped test): its report-only findings are "in a helper only test
+  modules skipped on an NPU host use", naming them and the skip. Kept: a helper a test that runs
+  there uses, one a library module, a conftest or another helper names, one named in a string.
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ _CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, as
 _EXITS = (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)
 _BUILD_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "CMakeLists.txt", ".gitignore", "MANIFEST.in")
 _MAX_DEPTH = 3
+_SUPPORT = re.compile(r"(^|/)tests?/")
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 _PACKAGING = ("setup.py", "pyproject.toml", "setup.cfg", "PKG-INFO")
 _MAIN = re.compile(rb"^if\s+__name__\s*==\s*[\"']__main__[\"']", re.MULTILINE)
 _SCRIPT_PATH = re.compile(r"(^|/)(tests?|benchmarks?|bench)/|(^|/)(test_|bench(mark)?_)[^/]*\.py$")
@@ -448,6 +458,76 @@ def _named_in_build_files(root: str, folder: str, part: str) -> bool:
     return False
 
 
+# ----------------------------------------------------------------------------- helpers of skipped modules
+class _SkippedCallers:
+    """Test-support helpers whose every use in the run lies in test modules skipped off an NPU host
+    (module doc, GC#38)."""
+
+    def __init__(self, results: list, text_of, paths: dict) -> None:
+        self.results, self.text_of, self.paths = results, text_of, paths
+        self.python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
+        self.scopes: dict = {}
+
+    def _skip_scopes(self, j: int) -> list:
+        if j not in self.scopes:
+            from .testscopes import cuda_only_test_scopes
+
+            text = (self.text_of(j) or b"").decode("utf-8", "replace")
+            self.scopes[j] = cuda_only_test_scopes(text) if "skip" in text else []
+        return self.scopes[j]
+
+    def spans(self, i: int, tree: ast.Module, lines: set) -> list:
+        """(first, last, why) of the module-level functions of test-support module `i` holding one
+        of `lines` that only such skipped modules use."""
+        relpath = self.results[i].relpath
+        if not _SUPPORT.search(relpath) or _TEST_MODULE.search(relpath):
+            return []
+        own = {n.id for n in astcache.walk(tree) if isinstance(n, ast.Name)}
+        own |= {n.attr for n in astcache.walk(tree) if isinstance(n, ast.Attribute)}
+        strings = {n.value for n in astcache.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        out = []
+        for function in tree.body:
+            if not isinstance(function, _FUNCTIONS) or function.name in own or function.name in strings:
+                continue  # (the module itself calls, passes or names it)
+            first, last = min([function.lineno, *(d.lineno for d in function.decorator_list)]), function.end_lineno
+            if not any(first <= line <= last for line in lines):
+                continue
+            users = self._users(i, function.name)
+            if users:
+                out.append((first, last, f"in a helper only test modules skipped on an NPU host use: {users}"))
+        return out
+
+    def _users(self, i: int, name: str) -> Optional[str]:
+        """The users of `name` (each skipped from a line before every use), or None."""
+        from .modpaths import result_bytes
+
+        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
+        shown = []
+        for j in self.python:
+            if j == i:
+                continue
+            data = result_bytes(self.results[j], self.paths) or b""  # (not kept: a scan of every file)
+            if not word.search(data):
+                continue
+            if not _TEST_MODULE.search(self.results[j].relpath):
+                return None  # (a library module, a conftest or another helper names it)
+            tree = astcache.parse(data)
+            if tree is None:
+                return None
+            uses = [n.lineno for n in astcache.walk(tree)
+                    if (isinstance(n, ast.Name) and n.id == name) or (isinstance(n, ast.Attribute) and n.attr == name)
+                    or (isinstance(n, ast.Constant) and n.value == name)]
+            imports = {n.lineno for n in astcache.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                       and any((a.asname or a.name) == name for a in n.names)}
+            uses = [line for line in uses if line not in imports]
+            scopes = self._skip_scopes(j)
+            why = [next((w for a, b, w in scopes if a <= line <= b), None) for line in uses]
+            if not uses or not all(why):
+                return None
+            shown.append(f"{self.results[j].relpath} (skipped there: `{why[0]}`)")
+        return ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "") if shown else None
+
+
 # ----------------------------------------------------------------------------- the pass
 def review(results: list, paths: dict) -> list:
     """The results, with the report-only places after a failing warm-up call or in a module whose
@@ -464,6 +544,7 @@ def review(results: list, paths: dict) -> list:
     modules = RunModules(results, text_of)
     failing = _Failing(results, text_of, modules)
     relpaths = {r.relpath for r in results}
+    skipped_callers = None
     out = list(results)
     changed = []
     for i in candidates:
@@ -485,6 +566,9 @@ def review(results: list, paths: dict) -> list:
                 blocks += _warmup_spans(i, tree, lines, failing, data, results[i].relpath)
             except RecursionError:
                 pass
+        if skipped_callers is None:
+            skipped_callers = _SkippedCallers(results, text_of, paths)
+        blocks += skipped_callers.spans(i, tree, lines)
         if not blocks:
             continue
         blocks += _triton_imports_read_after(tree, [b for b in blocks if b[2].startswith(AFTER_FAILING_CALL)])

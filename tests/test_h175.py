@@ -281,3 +281,61 @@ def test_module_the_build_makes_keeps_its_finding(tmp_path):
     line = _nccl_line(RAY_INIT)
     assert [f for f in report["findings"] if f["path"] == RAY_PATH and not f["fixable"] and f["line"] == line
             and f["severity"] != "info"]
+
+
+# ----------------------------------------------------------------------------- GC#38
+QUANT_UTILS = '''import torch
+
+
+def native_group_quant_fp8(x, group_size, dtype=torch.float8_e4m3fn):
+    finfo = torch.finfo(dtype)
+    return (x / finfo.max).to(dtype)
+
+
+def native_matmul(a, b):
+    return a @ b
+'''
+SKIPPED_TEST = '''import pytest
+import torch
+
+from tests.kernels.quant_utils import native_group_quant_fp8
+from vllm.platforms import current_platform
+
+capability = current_platform.get_device_capability()
+if capability is None or capability < (9, 0):
+    pytest.skip("FP8 Triton requires CUDA 9.0 or higher", allow_module_level=True)
+
+
+def test_quant():
+    x = torch.randn(4, 128)
+    y = native_group_quant_fp8(x, 128)
+    assert y.shape == x.shape
+'''
+UTILS_PATH = "tests/kernels/quant_utils.py"
+
+
+def _helper_report(tmp_path, extra: dict | None = None) -> dict:
+    files = {"vllm/__init__.py": "", "vllm/platforms/__init__.py": "current_platform = None\n",
+             UTILS_PATH: QUANT_UTILS, "tests/kernels/test_block_fp8.py": SKIPPED_TEST, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_helper_only_a_module_skipped_off_the_npu_uses_is_a_named_scope(tmp_path):
+    """GC#38: the FP8 default of a test helper whose only user skips itself at module level on
+    `get_device_capability()` (None on the NPU platform): never run there, a named scope."""
+    report = _helper_report(tmp_path)
+    assert 4 not in findings_at(report, UTILS_PATH, "NPU913"), findings_at(report, UTILS_PATH, "NPU913")
+    why = moot_lines(report["skipped"], "NPU913", UTILS_PATH)[4]
+    assert "in a helper only test modules skipped on an NPU host use" in why and "test_block_fp8.py" in why, why
+
+
+def test_helper_another_test_runs_stays(tmp_path):
+    """Nearest true case: a second test module without the skip calls the helper: it runs on an NPU
+    host, and its FP8 cast stays reported."""
+    other = SKIPPED_TEST.replace('''capability = current_platform.get_device_capability()
+if capability is None or capability < (9, 0):
+    pytest.skip("FP8 Triton requires CUDA 9.0 or higher", allow_module_level=True)
+''', "")
+    report = _helper_report(tmp_path, {"tests/kernels/test_plain_fp8.py": other})
+    found = [f for f in report["findings"] if f["path"] == UTILS_PATH and f["code"] == "NPU913" and not f["fixable"]]
+    assert found and found[0]["severity"] == "error", found
