@@ -17,7 +17,8 @@ run" scope (moot.PHRASES) that names the earlier failure, never a dropped findin
   - always calls a name its module imports only under an `if` an NPU host never takes
     (fp8cpu.cannot_run: `cutlass_fused_experts_fp8` calls `prepare_moe_input`, bound only
     `if _is_cuda:`), where that import itself is reported (a finding or a named scope at its line).
-  The report-only findings after that statement, in the rest of its block, are never reached on an
+  A function rules/vllm_ascend.toml says the plugin rebinds (`gumbel_sample`, `apply_penalties`) is
+  never such a callable. The report-only findings after that statement, in the rest of its block, are never reached on an
   NPU host. A module-level `import triton` whose every read lies there is imported by Triton-Ascend
   and read only by that code: "runs as written" (TRITON_IMPORT, moot.AS_WRITTEN). The span goes on past an enclosing `for` (a loop does not catch), past a `try` whose
   every handler ends in `return` or `raise` (its `finally`, handlers and `else` left out), and
@@ -49,6 +50,7 @@ run" scope (moot.PHRASES) that names the earlier failure, never a dropped findin
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from typing import Optional
@@ -164,6 +166,8 @@ class _Failing:
         if j is None or j == i:
             return None
         key = (j, real)
+        if real in _rebound_names():
+            return None  # (a function vllm-ascend rebinds before use: the call may reach the plugin's own)
         if key not in self.memo:
             self.memo[key] = self._defined(j, real)
         return self.memo[key]
@@ -233,6 +237,19 @@ class _Failing:
             return None  # (the import that fails is reported nowhere: keep the later finding)
         return f"{where}, which always calls `{match.group(1)}`, imported only under an `if` an NPU host does not take " \
                f"(line {spans[0][0]}, reported or named there)"
+
+
+@functools.lru_cache(maxsize=1)
+def _rebound_names() -> frozenset:
+    """The function names rules/vllm_ascend.toml says the plugin rebinds (its [[functions]] entries)."""
+    from . import catalogue
+
+    names = set()
+    for entry in catalogue.read_table("vllm_ascend.toml").get("functions", ()):
+        names.update(entry.get("names", ()))
+        for other in entry.get("rebound_in", ()):
+            names.update(other.get("names", ()))
+    return frozenset(names)
 
 
 def _local_callables(function: ast.AST) -> dict:
