@@ -67,6 +67,7 @@ _CONDITIONAL = (ast.BoolOp, ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, as
 _EXITS = (ast.Return, ast.Yield, ast.YieldFrom, ast.Break, ast.Continue)
 _BUILD_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "CMakeLists.txt", ".gitignore", "MANIFEST.in")
 _MAX_DEPTH = 3
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _SUPPORT = re.compile(r"(^|/)tests?/")
 _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 _PACKAGING = ("setup.py", "pyproject.toml", "setup.cfg", "PKG-INFO")
@@ -480,10 +481,37 @@ class _SkippedCallers:
     """Test-support helpers whose every use in the run lies in test modules skipped off an NPU host
     (module doc, GC#38)."""
 
-    def __init__(self, results: list, text_of, paths: dict) -> None:
+    def __init__(self, results: list, text_of, paths: dict, candidates: list) -> None:
         self.results, self.text_of, self.paths = results, text_of, paths
         self.python = [j for j, r in enumerate(results) if r.relpath.endswith(".py")]
         self.scopes: dict = {}
+        self.candidates = [i for i in candidates if _SUPPORT.search(results[i].relpath)
+                           and not _TEST_MODULE.search(results[i].relpath)]
+        self.mentions: Optional[dict] = None
+
+    def _index(self) -> dict:
+        """{name: files naming it} for the module-level functions of the candidate support modules
+        that hold an open finding: one scan of the run's files, not one per name."""
+        if self.mentions is None:
+            from .firstfail22 import finding_lines
+            from .modpaths import result_bytes
+            from .moot import is_open
+
+            names: set = set()
+            for i in self.candidates:
+                lines = {line for f in self.results[i].findings if is_open(f) for line in finding_lines(f)}
+                tree = astcache.parse(self.text_of(i) or b"")
+                names.update(n.name for n in (tree.body if tree is not None else []) if isinstance(n, _FUNCTIONS)
+                             and any(n.lineno <= line <= (n.end_lineno or n.lineno) for line in lines))
+            self.mentions = {name: [] for name in names}
+            if names:
+                for j in self.python:
+                    data = result_bytes(self.results[j], self.paths) or b""  # (not kept: a scan of every file)
+                    for word in set(_IDENTIFIER.findall(data)):
+                        held = self.mentions.get(word.decode("ascii", "replace"))
+                        if held is not None:
+                            held.append(j)
+        return self.mentions
 
     def _skip_scopes(self, j: int) -> list:
         if j not in self.scopes:
@@ -518,14 +546,11 @@ class _SkippedCallers:
         """The users of `name` (each skipped from a line before every use), or None."""
         from .modpaths import result_bytes
 
-        word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
         shown = []
-        for j in self.python:
+        for j in self._index().get(name, ()):
             if j == i:
                 continue
-            data = result_bytes(self.results[j], self.paths) or b""  # (not kept: a scan of every file)
-            if not word.search(data):
-                continue
+            data = result_bytes(self.results[j], self.paths) or b""
             if not _TEST_MODULE.search(self.results[j].relpath):
                 return None  # (a library module, a conftest or another helper names it)
             tree = astcache.parse(data)
@@ -584,7 +609,7 @@ def review(results: list, paths: dict) -> list:
             except RecursionError:
                 pass
         if skipped_callers is None:
-            skipped_callers = _SkippedCallers(results, text_of, paths)
+            skipped_callers = _SkippedCallers(results, text_of, paths, candidates)
         blocks += skipped_callers.spans(i, tree, lines)
         if not blocks:
             continue
