@@ -118,6 +118,8 @@ def _positive(node: ast.AST, function: ast.AST, callers: list) -> bool:
     default = defaults.get(count.id)
     if not (isinstance(default, ast.Constant) and type(default.value) is int and default.value > 0):
         return False
+    if any(isinstance(n, ast.Name) and n.id == count.id and not isinstance(n.ctx, ast.Load) for n in ast.walk(function)):
+        return False  # (the count is assigned again before or inside the loop)
     index = next((k for k, a in enumerate(positional) if a.arg == count.id), None)
     for call in callers:
         if any(k.arg is None or k.arg == count.id for k in call.keywords) or \
@@ -342,6 +344,11 @@ def _warmup_spans(i: int, tree: ast.Module, lines: set, failing: _Failing, data:
     out = []
     # (a script's or test's own calls are all its functions' calls: a loop count they never pass is its default)
     script = bool(_MAIN.search(data)) or bool(_SCRIPT_PATH.search(relpath))
+    # (a function handed on by name, `partial(bench, num_warmup=0)`, may be called with any count)
+    funcs = {id(c.func) for c in astcache.nodes(tree, (ast.Call,))}
+    passed = {n.id for n in astcache.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+              and id(n) not in funcs} | {n.attr for n in astcache.walk(tree) if isinstance(n, ast.Attribute)
+                                        and id(n) not in funcs}
     for function in astcache.nodes(tree, _FUNCTIONS):
         first, last = function.lineno, function.end_lineno or function.lineno
         if not any(first < line <= last for line in lines):
@@ -349,7 +356,7 @@ def _warmup_spans(i: int, tree: ast.Module, lines: set, failing: _Failing, data:
         callers = [c for c in astcache.nodes(tree, (ast.Call,))
                    if isinstance(c.func, (ast.Name, ast.Attribute))
                    and (c.func.id if isinstance(c.func, ast.Name) else c.func.attr) == function.name] \
-            if script else None
+            if script and function.name not in passed else None
         found = _first_failure(function.body, i, tree, function, failing, 0, callers)
         if found is None:
             continue

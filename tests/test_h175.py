@@ -87,6 +87,14 @@ def test_warmup_count_a_caller_passes_keeps_the_capture(tmp_path):
     assert findings_at(report, BENCH_PATH, "NPU202")[_graph_line(bench)]["severity"] == "error"
 
 
+def test_warmup_count_of_a_function_handed_on_keeps_the_capture(tmp_path):
+    """Nearest true case: the benchmark function is handed on by name (`run = bench_config`), so a
+    call may pass any warm-up count, 0 included: the NPU202 stays an error."""
+    bench = BENCH.replace("print(bench_config(x, num_iters=20))", "run = bench_config\n        print(run(x, 20, 0))")
+    report = _bench_report(tmp_path, bench)
+    assert findings_at(report, BENCH_PATH, "NPU202")[_graph_line(bench)]["severity"] == "error"
+
+
 def test_warmup_of_a_portable_function_keeps_the_capture(tmp_path):
     """Nearest true case: the warmed-up function launches no Triton kernel (plain torch): the warm-up
     passes on an NPU host and the capture is reached: the NPU202 stays an error."""
