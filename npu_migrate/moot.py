@@ -123,6 +123,10 @@ PHRASES = (
     # `if X is not None:`, X bound only where a package no NPU host has loads (round 24, BP#37)
     "a custom op registered only where a CUDA-only package loads",
     "proven unreached on an NPU host: ",  # unreached25.UNREACHED: a closing test proven false there (round 25)
+    # firstfail33.py (round 32, GC#24, GC#40, GC#26): after a warm-up call that always fails there, and in a
+    # module whose import of its own package's missing module fails on every host
+    "after a call that fails first on an NPU host",
+    "in a module that cannot be imported on any host",
 )
 
 # Reasons of findings about code an NPU host runs without effect: a setting it ignores, which asks
@@ -215,6 +219,7 @@ AS_WRITTEN = (
     "a CUDA check that turns the NPU away from NCCL-only code",  # singles23.NCCL_CHECK (round 23, BL#22)
     "a CUDA name the project's own NPU start-up remaps",  # platformlayer23.STARTUP (round 23, BL#40)
     "a CUDA build probe every torch build answers",  # buildprobes29.BUILD_PROBE (round 29, DA#12)
+    "a Triton import read only after a call that fails first on an NPU host",  # firstfail33.TRITON_IMPORT (GC#24)
 )
 
 # Reasons of findings that ask for no port work at all: a file that only names FP8 dtypes (a

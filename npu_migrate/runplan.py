@@ -565,6 +565,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_ascend_facts(results, paths)  # (vLLM code vllm-ascend rejects or rebinds: info, ascendfacts30.py)
     from .ascendmodels32 import review as review_ascend_models
     results = review_ascend_models(results, paths)  # (vLLM models vllm-ascend registers its own class for: info, ascendmodels32.py)
+    from .firstfail33 import review as review_failing_first
+    results = review_failing_first(results, paths)  # (code after a warm-up call that fails first, modules importing a missing own module: firstfail33.py)
     from .finfo30 import review as review_finfo_leftovers
     results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
     from .unreached25 import review as review_proven_unreached
