@@ -75,3 +75,14 @@ def scopes_at(report: dict, path: str, code: str) -> dict[int, str]:
     """{first line: reason} of the skipped scopes that findings of `code` in `path` became."""
     return {s["start_line"]: s["reason"] for s in report["skipped"]
             if s.get("path") == path and "start_line" in s and f"({code})" in s["reason"]}
+
+
+# vLLM's `Platform.verify_quantization` as the vllm-ascend fact tests need it (tests/test_h146.py ... test_h174.py)
+VLLM_PLATFORM_INTERFACE = '''class Platform:
+    supported_quantization: list[str] = []
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        if cls.supported_quantization and quant not in cls.supported_quantization:
+            raise ValueError(f"{quant} quantization is currently not supported")
+'''

@@ -5,16 +5,9 @@ reported at its severity."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .precision_helpers import VLLM_PLATFORM_INTERFACE as INTERFACE
 
 QUANT = "vllm/model_executor/layers/quantization"
-INTERFACE = '''class Platform:
-    supported_quantization: list[str] = []
-
-    @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        if cls.supported_quantization and quant not in cls.supported_quantization:
-            raise ValueError(f"{quant} quantization is currently not supported")
-'''
 REGISTRY = '''def get_quantization_config(quantization: str):
     from .compressed_tensors.compressed_tensors import CompressedTensorsConfig
 

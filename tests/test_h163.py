@@ -5,15 +5,8 @@ and same-file gates in tests and benchmarks. Each false shape is paired with the
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .precision_helpers import VLLM_PLATFORM_INTERFACE as INTERFACE
 
-INTERFACE = '''class Platform:
-    supported_quantization: list[str] = []
-
-    @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        if cls.supported_quantization and quant not in cls.supported_quantization:
-            raise ValueError(f"{quant} quantization is currently not supported")
-'''
 
 
 def _findings(report: dict, path: str, code: str) -> list:

@@ -5,15 +5,8 @@ paired with the nearest true case that must stay reported at its severity."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .precision_helpers import VLLM_PLATFORM_INTERFACE as INTERFACE
 
-INTERFACE = '''class Platform:
-    supported_quantization: list[str] = []
-
-    @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        if cls.supported_quantization and quant not in cls.supported_quantization:
-            raise ValueError(f"{quant} quantization is currently not supported")
-'''
 REGISTRY = '''_TEXT_GENERATION_MODELS = {
     "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
     "DeepseekV4ForCausalLM": ("vllm.models.deepseek_v4", "DeepseekV4ForCausalLM"),

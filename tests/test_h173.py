@@ -8,16 +8,9 @@ the nearest true case that stays reported."""
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
+from .precision_helpers import VLLM_PLATFORM_INTERFACE as INTERFACE
 
 QUANT = "vllm/model_executor/layers/quantization"
-INTERFACE = '''class Platform:
-    supported_quantization: list[str] = []
-
-    @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        if cls.supported_quantization and quant not in cls.supported_quantization:
-            raise ValueError(f"{quant} quantization is currently not supported")
-'''
 REGISTRY = '''def get_quantization_config(quantization: str):
     from .fp8 import Fp8Config
     from .modelopt import ModelOptMxFp8Config, ModelOptNvFp4Config
