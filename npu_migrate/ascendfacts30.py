@@ -699,3 +699,6 @@ lowered = _lowered
 note_for = _note
 in_paths = _in
 TEST_PART = _TEST_PART
+# (and for ascendmethods34.py, which walks methods as units: registered and decorated custom ops)
+registrations = _registrations
+is_custom_op = _is_custom_op

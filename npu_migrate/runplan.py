@@ -565,6 +565,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_ascend_facts(results, paths)  # (vLLM code vllm-ascend rejects or rebinds: info, ascendfacts30.py)
     from .ascendmodels32 import review as review_ascend_models
     results = review_ascend_models(results, paths)  # (vLLM models vllm-ascend registers its own class for: info, ascendmodels32.py)
+    from .ascendmethods34 import review as review_ascend_methods
+    results = review_ascend_methods(results, paths)  # (vLLM methods vllm-ascend replaces on the class: info, ascendmethods34.py)
     from .firstfail33 import review as review_failing_first
     results = review_failing_first(results, paths)  # (code after a warm-up call that fails first, modules importing a missing own module: firstfail33.py)
     from .finfo30 import review as review_finfo_leftovers

@@ -73,3 +73,117 @@ def test_grammar_bitmask_kernel_an_unpatched_importer_launches_stays_an_error(tm
     kernels = _findings(report, STRUCTURED_PATH, "NPU910")
     assert [f["severity"] for f in kernels] == ["error"]
     assert "vllm-ascend" not in kernels[0]["message"]
+
+
+# ---------------------------------------------------------------- HA#9: MiniMax M2's attention forward
+
+NORM_PATH = "vllm/model_executor/layers/minimax_rms_norm/rms_norm_tp.py"
+NORM = '''import torch
+
+from vllm.triton_utils import HAS_TRITON, tl, triton
+from vllm.utils.torch_utils import direct_register_custom_op
+
+
+@triton.jit
+def _qk_var_kernel(x_ptr, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+
+def _eager(qkv):
+    return qkv * 2.0
+
+
+def _fallback(qkv):
+    if not HAS_TRITON:
+        return _eager(qkv)
+    _qk_var_kernel[(1,)](qkv, 8)
+    return qkv
+
+
+def _fusion(qkv: torch.Tensor) -> torch.Tensor:
+    return _fallback(qkv)
+
+
+def _fusion_fake(qkv: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(qkv)
+
+
+direct_register_custom_op(op_name="qk_norm_fusion", op_func=_fusion, fake_impl=_fusion_fake)
+
+
+class RMSNormTP(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+    @staticmethod
+    def forward_qkv(q_norm, k_norm, qkv):
+        return torch.ops.vllm.qk_norm_fusion(qkv)
+'''
+M2_PATH = "vllm/model_executor/models/minimax_m2.py"
+M2 = '''import torch
+
+from vllm.model_executor.layers.minimax_rms_norm.rms_norm_tp import RMSNormTP
+
+
+class MiniMaxM2Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q_norm = RMSNormTP()
+        self.k_norm = RMSNormTP()
+
+    def forward(self, qkv):
+        return RMSNormTP.forward_qkv(self.q_norm, self.k_norm, qkv)
+'''
+# (an encoder whose subclass calls its own `forward_qkv` through self: not the norm's)
+ENCODER = '''import torch
+
+
+class EncoderAttention(torch.nn.Module):
+    def forward_qkv(self, q, k, v):
+        return q, k, v
+
+
+class RelPosAttention(EncoderAttention):
+    def forward(self, q, k, v):
+        return self.forward_qkv(q, k, v)
+'''
+# (another model calls the norm's forward_qkv in a forward the plugin does not replace)
+OTHER_MODEL = '''import torch
+
+from vllm.model_executor.layers.minimax_rms_norm.rms_norm_tp import RMSNormTP
+
+
+class OtherAttention(torch.nn.Module):
+    def forward(self, qkv):
+        return RMSNormTP.forward_qkv(self.q_norm, self.k_norm, qkv)
+'''
+
+
+def _m2_project(extra: dict | None = None) -> dict:
+    files = {"vllm/platforms/interface.py": INTERFACE, NORM_PATH: NORM, M2_PATH: M2,
+             "vllm/model_executor/models/conformer.py": ENCODER}
+    files.update(extra or {})
+    return files
+
+
+def test_norm_kernel_reached_only_through_the_replaced_attention_forward_is_info(tmp_path):
+    """HA#9: the QK-norm kernel runs only in the custom op's Triton path, which only the norm's
+    `forward_qkv` calls, which only `MiniMaxM2Attention.forward` calls: the method vllm-ascend's
+    patch_minimax_m2.py replaces with its own fused op. The finding becomes info naming the patch;
+    an encoder's own `self.forward_qkv` does not reach the norm's."""
+    report = migrate_json(write_project(tmp_path, _m2_project()))
+    kernels = _findings(report, NORM_PATH, "NPU910")
+    assert [f["severity"] for f in kernels] == ["info"]
+    assert "patch_minimax_m2.py" in kernels[0]["message"]
+    assert "MiniMaxM2Attention.forward" in kernels[0]["message"]
+
+
+def test_norm_kernel_another_model_forward_reaches_stays_an_error(tmp_path):
+    """Nearest true case: another model's forward, which the plugin does not replace, calls the
+    norm's `forward_qkv`: the kernel runs on an Ascend host, so the finding stays an error."""
+    report = migrate_json(write_project(tmp_path, _m2_project(
+        {"vllm/model_executor/models/other.py": OTHER_MODEL})))
+    kernels = _findings(report, NORM_PATH, "NPU910")
+    assert [f["severity"] for f in kernels] == ["error"]
+    assert "vllm-ascend" not in kernels[0]["message"]
