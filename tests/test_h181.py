@@ -187,3 +187,78 @@ def test_norm_kernel_another_model_forward_reaches_stays_an_error(tmp_path):
     kernels = _findings(report, NORM_PATH, "NPU910")
     assert [f["severity"] for f in kernels] == ["error"]
     assert "vllm-ascend" not in kernels[0]["message"]
+
+
+# ---------------------------------------------------------------- HC#33: FlashInfer's sparse-MLA backends
+
+SPARSE_PATH = "vllm/v1/attention/backends/mla/flashinfer_mla_sparse.py"
+SPARSE = '''import torch
+
+
+class FlashInferMLASparseImpl:
+    def _forward_mqa_kernel(self, q, kv):
+        from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+        return trtllm_batch_decode_with_kv_cache_mla(q, kv)
+
+
+class FlashInferMLASparseTRTLLMBackend:
+    @staticmethod
+    def get_impl_cls():
+        return FlashInferMLASparseImpl
+'''
+# (a sibling backend of the package subclasses the Impl: a route inside the package)
+FA4 = '''from vllm.v1.attention.backends.mla.flashinfer_mla_sparse import FlashInferMLASparseImpl
+
+
+class FlashAttnMLASparseFA4Impl(FlashInferMLASparseImpl):
+    pass
+
+
+class FlashAttnMLASparseFA4Backend:
+    @staticmethod
+    def get_impl_cls():
+        return FlashAttnMLASparseFA4Impl
+'''
+REGISTRY = '''import enum
+
+
+class AttentionBackendEnum(enum.Enum):
+    FLASHINFER_MLA_SPARSE = "vllm.v1.attention.backends.mla.flashinfer_mla_sparse.FlashInferMLASparseTRTLLMBackend"
+    FLASH_ATTN_MLA_SPARSE_FA4 = "vllm.v1.attention.backends.mla.flashattn_mla_sparse.FlashAttnMLASparseFA4Backend"
+'''
+# (a model that builds the Impl itself: a route the plugin's backend selection does not close)
+SPARSE_MODEL = '''from vllm.v1.attention.backends.mla.flashinfer_mla_sparse import FlashInferMLASparseImpl
+
+
+def build():
+    return FlashInferMLASparseImpl()
+'''
+
+
+def _sparse_project(extra: dict | None = None) -> dict:
+    files = {"vllm/platforms/interface.py": INTERFACE, SPARSE_PATH: SPARSE,
+             "vllm/v1/attention/backends/mla/flashattn_mla_sparse.py": FA4,
+             "vllm/v1/attention/backends/registry.py": REGISTRY}
+    files.update(extra or {})
+    return files
+
+
+def test_sparse_mla_impl_named_only_by_its_registry_backends_is_info(tmp_path):
+    """HC#33: FlashInferMLASparseImpl is named only by the sparse-MLA backends of its package (its
+    own backend, the FA4 subclass), which only the attention registry names, and vllm-ascend's
+    platform selects only its own backends: the CUDA-only import inside it becomes info naming the fact."""
+    report = migrate_json(write_project(tmp_path, _sparse_project()))
+    found = _findings(report, SPARSE_PATH, "NPU911")
+    assert [f["severity"] for f in found] == ["info"]
+    assert "get_attn_backend_cls" in found[0]["message"]
+
+
+def test_sparse_mla_impl_a_model_builds_stays_an_error(tmp_path):
+    """Nearest true case: a model module builds the Impl itself (not through the registry), so it
+    runs wherever that model runs: the finding stays an error."""
+    report = migrate_json(write_project(tmp_path, _sparse_project(
+        {"vllm/models/sparse_model/attention.py": SPARSE_MODEL})))
+    found = _findings(report, SPARSE_PATH, "NPU911")
+    assert [f["severity"] for f in found] == ["error"]
+    assert "vllm-ascend" not in found[0]["message"]
