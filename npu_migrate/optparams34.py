@@ -30,7 +30,8 @@ severity.
 Kept (the nearest true cases): a library caller that passes `NAME=True` (or any value) anywhere in the
 run, a config file that names the key, a positional call long enough to reach it, a default that is
 not `False` (`True`, None: "auto"), a parameter reassigned in the function, code after the `if` or in
-its `else`.
+its `else`, a configuration class (`*Config`, `*Args`, a `PretrainedConfig`: a checkpoint's JSON or a
+parser sets its flags by name; optchoice29.py reads its fields).
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ def _false_params(function) -> dict[str, tuple[int, Optional[int]]]:
     return out
 
 
+def _configuration(cls: ast.ClassDef) -> bool:
+    """A configuration class (`*Config`, `*Args`, a `PretrainedConfig`): a checkpoint's JSON or a
+    parser's namespace sets its constructor's flags by name, out of the run's sight (optchoice29's fields)."""
+    bases = {(astcache.dotted(b) or "").rsplit(".", 1)[-1] for b in cls.bases}
+    return cls.name.endswith(("Config", "Args", "Arguments")) or any(b.endswith("Config") for b in bases)
+
+
 def _spans(tree: ast.Module) -> list:
     """(function, owner name, is a method, {param: (line, index)}, [(first, last, param) of the `if` bodies])."""
     out = []
@@ -87,7 +95,8 @@ def _spans(tree: ast.Module) -> list:
     def visit(node, owner_class):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
-                visit(child, child)
+                if not _configuration(child):
+                    visit(child, child)
             elif isinstance(child, _FUNCTIONS):
                 params = _false_params(child)
                 if params:

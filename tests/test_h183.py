@@ -59,3 +59,9 @@ def test_flag_set_by_position_keeps_the_warning(tmp_path):
 
 def test_flag_on_by_default_keeps_the_warning(tmp_path):
     assert _severities(_run(tmp_path, default="True"))[9] == "warning"
+
+
+def test_flag_of_a_configuration_class_keeps_the_warning(tmp_path):
+    text = MODEL.format(default="False").replace("class Model(", "class ModelConfig(")
+    files = {"pkg/__init__.py": "", "pkg/model.py": text}
+    assert _severities(migrate_json(write_project(tmp_path, files)))[9] == "warning"
