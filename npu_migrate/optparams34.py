@@ -1,4 +1,4 @@
-"""A constructor's or function's flag parameter off by default that no file of the run sets (issue
+"""A constructor's flag parameter off by default that no file of the run sets (issue
 #16, policy P1; round-33 audit HA#6). Whole run, from runplan.whole_run_passes (after envchains32).
 
 torchao's `_models/sam2/modeling/sam2_base.py`:
@@ -13,12 +13,12 @@ The name `compile_image_encoder` appears nowhere else in the run (no call, no ke
 file, no string): the block runs only where a user's own code passes `compile_image_encoder=True`.
 Policy P1: info naming the choice and its default, never an error, never dropped. optin27.py reads
 the same test when the file's own calls and `store_true` options set the flag; optparams20.py and
-unsetcallers26.py read private helpers; this pass takes a public function or method whose callers
+unsetcallers26.py read private helpers; this pass takes a public class's constructor whose callers
 are unknown but none in the run can set the flag.
 
 Each report-only place (error or warning, open, not fixable) inside the body of an `if NAME:` (or
-`if NAME and ...:`) of a function (a method too), NAME a parameter of that function with the default
-`False` that the function never assigns, becomes info when:
+`if NAME and ...:`) of a class's constructor (`__init__`: a choice made once, when the object is
+built), NAME a parameter of it with the default `False` that it never assigns, becomes info when:
 * the word NAME occurs in no other file of the run (Python, YAML, TOML, shell: any text the run
   reads), and in its own file only inside that function;
 * the parameter cannot be set by position: it is keyword-only, or every call in the run of the
@@ -30,8 +30,10 @@ severity.
 Kept (the nearest true cases): a library caller that passes `NAME=True` (or any value) anywhere in the
 run, a config file that names the key, a positional call long enough to reach it, a default that is
 not `False` (`True`, None: "auto"), a parameter reassigned in the function, code after the `if` or in
-its `else`, a configuration class (`*Config`, `*Args`, a `PretrainedConfig`: a checkpoint's JSON or a
-parser sets its flags by name; optchoice29.py reads its fields).
+its `else`, a plain function's flag (test_h86's `capture(fn, use_graph=False)`: a library's user may
+call it with the flag on at any step, the finding stays), a configuration class (`*Config`, `*Args`,
+a `PretrainedConfig`: a checkpoint's JSON or a parser sets its flags by name; optchoice29.py reads
+its fields).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def _spans(tree: ast.Module) -> list:
                 if not _configuration(child):
                     visit(child, child)
             elif isinstance(child, _FUNCTIONS):
-                params = _false_params(child)
+                params = _false_params(child) if owner_class is not None and child.name == "__init__" else {}
                 if params:
                     stored = {n.id for n in _own_nodes(child) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
                     bodies = []

@@ -65,3 +65,12 @@ def test_flag_of_a_configuration_class_keeps_the_warning(tmp_path):
     text = MODEL.format(default="False").replace("class Model(", "class ModelConfig(")
     files = {"pkg/__init__.py": "", "pkg/model.py": text}
     assert _severities(migrate_json(write_project(tmp_path, files)))[9] == "warning"
+
+
+def test_flag_of_a_plain_function_keeps_the_warning(tmp_path):
+    text = ("import torch\n\n\ndef build(encoder, compile_encoder: bool = False):\n"
+            "    if compile_encoder:\n"
+            "        encoder.forward = torch.compile(encoder.forward, mode=\"max-autotune\")\n"
+            "    return encoder\n")
+    files = {"pkg/__init__.py": "", "pkg/model.py": text}
+    assert _severities(migrate_json(write_project(tmp_path, files)))[6] == "warning"
