@@ -48,6 +48,12 @@ entry of that registry is ever resolved on an Ascend host: the files of `[closed
 not outside code that reaches the models' units (vLLM's own model layer, which asks for those
 backends, is a member and not built). An import or a dotted string anywhere else still reaches.
 
+Wave 34 (h182, round 33 HC#38): a module-level set of classes a member only tests for membership
+(`_RECORDABLE_BUILDERS = frozenset({CompressorMetadataBuilder, ...})`, `type(b) in
+_RECORDABLE_BUILDERS`) builds none of them: the package walk (`instances=True`) does not take it for
+module-level code that reaches them (membersets34.py). Kept: the set iterated, handed on, or spelled
+by any other file.
+
 Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
 called by layers/mhc.py; the FLA `solve_tril` of GC#37, also reached by the KDA ops and vendored
 copies), and a vLLM class the plugin subclasses and calls up to (Kimi K3's `KimiK3DeltaAttention`:

@@ -136,3 +136,99 @@ class OtherForCausalLM:
     report, files = _run(tmp_path, {"vllm/model_executor/models/other.py": other})
     kernel = _at(report, SPARSE, "NPU910", "@triton.jit", files)
     assert kernel["severity"] == "error" and "vllm-ascend" not in kernel["message"]
+
+
+# --- HC#38: a module-level set of classes only tested for membership
+
+V41_REGISTRY = REGISTRY.replace("}\n", '    "DeepseekV41ForCausalLM": ("vllm.models.deepseek_v41", "DeepseekV41ForCausalLM"),\n}\n', 1)
+V41_COMPRESSOR = '''from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _ring_slot_mapping_kernel(x_ptr, n: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, n), 0)
+
+
+class CompressorMetadataBuilder:
+    def build(self, x):
+        _ring_slot_mapping_kernel[(1,)](x, x.numel())
+        return x
+
+
+class DeepseekCompressor:
+    def get_builder_cls(self):
+        return CompressorMetadataBuilder
+'''
+V41_MODEL = '''from vllm.models.deepseek_v41.compressor import DeepseekCompressor
+
+
+class DeepseekV41ForCausalLM:
+    def __init__(self):
+        self.compressor = DeepseekCompressor()
+'''
+V41_INIT = '''from .model import DeepseekV41ForCausalLM
+
+__all__ = ["DeepseekV41ForCausalLM"]
+'''
+GRAPHS = '''from vllm.models.deepseek_v41.compressor import CompressorMetadataBuilder
+
+_RECORDABLE_BUILDERS = frozenset(
+    {
+        CompressorMetadataBuilder,
+    }
+)
+
+
+def recordable(builder):
+    return type(builder) in _RECORDABLE_BUILDERS
+'''
+V41_COMP = "vllm/models/deepseek_v41/compressor.py"
+GRAPHS_PATH = "vllm/models/deepseek_v41/nvidia/runtime/metadata_graphs.py"
+
+
+def _v41(tmp_path, graphs: str = GRAPHS) -> tuple:
+    return _run(tmp_path, {
+        "vllm/model_executor/models/registry.py": V41_REGISTRY,
+        "vllm/models/deepseek_v41/__init__.py": V41_INIT,
+        "vllm/models/deepseek_v41/model.py": V41_MODEL,
+        V41_COMP: V41_COMPRESSOR,
+        GRAPHS_PATH: graphs,
+    })
+
+
+def test_builder_named_only_in_a_membership_set_is_info(tmp_path):
+    """HC#38: the compressor metadata builder of vLLM's own DeepSeek V4.1 (replaced by the plugin);
+    the only other place naming it is a module-level `frozenset({...})` of the decode-graph runtime,
+    only tested with `in`: building the set builds no builder. Info naming the fact."""
+    report, files = _v41(tmp_path)
+    kernel = _at(report, V41_COMP, "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "info", kernel
+    assert "vllm-ascend" in kernel["message"] and "DeepseekV41ForCausalLM" in kernel["message"]
+
+
+def test_builder_set_iterated_and_built_stays_an_error(tmp_path):
+    """Nearest true case: the same set iterated and each class built at import: kept as an error."""
+    graphs = GRAPHS + "\n\nBUILT = [cls() for cls in _RECORDABLE_BUILDERS]\n"
+    report, files = _v41(tmp_path, graphs)
+    kernel = _at(report, V41_COMP, "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "error" and "vllm-ascend" not in kernel["message"]
+
+
+def test_builder_set_imported_by_another_module_stays_an_error(tmp_path):
+    """Nearest true case: a module outside the folder imports the set (it may build from it): kept."""
+    user = '''from vllm.models.deepseek_v41.nvidia.runtime.metadata_graphs import _RECORDABLE_BUILDERS
+
+
+def build_all():
+    return [cls() for cls in _RECORDABLE_BUILDERS]
+'''
+    report, files = _run(tmp_path, {
+        "vllm/model_executor/models/registry.py": V41_REGISTRY,
+        "vllm/models/deepseek_v41/__init__.py": V41_INIT,
+        "vllm/models/deepseek_v41/model.py": V41_MODEL,
+        V41_COMP: V41_COMPRESSOR,
+        GRAPHS_PATH: GRAPHS,
+        "vllm/v1/worker/graphs.py": user,
+    })
+    kernel = _at(report, V41_COMP, "NPU910", "@triton.jit", files)
+    assert kernel["severity"] == "error" and "vllm-ascend" not in kernel["message"]
