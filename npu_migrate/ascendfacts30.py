@@ -281,6 +281,14 @@ class _Package:
                 if target not in self.units:
                     self.units[target] = [(i, stmt)]
                     self.instances.add(id(stmt))
+        # (h182, round 33 HC#38: a module-level set of classes only tested for membership, membersets34)
+        self.memberships: dict = {}
+        for i in members if instances else ():
+            from .membersets34 import membership_sets
+            mine = membership_sets(self.trees[i]) if self.trees[i] is not None else {}
+            # (another member that spells the name may hand the set on: kept)
+            self.memberships.update({sid: name for sid, name in mine.items() if not any(
+                k != i and re.search(rb"\b" + re.escape(name.encode()) + rb"\b", text_of(k) or b"") for k in members)})
         self.names = frozenset(self.units)
         self.edges: dict = {}  # unit name -> module-level statements that only extend it
         self.why: dict = {}  # reached unit name -> what names it first
@@ -319,8 +327,12 @@ class _Package:
                 ops[spelling] = ops[name] = name
                 registering |= ids
         spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(ops)) + rb")\b") if ops else None
+        memberships = dict(self.memberships)
         for j in outside:
             data = self.text_of(j)
+            for sid, name in list(memberships.items()) if data else ():
+                if re.search(rb"\b" + re.escape(name.encode()) + rb"\b", data):
+                    memberships.pop(sid)
             if spelled is not None and data:
                 found = {ops[m.decode()] for m in spelled.findall(data)}
                 self._why(found, self.results[j].relpath + " (custom op)")
@@ -343,7 +355,8 @@ class _Package:
             tops, edges = [], []
             for stmt in tree.body:
                 if isinstance(stmt, (*_UNITS, ast.Import, ast.ImportFrom)) or isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) or id(stmt) in self.instances:
+                        isinstance(t, ast.Name) and t.id == "__all__" for t in stmt.targets) or id(stmt) in self.instances \
+                        or id(stmt) in memberships:
                     continue
                 owner = _owner(stmt)
                 (edges if owner in self.names else tops).append((owner, stmt))

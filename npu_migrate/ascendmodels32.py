@@ -40,6 +40,20 @@ Wave 33 (h174, round 32 GB#29, GB#38, GC#20):
 * DeepSeek V4.1 (commit 0dcdd80d), with the Engram and image-preprocessing modules the plugin
   imports reached whole (GC#20).
 
+Wave 34 (h182, round 33 HC#19): vLLM names its DeepSeek V4/V4.1 sparse-MLA backends in the
+attention backend registry by dotted strings (`FLASHMLA_SPARSE_DSV4 =
+"vllm.models.deepseek_v4.sparse_mla.DeepseekV4FlashMLABackend"`). The plugin's
+`NPUPlatform.get_attn_backend_cls` returns only its own backends (the `[[backends]]` fact), so no
+entry of that registry is ever resolved on an Ascend host: the files of `[closed_registries]` are
+not outside code that reaches the models' units (vLLM's own model layer, which asks for those
+backends, is a member and not built). An import or a dotted string anywhere else still reaches.
+
+Wave 34 (h182, round 33 HC#38): a module-level set of classes a member only tests for membership
+(`_RECORDABLE_BUILDERS = frozenset({CompressorMetadataBuilder, ...})`, `type(b) in
+_RECORDABLE_BUILDERS`) builds none of them: the package walk (`instances=True`) does not take it for
+module-level code that reaches them (membersets34.py). Kept: the set iterated, handed on, or spelled
+by any other file.
+
 Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
 called by layers/mhc.py; the FLA `solve_tril` of GC#37, also reached by the KDA ops and vendored
 copies), and a vLLM class the plugin subclasses and calls up to (Kimi K3's `KimiK3DeltaAttention`:
@@ -104,8 +118,10 @@ def _plugin_seeds(results, prefix: str, members: list, of: dict) -> tuple:
     return frozenset(whole), frozenset(seeds)
 
 
-def _review_entry(results, text_of, prefix, library, registry, replaced, members, entry) -> list:
-    """`review` for the members of one `[[models]]` entry."""
+def _review_entry(results, text_of, prefix, library, registry, replaced, members, entry,
+                  closed: frozenset = frozenset()) -> list:
+    """`review` for the members of one `[[models]]` entry; `closed`: indices of registry files whose
+    dotted strings the plugin's platform never resolves (wave 34)."""
     from .modpaths import module_names
 
     package = ascendfacts30.Package(results, text_of, members, instances=True)
@@ -117,7 +133,9 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     whole, seeds = _plugin_seeds(results, prefix, members, of)
     # (the registry stays an outside file: an import or a dotted string there still reaches)
     inside = set(members)
-    outside = [j for j in library if j not in inside]
+    # (wave 34, round 33 HC#19: the attention backend registry, whose strings NPUPlatform never
+    # resolves, reaches nothing)
+    outside = [j for j in library if j not in inside and j not in closed]
     reached = package.reached(outside, whole, frozenset(routes) | seeds)
     if reached is None:
         return results
@@ -180,11 +198,13 @@ def review(results: list, paths: dict) -> list:
     registry = [i for i in library if ascendfacts30.in_paths(results[i].relpath, prefix,
                                                              {p for e in entries for p in e.get("registry", ())})]
     replaced = {a for e in entries for a in e["architectures"]}
+    closed = frozenset(i for i in library if ascendfacts30.in_paths(
+        results[i].relpath, prefix, set(ascendfacts30.facts().get("closed_registries", {}).get("files", ()))))
     # (one package per entry: a unit name another model's folder also defines is not taken for it;
     # the other models' folders are outside code like any other)
     for entry in entries:
         mine = [i for i in members if of[i] is entry]
         if not any(is_open(f) for i in mine for f in results[i].findings):
             continue
-        results = _review_entry(results, text_of, prefix, library, registry, replaced, mine, entry)
+        results = _review_entry(results, text_of, prefix, library, registry, replaced, mine, entry, closed)
     return results
