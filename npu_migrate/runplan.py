@@ -499,6 +499,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
     results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
+    from .tritonhelpers34 import fold_mixed_helpers
+    results = fold_mixed_helpers(results, paths)  # (the same, beside host functions naming none of them: tritonhelpers34.py)
     results = fold_into_fp8_errors(results, paths)  # (guarded Triton kernels only an FP8 error's function calls)
     from .asmfp826 import fold as fold_asm_fp8
     results = fold_asm_fp8(results, paths)  # (FP8 only in functions launching Triton kernels with inline assembly)

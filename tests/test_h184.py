@@ -85,3 +85,97 @@ def test_empty_kernel_in_library_code_stays(tmp_path):
     report = migrate_json(write_project(tmp_path, {"pkg/kernels.py": lib}))
     found = _places(report, "pkg/kernels.py", "NPU910")
     assert found[7]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- HA#35: a device helper beside host code
+HELPERS = '''from typing import Any
+
+from vllm.triton_utils import tl, triton
+
+_configs: dict = {}
+
+
+def launch_autotuned(kernel: Any, grid: Any, **kwargs) -> None:
+    config = _configs.get(kernel)
+    if config is None:
+        kernel[grid](**kwargs)
+        return
+    kernel.fn[grid](**kwargs, **config)
+
+
+@triton.jit
+def fast_exp(x):
+    return tl.math.exp2(1.4426950408889634 * x)
+'''
+
+SCAN = '''import torch
+
+from mambaops.helpers import fast_exp, launch_autotuned
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _scan_kernel(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, fast_exp(tl.load(x_ptr + offsets)))
+
+
+def scan(x: torch.Tensor) -> None:
+    launch_autotuned(_scan_kernel, (1,), x_ptr=x, BLOCK=16)
+'''
+
+BMM = '''import torch
+
+from mambaops.helpers import launch_autotuned
+from vllm.triton_utils import tl, triton
+
+
+@triton.jit
+def _bmm_kernel(x_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets) * 2)
+
+
+def bmm(x: torch.Tensor) -> None:
+    launch_autotuned(_bmm_kernel, (1,), x_ptr=x, BLOCK=16)
+'''
+
+
+def test_device_helper_beside_host_functions_folds_into_its_kernels(tmp_path):
+    """HA#35: a `@triton.jit` device helper whose module also holds a host launcher naming none of
+    its Triton functions, called only inside the kernels of an importer that reports its own
+    NPU910 error: folded into that error, which names the helper's module; a module importing only
+    the host launcher is no site and keeps its own error."""
+    report = migrate_json(write_project(tmp_path, {
+        "mambaops/__init__.py": "", "mambaops/helpers.py": HELPERS, "mambaops/scan.py": SCAN,
+        "mambaops/bmm.py": BMM}))
+    assert 16 not in _places(report, "mambaops/helpers.py", "NPU910")
+    scan = _places(report, "mambaops/scan.py", "NPU910")[7]
+    assert scan["severity"] == "error" and "mambaops/helpers.py" in scan["message"] and "`fast_exp`" in scan["message"]
+    assert _places(report, "mambaops/bmm.py", "NPU910")[7]["severity"] == "error"
+
+
+def test_device_helper_its_own_host_code_launches_stays(tmp_path):
+    """HA#35's nearest true case: the module's host function launches the helper itself
+    (`fast_exp[grid](...)`), a launch no importer's kernel covers: the helper keeps its error."""
+    launching = HELPERS + '''
+
+def exp_now(x):
+    fast_exp[(1,)](x)
+'''
+    report = migrate_json(write_project(tmp_path, {
+        "mambaops/__init__.py": "", "mambaops/helpers.py": launching, "mambaops/scan.py": SCAN}))
+    assert _places(report, "mambaops/helpers.py", "NPU910")[16]["severity"] == "error"
+
+
+def test_device_helper_read_outside_kernels_stays(tmp_path):
+    """HA#35's nearest true case: an importer reads the helper outside its kernels (hands it to a
+    host call): the helper keeps its error."""
+    handing = SCAN + '''
+
+def exp_of(x):
+    launch_autotuned(fast_exp, (1,), x=x)
+'''
+    report = migrate_json(write_project(tmp_path, {
+        "mambaops/__init__.py": "", "mambaops/helpers.py": HELPERS, "mambaops/scan.py": handing}))
+    assert _places(report, "mambaops/helpers.py", "NPU910")[16]["severity"] == "error"
