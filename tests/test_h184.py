@@ -179,3 +179,50 @@ def exp_of(x):
     report = migrate_json(write_project(tmp_path, {
         "mambaops/__init__.py": "", "mambaops/helpers.py": HELPERS, "mambaops/scan.py": handing}))
     assert _places(report, "mambaops/helpers.py", "NPU910")[16]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- HA#8: a fallback `try`'s import led a merge
+FI_UTILS = '''def has_situ_activation() -> bool:
+    try:
+        from flashinfer.fused_moe.core import ActivationType
+    except ImportError:
+        return False
+    return hasattr(ActivationType, "Situ")
+
+
+def to_flashinfer_type(activation):
+    from flashinfer.fused_moe.core import ActivationType
+
+    return ActivationType.Swiglu if activation == "silu" else ActivationType.Geglu
+'''
+
+
+def test_merged_finding_stands_on_the_import_that_can_fail(tmp_path):
+    """HA#8: an import inside `try: ... except ImportError: return False` cannot fail; the file's
+    per-file NPU911 error, which lists it, stands on the unguarded lazy import (line 10), the one
+    an NPU host hits, and names the guarded line among its others."""
+    report = migrate_json(write_project(tmp_path, {"pkg/fi_utils.py": FI_UTILS}))
+    errors = [f for f in report["findings"] if f["path"] == "pkg/fi_utils.py" and f["code"] == "NPU911"]
+    assert len(errors) == 1 and errors[0]["line"] == 10 and errors[0]["severity"] == "error"
+    assert [line for line, _c, _s in errors[0]["also"]] == [3]
+
+
+def test_guarded_import_alone_is_no_error(tmp_path):
+    """HA#8's other half: with no unguarded import beside it, the guarded import is no error (a
+    named scope, fallbacks.py); and an unguarded import alone stays an error on its own line."""
+    guarded = FI_UTILS.split("\n\n\ndef to_flashinfer_type")[0] + "\n"
+    unguarded = "def to_flashinfer_type(activation):" + FI_UTILS.split("def to_flashinfer_type(activation):")[1]
+    report = migrate_json(write_project(tmp_path, {"pkg/a.py": guarded, "pkg/b.py": unguarded}))
+    assert not [f for f in report["findings"] if f["path"] == "pkg/a.py" and f["code"] == "NPU911"
+                and f["severity"] != "info"]
+    assert _places(report, "pkg/b.py", "NPU911")[2]["severity"] == "error"
+
+
+def test_import_whose_handler_passes_still_leads(tmp_path):
+    """HA#8's nearest true case: the handler only passes, so the function goes on to read the name
+    the failed import never bound (NameError on an NPU host): that import can fail, and the merged
+    error keeps standing on it (its first place)."""
+    passing = FI_UTILS.replace("        return False\n", "        pass\n")
+    report = migrate_json(write_project(tmp_path, {"pkg/fi_utils.py": passing}))
+    errors = [f for f in report["findings"] if f["path"] == "pkg/fi_utils.py" and f["code"] == "NPU911"]
+    assert len(errors) == 1 and errors[0]["line"] == 3 and errors[0]["severity"] == "error"
