@@ -37,7 +37,7 @@ from . import capraise19
 from . import wording20
 from . import wording21
 from . import buildprobes29, mainroute29, mocked29, unlaunched29
-from . import fallbacklead34
+from . import dockerimage34, fallbacklead34
 from . import closures32, scriptfolds30
 from . import rocmimports32
 from . import labels20
@@ -262,6 +262,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
     result.findings = merge_per_file(result.findings, secondary)
     if kind == "dockerfile":
         result.findings = fold_into_base_image(result.findings)
+        # (the CUDA image's own `ARG x="cuda"` build switch: part of that image's port, dockerimage34.py)
+        result.findings = dockerimage34.fold_build_args(result.findings, source.decode("utf-8", "replace"))
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
         lines = source.decode("utf-8", "replace").splitlines()
         result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)

@@ -226,3 +226,38 @@ def test_import_whose_handler_passes_still_leads(tmp_path):
     report = migrate_json(write_project(tmp_path, {"pkg/fi_utils.py": passing}))
     errors = [f for f in report["findings"] if f["path"] == "pkg/fi_utils.py" and f["code"] == "NPU911"]
     assert len(errors) == 1 and errors[0]["line"] == 3 and errors[0]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- HB#23: a CUDA image's build target
+CUDA_IMAGE = '''ARG CUDA_VERSION=12.8.1
+FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu22.04 AS build
+
+WORKDIR /workspace
+ARG target_device="cuda"
+ENV TARGET_DEVICE=${target_device}
+RUN pip install -e .
+RUN python bench.py --device cuda
+'''
+
+PLAIN_IMAGE = '''FROM python:3.11-slim AS build
+
+WORKDIR /workspace
+ARG target_device="cuda"
+ENV TARGET_DEVICE=${target_device}
+RUN python bench.py --device cuda
+'''
+
+
+def test_build_target_argument_of_a_cuda_image_folds_into_it(tmp_path):
+    """HB#23: `ARG target_device="cuda"` in a Dockerfile built on `nvidia/cuda` selects what the
+    CUDA image builds; "the NPU device is `npu`" is no fix for it, the image's port is (NPU707):
+    folded into that finding, which lists its line. The nearest true cases keep their NPU706: the
+    same `ARG` in an image not built on CUDA, and a `cuda` device on a `RUN` line."""
+    report = migrate_json(write_project(tmp_path, {"docker/Dockerfile": CUDA_IMAGE,
+                                                   "other/Dockerfile": PLAIN_IMAGE}))
+    kept = _places(report, "docker/Dockerfile", "NPU706")
+    assert 5 not in kept and 6 not in kept and kept[8]["severity"] == "error"
+    image = _places(report, "docker/Dockerfile", "NPU707")
+    assert 5 in image and image[5]["severity"] == "error" and "`cuda`" in image[5]["message"]
+    plain = _places(report, "other/Dockerfile", "NPU706")
+    assert plain[4]["severity"] == "error" and plain[6]["severity"] == "error"
