@@ -261,3 +261,49 @@ def test_build_target_argument_of_a_cuda_image_folds_into_it(tmp_path):
     assert 5 in image and image[5]["severity"] == "error" and "`cuda`" in image[5]["message"]
     plain = _places(report, "other/Dockerfile", "NPU706")
     assert plain[4]["severity"] == "error" and plain[6]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- HA#36: a second vLLM note in one file
+IMPORT_UTILS = '''import importlib.util
+
+
+def is_vllm_available() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+'''
+
+CLIENT = '''from pkg.import_utils import is_vllm_available
+
+if is_vllm_available():
+    from vllm.utils.network_utils import get_ip
+
+from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+
+def host() -> str:
+    return get_ip()
+
+
+def send(model) -> None:
+    NCCLWeightTransferEngine.trainer_send_weights(model)
+'''
+
+
+def test_optional_vllm_note_beside_the_files_nccl_warning_is_given_once(tmp_path):
+    """HA#36: an NPU916 info whose only note is that the optional `vllm` must be installed says
+    what the generic note says; with the file's NCCL weight-transfer warning beside it, NPU916 is
+    one finding per file: the info is folded into the warning, which lists its line and keeps its
+    severity."""
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/import_utils.py": IMPORT_UTILS,
+                                                   "pkg/client.py": CLIENT}))
+    found = [f for f in report["findings"] if f["path"] == "pkg/client.py" and f["code"] == "NPU916"]
+    assert len(found) == 1 and found[0]["line"] == 6 and found[0]["severity"] == "warning"
+    assert [line for line, _c, _s in found[0]["also"]] == [4]
+
+
+def test_optional_vllm_note_alone_stays(tmp_path):
+    """HA#36's nearest true case: the same opt-in note with no other vLLM note in the run stays
+    a finding (the note is given once, not never)."""
+    alone = CLIENT.split("\n\nfrom vllm.distributed")[0] + "\n\n\ndef host() -> str:\n    return get_ip()\n"
+    report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/import_utils.py": IMPORT_UTILS,
+                                                   "pkg/client.py": alone}))
+    assert _places(report, "pkg/client.py", "NPU916")[4]["severity"] == "info"
