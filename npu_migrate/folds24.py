@@ -1,5 +1,5 @@
 """Folds into the finding that already covers the work (issue #16, precision wave 24, round-24
-audits BP#24, BP#39). Whole run (runplan.py, before moot.to_scopes):
+audits BP#24, BP#39; round 33 HA#36). Whole run (runplan.py, before moot.to_scopes):
 
 * **The generic vLLM note, once per run** (BP#39, `fold_vllm_notes`): NPU916's information "vLLM
   runs on Ascend through the vllm-ascend plugin: import from `vllm`" with no note of its own (not
@@ -18,6 +18,10 @@ audits BP#24, BP#39). Whole run (runplan.py, before moot.to_scopes):
   test file and its lines (as jitfolds23.py does for the tests of a CUDA JIT kernel). An FP8 cast
   of the test's own (`x.to(torch.float8_e4m3fn)`), a test of another folder's module, or a kernel
   module with no open error keeps the finding.
+* **A second vLLM note in one file** (round-33 audit HA#36, `fold_file_notes`, right after the
+  two above): a generic NPU916 info (bare, or noting only that the optional `vllm` must be
+  installed) beside the same file's open NPU916 warning or error is folded into that finding,
+  which lists its line: NPU916 is one finding per file.
 
 An error folds only into an error, never into a scoped (moot) finding; nothing is dropped
 silently: the target's message names each folded file and its lines.
