@@ -1,5 +1,5 @@
 """Folds into the finding that already covers the work (issue #16, precision wave 24, round-24
-audits BP#24, BP#39). Whole run (runplan.py, before moot.to_scopes):
+audits BP#24, BP#39; round 33 HA#36). Whole run (runplan.py, before moot.to_scopes):
 
 * **The generic vLLM note, once per run** (BP#39, `fold_vllm_notes`): NPU916's information "vLLM
   runs on Ascend through the vllm-ascend plugin: import from `vllm`" with no note of its own (not
@@ -18,6 +18,10 @@ audits BP#24, BP#39). Whole run (runplan.py, before moot.to_scopes):
   test file and its lines (as jitfolds23.py does for the tests of a CUDA JIT kernel). An FP8 cast
   of the test's own (`x.to(torch.float8_e4m3fn)`), a test of another folder's module, or a kernel
   module with no open error keeps the finding.
+* **A second vLLM note in one file** (round-33 audit HA#36, `fold_file_notes`, right after the
+  two above): a generic NPU916 info (bare, or noting only that the optional `vllm` must be
+  installed) beside the same file's open NPU916 warning or error is folded into that finding,
+  which lists its line: NPU916 is one finding per file.
 
 An error folds only into an error, never into a scoped (moot) finding; nothing is dropped
 silently: the target's message names each folded file and its lines.
@@ -43,6 +47,26 @@ _AUX = re.compile(r"(^|/)(tests?|benchmarks?|examples?|scripts?|docs?)(/|$)|(^|/
 _TEST_FILE = re.compile(r"(^|/)(test_(?P<a>[^/]+)|(?P<b>[^/]+)_test)\.py$")
 _RANK = {"info": 0, "warning": 1, "error": 2}
 _SHOWN = 5
+
+
+# (round-33 audit HA#36: an opt-in note that says only that `vllm` must be installed adds nothing to
+# the generic note, which assumes vLLM installed with vllm-ascend)
+_VLLM_OPTIONAL = " (reached on an NPU host only when the optional package `vllm` is installed"
+
+
+def _generic(message: str) -> bool:
+    """The generic note, bare or followed by one note that vLLM is an optional package here."""
+    if _GENERIC.match(message):
+        return True
+    at = message.find(_VLLM_OPTIONAL)
+    if at <= 0 or not _GENERIC.match(message[:at]) or not message.endswith(")"):
+        return False
+    depth = 0
+    for index, char in enumerate(message[at + 1:]):  # (the note's parenthesis closes at the end only)
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and index < len(message) - at - 2:
+            return False
+    return depth == 0
 
 
 def _open(finding: Finding) -> bool:
@@ -164,4 +188,27 @@ def fold_kernel_tests(results: list, paths: Optional[dict] = None) -> list:
         out[k] = dataclasses.replace(out[k], findings=[kept if f is target else f for f in out[k].findings])
         for i, finding in folded:
             out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if f is not finding])
+    return out
+
+
+def fold_file_notes(results: list) -> list:
+    """Round-33 audit HA#36: a file's NPU916 info that says only the generic note (bare, or that the
+    optional `vllm` must be installed) beside the same file's open NPU916 warning or error (trl's
+    `get_ip` import beside its NCCL weight-transfer imports): NPU916 is one finding per file, so the
+    info is folded into that finding (folding.absorb: its line listed). A file with no such finding,
+    and a note of its own (not the generic one), keep theirs; fold_vllm_notes then gives the
+    generic note once per run."""
+    from .folding import absorb
+
+    out = list(results)
+    for index, result in enumerate(results):
+        notes = [f for f in result.findings if f.code == "NPU916" and _open(f)]
+        target = next((f for f in sorted(notes) if f.severity != "info"), None)
+        folded = [f for f in notes if f.severity == "info" and _generic(f.message)]
+        if target is None or not folded:
+            continue
+        kept = absorb(target, folded)
+        gone = {id(f) for f in folded}
+        out[index] = dataclasses.replace(result, findings=[kept if f is target else f for f in result.findings
+                                                           if id(f) not in gone])
     return out

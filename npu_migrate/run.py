@@ -37,6 +37,7 @@ from . import capraise19
 from . import wording20
 from . import wording21
 from . import buildprobes29, mainroute29, mocked29, unlaunched29
+from . import dockerimage34, fallbacklead34
 from . import closures32, scriptfolds30
 from . import rocmimports32
 from . import labels20
@@ -206,7 +207,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = devflows24.review(result.findings, text)  # (a backend option the shim converts)
             if typing_only:
                 result.skipped_scopes = sorted([*result.skipped_scopes, *typing_only])
-            secondary = in_annotation(text) if _has_merged_group(result.findings) else None
+            # (a merged finding stands on a use, not an annotation nor a fallback `try`'s import: fallbacklead34.py)
+            secondary = fallbacklead34.secondary(text, in_annotation(text)) if _has_merged_group(result.findings) else None
             # (after the merge: a reference folded into an import joins the places merged into it)
             result.findings = fold_gates_into_imports(
                 fold_repeated_imports(probes16.merge(result.findings, secondary), text))
@@ -255,10 +257,13 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             return _with_facts(result, kind)
     secondary = None
     if kind == "python" and _has_merged_group(result.findings):
-        secondary = in_annotation(source.decode("utf-8", "replace"))
+        secondary = fallbacklead34.secondary(source.decode("utf-8", "replace"),
+                                             in_annotation(source.decode("utf-8", "replace")))
     result.findings = merge_per_file(result.findings, secondary)
     if kind == "dockerfile":
         result.findings = fold_into_base_image(result.findings)
+        # (the CUDA image's own `ARG x="cuda"` build switch: part of that image's port, dockerimage34.py)
+        result.findings = dockerimage34.fold_build_args(result.findings, source.decode("utf-8", "replace"))
     if kind != "python" and result.findings:  # (one line, one block of a script: one finding for its variables)
         lines = source.decode("utf-8", "replace").splitlines()
         result.findings = fold_adjacent_lines(fold_same_line(result.findings), lines)

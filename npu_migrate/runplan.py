@@ -483,8 +483,9 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .tritonmods20 import fold_device_helpers, review_imported_selectors
     results = review_imported_selectors(results, paths)  # (Triton launched behind a selector a sibling module defines)
     from .platformlayer23 import review_platform_code, review_startup
-    from .folds24 import fold_kernel_tests, fold_vllm_notes
+    from .folds24 import fold_file_notes, fold_kernel_tests, fold_vllm_notes
     results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
+    results = fold_file_notes(results)  # (an opt-in vLLM note beside its file's NCCL warning, one per file: folds24.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
     from .targetlabels31 import review as review_target_labels
@@ -499,6 +500,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_device_helpers(results, paths)  # (Triton device functions only a reported kernel module calls)
     from .tritonguards23 import fold_into_fp8_errors, fold_kernel_helpers
     results = fold_kernel_helpers(results, paths)  # (the same, the helper's error its kernels': tritonguards23.py)
+    from .tritonhelpers34 import fold_mixed_helpers
+    results = fold_mixed_helpers(results, paths)  # (the same, beside host functions naming none of them: tritonhelpers34.py)
     results = fold_into_fp8_errors(results, paths)  # (guarded Triton kernels only an FP8 error's function calls)
     from .asmfp826 import fold as fold_asm_fp8
     results = fold_asm_fp8(results, paths)  # (FP8 only in functions launching Triton kernels with inline assembly)

@@ -621,3 +621,7 @@ def fold_into_fp8_errors(results: list, paths: dict) -> list:
             out[j] = dataclasses.replace(out[j], findings=findings)
         out[i] = dataclasses.replace(out[i], findings=[f for f in out[i].findings if not any(f is m for m in mine)])
     return out
+
+
+kernel_decorated = _kernel_decorated  # (public: tritonhelpers34.py)
+kernel_error = _kernel_error

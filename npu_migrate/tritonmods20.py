@@ -304,13 +304,16 @@ def _kernel_bodies(tree: ast.Module) -> list[ast.AST]:
     return found
 
 
-def _only_in_kernels(tree: ast.Module, statement: ast.ImportFrom) -> list[str] | None:
+def _only_in_kernels(tree: ast.Module, statement: ast.ImportFrom, only=None) -> list[str] | None:
     """The names `statement` (a module-level `from M import a, b`) binds when every read of each
     lies in the body of one of the file's Triton kernels (and no string of the file names one:
-    `__all__`); else None."""
+    `__all__`); else None. `only` (a set of names of M): the names checked, the others free; []
+    when the statement binds none of them."""
     if statement not in tree.body or any(a.name == "*" for a in statement.names):
         return None
-    names = [a.asname or a.name for a in statement.names]
+    names = [a.asname or a.name for a in statement.names if only is None or a.name in only]
+    if only is not None and not names:
+        return []
     spans = [(k.lineno, k.end_lineno or k.lineno) for k in _kernel_bodies(tree)]
     used = False
     for node in astcache.walk(tree):
@@ -325,13 +328,15 @@ def _only_in_kernels(tree: ast.Module, statement: ast.ImportFrom) -> list[str] |
     return names if used else None
 
 
-def fold_device_helpers(results: list, paths: dict, is_open=None, helper_ok=None) -> list:
+def fold_device_helpers(results: list, paths: dict, is_open=None, helper_ok=None, kernels_of=None) -> list:
     """A module of Triton device functions whose every library import site is a module-level
     `from M import f` in a file that reports its own unguarded Triton import, reading the names
     only inside its kernels: its NPU910 folded into that file's (round-20 audit BD#14).
     `is_open` (a finding -> bool): the NPU910 findings folded and folded into (default: the
     unguarded-import errors); `helper_ok` (the helper's text -> bool): a further test of the helper
-    module (tritonguards23.fold_kernel_helpers: it launches none of its functions)."""
+    module (tritonguards23.fold_kernel_helpers: it launches none of its functions); `kernels_of` (the
+    helper's text -> its kernels' names): only those names are checked at an import site, a site
+    binding none of them is no site (tritonhelpers34.py: a helper module with host functions too)."""
     is_open = is_open or _unguarded_error
     from .importgates import is_test
     from .modpaths import module_names
@@ -365,17 +370,21 @@ def fold_device_helpers(results: list, paths: dict, is_open=None, helper_ok=None
         if not sites or named_in_a_string(results, i, text_of, python):
             continue
         plan = []
+        only = kernels_of(data) if kernels_of is not None else None
         for j, line in sites:
             tree = tree_of(j)
             own = next((k for k, f in enumerate(out[j].findings) if is_open(f)), None)
             statements = [s for s in (tree.body if tree is not None else ())
                           if isinstance(s, ast.ImportFrom) and s.lineno <= line <= (s.end_lineno or s.lineno)]
-            used = _only_in_kernels(tree, statements[0]) if own is not None and len(statements) == 1 else None
+            if only is not None and len(statements) == 1 and _only_in_kernels(tree, statements[0], only) == []:
+                continue  # (a site importing only the helper's host functions)
+            used = _only_in_kernels(tree, statements[0], only) if own is not None and len(statements) == 1 else None
             if used is None:
                 break
             plan.append((j, own, used))
         else:
-            plans[i] = plan
+            if plan:
+                plans[i] = plan
     # (a module folded into one that is folded itself would leave no finding naming it: not folded)
     for i, plan in plans.items():
         if any(j in plans for j, _own, _used in plan):

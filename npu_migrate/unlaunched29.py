@@ -1,4 +1,4 @@
-"""A Triton kernel a test defines and never launches (issue #16, round-29 audit DA#24). Per file, from
+"""A Triton kernel a test defines and never launches (issue #16, round-29 audit DA#24; round-33 HA#13). Per file, from
 run.migrate_file (after buildprobes29.py).
 
 vLLM's `tests/model_executor/test_triton_dispatcher.py` checks that a kernel override registry
@@ -27,7 +27,14 @@ it into an attribute (`module.k = k`), and nothing in the file calls or indexes 
 an attribute (`module.k[grid](...)`, `module.k(...)`), nor hands either to a call, becomes info
 with the reason `NEVER_LAUNCHED` (a moot.NO_WORK phrase: a named scope).
 
-Kept (the nearest true cases): a kernel the test launches (`_add_one_kernel[(1,)](x, out, BLOCK=4)`)
+A module-level kernel of a test file whose body does nothing (`pass`, `...`, a docstring: vLLM's
+`tests/model_executor/test_jit_warmup_triton_launcher.py`, round-33 audit HA#13) and that the file
+never indexes (`k[grid]`) nor calls (`k(...)`) is lowered the same way, even when the file hands it
+to a helper (`triton_warmup_inputs(k, ...)` reads its argument names): a kernel with an empty body
+holds no CUDA code to port, and Triton-Ascend compiles it as it is.
+
+Kept (the nearest true cases): a module-level test kernel with a body (`tl.store(...)`), or an
+empty one the file launches (`k[(1,)](x)`); a kernel the test launches (`_add_one_kernel[(1,)](x, out, BLOCK=4)`)
 or hands to a helper that may (`run(_add_one_kernel)`), a module-level kernel (other modules may
 import and launch it), and a kernel in library code.
 """
@@ -72,6 +79,21 @@ def _never_launched(outer: ast.AST, kernel: ast.AST, tree: ast.Module) -> bool:
     return True
 
 
+def _empty(kernel: ast.AST) -> bool:
+    """True when `kernel`'s body does nothing: only `pass`, `...` or a docstring."""
+    return all(isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+               for stmt in kernel.body)
+
+
+def _launched_in(name: str, tree: ast.Module) -> bool:
+    """True when the file indexes (`k[grid]`) or calls (`k(...)`) the name `name` anywhere."""
+    for node in ast.walk(tree):
+        target = node.value if isinstance(node, ast.Subscript) else node.func if isinstance(node, ast.Call) else None
+        if isinstance(target, ast.Name) and target.id == name:
+            return True
+    return False
+
+
 def review(findings: list, text: str, relpath: str) -> list:
     """`findings`, with each NPU910 finding on never-launched test-local kernels lowered to info."""
     from .importgates import is_test
@@ -93,6 +115,11 @@ def review(findings: list, text: str, relpath: str) -> list:
                 if _jit(decorator):
                     decorated[decorator.lineno] = decorated.get(decorator.lineno, True) and \
                         _never_launched(outer, inner, tree)
+    for kernel in tree.body:  # (round-33 audit HA#13: a module-level kernel with an empty body)
+        if isinstance(kernel, _DEFS) and _empty(kernel) and not _launched_in(kernel.name, tree):
+            for decorator in kernel.decorator_list:
+                if _jit(decorator):
+                    decorated[decorator.lineno] = decorated.get(decorator.lineno, True)
     if not any(decorated.values()):
         return findings
     out = []
