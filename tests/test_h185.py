@@ -147,3 +147,78 @@ def test_kernel_after_a_kept_check_that_only_warns_stays_an_error(tmp_path):
     which an NPU host then runs."""
     report = _project(tmp_path, {"proj/ops/routing.py": ROUTING, "proj/layers/moe.py": MOE_WARN})
     assert _kernel(report, "proj/ops/routing.py", 4)["severity"] == "error"
+
+
+# ------------------------------------------------------------------ HC#13: imported only in a gated class
+FMA = '''import cutlass
+import cutlass.cute as cute
+
+
+class DownFma:
+    def __call__(self, x):
+        return cute.compile(x)
+'''
+DOWN = '''class DownGemm:
+    def __init__(self, rank):
+        self.rank = rank
+
+    def compile(self):
+        from proj.ops.cute.down_fma import DownFma
+
+        return DownFma()
+
+
+def down_gemm(x, rank):
+    return DownGemm(rank).compile()(x)
+'''
+HYPER = '''from torch import nn
+
+from proj.ops.cute.down import down_gemm
+from proj.platforms import current_platform
+
+
+class HyperConnection(nn.Module):
+    def __init__(self, rank):
+        super().__init__()
+        self.rank = rank
+        self._use_down = current_platform.has_device_capability(90)
+
+    def forward(self, x):
+        if self._use_down:
+            return down_gemm(x, self.rank)
+        return x
+'''
+PLATFORMS = '''class _Platform:
+    def has_device_capability(self, cap):
+        return False
+
+
+current_platform = _Platform()
+'''
+# (nearest true case: the layer calls the fused path under its own option, not a capability)
+HYPER_OPTION = HYPER.replace("current_platform.has_device_capability(90)", "rank > 1")
+
+
+def _cute_project(tmp_path, hyper: str) -> dict:
+    return _project(tmp_path, {"proj/platforms.py": PLATFORMS, "proj/ops/cute/__init__.py": "",
+                               "proj/ops/cute/down_fma.py": FMA, "proj/ops/cute/down.py": DOWN,
+                               "proj/layers/hyper.py": hyper})
+
+
+def test_module_imported_only_in_a_class_behind_a_capability_flag_is_a_named_scope(tmp_path):
+    """HC#13: the CuTe-DSL module is imported only inside `DownGemm.compile`, and `DownGemm` is
+    used only by `down_gemm`, which the layer calls only under `self._use_down`, set once from
+    `has_device_capability(90)` (False on an NPU host): the module is never loaded there."""
+    report = _cute_project(tmp_path, HYPER)
+    assert not [f for f in report["findings"] if f["path"] == "proj/ops/cute/down_fma.py" and f["code"] == "NPU911"]
+    scope = [s for s in _scopes(report, "proj/ops/cute/down_fma.py") if s["start_line"] == 1]
+    assert len(scope) == 1, report["skipped"]
+    assert "imported only in code an NPU host does not run: proj/ops/cute/down.py:6 in `DownGemm`" in scope[0]["reason"]
+
+
+def test_module_imported_in_a_class_behind_a_user_option_stays_an_error(tmp_path):
+    """Nearest true case: the same chain behind a user option: an NPU host may import the module,
+    and fails there."""
+    report = _cute_project(tmp_path, HYPER_OPTION)
+    found = [f for f in report["findings"] if f["path"] == "proj/ops/cute/down_fma.py" and f["code"] == "NPU911"]
+    assert len(found) == 1 and found[0]["severity"] == "error", report["findings"]
