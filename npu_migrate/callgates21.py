@@ -258,6 +258,10 @@ class _Gates:
         env: dict = {}
         if function is not None and not isinstance(function, ast.Lambda):
             bound = once_bound(function, where.lineno, self._stores(function))
+            from .keptchecks34 import kept_values  # (`x.is_cuda` the run keeps meaning CUDA: False there, keptchecks34.py)
+            for key, note in kept_values(self.run, j, [test, *bound.values()]).items():
+                env[key] = False
+                self.notes.append(note)
             for expr in [test, *bound.values()]:
                 for n in ast.walk(expr):
                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
@@ -295,6 +299,7 @@ class _Gates:
         from .capchains30 import refused_branch as _refused_branch  # (a flag the constructor refuses: capchains30.py)
         from .flagtruth import UNKNOWN as _U
         from .flagtruth import always_exits as _always_exits
+        from .keptchecks34 import decides as _kept_decides
 
         scope = next((sc for sc in self._skipped(j) if sc[0] <= node.lineno <= sc[1]), None)
         if scope is not None:
@@ -304,7 +309,8 @@ class _Gates:
         child, current = node, parents.get(id(node))
         while current is not None and not isinstance(current, ast.Module):
             if isinstance(current, ast.If) and (child in current.body or child in current.orelse) \
-                    and not _chosen(current.test, parents, current, self._local_names):
+                    and (not _chosen(current.test, parents, current, self._local_names)
+                         or _kept_decides(self.run, j, current.test)):  # (a kept `x.is_cuda and ...`: keptchecks34.py)
                 used: list = []
                 truth = self.truth(j, tree, parents, current.test, current, used)
                 if truth is not _U and truth == (child in current.orelse):

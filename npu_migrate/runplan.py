@@ -468,6 +468,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_public_helpers(results, paths)  # (public functions only tests not run there call: info, P3: publichelpers27.py)
     from .kernelgates26 import review as review_kernel_gates
     results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
+    from .importcallers34 import review as review_import_callers
+    results = review_import_callers(results, paths)  # (CUDA-only modules imported only in units such gates keep off: importcallers34.py)
     from .devicefns27 import review_device_functions
     results = review_device_functions(results, paths)  # (device functions called only inside those kernels: devicefns27.py)
     from .gatedusers24 import review as review_gated_users
