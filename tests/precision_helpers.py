@@ -86,3 +86,33 @@ VLLM_PLATFORM_INTERFACE = '''class Platform:
         if cls.supported_quantization and quant not in cls.supported_quantization:
             raise ValueError(f"{quant} quantization is currently not supported")
 '''
+
+
+# Finding and scope lookups several precision tests share (one copy; the duplicate report of session 44)
+
+
+def finding_at(report: dict, path: str, code: str, line_text: str, files: dict) -> dict:
+    """The one report-only finding of `code` in `path` with a place on the first line holding `line_text`."""
+    line = next(n for n, text in enumerate(files[path].splitlines(), 1) if line_text in text)
+    found = [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]
+             and (f["line"] == line or any(a[0] == line for a in f.get("also", ())))]
+    assert len(found) == 1, (path, code, line, [(f["line"], f["code"], f["message"]) for f in report["findings"]
+                                                if f["path"] == path])
+    return found[0]
+
+
+def finding_places(report: dict, path: str, code: str) -> dict[int, dict]:
+    """{line: finding} of every place of the report-only findings of `code` in `path`."""
+    places = {}
+    for f in report["findings"]:
+        if f["path"] == path and f["code"] == code and not f["fixable"]:
+            places[f["line"]] = f
+            for line, _column, _source in f.get("also") or ():
+                places.setdefault(line, f)
+    return places
+
+
+def scope_reasons(report: dict, path: str, code: str) -> dict[int, str]:
+    """{line: reason} of the named skipped scopes of `code` in `path`."""
+    return {line: s["reason"] for s in report["skipped"] if s.get("path") == path and "start_line" in s
+            and f"({code})" in s["reason"] for line in range(s["start_line"], s["end_line"] + 1)}

@@ -4,6 +4,7 @@ paired with the nearest true case that must stay reported or rewritten."""
 from __future__ import annotations
 
 from .precision_helpers import findings_at, migrate_json, write_project
+from .precision_helpers import finding_places as _places
 
 # ----------------------------------------------------------------------------- BW#15: early exits
 REGION = '''import torch
@@ -64,17 +65,6 @@ def synchronize(t):
         return
     torch.cuda.synchronize()
 '''
-
-
-def _places(report: dict, path: str, code: str) -> dict[int, dict]:
-    """{line: finding} of every place of the report-only findings of `code` in `path`."""
-    places = {}
-    for f in report["findings"]:
-        if f["path"] == path and f["code"] == code and not f["fixable"]:
-            places[f["line"]] = f
-            for line, _column, _source in f.get("also") or ():
-                places.setdefault(line, f)
-    return places
 
 
 def _rewritten(report: dict, path: str, code: str) -> set[int]:

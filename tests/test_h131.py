@@ -4,17 +4,7 @@ false or redundant shape paired with the nearest true case that must stay report
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
-
-
-def _places(report: dict, path: str, code: str) -> dict[int, dict]:
-    """{line: finding} of every place of the report-only findings of `code` in `path`."""
-    places = {}
-    for f in report["findings"]:
-        if f["path"] == path and f["code"] == code and not f["fixable"]:
-            places[f["line"]] = f
-            for line, _column, _source in f.get("also") or ():
-                places.setdefault(line, f)
-    return places
+from .precision_helpers import finding_places as _places
 
 
 # ----------------------------------------------------------------------------- CA#40, CC#29: config opt-in

@@ -4,23 +4,8 @@ helper h140, issue #16): each false shape paired with the nearest true case that
 from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
-
-
-def _places(report: dict, path: str, code: str) -> dict[int, dict]:
-    """{line: finding} of every place of the report-only findings of `code` in `path`."""
-    places = {}
-    for f in report["findings"]:
-        if f["path"] == path and f["code"] == code and not f["fixable"]:
-            places[f["line"]] = f
-            for line, _column, _source in f.get("also") or ():
-                places.setdefault(line, f)
-    return places
-
-
-def _scopes(report: dict, path: str, code: str) -> dict[int, str]:
-    """{line: reason} of the named skipped scopes of `code` in `path`."""
-    return {line: s["reason"] for s in report["skipped"] if s.get("path") == path and "start_line" in s
-            and f"({code})" in s["reason"] for line in range(s["start_line"], s["end_line"] + 1)}
+from .precision_helpers import finding_places as _places
+from .precision_helpers import scope_reasons as _scopes
 
 
 # ----------------------------------------------------------------------------- DA#36: a debug mode off the platform

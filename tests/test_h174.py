@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .precision_helpers import migrate_json, write_project
 from .precision_helpers import VLLM_PLATFORM_INTERFACE as INTERFACE
+from .precision_helpers import finding_at as _at
 
 REGISTRY = '''_TEXT_GENERATION_MODELS = {
     "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
@@ -159,15 +160,6 @@ def _project(extra: dict | None = None) -> dict:
     }
     files.update(extra or {})
     return files
-
-
-def _at(report: dict, path: str, code: str, line_text: str, files: dict) -> dict:
-    line = next(n for n, text in enumerate(files[path].splitlines(), 1) if line_text in text)
-    found = [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]
-             and (f["line"] == line or any(a[0] == line for a in f.get("also", ())))]
-    assert len(found) == 1, (path, code, line, [(f["line"], f["code"], f["message"]) for f in report["findings"]
-                                                if f["path"] == path])
-    return found[0]
 
 
 def _run(tmp_path, extra: dict | None = None) -> tuple:
