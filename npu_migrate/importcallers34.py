@@ -1,5 +1,7 @@
 """CUDA-only modules imported only inside functions an NPU host never calls (issue #16, round 33:
-HC#13; helper h185). Whole run, from runplan.whole_run_passes, right after callgates21.py.
+HC#13; helper h185). Whole run, from runplan.whole_run_passes, late (just before unreached25.py:
+after the passes that make an opt-in probe's import info, which this pass must not scope:
+tests/test_h107.py).
 
     # ops/cute_dsl/_down_fma.py                     # ops/cute_dsl/down.py
     import cutlass                    # NPU911      class DownGemm:
@@ -35,7 +37,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     from .flagcalls19 import Run, lower_result
     from .flags16 import BRANCH
     from .modpaths import module_names
-    from .moot import is_open
+    from .moot import is_open, to_scopes
     from .tritonguards import UNGUARDED, named_in_a_string, run_imports
 
     def wanted(finding) -> bool:
@@ -52,6 +54,7 @@ def review(results: list, paths: Optional[dict] = None) -> list:
     outside_tests = [j for j in python if not _TEST_FILE.search(results[j].relpath)]
     gates = None
     out = list(results)
+    changed = []
     for i in candidates:
         relpath = results[i].relpath
         names, stem = set(module_names(relpath)), relpath[:-3]
@@ -73,5 +76,10 @@ def review(results: list, paths: Optional[dict] = None) -> list:
         else:
             reason = (f"{BRANCH}: imported only in code an NPU host does not run: {'; '.join(shown[:2])}"
                       + (f"; and {len(shown) - 2} more" if len(shown) > 2 else ""))
-            out[i] = lower_result(out[i], wanted, lambda _line, reason=reason: reason)
+            lowered = lower_result(out[i], wanted, lambda _line, reason=reason: reason)
+            if lowered is not out[i]:
+                out[i] = lowered
+                changed.append(i)
+    for i, result in zip(changed, to_scopes([out[i] for i in changed])):  # (it runs after the
+        out[i] = result  # shared pass that turns such reasons into scopes, as firstfail33 does)
     return out

@@ -468,8 +468,6 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_public_helpers(results, paths)  # (public functions only tests not run there call: info, P3: publichelpers27.py)
     from .kernelgates26 import review as review_kernel_gates
     results = review_kernel_gates(results, paths)  # (Triton kernels whose every launch is behind such a gate: kernelgates26.py)
-    from .importcallers34 import review as review_import_callers
-    results = review_import_callers(results, paths)  # (CUDA-only modules imported only in units such gates keep off: importcallers34.py)
     from .devicefns27 import review_device_functions
     results = review_device_functions(results, paths)  # (device functions called only inside those kernels: devicefns27.py)
     from .gatedusers24 import review as review_gated_users
@@ -578,6 +576,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_failing_first(results, paths)  # (code after a warm-up call that fails first, modules importing a missing own module: firstfail33.py)
     from .finfo30 import review as review_finfo_leftovers
     results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
+    from .importcallers34 import review as review_import_callers  # (after the passes that make opt-in probes info: test_h107)
+    results = review_import_callers(results, paths)  # (CUDA-only modules imported only in units such gates keep off: importcallers34.py)
     from .unreached25 import review as review_proven_unreached
     results = review_proven_unreached(results, paths)  # (info notes whose closing test is proven false on NPU: unreached25.py)
     from .infojoin31 import review as join_info_notes
