@@ -139,6 +139,7 @@ class _Failing:
         self.results, self.text_of, self.modules = results, text_of, modules
         self.memo: dict = {}
         self.predicates: Optional[frozenset] = None
+        self.ops = None
 
     def _false_predicates(self) -> frozenset:
         if self.predicates is None:
@@ -147,6 +148,14 @@ class _Failing:
             python = [j for j, r in enumerate(self.results) if r.relpath.endswith(".py")]
             self.predicates = false_predicates(python, self.text_of)
         return self.predicates
+
+    def compiled_op(self, call: ast.Call, i: int, tree: ast.Module) -> Optional[str]:
+        """Why a test's or benchmark's call of a CUDA-built compiled op fails there (opcalls34.py)."""
+        if self.ops is None:
+            from .opcalls34 import CompiledOpCalls
+
+            self.ops = CompiledOpCalls(self.results, self.modules, _rebound_names())
+        return self.ops.why(call, i, tree)
 
     def imported(self, i: int, tree: ast.Module, name: str) -> Optional[str]:
         """Why `name`, imported by module `i` from another module of the run, always fails there."""
@@ -277,6 +286,8 @@ def _local_callables(function: ast.AST) -> dict:
 
 def _fails(call: ast.Call, i: int, tree: ast.Module, function: ast.AST, failing: _Failing, depth: int) -> Optional[str]:
     """Why the call always fails on an NPU host (module doc), or None."""
+    if isinstance(call.func, ast.Attribute) and depth <= _MAX_DEPTH:
+        return failing.compiled_op(call, i, tree)  # (a call of the project's CUDA-built `_C` op: opcalls34.py)
     if not isinstance(call.func, ast.Name) or depth > _MAX_DEPTH:
         return None
     name = call.func.id

@@ -1,0 +1,102 @@
+"""Gates in callers and the project's own CUDA-built `_C` ops (helper h194, issue #16, rounds 32
+and 33; opcalls34.py, ...): each false shape paired with the nearest true case that must stay
+reported as before."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+# ------------------------------------------------------------------ GA#14: a benchmark's `_C` op call first
+CUSTOM_OPS = '''import torch
+
+
+def scaled_fp8_quant(x, scale=None, per_token=False):
+    out = torch.empty_like(x)
+    if scale is None:
+        if per_token:
+            scale = torch.empty((x.shape[0], 1))
+            torch.ops._C.dynamic_per_token_scaled_fp8_quant(out, x, scale)
+        else:
+            scale = torch.empty(1)
+            torch.ops._C.dynamic_scaled_fp8_quant(out, x, scale)
+    else:
+        torch.ops._C.static_scaled_fp8_quant(out, x, scale)
+    return out, scale
+
+
+def silu_and_mul(out, x):
+    if x.is_cpu:
+        return torch.nn.functional.silu(x[..., : x.shape[-1] // 2]) * x[..., x.shape[-1] // 2:]
+    torch.ops._C.silu_and_mul(out, x)
+    return out
+'''
+KERNEL_CU = '''#include <cuda_runtime.h>
+
+__global__ void quant_kernel(float* x) { x[threadIdx.x] = 0.f; }
+'''
+BENCH = '''import torch
+
+from proj import _custom_ops as ops
+
+
+def bench_run(m, k):
+    a = torch.randn((m, k), device="cuda")
+    _, a_scale = ops.scaled_fp8_quant(a)
+    w = torch.empty((m, k), device="cuda", dtype=torch.float8_e4m3fn)
+    return w, a_scale
+
+
+if __name__ == "__main__":
+    bench_run(16, 32)
+'''
+# (nearest true case: the benchmark calls a wrapper with a path that does not reach the op)
+BENCH_PORTABLE = BENCH.replace("_, a_scale = ops.scaled_fp8_quant(a)", "a_scale = ops.silu_and_mul(a, a)")
+# (nearest true case: the same call in a library module; the op's port may come with its caller's)
+LIBRARY = BENCH.replace('\n\nif __name__ == "__main__":\n    bench_run(16, 32)\n', "\n")
+
+
+def _op_project(tmp_path, files: dict) -> dict:
+    base = {"setup.py": "from setuptools import setup\nsetup(name='proj')\n", "proj/__init__.py": "",
+            "proj/_custom_ops.py": CUSTOM_OPS, "csrc/quant.cu": KERNEL_CU}
+    return migrate_json(write_project(tmp_path, {**base, **files}))
+
+
+def _fp8(report: dict, path: str) -> list:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == "NPU913"]
+
+
+def test_fp8_after_a_benchmarks_call_of_a_cuda_built_op_is_a_named_scope(tmp_path):
+    """GA#14: `ops.scaled_fp8_quant(a)` calls a `torch.ops._C` op on every path; an NPU host has no
+    vLLM `_C` (vllm-ascend registers `torch.ops._C_ascend`), so the FP8 line after it never runs."""
+    report = _op_project(tmp_path, {"benchmarks/bench_quant.py": BENCH})
+    assert any(f["code"] == "NPU912" for f in report["findings"])
+    assert not _fp8(report, "benchmarks/bench_quant.py"), report["findings"]
+    scope = [s for s in report["skipped"] if s["path"] == "benchmarks/bench_quant.py" and s["start_line"] == 9]
+    assert len(scope) == 1, report["skipped"]
+    reason = scope[0]["reason"]
+    assert reason.startswith("not run on an NPU host (NPU913): after a call that fails first")
+    assert "the call at line 8" in reason and "`ops.scaled_fp8_quant`" in reason and "_C_ascend" in reason
+
+
+def test_fp8_after_a_wrapper_with_a_portable_path_stays_an_error(tmp_path):
+    """Nearest true case: `silu_and_mul` returns before its op on a CPU tensor: it may pass."""
+    report = _op_project(tmp_path, {"benchmarks/bench_quant.py": BENCH_PORTABLE})
+    found = _fp8(report, "benchmarks/bench_quant.py")
+    assert [f["severity"] for f in found] == ["error"], report["findings"]
+
+
+def test_fp8_after_the_same_call_in_a_library_module_stays_an_error(tmp_path):
+    """Nearest true case: a library function makes the same call; it stays reported."""
+    report = _op_project(tmp_path, {"proj/quant.py": LIBRARY})
+    found = _fp8(report, "proj/quant.py")
+    assert [f["severity"] for f in found] == ["error"], report["findings"]
+
+
+def test_fp8_after_the_call_without_a_reported_cuda_source_stays_an_error(tmp_path):
+    """Nearest true case: no CUDA source in the run (NPU912): the op may come from elsewhere."""
+    root = write_project(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='proj')\n",
+                                    "proj/__init__.py": "", "proj/_custom_ops.py": CUSTOM_OPS,
+                                    "benchmarks/bench_quant.py": BENCH})
+    report = migrate_json(root)
+    found = _fp8(report, "benchmarks/bench_quant.py")
+    assert [f["severity"] for f in found] == ["error"], report["findings"]
