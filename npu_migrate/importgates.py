@@ -58,8 +58,9 @@ _TEST_FILE = re.compile(r"(^|/)(tests?/|test_[^/]*\.py$|[^/]*_test\.py$|conftest
 _PREDICATE_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\([ \t]*\)[^:\n]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*|\"\"\"[^\n]*\"\"\")?\n)*"
                             rb"[ \t]+return[ \t]+([^\n]+)$", re.MULTILINE)
 # a module-level flag bound to a platform question (`_is_cuda = is_cuda()`, `_on_sm90 = has_sm90()`)
-_FLAG_ASSIGN = re.compile(rb"^(\w+)[ \t]*=[ \t]*[\w.]*(?:is_|has_|use_|_available|cuda|rocm|hip|capability|sm_?\d)"
-                          rb"[\w.]*\(", re.MULTILINE)
+# (or to a CUDA build's custom op, None on an NPU host: `getattr(torch.ops._C, "op", None)`, HC#9)
+_FLAG_ASSIGN = re.compile(rb"^(\w+)[ \t]*=[ \t]*(?:[\w.]*(?:is_|has_|use_|_available|cuda|rocm|hip|capability|sm_?\d)"
+                          rb"[\w.]*\(|getattr\([ \t]*torch\.ops\._C[ \t]*,)", re.MULTILINE)
 _ANY_DEF = re.compile(rb"^def[ \t]+(\w+)[ \t]*\(", re.MULTILINE)
 _PLATFORM_NAME = re.compile(r"(^|_)(cuda|hip|rocm|sm\d*|hopper|blackwell)($|_)")
 

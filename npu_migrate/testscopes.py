@@ -57,6 +57,8 @@ def _value(node: ast.AST):
     known = reach.known_value(node)  # (a CUDA build's custom ops, Windows and macOS checks)
     if known is not None:
         return known
+    if reach.missing_op(node):  # (`getattr(torch.ops._C, "op", None)`: no CUDA build's op there, HC#9)
+        return _NONE
     known = npugates.known_value(node, _truth)  # (`current_platform.is_cpu()`, `get_name() == "FLASHINFER"`)
     if known is not None:
         return known

@@ -100,3 +100,69 @@ def test_fp8_after_the_call_without_a_reported_cuda_source_stays_an_error(tmp_pa
     report = migrate_json(root)
     found = _fp8(report, "benchmarks/bench_quant.py")
     assert [f["severity"] for f in found] == ["error"], report["findings"]
+
+
+# ------------------------------------------------------------------ HC#9: imported only under a missing `_C` op
+NORM_TP = '''import torch
+
+_FUSED_AR_RMS = getattr(torch.ops._C, "fused_allreduce_rms", None)
+
+
+class NormTP:
+    def __init__(self, world):
+        self.world = world
+        self.workspace = None
+        if _FUSED_AR_RMS is not None and world > 1:
+            from .workspace import get_workspace
+
+            self.workspace = get_workspace(world)
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+'''
+WORKSPACE = '''try:
+    from cuda.bindings import runtime as cudart
+except ImportError:
+    from cuda import cudart
+
+
+def get_workspace(world):
+    return [cudart.cudaMalloc(1 << 20) for _ in range(world)]
+'''
+# (nearest true case: the op is looked up in the plugin's own namespace, which an NPU host has)
+NORM_TP_ASCEND = NORM_TP.replace("torch.ops._C,", "torch.ops._C_ascend,")
+# (nearest true case: the import is gated on the world size only: an NPU host with two ranks runs it)
+NORM_TP_WORLD = NORM_TP.replace("_FUSED_AR_RMS is not None and world > 1", "world > 1")
+
+
+def _workspace_project(tmp_path, norm: str) -> dict:
+    files = {"proj/__init__.py": "", "proj/layers/__init__.py": "", "proj/layers/norm_tp.py": norm,
+             "proj/layers/workspace.py": WORKSPACE}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def _cuda_bindings(report: dict) -> list:
+    return [f for f in report["findings"] if f["path"] == "proj/layers/workspace.py" and f["code"] == "NPU911"]
+
+
+def test_module_imported_only_under_a_missing_c_op_is_a_named_scope(tmp_path):
+    """HC#9: `getattr(torch.ops._C, "op", None)` is None on an NPU host (no CUDA build of the
+    project's ops there), so the only import of the `cuda.bindings` module never runs."""
+    report = _workspace_project(tmp_path, NORM_TP)
+    assert not _cuda_bindings(report), report["findings"]
+    scope = [s for s in report["skipped"] if s["path"] == "proj/layers/workspace.py" and s["start_line"] == 2]
+    assert len(scope) == 1, report["skipped"]
+    assert scope[0]["reason"].startswith("not run on an NPU host (NPU911): imported only behind a CUDA/ROCm-only gate")
+    assert "proj/layers/norm_tp.py:11 under `_FUSED_AR_RMS is not None and world > 1`" in scope[0]["reason"]
+
+
+def test_module_imported_under_the_plugins_op_namespace_stays_an_error(tmp_path):
+    """Nearest true case: the op is looked up in `torch.ops._C_ascend`, which an NPU host has."""
+    report = _workspace_project(tmp_path, NORM_TP_ASCEND)
+    assert [f["severity"] for f in _cuda_bindings(report)] == ["error"], report["findings"]
+
+
+def test_module_imported_under_a_world_size_gate_stays_an_error(tmp_path):
+    """Nearest true case: only the world size gates the import; an NPU host with two ranks runs it."""
+    report = _workspace_project(tmp_path, NORM_TP_WORLD)
+    assert [f["severity"] for f in _cuda_bindings(report)] == ["error"], report["findings"]
