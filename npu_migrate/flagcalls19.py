@@ -386,6 +386,12 @@ class _Run(RunModules):
                 value = getattr_value(self, i, node, local, used)
                 if _uniq(value):
                     return value
+        if isinstance(node, ast.Subscript):  # (`f()[0]` of a `(flag, reason)` answer: tupleitems34.py)
+            from .tupleitems34 import item_value
+
+            value = item_value(self, i, node, env, local, depth, used, _U)
+            if _uniq(value):
+                return value
         known = testscopes.npu_value(node)  # (True, False, None there: `torch.version.hip`; or unknown)
         if known is True or known is False:
             return known

@@ -166,3 +166,71 @@ def test_module_imported_under_a_world_size_gate_stays_an_error(tmp_path):
     """Nearest true case: only the world size gates the import; an NPU host with two ranks runs it."""
     report = _workspace_project(tmp_path, NORM_TP_WORLD)
     assert [f["severity"] for f in _cuda_bindings(report)] == ["error"], report["findings"]
+
+
+# ------------------------------------------------------------------ HC#2: skipif on a support check's `[0]`
+SUPPORT = '''from proj import envs
+from proj.platforms import current_platform
+
+
+def _lib_available():
+    try:
+        import proj._mla_C  # noqa: F401
+    except ImportError:
+        return False, "proj._mla_C is not built"
+    return True, None
+
+
+def is_mla_supported():
+    available, reason = _lib_available()
+    if not available:
+        return False, reason
+    if not current_platform.is_device_capability_family(90):
+        return False, "MLA is only supported on Hopper"
+    return True, None
+'''
+ENVS = "import os\n\nUSE_MLA = os.environ.get('PROJ_USE_MLA') == '1'\n"
+PLATFORMS = '''class _Platform:
+    def is_device_capability_family(self, family):
+        return False
+
+
+current_platform = _Platform()
+'''
+MLA_TEST = '''import pytest
+import torch
+
+from proj.ops.support import is_mla_supported
+
+
+@pytest.mark.skipif(not is_mla_supported()[0], reason="MLA not supported")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_mla(dtype):
+    q = torch.randn(4, 8, device="cuda").to(dtype)
+    assert q.dtype == dtype
+'''
+# (nearest true case: the check's second gate is a user's environment setting, which an NPU host may set)
+SUPPORT_ENV = SUPPORT.replace("not current_platform.is_device_capability_family(90)", "not envs.USE_MLA")
+
+
+def _mla_project(tmp_path, support: str) -> dict:
+    files = {"proj/__init__.py": "", "proj/envs.py": ENVS, "proj/platforms.py": PLATFORMS,
+             "proj/ops/__init__.py": "", "proj/ops/support.py": support,
+             "tests/kernels/test_mla.py": MLA_TEST}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_fp8_in_a_test_skipped_on_a_support_checks_first_item_is_a_named_scope(tmp_path):
+    """HC#2: `skipif(not is_mla_supported()[0])`: every `(flag, reason)` the check returns on an NPU
+    host has a False flag (its capability family gate is false there), so the test never runs."""
+    report = _mla_project(tmp_path, SUPPORT)
+    assert not _fp8(report, "tests/kernels/test_mla.py"), report["findings"]
+    scope = [s for s in report["skipped"] if s["path"] == "tests/kernels/test_mla.py" and s["start_line"] == 8]
+    assert len(scope) == 1, report["skipped"]
+    assert "in a test that does not run on an NPU host: `not is_mla_supported()[0]`" in scope[0]["reason"]
+
+
+def test_fp8_in_a_test_skipped_on_a_user_setting_stays_an_error(tmp_path):
+    """Nearest true case: the check's gate is an environment setting a user of an NPU host may set."""
+    report = _mla_project(tmp_path, SUPPORT_ENV)
+    assert [f["severity"] for f in _fp8(report, "tests/kernels/test_mla.py")] == ["error"], report["findings"]
