@@ -112,3 +112,92 @@ def test_a_stub_behind_a_gate_an_npu_host_may_take_keeps_the_later_finding(tmp_p
     fp8 = findings_at(report, "pkg/dispatch.py", "NPU913")
     places = {n for f in fp8.values() for n in (f["line"], *(a[0] for a in f.get("also", ())))}
     assert label in places
+
+
+# Round-32 audit GC#29 (initfails34.py): a Triton kernel launched only from a method of a class
+# whose `__init__` first imports, unconditionally, a module that fails at its own unguarded
+# `from flashinfer import ...` (reported there, NPU911): the class is never built on an NPU host.
+
+FLASHINFER_BACKEND = '''import torch
+from flashinfer import decode_kernel
+
+
+class FIImpl:
+    def run(self, x):
+        return decode_kernel(x)
+'''
+
+ROPE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rope_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def rope_cache(x):
+    _rope_kernel[(1,)](x, x.numel(), BLOCK=128)
+    return x
+'''
+
+MODEL = '''import torch
+
+from pkg.ops.rope import rope_cache
+from pkg.ops.rope_try import rope_cache_try
+
+
+class FlintAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 1.0
+        from pkg.backends.fi import FIImpl
+
+        self.impl = FIImpl()
+
+    def forward(self, x):
+        return rope_cache(x) * self.scale
+
+
+class TryAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        try:
+            from pkg.backends.fi import FIImpl
+            self.impl = FIImpl()
+        except ImportError:
+            self.impl = None
+
+    def forward(self, x):
+        return rope_cache_try(x)
+'''
+
+
+def _flint_project(tmp_path):
+    files = {"setup.py": "from setuptools import setup\nsetup(name='pkg')\n", "pkg/__init__.py": "",
+             "pkg/backends/__init__.py": "", "pkg/backends/fi.py": FLASHINFER_BACKEND, "pkg/ops/__init__.py": "",
+             "pkg/ops/rope.py": ROPE, "pkg/ops/rope_try.py": ROPE.replace("def rope_cache(", "def rope_cache_try("),
+             "pkg/model.py": MODEL}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_kernel_launched_only_by_a_class_whose_constructor_fails_first_is_a_named_scope(tmp_path):
+    from .precision_helpers import scope_reasons
+
+    report = _flint_project(tmp_path)
+    kernel = _line(ROPE, "@triton.jit")
+    assert kernel not in {n for f in findings_at(report, "pkg/ops/rope.py", "NPU910").values()
+                          for n in (f["line"], *(a[0] for a in f.get("also", ())))}
+    reasons = scope_reasons(report, "pkg/ops/rope.py", "NPU910")
+    assert any("`FlintAttention.__init__` fails first" in why and "pkg/backends/fi.py" in why for why in reasons.values()), reasons
+    # the failure it names stays reported where it is
+    assert findings_at(report, "pkg/backends/fi.py", "NPU911")
+
+
+def test_constructor_whose_import_is_caught_keeps_the_kernel_reported(tmp_path):
+    report = _flint_project(tmp_path)
+    kernel = _line(ROPE, "@triton.jit")
+    places = {n for f in findings_at(report, "pkg/ops/rope_try.py", "NPU910").values()
+              for n in (f["line"], *(a[0] for a in f.get("also", ())))}
+    assert kernel in places, report["findings"]
