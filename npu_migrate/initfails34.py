@@ -27,12 +27,14 @@ past that import is dead the same way (a lazy `from .ops.decode_attention import
 Kept: a `staticmethod`/`classmethod` (callable without an instance), `__init__` up to the import, a class
 another class of its module derives from (a subclass may build itself another way), an import
 under a `try`, an `if` or a `with`, one after a `return`, a module whose failing import is not
-reported (nothing would name the failure), a package an NPU host may install (triton, xformers).
+reported (nothing would name the failure), a package an NPU host may install (triton, xformers),
+a class whose `__init__` rules/vllm_ascend.toml says the plugin replaces (`[[methods]]`).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Optional
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -95,8 +97,21 @@ def _fails(gates, j: int, stmt: ast.AST) -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _replaced() -> frozenset:
+    """(module, "Class.method") of the methods rules/vllm_ascend.toml says the plugin replaces."""
+    from . import catalogue
+
+    return frozenset((entry.get("module", ""), name) for table in catalogue.read_table("vllm_ascend.toml").get("methods", ())
+                     for entry in table.get("replaced", ()) for name in entry.get("names", ()))
+
+
 def _constructor_fails(gates, j: int, tree: ast.Module, cls: ast.ClassDef) -> Optional[tuple]:
     """(last line of the failing import, why) of a class whose `__init__` fails first there, or None."""
+    relpath = gates.run.results[j].relpath
+    if any(name == f"{cls.name}.__init__" and module and (relpath == module or relpath.endswith("/" + module))
+           for module, name in _replaced()):
+        return None  # (vllm-ascend builds it with its own `__init__`)
     if any(isinstance(other, ast.ClassDef) and any(
             (b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None) == cls.name
             for b in other.bases) for other in ast.walk(tree)):
