@@ -146,6 +146,8 @@ MODEL = '''import torch
 
 from pkg.ops.rope import rope_cache
 from pkg.ops.rope_try import rope_cache_try
+from pkg.ops.rope_early import rope_cache_early
+from pkg.ops.rope_late import rope_cache_late
 
 
 class FlintAttention(torch.nn.Module):
@@ -171,6 +173,16 @@ class TryAttention(torch.nn.Module):
 
     def forward(self, x):
         return rope_cache_try(x)
+
+
+class EagerAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.warm = rope_cache_early(torch.zeros(8))
+        from pkg.backends.fi import FIImpl
+
+        self.impl = FIImpl()
+        self.cold = rope_cache_late(torch.zeros(8))
 '''
 
 
@@ -178,6 +190,8 @@ def _flint_project(tmp_path):
     files = {"setup.py": "from setuptools import setup\nsetup(name='pkg')\n", "pkg/__init__.py": "",
              "pkg/backends/__init__.py": "", "pkg/backends/fi.py": FLASHINFER_BACKEND, "pkg/ops/__init__.py": "",
              "pkg/ops/rope.py": ROPE, "pkg/ops/rope_try.py": ROPE.replace("def rope_cache(", "def rope_cache_try("),
+             "pkg/ops/rope_early.py": ROPE.replace("def rope_cache(", "def rope_cache_early("),
+             "pkg/ops/rope_late.py": ROPE.replace("def rope_cache(", "def rope_cache_late("),
              "pkg/model.py": MODEL}
     return migrate_json(write_project(tmp_path, files))
 
@@ -201,3 +215,15 @@ def test_constructor_whose_import_is_caught_keeps_the_kernel_reported(tmp_path):
     places = {n for f in findings_at(report, "pkg/ops/rope_try.py", "NPU910").values()
               for n in (f["line"], *(a[0] for a in f.get("also", ())))}
     assert kernel in places, report["findings"]
+
+
+def test_constructor_lines_past_the_failing_import_are_dead_and_those_before_it_run(tmp_path):
+    from .precision_helpers import scope_reasons
+
+    report = _flint_project(tmp_path)
+    kernel = _line(ROPE, "@triton.jit")
+    late = scope_reasons(report, "pkg/ops/rope_late.py", "NPU910")
+    assert any("`EagerAttention.__init__` fails first" in why for why in late.values()), late
+    early = {n for f in findings_at(report, "pkg/ops/rope_early.py", "NPU910").values()
+             for n in (f["line"], *(a[0] for a in f.get("also", ())))}
+    assert kernel in early, report["findings"]
