@@ -341,7 +341,8 @@ class _Gates:
                         return f"after `assert {' '.join(ast.unparse(stmt.test).split())[:80]}`, false there"
             child, current = current, parents.get(id(current))
         from .importfirst33 import after_failing_import  # (the module stops at its own `import cutlass` first, the gates above aside: importfirst33.py)
-        return after_failing_import(self, self.unit_module, j, tree, node)
+        from .initfails34 import in_unbuilt_class  # (a method of a class whose `__init__` fails first there: initfails34.py)
+        return after_failing_import(self, self.unit_module, j, tree, node) or in_unbuilt_class(self, j, tree, parents, node)
 
     def _flag_gated(self, j: int, test: ast.AST) -> bool:
         """A conditional expression's test that calls a function of the run whose body returns `FLAG

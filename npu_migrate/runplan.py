@@ -574,6 +574,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_ascend_methods(results, paths)  # (vLLM methods vllm-ascend replaces on the class: info, ascendmethods34.py)
     from .firstfail33 import review as review_failing_first
     results = review_failing_first(results, paths)  # (code after a warm-up call that fails first, modules importing a missing own module: firstfail33.py)
+    from .stubcalls34 import review as review_stub_calls
+    results = review_stub_calls(results, paths)  # (a call of a stub that raises there reported, the findings past it folded in: stubcalls34.py)
     from .finfo30 import review as review_finfo_leftovers
     results = review_finfo_leftovers(results, paths)  # (an FP8 error left with `torch.finfo` reads only: finfo30.py)
     from .importcallers34 import review as review_import_callers  # (after the passes that make opt-in probes info: test_h107)
