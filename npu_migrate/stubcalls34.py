@@ -94,11 +94,15 @@ def stubs(tree: ast.Module, predicates: frozenset) -> dict:
 
 
 class _Stubbed:
-    """firstfail33's `failing` question (`imported(i, tree, name)`), answered for stubs only."""
+    """firstfail33's `failing` questions (`imported(i, tree, name)`, `compiled_op`), answered for stubs only."""
 
     def __init__(self, results: list, modules, predicates: frozenset) -> None:
         self.results, self.modules, self.predicates = results, modules, predicates
         self.memo: dict = {}
+
+    def compiled_op(self, call: ast.Call, i: int, tree: ast.Module) -> Optional[str]:
+        """Compiled-op calls are firstfail33's own question (opcalls34.py), never a stub."""
+        return None
 
     def imported(self, i: int, tree: ast.Module, name: str) -> Optional[str]:
         from .modpaths import resolve_relative
