@@ -537,6 +537,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_registry_keys(results, paths)  # (callees only a CUDA-only backend's registered function reaches)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    from .tritonfirst34 import fold_covered_triton_modules
+    results = fold_covered_triton_modules(results, paths)  # (a Triton module loaded only after its importer's own `import triton`: tritonfirst34.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
     from .importfolds25 import fold_repeated_imports

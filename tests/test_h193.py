@@ -1,0 +1,116 @@
+"""Round-33 audit rows HB#7 .. HC#20 (issue #16, helper h193): same-file shapes, repeats and labels.
+Each false or repeated case beside the nearest true case (same shape, reached on an NPU host) that
+stays reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+# ----------------------------------------------------------------------------- HB#7 (tritonfirst34.py)
+_KERNELS = """\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _fill_kernel(out_ptr, n: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, n), 0)
+
+
+def fill(out):
+    _fill_kernel[(1,)](out, out.numel())
+    return out
+"""
+
+_PERMUTE = """\
+import torch
+import triton
+import triton.language as tl
+
+from .kernels import fill
+
+
+@triton.jit
+def _permute_kernel(x_ptr, n: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, n), 1)
+
+
+def permute(x):
+    _permute_kernel[(1,)](x, x.numel())
+    return fill(x)
+"""
+
+_SKIPPED_TEST = """\
+import pytest
+import torch
+
+from kit.utils import is_sm_at_least_100
+
+if not (torch.cuda.is_available() and is_sm_at_least_100()):
+    pytest.skip("needs SM100", allow_module_level=True)
+
+from kit.ep.kernels import fill
+
+
+def test_fill():
+    assert fill(torch.zeros(4, device="cuda")).sum() == 0
+"""
+
+_UTILS = """\
+import torch
+
+
+def is_sm_at_least_100():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() >= (10, 0)
+"""
+
+# the importer loads the module before its own `import triton`: the module fails first
+_PERMUTE_FIRST = _PERMUTE.replace("import triton\nimport triton.language as tl\n\nfrom .kernels import fill\n",
+                                  "from .kernels import fill\nimport triton\nimport triton.language as tl\n")
+
+# a second library importer with no Triton import of its own
+_PLAIN_USER = """\
+import torch
+
+from kit.ep.kernels import fill
+
+
+def zeros(n):
+    return fill(torch.empty(n))
+"""
+
+
+def _open(report: dict, path: str, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]]
+
+
+def _project(tmp_path, permute: str, extra: dict | None = None) -> dict:
+    files = {"kit/__init__.py": "", "kit/utils.py": _UTILS, "kit/ep/__init__.py": "",
+             "kit/ep/kernels.py": _KERNELS, "kit/ep/permute.py": permute,
+             "tests/test_kernels.py": _SKIPPED_TEST, **(extra or {})}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_triton_module_loaded_only_after_its_importers_import_folds(tmp_path):
+    """HB#7: kernels.py is imported by permute.py right after permute.py's own unguarded `import
+    triton` (and by a test module skipped at module level on an NPU host): its NPU910 error folds
+    into permute.py's, which names it and its lines."""
+    report = _project(tmp_path, _PERMUTE)
+    assert not _open(report, "kit/ep/kernels.py", "NPU910")
+    carrier = _open(report, "kit/ep/permute.py", "NPU910")
+    assert len(carrier) == 1 and carrier[0]["severity"] == "error"
+    assert "also covers `kit/ep/kernels.py`" in carrier[0]["message"]
+    assert "lines 2, 3" in carrier[0]["message"]
+
+
+def test_triton_module_imported_before_the_importers_own_import_stays(tmp_path):
+    """Nearest true case: the importer loads the module before its own `import triton` (the module
+    is the first to fail), or another library module imports it without Triton: kept."""
+    report = _project(tmp_path, _PERMUTE_FIRST)
+    kept = _open(report, "kit/ep/kernels.py", "NPU910")
+    assert kept and kept[0]["severity"] == "error"
+    report = _project(tmp_path / "second", _PERMUTE, {"kit/zeros.py": _PLAIN_USER})
+    kept = _open(report, "kit/ep/kernels.py", "NPU910")
+    assert kept and kept[0]["severity"] == "error"
+    assert "also covers" not in _open(report, "kit/ep/permute.py", "NPU910")[0]["message"]
