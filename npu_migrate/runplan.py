@@ -486,6 +486,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .folds24 import fold_file_notes, fold_kernel_tests, fold_vllm_notes
     results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
     results = fold_file_notes(results)  # (an opt-in vLLM note beside its file's NCCL warning, one per file: folds24.py)
+    from .fp64tests34 import fold_test_fp64
+    results = fold_test_fp64(results, paths)  # (a test's float64 reported once, its other places listed: fp64tests34.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
     from .targetlabels31 import review as review_target_labels

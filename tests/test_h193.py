@@ -114,3 +114,48 @@ def test_triton_module_imported_before_the_importers_own_import_stays(tmp_path):
     kept = _open(report, "kit/ep/kernels.py", "NPU910")
     assert kept and kept[0]["severity"] == "error"
     assert "also covers" not in _open(report, "kit/ep/permute.py", "NPU910")[0]["message"]
+
+
+# ----------------------------------------------------------------------------- HB#16 (fp64tests34.py)
+_SYNC_TESTS = """\
+import torch
+
+
+def _h2d_converting():
+    torch.zeros(4, dtype=torch.float64).to("cuda", dtype=torch.float32, non_blocking=True)
+
+
+def _d2h_converting():
+    torch.zeros(4).copy_(torch.zeros(4, dtype=torch.float64, device="cuda"), non_blocking=True)
+
+
+def test_async_transfers_pass():
+    for fn in (_h2d_converting, _d2h_converting):
+        fn()
+"""
+
+# the second helper is also the whole float64 work of another test: that test's only finding
+_SHARED_HELPER = _SYNC_TESTS + """
+
+def test_d2h_alone():
+    _d2h_converting()
+"""
+
+
+def test_second_fp64_of_one_test_folds_into_the_first(tmp_path):
+    """HB#16: two helpers, each with float64 on the device, run only by one test: one NPU930
+    finding for the test, listing the other line."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_sync.py": _SYNC_TESTS}))
+    found = _open(report, "tests/test_sync.py", "NPU930")
+    assert len(found) == 1 and found[0]["severity"] == "warning"
+    assert found[0]["line"] == 5 and "(also at line 9)" in found[0]["message"]
+    assert "in the same test `test_async_transfers_pass`" in found[0]["message"]
+
+
+def test_fp64_of_a_helper_two_tests_run_stays(tmp_path):
+    """Nearest true case: the second helper is run by another test too (there it is that test's
+    only float64): both findings stay."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_sync.py": _SHARED_HELPER}))
+    found = _open(report, "tests/test_sync.py", "NPU930")
+    assert sorted(f["line"] for f in found) == [5, 9]
+    assert all(f["severity"] == "warning" for f in found)
