@@ -159,3 +159,67 @@ def test_fp64_of_a_helper_two_tests_run_stays(tmp_path):
     found = _open(report, "tests/test_sync.py", "NPU930")
     assert sorted(f["line"] for f in found) == [5, 9]
     assert all(f["severity"] == "warning" for f in found)
+
+
+# ----------------------------------------------------------------------------- HC#20 (pinned33.py)
+_PINNED_PARAMS = """\
+from unittest.mock import patch
+
+import pytest
+
+from kit.platforms import current_platform
+from kit.profiler import validate
+
+
+@pytest.mark.parametrize(("device_type", "activities"), [("cuda", ["XPU"]), ("cpu", ["CUDA"])])
+def test_rejects_unsupported_activities(device_type, activities):
+    with patch.object(current_platform, "device_type", device_type):
+        with pytest.raises(ValueError):
+            validate(activities)
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "xpu"])
+def test_rejects_on_other_devices(device_type):
+    with patch.object(current_platform, "device_type", device_type):
+        with pytest.raises(ValueError):
+            validate(["CPU"], device="cuda:1")
+"""
+
+_PLATFORM = """\
+class _Platform:
+    device_type = "cuda"
+
+
+current_platform = _Platform()
+"""
+
+_PROFILER = """\
+from kit.platforms import current_platform
+
+
+def validate(activities, device=None):
+    if current_platform.device_type not in ("cuda", "xpu"):
+        raise ValueError("unsupported")
+    return activities, device
+"""
+
+
+def test_parametrized_cuda_pin_is_a_pinned_scope(tmp_path):
+    """HC#20: `patch.object(current_platform, "device_type", device_type)` with a parametrize table
+    setting `device_type` to "cuda" pins the platform as a literal pin does: the table's "cuda" is a
+    mock value (a named pinned scope). Nearest true case: a test whose table pins only "cpu"/"xpu"
+    keeps its own CUDA string reported."""
+    report = migrate_json(write_project(tmp_path, {"kit/__init__.py": "", "kit/platforms.py": _PLATFORM,
+                                                   "kit/profiler.py": _PROFILER,
+                                                   "tests/test_profiler.py": _PINNED_PARAMS}))
+    places = set()
+    for f in _open(report, "tests/test_profiler.py", "NPU990") + _open(report, "tests/test_profiler.py", "NPU102"):
+        if f["severity"] != "info":
+            places |= {f["line"], *(a[0] for a in f.get("also") or ())}
+    assert 9 not in places  # ("cuda" in the pinned table: left as written, named)
+    scoped = [s for s in report["skipped"] if s["path"] == "tests/test_profiler.py"
+              and "pins the platform's device type to CUDA" in s["reason"]]
+    assert any(s["start_line"] <= 9 <= s["end_line"] for s in scoped)
+    assert not any(s["start_line"] <= 20 <= s["end_line"] for s in scoped)
+    assert 20 in places or any(f["line"] == 20 and f["fixable"] for f in report["findings"]
+                               if f["path"] == "tests/test_profiler.py")
