@@ -148,6 +148,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
+    "an implementation label the file falls back from where the implementation is missing",  # labelfallback34 (round 33, HB#28)
     'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
     # labels9.PATCH_TARGET: `monkeypatch.setattr(torch.cuda.memory, "name", fake)` (round 17, AU#6)
     "a torch.cuda module a test only patches (a patch target, not a call)",

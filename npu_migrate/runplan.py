@@ -488,6 +488,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = fold_file_notes(results)  # (an opt-in vLLM note beside its file's NCCL warning, one per file: folds24.py)
     from .fp64tests34 import fold_test_fp64
     results = fold_test_fp64(results, paths)  # (a test's float64 reported once, its other places listed: fp64tests34.py)
+    from .labelfallback34 import review as review_label_fallbacks
+    results = review_label_fallbacks(results, paths)  # (a label the file falls back from where it is missing: labelfallback34.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
     from .targetlabels31 import review as review_target_labels

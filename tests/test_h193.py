@@ -223,3 +223,75 @@ def test_parametrized_cuda_pin_is_a_pinned_scope(tmp_path):
     assert not any(s["start_line"] <= 20 <= s["end_line"] for s in scoped)
     assert 20 in places or any(f["line"] == 20 and f["fixable"] for f in report["findings"]
                                if f["path"] == "tests/test_profiler.py")
+
+
+# ----------------------------------------------------------------------------- HB#28 (labelfallback34.py)
+_ATTENTION = """\
+from torch import nn
+
+from kit.flash import is_fa_version_supported
+
+_fa3_available = is_fa_version_supported(3)
+_fa2_available = is_fa_version_supported(2)
+
+
+class Eager(nn.Module):
+    pass
+
+
+class FlashAttention3(nn.Module):
+    pass
+
+
+CLASSES = {
+    "eager": Eager,
+    "flash_attention_3": FlashAttention3,
+}
+
+
+def resolve(attn_implementation):
+    if attn_implementation == "flash_attention_3" and not _fa3_available:
+        attn_implementation = "flash_attention_2"
+    if attn_implementation == "flash_attention_2" and not _fa2_available:
+        attn_implementation = "eager"
+    return attn_implementation
+
+
+def build(attn_implementation, config):
+    attn_implementation = resolve(attn_implementation)
+    if attn_implementation not in CLASSES:
+        raise ValueError(sorted(CLASSES))
+    return CLASSES[attn_implementation](config)
+"""
+
+# the table is also looked up without the resolver: "flash_attention_3" selects FA3 as written
+_DIRECT = _ATTENTION + """
+
+def build_unchecked(attn_implementation, config):
+    return CLASSES[attn_implementation](config)
+"""
+
+_FLASH = """\
+def is_fa_version_supported(version):
+    return False
+"""
+
+
+def test_label_the_file_falls_back_from_is_read_as_written(tmp_path):
+    """HB#28: "flash_attention_3" is a key of the file's class table and the label its resolver
+    maps to FA2/eager where `_fa3_available` is false; the table is looked up only after the
+    resolver: a named "runs as written" scope."""
+    report = migrate_json(write_project(tmp_path, {"kit/__init__.py": "", "kit/flash.py": _FLASH,
+                                                   "kit/attention.py": _ATTENTION}))
+    assert not [f for f in _open(report, "kit/attention.py", "NPU990") if f["severity"] != "info"]
+    assert any("falls back from where the implementation is missing" in s["reason"]
+               and s["start_line"] <= 19 <= s["end_line"] for s in report["skipped"] if s["path"] == "kit/attention.py")
+
+
+def test_label_of_a_table_looked_up_without_the_fallback_stays(tmp_path):
+    """Nearest true case: another function subscripts the table with the caller's label as
+    given, so "flash_attention_3" selects the FA3 class on an NPU host: kept."""
+    report = migrate_json(write_project(tmp_path, {"kit/__init__.py": "", "kit/flash.py": _FLASH,
+                                                   "kit/attention.py": _DIRECT}))
+    kept = [f for f in _open(report, "kit/attention.py", "NPU990") if f["severity"] == "warning"]
+    assert kept and kept[0]["line"] == 19
