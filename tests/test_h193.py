@@ -295,3 +295,43 @@ def test_label_of_a_table_looked_up_without_the_fallback_stays(tmp_path):
                                                    "kit/attention.py": _DIRECT}))
     kept = [f for f in _open(report, "kit/attention.py", "NPU990") if f["severity"] == "warning"]
     assert kept and kept[0]["line"] == 19
+
+
+# ----------------------------------------------------------------------------- HC#1 (removedmembers34.py)
+_BACKEND_TESTS = """\
+import pytest
+import torch
+
+BACKENDS_TO_TEST = ["FLASH_ATTN", "FLASHINFER", "TRITON_ATTN"]
+
+try:
+    import {package}  # noqa: F401
+except ImportError:
+    BACKENDS_TO_TEST.remove("FLASHINFER")
+
+
+@pytest.mark.skipif("FLASHINFER" not in BACKENDS_TO_TEST, reason="FlashInfer is not available.")
+def test_fp8_scale():
+    q = torch.ones(4, device="cuda").to(torch.float8_e4m3fn)
+    assert q.float().sum() == 4
+"""
+
+
+def test_skip_on_a_member_the_file_drops_without_flashinfer_is_a_scope(tmp_path):
+    """HC#1: the file removes "FLASHINFER" from its backend list where `import flashinfer` fails
+    (an NPU host): `skipif("FLASHINFER" not in BACKENDS_TO_TEST)` skips the test there, so its FP8
+    is a named "not run" scope."""
+    text = _BACKEND_TESTS.replace("{package}", "flashinfer")
+    report = migrate_json(write_project(tmp_path, {"tests/test_backends.py": text}))
+    assert not [f for f in _open(report, "tests/test_backends.py", "NPU913") if f["severity"] != "info"]
+    assert any(s["start_line"] <= 14 <= s["end_line"] and "not in BACKENDS_TO_TEST" in s["reason"]
+               for s in report["skipped"] if s["path"] == "tests/test_backends.py")
+
+
+def test_skip_on_a_member_dropped_without_a_package_npu_hosts_may_have_stays(tmp_path):
+    """Nearest true case: the member is dropped where `triton` is missing, which an NPU host may
+    have (triton-ascend): the test may run there, its FP8 stays an error."""
+    text = _BACKEND_TESTS.replace("{package}", "triton")
+    report = migrate_json(write_project(tmp_path, {"tests/test_backends.py": text}))
+    kept = _open(report, "tests/test_backends.py", "NPU913")
+    assert kept and kept[0]["severity"] == "error" and kept[0]["line"] == 14
