@@ -439,6 +439,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_gates16(results, paths)
     from .dockerargs29 import review as review_docker_args
     results = review_docker_args(results, paths)  # (a CI image argument its Dockerfile's own ARG reports: dockerargs29.py)
+    from .buildargs34 import review as review_build_args
+    results = review_build_args(results, paths)  # (a CI build argument's CUDA variable its Dockerfile's ARG reports: buildargs34.py)
     from .helmvalues32 import review as review_helm_values
     results = review_helm_values(results, paths)  # (a Helm values key its chart's templates read and report: helmvalues32.py)
     from .flags16 import review as review_platform_flags

@@ -335,3 +335,51 @@ def test_skip_on_a_member_dropped_without_a_package_npu_hosts_may_have_stays(tmp
     report = migrate_json(write_project(tmp_path, {"tests/test_backends.py": text}))
     kept = _open(report, "tests/test_backends.py", "NPU913")
     assert kept and kept[0]["severity"] == "error" and kept[0]["line"] == 14
+
+
+# ----------------------------------------------------------------------------- HC#11 (buildargs34.py)
+_DOCKERFILE = """\
+ARG CUDA_VERSION=12.8.1
+ARG UBUNTU_VERSION=22.04
+FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu${UBUNTU_VERSION} AS build
+ENV TORCH_CUDA_ARCH_LIST="8.0 9.0"
+RUN pip install --index-url https://download.pytorch.org/whl/cu$(echo $CUDA_VERSION | cut -d. -f1,2 | tr -d '.') torch
+"""
+
+_CI_BUILD = """\
+#!/bin/bash
+set -euo pipefail
+NIGHTLY_CUDA_VERSION="13.0.2"
+docker buildx build --file docker/Dockerfile \\
+  --build-arg max_jobs=16 \\
+  --build-arg CUDA_VERSION="${NIGHTLY_CUDA_VERSION}" \\
+  --tag "$IMAGE_TAG" \\
+  --push .
+"""
+
+# the script itself uses the variable too: its own CUDA wheel index, beside the build argument
+_CI_BUILD_AND_USE = _CI_BUILD + """\
+export CUDA_VERSION="${NIGHTLY_CUDA_VERSION}"
+pip install --index-url "https://download.pytorch.org/whl/cu${CUDA_VERSION//./}" torch
+"""
+
+
+def test_ci_build_argument_of_a_reported_dockerfile_arg_folds(tmp_path):
+    """HC#11: `--build-arg CUDA_VERSION=...` of a `docker buildx build --file docker/Dockerfile`
+    only sets that Dockerfile's `ARG CUDA_VERSION`, a place of its reported CUDA image: the NPU703
+    note folds into the Dockerfile's NPU707, which names the script and line."""
+    report = migrate_json(write_project(tmp_path, {"docker/Dockerfile": _DOCKERFILE,
+                                                   ".buildkite/build_nightly.sh": _CI_BUILD}))
+    assert not _open(report, ".buildkite/build_nightly.sh", "NPU703")
+    host = _open(report, "docker/Dockerfile", "NPU707")
+    assert host and "`.buildkite/build_nightly.sh` line 6" in host[0]["message"]
+
+
+def test_ci_variable_the_script_uses_itself_stays(tmp_path):
+    """Nearest true case: the script also exports the variable and installs from a CUDA wheel
+    index with it: its note stays."""
+    report = migrate_json(write_project(tmp_path, {"docker/Dockerfile": _DOCKERFILE,
+                                                   ".buildkite/build_nightly.sh": _CI_BUILD_AND_USE}))
+    kept = _open(report, ".buildkite/build_nightly.sh", "NPU703")
+    assert kept
+    assert "build_nightly.sh` line" not in _open(report, "docker/Dockerfile", "NPU707")[0]["message"]
