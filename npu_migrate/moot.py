@@ -139,6 +139,7 @@ NO_EFFECT = (
     "a cuDNN flag in a test that runs no cuDNN op",  # singles23.NO_CUDNN_OP (round 23, BN#24)
     "a profile that only counts FLOPs",  # singles23.FLOPS_ONLY (round 23, BN#17)
     "a setting without effect on NPU, in a block no call of the run enters",  # platformlayer23 (round 23, BL#32)
+    "a pin to device 0 of single-device runs, the device an NPU host uses by default",  # singlepins34 (round 33, HC#18)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,

@@ -441,6 +441,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_docker_args(results, paths)  # (a CI image argument its Dockerfile's own ARG reports: dockerargs29.py)
     from .buildargs34 import review as review_build_args
     results = review_build_args(results, paths)  # (a CI build argument's CUDA variable its Dockerfile's ARG reports: buildargs34.py)
+    from .singlepins34 import review as review_single_pins
+    results = review_single_pins(results, paths)  # (CUDA_VISIBLE_DEVICES=0 before single-device Python runs: singlepins34.py)
     from .helmvalues32 import review as review_helm_values
     results = review_helm_values(results, paths)  # (a Helm values key its chart's templates read and report: helmvalues32.py)
     from .flags16 import review as review_platform_flags

@@ -383,3 +383,51 @@ def test_ci_variable_the_script_uses_itself_stays(tmp_path):
     kept = _open(report, ".buildkite/build_nightly.sh", "NPU703")
     assert kept
     assert "build_nightly.sh` line" not in _open(report, "docker/Dockerfile", "NPU707")[0]["message"]
+
+
+# ----------------------------------------------------------------------------- HC#18 (singlepins34.py)
+_RUN_SH = """\
+#!/bin/bash
+rm -rf local_storage
+VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 prefill_example.py
+VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 decode_example.py --simulate-failure
+cmp -s prefill_output.txt decode_output.txt
+"""
+
+_EXAMPLE = """\
+import torch
+
+
+def main():
+    x = torch.ones(4, device="cuda")
+    print(x.sum())
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+# the same pins, but the two runs are servers started at once on device 0 and device 1
+_SERVERS_SH = _RUN_SH.replace("python3 prefill_example.py", "python3 prefill_example.py &").replace(
+    "CUDA_VISIBLE_DEVICES=0 python3 decode_example.py", "CUDA_VISIBLE_DEVICES=1 python3 decode_example.py")
+
+
+def test_device_zero_pins_of_single_device_runs_have_no_effect(tmp_path):
+    """HC#18: each pinned command runs a one-device example of the run in the foreground with
+    `CUDA_VISIBLE_DEVICES=0`: an NPU host ignores it and uses device 0 anyway (a named scope)."""
+    files = {"examples/offline/run.sh": _RUN_SH, "examples/offline/prefill_example.py": _EXAMPLE,
+             "examples/offline/decode_example.py": _EXAMPLE}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not [f for f in _open(report, "examples/offline/run.sh", "NPU701") if f["severity"] != "info"]
+    assert any("a pin to device 0 of single-device runs" in s["reason"]
+               for s in report["skipped"] if s["path"] == "examples/offline/run.sh")
+
+
+def test_pins_separating_processes_stay(tmp_path):
+    """Nearest true case: a backgrounded run on device 0 and another on device 1 run at once, the
+    pins separate them: kept as a warning."""
+    files = {"examples/offline/run.sh": _SERVERS_SH, "examples/offline/prefill_example.py": _EXAMPLE,
+             "examples/offline/decode_example.py": _EXAMPLE}
+    report = migrate_json(write_project(tmp_path, files))
+    kept = _open(report, "examples/offline/run.sh", "NPU701")
+    assert kept and kept[0]["severity"] == "warning"
