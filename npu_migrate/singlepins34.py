@@ -76,8 +76,9 @@ def review(results: list, paths: dict) -> list:
         if not pinned or any(v is None for v in runs.values()):
             continue
         files = sorted(set(runs.values()))
-        if any(_MANY.search(result_bytes(results[index[f]], paths) or b"_many_") for f in files):
-            continue
+        texts = [result_bytes(results[index[f]], paths) for f in files]
+        if any(not text or _MANY.search(text) for text in texts):
+            continue  # (a file not read, or one that may use several devices)
         findings = []
         for f in results[i].findings:
             places = [f.line, *(a[0] for a in f.also)]

@@ -76,8 +76,6 @@ def _never_run(run, k: int, line: int, cache: dict) -> bool:
 
 def _carrier(run, i: int, cache: dict) -> Optional[tuple[int, int, int]]:
     """(importer, its finding, count of covering importers) module i's finding folds into."""
-    if run.dynamic(i):
-        return None
     sites = run.sites(i)
     if not sites:
         return None
@@ -100,7 +98,7 @@ def _carrier(run, i: int, cache: dict) -> Optional[tuple[int, int, int]]:
                 key = (_RANK.get(f.severity, 3), run.results[k].relpath, index)
                 if best is None or key < best[0]:
                     best = (key, k, index)
-    if best is None:
+    if best is None or run.dynamic(i):  # (named in a string, run by its path: last, the costliest)
         return None
     return best[1], best[2], len(covering)
 
