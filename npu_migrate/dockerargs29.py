@@ -173,3 +173,11 @@ def _host(results, index, lines_of, lines, finding, i) -> Optional[tuple[int, in
                 0 < n <= len(docker) and declared.match(docker[n - 1]) for n in _places(host)):
             return j, k
     return None
+
+
+# public for buildargs34.py (a CI build argument's variable note folded the same way)
+BUILD_ARG = _ARG
+dockerfile_of = _dockerfile
+command_of = _command
+open_image_finding = _open
+places_of = _places

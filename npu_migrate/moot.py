@@ -139,6 +139,7 @@ NO_EFFECT = (
     "a cuDNN flag in a test that runs no cuDNN op",  # singles23.NO_CUDNN_OP (round 23, BN#24)
     "a profile that only counts FLOPs",  # singles23.FLOPS_ONLY (round 23, BN#17)
     "a setting without effect on NPU, in a block no call of the run enters",  # platformlayer23 (round 23, BL#32)
+    "a pin to device 0 of single-device runs, the device an NPU host uses by default",  # singlepins34 (round 33, HC#18)
 )
 
 # Reasons of findings about a guarded import whose fallback an NPU host runs (probes.GUARDED,
@@ -148,6 +149,7 @@ AS_WRITTEN = (
     "guarded import: the fallback runs on NPU",
     "guarded import with a fallback",
     "guarded optional block skipped cleanly",  # fallbacks.OPTIONAL_BLOCK (round-13 audit AH#27)
+    "an implementation label the file falls back from where the implementation is missing",  # labelfallback34 (round 33, HB#28)
     'a test device that is never "cuda" on an NPU host',  # labels8.NEVER_CUDA (round 16, AS#27)
     # labels9.PATCH_TARGET: `monkeypatch.setattr(torch.cuda.memory, "name", fake)` (round 17, AU#6)
     "a torch.cuda module a test only patches (a patch target, not a call)",

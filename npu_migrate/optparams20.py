@@ -296,39 +296,11 @@ def _skipped_first(tree: ast.Module, test: ast.AST, line: int) -> Optional[str]:
 
 
 def _removed_members(tree: ast.Module) -> set:
-    """(list name, member source) of `NAME.remove(X)` in the `except ImportError` handler of a
-    module-level `try: import P` of a package with no NPU build (catalogue.absent_packages)."""
-    from .catalogue import absent_packages
+    """(list name, member source) removed where a package with no NPU build fails to import
+    (removedmembers34.py, which testscopes reads too)."""
+    from .removedmembers34 import removed_members
 
-    out = set()
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.Try):
-            continue
-        imported = {a.name.split(".")[0] for s in stmt.body if isinstance(s, ast.Import) for a in s.names} | {
-            (s.module or "").split(".")[0] for s in stmt.body if isinstance(s, ast.ImportFrom) and not s.level}
-        if not imported & absent_packages():
-            continue
-        for handler in stmt.handlers:
-            if not (handler.type is not None and ast.unparse(handler.type) in ("ImportError", "ModuleNotFoundError")):
-                continue
-            for inner in handler.body:
-                call = inner.value if isinstance(inner, ast.Expr) else None
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "remove" \
-                        and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
-                    out.add((call.func.value.id, ast.unparse(call.args[0])))
-    return out
-
-
-class _Members(ast.NodeTransformer):
-    def __init__(self, removed: set) -> None:
-        self.removed = removed
-
-    def visit_Compare(self, node: ast.Compare):
-        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and \
-                isinstance(node.comparators[0], ast.Name) and \
-                (node.comparators[0].id, ast.unparse(node.left)) in self.removed:
-            return ast.copy_location(ast.Constant(isinstance(node.ops[0], ast.NotIn)), node)
-        return self.generic_visit(node)
+    return removed_members(tree)
 
 
 def _skipped_without_member(tree: ast.Module, test: ast.AST) -> Optional[str]:
@@ -337,6 +309,7 @@ def _skipped_without_member(tree: ast.Module, test: ast.AST) -> Optional[str]:
     `BACKENDS_TO_TEST.remove(FLASHINFER)` under `except ImportError` of `import flashinfer`)."""
     import copy
 
+    from .removedmembers34 import Members
     from .testscopes import truth as _truth
 
     if not test.name.startswith("test") or not test.decorator_list:
@@ -348,7 +321,7 @@ def _skipped_without_member(tree: ast.Module, test: ast.AST) -> Optional[str]:
         if not (isinstance(decorator, ast.Call) and decorator.args
                 and ast.unparse(decorator.func).rpartition(".")[2] == "skipif"):
             continue
-        condition = _Members(removed).visit(copy.deepcopy(decorator.args[0]))
+        condition = Members(removed).visit(copy.deepcopy(decorator.args[0]))
         if _truth(condition) is True:
             text = " ".join(ast.unparse(decorator.args[0]).split())
             return text if len(text) <= 70 else text[:67] + "..."

@@ -91,8 +91,14 @@ def _argument(call: ast.Call, index: int, keyword: str) -> Optional[ast.AST]:
 
 def is_pin(node: ast.AST) -> bool:
     """`node` replaces a device attribute by a CUDA device (see the module docstring)."""
+    parts = _pin_parts(node)
+    return parts is not None and _cuda_value(parts[1])
+
+
+def _pin_parts(node: ast.AST) -> Optional[tuple[str, Optional[ast.AST]]]:
+    """(the device attribute, the value) of a call that replaces a device attribute, or None."""
     if not isinstance(node, ast.Call):
-        return False
+        return None
     name = astcache.dotted(node.func) or ""
     last = name.rsplit(".", 1)[-1]
     if name.endswith("patch.object") or (last == "setattr" and isinstance(node.func, ast.Attribute)
@@ -104,8 +110,35 @@ def is_pin(node: ast.AST) -> bool:
         attribute = target.rsplit(".", 1)[-1] if "." in target else None
         value = _argument(node, 1, "new" if last == "patch" else "value")
     else:
+        return None
+    if attribute is None or _DEVICE_ATTRIBUTE.fullmatch(attribute) is None:
+        return None
+    return attribute, value
+
+
+def is_parametrized_pin(node: ast.AST, owner: ast.AST) -> bool:
+    """Round-33 audit HC#20: a pin whose value is a parameter of the test (`patch.object(
+    current_platform, "device_type", device_type)`) that the test's `pytest.mark.parametrize`
+    table sets to a CUDA device in at least one row: for those rows the test pins the platform to
+    CUDA exactly as a literal pin does (the table's other values, "cpu", "xpu", pin platforms
+    without one). A parameter no table sets to CUDA is no pin."""
+    parts = _pin_parts(node)
+    if parts is None or not isinstance(parts[1], ast.Name) or not isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    return attribute is not None and _DEVICE_ATTRIBUTE.fullmatch(attribute) is not None and _cuda_value(value)
+    name = parts[1].id
+    if name not in {a.arg for a in (*owner.args.posonlyargs, *owner.args.args, *owner.args.kwonlyargs)}:
+        return False
+    for decorator in _parametrized(owner, {name}):
+        names = _argnames(decorator)
+        if len(decorator.args) < 2 or not isinstance(decorator.args[1], (ast.List, ast.Tuple)) or name not in names:
+            continue
+        column = names.index(name)
+        for row in decorator.args[1].elts:
+            values = row.args if isinstance(row, ast.Call) and (astcache.dotted(row.func) or "").endswith("param") \
+                else row.elts if isinstance(row, (ast.Tuple, ast.List)) and len(names) > 1 else [row]
+            if len(values) == len(names) and _cuda_value(values[column]):
+                return True
+    return False
 
 
 _READS: dict = {}  # (id of a statement -> the names it reads; within one pinned_regions call)
@@ -248,7 +281,8 @@ def _regions(tree: ast.Module) -> list[tuple[ast.AST, ast.AST, str]]:
         for index, statement in enumerate(block):
             owners[id(statement)] = owner
             pinned_here = None
-            if isinstance(statement, (ast.With, ast.AsyncWith)) and any(is_pin(i.context_expr) for i in statement.items):
+            if isinstance(statement, (ast.With, ast.AsyncWith)) and any(
+                    is_pin(i.context_expr) or is_parametrized_pin(i.context_expr, owner) for i in statement.items):
                 flows += 1
                 pinned_here = _flow(block, index, index) if flows <= _FLOWS else [statement]
             elif isinstance(statement, ast.Expr) and is_pin(statement.value) and not held:

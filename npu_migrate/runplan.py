@@ -439,6 +439,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_gates16(results, paths)
     from .dockerargs29 import review as review_docker_args
     results = review_docker_args(results, paths)  # (a CI image argument its Dockerfile's own ARG reports: dockerargs29.py)
+    from .buildargs34 import review as review_build_args
+    results = review_build_args(results, paths)  # (a CI build argument's CUDA variable its Dockerfile's ARG reports: buildargs34.py)
+    from .singlepins34 import review as review_single_pins
+    results = review_single_pins(results, paths)  # (CUDA_VISIBLE_DEVICES=0 before single-device Python runs: singlepins34.py)
     from .helmvalues32 import review as review_helm_values
     results = review_helm_values(results, paths)  # (a Helm values key its chart's templates read and report: helmvalues32.py)
     from .flags16 import review as review_platform_flags
@@ -486,6 +490,10 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     from .folds24 import fold_file_notes, fold_kernel_tests, fold_vllm_notes
     results = fold_kernel_tests(fold_vllm_notes(results), paths)  # (the vLLM note once, kernel tests: folds24.py)
     results = fold_file_notes(results)  # (an opt-in vLLM note beside its file's NCCL warning, one per file: folds24.py)
+    from .fp64tests34 import fold_test_fp64
+    results = fold_test_fp64(results, paths)  # (a test's float64 reported once, its other places listed: fp64tests34.py)
+    from .labelfallback34 import review as review_label_fallbacks
+    results = review_label_fallbacks(results, paths)  # (a label the file falls back from where it is missing: labelfallback34.py)
     from .choicelabels26 import review as review_choice_labels
     results = review_choice_labels(results, paths)  # (a Literal option's "nccl" only compared and passed on: choicelabels26.py)
     from .targetlabels31 import review as review_target_labels
@@ -537,6 +545,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_registry_keys(results, paths)  # (callees only a CUDA-only backend's registered function reaches)
     from .firstfail22 import review as review_first_failing
     results = review_first_failing(results, paths)  # (helpers only modules failing first on their package load: firstfail22.py)
+    from .tritonfirst34 import fold_covered_triton_modules
+    results = fold_covered_triton_modules(results, paths)  # (a Triton module loaded only after its importer's own `import triton`: tritonfirst34.py)
     from .jitfolds23 import review as review_jit_folds
     results = review_jit_folds(results, paths)  # (tests' findings that only feed a project CUDA JIT kernel: jitfolds23.py)
     from .importfolds25 import fold_repeated_imports

@@ -350,6 +350,9 @@ def _test_scopes(text: str, kept: frozenset, classes: bool) -> list[tuple[int, i
     from .fp8tests import with_capability_names
 
     tree = with_capability_names(tree, text)  # (`skipif(compute_capability < (9, 0))`: (0, 0) on an NPU host)
+    from .removedmembers34 import with_removed_members
+
+    tree = with_removed_members(tree)  # (`skipif(X not in LIST)`, LIST dropping X without flashinfer: removedmembers34.py)
     scopes: list[tuple[int, int, str]] = []
 
     def show(node: ast.AST) -> str:
