@@ -73,6 +73,7 @@ class Device(Family):
     NAME = "device"
     TITLE = "Device placement"
     _cuda_defs = None  # per file (a family is made per file): see _cuda_methods
+    _own_is_cuda = None  # per file: see _stores_is_cuda
     CODES = ("NPU101", "NPU102", "NPU103", "NPU104", "NPU105", "NPU106", "NPU107", "NPU108", "NPU109",
              "NPU110", "NPU990", "NPU991")
     EXAMPLES = (
@@ -532,7 +533,11 @@ if current_platform.is_cuda():
 
     # ------------------------------------------------------------------ x.is_cuda
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
-        if original.attr.value == "is_cuda" and not isinstance(self.ctx.parent(), cst.AssignTarget):
+        if original.attr.value == "is_cuda" and isinstance(self.ctx.parent(), cst.AssignTarget):
+            if self._stores_is_cuda(original, read=True):
+                self.ctx.claim(original)  # (the code's own attribute, stored and read: _stores_is_cuda)
+            return None
+        if original.attr.value == "is_cuda":
             parent = self.ctx.parent()
             if isinstance(parent, cst.Call) and parent.func is original:
                 # `current_platform.is_cuda()`: a method of the project's own platform object, not
@@ -545,12 +550,64 @@ if current_platform.is_cuda():
                 # child), not torch's bool property; the call would break the test
                 self.ctx.claim(original)
                 return updated
+            if self._stores_is_cuda(original):
+                self.ctx.claim(original)
+                return updated
             if self._guards_cuda_only_code(original):
                 return updated
             new = self.ctx.shim_call("on_accelerator", [updated.value])
             new = new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
             return self.ctx.rewrite("NPU106", original, new) or updated
         return None
+
+    def _stores_is_cuda(self, original: cst.Attribute, read: bool = False) -> bool:
+        """`R.is_cuda` where the file itself stores `R.is_cuda = ...` (round 34 IA#26: vLLM's
+        `examples/features/logits_processor/custom_req_init.py`, `self.is_cuda = device.type ==
+        "cuda"` in `__init__`, read as `not self.is_cuda` later), or `self.is_cuda` inside a class
+        whose body defines an `is_cuda` member: the code's own attribute, not torch's read-only
+        `Tensor.is_cuda` property (which cannot be assigned). It holds whatever the code stored (the
+        stored comparison is itself rewritten, NPU104); `npu_compat.on_accelerator(self)` would read
+        an `is_npu` the object does not have (AttributeError on an NPU host). Left as written and
+        claimed: nothing to port, nothing to report. `read`: the store `R.is_cuda = ...` itself, claimed
+        when the file also reads `R.is_cuda` (a mock's `t.is_cuda = True` handed to other code is not)."""
+        if self._own_is_cuda is None:
+            tree = self.ctx._ast()
+            stored, classes, loaded = set(), [], set()
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.Attribute) and node.attr == "is_cuda" and isinstance(node.ctx, ast.Load):
+                    loaded.add(ast.unparse(node.value))
+                targets = []
+                if isinstance(node, ast.Assign):
+                    targets = node.targets
+                elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                    targets = [node.target]
+                for target in targets:
+                    for t in ast.walk(target):
+                        if isinstance(t, ast.Attribute) and t.attr == "is_cuda":
+                            stored.add(ast.unparse(t.value))
+                if isinstance(node, ast.ClassDef) and any(
+                        (isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == "is_cuda")
+                        or (isinstance(m, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "is_cuda"
+                                                              for t in m.targets))
+                        or (isinstance(m, ast.AnnAssign) and isinstance(m.target, ast.Name)
+                            and m.target.id == "is_cuda")
+                        for m in node.body):
+                    classes.append((node.lineno, node.end_lineno or node.lineno))
+            self._own_is_cuda = (stored, classes, loaded)
+        stored, classes, loaded = self._own_is_cuda
+        if not stored and not classes:
+            return False
+        try:
+            receiver = ast.unparse(ast.parse(self.ctx.source_map.original_text_of(original.value).strip(),
+                                             mode="eval"))
+        except (SyntaxError, ValueError):
+            return False
+        if read:
+            return receiver in loaded
+        if receiver in stored:
+            return True
+        line = self.ctx.position(original)[0]
+        return receiver == "self" and any(a <= line <= b for a, b in classes)
 
     # ------------------------------------------------------------------ "cuda" and f"cuda:{i}"
     def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString):
