@@ -86,6 +86,7 @@ from typing import Optional
 from . import astcache
 from .optinprops28 import UNKNOWN, field_default
 from .optreads32 import read_field
+from .optstates34 import state_off
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
@@ -581,6 +582,8 @@ class OptInFields:
                     return part, name
             elif depth < 3:
                 found = self._self_bound(part, parents, depth)
+                if found is None:  # (state off unless an opt-in set it: `if self.sharder is not None:`, optstates34.py)
+                    found = state_off(self, part, parents, depth)
                 if found is not None:
                     return found
         return None
