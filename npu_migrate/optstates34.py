@@ -51,11 +51,13 @@ import ast
 import weakref
 from typing import Optional
 
+from . import astcache
 from .gatewalk30 import gate_of
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MAX_DEPTH = 3  # (optchoice29's bound on a chain of readings)
 _STORES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ({reader: {state: its stores}}: one walk each)
+_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ({reader: {attribute: classes storing it}})
 _BUSY: set = set()  # (the states being read: a store gated by a test of its own state answers nothing)
 
 
@@ -99,8 +101,8 @@ def _stores(subject: ast.AST, parents: dict, fields) -> Optional[list]:
         if subject.attr in fields._foreign:
             return None  # (another object's code stores it)
         scope = _enclosing(subject, parents, ast.ClassDef)
-        if scope is None:
-            return None
+        if scope is None or _owners(fields, subject.attr) != {scope.name}:
+            return None  # (another class, a subclass perhaps, stores its own `self.A`)
     else:
         scope = _enclosing(subject, parents, (*_DEFS, ast.Lambda, ast.ClassDef))
         if not isinstance(scope, _DEFS):
@@ -122,6 +124,31 @@ def _stores(subject: ast.AST, parents: dict, fields) -> Optional[list]:
             continue  # (`self.x: T`: an annotation binds nothing)
         out.append((stmt, node))
     return out
+
+
+def _owners(fields, attr: str) -> set:
+    """The names of the library classes storing `self.<attr>` anywhere in the run (a class nested in
+    another counts for both)."""
+    cache = _OWNERS.setdefault(fields, {})
+    if attr in cache:
+        return cache[attr]
+    from .callgates21 import NOT_LIBRARY
+
+    word = f"self.{attr}".encode()
+    owners: set = set()
+    probe = ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()), attr=attr, ctx=ast.Load())
+    for j, result in enumerate(fields.run.results):
+        if not result.relpath.endswith(".py") or fields.test_side(result.relpath) or any(
+                part in NOT_LIBRARY for part in result.relpath.split("/")[:-1]):
+            continue
+        if word not in (fields.run.text_of(j) or b""):
+            continue
+        tree = fields.run.tree(j)
+        for cls in astcache.nodes(tree, (ast.ClassDef,)) if tree is not None else ():
+            if any(_binds(node, probe) for node in ast.walk(cls)):
+                owners.add(cls.name)
+    cache[attr] = owners
+    return owners
 
 
 def _off_value(stmt: ast.AST, target: ast.AST) -> bool:

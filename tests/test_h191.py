@@ -185,3 +185,13 @@ def test_flag_computed_on_every_host_keeps_the_error(tmp_path):
             "        if self.backend == \"flashinfer\":\n"
             "            self.fp8_enabled = True\n")
     assert _kernel_severity(migrate_json(write_project(tmp_path, _fp8_files(init))), _FP8) == "error"
+
+
+def test_state_a_subclass_sets_ungated_keeps_the_error(tmp_path):
+    # (a subclass in another module builds the sharder on every host: the base's test holds there)
+    files = _shard_files()
+    files["proj/worker/sharded_runner.py"] = (
+        "from proj.worker.model_runner import ModelRunner\n\n\n"
+        "class ShardedRunner(ModelRunner):\n    def load_model(self, model):\n"
+        "        self.batch_sharder = model.sharder\n")
+    assert _kernel_severity(migrate_json(write_project(tmp_path, files))) == "error"
