@@ -165,10 +165,35 @@ def _whole(stmt: ast.AST, target: ast.AST) -> bool:
 
 def state_off(fields, part: ast.AST, parents: dict, depth: int) -> Optional[tuple]:
     """(operand, field) where `part` tests state off unless an opt-in set it (this module's doc)."""
-    if depth >= _MAX_DEPTH:
-        return None
     subject = _subject(part)
-    if subject is None:
+    found = None if subject is None else _derived(fields, subject, parents, depth)
+    if found is None:
+        return None
+    fields._via[id(part)] = found[0]  # (the option the state derives from)
+    return part, found[1]
+
+
+def state_taken(fields, part: ast.AST, parents: dict) -> Optional[tuple]:
+    """(state, field) where `part`, an early exit's test, holds at the off value: `S is None` or
+    `not S`, S state off unless an opt-in set it (`if self.sharder is None: return`)."""
+    subject = None
+    if isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Not):
+        subject = _subject(part.operand)
+    elif isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], ast.Is) \
+            and isinstance(part.comparators[0], ast.Constant) and part.comparators[0].value is None:
+        subject = _subject(part.left)
+    if subject is None or isinstance(subject, ast.Compare):
+        return None
+    found = _derived(fields, subject, parents, len(_BUSY))
+    if found is None:
+        return None
+    fields._via[id(subject)] = found[0]
+    return subject, found[1]
+
+
+def _derived(fields, subject: ast.AST, parents: dict, depth: int) -> Optional[tuple]:
+    """(root operand, field) of the opt-in every non-off store of `subject` lies behind, or None."""
+    if depth >= _MAX_DEPTH:
         return None
     busy = _BUSY
     key = (subject.attr if isinstance(subject, ast.Attribute) else subject.id, id(_enclosing(
@@ -196,8 +221,7 @@ def state_off(fields, part: ast.AST, parents: dict, depth: int) -> Optional[tupl
     finally:
         busy.discard(key)
     operand, name = found
-    fields._via[id(part)] = fields._via.get(id(operand), operand)  # (the option the state derives from)
-    return part, name
+    return fields._via.get(id(operand), operand), name
 
 
 def _gate(fields, stmt: ast.AST, target: ast.AST, parents: dict, depth: int) -> Optional[tuple]:

@@ -195,3 +195,27 @@ def test_state_a_subclass_sets_ungated_keeps_the_error(tmp_path):
         "class ShardedRunner(ModelRunner):\n    def load_model(self, model):\n"
         "        self.batch_sharder = model.sharder\n")
     assert _kernel_severity(migrate_json(write_project(tmp_path, files))) == "error"
+
+
+def _exit_files(exit_test: str) -> dict:
+    files = _shard_files()
+    files["proj/worker/model_runner.py"] = files["proj/worker/model_runner.py"].replace(
+        "    def sample(self, batch):\n",
+        "    def finish(self, out):\n"
+        f"        if {exit_test}:\n"
+        "            return out\n"
+        "        return gather_output(out, self.batch_sharder.buf)\n\n"
+        "    def sample(self, batch):\n").replace("            out = gather_output(out, shard_metadata)\n",
+                                               "            out = shard_metadata\n")
+    return files
+
+
+def test_code_after_an_exit_taken_while_the_state_is_off_is_info(tmp_path):
+    report = migrate_json(write_project(tmp_path, _exit_files("self.batch_sharder is None")))
+    assert _kernel_severity(report) == "info"
+
+
+def test_code_after_an_exit_taken_while_the_state_is_set_keeps_the_error(tmp_path):
+    # (nearest true case: the exit is taken only with the option; every default host goes on)
+    report = migrate_json(write_project(tmp_path, _exit_files("self.batch_sharder is not None")))
+    assert _kernel_severity(report) == "error"
