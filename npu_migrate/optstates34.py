@@ -34,15 +34,17 @@ the library, optchoice29's `_foreign`) or a local name of the function (not a pa
 either the off value (`= None`, `= False`; an annotation alone binds nothing) or lie behind a gate
 optchoice29 reads off at the default (an enclosing `if`, an earlier early exit taken there, the
 true branch of `X() if <opt-in> else None`), and at least one store must be so gated. The answer is
-optchoice29's (operand, field), worded "`self.fp8_enabled` is chosen (`mm_cfg.mm_encoder_attn_dtype
-!= 'fp8'`; `MultiModalConfig.mm_encoder_attn_dtype` defaults to None (...))"; policy P1 makes it
-info, never dropped.
+optchoice29's (operand, field), worded "`self.fp8_enabled` is chosen (`mm_cfg.mm_encoder_attn_dtype`;
+`MultiModalConfig.mm_encoder_attn_dtype` defaults to None (...))"; policy P1 makes it
+info, never dropped. `state_taken(fields, part, parents)` answers for an early exit's test the same
+state holds at its off value (`S is None`, `not S`): what follows the exit is the opt-in's too.
 
 Kept (the nearest true cases, tests/test_h191.py): a store outside any gate (`self.batch_sharder =
 BatchSharder()` in `__init__`), a store under a gate on by default or the library sets, a store
 under an `else:`, a binding by a `for`/`with`/walrus/augmented assignment/`del`, a parameter, a
-name also stored on another object, a name only ever None (never set: no choice to name), `is None`
-and `not S` (true at the off value).
+name also stored on another object or by another class (a subclass's own ungated store), a name only
+ever None (never set: no choice to name), an `if S is None:` body (true at the off value), an exit
+`if S is not None: return`.
 """
 
 from __future__ import annotations
