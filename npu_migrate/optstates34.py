@@ -130,27 +130,26 @@ def _stores(subject: ast.AST, parents: dict, fields) -> Optional[list]:
 
 def _owners(fields, attr: str) -> set:
     """The names of the library classes storing `self.<attr>` anywhere in the run (a class nested in
-    another counts for both)."""
-    cache = _OWNERS.setdefault(fields, {})
-    if attr in cache:
-        return cache[attr]
-    from .callgates21 import NOT_LIBRARY
+    another counts for both): one walk of the library's classes, on the first question."""
+    table = _OWNERS.get(fields)
+    if table is None:
+        from .callgates21 import NOT_LIBRARY
 
-    word = f"self.{attr}".encode()
-    owners: set = set()
-    probe = ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()), attr=attr, ctx=ast.Load())
-    for j, result in enumerate(fields.run.results):
-        if not result.relpath.endswith(".py") or fields.test_side(result.relpath) or any(
-                part in NOT_LIBRARY for part in result.relpath.split("/")[:-1]):
-            continue
-        if word not in (fields.run.text_of(j) or b""):
-            continue
-        tree = fields.run.tree(j)
-        for cls in astcache.nodes(tree, (ast.ClassDef,)) if tree is not None else ():
-            if any(_binds(node, probe) for node in ast.walk(cls)):
-                owners.add(cls.name)
-    cache[attr] = owners
-    return owners
+        table = {}
+        for j, result in enumerate(fields.run.results):
+            if not result.relpath.endswith(".py") or fields.test_side(result.relpath) or any(
+                    part in NOT_LIBRARY for part in result.relpath.split("/")[:-1]):
+                continue
+            if b"self." not in (fields.run.text_of(j) or b""):
+                continue
+            tree = fields.run.tree(j)
+            for cls in astcache.nodes(tree, (ast.ClassDef,)) if tree is not None else ():
+                for node in ast.walk(cls):
+                    if isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                            and isinstance(node.value, ast.Name) and node.value.id == "self":
+                        table.setdefault(node.attr, set()).add(cls.name)
+        _OWNERS[fields] = table
+    return table.get(attr, set())
 
 
 def _off_value(stmt: ast.AST, target: ast.AST) -> bool:
