@@ -86,6 +86,7 @@ from typing import Optional
 from . import astcache
 from .optinprops28 import UNKNOWN, field_default
 from .optreads32 import read_field
+from .optstates34 import state_off, state_taken
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MODEL_FILES = re.compile(r"(^|/)(models|transformers_utils)/")
@@ -581,6 +582,8 @@ class OptInFields:
                     return part, name
             elif depth < 3:
                 found = self._self_bound(part, parents, depth)
+                if found is None:  # (state off unless an opt-in set it: `if self.sharder is not None:`, optstates34.py)
+                    found = state_off(self, part, parents, depth)
                 if found is not None:
                     return found
         return None
@@ -595,6 +598,10 @@ class OptInFields:
                 value = self._at_every_default(part, name)
                 if value is not _UNKNOWN and value:
                     return _subject(part), name  # (what the user sets: the field, not the exit's test)
+            else:
+                found = state_taken(self, part, parents)  # (`if self.sharder is None: return`: optstates34.py)
+                if found is not None:
+                    return found
         return None
 
     def _gated(self, node: ast.AST, parents: dict) -> Optional[str]:
