@@ -223,15 +223,18 @@ def _keep(walks: list, mine, plain: bool) -> dict:
     return out
 
 
-def _names_any(walk: _Walk, text_of, names: frozenset) -> bool:
-    """Whether a unit of `walk` reached only through a draft route spells one of `names`."""
-    if not names or walk.full == walk.plain:
+def _names_any(walk: _Walk, text_of, names: frozenset, modules: set) -> bool:
+    """Whether a unit of `walk` reached only through a draft route spells one of `names`, in a
+    file that spells one of `modules` (the dotted names of the entry those names belong to)."""
+    if not names or not modules or walk.full == walk.plain:
         return False
     spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
+    dotted = re.compile(rb"\b(?:" + b"|".join(re.escape(m.encode()) for m in sorted(modules)) + rb")\b")
     for name in set(walk.full) - set(walk.plain):
         for i, node in walk.package.units.get(name, ()):
-            lines = (text_of(i) or b"").split(b"\n")[node.lineno - 1:node.end_lineno or node.lineno]
-            if spelled.search(b"\n".join(lines)):
+            data = text_of(i) or b""
+            lines = data.split(b"\n")[node.lineno - 1:node.end_lineno or node.lineno]
+            if dotted.search(data) and spelled.search(b"\n".join(lines)):
                 return True
     return False
 
@@ -241,6 +244,8 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     """`review` for the members of one `[[models]]` entry; `closed`: indices of registry files whose
     dotted strings the plugin's platform never resolves (wave 34); `walks`: every entry's first
     walk, whose unreached units of the other entries' members are not outside code (wave 35)."""
+    from .modpaths import module_names
+
     mine = next((w for w in walks if w.members == members), None)
     others: set = set()
     if mine is None:
@@ -252,7 +257,8 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
         plain_walk = _Walk(results, _PrunedTexts(text_of, _keep(walks, mine, True)), prefix, library, registry,
                            replaced, members, entry, closed)
         # (the drafts of the other entries whose draft-only units name some of this one's)
-        others = {a for w in walks if w is not mine and _names_any(w, text_of, walk.package.names)
+        modules = {module_names(results[i].relpath)[0] for i in members if module_names(results[i].relpath)}
+        others = {a for w in walks if w is not mine and _names_any(w, text_of, walk.package.names, modules)
                   for a in w.draft_names()}
     if not walk.ok or not plain_walk.ok:
         return results
