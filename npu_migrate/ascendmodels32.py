@@ -62,8 +62,8 @@ reached, though only V4.1's DSpark draft reaches that function. Every entry is f
 before (a superset of what it reaches); then each entry's walk reads another entry's members as their
 module-level code and the units that entry's own walk reached (`_PrunedTexts`: the lines of the other
 top-level functions and classes blank): on every route for the first note, on the main routes only
-for the draft note, which then also names the other entry's drafts whose draft-only units spell one
-of this entry's names. Kept: a member the plugin imports whole (`plugin_uses`), one that does not
+for the draft note, which then also names the other entry's drafts whose draft-only units import
+from this entry's modules or read a name their module imports from them. Kept: a member the plugin imports whole (`plugin_uses`), one that does not
 parse, a unit the other entry reaches on a main route.
 
 Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
@@ -76,7 +76,6 @@ GA#2): the subclass keeps the whole class reached. Qwen4Exp is registered at com
 from __future__ import annotations
 
 import ast
-import re
 from typing import Optional
 
 from . import ascendfacts30
@@ -223,18 +222,22 @@ def _keep(walks: list, mine, plain: bool) -> dict:
     return out
 
 
-def _names_any(walk: _Walk, text_of, names: frozenset, modules: set) -> bool:
-    """Whether a unit of `walk` reached only through a draft route spells one of `names`, in a
-    file that spells one of `modules` (the dotted names of the entry those names belong to)."""
-    if not names or not modules or walk.full == walk.plain:
+def _names_any(walk: _Walk, text_of, modules: set) -> bool:
+    """Whether a unit of `walk` reached only through a draft route imports from `modules` (the
+    dotted names of another entry's members) or reads a name its module imports from them."""
+    from . import astcache
+
+    if not modules or walk.full == walk.plain:
         return False
-    spelled = re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in sorted(names)) + rb")\b")
-    dotted = re.compile(rb"\b(?:" + b"|".join(re.escape(m.encode()) for m in sorted(modules)) + rb")\b")
     for name in set(walk.full) - set(walk.plain):
         for i, node in walk.package.units.get(name, ()):
-            data = text_of(i) or b""
-            lines = data.split(b"\n")[node.lineno - 1:node.end_lineno or node.lineno]
-            if dotted.search(data) and spelled.search(b"\n".join(lines)):
+            tree = astcache.parse(text_of(i) or b"")
+            if tree is None:
+                return True
+            imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module in modules
+                        for a in n.names}
+            if any(isinstance(n, ast.ImportFrom) and n.module in modules
+                   or isinstance(n, ast.Name) and n.id in imported for n in ast.walk(node)):
                 return True
     return False
 
@@ -258,7 +261,7 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
                            replaced, members, entry, closed)
         # (the drafts of the other entries whose draft-only units name some of this one's)
         modules = {module_names(results[i].relpath)[0] for i in members if module_names(results[i].relpath)}
-        others = {a for w in walks if w is not mine and _names_any(w, text_of, walk.package.names, modules)
+        others = {a for w in walks if w is not mine and _names_any(w, text_of, modules)
                   for a in w.draft_names()}
     if not walk.ok or not plain_walk.ok:
         return results
