@@ -136,7 +136,7 @@ class _Walk:
     members that their own walks did not reach (wave 35, `_PrunedTexts`)."""
 
     def __init__(self, results, text_of, prefix, library, registry, replaced, members, entry,
-                 closed: frozenset = frozenset()) -> None:
+                 closed: frozenset = frozenset(), need_full: bool = True, need_plain: bool = True) -> None:
         from .modpaths import module_names
 
         self.members, self.entry, self.ok = members, entry, False
@@ -152,18 +152,23 @@ class _Walk:
         # (wave 34, round 33 HC#19: the attention backend registry, whose strings NPUPlatform never
         # resolves, reaches nothing)
         self.outside = [j for j in library if j not in inside and j not in closed]
-        self.full = self.package.reached(self.outside, self.whole, frozenset(routes) | self.seeds)
-        if self.full is None:
-            return
         self.tables = frozenset(ascendfacts30.facts().get("draft_routes", {}).get("tables", ()))
         self.drafts = {name: sorted(a for a, t in places if t in self.tables) for name, places in routes.items()}
         self.main = frozenset(n for n, places in routes.items() if any(t not in self.tables for _a, t in places))
-        self.plain_package, self.plain = self.package, self.full
-        if self.tables and self.main != frozenset(routes):
+        drafts = bool(self.tables) and self.main != frozenset(routes)
+        # (`need_full`/`need_plain`: the walks a caller reads; the one it does not read is not walked)
+        if need_full or not drafts:
+            self.full = self.package.reached(self.outside, self.whole, frozenset(routes) | self.seeds)
+            if self.full is None:
+                return
+            self.plain_package, self.plain = self.package, self.full
+        if drafts and need_plain:
             self.plain_package = ascendfacts30.Package(results, text_of, members, instances=True)
             self.plain = self.plain_package.reached(self.outside, self.whole, self.main | self.seeds)
             if self.plain is None:
                 return
+            if not need_full:
+                self.full = self.plain
         self.ok = True
 
     def draft_names(self) -> set:
@@ -256,9 +261,9 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
         plain_walk = walk
     else:
         walk = _Walk(results, _PrunedTexts(text_of, _keep(walks, mine, False)), prefix, library, registry,
-                     replaced, members, entry, closed)
+                     replaced, members, entry, closed, need_plain=False)
         plain_walk = _Walk(results, _PrunedTexts(text_of, _keep(walks, mine, True)), prefix, library, registry,
-                           replaced, members, entry, closed)
+                           replaced, members, entry, closed, need_full=False)
         # (the drafts of the other entries whose draft-only units name some of this one's)
         modules = {module_names(results[i].relpath)[0] for i in members if module_names(results[i].relpath)}
         others = {a for w in walks if w is not mine and _names_any(w, text_of, modules)
