@@ -1,5 +1,6 @@
 """vLLM models vllm-ascend replaces with its own implementation: review-level notes (issue #16,
-audit round 32 GB#29, GB#37, GB#38, GC#15, GC#19, GC#20, GC#25, GC#36, GC#37, GC#39). Whole run,
+audit round 32 GB#29, GB#37, GB#38, GC#15, GC#19, GC#20, GC#25, GC#36, GC#37, GC#39; round 33
+HA#3). Whole run,
 from runplan.whole_run_passes, right after ascendfacts30.py (the same kind of fact, the same
 package walk).
 
@@ -53,6 +54,17 @@ Wave 34 (h182, round 33 HC#38): a module-level set of classes a member only test
 _RECORDABLE_BUILDERS`) builds none of them: the package walk (`instances=True`) does not take it for
 module-level code that reaches them (membersets34.py). Kept: the set iterated, handed on, or spelled
 by any other file.
+
+Wave 35 (h192, round 33 HA#3): each entry's package treated the other replaced models' folders as
+outside code whole, so DeepSeek V4.1's `dsv41_o_proj` (`from vllm.models.deepseek_v4.nvidia.ops.o_proj
+import deep_gemm_fp8_o_proj`) kept V4's FP8 output projection and its `fused_inv_rope_fp8_quant`
+reached, though only V4.1's DSpark draft reaches that function. Every entry is first walked as
+before (a superset of what it reaches); then each entry's walk reads another entry's members as their
+module-level code and the units that entry's own walk reached (`_PrunedTexts`: the lines of the other
+top-level functions and classes blank): on every route for the first note, on the main routes only
+for the draft note, which then also names the other entry's drafts whose draft-only units import
+from this entry's modules or read a name their module imports from them. Kept: a member the plugin imports whole (`plugin_uses`), one that does not
+parse, a unit the other entry reaches on a main route.
 
 Not answered here: shared kernels several models reach (the mHC `hc_collapse_triton` of GC#36, also
 called by layers/mhc.py; the FLA `solve_tril` of GC#37, also reached by the KDA ops and vendored
@@ -118,27 +130,148 @@ def _plugin_seeds(results, prefix: str, members: list, of: dict) -> tuple:
     return frozenset(whole), frozenset(seeds)
 
 
+class _Walk:
+    """The package walks of one `[[models]]` entry: `full` (every open route) and `plain` (the
+    registry's main tables only, drafts aside); `text_of` may hide the units of other entries'
+    members that their own walks did not reach (wave 35, `_PrunedTexts`)."""
+
+    def __init__(self, results, text_of, prefix, library, registry, replaced, members, entry,
+                 closed: frozenset = frozenset(), need_full: bool = True, need_plain: bool = True) -> None:
+        from .modpaths import module_names
+
+        self.members, self.entry, self.ok = members, entry, False
+        self.package = ascendfacts30.Package(results, text_of, members, instances=True)
+        modules = {name for i in members for name in module_names(results[i].relpath)}
+        routes = _open_routes(results, text_of, registry, replaced, modules, self.package.names)
+        if routes is None:
+            return
+        self.routes = routes
+        self.whole, self.seeds = _plugin_seeds(results, prefix, members, {i: entry for i in members})
+        # (the registry stays an outside file: an import or a dotted string there still reaches)
+        inside = set(members)
+        # (wave 34, round 33 HC#19: the attention backend registry, whose strings NPUPlatform never
+        # resolves, reaches nothing)
+        self.outside = [j for j in library if j not in inside and j not in closed]
+        self.tables = frozenset(ascendfacts30.facts().get("draft_routes", {}).get("tables", ()))
+        self.drafts = {name: sorted(a for a, t in places if t in self.tables) for name, places in routes.items()}
+        self.main = frozenset(n for n, places in routes.items() if any(t not in self.tables for _a, t in places))
+        drafts = bool(self.tables) and self.main != frozenset(routes)
+        # (`need_full`/`need_plain`: the walks a caller reads; the one it does not read is not walked)
+        if need_full or not drafts:
+            self.full = self.package.reached(self.outside, self.whole, frozenset(routes) | self.seeds)
+            if self.full is None:
+                return
+            self.plain_package, self.plain = self.package, self.full
+        if drafts and need_plain:
+            self.plain_package = ascendfacts30.Package(results, text_of, members, instances=True)
+            self.plain = self.plain_package.reached(self.outside, self.whole, self.main | self.seeds)
+            if self.plain is None:
+                return
+            if not need_full:
+                self.full = self.plain
+        self.ok = True
+
+    def draft_names(self) -> set:
+        """The draft architectures whose routes alone reach some unit of this entry."""
+        return {a for n, archs in self.drafts.items() if n not in self.main for a in archs}
+
+
+class _PrunedTexts:
+    """`text_of` where each member of the other entries reads as its module-level code and the
+    units their own walk reached (`keep`: {index: reached names}); the lines of every other
+    top-level function and class are blank. A member the plugin imports whole, or one that does
+    not parse, reads whole (wave 35, h192, round 33 HA#3: DeepSeek V4.1's `dsv41_o_proj`, which
+    only its speculative-decoding draft reaches, is not outside code that reaches DeepSeek V4's
+    `deep_gemm_fp8_o_proj` on the main routes)."""
+
+    def __init__(self, text_of, keep: dict) -> None:
+        self.text_of, self.keep, self.cache = text_of, keep, {}
+
+    def __call__(self, i: int):
+        if i not in self.keep:
+            return self.text_of(i)
+        if i not in self.cache:
+            self.cache[i] = _pruned(self.text_of(i), self.keep[i])
+        return self.cache[i]
+
+    def get(self, i: int, default=None):
+        found = self(i)
+        return found if found is not None else default
+
+
+def _pruned(data, keep: frozenset):
+    """`data` with the lines of its top-level functions and classes not in `keep` blank."""
+    from . import astcache
+
+    tree = astcache.parse(data) if data else None
+    if tree is None:
+        return data
+    lines = data.split(b"\n")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name not in keep:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            for n in range(first - 1, min(node.end_lineno or node.lineno, len(lines))):
+                lines[n] = b""
+    return b"\n".join(lines)
+
+
+def _keep(walks: list, mine, plain: bool) -> dict:
+    """{member index of another entry: the unit names its walk reached} (`plain`: on the main
+    routes only), members the plugin imports whole aside."""
+    out: dict = {}
+    for walk in walks:
+        if walk is mine:
+            continue
+        reached = frozenset(walk.plain if plain else walk.full)
+        out.update({i: reached for i in walk.members if i not in walk.whole})
+    return out
+
+
+def _names_any(walk: _Walk, text_of, modules: set) -> bool:
+    """Whether a unit of `walk` reached only through a draft route imports from `modules` (the
+    dotted names of another entry's members) or reads a name its module imports from them."""
+    from . import astcache
+
+    if not modules or walk.full == walk.plain:
+        return False
+    for name in set(walk.full) - set(walk.plain):
+        for i, node in walk.package.units.get(name, ()):
+            tree = astcache.parse(text_of(i) or b"")
+            if tree is None:
+                return True
+            imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module in modules
+                        for a in n.names}
+            if any(isinstance(n, ast.ImportFrom) and n.module in modules
+                   or isinstance(n, ast.Name) and n.id in imported for n in ast.walk(node)):
+                return True
+    return False
+
+
 def _review_entry(results, text_of, prefix, library, registry, replaced, members, entry,
-                  closed: frozenset = frozenset()) -> list:
+                  closed: frozenset = frozenset(), walks: tuple = ()) -> list:
     """`review` for the members of one `[[models]]` entry; `closed`: indices of registry files whose
-    dotted strings the plugin's platform never resolves (wave 34)."""
+    dotted strings the plugin's platform never resolves (wave 34); `walks`: every entry's first
+    walk, whose unreached units of the other entries' members are not outside code (wave 35)."""
     from .modpaths import module_names
 
-    package = ascendfacts30.Package(results, text_of, members, instances=True)
-    modules = {name for i in members for name in module_names(results[i].relpath)}
-    routes = _open_routes(results, text_of, registry, replaced, modules, package.names)
-    if routes is None:
+    mine = next((w for w in walks if w.members == members), None)
+    others: set = set()
+    if mine is None:
+        walk = _Walk(results, text_of, prefix, library, registry, replaced, members, entry, closed)
+        plain_walk = walk
+    else:
+        walk = _Walk(results, _PrunedTexts(text_of, _keep(walks, mine, False)), prefix, library, registry,
+                     replaced, members, entry, closed, need_plain=False)
+        plain_walk = _Walk(results, _PrunedTexts(text_of, _keep(walks, mine, True)), prefix, library, registry,
+                           replaced, members, entry, closed, need_full=False)
+        # (the drafts of the other entries whose draft-only units name some of this one's)
+        modules = {module_names(results[i].relpath)[0] for i in members if module_names(results[i].relpath)}
+        others = {a for w in walks if w is not mine and _names_any(w, text_of, modules)
+                  for a in w.draft_names()}
+    if not walk.ok or not plain_walk.ok:
         return results
-    of = {i: entry for i in members}
-    whole, seeds = _plugin_seeds(results, prefix, members, of)
-    # (the registry stays an outside file: an import or a dotted string there still reaches)
-    inside = set(members)
-    # (wave 34, round 33 HC#19: the attention backend registry, whose strings NPUPlatform never
-    # resolves, reaches nothing)
-    outside = [j for j in library if j not in inside and j not in closed]
-    reached = package.reached(outside, whole, frozenset(routes) | seeds)
-    if reached is None:
-        return results
+    package, reached, routes = walk.package, walk.full, walk.routes
+    whole = walk.whole
     archs = ", ".join(f'"{a}"' for a in entry["architectures"])
 
     def note(name):
@@ -151,18 +284,12 @@ def _review_entry(results, text_of, prefix, library, registry, replaced, members
     results, _count = ascendfacts30.lowered(results, spans, note)
     # (wave 33, round 32 GB#29: a route open only through a draft architecture of the registry's
     # speculative-decoding table is built only when the user configures speculative decoding: what
-    # only such routes reach is opt-in (policy P1), info naming the drafts and the fact)
-    tables = frozenset(ascendfacts30.facts().get("draft_routes", {}).get("tables", ()))
-    drafts = {name: sorted(a for a, t in places if t in tables) for name, places in routes.items()}
-    main = frozenset(n for n, places in routes.items() if any(t not in tables for _a, t in places))
-    if not tables or main == frozenset(routes):
+    # only such routes reach is opt-in (policy P1), info naming the drafts and the fact; wave 35:
+    # the drafts of another entry whose own draft-only units name this one's)
+    if not walk.tables or walk.main == frozenset(routes) and not others:
         return results
-    plain = ascendfacts30.Package(results, text_of, members, instances=True)
-    kept = plain.reached(outside, whole, main | seeds)
-    if kept is None:
-        return results
-
-    named = ", ".join(f'"{a}"' for a in sorted({a for n, archs in drafts.items() if n not in main for a in archs}))
+    plain, kept = plain_walk.plain_package, plain_walk.plain
+    named = ", ".join(f'"{a}"' for a in sorted(walk.draft_names() | others))
 
     def via(name):
         return ascendfacts30.note_for(
@@ -202,9 +329,14 @@ def review(results: list, paths: dict) -> list:
         results[i].relpath, prefix, set(ascendfacts30.facts().get("closed_registries", {}).get("files", ()))))
     # (one package per entry: a unit name another model's folder also defines is not taken for it;
     # the other models' folders are outside code like any other)
-    for entry in entries:
-        mine = [i for i in members if of[i] is entry]
+    groups = [(entry, [i for i in members if of[i] is entry]) for entry in entries]
+    # (wave 35, h192, round 33 HA#3: each entry's first walk, so that another replaced model's
+    # folder reaches this one's units only through its own reached units)
+    walks = [_Walk(results, text_of, prefix, library, registry, replaced, mine, entry, closed)
+             for entry, mine in groups if mine]
+    walks = tuple(w for w in walks if w.ok) if all(w.ok for w in walks) else ()
+    for entry, mine in groups:
         if not any(is_open(f) for i in mine for f in results[i].findings):
             continue
-        results = _review_entry(results, text_of, prefix, library, registry, replaced, mine, entry, closed)
+        results = _review_entry(results, text_of, prefix, library, registry, replaced, mine, entry, closed, walks)
     return results
