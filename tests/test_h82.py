@@ -301,12 +301,18 @@ def test_device_helpers_only_a_reported_kernel_module_calls_fold_into_it(tmp_pat
 
 def test_device_helpers_a_host_function_also_calls_stay_reported(tmp_path):
     """The nearest true cases: the importer also calls a helper outside its kernels; another library
-    module imports the helpers too."""
+    module imports the helpers too.
+
+    Since session 45 (tritonfirst34, round 33 HB#7 judged REDUNDANT) the first case's module, loaded
+    only after the importer's own unguarded `import triton`, is folded into the importer's error with
+    its lines listed (one root cause) instead of an error of its own: still reported, not dropped."""
     comms = _COMMS.replace("    return x\n", "    barrier(x, rank)\n    return x\n")
     report = migrate_json(write_project(tmp_path, {"pkg/__init__.py": "", "pkg/triton_utils.py": _DEVICE_HELPERS,
                                                    "pkg/comms.py": comms}))
-    found = _findings(report, "pkg/triton_utils.py", "NPU910")
+    assert not _findings(report, "pkg/triton_utils.py", "NPU910")
+    found = _findings(report, "pkg/comms.py", "NPU910")
     assert found and found[0]["severity"] == "error"
+    assert "also covers `pkg/triton_utils.py`" in found[0]["message"] and "lines 1, 2, 5, 10" in found[0]["message"]
     report = migrate_json(write_project(tmp_path / "two", {
         "pkg/__init__.py": "", "pkg/triton_utils.py": _DEVICE_HELPERS, "pkg/comms.py": _COMMS,
         "pkg/api.py": "from pkg.triton_utils import barrier\n\nHELPERS = [barrier]\n"}))
