@@ -46,3 +46,78 @@ def test_lone_header_a_cpu_source_also_includes_keeps_its_note(tmp_path):
     found = _npu912(migrate_json(_lone_header_project(tmp_path, cpu)))
     assert found["csrc/quant/nvidia/quant_utils.cuh"]["severity"] == "info"
     assert "quant_utils.cuh" not in found["csrc/alpha.cu"]["message"]
+
+
+BENCH_UTILS = '''import torch
+
+
+def do_bench_graph(fn, rep: int = 20) -> float:
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    g.replay()
+    return float(rep)
+'''
+
+GRAPHS = '''import torch
+
+
+def capture_graph(fn):
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+'''
+
+BENCH_TEST = '''import torch
+
+from pkg.graphs import capture_graph
+from pkg.utils import do_bench_graph
+
+
+def test_speed():
+    assert do_bench_graph(lambda: torch.ones(2)) > 0
+    assert capture_graph(lambda: torch.ones(2)) is not None
+'''
+
+BENCH_SCRIPT = '''import torch
+
+from pkg.utils import do_bench_graph
+
+
+def main():
+    print(do_bench_graph(lambda: torch.ones(2)))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _graph_findings(report, path="pkg/utils.py"):
+    return [f for f in report["findings"] if f["code"] == "NPU202" and f["path"] == path]
+
+
+def test_public_benchmark_helper_only_a_test_and_a_benchmark_call_is_info_naming_them(tmp_path):
+    """IA#17 (P2): xformers' `do_bench_cudagraph` (xformers/utils.py), a public benchmarking helper
+    only tests/test_tree_attention.py and the package's own benchmark call: info naming them."""
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": BENCH_UTILS, "pkg/graphs.py": GRAPHS,
+                                    "tests/test_speed.py": BENCH_TEST,
+                                    "pkg/benchmarks/benchmark_graph.py": BENCH_SCRIPT})
+    report = migrate_json(root)
+    bench = _graph_findings(report)
+    assert bench and all(f["severity"] == "info" for f in bench)
+    assert "reached on an NPU host only from tests/benchmarks" in bench[0]["message"]
+    assert "`do_bench_graph`" in bench[0]["message"]
+    # nearest true case: a public helper that is no benchmark helper, with the same only caller, stays
+    other = _graph_findings(report, "pkg/graphs.py")
+    assert other and all(f["severity"] == "error" for f in other)
+
+
+def test_public_benchmark_helper_library_code_also_calls_stays(tmp_path):
+    """Nearest true case: the same helper also called from library code an NPU host runs."""
+    user = "from pkg.utils import do_bench_graph\\n\\n\\ndef autotune(fn):\\n    return do_bench_graph(fn)\\n"
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": BENCH_UTILS, "pkg/graphs.py": GRAPHS,
+                                    "pkg/tune.py": user, "tests/test_speed.py": BENCH_TEST})
+    bench = _graph_findings(migrate_json(root))
+    assert bench and all(f["severity"] == "error" for f in bench)
