@@ -23,6 +23,12 @@ that includes it, directly or through other headers, is a source no target note 
 a CPU build, a `.cu` with its own finding), when the sources reached belong to two target notes,
 when an including header is included by nothing, when nothing includes the folder at all, or when
 the folder note is of a higher severity than the target note (an error never folds into an info).
+
+Round 34 (IA#27): a lone header's own build-gated note (the only header of its folder, so no folder
+note: vLLM's `csrc/quantization/w8a8/fp8/nvidia/quant_utils.cuh`) is read as a folder of one and
+folds the same way ("the CUDA header `path`, included only through this target's sources: ...");
+a header a target note already names is left alone. A listed source whose entry goes on after its
+CMakeLists.txt line ("; also `helper.cu`, whose ...") counts as named by the note.
 """
 
 from __future__ import annotations
