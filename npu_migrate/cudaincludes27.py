@@ -23,6 +23,12 @@ that includes it, directly or through other headers, is a source no target note 
 a CPU build, a `.cu` with its own finding), when the sources reached belong to two target notes,
 when an including header is included by nothing, when nothing includes the folder at all, or when
 the folder note is of a higher severity than the target note (an error never folds into an info).
+
+Round 34 (IA#27): a lone header's own build-gated note (the only header of its folder, so no folder
+note: vLLM's `csrc/quantization/w8a8/fp8/nvidia/quant_utils.cuh`) is read as a folder of one and
+folds the same way ("the CUDA header `path`, included only through this target's sources: ...");
+a header a target note already names is left alone. A listed source whose entry goes on after its
+CMakeLists.txt line ("; also `helper.cu`, whose ...") counts as named by the note.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ _HEADER_EXT = (".cuh", ".h", ".hpp", ".hh", ".hxx", ".inl", ".inc")
 _SOURCE_EXT = (".cu", ".cpp", ".cc", ".cxx", ".c")
 _FOLDER_NOTE = re.compile(r"CUDA headers in `([^`]+)/`, reported once for the folder; also ([^()]*)\)")
 _TARGET = re.compile(r"\(the CUDA sources of the CMake target `([^`]+)`")
-_LISTED = re.compile(r"`([^`]+\.cu)` \(CMakeLists\.txt:\d+(?:; with the CUDA headers? beside it: ([^()]*))?\)")
+# (a listed source may carry more after its headers: "; also `helper.cu`, whose ...", round 34 IA#27)
+_LISTED = re.compile(r"`([^`]+\.cu)` \(CMakeLists\.txt:\d+(?:; with the CUDA headers? beside it: ([^();]*))?[;)]")
+_GATED = "(not compiled on an NPU host ("
 _BESIDE = re.compile(r"with the CUDA headers? beside it: ([^()]*)\)")
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*["<]([^">]+)[">]', re.MULTILINE)
 _SKIP_DIRS = {".git", "node_modules", "build", "dist", "__pycache__", ".venv", "venv", "third_party_build"}
@@ -130,6 +138,8 @@ def fold(results: list, paths: dict) -> list:
                 folder_notes.append((i, f))
             elif _TARGET.search(f.message):
                 target_notes.append((i, f))
+            elif r.relpath.lower().endswith(_HEADER_EXT) and _GATED in f.message:
+                folder_notes.append((i, f))  # (a lone header's own note, round 34 IA#27: a folder of one)
     if not folder_notes or not target_notes:
         return results
     root = _root(results, paths)
@@ -146,8 +156,13 @@ def fold(results: list, paths: dict) -> list:
     moves: dict[int, list] = {}
     for i, f in folder_notes:
         match = _FOLDER_NOTE.search(f.message)
-        folder = match.group(1)
-        members = {results[i].relpath} | {posixpath.join(folder, n) for n in _names(match.group(2))}
+        if match:
+            folder = match.group(1)
+            members = {results[i].relpath} | {posixpath.join(folder, n) for n in _names(match.group(2))}
+        elif results[i].relpath in owner:  # (already named by a target note: not this pass's)
+            continue
+        else:
+            members = {results[i].relpath}
         reached, through, ok = set(), set(), True
         frontier, seen = list(members), set(members)
         for _depth in range(_MAX_DEPTH):
@@ -188,8 +203,9 @@ def fold(results: list, paths: dict) -> list:
             folder = posixpath.dirname(results[i].relpath)
             shown = ", ".join(posixpath.basename(m) for m in members)
             via = ", ".join(f"`{t}`" for t in through[:3]) + (f" and {len(through) - 3} more" if len(through) > 3 else "")
-            notes.append(f"the CUDA headers of `{folder}/` ({shown}), included only through this target's "
-                         f"sources: {via}")
+            what = (f"the CUDA header `{results[i].relpath}`" if len(members) == 1
+                    else f"the CUDA headers of `{folder}/` ({shown})")
+            notes.append(f"{what}, included only through this target's sources: {via}")
             gone.setdefault(i, set()).add(id(f))
         message = f"{target.message} (also {'; '.join(notes)})"
         out[k] = replace(out[k], findings=sorted(replace(x, message=message) if x is target else x

@@ -44,7 +44,9 @@ enumchoices29.py, is collected as chosen ("reached on an NPU host only when `sel
 FP8BackendType.AO` (the choice `FP8BackendType.AO`) is chosen (...)").
 
 What stays: a public unit (no `_` name) that no library code references at all, dead or not: an
-entry point the project's users call (a test calling it says nothing of them); a unit any library reference (or an example's, a tool's, a script's) may reach on an
+entry point the project's users call (a test calling it says nothing of them), unless it is itself a
+benchmarking helper (`bench_helper`: a word of its name starts with "bench", xformers'
+`do_bench_cudagraph`, round 34 IA#17: its users benchmark with it, policy P2); a unit any library reference (or an example's, a tool's, a script's) may reach on an
 NPU host (the nearest true case: also called from library code, ungated); a unit named in a string
 or handed on as a value somewhere (unknown: kept); a unit no test or benchmark references (all
 dead: callgates21's scope, or kept as a public helper); module-level code (no unit holds it).
@@ -70,6 +72,14 @@ def test_side(relpath: str) -> bool:
     from .importgates import is_test
 
     return is_test(relpath) or bool(_BENCH.search(relpath))
+
+
+def bench_helper(unit: ast.AST) -> bool:
+    """A module-level function that is itself benchmark code (round 34 IA#17, policy P2): a word of its
+    name starts with "bench" (xformers' `do_bench_cudagraph`, timing a callable through CUDA graphs).
+    Public, but what its users do with it is benchmark, so only tests and benchmarks calling it leave it
+    unreached on an NPU host as for a private helper; a class, or a name without the word: kept."""
+    return isinstance(unit, _DEFS) and any(w.startswith("bench") for w in unit.name.lower().split("_"))
 
 
 def _library(relpath: str) -> bool:
@@ -253,7 +263,7 @@ def review(results: list, paths: dict) -> list:
                 return None
             dead, tests, chosen = reached
             if not unit.name.startswith("_") and not any(not test_side(d.split(":", 1)[0]) for d in dead) \
-                    and not chosen:
+                    and not chosen and not bench_helper(unit):
                 return None  # (a public unit no library code references: an entry point its users call)
             dead = sorted(set(dead), key=lambda s: (test_side(s.split(":", 1)[0]), s))  # (the library's first)
             told = (f"its other references are code an NPU host does not run: {_shown(dead, 2)}" if dead
