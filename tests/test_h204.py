@@ -1,0 +1,67 @@
+"""Round-34 audit rows IA#11 .. ID#28 (issue #16, helper h204): labels, settings with no effect and
+claims wrong on their face. Each false case beside the nearest true case (same shape, reached on an
+NPU host) that stays reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import migrate_json, write_project
+
+
+def _open(report: dict, path: str, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["path"] == path and f["code"] == code and not f["fixable"]]
+
+
+# ----------------------------------------------------------------------------- IA#11 (singlepins34.py)
+_RUN_SH = """\
+#!/bin/bash
+rm -rf local_storage/
+
+SCRIPT_DIR=$(dirname "$(readlink -f "$0")")
+
+VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 "$SCRIPT_DIR/prefill_example.py"
+VLLM_ENABLE_V1_MULTIPROCESSING=0 CUDA_VISIBLE_DEVICES=0 python3 "$SCRIPT_DIR/decode_example.py"
+"""
+
+_EXAMPLE = """\
+import torch
+
+
+def main():
+    x = torch.ones(4, device="cuda")
+    print(x.sum())
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_device_zero_pins_of_runs_beside_the_script_have_no_effect(tmp_path):
+    """IA#11: the pinned commands run `"$SCRIPT_DIR/x.py"`, the script's own folder: one-device
+    examples in the foreground, device 0 either way (a named scope)."""
+    files = {"examples/conn/run.sh": _RUN_SH, "examples/conn/prefill_example.py": _EXAMPLE,
+             "examples/conn/decode_example.py": _EXAMPLE}
+    report = migrate_json(write_project(tmp_path, files))
+    assert not [f for f in _open(report, "examples/conn/run.sh", "NPU701") if f["severity"] != "info"]
+    assert any("a pin to device 0 of single-device runs" in s["reason"]
+               for s in report["skipped"] if s["path"] == "examples/conn/run.sh")
+
+
+def test_device_zero_pins_of_runs_in_a_folder_not_the_scripts_stay(tmp_path):
+    """Nearest true case: the same lines, but the variable is a folder the script does not name as
+    its own (set from an argument): what runs is not known, the warning stays."""
+    files = {"examples/conn/run.sh": _RUN_SH.replace('$(dirname "$(readlink -f "$0")")', '"$1"'),
+             "examples/conn/prefill_example.py": _EXAMPLE, "examples/conn/decode_example.py": _EXAMPLE}
+    report = migrate_json(write_project(tmp_path, files))
+    kept = _open(report, "examples/conn/run.sh", "NPU701")
+    assert kept and kept[0]["severity"] == "warning"
+
+
+def test_pins_beside_the_script_of_a_multi_device_run_stay(tmp_path):
+    """Nearest true case: the script's own folder, but one run spreads over several devices."""
+    many = _EXAMPLE.replace("def main():", "def main(tensor_parallel_size=2):")
+    files = {"examples/conn/run.sh": _RUN_SH, "examples/conn/prefill_example.py": many,
+             "examples/conn/decode_example.py": _EXAMPLE}
+    report = migrate_json(write_project(tmp_path, files))
+    kept = _open(report, "examples/conn/run.sh", "NPU701")
+    assert kept and kept[0]["severity"] == "warning"
