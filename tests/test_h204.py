@@ -65,3 +65,40 @@ def test_pins_beside_the_script_of_a_multi_device_run_stay(tmp_path):
     report = migrate_json(write_project(tmp_path, files))
     kept = _open(report, "examples/conn/run.sh", "NPU701")
     assert kept and kept[0]["severity"] == "warning"
+
+
+# ----------------------------------------------------------------------------- IC#16 (families/diagnostics.py)
+_FP64_TEST = """\
+import torch
+
+
+def test_converting_transfer():
+    torch.zeros(4, dtype=torch.float64).pin_memory().to(
+        "cuda", dtype=torch.float32, non_blocking=True
+    )
+"""
+
+
+def test_float64_cast_in_its_transfer_is_a_conversion_source(tmp_path):
+    """IC#16: float64 made on the CPU and converted to float32 by the `.to("cuda", dtype=...)` that
+    moves it: the accelerator computes nothing in float64 (a named scope, no port work)."""
+    report = migrate_json(write_project(tmp_path, {"tests/test_sync.py": _FP64_TEST}))
+    assert not _open(report, "tests/test_sync.py", "NPU930")
+    assert any("NPU930" in s["reason"] and "converted to `torch.float32` in the transfer" in s["reason"]
+               for s in report["skipped"] if s["path"] == "tests/test_sync.py")
+
+
+def test_float64_moved_as_float64_stays(tmp_path):
+    """Nearest true cases: the same chain moved without a cast, cast to float64, or made float64
+    again after the transfer, and float64 made on the accelerator then cast: warnings."""
+    variants = {
+        "plain": _FP64_TEST.replace("dtype=torch.float32, ", ""),
+        "double": _FP64_TEST.replace("dtype=torch.float32", "dtype=torch.float64"),
+        "after": _FP64_TEST.replace("non_blocking=True\n    )", "non_blocking=True\n    ).double()"),
+        "made_there": _FP64_TEST.replace("torch.zeros(4, dtype=torch.float64).pin_memory().to(\n        \"cuda\",",
+                                         "torch.zeros(4, dtype=torch.float64, device=\"cuda\").to("),
+    }
+    for name, text in variants.items():
+        report = migrate_json(write_project(tmp_path / name, {"tests/test_sync.py": text}))
+        kept = _open(report, "tests/test_sync.py", "NPU930")
+        assert kept and kept[0]["severity"] == "warning", (name, text)
