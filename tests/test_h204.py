@@ -102,3 +102,89 @@ def test_float64_moved_as_float64_stays(tmp_path):
         report = migrate_json(write_project(tmp_path / name, {"tests/test_sync.py": text}))
         kept = _open(report, "tests/test_sync.py", "NPU930")
         assert kept and kept[0]["severity"] == "warning", (name, text)
+
+
+# ----------------------------------------------------------------------------- IB#7 (labels34.py)
+_TITLES = """\
+import re
+
+
+def fix_case(text: str) -> str:
+    subs = {
+        "api": "API",
+        "cli": "CLI",
+        "llm": "LLM",
+        "nccl": "NCCL",
+        "lora": "LoRA",
+        r"fp\\d+": lambda x: x.group(0).upper(),
+    }
+    for pattern, repl in subs.items():
+        text = re.sub(rf"\\b{pattern}\\b", repl, text, flags=re.IGNORECASE)
+    return text
+"""
+
+# the same shape of table, but each backend's environment prefix: backends only
+_PREFIXES = """\
+import os
+
+
+def debug_flag(backend):
+    prefixes = {
+        "nccl": "NCCL",
+        "gloo": "GLOO",
+        "mpi": "MPI",
+    }
+    return os.environ.get(prefixes[backend] + "_DEBUG")
+"""
+
+
+def _string_findings(report: dict, path: str) -> list[dict]:
+    return [f for f in _open(report, path, "NPU990") if f["severity"] != "info"]
+
+
+def test_nccl_in_a_table_of_display_spellings_is_a_label(tmp_path):
+    """IB#7: "nccl" is a key of a table that title-cases words for a docs generator: a named
+    no-work scope."""
+    report = migrate_json(write_project(tmp_path, {"docs/gen.py": _TITLES}))
+    assert not _string_findings(report, "docs/gen.py")
+    assert any("a word in a table of display spellings" in s["reason"]
+               for s in report["skipped"] if s["path"] == "docs/gen.py")
+
+
+def test_nccl_in_a_table_of_backends_stays(tmp_path):
+    """Nearest true case: the same table shape whose keys are all backends (each backend's
+    environment prefix): "nccl" selects a backend's setting, kept."""
+    report = migrate_json(write_project(tmp_path, {"kit/flags.py": _PREFIXES}))
+    assert not any("display spellings" in s["reason"] for s in report["skipped"])
+    assert [f for f in report["findings"] if f["path"] == "kit/flags.py" and '"nccl"' in f["message"]]
+
+
+# ----------------------------------------------------------------------------- ID#28 (labels34.py)
+_PROFILE = """\
+def run(args, config, run_once):
+    if args.profile:
+        if config.profiler == "torch":
+            print(f"Profiling with torch profiler (saved to {config.torch_dir})...")
+        elif config.profiler == "cuda":
+            print("Profiling with cuda profiler ...")
+        elif config.profiler == "proton":
+            print("Profiling with Proton ...")
+        run_once(do_profile=True)
+"""
+
+
+def test_profiler_name_that_only_picks_a_message_is_a_label(tmp_path):
+    """ID#28: `profiler == "cuda"` in a chain whose every branch only prints: a named no-work
+    scope."""
+    report = migrate_json(write_project(tmp_path, {"bench/latency.py": _PROFILE}))
+    assert not [f for f in _open(report, "bench/latency.py", "NPU990") if '"cuda"' in f["message"]]
+    assert any("a choice that only picks the message shown" in s["reason"]
+               for s in report["skipped"] if s["path"] == "bench/latency.py")
+
+
+def test_profiler_name_whose_branch_does_work_stays(tmp_path):
+    """Nearest true case: the same chain, but the "cuda" branch starts the profiler: kept."""
+    text = _PROFILE.replace('print("Profiling with cuda profiler ...")', 'start_cuda_profiler(config)')
+    report = migrate_json(write_project(tmp_path, {"bench/latency.py": text}))
+    assert not any("message shown" in s["reason"] for s in report["skipped"])
+    assert [f for f in report["findings"] if f["path"] == "bench/latency.py" and '"cuda"' in f["message"]]
