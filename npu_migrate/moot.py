@@ -284,6 +284,10 @@ NO_WORK = (
     "in NVIDIA build tooling: ",
     "a registry key naming an implementation, not a backend: ",  # singles22.REGISTRY_KEY (round 22, BI#6)
     "the vLLM note given once for the run at ",  # folds24.FOLDED: NPU916's generic note (round 24, BP#39)
+    # labels34.py (round 34): a CUDA word of a display-spelling table (IB#7), compared in an if/elif
+    # chain whose every branch only shows a message (ID#28)
+    "a word in a table of display spellings, not a device or backend: ",
+    "a choice that only picks the message shown, not a device: ",
     "the source of a dtype conversion only",  # labels7.CONVERSION_SOURCE: float64 made only to be cast (AM#3)  # diagnostics.py: `REGISTRY.register_module(module=DataParallel)` (AM#29)
 )
 

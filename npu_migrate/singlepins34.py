@@ -14,7 +14,8 @@ becomes info with SINGLE_DEVICE_PIN (moot.NO_EFFECT, a named scope).
 Exact: an NPU701 finding of a shell script (`.sh`) whose every place, and every line of the script
 naming CUDA_VISIBLE_DEVICES, is one command line of its own: environment assignments, the pin with
 the value `0`, then `python`/`python3` running a `.py` file of the run (beside the script, or by
-its path from the run's root) with plain arguments, not backgrounded (`&`), piped, continued or
+its path from the run's root, or as `"$SCRIPT_DIR/x.py"` where the script sets that variable to its own
+folder, `$(dirname "$(readlink -f "$0")")` and the like: round-34 IA#11, helper h204) with plain arguments, not backgrounded (`&`), piped, continued or
 chained; and no such Python file names a way to use more devices (`tensor_parallel_size`,
 `pipeline_parallel_size`, `data_parallel_size`, `world_size`, `device_count`, `cuda:1`,
 `torchrun`, `torch.multiprocessing`, `mp.spawn`, `init_process_group`, `.to(` another index), nor
@@ -32,7 +33,14 @@ from typing import Optional
 
 SINGLE_DEVICE_PIN = "a pin to device 0 of single-device runs, the device an NPU host uses by default"
 _LINE = re.compile(r"^\s*(?:[A-Za-z_]\w*=[\w.:/-]*\s+)*CUDA_VISIBLE_DEVICES=0\s+(?:[A-Za-z_]\w*=[\w.:/-]*\s+)*"
-                   r"python3?\s+([\w./-]+\.py)((?:\s+[\w.=/-]+)*)\s*$")
+                   r"python3?\s+(\"?(?:\$\{?[A-Za-z_]\w*\}?/)?[\w./-]+\.py\"?)((?:\s+[\w.=/-]+)*)\s*$")
+# the script's own folder, assigned in the script (round-34 IA#11): SCRIPT_DIR=$(dirname "$(readlink -f "$0")"),
+# $(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd), ...: "$SCRIPT_DIR/x.py" is x.py beside the script
+_SELF = r"""["']?(?:\$\((?:readlink\s+-f|realpath)\s+["']?\$0["']?\)|\$0|\$\{BASH_SOURCE(?:\[0\])?\}|\$BASH_SOURCE)["']?"""
+_DIRNAME = r"\$\(dirname\s+" + _SELF + r"\)"
+_HERE = re.compile(r"""^\s*(?:export\s+)?([A-Za-z_]\w*)=["']?(?:""" + _DIRNAME + r"""|\$\(cd\s+["']?""" + _DIRNAME
+                   + r"""["']?\s*&&\s*pwd(?:\s+-P)?\s*\))["']?\s*$""", re.MULTILINE)
+_VAR = re.compile(r"^\$\{?([A-Za-z_]\w*)\}?/(.*)$")
 _MANY = re.compile(rb"tensor_parallel_size|pipeline_parallel_size|data_parallel_size|world_size|device_count"
                    rb"|cuda:[1-9]|torchrun|torch\.multiprocessing|mp\.spawn|init_process_group|nproc", re.IGNORECASE)
 _MANY_ARGS = re.compile(r"(^|\s)(-tp|-pp|-dp)\b|parallel|world|nproc", re.IGNORECASE)
@@ -44,18 +52,33 @@ def _open(finding) -> bool:
     return finding.code == "NPU701" and is_open(finding)
 
 
-def _runs(lines: list[str], line: int, folder: str, index: dict) -> Optional[str]:
-    """The run file the pinned command at `line` runs, or None when the line is not the shape."""
+def _runs(lines: list[str], line: int, folder: str, index: dict, here: frozenset = frozenset()) -> Optional[str]:
+    """The run file the pinned command at `line` runs, or None when the line is not the shape.
+    `here`: the script's variables that hold its own folder."""
     if not 0 < line <= len(lines):
         return None
     match = _LINE.match(lines[line - 1])
     if match is None or _MANY_ARGS.search(match.group(2) or ""):
         return None
     path = match.group(1)
+    if path.startswith('"') != path.endswith('"'):
+        return None
+    path = path.strip('"')
+    if path.startswith("$"):
+        var = _VAR.match(path)
+        if var is None or var.group(1) not in here:
+            return None  # (a folder the script does not name as its own)
+        return _beside(folder, var.group(2), index)
     for candidate in (posixpath.normpath(posixpath.join(folder, path)), posixpath.normpath(path)):
         if candidate in index:
             return candidate
     return None
+
+
+def _beside(folder: str, path: str, index: dict) -> Optional[str]:
+    """`path` (relative to the script's own folder) when the run holds it."""
+    candidate = posixpath.normpath(posixpath.join(folder, path))
+    return candidate if candidate in index else None
 
 
 def review(results: list, paths: dict) -> list:
@@ -72,7 +95,8 @@ def review(results: list, paths: dict) -> list:
         lines = data.decode("utf-8", "replace").splitlines()
         folder = posixpath.dirname(results[i].relpath)
         pinned = [n for n, text in enumerate(lines, 1) if "CUDA_VISIBLE_DEVICES" in text]
-        runs = {n: _runs(lines, n, folder, index) for n in pinned}
+        here = frozenset(_HERE.findall("\n".join(lines)))
+        runs = {n: _runs(lines, n, folder, index, here) for n in pinned}
         if not pinned or any(v is None for v in runs.values()):
             continue
         files = sorted(set(runs.values()))

@@ -21,6 +21,7 @@ from typing import Optional
 import libcst as cst
 
 from . import astcache, catalogue, cpufakes26, fp8data, gates15, hotslice, labelflow, labels, labels5, labels6, labels8, labels9
+from . import labels34
 from .families.context import (
     GRAPH_CAPTURES,
     INERT,
@@ -627,6 +628,7 @@ class Sweep(CachedVisitorDispatch, cst.CSTVisitor):
         labels6.mark(self, node)  # implementation names, direction labels, fixtures skipping "cuda" (labels6.py)
         labels8.mark(self, node)  # "cuda" compared with a command-line option that names choices (labels8.py)
         labels9.mark(self, node)  # "cuda" among Tensor method names beside "to" (labels9.py)
+        labels34.mark(self, node)  # a word of a spelling table, a choice of the message shown (labels34.py)
         gates15.mark(self, node)  # "cuda" tests that only record why an op is unsupported (gates15.py)
         cpufakes26.mark(self, node)  # the "cuda" pair of a test's CPU fake of torch (cpufakes26.py)
         if id(node) in self.gates:

@@ -122,7 +122,7 @@ import torch
 
 
 def _h2d_converting():
-    torch.zeros(4, dtype=torch.float64).to("cuda", dtype=torch.float32, non_blocking=True)
+    torch.zeros(4, dtype=torch.float64).to("cuda", non_blocking=True)
 
 
 def _d2h_converting():

@@ -21,6 +21,11 @@ from .context import (
 
 _FLOAT64 = frozenset({"torch.float64", "torch.double"})
 _CUDA_DOUBLE = "torch.cuda.DoubleTensor"
+# the float64 of a chain whose transfer converts it (moot.NO_WORK's "the source of a dtype conversion only")
+CAST_IN_TRANSFER = "the source of a dtype conversion only"
+_TORCH_DTYPES = frozenset(f"torch.{name}" for name in (
+    "float32", "float", "float16", "half", "bfloat16", "int8", "uint8", "int16", "short", "int32", "int",
+    "int64", "long", "bool", "complex64"))
 _TRAINING_METHODS = frozenset({"backward", "step"})  # loss.backward(), optimizer.step()
 _TRAINING_CALLS = frozenset({"torch.autograd.backward", "torch.autograd.grad"})
 _COMPILE_MODES = ("reduce-overhead", "max-autotune")  # modes that capture CUDA graphs
@@ -510,9 +515,44 @@ with torch.cuda.graph(graph):
             from ..labels7 import conversion_source  # (float64 made only to be cast: round 14, AM#3)
 
             found = ctx.findings[-1]
-            reason = conversion_source(ctx._ast(), found.line, found.column)
+            reason = conversion_source(ctx._ast(), found.line, found.column) or self._cast_in_transfer(chain)
             if reason is not None:
                 ctx.findings[-1] = replace(found, severity="info", message=f"{found.message} ({reason})")
+
+    def _cast_in_transfer(self, chain: list[cst.Call]) -> str | None:
+        """The reason when the float64 of `chain` is made off the accelerator and the call that puts
+        it there converts it to another torch dtype, with no float64 made there or after:
+        `torch.zeros(4, dtype=torch.float64).pin_memory().to("cuda", dtype=torch.float32)` (round 34,
+        IC#16): the accelerator gets float32, only the copy and cast touch the float64."""
+        calls = [*reversed(chain), *self._chain_above()]  # innermost first, with the calls made of this one
+        at = next((i for i, c in enumerate(calls) if self._puts_on_accelerator(c)), None)
+        if at is None or any(self._makes_float64(c) for c in calls[at:]):
+            return None
+        transfer = calls[at]
+        method = transfer.func.attr.value if isinstance(transfer.func, cst.Attribute) else None
+        if method != "to":
+            return None
+        dtypes = [a.value for i, a in enumerate(transfer.args) if (a.keyword is not None and a.keyword.value == "dtype")
+                  or (a.keyword is None and i == 1)]
+        shown = self.ctx.qualname(dtypes[0]) if len(dtypes) == 1 else None
+        if not shown or not shown.startswith("torch.") or shown in _FLOAT64 or shown not in _TORCH_DTYPES:
+            return None
+        return (f"{CAST_IN_TRANSFER}: made off the accelerator and converted to `{shown}` in the transfer; "
+                "nothing computes in float64")
+
+    def _chain_above(self) -> list[cst.Call]:
+        """The calls of the chain that the call being left is the start of (`.double()` in
+        `x.to(...).double()`), innermost first: depart_Call meets the inner call first."""
+        out, node, depth = [], self.ctx.parents[-1], 1
+        while (parent := self.ctx.parent(depth)) is not None:
+            if isinstance(parent, (cst.Attribute, cst.Subscript)) and parent.value is node:
+                pass
+            elif isinstance(parent, cst.Call) and parent.func is node:
+                out.append(parent)
+            else:
+                break
+            node, depth = parent, depth + 1
+        return out
 
     def _double_tensor_type(self, call: cst.Call) -> bool:
         """`torch.cuda.DoubleTensor(...)`, `x.type(torch.cuda.DoubleTensor)`: float64 on the device."""
