@@ -160,6 +160,14 @@ def _value(statement: ast.stmt) -> Optional[ast.AST]:
     return statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
 
 
+def _called_with(value: ast.AST, carrying: set[str]) -> bool:
+    """`value` calls something and reads a name holding the test's CUDA string (one walk: a
+    hostile file's nested calls stay linear)."""
+    nodes = list(ast.walk(value))
+    return any(isinstance(n, ast.Call) for n in nodes) and any(
+        isinstance(n, ast.Name) and n.id in carrying for n in nodes)
+
+
 def _is_echo(function: ast.AST) -> bool:
     carrying = _table_names(function)  # names holding the test's own CUDA string, so far
     last: dict[str, ast.stmt] = {}  # name -> its last binding so far
@@ -168,9 +176,7 @@ def _is_echo(function: ast.AST) -> bool:
         if root is not None:
             binding = last.get(root)
             value = _value(binding) if binding is not None else None
-            if value is not None and (_holds_cuda(value) or any(
-                    isinstance(n, ast.Call) and any(isinstance(a, ast.Name) and a.id in carrying
-                                                     for a in ast.walk(n)) for n in ast.walk(value))):
+            if value is not None and (_holds_cuda(value) or _called_with(value, carrying)):
                 return True
         bound = _targets(statement)
         if bound:
