@@ -76,6 +76,17 @@ def test_rewritable_comparison():
     assert t.device.type == "cuda"  # L:tensor-out
 
 
+def test_tensor_device():
+    out = [torch.zeros(2, device="cuda")]  # L:gemma-in
+    assert out[0].device.type == "cuda"  # L:gemma-out
+
+
+class TestTensor(unittest.TestCase):
+    def test_tensor_device_unittest(self):
+        out = {"x": torch.zeros(2, device="cuda")}  # L:unit-tensor-in
+        self.assertEqual(out["x"].device.type, "cuda")  # L:unit-tensor-out
+
+
 def test_no_string_assertion():
     result = merge(default_kwargs={"device": "cuda"}, runtime_kwargs={})  # L:plain-in
     assert "device" in result
@@ -141,10 +152,20 @@ def test_the_echoed_assertion_is_named_by_the_scope_not_an_open_warning(report):
     assert "CUDA references left as written" in scopes[line]
 
 
-def test_a_comparison_the_tool_rewrites_is_no_echo(report):
+@pytest.mark.parametrize("marker", ["tensor", "gemma"])
+def test_a_comparison_the_tool_rewrites_is_no_echo(report, marker):
+    # (vLLM's test_gemma4_unified.py: `assert out[0].device.type == "cuda"` is rewritten, NPU104)
     rewrites, left, scopes = report
-    assert _line("tensor-in") in rewrites and _line("tensor-out") in rewrites
-    assert _line("tensor-in") not in scopes
+    assert _line(f"{marker}-in") in rewrites and _line(f"{marker}-out") in rewrites
+    assert _line(f"{marker}-in") not in scopes
+
+
+def test_a_tensors_device_checked_by_assert_equal_stays_an_open_finding(report):
+    # (a tensor the CUDA input put on the GPU: as written it fails on an NPU host too; the user
+    # changes the assertion, so it stays a warning)
+    rewrites, left, scopes = report
+    assert _line("unit-tensor-in") in rewrites and _line("unit-tensor-in") not in scopes
+    assert left[_line("unit-tensor-out")]["code"] == "NPU990"
 
 
 @pytest.mark.parametrize("marker", ["plain-in", "other-in", "rebound-in", "lib-in"])
