@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from .. import catalogue, devflows24, pinned33, rewrite_gates
+from .. import catalogue, devflows24, echo35, pinned33, rewrite_gates
 from ..findings import Finding
 from ..sourcemap import TRIVIA
 from . import platform
@@ -343,6 +343,10 @@ class Context:
                 self._scopes = []
             if pinned33.may_pin(text):  # a test pins the platform's device type to CUDA (round 33 GA#35)
                 regions = pinned33.pinned_regions(self._ast())
+                if regions:
+                    self._scopes = [*self._scopes, *platform.node_scopes(text, regions)]
+            if echo35.may_echo(text):  # a test checks the CUDA string it passes in comes back (round 34 ID#12)
+                regions = echo35.echo_regions(self._ast())
                 if regions:
                     self._scopes = [*self._scopes, *platform.node_scopes(text, regions)]
         return self._scopes
