@@ -1,0 +1,73 @@
+"""Round-34 audit rows IA#10 .. ID#24 (issue #16, helper h203): same-file guards, probes and skips.
+Each false case beside the nearest true case (same shape, reached on an NPU host) that stays
+reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import findings_at, migrate_json, scopes_at, write_project
+
+# ----------------------------------------------------------------------------- IC#33 (supportexits31.py)
+_PLATFORMS = """\
+class _Platform:
+    def is_cuda(self):
+        return True
+
+    def is_device_capability_family(self, family):
+        return True
+
+
+current_platform = _Platform()
+"""
+
+_FLASHMLA = """\
+from kit.platforms import current_platform
+
+
+def is_dense_supported():
+    if not current_platform.is_device_capability_family(90):
+        return False, "FlashMLA Dense is only supported on Hopper devices."
+    return True, None
+
+
+def is_open_supported():
+    return True, None
+"""
+
+_FLASHMLA_TEST = """\
+import pytest
+import torch
+
+
+def test_dense_fp8_decode():
+    import kit.ops.flashmla as fm
+
+    ok, reason = fm.{check}()
+    if not ok:
+        pytest.skip(reason)
+    cache = torch.randn(4, 8, device="cuda").to(torch.float8_e4m3fn)
+    assert cache.numel() == 32
+"""
+
+
+def _flashmla(tmp_path, check: str) -> dict:
+    files = {"kit/__init__.py": "", "kit/platforms.py": _PLATFORMS, "kit/ops/__init__.py": "",
+             "kit/ops/flashmla.py": _FLASHMLA, "tests/test_flashmla.py": _FLASHMLA_TEST.format(check=check)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_skip_on_a_module_attribute_support_check_is_a_named_scope(tmp_path):
+    """IC#33: `import kit.ops.flashmla as fm` in the test, then `ok, reason =
+    fm.is_dense_supported(); if not ok: pytest.skip(reason)`; the check answers no on an NPU host
+    (a Hopper family test): the FP8 after the skip is a named scope naming the check."""
+    report = _flashmla(tmp_path, "is_dense_supported")
+    assert not findings_at(report, "tests/test_flashmla.py", "NPU913")
+    reasons = scopes_at(report, "tests/test_flashmla.py", "NPU913")
+    assert list(reasons) == [11]
+    assert "not run on an NPU host" in reasons[11] and "is_dense_supported()" in reasons[11]
+
+
+def test_skip_on_a_module_attribute_check_that_answers_yes_stays(tmp_path):
+    """Nearest true case: the same skip on a check of the same module that answers yes on an NPU
+    host: the FP8 after it stays reported."""
+    report = _flashmla(tmp_path, "is_open_supported")
+    assert list(findings_at(report, "tests/test_flashmla.py", "NPU913")) == [11]
