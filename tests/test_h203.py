@@ -71,3 +71,58 @@ def test_skip_on_a_module_attribute_check_that_answers_yes_stays(tmp_path):
     host: the FP8 after it stays reported."""
     report = _flashmla(tmp_path, "is_open_supported")
     assert list(findings_at(report, "tests/test_flashmla.py", "NPU913")) == [11]
+
+
+# ----------------------------------------------------------------------------- IA#10 (proberaise34.py)
+_IMPORT_UTILS = """\
+import importlib.util
+
+
+def _has_module(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def has_cutedsl():
+    return _has_module("cutlass")
+
+
+def has_einops():
+    return _has_module("einops")
+"""
+
+_INDEXER = """\
+import torch
+
+from kit.import_utils import {probe}
+
+
+def _assert_merge_supported(logits):
+    if not {probe}():
+        raise RuntimeError("DCP merge requires the package; install it or disable DCP.")
+    if logits.device.type != "cuda":
+        raise RuntimeError("DCP merge requires CUDA tensors.")
+    return logits
+"""
+
+
+def _indexer(tmp_path, probe: str) -> dict:
+    files = {"kit/__init__.py": "", "kit/import_utils.py": _IMPORT_UTILS,
+             "kit/indexer.py": _INDEXER.format(probe=probe)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_check_after_a_raising_probe_of_a_cuda_only_package_is_a_named_scope(tmp_path):
+    """IA#10: `if not has_cutedsl(): raise` (a probe of `cutlass`, CUDA-only) raises first on an
+    NPU host: the kept "cuda" check after it is a named scope, not advice to widen it."""
+    report = _indexer(tmp_path, "has_cutedsl")
+    assert not findings_at(report, "kit/indexer.py", "NPU108")
+    reasons = scopes_at(report, "kit/indexer.py", "NPU108")
+    assert list(reasons) == [9]
+    assert "not run on an NPU host" in reasons[9] and "`if not has_cutedsl(): raise` (line 7)" in reasons[9]
+
+
+def test_check_after_a_raising_probe_of_a_package_an_npu_host_has_stays(tmp_path):
+    """Nearest true case: the same raise on a probe of `einops` (an NPU host may have it): the
+    check after it stays reported."""
+    report = _indexer(tmp_path, "has_einops")
+    assert list(findings_at(report, "kit/indexer.py", "NPU108")) == [9]
