@@ -126,3 +126,64 @@ def test_check_after_a_raising_probe_of_a_package_an_npu_host_has_stays(tmp_path
     check after it stays reported."""
     report = _indexer(tmp_path, "has_einops")
     assert list(findings_at(report, "kit/indexer.py", "NPU108")) == [9]
+
+
+# ----------------------------------------------------------------------------- IC#5 (removedmembers34.py)
+_MLA_TEST = """\
+import enum
+
+import pytest
+import torch
+
+
+class Backend(enum.Enum):
+    FLASH = 1
+    TOKENSPEED = 2
+    AITER = 3
+
+
+BACKENDS_TO_TEST = [Backend.FLASH, Backend.TOKENSPEED]
+if torch.version.hip:
+    BACKENDS_TO_TEST.append(Backend.AITER)
+
+if Backend.TOKENSPEED in BACKENDS_TO_TEST:
+    try:
+        import {package}  # noqa: F401
+    except ImportError:
+        BACKENDS_TO_TEST.remove(Backend.TOKENSPEED)
+{extra}
+
+@pytest.mark.skipif(Backend.TOKENSPEED not in BACKENDS_TO_TEST, reason="needs tokenspeed")
+def test_tokenspeed_fp8_decode():
+    q = torch.randn(4, 8, device="cuda").to(torch.float8_e4m3fn)
+    assert q.numel() == 32
+"""
+
+
+def _mla(tmp_path, package: str, extra: str = "") -> dict:
+    text = _MLA_TEST.format(package=package, extra=extra)
+    return migrate_json(write_project(tmp_path, {"tests/test_mla.py": text})), text
+
+
+def _line_of(text: str, piece: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if piece in line)
+
+
+def test_skip_on_a_member_removed_inside_its_own_membership_test_is_a_named_scope(tmp_path):
+    """IC#5: the backend is removed when `tokenspeed_mla` (CUDA-only) fails to import, the `try`
+    inside `if X in BACKENDS_TO_TEST:`, the list otherwise only appended another member: the test
+    skipped unless X is in the list is skipped on an NPU host, its FP8 a named scope."""
+    report, text = _mla(tmp_path, "tokenspeed_mla")
+    line = _line_of(text, "float8_e4m3fn")
+    assert not findings_at(report, "tests/test_mla.py", "NPU913")
+    reasons = scopes_at(report, "tests/test_mla.py", "NPU913")
+    assert line in reasons and "Backend.TOKENSPEED not in BACKENDS_TO_TEST" in reasons[line]
+
+
+def test_skip_on_a_member_an_npu_host_keeps_stays(tmp_path):
+    """Nearest true cases: the package is one an NPU host may have (`einops`), or the file appends
+    the same member again later: the skip may not fire there, the FP8 stays reported."""
+    report, text = _mla(tmp_path, "einops")
+    assert list(findings_at(report, "tests/test_mla.py", "NPU913")) == [_line_of(text, "float8_e4m3fn")]
+    report, text = _mla(tmp_path / "again", "tokenspeed_mla", "BACKENDS_TO_TEST.append(Backend.TOKENSPEED)\n")
+    assert list(findings_at(report, "tests/test_mla.py", "NPU913")) == [_line_of(text, "float8_e4m3fn")]
