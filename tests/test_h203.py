@@ -187,3 +187,88 @@ def test_skip_on_a_member_an_npu_host_keeps_stays(tmp_path):
     assert list(findings_at(report, "tests/test_mla.py", "NPU913")) == [_line_of(text, "float8_e4m3fn")]
     report, text = _mla(tmp_path / "again", "tokenspeed_mla", "BACKENDS_TO_TEST.append(Backend.TOKENSPEED)\n")
     assert list(findings_at(report, "tests/test_mla.py", "NPU913")) == [_line_of(text, "float8_e4m3fn")]
+
+
+# ----------------------------------------------------------------------------- IA#22 (sourcereads34.py)
+_FUSION = """\
+import inspect
+
+import torch
+
+from kit.platforms import current_platform
+
+
+class Nvfp4Pattern:
+    def __init__(self, eps):
+        self.eps = eps
+
+    def register(self, patterns):
+        def replacement(x):
+            scale = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+            return x, scale
+
+        patterns.append(replacement)
+
+
+class StaticPattern:
+    def register(self, patterns):
+        patterns.append(lambda x: x)
+
+
+class FusionPass:
+    def __init__(self):
+        self.patterns = []
+{build}
+        StaticPattern().register(self.patterns)
+
+    def hash_source(self, *sources):
+        return str(hash("".join(inspect.getsource(type(s) if not isinstance(s, type) else s) for s in sources)))
+
+    def uuid(self):
+        return self.hash_source(self, StaticPattern, Nvfp4Pattern)
+"""
+
+_GATED_BUILD = """\
+        if current_platform.has_device_capability(100):
+            Nvfp4Pattern(1e-5).register(self.patterns)"""
+
+_PLAIN_BUILD = """\
+        Nvfp4Pattern(1e-5).register(self.patterns)"""
+
+_MANAGER = """\
+from kit.fusion import FusionPass
+
+
+def build_passes(config):
+    passes = []
+    if config.fuse_norm_quant:
+        passes.append(FusionPass())
+    return passes
+"""
+
+
+def _fusion(tmp_path, build: str) -> dict:
+    files = {"kit/__init__.py": "", "kit/platforms.py": _PLATFORMS, "kit/manager.py": _MANAGER,
+             "kit/fusion.py": _FUSION.format(build=build)}
+    return migrate_json(write_project(tmp_path, files))
+
+
+def test_pattern_built_only_behind_a_false_gate_and_hashed_elsewhere_is_a_named_scope(tmp_path):
+    """IA#22: the pattern is built only under `has_device_capability(100)` (False on an NPU host);
+    the pass's `uuid()` names it only to hash its source: no opt-in route reaches its FP8, a named
+    scope naming both references."""
+    report = _fusion(tmp_path, _GATED_BUILD)
+    assert not findings_at(report, "kit/fusion.py", "NPU913")
+    reasons = scopes_at(report, "kit/fusion.py", "NPU913")
+    assert list(reasons) == [14]
+    assert "`Nvfp4Pattern` is reached only from code an NPU host does not run" in reasons[14]
+    assert "its source read by `hash_source(...)`" in reasons[14]
+
+
+def test_pattern_built_ungated_beside_the_same_source_read_stays(tmp_path):
+    """Nearest true case: the same pass builds the pattern ungated (the source read beside it does
+    not matter): the FP8 stays reported."""
+    report = _fusion(tmp_path, _PLAIN_BUILD)
+    found = findings_at(report, "kit/fusion.py", "NPU913")
+    assert list(found) == [14] and found[14]["severity"] in ("error", "info")
+    assert "source read" not in found[14]["message"]
