@@ -23,6 +23,13 @@ otherwise changed in the file (`append`, `insert`, `extend`, `+=`, item stores, 
 outside the handler do not occur); the comparison's left side spelled as X is. A package an NPU host
 may have (triton, numpy), a list the file changes elsewhere, and another member keep the condition
 unknown.
+
+Round 34 (IC#5, vLLM's `tests/v1/attention/test_mla_backends.py`, helper h203): the `try` may also
+be the only statement of a module-level `if X in LIST:` (no `else`) whose handler removes that X
+(`_module_tries`: where the `if` is not taken X is out already), and the list may be changed
+elsewhere by removals (`remove`, `pop`, `clear`), `sort`, or an `append`/`insert` of another member
+spelled as a name or attribute (`_only_removals`): none of them puts X back. An `extend`, `+=`, an
+item store, or an `append` of X itself keeps the condition unknown.
 """
 
 from __future__ import annotations
