@@ -301,6 +301,11 @@ class _Gates:
         from .flagtruth import always_exits as _always_exits
         from .keptchecks34 import decides as _kept_decides
 
+        from .sourcereads34 import source_read as _source_read  # (`self.hash_source(..., C)`: sourcereads34.py)
+
+        why = _source_read(parents, node)
+        if why is not None:
+            return why
         scope = next((sc for sc in self._skipped(j) if sc[0] <= node.lineno <= sc[1]), None)
         if scope is not None:
             from .testscopes import HELPER_NOTE
@@ -616,10 +621,14 @@ def review(results: list, paths: dict) -> list:
     from .moot import is_open as open_finding
 
     def reason(gates, i: int, unit) -> Optional[str]:
+        from .sourcereads34 import SOURCE_READ
+
         found = gates.sites(i, unit)
-        if not found or not any(j != i for j, _s in found):
+        # (one source read, `self.hash_source(..., C)`, stands for its reader's callers in other
+        # modules, which the walk no longer follows: sourcereads34.py)
+        if not found or not any(j != i or SOURCE_READ in s for j, s in found):
             return None
-        found = sorted(found, key=lambda item: is_test(item[1].split(":", 1)[0]))  # (the library's gates first)
+        found = sorted(found, key=lambda item: (is_test(item[1].split(":", 1)[0]), SOURCE_READ in item[1]))  # (the library's gates first)
         shown = "; ".join(s for _j, s in found[:2]) + (f"; and {len(found) - 2} more" if len(found) > 2 else "")
         return f"{BRANCH}: `{unit.name}` is reached only from code an NPU host does not run: {shown}"
 

@@ -23,6 +23,13 @@ otherwise changed in the file (`append`, `insert`, `extend`, `+=`, item stores, 
 outside the handler do not occur); the comparison's left side spelled as X is. A package an NPU host
 may have (triton, numpy), a list the file changes elsewhere, and another member keep the condition
 unknown.
+
+Round 34 (IC#5, vLLM's `tests/v1/attention/test_mla_backends.py`, helper h203): the `try` may also
+be the only statement of a module-level `if X in LIST:` (no `else`) whose handler removes that X
+(`_module_tries`: where the `if` is not taken X is out already), and the list may be changed
+elsewhere by removals (`remove`, `pop`, `clear`), `sort`, or an `append`/`insert` of another member
+spelled as a name or attribute (`_only_removals`): none of them puts X back. An `extend`, `+=`, an
+item store, or an `append` of X itself keeps the condition unknown.
 """
 
 from __future__ import annotations
@@ -39,9 +46,7 @@ def removed_members(tree: ast.Module) -> set:
     from .catalogue import absent_packages
 
     out = set()
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.Try):
-            continue
+    for stmt in _module_tries(tree):
         imported = {a.name.split(".")[0] for s in stmt.body if isinstance(s, ast.Import) for a in s.names} | {
             (s.module or "").split(".")[0] for s in stmt.body if isinstance(s, ast.ImportFrom) and not s.level}
         if not imported & absent_packages():
@@ -55,6 +60,46 @@ def removed_members(tree: ast.Module) -> set:
                         and isinstance(call.func.value, ast.Name) and len(call.args) == 1:
                     out.add((call.func.value.id, ast.unparse(call.args[0])))
     return out
+
+
+def _module_tries(tree: ast.Module):
+    """The module-level `try:` statements, and (round 34 IC#5) those alone in the body of a
+    module-level `if X in LIST:` (no `else`) whose handler removes that X from that LIST: where the
+    `if` is not taken, X is not in LIST already."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Try):
+            yield stmt
+        elif isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Try) \
+                and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1 \
+                and isinstance(stmt.test.ops[0], ast.In) and isinstance(stmt.test.comparators[0], ast.Name):
+            wanted = (stmt.test.comparators[0].id, ast.unparse(stmt.test.left))
+            removes = {(c.func.value.id, ast.unparse(c.args[0])) for h in stmt.body[0].handlers for c in ast.walk(h)
+                       if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "remove"
+                       and isinstance(c.func.value, ast.Name) and len(c.args) == 1}
+            if removes == {wanted}:
+                yield stmt.body[0]
+
+
+def _only_removals(tree: ast.Module, name: str, member: str) -> bool:
+    """Round 34 IC#5: every change of LIST `name` in the file is a `remove` (or `pop`, `clear`:
+    nothing comes back), an `append`/`insert` of another member spelled as a name or attribute, or
+    `sort`; never an `extend`, `+=`, item store, nor an `append` of `member` or of a call's value."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            return False
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name \
+                and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return False
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name \
+                and node.attr in _CHANGES and node.attr not in ("remove", "pop", "clear", "sort"):
+            if node.attr not in ("append", "insert"):
+                return False
+            calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node]
+            added = [c.args[-1] for c in calls if c.args]
+            if len(calls) != 1 or len(added) != 1 or not isinstance(added[0], (ast.Name, ast.Attribute)) \
+                    or ast.unparse(added[0]) == member:
+                return False
+    return True
 
 
 class Members(ast.NodeTransformer):
@@ -90,7 +135,8 @@ def _unchanged_lists(tree: ast.Module, removed: set) -> set:
             changes[node.value.id] = changes.get(node.value.id, 0) + 2
     module_bound = {t.id for s in tree.body if isinstance(s, (ast.Assign, ast.AnnAssign))
                     for t in (s.targets if isinstance(s, ast.Assign) else [s.target]) if isinstance(t, ast.Name)}
-    return {(n, m) for n, m in removed if binds.get(n) == 1 and n in module_bound and changes.get(n, 0) == 1}
+    return {(n, m) for n, m in removed if binds.get(n) == 1 and n in module_bound
+            and (changes.get(n, 0) == 1 or _only_removals(tree, n, m))}
 
 
 def with_removed_members(tree: ast.Module) -> ast.Module:

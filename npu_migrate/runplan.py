@@ -535,6 +535,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_support_gates(results, paths)  # (code only kernel classes their own support check rejects reach)
     from .supportexits31 import review as review_support_exits
     results = review_support_exits(results, paths)  # (code after a test's or script's exit on such a check: supportexits31.py)
+    from .proberaise34 import review as review_probe_raises
+    results = review_probe_raises(results, paths)  # (code after `if not <probe of a CUDA-only package>: raise`: proberaise34.py)
     from .devicefns27 import review_late as review_device_functions_late
     results = review_device_functions_late(results, paths)  # (device functions called only inside kernels these passes scoped: devicefns27.py, round 32 GB#15)
     from .customops26 import review as review_custom_ops

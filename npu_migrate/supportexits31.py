@@ -145,9 +145,12 @@ class _Refusals:
                 return None  # (`ok = C.is_supported()`: the check may answer a tuple, always true)
             words = self.support.candidate_rejected(func.value.id)
             return None if words is None else f"`{func.value.id}`, {words}"
-        if not isinstance(func, ast.Name):
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            found = self._module_function(i, func)  # (`fm.is_x_supported()`, round 34 IC#33)
+        elif isinstance(func, ast.Name):
+            found = self.run.lookup(i, func.id)
+        else:
             return None
-        found = self.run.lookup(i, func.id)
         if not found or found[0] != "def":
             return None
         _kind, function, k = found
@@ -161,6 +164,28 @@ class _Refusals:
             self.memo[key] = None if told is None else \
                 f"`{function.name}()` ({where}:{function.lineno}) answers no on an NPU host: {told}"
         return self.memo[key]
+
+    def _module_function(self, i: int, func: ast.Attribute):
+        """("def", FunctionDef, j) of `m.f` where every binding of `m` in file i is `import a.b as m`
+        (at its top or in a function: `import vllm.v1.attention.ops.flashmla as fm` in the test)
+        and module a.b of the run defines f once at its top; None otherwise."""
+        from . import astcache
+
+        tree, name, dotted = self.run.tree(i), func.value.id, set()
+        for node in astcache.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if (alias.asname or alias.name.split(".")[0]) == name:
+                        dotted.add(alias.name if isinstance(node, ast.Import) and alias.asname else "")
+            elif isinstance(node, (ast.Name, ast.arg)) and getattr(node, "id", getattr(node, "arg", None)) == name \
+                    and not isinstance(getattr(node, "ctx", None), ast.Load):
+                return None
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                return None
+        if len(dotted) != 1 or "" in dotted:
+            return None
+        j = self.run.module(dotted.pop())
+        return None if j is None else self.run.lookup(j, func.attr)
 
     def _refuses(self, k: int, tree: ast.Module, parents: dict, body: list, unpacked: bool) -> Optional[str]:
         """What makes the statements answer no on an NPU host, or None (yes, unknown, falls off)."""
