@@ -397,6 +397,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional_package_tests(results, paths)  # (tests skipped unless a probe finds an optional package: P1)
     from .optpkgexit29 import review as review_optional_package_exits
     results = review_optional_package_exits(results, paths)  # (a script that exits unless a probed optional package imports: P1)
+    from .optpkgraise34 import review as review_optional_package_raises
+    results = review_optional_package_raises(results, paths)  # (a module raising ImportError unless an optional package imports: P1)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .probedext25 import review as review_probed_extensions

@@ -1,0 +1,107 @@
+"""Round 34 rows judged false under policy P1 (opt-in code reported as an error or warning), h201.
+Each false case is paired with its nearest true case, which stays reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import findings_at, migrate_json, write_project
+
+# IA#3 (vLLM's kernels/helion/ops/silu_mul_fp8.py): a library op module that raises ImportError at
+# import unless the probed optional package is installed; its FP8 compute runs only past the guard.
+PROBES = """\
+import importlib.util
+
+
+def _has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def has_fancyopt() -> bool:
+    return _has_module("fancyopt")
+
+
+def has_triton() -> bool:
+    return _has_module("triton")
+"""
+
+OP = """\
+import torch
+
+from pkg.probes import has_{pkg}
+
+if not has_{pkg}():
+    raise ImportError("this kernel requires {pkg}. Install it with: pip install {pkg}")
+
+import {pkg}.language as hl
+
+
+def silu_mul_fp8(x):
+    out = torch.empty(x.shape, device=x.device, dtype=torch.float8_e4m3fn)
+    for tile in hl.tile(x.shape):
+        out[tile] = x[tile]
+    return out
+
+
+def baseline(x):
+    return torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+"""
+
+
+def test_op_module_raising_unless_a_probed_optional_package_imports_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/probes.py": PROBES,
+                                    "pkg/ops/__init__.py": "", "pkg/ops/silu.py": OP.format(pkg="fancyopt")})
+    found = findings_at(migrate_json(root), "pkg/ops/silu.py", "NPU913")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "only when the optional package `fancyopt` is installed" in message, message
+    assert "`if not has_fancyopt(): raise`, line 5" in message, message
+
+
+def test_op_module_raising_unless_a_package_an_npu_host_has_keeps_its_error(tmp_path):
+    # the nearest true case: the same guard on Triton (installed on an NPU host): the module loads there
+    root = write_project(tmp_path, {"pkg/__init__.py": "", "pkg/probes.py": PROBES,
+                                    "pkg/ops/__init__.py": "", "pkg/ops/silu.py": OP.format(pkg="triton")})
+    found = findings_at(migrate_json(root), "pkg/ops/silu.py", "NPU913")
+    assert found and all(f["severity"] == "error" for f in found.values()), found
+
+
+# IA#36 (SGLang's srt/checkpoint_engine/checkpoint_engine_worker.py): a worker extension that re-raises
+# ImportError with the install hint of one of the project's extras.
+WORKER = """\
+import torch
+
+try:
+    from ckptengine.worker import update_weights_from_ipc
+except ImportError:
+    raise ImportError(
+        "ckptengine is not installed. "
+        "Please install it with: {hint}"
+    )
+
+
+class WorkerExtension:
+    def get_device_uuid(self) -> str:
+        device_id = torch.cuda.current_device()
+        return f"GPU-{{torch.cuda.get_device_properties(device_id).uuid!s}}"
+
+    def update(self, handles):
+        update_weights_from_ipc(handles)
+"""
+
+
+def test_module_raising_unless_an_extra_of_the_project_is_installed_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"pkg/__init__.py": "",
+                                    "pkg/worker.py": WORKER.format(hint="pip install pkg[ckpt-engine]")})
+    found = findings_at(migrate_json(root), "pkg/worker.py", "NPU931")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "only when the optional package `ckptengine` is installed" in message, message
+    assert "pip install pkg[ckpt-engine]" in message, message
+
+
+def test_module_raising_unless_a_plain_dependency_imports_keeps_its_error(tmp_path):
+    # the nearest true case: the hint names a plain package (no extra, no probe): a required
+    # dependency, installed wherever the project is
+    root = write_project(tmp_path, {"pkg/__init__.py": "",
+                                    "pkg/worker.py": WORKER.format(hint="pip install ckptengine")})
+    found = findings_at(migrate_json(root), "pkg/worker.py", "NPU931")
+    assert found and all(f["severity"] != "info" for f in found.values()), found
