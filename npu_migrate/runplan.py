@@ -574,6 +574,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
     from .envchains32 import review as review_env_chains
     results = review_env_chains(results, paths)  # (functions only a default-off switch's module-level `if` calls, P1: envchains32.py)
+    from .envblocks34 import review as review_env_blocks
+    results = review_env_blocks(results, paths)  # (a function's default-off `if envs.X:` block and what only it calls, P1: envblocks34.py)
     from .optparams34 import review as review_unset_flag_params
     results = review_unset_flag_params(results, paths)  # (a False-default flag parameter no file of the run names, P1: optparams34.py)
     from .benchflags31 import review as review_bench_flags

@@ -105,3 +105,67 @@ def test_module_raising_unless_a_plain_dependency_imports_keeps_its_error(tmp_pa
                                     "pkg/worker.py": WORKER.format(hint="pip install ckptengine")})
     found = findings_at(migrate_json(root), "pkg/worker.py", "NPU931")
     assert found and all(f["severity"] != "info" for f in found.values()), found
+
+
+# IB#20 (vLLM's model_executor/determinism/batch_invariant.py:1381/1441): CUDA matmul switches set
+# inside a function's `if envs.VLLM_BATCH_INVARIANT:` block (off by default), and in the one function
+# only that block calls
+DET_ENVS = """\
+import os
+
+environment_variables = {
+    "PKG_BATCH_INVARIANT": lambda: bool(int(os.getenv("PKG_BATCH_INVARIANT", "0"))),
+}
+"""
+
+DET = """\
+import torch
+
+from pkg import envs
+
+
+def enable_mode():
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+
+
+def init_invariance():
+    if {test}:
+        enable_mode()
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_accumulation = False
+"""
+
+WORKER_INIT = """\
+from pkg.det import init_invariance
+
+
+def init_worker():
+    init_invariance()
+"""
+
+
+def _det(tmp_path, default="0", test="envs.PKG_BATCH_INVARIANT"):
+    return write_project(tmp_path / f"{default}{len(test)}", {
+        "pkg/__init__.py": "", "pkg/envs.py": DET_ENVS.replace('"0"', f'"{default}"'),
+        "pkg/det.py": DET.format(test=test), "pkg/worker.py": WORKER_INIT})
+
+
+def test_code_in_a_functions_default_off_env_block_and_what_only_it_calls_is_opt_in_info(tmp_path):
+    found = findings_at(migrate_json(_det(tmp_path)), "pkg/det.py", "NPU404")
+    opt = {line: f for line, f in found.items() if "PKG_BATCH_INVARIANT" in f["message"]}
+    assert opt and all(f["severity"] == "info" for f in opt.values()), found
+    message = " ".join(f["message"] for f in found.values())
+    assert "only when the environment variable `PKG_BATCH_INVARIANT` is set" in message, message
+    assert "`enable_mode` runs only from line 12, under `if envs.PKG_BATCH_INVARIANT:` (line 11)" in message, message
+    assert "the code runs only under `if envs.PKG_BATCH_INVARIANT:` (line 11) in `init_invariance`" in message, message
+    # the statement after the `if` runs on every call: kept
+    after = [f for f in found.values() if f["severity"] != "info"]
+    assert [f["line"] for f in after] == [14], found
+
+
+def test_the_same_block_under_a_switch_on_by_default_or_negated_keeps_its_warning(tmp_path):
+    # the nearest true cases: the switch is on by default, or the block runs while it is unset
+    for root in (_det(tmp_path, default="1"), _det(tmp_path, test="not envs.PKG_BATCH_INVARIANT")):
+        found = findings_at(migrate_json(root), "pkg/det.py", "NPU404")
+        assert found and all(f["severity"] != "info" for f in found.values()), (root, found)
+        assert all("only when the environment variable" not in f["message"] for f in found.values()), found
