@@ -578,6 +578,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_env_blocks(results, paths)  # (a function's default-off `if envs.X:` block and what only it calls, P1: envblocks34.py)
     from .optparams34 import review as review_unset_flag_params
     results = review_unset_flag_params(results, paths)  # (a False-default flag parameter no file of the run names, P1: optparams34.py)
+    from .profileflags34 import review as review_profile_flags
+    results = review_profile_flags(results, paths)  # (a profiler an uncalled helper builds only when its flag is passed, P1: profileflags34.py)
     from .benchflags31 import review as review_bench_flags
     results = review_bench_flags(results, paths)  # (benchmark code only a default-off flag or a chosen option runs, P1: benchflags31.py)
     from .ascendfacts30 import review as review_ascend_facts

@@ -169,3 +169,55 @@ def test_the_same_block_under_a_switch_on_by_default_or_negated_keeps_its_warnin
         found = findings_at(migrate_json(root), "pkg/det.py", "NPU404")
         assert found and all(f["severity"] != "info" for f in found.values()), (root, found)
         assert all("only when the environment variable" not in f["message"] for f in found.values()), found
+
+
+# IC#3 (ColossalAI's examples/language/performance_evaluator.py:77): a helper picks between a profiler
+# asked for CUDA activity and a no-op stand-in by its flag, and nothing of the run calls it
+PROFILE_HELPER = """\
+from torch.profiler import ProfilerActivity, profile
+
+
+class DummyProfiler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def get_profile_context(enable_flag, save_dir):
+    if enable_flag:
+        return profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    else:
+        return DummyProfiler()
+"""
+
+TRAIN = """\
+from examples.perf import get_profile_context
+
+
+def train(step):
+    with get_profile_context(True, "/tmp/prof") as prof:
+        step()
+"""
+
+
+def test_profiler_an_uncalled_helper_builds_only_when_its_flag_is_passed_is_opt_in_info(tmp_path):
+    root = write_project(tmp_path, {"examples/__init__.py": "", "examples/perf.py": PROFILE_HELPER})
+    found = findings_at(migrate_json(root), "examples/perf.py", "NPU935")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "only when `enable_flag` is passed true to `get_profile_context`" in message, message
+    assert "otherwise it uses `DummyProfiler()`, line 16" in message, message
+
+
+def test_profiler_helper_a_file_of_the_run_calls_or_without_a_no_op_branch_keeps_its_warning(tmp_path):
+    # the nearest true cases: a training script calls the helper with the flag on, or the helper
+    # profiles on both branches (no stand-in: the flag picks how, not whether)
+    called = write_project(tmp_path / "a", {"examples/__init__.py": "", "examples/perf.py": PROFILE_HELPER,
+                                            "examples/train.py": TRAIN})
+    both = write_project(tmp_path / "b", {"examples/__init__.py": "", "examples/perf.py": PROFILE_HELPER.replace(
+        "return DummyProfiler()", "return profile(activities=[ProfilerActivity.CPU])")})
+    for root in (called, both):
+        found = findings_at(migrate_json(root), "examples/perf.py", "NPU935")
+        assert found and all(f["severity"] == "warning" for f in found.values()), (root, found)
