@@ -570,6 +570,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optin_raise(results, paths)  # (modules only a config an NPU host never gets reaches: optinraise27.py)
     from .registryoptin28 import review as review_registry_opt_in
     results = review_registry_opt_in(results, paths)  # (modules only a registration selected by name loads, P1: registryoptin28.py)
+    from .namedbackends34 import review as review_named_backends
+    results = review_named_backends(results, paths)  # (a backend module its package imports only by a chosen name, P1: namedbackends34.py)
     from .envskips29 import review as review_env_skips
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
     from .envchains32 import review as review_env_chains

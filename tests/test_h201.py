@@ -221,3 +221,59 @@ def test_profiler_helper_a_file_of_the_run_calls_or_without_a_no_op_branch_keeps
     for root in (called, both):
         found = findings_at(migrate_json(root), "examples/perf.py", "NPU935")
         assert found and all(f["severity"] == "warning" for f in found.values()), (root, found)
+
+
+# IA#35 (vLLM's multimodal/video_decoders/deepstream.py:25): a decoder module its package imports only
+# by the backend name a user chooses (`import_module(f".{backend}", __name__)`), offered by a Literal,
+# the default another backend
+DECODERS_INIT = """\
+from importlib import import_module
+from typing import Literal
+
+DecoderBackend = Literal["plain", "nvdecode"]
+
+
+def decode(backend: str, data: bytes):
+    module = import_module(f".{backend}", __name__)
+    return getattr(module, f"decode_{backend}")(data)
+"""
+
+PLAIN = """\
+def decode_plain(data):
+    return list(data)
+"""
+
+NVDECODE = """\
+def decode_nvdecode(data):
+    from nvidia.videodecode import decode_bytes
+
+    return decode_bytes(data)
+"""
+
+LOADER = """\
+from pkg.decoders import DecoderBackend, decode
+
+
+def load(data: bytes, backend: DecoderBackend = "{default}"):
+    return decode(backend, data)
+"""
+
+
+def _decoders(tmp_path, default="plain"):
+    return write_project(tmp_path / default, {
+        "pkg/__init__.py": "", "pkg/decoders/__init__.py": DECODERS_INIT, "pkg/decoders/plain.py": PLAIN,
+        "pkg/decoders/nvdecode.py": NVDECODE, "pkg/loader.py": LOADER.format(default=default)})
+
+
+def test_backend_module_loaded_only_by_a_chosen_name_is_opt_in_info(tmp_path):
+    found = findings_at(migrate_json(_decoders(tmp_path)), "pkg/decoders/nvdecode.py", "NPU990")
+    assert found and all(f["severity"] == "info" for f in found.values()), found
+    message = next(iter(found.values()))["message"]
+    assert "only when the backend `nvdecode` is chosen by name" in message, message
+    assert "`DecoderBackend` offers it (line 4)" in message, message
+
+
+def test_backend_module_a_default_names_keeps_its_warning(tmp_path):
+    # the nearest true case: the loader's default is that backend: every load on an NPU host reaches it
+    found = findings_at(migrate_json(_decoders(tmp_path, default="nvdecode")), "pkg/decoders/nvdecode.py", "NPU990")
+    assert found and all(f["severity"] == "warning" for f in found.values()), found
