@@ -222,6 +222,9 @@ class _File:
         return None
 
 
+SwitchGates = _File  # (public: envblocks34.py reads gates inside functions too)
+
+
 def review(results: list, paths: Optional[dict] = None) -> list:
     """The results, with the open places of functions only a default-off switch's `if` reaches lowered
     to info (P1; this module's docstring)."""

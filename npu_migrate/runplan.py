@@ -397,6 +397,8 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optional_package_tests(results, paths)  # (tests skipped unless a probe finds an optional package: P1)
     from .optpkgexit29 import review as review_optional_package_exits
     results = review_optional_package_exits(results, paths)  # (a script that exits unless a probed optional package imports: P1)
+    from .optpkgraise34 import review as review_optional_package_raises
+    results = review_optional_package_raises(results, paths)  # (a module raising ImportError unless an optional package imports: P1)
     from .optionalcu import review as review_optional_cuda
     results = review_optional_cuda(results, paths)  # (.cu of an extension built or imported in a `try` that falls back)
     from .probedext25 import review as review_probed_extensions
@@ -570,12 +572,18 @@ def whole_run_passes(results: list[FileResult], paths: dict[str, str]) -> list[F
     results = review_optin_raise(results, paths)  # (modules only a config an NPU host never gets reaches: optinraise27.py)
     from .registryoptin28 import review as review_registry_opt_in
     results = review_registry_opt_in(results, paths)  # (modules only a registration selected by name loads, P1: registryoptin28.py)
+    from .namedbackends34 import review as review_named_backends
+    results = review_named_backends(results, paths)  # (a backend module its package imports only by a chosen name, P1: namedbackends34.py)
     from .envskips29 import review as review_env_skips
     results = review_env_skips(results, paths)  # (tests skipped unless a default-off switch of envs.py is set, P1: envskips29.py)
     from .envchains32 import review as review_env_chains
     results = review_env_chains(results, paths)  # (functions only a default-off switch's module-level `if` calls, P1: envchains32.py)
+    from .envblocks34 import review as review_env_blocks
+    results = review_env_blocks(results, paths)  # (a function's default-off `if envs.X:` block and what only it calls, P1: envblocks34.py)
     from .optparams34 import review as review_unset_flag_params
     results = review_unset_flag_params(results, paths)  # (a False-default flag parameter no file of the run names, P1: optparams34.py)
+    from .profileflags34 import review as review_profile_flags
+    results = review_profile_flags(results, paths)  # (a profiler an uncalled helper builds only when its flag is passed, P1: profileflags34.py)
     from .benchflags31 import review as review_bench_flags
     results = review_bench_flags(results, paths)  # (benchmark code only a default-off flag or a chosen option runs, P1: benchflags31.py)
     from .ascendfacts30 import review as review_ascend_facts
