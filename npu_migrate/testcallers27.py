@@ -104,6 +104,9 @@ def _make_gates(run):
             # (`isinstance(model, UBatchWrapper)` runs none of the class's code: callees22's reading)
             if why is None and attribute_store(node, parents):
                 return "an attribute stored on it: none of its code runs"  # (optconfig29.py)
+            if why is None:  # (a platform-dispatched op's `forward_cuda`, the host taking `forward_oot`: dispatchtests34.py)
+                from .dispatchtests34 import dispatch_dead
+                why = dispatch_dead(tree, parents, node)
             return TYPE_TEST if why is None and type_test(parents, node) else why
 
         def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:

@@ -1,0 +1,126 @@
+"""Round 34's selectors, backends and capability gates in other files (audit IC, IB, ID; helper
+h205, issue #16): each false shape paired with the nearest true case that must stay reported."""
+
+from __future__ import annotations
+
+from .precision_helpers import finding_places as _places
+from .precision_helpers import migrate_json, write_project
+
+# ----------------------------------------------------------------------------- IC#28: forward_oot takes the torch path
+CUSTOM_OP = '''class CustomOp:
+    def forward(self, *args, **kwargs):
+        return self.dispatch_forward()(*args, **kwargs)
+
+    def forward_native(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def forward_oot(self, *args, **kwargs):
+        return self.forward_native(*args, **kwargs)
+'''
+
+TRITON_UTILS = '''try:
+    import triton
+    import triton.language as tl
+
+    HAS_TRITON = True
+except ImportError:
+    triton = tl = None
+    HAS_TRITON = False
+'''
+
+NORM = '''import torch
+
+from proj.custom_op import CustomOp
+from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _norm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def norm_triton(x, out):
+    _norm_kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+
+
+class FusedNorm(CustomOp):
+    def forward_native(self, x):
+        return x * 2.0
+
+    def forward_cuda(self, x):
+        out = torch.empty_like(x)
+        norm_triton(x, out)
+        return out
+
+    def forward_xpu(self, x):
+        return self.forward_cuda(x)
+
+    def forward_oot(self, x):
+        return {oot}(x)
+
+
+def build_norm():
+    return FusedNorm()
+'''
+
+NORM_TEST = '''import pytest
+import torch
+
+from proj.layers.{mod} import norm_triton
+from proj.platforms import current_platform
+
+requires_accelerator = pytest.mark.skipif(current_platform.is_cpu(), reason="needs an accelerator")
+
+
+@requires_accelerator
+def test_kernel():
+    x = torch.randn(8, device="cuda")
+    out = torch.empty_like(x)
+    norm_triton(x, out)
+'''
+
+PLATFORMS = '''class _Platform:
+    def is_cpu(self):
+        return False
+
+
+current_platform = _Platform()
+'''
+
+MODEL = '''from proj.layers.{mod} import build_norm
+
+
+class Model:
+    def __init__(self):
+        self.norm = build_norm()
+'''
+
+
+def test_kernel_of_a_custom_ops_cuda_method_whose_forward_oot_takes_the_native_path(tmp_path):
+    """IC#28: a Triton kernel launched by a helper that only `FusedNorm.forward_cuda` (and
+    `forward_xpu` through it) calls in the library, the class's `forward_oot` returning
+    `forward_native`, and a test an NPU host runs: the library never reaches it there, so the
+    kernel is info naming the test (P2). The nearest true case, the same op whose `forward_oot`
+    returns `self.forward_cuda`, keeps its error: an NPU host runs the kernel."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/custom_op.py": CUSTOM_OP,
+        "proj/platforms.py": PLATFORMS,
+        "proj/triton_utils.py": TRITON_UTILS,
+        "proj/layers/__init__.py": "",
+        "proj/layers/norm.py": NORM.format(oot="self.forward_native"),
+        "proj/layers/cuda_norm.py": NORM.format(oot="self.forward_cuda"),
+        "proj/models/__init__.py": "",
+        "proj/models/a.py": MODEL.format(mod="norm"),
+        "proj/models/b.py": MODEL.format(mod="cuda_norm"),
+        "tests/test_norm.py": NORM_TEST.format(mod="norm"),
+        "tests/test_cuda_norm.py": NORM_TEST.format(mod="cuda_norm"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    false = _places(report, "proj/layers/norm.py", "NPU910")[7]
+    assert false["severity"] == "info"
+    assert "reached on an NPU host only from tests/benchmarks (tests/test_norm.py:14)" in false["message"]
+    assert "`FusedNorm.forward_cuda`, a platform-dispatched op" in false["message"]
+    true = _places(report, "proj/layers/cuda_norm.py", "NPU910")[7]
+    assert true["severity"] == "error"
