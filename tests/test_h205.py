@@ -124,3 +124,78 @@ def test_kernel_of_a_custom_ops_cuda_method_whose_forward_oot_takes_the_native_p
     assert "`FusedNorm.forward_cuda`, a platform-dispatched op" in false["message"]
     true = _places(report, "proj/layers/cuda_norm.py", "NPU910")[7]
     assert true["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- IB#21: a kept `.is_cuda` in the caller
+SAMPLER = '''import torch
+
+from proj.triton_utils import tl, triton
+
+
+@triton.jit
+def _row_stats_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def sample_row_stats(logits):
+    out = torch.empty_like(logits)
+    _row_stats_kernel[(1,)](logits, out, logits.numel(), BLOCK=1024)
+    return out
+
+
+def sample_row_stats_reference(logits):
+    return logits.float().softmax(-1)
+'''
+
+DIFFUSION = '''from proj.models.{mod} import sample_row_stats, sample_row_stats_reference
+
+
+class Sampler:
+    def sample(self, tile_logits, use_fused):
+        if {test}:
+            stats = sample_row_stats(tile_logits)
+        else:
+            stats = sample_row_stats_reference(tile_logits)
+        return stats
+'''
+
+SAMPLER_TEST = '''import pytest
+import torch
+
+from proj.models.{mod} import sample_row_stats
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused kernel needs a GPU")
+
+
+def test_stats():
+    logits = torch.randn(4, 16, device="cuda")
+    sample_row_stats(logits)
+'''
+
+
+def test_kernel_behind_a_kept_is_cuda_check_and_a_test_an_npu_host_runs(tmp_path):
+    """IB#21: the library launches the Triton kernel only under `if tile_logits.is_cuda:`, a check
+    the engine keeps meaning CUDA (NPU110, a named scope "runs as written"), so an NPU host takes the
+    torch reference; a test an NPU host runs (`torch.cuda.is_available()` rewritten) also calls it.
+    The NPU110 had become a scope before testcallers27's walk, which then read the check as unknown:
+    now it is False there and the kernel is info naming the test (P2). The nearest true case, the
+    same caller choosing by a parameter (`if use_fused:`), keeps its error."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/triton_utils.py": TRITON_UTILS,
+        "proj/models/__init__.py": "",
+        "proj/models/sampler.py": SAMPLER,
+        "proj/models/diffusion.py": DIFFUSION.format(mod="sampler", test="tile_logits.is_cuda"),
+        "proj/models/chosen_sampler.py": SAMPLER + "\n\nFUSED = True\n",
+        "proj/models/chosen.py": DIFFUSION.format(mod="chosen_sampler", test="use_fused"),
+        "tests/test_sampler.py": SAMPLER_TEST.format(mod="sampler"),
+        "tests/test_chosen_sampler.py": SAMPLER_TEST.format(mod="chosen_sampler"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    false = _places(report, "proj/models/sampler.py", "NPU910")[6]
+    assert false["severity"] == "info"
+    assert "reached on an NPU host only from tests/benchmarks (tests/test_sampler.py:11)" in false["message"]
+    assert "`tile_logits.is_cuda` is kept meaning CUDA at line 6 (NPU110)" in false["message"]
+    true = _places(report, "proj/models/chosen_sampler.py", "NPU910")[6]
+    assert true["severity"] == "error"
