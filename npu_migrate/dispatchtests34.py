@@ -48,3 +48,21 @@ def dispatch_dead(tree: ast.Module, parents: dict, node: ast.AST) -> Optional[st
     from .dispatchops import cuda_dispatch_reason
 
     return cuda_dispatch_reason(tree, chain)
+
+
+def named_outside_python(run, name: str) -> bool:
+    """A configuration, notebook or script of the run names the unit (`_target_:
+    pkg.tune2.other_autotune`, configkeys26's reading, as callersonly reads it): a caller the walk
+    does not see, so testcallers27 keeps the unit reached (tests/test_h116.py's nearest true case,
+    whose other caller, a `forward_cuda`, this module now reads as dead)."""
+    from .configkeys26 import names_helper
+
+    memo = getattr(run, "named_outside34", None)
+    if memo is None:
+        memo = {}
+        setattr(run, "named_outside34", memo)
+    if name not in memo:
+        word = name.encode()
+        texts = (run.text_of(j) or b"" for j, result in enumerate(run.results) if not result.relpath.endswith(".py"))
+        memo[name] = any(word in text and names_helper(text, name) for text in texts)
+    return memo[name]

@@ -254,6 +254,9 @@ def review(results: list, paths: dict) -> list:
             reached = gates.reach(i, unit)
             if reached is None or not (reached[1] or reached[2]):
                 return None
+            from .dispatchtests34 import named_outside_python
+            if named_outside_python(gates.run, unit.name):
+                return None  # (a configuration's `_target_: pkg.mod.unit`: a caller the walk does not see)
             dead, tests, chosen = reached
             if not unit.name.startswith("_") and not any(not test_side(d.split(":", 1)[0]) for d in dead) \
                     and not chosen:

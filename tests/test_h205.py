@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .precision_helpers import finding_places as _places
 from .precision_helpers import migrate_json, write_project
+from .precision_helpers import scope_reasons as _scopes
 
 # ----------------------------------------------------------------------------- IC#28: forward_oot takes the torch path
 CUSTOM_OP = '''class CustomOp:
@@ -199,3 +200,90 @@ def test_kernel_behind_a_kept_is_cuda_check_and_a_test_an_npu_host_runs(tmp_path
     assert "`tile_logits.is_cuda` is kept meaning CUDA at line 6 (NPU110)" in false["message"]
     true = _places(report, "proj/models/chosen_sampler.py", "NPU910")[6]
     assert true["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- IC#10: forward_native raises off CUDA
+INDEXER = '''import torch
+
+from proj.custom_op import CustomOp
+from proj.platforms import current_platform
+
+
+def sparse_indexer(hidden_states, weights):
+    if torch.cuda.is_current_stream_capturing():
+        return hidden_states
+    return hidden_states @ weights
+
+
+class SparseIndexer(CustomOp):
+    def forward_native(self, hidden_states, weights):
+        if {test}:
+            return self.forward_cuda(hidden_states, weights)
+        elif current_platform.is_rocm():
+            return self.forward_hip(hidden_states, weights)
+        else:
+            raise NotImplementedError("only CUDA, ROCm and XPU")
+
+    def forward_cuda(self, hidden_states, weights):
+        return sparse_indexer(hidden_states, weights)
+
+    def forward_hip(self, hidden_states, weights):
+        return hidden_states
+'''
+
+INDEXER_MODEL = '''from proj.layers.{mod} import SparseIndexer, sparse_indexer
+from proj.platforms import current_platform
+
+
+class Attention:
+    def __init__(self):
+        self.indexer = SparseIndexer()
+
+    def forward(self, x, w):
+        if current_platform.is_cuda():
+            return sparse_indexer(x, w)
+        return self.indexer(x, w)
+'''
+
+PLATFORM_LAYER = '''class _Platform:
+    def is_cuda(self):
+        return True
+
+    def is_rocm(self):
+        return False
+
+    def is_xpu(self):
+        return False
+
+    def is_cpu(self):
+        return False
+
+
+current_platform = _Platform()
+'''
+
+
+def test_custom_op_whose_forward_native_names_forward_cuda_only_under_a_cuda_test(tmp_path):
+    """IC#10: `SparseIndexer.forward_native` returns `self.forward_cuda(...)` only under
+    `if current_platform.is_cuda() or current_platform.is_xpu():` and raises for other platforms, so
+    the out-of-tree platform's `forward_oot` (→ `forward_native`) never reaches `forward_cuda`: the
+    graph-capture query of the function only `forward_cuda` calls becomes a named scope. The nearest
+    true case (its other caller, in another module, also under a CUDA test), a `forward_native`
+    that sends every platform but ROCm to `forward_cuda`
+    (`if not current_platform.is_rocm():`), keeps its error."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/custom_op.py": CUSTOM_OP,
+        "proj/platforms.py": PLATFORM_LAYER,
+        "proj/layers/__init__.py": "",
+        "proj/layers/indexer.py": INDEXER.format(
+            test="current_platform.is_cuda() or current_platform.is_xpu()"),
+        "proj/layers/any_indexer.py": INDEXER.format(test="not current_platform.is_rocm()"),
+        "proj/models/__init__.py": "",
+        "proj/models/a.py": INDEXER_MODEL.format(mod="indexer"),
+        "proj/models/b.py": INDEXER_MODEL.format(mod="any_indexer"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    assert 8 not in _places(report, "proj/layers/indexer.py", "NPU202")
+    assert "`SparseIndexer.forward_cuda`, a platform-dispatched op" in _scopes(report, "proj/layers/indexer.py", "NPU202")[8]
+    assert _places(report, "proj/layers/any_indexer.py", "NPU202")[8]["severity"] == "error"
