@@ -287,3 +287,64 @@ def test_custom_op_whose_forward_native_names_forward_cuda_only_under_a_cuda_tes
     assert 8 not in _places(report, "proj/layers/indexer.py", "NPU202")
     assert "`SparseIndexer.forward_cuda`, a platform-dispatched op" in _scopes(report, "proj/layers/indexer.py", "NPU202")[8]
     assert _places(report, "proj/layers/any_indexer.py", "NPU202")[8]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- IB#23/IC#17: the OOT backend first
+FLASHINFER_HELPERS = '''import torch
+
+
+def prepare_trtllm_weights(w):
+    from flashinfer import shuffle_matrix_a
+
+    return shuffle_matrix_a(w, 128)
+'''
+
+ORACLE = '''from enum import Enum
+
+from proj.platforms import current_platform
+from proj.utils.{mod} import prepare_trtllm_weights
+
+
+class MoeBackend(Enum):
+    OOT = "oot"
+    TRITON = "triton"
+    FLASHINFER_TRTLLM = "flashinfer_trtllm"
+
+
+def select_moe_backend(config, w):
+    if current_platform.{exit}():
+        return MoeBackend.OOT, w
+    if config.use_trtllm:
+        return MoeBackend.FLASHINFER_TRTLLM, prepare_trtllm_weights(w)
+    return MoeBackend.TRITON, w
+'''
+
+OOT_PLATFORM = PLATFORM_LAYER.replace("    def is_cpu(self):", """    def is_out_of_tree(self):
+        return False
+
+    def is_tpu(self):
+        return False
+
+    def is_cpu(self):""")
+
+
+def test_code_after_the_out_of_tree_platforms_return_is_not_run(tmp_path):
+    """IB#23/IC#17's first step: vLLM's MoE oracle returns the out-of-tree backend
+    (`if current_platform.is_out_of_tree(): return UnquantizedMoeBackend.OOT`) before any CUDA
+    backend, and vllm-ascend's platform is out of tree, so a helper called only after that return
+    (a lazy FlashInfer import) is a named scope. The nearest true case, the same oracle returning
+    first only on a TPU (`is_tpu()`, false there), keeps its error."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/platforms.py": OOT_PLATFORM,
+        "proj/utils/__init__.py": "",
+        "proj/utils/fi_utils.py": FLASHINFER_HELPERS,
+        "proj/utils/fi_utils_tpu.py": FLASHINFER_HELPERS + "\n\nTPU = True\n",
+        "proj/moe/__init__.py": "",
+        "proj/moe/oracle.py": ORACLE.format(mod="fi_utils", exit="is_out_of_tree"),
+        "proj/moe/oracle_tpu.py": ORACLE.format(mod="fi_utils_tpu", exit="is_tpu"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    assert 5 not in _places(report, "proj/utils/fi_utils.py", "NPU911")
+    assert "is_out_of_tree()" in _scopes(report, "proj/utils/fi_utils.py", "NPU911")[5]
+    assert _places(report, "proj/utils/fi_utils_tpu.py", "NPU911")[5]["severity"] == "error"
