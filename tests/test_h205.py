@@ -348,3 +348,44 @@ def test_code_after_the_out_of_tree_platforms_return_is_not_run(tmp_path):
     assert 5 not in _places(report, "proj/utils/fi_utils.py", "NPU911")
     assert "is_out_of_tree()" in _scopes(report, "proj/utils/fi_utils.py", "NPU911")[5]
     assert _places(report, "proj/utils/fi_utils_tpu.py", "NPU911")[5]["severity"] == "error"
+
+
+# ----------------------------------------------------------------------------- ID#31: a ROCm ops object's predicate
+OPS_OBJECT = '''class {name}:
+    @classmethod
+    def is_fp8bmm_enabled(cls) -> bool:
+        return False
+'''
+
+MLA = '''import torch
+
+from proj.{mod} import {name}
+
+
+class MLAAttention:
+    def __init__(self):
+        self.fp8_bmm_enabled = {name}.is_fp8bmm_enabled()
+
+    def process_weights(self, w):
+        if self.fp8_bmm_enabled:
+            return w.to(torch.float8_e4m3fn)
+        return w
+'''
+
+
+def test_fp8_branch_behind_a_rocm_ops_objects_predicate(tmp_path):
+    """ID#31: `self.fp8_bmm_enabled = rocm_aiter_ops.is_fp8bmm_enabled()` (vLLM's ROCm AITER
+    wrapper, None unless AITER is found on a ROCm host) is False on an NPU host, so the FP8 branch
+    under `if self.fp8_bmm_enabled:` is a named scope. The nearest true case, the same predicate of
+    an ops object not named for ROCm (`kernel_ops.is_fp8bmm_enabled()`), keeps its error."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/aiter_ops.py": OPS_OBJECT.format(name="rocm_aiter_ops"),
+        "proj/kernel_ops.py": OPS_OBJECT.format(name="kernel_ops"),
+        "proj/mla.py": MLA.format(mod="aiter_ops", name="rocm_aiter_ops"),
+        "proj/mla_any.py": MLA.format(mod="kernel_ops", name="kernel_ops"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    assert 12 not in _places(report, "proj/mla.py", "NPU913")
+    assert "rocm_aiter_ops.is_fp8bmm_enabled()" in _scopes(report, "proj/mla.py", "NPU913")[12]
+    assert _places(report, "proj/mla_any.py", "NPU913")[12]["severity"] == "error"
