@@ -39,3 +39,4 @@ def rocm_predicate(node: ast.AST) -> bool:
     if not receiver or receiver.startswith("torch"):
         return False
     return bool(_ROCM_OBJECT.search(receiver.rpartition(".")[2]))
+

@@ -389,3 +389,45 @@ def test_fp8_branch_behind_a_rocm_ops_objects_predicate(tmp_path):
     assert 12 not in _places(report, "proj/mla.py", "NPU913")
     assert "rocm_aiter_ops.is_fp8bmm_enabled()" in _scopes(report, "proj/mla.py", "NPU913")[12]
     assert _places(report, "proj/mla_any.py", "NPU913")[12]["severity"] == "error"
+
+
+MLA_DEFAULT = '''import torch
+
+from proj.{mod} import {name}
+
+
+def per_batched_quant(x, dtype=torch.float8_e4m3fn):
+    return x.to(dtype)
+
+
+class MLAAttention:
+    def __init__(self, fp4):
+        self.fp4_bmm_enabled = fp4
+        self.fp8_bmm_enabled = {name}.is_fp8bmm_enabled()
+
+    def process_weights(self, w, act_dtype):
+        if self.fp4_bmm_enabled:
+            return w
+        elif self.fp8_bmm_enabled:
+            return per_batched_quant(w, dtype=act_dtype)
+        return w
+'''
+
+
+def test_fp8_default_moved_to_a_call_behind_a_rocm_ops_objects_predicate(tmp_path):
+    """ID#31 as vLLM writes it: the FP8 default of a helper every call overrides is reported at the
+    calls (secondary.py), after the untaken-branch review ran; the one call lies under `elif
+    self.fp8_bmm_enabled:` (`rocm_aiter_ops.is_fp8bmm_enabled()`), so it is read again and becomes a
+    named scope. The nearest true case (`kernel_ops.is_fp8bmm_enabled()`) keeps its error."""
+    files = {
+        "proj/__init__.py": "",
+        "proj/aiter_ops.py": OPS_OBJECT.format(name="rocm_aiter_ops"),
+        "proj/kernel_ops.py": OPS_OBJECT.format(name="kernel_ops"),
+        "proj/mla.py": MLA_DEFAULT.format(mod="aiter_ops", name="rocm_aiter_ops"),
+        "proj/mla_any.py": MLA_DEFAULT.format(mod="kernel_ops", name="kernel_ops"),
+    }
+    report = migrate_json(write_project(tmp_path, files))
+    assert 19 not in _places(report, "proj/mla.py", "NPU913")
+    assert "rocm_aiter_ops.is_fp8bmm_enabled()" in _scopes(report, "proj/mla.py", "NPU913")[19]
+    true = _places(report, "proj/mla_any.py", "NPU913")[19]
+    assert true["severity"] == "error" and "default of `dtype` is never used" in true["message"]
