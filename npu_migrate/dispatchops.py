@@ -51,11 +51,11 @@ def npu_method(tree: ast.Module, cls: ast.ClassDef) -> tuple[str, str] | None:
         if current.name in seen or len(seen) > 8:
             continue
         seen.add(current.name)
+        from .nativecuda34 import names_cuda_method  # (not under `if current_platform.is_cuda():`: nativecuda34.py)
+
         for method in current.body:
-            if isinstance(method, _FUNCTIONS) and (method.name in npu or method.name == "forward") and any(
-                    isinstance(n, (ast.Attribute, ast.Name, ast.Constant))
-                    and (getattr(n, "attr", None) or getattr(n, "id", None) or getattr(n, "value", None)) in cuda
-                    for n in ast.walk(method)):
+            if isinstance(method, _FUNCTIONS) and (method.name in npu or method.name == "forward") \
+                    and names_cuda_method(method, cuda):
                 return None
         if found is None:
             own = next((m for m in npu if m in _own_methods(current)), None)

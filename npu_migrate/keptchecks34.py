@@ -43,7 +43,28 @@ def _kept(run, j: int) -> frozenset:
         findings = run.results[j].findings if 0 <= j < len(run.results) else ()
         memo[j] = frozenset((f.line, " ".join(f.source.split())) for f in findings
                             if f.code == _CODE and not f.fixable and f.cell is None and _ATTR in f.source)
+        memo[j] |= _scoped(run, j)
     return memo[j]
+
+
+def _scoped(run, j: int) -> frozenset:
+    """{(line, None)} of the NPU110 places moot.to_scopes already made named scopes ("runs as
+    written on an NPU host (NPU110)": the check kept, its fallback run there; IB#21), so the passes
+    after it (testcallers27's walk) read the same kept check; a line the engine also widens an
+    `is_cuda` on (a fixable NPU106 there) is left out: which of its reads was kept is not known."""
+    if not 0 <= j < len(run.results):
+        return frozenset()
+    result = run.results[j]
+    widened = {f.line for f in result.findings if f.code == "NPU106" and f.fixable}
+    lines = set()
+    for scope in getattr(result, "skipped_scopes", ()) or ():
+        if len(scope) >= 3 and isinstance(scope[2], str) and f"({_CODE}):" in scope[2]:
+            lines.update({scope[0], scope[1]})
+    return frozenset((line, None) for line in lines - widened)
+
+
+def _is_kept(kept: frozenset, line: int, key: str) -> bool:
+    return (line, key) in kept or (line, None) in kept
 
 
 def kept_values(run, j: int, exprs) -> dict:
@@ -59,7 +80,7 @@ def kept_values(run, j: int, exprs) -> dict:
             kept = _kept(run, j)
             if key in out or not kept:
                 continue
-            if (node.lineno, key) in kept:
+            if _is_kept(kept, node.lineno, key):
                 out[key] = (f"`{key}` is kept meaning CUDA at line {node.lineno} (NPU110): "
                             "False for every tensor of an NPU host")
     return out
@@ -71,4 +92,4 @@ def decides(run, j: int, test: ast.AST) -> bool:
     whose method calls on a parameter callgates21 otherwise reads as a caller's choice)."""
     parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     return any(isinstance(p, ast.Attribute) and p.attr == _ATTR and isinstance(p.value, ast.Name)
-               and (p.lineno, f"{p.value.id}.{_ATTR}") in _kept(run, j) for p in parts)
+               and _is_kept(_kept(run, j), p.lineno, f"{p.value.id}.{_ATTR}") for p in parts)

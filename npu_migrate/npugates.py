@@ -86,6 +86,9 @@ def known_value(node: ast.AST, truth):
         if receiver and _layer().search(receiver):
             return False  # the project's platform answers for the NPU there
         return None
+    from .oottree34 import out_of_tree  # (`current_platform.is_out_of_tree()`: True there, oottree34.py)
+    if out_of_tree(node, _layer()):
+        return True
     if isinstance(node, ast.Compare) and len(node.ops) == 1 \
             and isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
         left, right = node.left, node.comparators[0]

@@ -217,6 +217,8 @@ def migrate_file(source: bytes, relpath: str, options: Options) -> FileResult:
             result.findings = typerefs.review(result.findings, text)
             # (one construct, one finding: uses of a reported object, a reported check's branch, one statement)
             result.findings = labels20.fold_profiler_branch(fold_redundant(result.findings, text), text)
+            from .moveddefaults34 import review_moved_defaults
+            result.findings = review_moved_defaults(result.findings, text, relpath)  # (an FP8 default moved to calls in an untaken branch: moveddefaults34.py)
             result.findings = singles22.review_folded(result.findings)  # ("nccl" its callers pass: an error)
             # (Triton the code keeps off an NPU host: kernels behind a kept CUDA test, a guarded harness)
             result.findings = tritonguards.review(result.findings, text)

@@ -114,6 +114,9 @@ def _make_gates(run):
             # (`isinstance(model, UBatchWrapper)` runs none of the class's code: callees22's reading)
             if why is None and attribute_store(node, parents):
                 return "an attribute stored on it: none of its code runs"  # (optconfig29.py)
+            if why is None:  # (a platform-dispatched op's `forward_cuda`, the host taking `forward_oot`: dispatchtests34.py)
+                from .dispatchtests34 import dispatch_dead
+                why = dispatch_dead(tree, parents, node)
             return TYPE_TEST if why is None and type_test(parents, node) else why
 
         def live_reference(self, j: int, relpath: str, node: ast.AST, parents: dict, test_file: bool) -> Optional[tuple]:
@@ -261,6 +264,9 @@ def review(results: list, paths: dict) -> list:
             reached = gates.reach(i, unit)
             if reached is None or not (reached[1] or reached[2]):
                 return None
+            from .dispatchtests34 import named_outside_python
+            if named_outside_python(gates.run, unit.name):
+                return None  # (a configuration's `_target_: pkg.mod.unit`: a caller the walk does not see)
             dead, tests, chosen = reached
             if not unit.name.startswith("_") and not any(not test_side(d.split(":", 1)[0]) for d in dead) \
                     and not chosen and not bench_helper(unit):

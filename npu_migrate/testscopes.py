@@ -109,6 +109,9 @@ def _value(node: ast.AST):
             return False  # torch.xpu.is_available(), accelerate's is_xpu_available(): another accelerator's
         if name and _table()[1].search(name):
             return False
+        from .rocmops34 import rocm_predicate  # (`rocm_aiter_ops.is_fp8bmm_enabled()`: rocmops34.py)
+        if rocm_predicate(node):
+            return False
         if _dotted(func) in reach.none_calls():
             return _NONE  # `current_platform.get_device_capability()`: no capability on an NPU host
         absent = _absent_package(name, node)
