@@ -132,6 +132,30 @@ def _positive(node: ast.AST, function: ast.AST, callers: list) -> bool:
 
 
 # ----------------------------------------------------------------------------- callables that fail
+def import_origin(results: list, modules, i: int, tree: ast.Module, name: str) -> Optional[tuple]:
+    """(j, real): the module of the run (index j, not i) and the name there that module i's top-level
+    `from ... import` binds to `name` (the last such import), or None (also read by stubcalls34)."""
+    from .modpaths import resolve_relative
+
+    origin = None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    origin = (node.module or "", node.level, alias.name)
+    if origin is None:
+        return None
+    module, dots, real = origin
+    if dots:
+        stem = resolve_relative(results[i].relpath, dots, module)
+        j = next((k for k, r in enumerate(results) if r.relpath in (stem + ".py", stem + "/__init__.py")), None)
+    else:
+        j = modules.by_name.get(module)
+    if j is None or j == i:
+        return None
+    return j, real
+
+
 class _Failing:
     """Which callables of the run always fail on an NPU host (module doc), with why."""
 
@@ -159,24 +183,10 @@ class _Failing:
 
     def imported(self, i: int, tree: ast.Module, name: str) -> Optional[str]:
         """Why `name`, imported by module `i` from another module of the run, always fails there."""
-        from .modpaths import resolve_relative
-
-        origin = None
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        origin = (node.module or "", node.level, alias.name)
+        origin = import_origin(self.results, self.modules, i, tree, name)
         if origin is None:
             return None
-        module, dots, real = origin
-        if dots:
-            stem = resolve_relative(self.results[i].relpath, dots, module)
-            j = next((k for k, r in enumerate(self.results) if r.relpath in (stem + ".py", stem + "/__init__.py")), None)
-        else:
-            j = self.modules.by_name.get(module)
-        if j is None or j == i:
-            return None
+        j, real = origin
         key = (j, real)
         if real in _rebound_names():
             return None  # (a function vllm-ascend rebinds before use: the call may reach the plugin's own)

@@ -105,24 +105,12 @@ class _Stubbed:
         return None
 
     def imported(self, i: int, tree: ast.Module, name: str) -> Optional[str]:
-        from .modpaths import resolve_relative
+        from .firstfail33 import import_origin
 
-        origin = None
-        for node in tree.body:
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if (alias.asname or alias.name) == name:
-                        origin = (node.module or "", node.level, alias.name)
+        origin = import_origin(self.results, self.modules, i, tree, name)
         if origin is None:
             return None
-        module, dots, real = origin
-        if dots:
-            stem = resolve_relative(self.results[i].relpath, dots, module)
-            j = next((k for k, r in enumerate(self.results) if r.relpath in (stem + ".py", stem + "/__init__.py")), None)
-        else:
-            j = self.modules.by_name.get(module)
-        if j is None or j == i:
-            return None
+        j, real = origin
         if j not in self.memo:
             other = self.modules.tree(j)
             self.memo[j] = stubs(other, self.predicates) if other is not None else {}
