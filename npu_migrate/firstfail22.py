@@ -271,6 +271,12 @@ def fold_covered_helpers(results: list, paths: Optional[dict] = None) -> list:
         others = f", and those of {count - 1} more importer{'s' if count != 2 else ''}" if count > 1 else ""
         notes.setdefault(root, []).append(COVERED.format(what=what, packs=packs, count=others))
         gone.add((i, k))
+    return apply_folds(results, notes, gone)
+
+
+def apply_folds(results: list, notes: dict, gone: set) -> list:
+    """The results with each covering finding's notes appended to its message ({(j, k): [text]}) and
+    the folded findings ({(i, k)}) removed (also tritonfirst34's)."""
     out = list(results)
     for (j, kj), texts in notes.items():
         findings = list(out[j].findings)

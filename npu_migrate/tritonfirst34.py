@@ -33,7 +33,6 @@ error.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import replace
 from typing import Optional
 
 from . import firstfail22
@@ -140,11 +139,4 @@ def fold_covered_triton_modules(results: list, paths: Optional[dict] = None) -> 
         others = f", and those of {count - 1} more importer{'s' if count != 2 else ''}" if count > 1 else ""
         notes.setdefault(root, []).append(COVERED.format(what=what, count=others))
         gone.add((i, k))
-    out = list(results)
-    for (j, kj), texts in notes.items():
-        findings = list(out[j].findings)
-        findings[kj] = replace(findings[kj], message=f"{findings[kj].message} ({'; '.join(texts)})")
-        out[j] = replace(out[j], findings=findings)
-    for i in {i for i, _k in gone}:
-        out[i] = replace(out[i], findings=[f for k, f in enumerate(out[i].findings) if (i, k) not in gone])
-    return out
+    return firstfail22.apply_folds(results, notes, gone)
